@@ -1,0 +1,1 @@
+"""agentkit: structured block-diffusion decoding for agents."""

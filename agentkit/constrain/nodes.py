@@ -1,0 +1,118 @@
+"""The canvas template: what a structured output looks like before any token is chosen.
+
+A template is a small tree. ``Lit`` text is pinned (placed in the canvas, never predicted); ``Slot`` is a value the
+model fills under a regex; ``Choice`` and ``Repeat`` are real decisions the model makes (optional properties,
+enum members, anyOf branches, array lengths). Every node has an exact character-level language, given by
+``to_regex`` (Python ``re`` syntax restricted to what outlines-core also accepts: no lookaround, no backrefs).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+
+DEFAULT_SLOT_TOKENS = 48
+
+
+@dataclass(frozen=True)
+class Lit:
+    """Pinned text."""
+
+    text: str
+
+    def to_regex(self) -> str:
+        return re.escape(self.text)
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A value the model writes, constrained to ``regex`` (the value's own text, e.g. a JSON string with quotes)."""
+
+    regex: str
+    max_tokens: int = DEFAULT_SLOT_TOKENS
+    name: str = ""  # JSON pointer of the value, for traces and errors
+
+    def to_regex(self) -> str:
+        return f"(?:{self.regex})"
+
+
+@dataclass(frozen=True)
+class Seq:
+    items: tuple[Node, ...]
+
+    def to_regex(self) -> str:
+        return "".join(i.to_regex() for i in self.items)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One of ``options``; ``Lit("")`` is the empty option (an omitted optional property)."""
+
+    options: tuple[Node, ...]
+
+    def to_regex(self) -> str:
+        return "(?:" + "|".join(o.to_regex() for o in self.options) + ")"
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """``item`` repeated ``min``..``max`` times, joined by ``sep`` (``max=None``: unbounded)."""
+
+    item: Node
+    sep: str
+    min: int = 0
+    max: int | None = None
+
+    def to_regex(self) -> str:
+        item, sep = self.item.to_regex(), re.escape(self.sep)
+        hi = "" if self.max is None else str(self.max - 1)
+        if self.min == 0:
+            if self.max == 0:
+                return ""
+            return f"(?:{item}(?:{sep}{item}){{0,{hi}}})?"
+        return f"{item}(?:{sep}{item}){{{self.min - 1},{hi}}}"
+
+
+Node = Lit | Slot | Seq | Choice | Repeat
+
+
+@dataclass
+class Template:
+    """A compiled template: the tree plus where it came from and what compiling it cost."""
+
+    root: Node
+    schema: object = None
+    compile_ms: float = 0.0
+    kind: str = "json"  # json | edit | regex
+    meta: dict = field(default_factory=dict)
+
+    @cached_property
+    def regex(self) -> str:
+        return self.root.to_regex()
+
+    @cached_property
+    def _compiled(self) -> re.Pattern[str]:
+        return re.compile(self.regex, re.DOTALL)
+
+    def matches(self, text: str) -> bool:
+        """Whether ``text`` is in the template's language (character level)."""
+        return self._compiled.fullmatch(text) is not None
+
+
+def seq(*items: Node) -> Node:
+    """Build a Seq, merging adjacent literals and flattening nested Seqs."""
+    out: list[Node] = []
+    for it in items:
+        parts = it.items if isinstance(it, Seq) else (it,)
+        for p in parts:
+            if isinstance(p, Lit):
+                if not p.text:
+                    continue
+                if out and isinstance(out[-1], Lit):
+                    out[-1] = Lit(out[-1].text + p.text)
+                    continue
+            out.append(p)
+    if len(out) == 1:
+        return out[0]
+    return Seq(tuple(out)) if out else Lit("")

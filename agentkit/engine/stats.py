@@ -1,0 +1,67 @@
+"""What a generation cost, and what it produced."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class DecodeStats:
+    mode: str = "ar"
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    pinned_tokens: int = 0  # placed from a template, never predicted
+    slot_tokens: int = 0  # predicted under a constraint (or free tokens when unconstrained)
+    encoder_forwards: int = 0  # causal passes that write the KV cache (prefill, commit, verify, AR steps)
+    decoder_forwards: int = 0  # denoiser passes that only read the cache
+    blocks: int = 0
+    steps_per_block: list[int] = field(default_factory=list)
+    prefill_ms: float = 0.0
+    denoise_ms: float = 0.0
+    commit_ms: float = 0.0
+    constraint_ms: float = 0.0  # mask computation (part of denoise/commit time)
+    compile_ms: float = 0.0  # template compile (0 when cached)
+    latency_ms: float = 0.0  # whole call
+    finish_reason: str = "length"  # stop | length | template
+
+    @property
+    def forwards(self) -> int:
+        """Forwards after the prompt prefill: AR steps/commits/verifies plus denoiser passes."""
+        return self.encoder_forwards + self.decoder_forwards - (1 if self.prompt_tokens else 0)
+
+    @property
+    def tokens_per_forward(self) -> float:
+        return self.output_tokens / max(self.forwards, 1)
+
+    @property
+    def tokens_per_forward_excl_pinned(self) -> float:
+        return (self.output_tokens - self.pinned_tokens) / max(self.forwards, 1)
+
+    @property
+    def output_tokens_per_s(self) -> float:
+        return 1000.0 * self.output_tokens / self.latency_ms if self.latency_ms > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["forwards"] = self.forwards
+        d["tokens_per_forward"] = round(self.tokens_per_forward, 4)
+        d["tokens_per_forward_excl_pinned"] = round(self.tokens_per_forward_excl_pinned, 4)
+        d["output_tokens_per_s"] = round(self.output_tokens_per_s, 2)
+        return d
+
+
+@dataclass
+class GenerationResult:
+    text: str
+    token_ids: list[int]
+    stats: DecodeStats
+    value: Any = None  # parsed JSON when generated under a JSON template
+    drafts: list[list[int]] = field(default_factory=list)  # canvas snapshots (for canvas-evolution plots/streams)
+
+    @property
+    def mode(self) -> str:
+        return self.stats.mode
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"text": self.text, "mode": self.mode, "value": self.value, "stats": self.stats.to_dict()}

