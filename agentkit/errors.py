@@ -7,10 +7,15 @@ The hierarchy::
     │   ├── ModelNotFoundError       a model path or the embedded default model is missing
     │   ├── InvalidRequestError      bad generation input (empty prompt, max_new_tokens < 1, ...)
     │   ├── UnsupportedModeError     the model cannot decode in the requested mode/sampler
-    │   └── UnsupportedSchemaError   a JSON Schema keyword the compiler cannot enforce (names keyword + pointer)
+    │   ├── UnsupportedSchemaError   a JSON Schema keyword the compiler cannot enforce (names keyword + pointer)
+    │   ├── EditError                an edit response cannot be parsed or applied (names file + missing text)
+    │   └── WorkspaceError           a workspace tool call was refused (path escape, size bound, command)
     └── AgentRunError                a run failed at run time (carries the trace so far)
         ├── UsageLimitExceeded       max iterations / tokens / time exceeded
-        └── UnexpectedModelBehavior  the model produced output that cannot be used
+        ├── UnexpectedModelBehavior  the model produced output that cannot be used
+        └── ModelHTTPError           a remote generator answered an error status or was unreachable (after retries)
+
+    ModelRetry                       not an error: a tool raises it to send its message back to the model and ask again
 
 Internal invariants are asserts, not these classes.
 """
@@ -54,6 +59,22 @@ class UnsupportedSchemaError(UserError):
         super().__init__(f"{msg}: {detail}" if detail else msg)
 
 
+class EditError(UserError):
+    """A SEARCH/REPLACE edit cannot be parsed or applied. ``path`` is the file it names ("" if unknown)."""
+
+    def __init__(self, message: str, path: str = "") -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class WorkspaceError(UserError):
+    """A workspace tool call was refused: a path escaping the root, a size bound, a command not allowed."""
+
+    def __init__(self, message: str, path: str = "") -> None:
+        super().__init__(message)
+        self.path = path
+
+
 class AgentRunError(AgentkitError):
     """A run failed at run time. ``trace`` holds the iterations recorded so far."""
 
@@ -68,3 +89,26 @@ class UsageLimitExceeded(AgentRunError):
 
 class UnexpectedModelBehavior(AgentRunError):
     """The model produced output that could not be used, after the allowed retries."""
+
+
+class ModelHTTPError(AgentRunError):
+    """A remote generator answered an error status, or could not be reached, after the allowed retries.
+
+    ``status_code`` is None when no response came back (connection error); ``body`` is the response text.
+    """
+
+    def __init__(self, message: str, status_code: int | None = None, body: str = "", trace: Any = None) -> None:
+        super().__init__(message, trace)
+        self.status_code = status_code
+        self.body = body
+
+
+class ModelRetry(Exception):  # noqa: N818 (a signal, named as in pydantic-ai)
+    """Raised by a tool to send ``message`` back to the model as an observation and let it try again.
+
+    Counts against the tool's retry budget. Not an ``AgentkitError``: it never leaves a run.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message

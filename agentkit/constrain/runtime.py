@@ -1,0 +1,277 @@
+"""Token-level constraint over a template: which tokens may come next, and which are forced.
+
+A *state* is the set of places the template may be in after the tokens so far (an NFA over the template tree,
+so ambiguous choices resolve themselves as tokens arrive). Each place ("thread") is one of:
+
+- in a literal, at a byte offset          -> the next bytes are pinned; tokens that are a prefix of them fit
+- in a slot, at an outlines-core DFA state -> tokens the slot's DFA allows fit
+- at the end of the template              -> only EOS fits
+
+Every object here is interned, so states hash by identity and all queries are memoised.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .nodes import Choice, Lit, Repeat, Seq, Slot, Template
+from .vocab import TokenVocab, slot_index
+
+
+@dataclass(frozen=True, eq=False)
+class _RepTail:
+    """Inside a Repeat after ``count`` items: stop, or ``sep`` + another item."""
+
+    rep: Repeat
+    count: int
+
+
+class _Cont:
+    """Immutable, interned continuation (cons list of nodes still to produce)."""
+
+    __slots__ = ("node", "nxt")
+
+    def __init__(self, node, nxt: "_Cont | None") -> None:
+        self.node, self.nxt = node, nxt
+
+
+END = ("end",)
+
+
+class TokenConstraint:
+    """The template's language as a token automaton over ``vocab``."""
+
+    def __init__(self, template: Template, vocab: TokenVocab, tokenizer) -> None:
+        self.template, self.vocab, self.tokenizer = template, vocab, tokenizer
+        self._conts: dict[tuple[int, int], _Cont] = {}
+        self._tails: dict[tuple[int, int], _RepTail] = {}
+        self._threads: dict[tuple, tuple] = {}
+        self._closure: dict[int, frozenset] = {}
+        self._allowed: dict[frozenset, torch.Tensor] = {}
+        self._advance: dict[tuple[frozenset, int], frozenset | None] = {}
+        self._forced: dict[frozenset, list[int]] = {}
+        self._lit_bytes: dict[int, bytes] = {}
+        self._seps: dict[int, Lit] = {}
+        self._span: dict[tuple, list[int]] = {}
+        self._keep: list[object] = []  # keeps interned objects' ids stable
+
+    # -- public ---------------------------------------------------------------------------------------------
+    def start(self) -> frozenset:
+        return self._close(self._cons(self.template.root, None))
+
+    def is_done(self, state: frozenset) -> bool:
+        """Nothing but the end remains: the output is complete."""
+        return state == self._end_state
+
+    def can_end(self, state: frozenset) -> bool:
+        return END in state
+
+    def allowed(self, state: frozenset) -> torch.Tensor:
+        """Bool mask [V] of tokens allowed next (EOS where the template may end)."""
+        m = self._allowed.get(state)
+        if m is None:
+            ids: set[int] = set()
+            for th in state:
+                if th is END:
+                    ids.update(self.vocab.eos_ids)
+                elif th[0] == "lit":
+                    rem = self._lit_bytes[id(th[1])][th[2]:]
+                    ids.update(self.vocab.prefix_tokens(rem))
+                    ids.update(self._spanning(th))
+                else:
+                    _, slot, s, _count, _ = th
+                    ids.update(t for t in slot_index(slot.regex, self.vocab).get_allowed_tokens(s)
+                               if t not in self.vocab.eos_ids)
+            m = self._allowed[state] = self.vocab.mask(ids)
+        return m
+
+    def advance(self, state: frozenset, token: int) -> frozenset | None:
+        """State after ``token``; None if the token is not allowed."""
+        key = (state, token)
+        if key in self._advance:
+            return self._advance[key]
+        out: set = set()
+        tb = self.vocab.token_bytes[token] if token < len(self.vocab.token_bytes) else None
+        for th in state:
+            if th is END:
+                if token in self.vocab.eos_ids:
+                    out.add(END)
+                continue
+            if tb is None:
+                continue
+            if th[0] == "lit":
+                _, lit, off, cont = th
+                data = self._lit_bytes[id(lit)]
+                if data.startswith(tb, off):
+                    off2 = off + len(tb)
+                    out.update(self._close(cont) if off2 == len(data) else {self._thread("lit", lit, off2, cont)})
+                elif tb.startswith(data[off:]):  # token runs past the literal into what follows
+                    out.update(self._consume(self._close(cont), tb[len(data) - off:]))
+            else:
+                _, slot, s, count, cont = th
+                index = slot_index(slot.regex, self.vocab)
+                nxt = index.get_next_state(s, token)
+                if nxt is not None:
+                    out.update(self._slot_threads(slot, nxt, count + 1, cont))
+        res = frozenset(out) if out else None
+        self._advance[key] = res
+        return res
+
+    def forced(self, state: frozenset) -> list[int]:
+        """Tokens that are the only way forward from ``state`` (a pinned literal run); [] if there is a choice."""
+        f = self._forced.get(state)
+        if f is None:
+            f = []
+            if len(state) == 1:
+                (th,) = state
+                if th is not END and th[0] == "lit":
+                    text = self._lit_bytes[id(th[1])][th[2]:].decode("utf-8", errors="strict")
+                    f = self.tokenizer.encode(text, add_special_tokens=False)
+                    assert b"".join(self.vocab.token_bytes[t] or b"" for t in f) == text.encode(), "pinned text must round-trip"
+                    if self._spanning(th):  # the last piece may merge with what follows: leave it to the model
+                        f = f[:-1]
+            self._forced[state] = f
+        return f
+
+    def accepts_tokens(self, tokens: list[int]) -> bool:
+        s = self.start()
+        for t in tokens:
+            s = self.advance(s, t)
+            if s is None:
+                return False
+        return self.is_done(s) or self.can_end(s)
+
+    # -- tokens that cross a literal's end ------------------------------------------------------------------
+    def _spanning(self, th: tuple) -> list[int]:
+        """Tokens that finish the literal of ``th`` and continue validly into what follows it."""
+        key = ("span", th)
+        hit = self._span.get(key)
+        if hit is None:
+            _, lit, off, cont = th
+            rem = self._lit_bytes[id(lit)][off:]
+            nxt = self._close(cont)
+            hit = [t for t, tb in self.vocab.with_prefix(rem) if len(tb) > len(rem) and self._consume(nxt, tb[len(rem):])]
+            self._span[key] = hit
+        return hit
+
+    def _consume(self, state: frozenset, data: bytes) -> set:
+        """Threads after reading raw ``data`` from ``state`` (slots read it as whole tokens)."""
+        out: set = set()
+        for th in state:
+            if th is END:
+                continue
+            if th[0] == "lit":
+                _, lit, off, cont = th
+                lb = self._lit_bytes[id(lit)]
+                n = min(len(lb) - off, len(data))
+                if lb[off:off + n] != data[:n]:
+                    continue
+                if off + n < len(lb):
+                    out.add(self._thread("lit", lit, off + n, cont))
+                elif n == len(data):
+                    out.update(self._close(cont))
+                else:
+                    out.update(self._consume(self._close(cont), data[n:]))
+            else:
+                _, slot, s, count, cont = th
+                index = slot_index(slot.regex, self.vocab)
+                for n in range(len(data), 0, -1):
+                    for t in self.vocab.by_bytes.get(data[:n], ()):
+                        nxt = index.get_next_state(s, t)
+                        if nxt is None:
+                            continue
+                        threads = self._slot_threads(slot, nxt, count + 1, cont)
+                        out.update(threads if n == len(data) else self._consume(frozenset(threads), data[n:]))
+        return out
+
+    # -- construction -----------------------------------------------------------------------------------------
+    @property
+    def _end_state(self) -> frozenset:
+        return frozenset({END})
+
+    def _cons(self, node, nxt: _Cont | None) -> _Cont:
+        key = (id(node), id(nxt))
+        c = self._conts.get(key)
+        if c is None:
+            c = self._conts[key] = _Cont(node, nxt)
+            self._keep.append(node)
+        return c
+
+    def _tail(self, rep: Repeat, count: int) -> _RepTail:
+        key = (id(rep), count)
+        t = self._tails.get(key)
+        if t is None:
+            t = self._tails[key] = _RepTail(rep, count)
+        return t
+
+    def _sep(self, rep: Repeat) -> Lit:
+        lit = self._seps.get(id(rep))
+        if lit is None:
+            lit = self._seps[id(rep)] = Lit(rep.sep)
+        return lit
+
+    def _thread(self, *parts) -> tuple:
+        key = tuple(p if isinstance(p, (int, str)) else id(p) for p in parts)
+        th = self._threads.get(key)
+        if th is None:
+            th = self._threads[key] = parts
+            if parts[0] == "lit" and id(parts[1]) not in self._lit_bytes:
+                self._lit_bytes[id(parts[1])] = parts[1].text.encode("utf-8")
+        return th
+
+    def _slot_threads(self, slot: Slot, s: int, count: int, cont: _Cont | None) -> set:
+        index = slot_index(slot.regex, self.vocab)
+        out: set = set()
+        final = index.is_final_state(s)
+        if not (final and count >= slot.max_tokens) and any(
+            t not in self.vocab.eos_ids for t in index.get_allowed_tokens(s)
+        ):
+            out.add(self._thread("slot", slot, s, count, cont))
+        if final:
+            out.update(self._close(cont))
+        return out
+
+    def _close(self, cont: _Cont | None) -> frozenset:
+        """Epsilon closure: every place reachable from ``cont`` without consuming a byte."""
+        key = id(cont)
+        if key in self._closure:
+            return self._closure[key]
+        self._closure[key] = frozenset()  # recursion guard (left recursion cannot occur in templates)
+        out: set = set()
+        if cont is None:
+            out.add(END)
+        else:
+            node, nxt = cont.node, cont.nxt
+            if isinstance(node, Lit):
+                out.update({self._thread("lit", node, 0, nxt)} if node.text else self._close(nxt))
+            elif isinstance(node, Slot):
+                index = slot_index(node.regex, self.vocab)
+                out.update(self._slot_threads(node, index.get_initial_state(), 0, nxt))
+            elif isinstance(node, Seq):
+                c = nxt
+                for item in reversed(node.items):
+                    c = self._cons(item, c)
+                out.update(self._close(c))
+            elif isinstance(node, Choice):
+                for opt in node.options:
+                    out.update(self._close(self._cons(opt, nxt)))
+            elif isinstance(node, Repeat):
+                if node.max != 0:
+                    out.update(self._close(self._cons(node.item, self._cons(self._tail(node, 1), nxt))))
+                if node.min == 0:
+                    out.update(self._close(nxt))
+            elif isinstance(node, _RepTail):
+                rep, n = node.rep, node.count
+                if n >= rep.min:
+                    out.update(self._close(nxt))
+                if rep.max is None or n < rep.max:
+                    again = self._cons(rep.item, self._cons(self._tail(rep, n + 1), nxt))
+                    out.update(self._close(self._cons(self._sep(rep), again)) if rep.sep else self._close(again))
+            else:  # pragma: no cover - nodes are a closed set
+                raise AssertionError(f"unknown template node {node!r}")
+        res = frozenset(out)
+        self._closure[key] = res
+        return res
+

@@ -1,0 +1,122 @@
+"""The tokenizer's vocabulary as bytes, and the outlines-core ``Vocabulary`` built from it (no hub access)."""
+
+from __future__ import annotations
+
+import bisect
+import weakref
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import torch
+from outlines_core import Index, Vocabulary
+
+
+def _byte_decoder() -> dict[str, int]:
+    """GPT-2 byte-level alphabet: printable unicode char -> raw byte."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {chr(c): b for b, c in zip(bs, cs)}
+
+
+@dataclass
+class TokenVocab:
+    """Token id -> bytes for every ordinary token; special tokens are excluded (never allowed in constrained text)."""
+
+    token_bytes: list[bytes | None]
+    eos_ids: tuple[int, ...]
+    size: int
+    by_bytes: dict[bytes, list[int]] = field(default_factory=dict)
+    max_len: int = 1
+    _outlines: Vocabulary | None = None
+    _sorted: list | None = None
+    _sorted_keys: list | None = None
+
+    def __post_init__(self) -> None:
+        for i, b in enumerate(self.token_bytes):
+            if b:
+                self.by_bytes.setdefault(b, []).append(i)
+        self.max_len = max((len(b) for b in self.by_bytes), default=1)
+
+    @property
+    def outlines(self) -> Vocabulary:
+        if self._outlines is None:
+            eos = self.eos_ids[0]
+            self._outlines = Vocabulary(eos, {b: ids for b, ids in self.by_bytes.items() if eos not in ids})
+        return self._outlines
+
+    def prefix_tokens(self, data: bytes) -> list[int]:
+        """Ids of tokens whose bytes are a non-empty prefix of ``data``."""
+        out: list[int] = []
+        for n in range(1, min(len(data), self.max_len) + 1):
+            out.extend(self.by_bytes.get(data[:n], ()))
+        return out
+
+    def with_prefix(self, data: bytes) -> list[tuple[int, bytes]]:
+        """(id, bytes) of every token whose bytes start with ``data``."""
+        if self._sorted is None:
+            self._sorted = sorted((b, i) for b, ids in self.by_bytes.items() for i in ids)
+            self._sorted_keys = [b for b, _ in self._sorted]
+        lo = bisect.bisect_left(self._sorted_keys, data)
+        out = []
+        for b, i in self._sorted[lo:]:
+            if not b.startswith(data):
+                break
+            out.append((i, b))
+        return out
+
+    def mask(self, ids) -> torch.Tensor:
+        m = torch.zeros(self.size, dtype=torch.bool)
+        if len(ids):
+            m[torch.as_tensor(list(ids), dtype=torch.long)] = True
+        return m
+
+
+_VOCABS: "weakref.WeakKeyDictionary[object, TokenVocab]" = weakref.WeakKeyDictionary()
+
+
+def token_vocab(tokenizer, eos_ids: tuple[int, ...] | None = None) -> TokenVocab:
+    """Build (once per tokenizer object) the byte vocabulary of a byte-level or sentencepiece tokenizer."""
+    cached = _VOCABS.get(tokenizer)
+    if cached is not None:
+        return cached
+    size = len(tokenizer)
+    special = set(tokenizer.all_special_ids)
+    added = set(getattr(tokenizer, "added_tokens_decoder", {}) or {})
+    dec = _byte_decoder()
+    pieces = tokenizer.convert_ids_to_tokens(list(range(size)))
+    token_bytes: list[bytes | None] = []
+    for i, piece in enumerate(pieces):
+        if piece is None or i in special or i in added:
+            token_bytes.append(None)
+            continue
+        if all(ch in dec for ch in piece):  # byte-level BPE (GPT-2 / SmolLM2 / Llama-3 / Qwen)
+            token_bytes.append(bytes(dec[ch] for ch in piece))
+        elif piece.startswith("<0x") and piece.endswith(">") and len(piece) == 6:  # sentencepiece byte fallback
+            token_bytes.append(bytes([int(piece[3:5], 16)]))
+        else:  # sentencepiece piece: '▁' is a space
+            token_bytes.append(piece.replace("▁", " ").encode("utf-8"))
+    if eos_ids is None:
+        eos_ids = (tokenizer.eos_token_id,)
+    v = TokenVocab(token_bytes=token_bytes, eos_ids=tuple(i for i in eos_ids if i is not None), size=size)
+    _VOCABS[tokenizer] = v
+    return v
+
+
+@lru_cache(maxsize=512)
+def _index(regex: str, vocab_id: int) -> Index:
+    return Index(regex, _VOCAB_BY_ID[vocab_id].outlines)
+
+
+_VOCAB_BY_ID: dict[int, TokenVocab] = {}
+
+
+def slot_index(regex: str, vocab: TokenVocab) -> Index:
+    """outlines-core token DFA for ``regex`` over ``vocab`` (cached per regex and vocabulary)."""
+    _VOCAB_BY_ID[id(vocab)] = vocab
+    return _index(regex, id(vocab))

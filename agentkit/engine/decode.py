@@ -1,0 +1,326 @@
+"""The decode loops: AR, block diffusion (canvas) and verify, with or without a template constraint.
+
+Read top to bottom: ``prefill`` -> one of ``ar`` / ``diffusion`` / ``verify``. Each loop keeps one invariant:
+``self.logits`` are the logits that predict the next output position, given everything in the KV cache.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from ..config import DecodeConfig
+from ..constrain.runtime import TokenConstraint
+from .backbone import Backbone
+from .draft import lookup
+from .sampler import pick
+from .stats import DecodeStats
+
+
+@dataclass
+class Block:
+    """One canvas: drafts, which of them are final (frozen) and which were placed by the template (pinned)."""
+
+    n: int
+    tok: list[int | None] = field(default_factory=list)
+    frozen: list[bool] = field(default_factory=list)
+    pinned: list[bool] = field(default_factory=list)
+    conf: list[float] = field(default_factory=list)
+    ent: list[float] = field(default_factory=list)
+    end: int | None = None  # output ends before this position (EOS / template complete)
+
+    def __post_init__(self) -> None:
+        self.tok = [None] * self.n
+        self.frozen = [False] * self.n
+        self.pinned = [False] * self.n
+        self.conf = [0.0] * self.n
+        self.ent = [0.0] * self.n
+
+    @property
+    def length(self) -> int:
+        return self.n if self.end is None else self.end
+
+    def done(self) -> bool:
+        return all(self.frozen[: self.length])
+
+
+class Decoder:
+    """Decodes one request. ``constraint`` None means free text ending at EOS."""
+
+    def __init__(self, bb: Backbone, cfg: DecodeConfig, constraint: TokenConstraint | None, eos_ids, *,
+                 mask_token_id: int | None = None, bidirectional: bool = False, sampler: str = "jacobi",
+                 on_draft=None) -> None:
+        self.bb, self.cfg, self.c = bb, cfg, constraint
+        self.eos = set(eos_ids)
+        self.mask_id, self.bidirectional, self.sampler = mask_token_id, bidirectional, sampler
+        self.on_draft = on_draft
+        self.cache = bb.new_cache()
+        self.stats = DecodeStats(mode=cfg.mode)
+        self.gen = torch.Generator().manual_seed(cfg.seed) if cfg.seed is not None else None
+        self.out: list[int] = []
+        self.state = constraint.start() if constraint else None
+        self.finished = False
+        self.logits: torch.Tensor | None = None  # [V]
+        self.drafts: list[list[int]] = []
+        self.prompt: list[int] = []
+
+    # -- constraint helpers ---------------------------------------------------------------------------------
+    def _forced(self, state) -> list[int]:
+        return self.c.forced(state) if self.c is not None and state is not None else []
+
+    def _allowed(self, state) -> torch.Tensor | None:
+        if self.c is None:
+            return None
+        t0 = time.perf_counter()
+        m = self.c.allowed(state)
+        self.stats.constraint_ms += 1000 * (time.perf_counter() - t0)
+        return m
+
+    def _advance(self, state, tok: int):
+        return self.c.advance(state, tok) if self.c is not None else None
+
+    def _complete(self, state) -> bool:
+        return self.c is not None and state is not None and self.c.is_done(state)
+
+    def _pick(self, logits: torch.Tensor, state) -> tuple[int, float, float]:
+        allowed = self._allowed(state)
+        t, conf, ent = pick(logits[None], None if allowed is None else allowed[None], self.cfg.temperature,
+                            self.cfg.top_k, self.gen)
+        return int(t[0]), float(conf[0]), float(ent[0])
+
+    def _emit(self, toks: list[int], pinned: int = 0) -> None:
+        self.out.extend(toks)
+        self.stats.pinned_tokens += pinned
+        self.stats.slot_tokens += len(toks) - pinned
+
+    @property
+    def budget(self) -> int:
+        return self.cfg.max_new_tokens - len(self.out)
+
+    # -- passes ---------------------------------------------------------------------------------------------
+    def prefill(self, prompt_ids: list[int]) -> None:
+        t0 = time.perf_counter()
+        forced = self._forced(self.state)[: self.budget]  # pinned text before the first slot goes straight in
+        for t in forced:
+            self.state = self._advance(self.state, t)
+        self._emit(forced, pinned=len(forced))
+        self.logits = self.bb.encode(prompt_ids + forced, self.cache)[0]
+        self.stats.prompt_tokens = len(prompt_ids)
+        self.prompt = list(prompt_ids)
+        self.stats.encoder_forwards += 1
+        self.stats.prefill_ms += 1000 * (time.perf_counter() - t0)
+        if self._complete(self.state) or self.budget <= 0:
+            self.finished = True
+
+    def _commit(self, toks: list[int], rows=(-1,)) -> torch.Tensor:
+        t0 = time.perf_counter()
+        logits = self.bb.encode(toks, self.cache, rows=rows)
+        self.stats.encoder_forwards += 1
+        self.stats.commit_ms += 1000 * (time.perf_counter() - t0)
+        return logits
+
+    # -- AR ---------------------------------------------------------------------------------------------------
+    def ar(self) -> None:
+        """Left to right; pinned runs after a sampled token are fed in the same forward (jump-forward)."""
+        while not self.finished:
+            t, _, _ = self._pick(self.logits, self.state)
+            if t in self.eos:
+                self.finished = True
+                break
+            self.state = self._advance(self.state, t)
+            self._emit([t])
+            forced = self._forced(self.state)[: self.budget]
+            for f in forced:
+                self.state = self._advance(self.state, f)
+            self._emit(forced, pinned=len(forced))
+            if self._complete(self.state) or self.budget <= 0:
+                self.finished = True
+                break
+            t0 = time.perf_counter()
+            self.logits = self.bb.encode([t] + forced, self.cache)[0]
+            self.stats.encoder_forwards += 1
+            self.stats.denoise_ms += 1000 * (time.perf_counter() - t0)
+        self.stats.finish_reason = self._finish_reason()
+
+    # -- block diffusion ----------------------------------------------------------------------------------------
+    def diffusion(self) -> None:
+        """Blocks of ``canvas_length``: denoise against the cached prefix until every position is final, commit."""
+        while not self.finished:
+            block = Block(min(self.cfg.canvas_length, self.budget))
+            steps = self._denoise_block(block)
+            toks = [int(t) for t in block.tok[: block.length]]
+            self._emit(toks, pinned=sum(block.pinned[: block.length]))
+            for t in toks:
+                self.state = self._advance(self.state, t)
+            self.stats.blocks += 1
+            self.stats.steps_per_block.append(steps)
+            if block.end is not None or self.budget <= 0 or self._complete(self.state):
+                self.finished = True  # nothing follows: no commit pass needed
+                break
+            self.logits = self._commit(toks)[0]
+        self.stats.finish_reason = self._finish_reason()
+
+    def _denoise_block(self, block: Block) -> int:
+        pred: dict[int, torch.Tensor] = {0: self.logits}  # position -> logits predicting it
+        fed: list[int] | None = None  # canvas tokens of the last denoiser pass
+        steps = 0
+        while True:
+            changed = self._layout(block, pred, fed)
+            if block.done():
+                return steps
+            stable = fed is not None and not changed
+            if steps >= self.cfg.max_denoising_steps or (stable and self._confident(block)):
+                for j in range(block.length):  # adaptive stop: the canvas is final as it stands
+                    block.frozen[j] = block.tok[j] is not None
+                if block.done():
+                    return steps
+            # denoise: one pass over the canvas, logits only where a position is still open
+            fed = [t if t is not None else self._filler(block, j) for j, t in enumerate(block.tok[: block.length])]
+            open_pos = [j for j in range(1, block.length) if not block.frozen[j] and not block.pinned[j]]
+            rows = [j - 1 for j in open_pos] if self.bb.shift else open_pos
+            t0 = time.perf_counter()
+            logits = self.bb.denoise(fed, self.cache, rows, self.bidirectional)
+            self.stats.denoise_ms += 1000 * (time.perf_counter() - t0)
+            self.stats.decoder_forwards += 1
+            steps += 1
+            pred = {0: self.logits, **{j: logits[i] for i, j in enumerate(open_pos)}}
+            if self.on_draft is not None:
+                self.on_draft(list(fed), list(block.frozen[: block.length]))
+            self.drafts.append(list(fed))
+
+    def _filler(self, block: Block, j: int) -> int:
+        """What an open position holds in the denoiser input: the mask token, or a prompt-lookup guess."""
+        if self.mask_id is not None and self.sampler == "mask":
+            return self.mask_id
+        known = [t for t in block.tok[:j] if t is not None]
+        guess = lookup(self.prompt + self.out + known, 1)
+        return guess[0] if guess else (known[-1] if known else (self.out or self.prompt)[-1])
+
+    def _confident(self, block: Block) -> bool:
+        if self.sampler == "jacobi":
+            return True  # a causal canvas unchanged by a full pass is the greedy fixed point
+        open_ = [block.ent[j] for j in range(block.length) if not block.pinned[j]]
+        return not open_ or sum(open_) / len(open_) < self.cfg.entropy_threshold
+
+    def _layout(self, block: Block, pred: dict[int, torch.Tensor], fed: list[int] | None) -> bool:
+        """Walk the canvas left to right under the constraint: place pinned tokens, redraft open positions,
+        freeze what the sampler accepts. Returns whether any draft changed."""
+        state, changed, prefix_frozen = self.state, False, True
+        candidates: list[int] = []
+        for j in range(block.n):
+            if self._complete(state):
+                block.end = j
+                break
+            forced = self._forced(state)
+            if forced:
+                changed |= block.tok[j] != forced[0]
+                block.tok[j], block.pinned[j], block.frozen[j] = forced[0], True, prefix_frozen
+                state = self._advance(state, forced[0])
+                continue
+            block.pinned[j] = False
+            if block.frozen[j] and (self.c is None or self._allowed(state)[block.tok[j]]):
+                t = block.tok[j]
+            elif j in pred:
+                t, block.conf[j], block.ent[j] = self._pick(pred[j], state)
+                block.frozen[j] = False
+                changed |= block.tok[j] != t
+                block.tok[j] = t
+                exact = prefix_frozen and (j == 0 or (fed is not None and fed[:j] == block.tok[:j]))
+                if self.sampler == "jacobi" or not self.bidirectional:
+                    block.frozen[j] = exact  # causal canvas: exact given a final prefix
+                if not block.frozen[j]:
+                    candidates.append(j)
+            else:
+                block.tok[j], block.frozen[j] = None, False
+                for k in range(j + 1, block.n):
+                    block.tok[k], block.frozen[k], block.pinned[k] = None, False, False
+                break
+            prefix_frozen = prefix_frozen and block.frozen[j]
+            if t in self.eos:
+                block.end = j if block.frozen[j] and prefix_frozen else None
+                if block.end is not None:
+                    block.tok[j] = t
+                    break
+            state = self._advance(state, t)
+            if self.c is not None and state is None:  # a provisional draft earlier made this one invalid: reopen the rest
+                for k in range(j + 1, block.n):
+                    block.tok[k], block.frozen[k], block.pinned[k] = None, False, False
+                break
+        if self.sampler == "mask" and candidates:
+            self._accept_confident(block, candidates)
+        return changed
+
+    def _accept_confident(self, block: Block, candidates: list[int]) -> None:
+        """Absorbing-mask sampler: freeze drafts above the threshold, always at least the most confident."""
+        best = max(candidates, key=lambda j: block.conf[j])
+        for j in candidates:
+            if block.conf[j] >= self.cfg.confidence_threshold or j == best:
+                block.frozen[j] = True
+
+    # -- verify ---------------------------------------------------------------------------------------------------
+    def verify(self) -> None:
+        """Draft a block, check it with one causal pass, keep the longest prefix greedy AR agrees with plus the
+        corrected token. Output equals greedy AR exactly."""
+        drafts: list[int] = []
+        while not self.finished:
+            # build the block: exact first token, then pinned runs and drafts
+            block, state, n_pinned = [], self.state, 0
+            while len(block) < min(self.cfg.canvas_length, self.budget):
+                forced = self._forced(state)
+                if forced:
+                    t = forced[0]
+                    n_pinned += 1
+                elif not block:
+                    t, _, _ = self._pick(self.logits, state)
+                elif drafts or (drafts := lookup(self.prompt + self.out + block, self.cfg.canvas_length)):
+                    t = drafts.pop(0)
+                    if self.c is not None and not self._allowed(state)[t]:
+                        break
+                else:
+                    break
+                block.append(t)
+                if t in self.eos:
+                    break
+                state = self._advance(state, t)
+                if self._complete(state):
+                    break
+            if block[0] in self.eos:
+                self.finished = True
+                break
+            # check: one causal pass writes the block into the cache
+            base = self.cache.get_seq_length()
+            t0 = time.perf_counter()
+            logits = self.bb.encode(block, self.cache, rows=list(range(len(block))))
+            self.stats.encoder_forwards += 1
+            self.stats.denoise_ms += 1000 * (time.perf_counter() - t0)
+            state, keep, pinned_kept = self.state, 1, 0
+            state = self._advance(state, block[0])
+            pinned_kept += 1 if self._forced(self.state) else 0
+            while keep < len(block) and not self._complete(state) and block[keep - 1] not in self.eos:
+                forced = self._forced(state)
+                want = forced[0] if forced else self._pick(logits[keep - 1], state)[0]
+                if want != block[keep]:
+                    break
+                pinned_kept += 1 if forced else 0
+                state = self._advance(state, block[keep])
+                keep += 1
+            kept = block[:keep]
+            self.bb.crop(self.cache, base + keep)
+            eos_hit = kept[-1] in self.eos
+            if eos_hit:
+                kept = kept[:-1]
+            self._emit(kept, pinned=pinned_kept - (1 if eos_hit and self._forced(self.state) else 0))
+            self.state = state
+            self.logits = logits[keep - 1]
+            drafts = logits[keep:].argmax(-1).tolist()  # stale continuations as the next drafts
+            self.stats.blocks += 1
+            if eos_hit or self._complete(self.state) or self.budget <= 0:
+                self.finished = True
+        self.stats.finish_reason = self._finish_reason()
+
+    def _finish_reason(self) -> str:
+        if self._complete(self.state):
+            return "template"
+        return "length" if self.budget <= 0 else "stop"

@@ -1,0 +1,128 @@
+"""The engine: prompt in, tokens out, in AR, diffusion or verify mode, with or without a template."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ..config import DecodeConfig, EngineConfig
+from ..constrain.nodes import Template
+from ..constrain.runtime import TokenConstraint
+from ..constrain.vocab import token_vocab
+from ..errors import InvalidRequestError, UnsupportedModeError
+from ..models.loader import LoadedModel, load_model
+from .backbone import Backbone
+from .decode import Decoder
+from .stats import GenerationResult
+
+Prompt = str | list[dict[str, str]]
+
+
+class Engine:
+    """One set of weights, three ways to decode."""
+
+    def __init__(self, config: EngineConfig | None = None) -> None:
+        self.config = config or EngineConfig()
+        if self.config.threads:
+            torch.set_num_threads(self.config.threads)
+        self._init(load_model(self.config.model, dtype=self.config.dtype, device=self.config.device))
+
+    @classmethod
+    def from_loaded(cls, lm: LoadedModel, config: EngineConfig | None = None) -> "Engine":
+        self = cls.__new__(cls)
+        self.config = config or EngineConfig()
+        self._init(lm)
+        return self
+
+    def _init(self, lm: LoadedModel) -> None:
+        self.lm = lm
+        self.tokenizer = lm.tokenizer
+        self.backbone = Backbone(lm)
+        self.vocab = token_vocab(lm.tokenizer, lm.eos_ids)
+        self._constraints: dict[int, TokenConstraint] = {}
+
+    @property
+    def name(self) -> str:
+        return self.lm.name
+
+    # -- prompts --------------------------------------------------------------------------------------------
+    def encode_prompt(self, prompt: Prompt, *, raw: bool = False) -> list[int]:
+        if isinstance(prompt, str):
+            if not prompt.strip():
+                raise InvalidRequestError("prompt is empty")
+            if raw or not self.lm.chat:
+                return self.tokenizer.encode(prompt, add_special_tokens=False)
+            prompt = [{"role": "user", "content": prompt}]
+        if not isinstance(prompt, list) or not prompt:
+            raise InvalidRequestError("prompt must be a non-empty string or a non-empty list of chat messages")
+        for i, m in enumerate(prompt):
+            if not isinstance(m, dict) or "role" not in m or not isinstance(m.get("content"), str):
+                raise InvalidRequestError(f"message {i} must be a dict with 'role' and string 'content'")
+        ids = self.tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True)
+        if isinstance(ids, dict) or hasattr(ids, "keys"):
+            ids = ids["input_ids"]
+        return list(ids)
+
+    def constraint(self, template: Template) -> TokenConstraint:
+        c = self._constraints.get(id(template))
+        if c is None or c.template is not template:
+            c = self._constraints[id(template)] = TokenConstraint(template, self.vocab, self.tokenizer)
+        return c
+
+    # -- generate -------------------------------------------------------------------------------------------
+    def generate(
+        self,
+        prompt: Prompt,
+        config: DecodeConfig | None = None,
+        *,
+        template: Template | None = None,
+        raw: bool = False,
+        on_draft: Callable[[list[int], list[bool]], None] | None = None,
+    ) -> GenerationResult:
+        cfg = config or DecodeConfig()
+        t_start = time.perf_counter()
+        ids = self.encode_prompt(prompt, raw=raw)
+        sampler = self._sampler(cfg)
+        dec = Decoder(
+            self.backbone, cfg, self.constraint(template) if template is not None else None, self.lm.eos_ids,
+            mask_token_id=self.lm.mask_token_id, bidirectional=self.lm.bidirectional and cfg.mode != "ar",
+            sampler=sampler, on_draft=on_draft,
+        )
+        if template is not None:
+            dec.stats.compile_ms = template.compile_ms
+        dec.prefill(ids)
+        if not dec.finished:
+            {"ar": dec.ar, "diffusion": dec.diffusion, "verify": dec.verify}[cfg.mode]()
+        else:
+            dec.stats.finish_reason = dec._finish_reason()
+        text = self.tokenizer.decode(dec.out, skip_special_tokens=False)
+        if cfg.stop:
+            cut = min((i for i in (text.find(s) for s in cfg.stop) if i >= 0), default=-1)
+            if cut >= 0:
+                text, dec.stats.finish_reason = text[:cut], "stop"
+        stats = dec.stats
+        stats.output_tokens = len(dec.out)
+        stats.latency_ms = 1000 * (time.perf_counter() - t_start)
+        value: Any = None
+        if template is not None and template.kind == "json" and stats.finish_reason == "template":
+            value = json.loads(text)
+        return GenerationResult(text=text, token_ids=dec.out, stats=stats, value=value, drafts=dec.drafts)
+
+    def _sampler(self, cfg: DecodeConfig) -> str:
+        if cfg.mode == "verify" and cfg.temperature > 0:
+            raise UnsupportedModeError("verify mode reproduces greedy AR; use temperature=0 (or mode='ar' to sample)")
+        sampler = cfg.sampler
+        if sampler == "auto":
+            sampler = "mask" if self.lm.mask_token_id is not None and self.lm.bidirectional else "jacobi"
+        if sampler == "mask" and self.lm.mask_token_id is None:
+            raise UnsupportedModeError(
+                f"model {self.name!r} has no mask token, so it cannot decode with the absorbing-mask sampler; "
+                "use sampler='jacobi' (causal canvas) or load a block-diffusion adapter"
+            )
+        if sampler == "uniform":
+            raise UnsupportedModeError("the uniform-noise sampler is available for diffusion_gemma models only")
+        return sampler

@@ -1,0 +1,45 @@
+"""Turning logits into tokens: temperature, top-k, allowed-token masks, confidence and entropy."""
+
+from __future__ import annotations
+
+import torch
+
+
+def masked_logits(logits: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
+    """logits: [k, V] (or [V]); allowed: same shape bool, or None."""
+    if allowed is None:
+        return logits
+    return logits.masked_fill(~allowed, float("-inf"))
+
+
+def logits_to_probs(logits: torch.Tensor, temperature: float, top_k: int | None = None) -> torch.Tensor:
+    if temperature <= 0:
+        temperature = 1.0
+    logits = logits / temperature
+    if top_k is not None and top_k < logits.shape[-1]:
+        kth = torch.topk(logits, top_k, dim=-1).values[..., -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    return torch.softmax(logits, dim=-1)
+
+
+def pick(
+    logits: torch.Tensor,
+    allowed: torch.Tensor | None = None,
+    temperature: float = 0.0,
+    top_k: int | None = None,
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Choose one token per row. logits: [k, V] -> (tokens [k], confidence [k], entropy [k]).
+
+    Greedy when ``temperature == 0`` (confidence/entropy still come from the T=1 distribution).
+    """
+    z = masked_logits(logits, allowed)
+    probs = logits_to_probs(z, temperature if temperature > 0 else 1.0, top_k)
+    if temperature > 0:
+        tokens = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+    else:
+        tokens = z.argmax(dim=-1)
+    conf = probs.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+    logp = torch.log(probs.clamp_min(1e-12))
+    entropy = -(probs * logp).sum(-1)
+    return tokens, conf, entropy

@@ -1,0 +1,74 @@
+"""Load a model: the embedded default, a local Hugging Face directory, or an in-memory model (tests)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from ..errors import ModelNotFoundError
+
+DIFFUSION_GEMMA = "diffusion_gemma"
+CAUSAL = "causal"
+
+
+@dataclass
+class LoadedModel:
+    """A model, its tokenizer and what the engine needs to know about it."""
+
+    model: torch.nn.Module
+    tokenizer: object
+    name: str
+    kind: str = CAUSAL  # causal | diffusion_gemma
+    bidirectional: bool = False  # canvas attention is bidirectional (diffusion-trained weights)
+    mask_token_id: int | None = None  # absorbing-mask token, when the weights were trained with one
+    eos_ids: tuple[int, ...] = ()
+    chat: bool = True  # has a chat template
+    meta: dict = field(default_factory=dict)
+
+
+def _eos_ids(model, tokenizer) -> tuple[int, ...]:
+    ids: list[int] = []
+    gen = getattr(model, "generation_config", None)
+    for src in (getattr(gen, "eos_token_id", None), tokenizer.eos_token_id):
+        for i in src if isinstance(src, (list, tuple)) else [src]:
+            if i is not None and i not in ids:
+                ids.append(int(i))
+    return tuple(ids)
+
+
+def wrap(model, tokenizer, name: str = "in-memory", **kw) -> LoadedModel:
+    model.eval()
+    kind = DIFFUSION_GEMMA if getattr(model.config, "model_type", "") == DIFFUSION_GEMMA else CAUSAL
+    kw.setdefault("kind", kind)
+    kw.setdefault("bidirectional", kind == DIFFUSION_GEMMA)
+    kw.setdefault("chat", bool(getattr(tokenizer, "chat_template", None)))
+    return LoadedModel(model=model, tokenizer=tokenizer, name=name, eos_ids=_eos_ids(model, tokenizer), **kw)
+
+
+def load_model(path: str | None = None, *, dtype: str = "float32", device: str = "cpu") -> LoadedModel:
+    """``None`` loads the embedded default model; otherwise ``path`` must be a local HF model directory."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    if path is None:
+        from .default import default_model_dir
+
+        directory, name = default_model_dir(), "SmolLM2-135M-Instruct (embedded, Q4_1 dequantized)"
+    else:
+        directory, name = Path(path).expanduser(), str(path)
+        if not directory.is_dir():
+            raise ModelNotFoundError(f"model path {str(directory)!r} is not a directory")
+        if not (directory / "config.json").is_file():
+            raise ModelNotFoundError(f"model path {str(directory)!r} has no config.json (not a Hugging Face model)")
+    torch_dtype = getattr(torch, dtype)
+    config = AutoConfig.from_pretrained(directory, local_files_only=True)
+    tokenizer = AutoTokenizer.from_pretrained(directory, local_files_only=True)
+    if config.model_type == DIFFUSION_GEMMA:
+        from transformers import DiffusionGemmaForBlockDiffusion
+
+        model = DiffusionGemmaForBlockDiffusion.from_pretrained(directory, dtype=torch_dtype, local_files_only=True)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(directory, dtype=torch_dtype, local_files_only=True)
+    model.to(device)
+    return wrap(model, tokenizer, name=name)

@@ -1,0 +1,69 @@
+"""Tiny random-weight models with a real byte-level BPE tokenizer, for fast unit tests (no downloads)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import torch
+
+from .loader import LoadedModel, wrap
+
+_CORPUS = [
+    '{"name":"Alice","age":31,"city":"Boston","tags":["a","b"],"ok":true,"x":null}',
+    "def add(a, b):\n    return a + b\n\nclass Foo:\n    pass\n",
+    "The quick brown fox jumps over the lazy dog. What is the weather in Paris today?",
+    "<<<<<<< SEARCH\n=======\n>>>>>>> REPLACE\n",
+    "0123456789 -+.eE, : ; ( ) [ ] { } \" ' # @ / \\ _ ! ? %",
+]
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+@lru_cache(maxsize=1)
+def tiny_tokenizer():
+    """A ~600-token byte-level BPE trained in-process on a fixed corpus (deterministic)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=600,
+        special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|mask|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(_CORPUS * 20, trainer=trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token="<|im_end|>", bos_token="<|im_start|>", pad_token="<|endoftext|>",
+        mask_token="<|mask|>",
+    )
+    fast.chat_template = CHAT_TEMPLATE
+    return fast
+
+
+def tiny_llama(seed: int = 0, *, layers: int = 2, hidden: int = 64, mask_token: bool = False) -> LoadedModel:
+    """A random 2-layer Llama over the tiny tokenizer (causal canvas; optional absorbing-mask token)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tok = tiny_tokenizer()
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(
+        vocab_size=len(tok), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
+        eos_token_id=tok.eos_token_id, bos_token_id=tok.bos_token_id, pad_token_id=tok.pad_token_id,
+        tie_word_embeddings=True,
+    )
+    model = LlamaForCausalLM(cfg)
+    model.generation_config.eos_token_id = tok.eos_token_id
+    return wrap(model, tok, name=f"tiny-llama-{seed}", mask_token_id=tok.mask_token_id if mask_token else None)
+
+
+def tiny_engine(seed: int = 0, **kw):
+    """An ``Engine`` over :func:`tiny_llama` (for SDK and serving tests)."""
+    from ..engine.engine import Engine
+
+    return Engine.from_loaded(tiny_llama(seed, **kw))

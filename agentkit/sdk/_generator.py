@@ -1,0 +1,84 @@
+"""The one interface the SDK needs from a model: ``Generator``, and the adapter for the in-process engine."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+from ..config import DecodeConfig
+from ..constrain.nodes import Template
+from ..engine.stats import GenerationResult
+from ..errors import UserError
+
+OnDraft = Callable[[list[int], list[bool]], None]  # canvas token ids, which positions are fixed
+
+
+@runtime_checkable
+class Generator(Protocol):
+    """Anything that turns chat messages into a ``GenerationResult``, optionally under a template.
+
+    ``template.meta["step"]`` names the agent step (plan, tool_call, extract) when the SDK built the template;
+    ``template is None`` means free text. ``on_draft`` may be called from any thread.
+    """
+
+    async def generate(
+        self,
+        messages: list[dict[str, str]],
+        config: DecodeConfig,
+        template: Template | None = None,
+        on_draft: OnDraft | None = None,
+    ) -> GenerationResult: ...
+
+
+class EngineGenerator:
+    """Runs a synchronous ``Engine.generate`` in a worker thread (``asyncio.to_thread``).
+
+    Concurrent calls reach the engine concurrently; serialising or batching them is the engine's business, and
+    any wait there shows up as ``queue_ms`` in the trace.
+    """
+
+    def __init__(self, engine: Any) -> None:
+        if not callable(getattr(engine, "generate", None)):
+            raise UserError(f"EngineGenerator needs an object with a generate() method, got {engine!r}")
+        self.engine = engine
+
+    async def generate(
+        self,
+        messages: list[dict[str, str]],
+        config: DecodeConfig,
+        template: Template | None = None,
+        on_draft: OnDraft | None = None,
+    ) -> GenerationResult:
+        return await asyncio.to_thread(
+            self.engine.generate, messages, config, template=template, on_draft=on_draft
+        )
+
+    def decode(self, token_ids: list[int]) -> str:
+        """Token ids as text (for canvas-draft events)."""
+        return self.engine.tokenizer.decode(token_ids)
+
+    def __repr__(self) -> str:
+        return f"EngineGenerator({self.engine!r})"
+
+
+def as_generator(model: Any) -> Generator:
+    """A ``Generator`` from what a user passes as ``model``.
+
+    - an object with an ``async def generate`` (a ``Generator``: fakes, ``HTTPGenerator``, ...): used as is;
+    - an object with a synchronous ``generate`` (an ``Engine``): wrapped in ``EngineGenerator``;
+    - a string starting with ``http://`` or ``https://``: an ``HTTPGenerator`` for that base URL.
+    """
+    if isinstance(model, str):
+        if model.startswith(("http://", "https://")):
+            from ._http import HTTPGenerator
+
+            return HTTPGenerator(model)
+        raise UserError(f"model string must be an http(s) base URL, got {model!r}; pass an Engine or a Generator")
+    gen = getattr(model, "generate", None)
+    if gen is None or not callable(gen):
+        raise UserError(f"model must be an Engine, a Generator or an http(s) URL, got {model!r}")
+    if inspect.iscoroutinefunction(gen):
+        return model
+    return EngineGenerator(model)

@@ -1,0 +1,202 @@
+"""A remote generator over HTTP, speaking OpenAI chat completions plus agentkit's extension fields.
+
+Request: ``POST {base}/v1/chat/completions`` with ``messages``, ``max_tokens``, ``temperature``, a
+``response_format`` of type ``json_schema`` when the step has a template with a schema, and ``"agentkit"``:
+``{"mode": ..., "step": ..., "canvas_length": ...}``. Response: ``choices[0].message.content``, ``usage`` and
+``agentkit_stats`` (the fields of ``DecodeStats``). Connection errors, 429 and 5xx are retried (bounded attempts,
+exponential backoff, ``Retry-After`` honoured up to ``max_wait_s``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import re
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import fields
+from typing import Any, Self
+
+import httpx
+from pydantic import BaseModel
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+
+from ..config import DecodeConfig
+from ..constrain.nodes import Template
+from ..engine.stats import DecodeStats, GenerationResult
+from ..errors import ModelHTTPError, UserError
+from ._generator import OnDraft
+
+_STATS_FIELDS = {f.name for f in fields(DecodeStats)}
+_RETRY_CONNECT = (httpx.ConnectError, httpx.ConnectTimeout)
+
+
+class _RetryableStatus(Exception):
+    def __init__(self, response: httpx.Response) -> None:
+        super().__init__(f"HTTP {response.status_code}")
+        self.response = response
+
+
+class HTTPGenerator:
+    """A ``Generator`` backed by an OpenAI-compatible agentkit server (``agentkit serve``).
+
+    ``max_attempts`` bounds tries per request (first try included); ``backoff_s`` is the first retry's wait,
+    doubling after; a ``Retry-After`` header replaces the backoff (capped at ``max_wait_s``). ``transport`` is the
+    httpx seam for tests (``httpx.MockTransport``); ``sleep`` the coroutine used to wait between attempts.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        model: str = "agentkit",
+        timeout: float = 120.0,
+        max_attempts: int = 4,
+        backoff_s: float = 0.5,
+        max_wait_s: float = 30.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        if not base_url.startswith(("http://", "https://")):
+            raise UserError(f"base_url must start with http:// or https://, got {base_url!r}")
+        if max_attempts < 1:
+            raise UserError(f"max_attempts must be >= 1, got {max_attempts}")
+        base = base_url.rstrip("/")
+        self.base_url = base
+        self.url = base + ("/chat/completions" if base.endswith("/v1") else "/v1/chat/completions")
+        self.api_key = api_key
+        self.model = model
+        self.timeout = timeout
+        self.max_attempts = max_attempts
+        self.backoff_s = backoff_s
+        self.max_wait_s = max_wait_s
+        self._transport = transport
+        self._sleep = sleep
+        self._client: httpx.AsyncClient | None = None
+        self._client_loop: asyncio.AbstractEventLoop | None = None
+
+    def _http(self) -> httpx.AsyncClient:
+        """One client per event loop (``run_sync`` starts a fresh loop each time; pools do not cross loops)."""
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._client_loop is not loop:
+            headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+            self._client = httpx.AsyncClient(timeout=self.timeout, transport=self._transport, headers=headers)
+            self._client_loop = loop
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def request_body(self, messages: list[dict[str, str]], config: DecodeConfig,
+                     template: Template | None) -> dict[str, Any]:
+        """The JSON body sent for one generation."""
+        ext: dict[str, Any] = {"mode": config.mode, "canvas_length": config.canvas_length,
+                               "max_denoising_steps": config.max_denoising_steps, "sampler": config.sampler}
+        body: dict[str, Any] = {"model": self.model, "messages": messages, "max_tokens": config.max_new_tokens,
+                                "temperature": config.temperature, "agentkit": ext}
+        if config.stop:
+            body["stop"] = config.stop
+        if config.seed is not None:
+            body["seed"] = config.seed
+        if template is not None:
+            schema = template.schema
+            if isinstance(schema, type) and issubclass(schema, BaseModel):
+                schema = schema.model_json_schema()
+            if not isinstance(schema, dict):
+                raise UserError("the HTTP backend can only send templates that carry a JSON Schema (template.schema)")
+            step = template.meta.get("step")
+            if step:
+                ext["step"] = step
+            name = re.sub(r"[^A-Za-z0-9_-]", "_", str(step or schema.get("title") or "output"))[:64]
+            body["response_format"] = {"type": "json_schema",
+                                       "json_schema": {"name": name, "schema": schema, "strict": True}}
+        return body
+
+    async def generate(self, messages: list[dict[str, str]], config: DecodeConfig, template: Template | None = None,
+                       on_draft: OnDraft | None = None) -> GenerationResult:
+        response = await self._post(self.request_body(messages, config, template))
+        return self._parse(response, config, template)
+
+    async def _post(self, body: dict[str, Any]) -> httpx.Response:
+        client = self._http()
+        retryable = retry_if_exception(lambda e: isinstance(e, (_RetryableStatus, *_RETRY_CONNECT)))
+        retrying = AsyncRetrying(stop=stop_after_attempt(self.max_attempts), wait=self._wait, retry=retryable,
+                                 sleep=self._sleep, reraise=True)
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    response = await client.post(self.url, json=body)
+                    if response.status_code == 429 or response.status_code >= 500:
+                        raise _RetryableStatus(response)
+        except _RetryableStatus as e:
+            r = e.response
+            raise ModelHTTPError(f"{self.url} answered HTTP {r.status_code} after {self.max_attempts} attempt(s)",
+                                 r.status_code, r.text) from None
+        except httpx.HTTPError as e:
+            raise ModelHTTPError(f"{self.url} failed: {type(e).__name__}: {e}") from e
+        if response.status_code >= 400:
+            raise ModelHTTPError(f"{self.url} answered HTTP {response.status_code}: {response.text[:500]}",
+                                 response.status_code, response.text)
+        return response
+
+    def _wait(self, state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        if isinstance(exc, _RetryableStatus):
+            after = retry_after_s(exc.response.headers.get("Retry-After"))
+            if after is not None:
+                return min(after, self.max_wait_s)
+        return min(self.backoff_s * 2 ** (state.attempt_number - 1), self.max_wait_s)
+
+    def _parse(self, response: httpx.Response, config: DecodeConfig, template: Template | None) -> GenerationResult:
+        try:
+            data = response.json()
+            choice = data["choices"][0]
+            text = choice["message"].get("content") or ""
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as e:
+            raise ModelHTTPError(f"{self.url} sent a malformed completion ({type(e).__name__}: {e})",
+                                 response.status_code, response.text[:2000]) from None
+        usage = data.get("usage") or {}
+        raw = data.get("agentkit_stats") or {}
+        stats = DecodeStats(**{k: v for k, v in raw.items() if k in _STATS_FIELDS})
+        stats.mode = raw.get("mode", config.mode)
+        stats.prompt_tokens = raw.get("prompt_tokens", usage.get("prompt_tokens", 0))
+        stats.output_tokens = raw.get("output_tokens", usage.get("completion_tokens", 0))
+        if "slot_tokens" not in raw:
+            stats.slot_tokens = stats.output_tokens - stats.pinned_tokens
+        stats.finish_reason = raw.get("finish_reason", choice.get("finish_reason") or "stop")
+        value = None
+        if template is not None:
+            try:
+                value = json.loads(text)
+            except json.JSONDecodeError:
+                value = None
+        return GenerationResult(text, list(raw.get("token_ids", [])), stats, value)
+
+    def __repr__(self) -> str:
+        return f"HTTPGenerator({self.base_url!r})"
+
+
+def retry_after_s(value: str | None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delta-seconds or an HTTP date); None if absent or bad."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(when.timestamp() - time.time(), 0.0)

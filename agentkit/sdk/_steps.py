@@ -1,0 +1,185 @@
+"""What each step kind asks of the model: its template, its prompt text, and how its output is checked.
+
+Step kinds: ``plan`` (a ``Plan`` object), ``tool_call`` (``{"tool":NAME,"arguments":{...}}`` with NAME a choice
+among the tools plus ``final_answer``), ``extract`` (the final structured output) and ``reply`` (free text).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any, Literal
+
+import jsonschema
+from pydantic import BaseModel, Field, ValidationError
+
+from ..constrain.nodes import Choice, Lit, Slot, Template, seq
+from ..engine.stats import GenerationResult
+from ..errors import UserError
+from ._tools import Tool
+
+StepKind = Literal["plan", "tool_call", "extract", "reply"]
+STEP_KINDS: tuple[str, ...] = ("plan", "tool_call", "extract", "reply")
+FINAL_ANSWER = "final_answer"
+
+
+class Plan(BaseModel):
+    """A short plan the agent writes before acting (the ``plan`` step)."""
+
+    steps: list[str] = Field(min_length=1, max_length=8, description="What to do, in order, one short step each")
+
+
+class OutputError(Exception):
+    """A structured step's output was not JSON or did not validate (sent back to the model as a retry prompt)."""
+
+
+def compile_template(schema: dict[str, Any]) -> Template:
+    """The canvas template for a JSON Schema, from ``agentkit.constrain.compiler`` (cached there).
+
+    Until the compiler module exists, a placeholder template (one unconstrained slot, ``meta["placeholder"]``)
+    carrying the schema, so fakes and the HTTP backend (which only needs ``template.schema``) still work.
+    """
+    try:
+        from ..constrain.compiler import compile_schema_cached
+    except ModuleNotFoundError as e:
+        if e.name != "agentkit.constrain.compiler":
+            raise
+        return Template(root=Slot(r"[\s\S]*", max_tokens=256, name="#"), schema=schema, meta={"placeholder": True})
+    return compile_schema_cached(schema)
+
+
+def for_step(template: Template, step: str, **meta: Any) -> Template:
+    """A copy of ``template`` labelled with its step (compiled templates are cached and shared: never mutate)."""
+    return Template(root=template.root, schema=template.schema, compile_ms=template.compile_ms, kind=template.kind,
+                    meta={**template.meta, "step": step, **meta})
+
+
+def tool_call_template(tools: list[Tool]) -> Template:
+    """One template for a tool-call step: ``{"tool":`` pinned, then a choice of ``"NAME","arguments":ARGS``
+    per tool (ARGS under that tool's compiled schema) or ``"final_answer","arguments":{}``, then ``}``."""
+    options = [seq(Lit(f'"{t.name}","arguments":'), compile_template(t.parameters_schema).root) for t in tools]
+    options.append(Lit(f'"{FINAL_ANSWER}","arguments":{{}}'))
+    root = seq(Lit('{"tool":'), Choice(tuple(options)), Lit("}"))
+    return Template(root=root, schema=tool_call_schema(tools), kind="json",
+                    meta={"step": "tool_call", "tools": {t.name: t.parameters_schema for t in tools}})
+
+
+def tool_call_schema(tools: list[Tool]) -> dict[str, Any]:
+    """The JSON Schema of a tool-call step: ``anyOf`` one object per tool; tools' ``$defs`` hoisted and prefixed."""
+    defs: dict[str, Any] = {}
+    variants = []
+    for t in tools:
+        params = copy.deepcopy(t.parameters_schema)
+        local = params.pop("$defs", {})
+        if local:
+            names = {f"#/$defs/{k}": f"#/$defs/{t.name}__{k}" for k in local}
+            params = _rewrite_refs(params, names)
+            defs.update({f"{t.name}__{k}": _rewrite_refs(v, names) for k, v in local.items()})
+        variants.append(_call_variant(t.name, params))
+    variants.append(_call_variant(FINAL_ANSWER, {"type": "object", "properties": {}, "additionalProperties": False}))
+    schema: dict[str, Any] = {"anyOf": variants}
+    if defs:
+        schema["$defs"] = defs
+    return schema
+
+
+def _call_variant(name: str, params: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "properties": {"tool": {"const": name}, "arguments": params},
+            "required": ["tool", "arguments"], "additionalProperties": False}
+
+
+def _rewrite_refs(node: Any, names: dict[str, str]) -> Any:
+    if isinstance(node, dict):
+        return {k: (names.get(v, v) if k == "$ref" and isinstance(v, str) else _rewrite_refs(v, names))
+                for k, v in node.items()}
+    if isinstance(node, list):
+        return [_rewrite_refs(v, names) for v in node]
+    return node
+
+
+class OutputSpec:
+    """An ``output_type`` (a pydantic model class or a JSON Schema dict): its schema and its validation."""
+
+    def __init__(self, output_type: type[BaseModel] | dict[str, Any]) -> None:
+        self.output_type = output_type
+        if isinstance(output_type, type) and issubclass(output_type, BaseModel):
+            self.schema = output_type.model_json_schema()
+            self.name = output_type.__name__
+            self._validator = None
+        elif isinstance(output_type, dict):
+            try:
+                cls = jsonschema.validators.validator_for(output_type, default=jsonschema.Draft202012Validator)
+                cls.check_schema(output_type)
+            except jsonschema.SchemaError as e:
+                raise UserError(f"output_type is not a valid JSON Schema: {e.message}") from e
+            self.schema = output_type
+            self.name = str(output_type.get("title") or "output")
+            self._validator = cls(output_type)
+        else:
+            raise UserError(f"output_type must be a pydantic model class or a JSON Schema dict, got {output_type!r}")
+
+    def parse(self, result: GenerationResult) -> Any:
+        """The validated output (model instance or dict). Raises ``OutputError`` with a readable reason."""
+        value = parse_json(result)
+        if self._validator is None:
+            try:
+                return self.output_type.model_validate(value)  # type: ignore[union-attr]
+            except ValidationError as e:
+                raise OutputError(_pydantic_errors(e)) from e
+        errors = sorted(self._validator.iter_errors(value), key=lambda e: list(e.absolute_path))
+        if errors:
+            raise OutputError("; ".join(f"{_pointer(e.absolute_path)}: {e.message}" for e in errors[:8]))
+        return value
+
+
+def parse_json(result: GenerationResult) -> Any:
+    """The JSON value of a structured generation: ``result.value`` if the generator parsed it, else the text."""
+    if result.value is not None:
+        return result.value
+    try:
+        return json.loads(result.text)
+    except json.JSONDecodeError as e:
+        raise OutputError(f"output is not JSON ({e.msg} at char {e.pos}): {result.text[:200]!r}") from e
+
+
+def _pydantic_errors(e: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(map(str, err['loc'])) or '<root>'}: {err['msg']}" for err in e.errors()[:8])
+
+
+def _pointer(path: Any) -> str:
+    return "/" + "/".join(map(str, path)) if path else "<root>"
+
+
+def compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+# prompts ------------------------------------------------------------------------------------------------------
+
+
+def system_prompt(instructions: str | None, tools: list[Tool]) -> str:
+    parts = [instructions or "You are a helpful assistant."]
+    if tools:
+        specs = "\n".join(compact(t.spec) for t in tools)
+        parts.append(
+            "You can call these tools (JSON specs, one per line):\n" + specs + "\n\n"
+            'To call a tool, answer with one JSON object {"tool":NAME,"arguments":{...}}. Each tool result comes '
+            f'back in the next message. When you have what you need, answer {{"tool":"{FINAL_ANSWER}","arguments":{{}}}}.'
+        )
+    return "\n\n".join(parts)
+
+
+def plan_prompt() -> str:
+    return 'Before acting, write a short plan as JSON: {"steps":["...", ...]}.'
+
+
+def extract_prompt(spec: OutputSpec) -> str:
+    return f"Answer with JSON matching this schema: {compact(spec.schema)}"
+
+
+def reply_prompt() -> str:
+    return "Now answer the task in plain text, using the tool results above."
+
+
+def observation(tool: str, text: str, *, error: bool = False) -> str:
+    return f"Tool {tool} failed: {text}" if error else f"Tool {tool} returned: {text}"

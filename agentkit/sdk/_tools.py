@@ -1,0 +1,252 @@
+"""Tools: plain typed functions (sync or async, or bound methods) offered to the model with a JSON Schema.
+
+The schema comes from the signature: type hints (pydantic models, ``Literal``, ``Optional``, containers) give the
+types, defaults make a parameter optional, and the docstring (Google, numpy or sphinx style) gives the tool's
+description and each parameter's description. Every problem in a definition is collected and raised once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import json
+import re
+import typing
+from collections.abc import Callable, Iterable
+from typing import Any, overload
+
+import pydantic_core
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PydanticSchemaGenerationError,
+    PydanticUserError,
+    TypeAdapter,
+    create_model,
+)
+from pydantic.errors import PydanticInvalidForJsonSchema
+
+from ..errors import UserError
+from ._docstring import parse_docstring
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
+_SCHEMA_ERRORS = (PydanticSchemaGenerationError, PydanticInvalidForJsonSchema, PydanticUserError, TypeError, ValueError)
+RESERVED_NAMES = frozenset({"final_answer"})  # the agent's "stop calling tools" choice
+
+
+class Tool:
+    """A function the model may call. ``parameters_schema`` is the JSON Schema of its arguments.
+
+    ``retries``: how many failures in a row (invalid arguments, an exception, ``ModelRetry``) are sent back to the
+    model as observations; one more fails the run with ``UnexpectedModelBehavior``.
+    """
+
+    def __init__(
+        self,
+        function: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        retries: int = 1,
+    ) -> None:
+        problems: list[str] = []
+        if not callable(function):
+            raise UserError(f"a tool must be callable, got {function!r}")
+        self.function = function
+        self.name = name or _callable_name(function)
+        if not _NAME.match(self.name):
+            problems.append(f"name {self.name!r} must match {_NAME.pattern}")
+        if not isinstance(retries, int) or retries < 0:
+            problems.append(f"retries must be an integer >= 0, got {retries!r}")
+        self.retries = retries
+        summary, param_docs = parse_docstring(inspect.getdoc(function))
+        self.description = description if description is not None else summary
+        self._positional: list[str] = []
+        self._fields: list[tuple[str, str]] = []  # (model field, parameter name), signature order
+        self._args_model = self._build_model(function, param_docs, problems)
+        self.is_async = _is_async(function)
+        if problems:
+            err = UserError(f"invalid tool {self.name!r}:\n  - " + "\n  - ".join(problems))
+            err.problems = [f"tool {self.name!r}: {p}" for p in problems]  # type: ignore[attr-defined]
+            raise err
+        assert self._args_model is not None
+        self.parameters_schema = _tidy_schema(self._args_model.model_json_schema())
+
+    def _build_model(self, fn: Callable[..., Any], docs: dict[str, str], problems: list[str]) -> type[BaseModel] | None:
+        try:
+            sig = inspect.signature(fn)
+        except (TypeError, ValueError) as e:
+            problems.append(f"cannot read the signature: {e}")
+            return None
+        try:
+            hints = typing.get_type_hints(_hint_target(fn), include_extras=True)
+        except (NameError, TypeError, AttributeError) as e:  # unresolvable forward reference, ...
+            problems.append(f"cannot resolve type hints: {e}")
+            hints = {}
+        fields: dict[str, Any] = {}
+        for i, p in enumerate(sig.parameters.values()):
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                star = "*" if p.kind is p.VAR_POSITIONAL else "**"
+                problems.append(f"parameter {star}{p.name}: *args/**kwargs are not supported, name each parameter")
+                continue
+            ann = hints.get(p.name, p.annotation)
+            if ann is inspect.Parameter.empty:
+                problems.append(f"parameter {p.name!r} has no type annotation")
+                continue
+            try:
+                TypeAdapter(ann).json_schema()
+            except _SCHEMA_ERRORS as e:
+                problems.append(f"parameter {p.name!r}: type {_type_name(ann)} has no JSON Schema ({type(e).__name__})")
+                continue
+            kw: dict[str, Any] = {"alias": p.name}
+            if docs.get(p.name):
+                kw["description"] = docs[p.name]
+            default = ... if p.default is inspect.Parameter.empty else p.default
+            fields[f"p{i}"] = (ann, Field(default, **kw))
+            self._fields.append((f"p{i}", p.name))
+            if p.kind is p.POSITIONAL_ONLY:
+                self._positional.append(p.name)
+        if problems:
+            return None
+        try:
+            model = create_model(f"{self.name}_args", __config__=ConfigDict(extra="forbid"), **fields)
+            model.model_json_schema()
+        except _SCHEMA_ERRORS as e:  # e.g. a default that is not JSON-serialisable
+            problems.append(f"cannot build the arguments schema: {e}")
+            return None
+        return model
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        """What the model is shown: name, description and parameters."""
+        return {"name": self.name, "description": self.description, "parameters": self.parameters_schema}
+
+    def bind(self, args: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+        """Validate ``args`` (a JSON object) into call arguments. Raises ``pydantic.ValidationError``."""
+        validated = self._args_model.model_validate(args)  # type: ignore[union-attr]
+        pos: list[Any] = []
+        kw: dict[str, Any] = {}
+        for field, pname in self._fields:
+            value = getattr(validated, field)
+            if pname in self._positional:
+                pos.append(value)
+            else:
+                kw[pname] = value
+        return pos, kw
+
+    async def call(self, args: dict[str, Any]) -> Any:
+        """Validate ``args`` and run the function (sync functions in a worker thread)."""
+        pos, kw = self.bind(args)
+        return await self.invoke(pos, kw)
+
+    async def invoke(self, pos: list[Any], kw: dict[str, Any]) -> Any:
+        """Run the function on already-validated arguments (from ``bind``)."""
+        if self.is_async:
+            result = await self.function(*pos, **kw)
+        else:
+            result = await asyncio.to_thread(self.function, *pos, **kw)
+            if inspect.isawaitable(result):
+                result = await result
+        return result
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.function(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"Tool(name={self.name!r}, retries={self.retries})"
+
+
+@overload
+def tool(function: Callable[..., Any], /) -> Tool: ...
+@overload
+def tool(
+    *, name: str | None = None, description: str | None = None, retries: int = 1
+) -> Callable[[Callable[..., Any]], Tool]: ...
+def tool(
+    function: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    retries: int = 1,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Make a ``Tool`` from a function: ``@tool`` or ``@tool(name=..., description=..., retries=...)``.
+
+    The result is still callable like the function.
+    """
+    if function is not None:
+        return Tool(function, name=name, description=description, retries=retries)
+    return lambda fn: Tool(fn, name=name, description=description, retries=retries)
+
+
+def as_tools(items: Iterable[Tool | Callable[..., Any]]) -> list[Tool]:
+    """Tools from ``Tool`` objects and plain callables; one ``UserError`` lists every problem in all of them."""
+    tools: list[Tool] = []
+    problems: list[str] = []
+    for item in items:
+        if isinstance(item, Tool):
+            tools.append(item)
+            continue
+        try:
+            tools.append(Tool(item))
+        except UserError as e:
+            problems.extend(getattr(e, "problems", [str(e)]))
+    seen: dict[str, int] = {}
+    for t in tools:
+        seen[t.name] = seen.get(t.name, 0) + 1
+        if t.name in RESERVED_NAMES:
+            problems.append(f"tool {t.name!r}: the name is reserved by the agent")
+    problems.extend(f"tool {n!r}: the name is used by {c} tools" for n, c in seen.items() if c > 1)
+    if problems:
+        err = UserError(f"{len(problems)} problem(s) in the tool definitions:\n  - " + "\n  - ".join(problems))
+        err.problems = problems  # type: ignore[attr-defined]
+        raise err
+    return tools
+
+
+def to_observation_text(value: Any) -> str:
+    """A tool's return value as the text the model reads: strings as is, everything else as compact JSON."""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(pydantic_core.to_jsonable_python(value), ensure_ascii=False, separators=(",", ":"))
+    except (pydantic_core.PydanticSerializationError, TypeError, ValueError):
+        return repr(value)
+
+
+def _tidy_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """Drop generated titles at the top level; order keys type, properties, required, additionalProperties."""
+    props = {k: {kk: vv for kk, vv in v.items() if kk != "title"} for k, v in schema.get("properties", {}).items()}
+    out: dict[str, Any] = {"type": "object", "properties": props}
+    if schema.get("required"):
+        out["required"] = schema["required"]
+    out["additionalProperties"] = False
+    if "$defs" in schema:
+        out["$defs"] = schema["$defs"]
+    return out
+
+
+def _callable_name(fn: Callable[..., Any]) -> str:
+    if isinstance(fn, functools.partial):
+        return _callable_name(fn.func)
+    return getattr(fn, "__name__", None) or type(fn).__name__
+
+
+def _hint_target(fn: Callable[..., Any]) -> Any:
+    if isinstance(fn, functools.partial):
+        return _hint_target(fn.func)
+    if inspect.isfunction(fn) or inspect.ismethod(fn):
+        return fn
+    return fn.__call__  # a callable object: its __call__
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    if isinstance(fn, functools.partial):
+        return _is_async(fn.func)
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(fn.__call__)
+
+
+def _type_name(ann: Any) -> str:
+    return getattr(ann, "__qualname__", None) or repr(ann)

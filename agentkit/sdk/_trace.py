@@ -1,0 +1,177 @@
+"""The per-iteration trace of a run: where each step's time went and what it cost in forwards.
+
+A JSONL trace is appended one whole line per iteration: a single ``os.write`` on an ``O_APPEND`` descriptor,
+then ``fsync``, so a process killed mid-run leaves only complete lines (each iteration is either there or not).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from ..engine.stats import DecodeStats
+
+_LATENCY = ("queue_ms", "prefill_ms", "denoise_ms", "commit_ms", "tool_ms")
+
+
+@dataclass
+class IterationRecord:
+    """One iteration of a run: one generation (plan, tool_call, extract or reply) plus any tool it ran.
+
+    Latency split (ms): ``queue_ms`` is the generate call's wall time not spent inside the generator (thread
+    hand-off, waiting for the engine, the network for HTTP); ``prefill_ms``/``denoise_ms``/``commit_ms`` come from
+    the generator's stats; ``tool_ms`` is the tool's run time; ``total_ms`` the whole iteration (includes
+    ``compile_ms`` when the step's template was compiled in this iteration).
+    ``retries``: how many failed attempts immediately before this one it is retrying (0 for a first attempt).
+    """
+
+    iteration: int
+    step: str  # plan | tool_call | extract | reply
+    mode: str  # ar | diffusion | verify
+    tool: str | None = None  # the tool called (tool_call steps), "final_answer" when the model chose to stop
+    queue_ms: float = 0.0
+    prefill_ms: float = 0.0
+    denoise_ms: float = 0.0
+    commit_ms: float = 0.0
+    tool_ms: float = 0.0
+    compile_ms: float = 0.0
+    total_ms: float = 0.0
+    prompt_tokens: int = 0
+    encoder_forwards: int = 0
+    decoder_forwards: int = 0
+    output_tokens: int = 0
+    pinned_tokens: int = 0
+    slot_tokens: int = 0
+    tokens_per_forward: float = 0.0
+    retries: int = 0
+    error: str | None = None
+    run_id: str = ""
+    agent: str = ""
+
+    def add_stats(self, stats: DecodeStats) -> None:
+        """Copy a generation's counts and latency split into this record."""
+        self.prefill_ms = stats.prefill_ms
+        self.denoise_ms = stats.denoise_ms
+        self.commit_ms = stats.commit_ms
+        self.prompt_tokens = stats.prompt_tokens
+        self.encoder_forwards = stats.encoder_forwards
+        self.decoder_forwards = stats.decoder_forwards
+        self.output_tokens = stats.output_tokens
+        self.pinned_tokens = stats.pinned_tokens
+        self.slot_tokens = stats.slot_tokens
+        self.tokens_per_forward = round(stats.tokens_per_forward, 4)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: round(v, 3) if isinstance(v, float) else v for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> IterationRecord:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+@dataclass
+class Trace:
+    """The iterations of a run, in order. With ``path`` set, each added record is appended to that JSONL file."""
+
+    records: list[IterationRecord] = field(default_factory=list)
+    path: str | None = None
+
+    def add(self, record: IterationRecord) -> None:
+        self.records.append(record)
+        if self.path is not None:
+            append_jsonl(self.path, [record])
+
+    def __iter__(self) -> Iterator[IterationRecord]:
+        return iter(self.records)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __getitem__(self, i: int) -> IterationRecord:
+        return self.records[i]
+
+    def totals(self) -> dict[str, float]:
+        """Sums over the run (``tokens_per_forward`` is total output tokens over total forwards after prefill)."""
+        keys = (*_LATENCY, "compile_ms", "total_ms", "encoder_forwards", "decoder_forwards", "output_tokens",
+                "pinned_tokens", "slot_tokens", "retries")
+        out: dict[str, float] = {k: sum(getattr(r, k) for r in self.records) for k in keys}
+        forwards = sum(max(r.encoder_forwards + r.decoder_forwards - (1 if r.prompt_tokens else 0), 0)
+                       for r in self.records)
+        out["tokens_per_forward"] = round(out["output_tokens"] / max(forwards, 1), 4)
+        out["iterations"] = len(self.records)
+        return out
+
+    def write_jsonl(self, path: str | os.PathLike[str]) -> None:
+        """Append every record to ``path`` (one line each, written and fsynced in one call)."""
+        append_jsonl(path, self.records)
+
+    @classmethod
+    def read_jsonl(cls, path: str | os.PathLike[str]) -> Trace:
+        """Load records from a JSONL trace; a torn last line (not newline-terminated) is ignored."""
+        text = Path(path).read_text(encoding="utf-8")
+        lines = text.split("\n")[:-1]  # the part after the last newline is never a whole record
+        return cls([IterationRecord.from_dict(json.loads(line)) for line in lines if line.strip()])
+
+    def to_table(self, title: str | None = "agent trace") -> Any:
+        """A ``rich.table.Table`` with one row per iteration and a totals row."""
+        from rich import box
+        from rich.table import Table
+
+        table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
+        cols = ("#", "step", "mode", "tool", "total ms", "queue", "prefill", "denoise", "commit", "tool ms",
+                "enc", "dec", "out", "pinned", "slot", "tok/fwd", "retries", "error")
+        for c in cols:
+            text = c in ("step", "mode", "tool", "error")
+            table.add_column(c, justify="left" if text else "right", no_wrap=c != "error")
+        for r in self.records:
+            table.add_row(str(r.iteration), r.step, r.mode, r.tool or "", f"{r.total_ms:.1f}",
+                          *(f"{getattr(r, k):.1f}" for k in _LATENCY), str(r.encoder_forwards),
+                          str(r.decoder_forwards), str(r.output_tokens), str(r.pinned_tokens), str(r.slot_tokens),
+                          f"{r.tokens_per_forward:.2f}", str(r.retries), _short(r.error))
+        if self.records:
+            t = self.totals()
+            table.add_section()
+            table.add_row("all", "", "", "", f"{t['total_ms']:.1f}", *(f"{t[k]:.1f}" for k in _LATENCY),
+                          str(int(t["encoder_forwards"])), str(int(t["decoder_forwards"])),
+                          str(int(t["output_tokens"])), str(int(t["pinned_tokens"])), str(int(t["slot_tokens"])),
+                          f"{t['tokens_per_forward']:.2f}", str(int(t["retries"])), "")
+        return table
+
+    def render(self, width: int = 200) -> str:
+        """The table as plain text."""
+        from rich.console import Console
+
+        buf = io.StringIO()
+        Console(file=buf, width=width, color_system=None).print(self.to_table())
+        return buf.getvalue()
+
+    def __str__(self) -> str:
+        return self.render()
+
+
+def append_jsonl(path: str | os.PathLike[str], records: list[IterationRecord]) -> None:
+    """Append ``records`` as JSON lines with one ``os.write`` on an ``O_APPEND`` fd, then fsync."""
+    if not records:
+        return
+    data = "".join(json.dumps(r.to_dict(), ensure_ascii=False) + "\n" for r in records).encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        n = os.write(fd, data)
+        if n != len(data):  # a short write on a regular file means the disk is full
+            raise OSError(f"short write to {os.fspath(path)}: {n} of {len(data)} bytes")
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _short(text: str | None, n: int = 40) -> str:
+    if not text:
+        return ""
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1] + "…"

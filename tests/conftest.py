@@ -1,0 +1,33 @@
+import warnings
+from pathlib import Path
+
+import pytest
+
+warnings.filterwarnings("ignore", category=FutureWarning)
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"shared benchmark data not found at {SHARED_DATA}")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def tiny():
+    from agentkit.engine.engine import Engine
+    from agentkit.models.tiny import tiny_llama
+
+    return Engine.from_loaded(tiny_llama(1))
+
+
+@pytest.fixture(scope="session")
+def default_engine():
+    """The embedded default model (SmolLM2-135M); built into the user cache on first use (~25 s)."""
+    from agentkit.config import EngineConfig
+    from agentkit.engine.engine import Engine
+
+    return Engine(EngineConfig())
