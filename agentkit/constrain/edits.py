@@ -91,12 +91,17 @@ def _trie_node(children: dict, top: bool) -> Node | None:
 
 
 class EditTemplate(Template):
-    """A ``Template`` whose ``matches`` falls back to a structural check when the regex would be too big."""
+    """A ``Template`` whose ``matches`` falls back to a structural check when the regex would be too big.
+
+    ``files`` (path -> content) is kept on the instance, not in ``meta``, so traces stay small.
+    """
+
+    files: dict[str, str]
 
     def matches(self, text: str) -> bool:
-        if self.meta.get("trie_lines", 0) <= REGEX_MATCH_LIMIT:
+        if self.meta["trie_lines"] <= REGEX_MATCH_LIMIT:
             return super().matches(text)
-        return _matches_structurally(text, self.meta["files"], self.meta["max_edits"], self.meta["max_search_lines"])
+        return _matches_structurally(text, self.files, self.meta["max_edits"], self.meta["max_search_lines"])
 
 
 def search_replace_template(
@@ -126,12 +131,13 @@ def search_replace_template(
     meta = {
         "format": "search_replace",
         "paths": list(files),
-        "files": dict(files),
         "max_edits": max_edits,
         "max_search_lines": max_search_lines,
         "trie_lines": total,
     }
-    return EditTemplate(Repeat(block, sep="\n", min=1, max=max_edits), kind="edit", meta=meta)
+    tpl = EditTemplate(Repeat(block, sep="\n", min=1, max=max_edits), kind="edit", meta=meta)
+    tpl.files = dict(files)
+    return tpl
 
 
 def whole_file_template(path_choices: list[str], *, max_body_tokens: int = 2048) -> Template:
