@@ -1,0 +1,146 @@
+"""The ``agentkit`` command line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from .errors import AgentkitError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="agentkit: structured block-diffusion decoding")
+console = Console(stderr=True)
+
+
+def _engine(model: Optional[str], adapter: bool = True):
+    from .config import EngineConfig
+    from .engine.engine import Engine
+
+    return Engine(EngineConfig(model=model, adapter=adapter))
+
+
+def _stats_table(title: str, stats) -> Table:
+    t = Table(title=title)
+    t.add_column("figure")
+    t.add_column("value", justify="right")
+    d = stats.to_dict()
+    for k in ("mode", "prompt_tokens", "output_tokens", "pinned_tokens", "slot_tokens", "encoder_forwards",
+              "decoder_forwards", "forwards", "tokens_per_forward", "tokens_per_forward_excl_pinned", "prefill_ms",
+              "denoise_ms", "commit_ms", "constraint_ms", "compile_ms", "latency_ms", "output_tokens_per_s",
+              "finish_reason"):
+        v = d[k]
+        t.add_row(k, f"{v:.1f}" if isinstance(v, float) else str(v))
+    return t
+
+
+def _fail(e: Exception) -> None:
+    console.print(f"[red]error:[/red] {type(e).__name__}: {e}")
+    raise typer.Exit(2)
+
+
+@app.command()
+def generate(
+    prompt: str = typer.Argument(..., help="the user message"),
+    mode: str = typer.Option("ar", help="ar | diffusion | verify"),
+    model: Optional[str] = typer.Option(None, help="local Hugging Face model directory (default: embedded SmolLM2)"),
+    max_new_tokens: int = typer.Option(128, help="output token budget"),
+    canvas_length: int = typer.Option(32, help="canvas positions per block (diffusion/verify)"),
+    sampler: str = typer.Option("auto", help="auto | jacobi | mask | uniform"),
+    schema: Optional[Path] = typer.Option(None, help="JSON Schema file: constrain the output to it"),
+    temperature: float = typer.Option(0.0, help="0 = greedy"),
+    seed: Optional[int] = typer.Option(None, help="sampling seed"),
+    no_adapter: bool = typer.Option(False, "--no-adapter", help="plain causal canvas even if an adapter exists"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object: text, mode, value, stats"),
+) -> None:
+    """Generate a reply (optionally under a JSON Schema) and print what it cost."""
+    from .config import DecodeConfig
+
+    try:
+        cfg = DecodeConfig(mode=mode, max_new_tokens=max_new_tokens, canvas_length=canvas_length, sampler=sampler,
+                           temperature=temperature, seed=seed)
+        template = None
+        if schema is not None:
+            from .constrain.compiler import compile_schema_cached
+
+            if not schema.is_file():
+                raise FileNotFoundError(f"schema file {str(schema)!r} not found")
+            template = compile_schema_cached(json.loads(schema.read_text()))
+        res = _engine(model, adapter=not no_adapter).generate(prompt, cfg, template=template)
+    except (AgentkitError, FileNotFoundError, json.JSONDecodeError) as e:
+        _fail(e)
+    if as_json:
+        print(json.dumps(res.to_dict(), ensure_ascii=False))
+    else:
+        print(res.text)
+        console.print(_stats_table("decoding", res.stats))
+
+
+@app.command()
+def demo(
+    model: Optional[str] = typer.Option(None, help="local model directory (default: embedded SmolLM2)"),
+    mode: str = typer.Option("diffusion", help="mode for the structured step"),
+) -> None:
+    """One structured extraction and one free-form reply on the default model, with decoding statistics."""
+    from pydantic import BaseModel
+
+    from .config import DecodeConfig
+    from .constrain.compiler import compile_schema_cached
+
+    class Meeting(BaseModel):
+        person: str
+        city: str
+        day: str
+        attendees: int
+
+    text = "Lunch with Maria Lopez in Lisbon on Friday, the four of us."
+    try:
+        engine = _engine(model)
+        template = compile_schema_cached(Meeting)
+        messages = [
+            {"role": "system", "content": "Extract the meeting as JSON with keys person, city, day, attendees."},
+            {"role": "user", "content": text},
+        ]
+        res = engine.generate(messages, DecodeConfig(mode=mode, max_new_tokens=96), template=template)
+        console.print(f"[bold]extraction[/bold] ({mode}): {text!r}")
+        print(json.dumps(Meeting.model_validate(res.value).model_dump(), ensure_ascii=False))
+        console.print(_stats_table(f"extraction, {mode} mode", res.stats))
+        reply = engine.generate("Give one tip for writing clear emails.", DecodeConfig(mode="ar", max_new_tokens=60))
+        console.print("[bold]free-form reply[/bold] (ar):")
+        print(reply.text)
+        console.print(_stats_table("reply, ar mode", reply.stats))
+    except AgentkitError as e:
+        _fail(e)
+
+
+@app.command("eval")
+def eval_(
+    suite: str = typer.Argument(..., help="bfcl | coverage | agent"),
+    data: Path = typer.Option(..., help="data folder"),
+    modes: str = typer.Option("ar,ar-constrained,diffusion,verify", help="comma-separated modes"),
+    limit: Optional[int] = typer.Option(None, help="at most N items per file"),
+    model: Optional[str] = typer.Option(None, help="local model directory (default: embedded SmolLM2)"),
+    out: Path = typer.Option(Path("eval.json"), help="results JSON"),
+    plot: Optional[Path] = typer.Option(None, help="PNG plot path"),
+    seed: int = typer.Option(0, help="seed"),
+) -> None:
+    """Run an evaluation suite; prints a markdown table and writes JSON (and plots)."""
+    try:
+        if suite == "coverage":
+            from .constrain.coverage import run_coverage
+
+            res = run_coverage(data, limit=limit, out=out)
+            print(json.dumps({k: v for k, v in res.items() if k != "failures"}, indent=2))
+            return
+        from .evals.runner import run_eval
+
+        run_eval(suite, data, [m.strip() for m in modes.split(",") if m.strip()], limit, model, out, plot, seed)
+    except AgentkitError as e:
+        _fail(e)
+
+
+def main() -> None:  # pragma: no cover
+    app()

@@ -1,0 +1,52 @@
+"""Integration tests on the embedded default model (SmolLM2-135M-Instruct). Correctness only; speed is in evals/."""
+
+import pytest
+import torch
+
+from agentkit.config import DecodeConfig
+
+pytestmark = pytest.mark.model
+
+PROMPTS = [
+    "What is the capital of France?",
+    "Write a haiku about rain.",
+    "List three fruits.",
+    "Explain what a CPU does in one sentence.",
+    "Say hello in Spanish.",
+    "What is 12 times 3?",
+    "Name a famous painter.",
+    "Give me a synonym for happy.",
+    "What color is the sky?",
+    "Translate 'thank you' to French.",
+    "Who wrote Hamlet?",
+    "What is water made of?",
+    "Suggest a name for a cat.",
+    "How many days are in a week?",
+    "What is the opposite of cold?",
+    "Describe a tree in five words.",
+    "What do bees make?",
+    "Finish the sentence: The early bird",
+    "What is the boiling point of water in Celsius?",
+    "Recommend a book for children.",
+]
+N = 12
+
+
+def test_ar_greedy_equals_transformers_generate(default_engine):
+    for prompt in PROMPTS[:5]:
+        ids = default_engine.encode_prompt(prompt)
+        ref = default_engine.lm.model.generate(
+            torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long), max_new_tokens=N,
+            do_sample=False,
+        )[0, len(ids):].tolist()
+        got = default_engine.generate(prompt, DecodeConfig(mode="ar", max_new_tokens=N)).token_ids
+        eos = set(default_engine.lm.eos_ids)
+        assert got == [t for t in ref if t not in eos][: len(got)], prompt
+
+
+@pytest.mark.parametrize("mode", ["verify", "diffusion"])
+def test_verify_and_causal_canvas_equal_ar(default_engine, mode):
+    for prompt in PROMPTS:
+        ar = default_engine.generate(prompt, DecodeConfig(mode="ar", max_new_tokens=N))
+        other = default_engine.generate(prompt, DecodeConfig(mode=mode, max_new_tokens=N, canvas_length=N))
+        assert other.token_ids == ar.token_ids, (prompt, ar.text, other.text)
