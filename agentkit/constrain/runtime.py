@@ -82,8 +82,7 @@ class TokenConstraint:
                     ids.update(self._spanning(th))
                 else:
                     _, slot, s, _count, _ = th
-                    ids.update(t for t in slot_index(slot.regex, self.vocab).get_allowed_tokens(s)
-                               if t not in self.vocab.eos_ids)
+                    ids.update(slot_index(slot.regex, self.vocab).allowed(s))
             m = self._allowed[state] = self.vocab.mask(ids)
         return m
 
@@ -111,8 +110,7 @@ class TokenConstraint:
                     out.update(self._consume(self._close(cont), tb[len(data) - off:]))
             else:
                 _, slot, s, count, cont = th
-                index = slot_index(slot.regex, self.vocab)
-                nxt = index.get_next_state(s, token)
+                nxt = slot_index(slot.regex, self.vocab).next(s, token)
                 if nxt is not None:
                     out.update(self._slot_threads(slot, nxt, count + 1, cont))
         res = frozenset(out) if out else None
@@ -179,7 +177,7 @@ class TokenConstraint:
                 index = slot_index(slot.regex, self.vocab)
                 for n in range(len(data), 0, -1):
                     for t in self.vocab.by_bytes.get(data[:n], ()):
-                        nxt = index.get_next_state(s, t)
+                        nxt = index.next(s, t)
                         if nxt is None:
                             continue
                         threads = self._slot_threads(slot, nxt, count + 1, cont)
@@ -224,10 +222,8 @@ class TokenConstraint:
     def _slot_threads(self, slot: Slot, s: int, count: int, cont: _Cont | None) -> set:
         index = slot_index(slot.regex, self.vocab)
         out: set = set()
-        final = index.is_final_state(s)
-        if not (final and count >= slot.max_tokens) and any(
-            t not in self.vocab.eos_ids for t in index.get_allowed_tokens(s)
-        ):
+        final = index.is_final(s)
+        if not (final and count >= slot.max_tokens) and index.allowed(s):
             out.add(self._thread("slot", slot, s, count, cont))
         if final:
             out.update(self._close(cont))
@@ -248,7 +244,7 @@ class TokenConstraint:
                 out.update({self._thread("lit", node, 0, nxt)} if node.text else self._close(nxt))
             elif isinstance(node, Slot):
                 index = slot_index(node.regex, self.vocab)
-                out.update(self._slot_threads(node, index.get_initial_state(), 0, nxt))
+                out.update(self._slot_threads(node, index.initial(), 0, nxt))
             elif isinstance(node, Seq):
                 c = nxt
                 for item in reversed(node.items):

@@ -43,11 +43,13 @@ class TokenVocab:
                 self.by_bytes.setdefault(b, []).append(i)
         self.max_len = max((len(b) for b in self.by_bytes), default=1)
 
-    @property
-    def outlines(self) -> Vocabulary:
+    def outlines_with_sentinel(self, sentinel: int) -> Vocabulary:
+        """outlines-core vocabulary of every ordinary token plus the end-of-slot sentinel (see SlotDFA)."""
         if self._outlines is None:
             eos = self.eos_ids[0]
-            self._outlines = Vocabulary(eos, {b: ids for b, ids in self.by_bytes.items() if eos not in ids})
+            table = {b: ids for b, ids in self.by_bytes.items() if eos not in ids and b"\x00" not in b}
+            table[SENTINEL] = [sentinel]
+            self._outlines = Vocabulary(eos, table)
         return self._outlines
 
     def prefix_tokens(self, data: bytes) -> list[int]:
@@ -108,15 +110,49 @@ def token_vocab(tokenizer, eos_ids: tuple[int, ...] | None = None) -> TokenVocab
     return v
 
 
-@lru_cache(maxsize=512)
-def _index(regex: str, vocab_id: int) -> Index:
-    return Index(regex, _VOCAB_BY_ID[vocab_id].outlines)
+SENTINEL = b"\x00\x00\x00"  # end-of-slot marker appended to every slot regex (see SlotDFA)
+
+
+class SlotDFA:
+    """A slot's token DFA.
+
+    outlines-core 0.2.14 drops some transitions out of accepting states when the regex may end there (e.g. after
+    ``1`` in ``[0-9]+(\\.[0-9]+)?`` the token ``.`` is missing). Compiling ``(?:regex)`` followed by a sentinel
+    token avoids it; a state is final exactly when the sentinel may follow. Tokens holding a NUL byte are left out
+    of slots (JSON strings cannot hold a raw NUL; code edits never need one), so no real token reaches the sentinel.
+    """
+
+    def __init__(self, regex: str, vocab: TokenVocab) -> None:
+        self.sentinel = vocab.size  # a virtual id past the model's vocabulary
+        self.index = Index(f"(?:{regex})\\x00\\x00\\x00", vocab.outlines_with_sentinel(self.sentinel))
+        self.skip = set(vocab.eos_ids) | {self.sentinel}
+        self._allowed: dict[int, list[int]] = {}
+
+    def initial(self) -> int:
+        return self.index.get_initial_state()
+
+    def allowed(self, state: int) -> list[int]:
+        a = self._allowed.get(state)
+        if a is None:
+            a = self._allowed[state] = [t for t in self.index.get_allowed_tokens(state) if t not in self.skip]
+        return a
+
+    def next(self, state: int, token: int) -> int | None:
+        return None if token in self.skip else self.index.get_next_state(state, token)
+
+    def is_final(self, state: int) -> bool:
+        return self.index.get_next_state(state, self.sentinel) is not None
+
+
+@lru_cache(maxsize=1024)
+def _slot_dfa(regex: str, vocab_id: int) -> SlotDFA:
+    return SlotDFA(regex, _VOCAB_BY_ID[vocab_id])
 
 
 _VOCAB_BY_ID: dict[int, TokenVocab] = {}
 
 
-def slot_index(regex: str, vocab: TokenVocab) -> Index:
-    """outlines-core token DFA for ``regex`` over ``vocab`` (cached per regex and vocabulary)."""
+def slot_index(regex: str, vocab: TokenVocab) -> SlotDFA:
+    """Token DFA for ``regex`` over ``vocab`` (cached per regex and vocabulary)."""
     _VOCAB_BY_ID[id(vocab)] = vocab
-    return _index(regex, id(vocab))
+    return _slot_dfa(regex, id(vocab))
