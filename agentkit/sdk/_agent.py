@@ -16,7 +16,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from ..config import MODES, DecodeConfig
+from ..config import MODES, DecodeConfig, Mode
 from ..constrain.nodes import Template
 from ..engine.stats import GenerationResult
 from ..errors import AgentRunError, ModelRetry, UnexpectedModelBehavior, UsageLimitExceeded, UserError
@@ -33,10 +33,10 @@ OutputT = TypeVar("OutputT")
 class RoutingPolicy:
     """The decoding mode of each step kind: structured steps to diffusion, free-text replies to AR by default."""
 
-    plan: str = "diffusion"
-    tool_call: str = "diffusion"
-    extract: str = "diffusion"
-    reply: str = "ar"
+    plan: Mode = "diffusion"
+    tool_call: Mode = "diffusion"
+    extract: Mode = "diffusion"
+    reply: Mode = "ar"
 
     def __post_init__(self) -> None:
         bad = [f"{k}={getattr(self, k)!r}" for k in steps.STEP_KINDS if getattr(self, k) not in MODES]
@@ -44,11 +44,11 @@ class RoutingPolicy:
             raise UserError(f"RoutingPolicy modes must be one of {MODES}: {', '.join(bad)}")
 
     @classmethod
-    def force(cls, mode: str) -> RoutingPolicy:
+    def force(cls, mode: Mode) -> RoutingPolicy:
         """Every step in ``mode`` (e.g. ``"ar"`` as a baseline, or ``"verify"``)."""
         return cls(plan=mode, tool_call=mode, extract=mode, reply=mode)
 
-    def mode_for(self, step: str) -> str:
+    def mode_for(self, step: str) -> Mode:
         return getattr(self, step)
 
 
@@ -149,7 +149,7 @@ class Agent(Generic[OutputT]):
 
     # public entry points ----------------------------------------------------------------------------------------
 
-    async def run(self, task: str, *, mode: str | None = None, routing: RoutingPolicy | None = None,
+    async def run(self, task: str, *, mode: Mode | None = None, routing: RoutingPolicy | None = None,
                   limits: Limits | None = None, trace_path: str | None = None) -> RunResult[OutputT]:
         """Run the agent on ``task``. ``mode`` forces every step into one mode; ``routing`` replaces the agent's.
 
@@ -183,7 +183,7 @@ class Agent(Generic[OutputT]):
 
     # the loop ----------------------------------------------------------------------------------------------------
 
-    async def _run(self, task: str, *, mode: str | None = None, routing: RoutingPolicy | None = None,
+    async def _run(self, task: str, *, mode: Mode | None = None, routing: RoutingPolicy | None = None,
                    limits: Limits | None = None, trace_path: str | None = None,
                    emit: Callable[[AgentEvent], None] | None = None) -> RunResult[OutputT]:
         if not isinstance(task, str) or not task.strip():
@@ -360,6 +360,8 @@ class Agent(Generic[OutputT]):
 
     def _finish(self, run: _Run, rec: IterationRecord, t0: float) -> None:
         rec.total_ms = (time.perf_counter() - t0) * 1000
+        if rec.error is not None and len(rec.error) > 500:  # keep trace lines short (one page or less)
+            rec.error = rec.error[:499] + "…"
         run.trace.add(rec)
         if run.limits.max_tokens is not None and run.tokens > run.limits.max_tokens:
             raise UsageLimitExceeded(f"max_tokens={run.limits.max_tokens} exceeded ({run.tokens} used)", run.trace)

@@ -162,7 +162,7 @@ def synthetic_stats(n: int, messages: list[dict[str, str]], config: DecodeConfig
 
 
 def example_value(schema: dict[str, Any], root: dict[str, Any] | None = None, depth: int = 0) -> Any:
-    """A small deterministic value valid for common JSON Schemas (first enum member, minimum, minLength, ...)."""
+    """A small deterministic value valid for common JSON Schemas (default, first enum member, minimum, ...)."""
     root = root if root is not None else schema
     if depth > 8 or not isinstance(schema, dict):
         return None
@@ -173,6 +173,8 @@ def example_value(schema: dict[str, Any], root: dict[str, Any] | None = None, de
         return example_value(target, root, depth + 1)
     if "const" in schema:
         return schema["const"]
+    if "default" in schema:
+        return schema["default"]
     if schema.get("enum"):
         return schema["enum"][0]
     for key in ("anyOf", "oneOf"):

@@ -2,6 +2,9 @@
 
 A JSONL trace is appended one whole line per iteration: a single ``os.write`` on an ``O_APPEND`` descriptor,
 then ``fsync``, so a process killed mid-run leaves only complete lines (each iteration is either there or not).
+Belt and braces for the kernel's one exception (a SIGKILL landing inside a write that spans a page boundary can
+cut it short): an append to a file not ending in a newline starts with one, so a torn fragment stays on its own
+line, and ``Trace.read_jsonl`` skips lines that do not parse.
 """
 
 from __future__ import annotations
@@ -113,10 +116,14 @@ class Trace:
 
     @classmethod
     def read_jsonl(cls, path: str | os.PathLike[str]) -> Trace:
-        """Load records from a JSONL trace; a torn last line (not newline-terminated) is ignored."""
-        text = Path(path).read_text(encoding="utf-8")
-        lines = text.split("\n")[:-1]  # the part after the last newline is never a whole record
-        return cls([IterationRecord.from_dict(json.loads(line)) for line in lines if line.strip()])
+        """Load records from a JSONL trace, skipping blank lines and torn fragments that do not parse."""
+        records = []
+        for line in Path(path).read_text(encoding="utf-8", errors="replace").split("\n"):
+            try:
+                records.append(IterationRecord.from_dict(json.loads(line)))
+            except (json.JSONDecodeError, TypeError, AttributeError):
+                continue
+        return cls(records)
 
     def to_table(self, title: str | None = "agent trace") -> Any:
         """A ``rich.table.Table`` with one row per iteration and a totals row."""
@@ -160,8 +167,11 @@ def append_jsonl(path: str | os.PathLike[str], records: list[IterationRecord]) -
     if not records:
         return
     data = "".join(json.dumps(r.to_dict(), ensure_ascii=False) + "\n" for r in records).encode("utf-8")
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":  # a torn line from a killed writer stays on its own
+            data = b"\n" + data
         n = os.write(fd, data)
         if n != len(data):  # a short write on a regular file means the disk is full
             raise OSError(f"short write to {os.fspath(path)}: {n} of {len(data)} bytes")

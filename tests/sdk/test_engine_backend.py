@@ -1,0 +1,74 @@
+"""The SDK over the real in-process engine (tiny random-weight model): EngineGenerator, templates, drafts.
+
+Templates are hand-built here (integer slots), so these tests do not depend on the schema compiler.
+"""
+
+import json
+
+import pytest
+
+from agentkit.constrain.nodes import Lit, Slot, Template, seq
+from agentkit.errors import AgentRunError, UsageLimitExceeded
+from agentkit.sdk import Agent, EngineGenerator, Limits, _steps, tool
+
+INT = r"-?(0|[1-9][0-9]{0,3})"
+
+
+def int_object_template(schema):
+    items = [Lit("{")]
+    for i, key in enumerate(schema["properties"]):
+        items += [Lit(("," if i else "") + json.dumps(key) + ":"), Slot(INT, max_tokens=6, name="/" + key)]
+    return Template(root=seq(*items, Lit("}")), schema=schema)
+
+
+@pytest.fixture(autouse=True)
+def _hand_built_templates(monkeypatch):
+    monkeypatch.setattr(_steps, "compile_template", int_object_template)
+
+
+@tool
+def add(a: int, b: int) -> int:
+    return a + b
+
+
+@pytest.mark.parametrize("mode", ["ar", "verify"])
+async def test_agent_tool_calls_on_tiny_engine_are_valid(tiny, mode):
+    agent = Agent(tiny, tools=[add], limits=Limits(max_iterations=3))
+    assert isinstance(agent.generator, EngineGenerator)
+    try:
+        result = await agent.run("What is 2+3?", mode=mode)
+        trace = result.trace
+    except UsageLimitExceeded as e:  # a random model may keep calling the tool
+        trace = e.trace
+    assert len(trace) >= 2
+    for rec in trace:
+        assert rec.mode == mode and rec.error is None
+        if rec.step == "tool_call":
+            assert rec.tool in ("add", "final_answer")
+            assert rec.pinned_tokens > 0 and rec.encoder_forwards > 0
+
+
+@pytest.mark.xfail(reason="engine: diffusion under a template can stop after the first canvas block "
+                          "(finish_reason='stop', template incomplete) when the prompt holds the tool specs",
+                   strict=False)
+async def test_agent_tool_calls_on_tiny_engine_diffusion(tiny):
+    agent = Agent(tiny, tools=[add], limits=Limits(max_iterations=3))
+    try:
+        trace = (await agent.run("What is 2+3?")).trace
+    except UsageLimitExceeded as e:
+        trace = e.trace
+    assert all(r.error is None for r in trace)
+    assert [r.mode for r in trace if r.step == "tool_call"] == ["diffusion"] * sum(
+        r.step == "tool_call" for r in trace)
+
+
+async def test_canvas_drafts_stream_from_the_engine_thread(tiny):
+    agent = Agent(tiny, tools=[add], limits=Limits(max_iterations=1))
+    events = []
+    with pytest.raises(AgentRunError):
+        async for event in agent.run_stream("What is 2+3?"):
+            events.append(event)
+    assert events[0].kind == "step_started" and events[0].mode == "diffusion"
+    drafts = [e for e in events if e.kind == "canvas_draft"]
+    assert drafts and all(d.iteration == 1 and isinstance(d.text, str) for d in drafts)
+    assert all(len(d.token_ids) == len(d.fixed) for d in drafts)

@@ -1,0 +1,77 @@
+import pytest
+from pydantic import BaseModel, Field
+
+from agentkit.errors import UnexpectedModelBehavior, UserError
+from agentkit.sdk import FunctionModel, TestModel, aextract, extract
+
+
+class Invoice(BaseModel):
+    number: str
+    total: float = Field(ge=0)
+
+
+SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer", "minimum": 0}},
+          "required": ["name", "age"], "additionalProperties": False}
+
+
+def script(*outputs):
+    it = iter(outputs)
+    return FunctionModel(lambda messages, info: next(it))
+
+
+async def test_aextract_returns_validated_instance_and_sends_schema_prompt():
+    model = script({"number": "A-7", "total": 12.5})
+    invoice = await aextract(Invoice, "Invoice A-7, total 12.50 EUR", model=model)
+    assert invoice == Invoice(number="A-7", total=12.5)
+    info = model.calls[0]
+    assert (info.step, info.mode) == ("extract", "diffusion")
+    assert info.template.schema == Invoice.model_json_schema()
+
+
+async def test_extract_prompt_messages():
+    seen = []
+    model = FunctionModel(lambda messages, info: seen.append(messages) or {"name": "Ann", "age": 3})
+    await aextract(SCHEMA, "Ann is 3.", model=model, instructions="Be exact.")
+    assert seen[0] == [
+        {"role": "system", "content": "Be exact."},
+        {"role": "user", "content": 'Ann is 3.\n\nAnswer with JSON matching this schema: {"type":"object",'
+                                    '"properties":{"name":{"type":"string"},"age":{"type":"integer","minimum":0}},'
+                                    '"required":["name","age"],"additionalProperties":false}'},
+    ]
+
+
+async def test_aextract_dict_schema_returns_dict_validated_with_jsonschema():
+    assert await aextract(SCHEMA, "Ann is 3.", model=script('{"name":"Ann","age":3}')) == {"name": "Ann", "age": 3}
+
+
+async def test_invalid_output_is_asked_again_then_accepted():
+    outputs = iter([{"name": "Ann", "age": -1}, {"name": "Ann", "age": 3}])
+    sent = []
+    model = FunctionModel(lambda messages, info: sent.append(messages) or next(outputs))
+    assert await aextract(SCHEMA, "Ann is 3.", model=model, retries=1) == {"name": "Ann", "age": 3}
+    assert sent[1][-2] == {"role": "assistant", "content": '{"name":"Ann","age":-1}'}
+    assert sent[1][-1]["content"].startswith(
+        "That answer was not usable: /age: -1 is less than the minimum of 0. Answer again.\n\nAnswer with JSON")
+
+
+async def test_invalid_output_after_retries_raises_typed_error_with_trace():
+    model = script({"number": "A-7", "total": -1}, "not json at all")
+    with pytest.raises(UnexpectedModelBehavior) as exc:
+        await aextract(Invoice, "Invoice A-7", model=model, retries=1, mode="ar")
+    assert str(exc.value).startswith("extract output unusable 2 time(s) in a row (output_retries=1); last error: "
+                                     "output is not JSON")
+    assert [(r.step, r.mode) for r in exc.value.trace] == [("extract", "ar"), ("extract", "ar")]
+    assert exc.value.trace[0].error == "total: Input should be greater than or equal to 0"
+
+
+def test_extract_sync_with_test_model():
+    assert extract(Invoice, "anything", model=TestModel()) == Invoice(number="a", total=0.0)
+    assert extract(SCHEMA, "anything", model=TestModel(output_value={"name": "Bo", "age": 1})) == {
+        "name": "Bo", "age": 1}
+
+
+def test_extract_rejects_bad_input():
+    with pytest.raises(UserError, match="non-empty string"):
+        extract(Invoice, "  ", model=TestModel())
+    with pytest.raises(UserError, match="output_type must be a pydantic model class or a JSON Schema dict"):
+        extract(list, "text", model=TestModel())
