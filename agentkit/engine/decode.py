@@ -15,6 +15,7 @@ from ..config import DecodeConfig
 from ..constrain.runtime import TokenConstraint
 from .backbone import Backbone
 from .draft import lookup
+from .gemma import denoise_uniform
 from .sampler import pick
 from .stats import DecodeStats
 
@@ -149,7 +150,7 @@ class Decoder:
         """Blocks of ``canvas_length``: denoise against the cached prefix until every position is final, commit."""
         while not self.finished:
             block = Block(min(self.cfg.canvas_length, self.budget))
-            steps = self._denoise_block(block)
+            steps = denoise_uniform(self, block) if self.sampler == "uniform" else self._denoise_block(block)
             toks = [int(t) for t in block.tok[: block.length]]
             self._emit(toks, pinned=sum(block.pinned[: block.length]))
             for t in toks:
@@ -209,6 +210,7 @@ class Decoder:
         freeze what the sampler accepts. Returns whether any draft changed."""
         state, changed, prefix_frozen = self.state, False, True
         candidates: list[int] = []
+        block.end = None  # re-derived on every walk: an earlier draft may have ended the output sooner
         for j in range(block.n):
             if self._complete(state):
                 block.end = j

@@ -48,9 +48,6 @@ async def test_agent_tool_calls_on_tiny_engine_are_valid(tiny, mode):
             assert rec.pinned_tokens > 0 and rec.encoder_forwards > 0
 
 
-@pytest.mark.xfail(reason="engine: diffusion under a template can stop after the first canvas block "
-                          "(finish_reason='stop', template incomplete) when the prompt holds the tool specs",
-                   strict=False)
 async def test_agent_tool_calls_on_tiny_engine_diffusion(tiny):
     agent = Agent(tiny, tools=[add], limits=Limits(max_iterations=3))
     try:
