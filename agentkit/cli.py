@@ -142,5 +142,67 @@ def eval_(
         _fail(e)
 
 
+def _load_target(target: str):
+    """``path/to/file.py:NAME`` or ``package.module:NAME``; a callable that is not an Agent is called to build one."""
+    import importlib
+    import importlib.util
+
+    from .errors import UserError
+
+    if ":" not in target:
+        raise UserError(f"expected SCRIPT_OR_MODULE:AGENT, got {target!r}")
+    where, name = target.rsplit(":", 1)
+    if where.endswith(".py") or Path(where).is_file():
+        path = Path(where)
+        if not path.is_file():
+            raise UserError(f"script {where!r} not found")
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    else:
+        try:
+            module = importlib.import_module(where)
+        except ImportError as e:
+            raise UserError(f"cannot import module {where!r}: {e}") from None
+    if not hasattr(module, name):
+        raise UserError(f"{where!r} has no attribute {name!r}")
+    obj = getattr(module, name)
+    from .sdk import Agent
+
+    return obj if isinstance(obj, Agent) else obj()
+
+
+@app.command()
+def run(
+    target: str = typer.Argument(..., help="SCRIPT_OR_MODULE:AGENT (an Agent, or a callable returning one)"),
+    task: str = typer.Argument(..., help="the task for the agent"),
+    trace: Optional[Path] = typer.Option(None, help="append one JSON line per iteration to this file"),
+    mode: Optional[str] = typer.Option(None, help="force every step into ar | diffusion | verify"),
+) -> None:
+    """Run an agent on a task; prints its output and the per-iteration trace table."""
+    try:
+        agent = _load_target(target)
+        result = agent.run_sync(task, mode=mode, trace_path=str(trace) if trace else None)
+    except AgentkitError as e:
+        if getattr(e, "trace", None) is not None:
+            console.print(e.trace.to_table())
+        _fail(e)
+    print(result.output if isinstance(result.output, str) else json.dumps(result.output, default=str))
+    console.print(result.trace.to_table())
+
+
+@app.command()
+def serve(
+    model: Optional[str] = typer.Option(None, help="local model directory (default: embedded SmolLM2)"),
+    host: str = typer.Option("127.0.0.1", help="bind address (loopback by default)"),
+    port: int = typer.Option(8000, help="port"),
+    api_key: Optional[str] = typer.Option(None, help="require this bearer token on every request"),
+) -> None:
+    """Serve an OpenAI-compatible chat-completions endpoint with structured (constrained) decoding."""
+    from serving.cli import serve as _serve
+
+    _serve(model=model, host=host, port=port, api_key=api_key)
+
+
 def main() -> None:  # pragma: no cover
     app()
