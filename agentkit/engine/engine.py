@@ -14,9 +14,10 @@ from ..constrain.nodes import Template
 from ..constrain.runtime import TokenConstraint
 from ..constrain.vocab import token_vocab
 from ..errors import InvalidRequestError, UnsupportedModeError
-from ..models.loader import LoadedModel, load_model
+from ..models.loader import DIFFUSION_GEMMA, LoadedModel, load_model
 from .backbone import Backbone
 from .decode import Decoder
+from .gemma import GemmaBackbone, gemma_sampler
 from .stats import GenerationResult
 
 Prompt = str | list[dict[str, str]]
@@ -41,7 +42,7 @@ class Engine:
     def _init(self, lm: LoadedModel) -> None:
         self.lm = lm
         self.tokenizer = lm.tokenizer
-        self.backbone = Backbone(lm)
+        self.backbone = GemmaBackbone(lm) if lm.kind == DIFFUSION_GEMMA else Backbone(lm)
         self.vocab = token_vocab(lm.tokenizer, lm.eos_ids)
         self._constraints: dict[int, TokenConstraint] = {}
 
@@ -115,6 +116,8 @@ class Engine:
     def _sampler(self, cfg: DecodeConfig) -> str:
         if cfg.mode == "verify" and cfg.temperature > 0:
             raise UnsupportedModeError("verify mode reproduces greedy AR; use temperature=0 (or mode='ar' to sample)")
+        if self.lm.kind == DIFFUSION_GEMMA:
+            return gemma_sampler(cfg)
         sampler = cfg.sampler
         if sampler == "auto":
             sampler = "mask" if self.lm.mask_token_id is not None and self.lm.bidirectional else "jacobi"

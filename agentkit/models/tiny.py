@@ -67,3 +67,32 @@ def tiny_engine(seed: int = 0, **kw):
     from ..engine.engine import Engine
 
     return Engine.from_loaded(tiny_llama(seed, **kw))
+
+
+def tiny_diffusion_gemma(seed: int = 0, *, canvas_length: int = 8, sliding_window: int = 24) -> LoadedModel:
+    """A random ~0.9 M-parameter ``DiffusionGemmaForBlockDiffusion`` over the tiny tokenizer.
+
+    transformers' real architecture (causal encoder writing the KV cache, bidirectional decoder reading it,
+    self-conditioning, mixture-of-experts layers, tied weights), shrunk: 2 text layers 64 wide (one sliding-window,
+    one full-attention, as Gemma 4 alternates them), 4 experts, and a 1-layer vision tower (the default one alone is
+    ~167 M parameters). ``sliding_window`` is small so that tests cross it.
+    """
+    from transformers import DiffusionGemmaConfig, DiffusionGemmaForBlockDiffusion, DiffusionGemmaTextConfig
+    from transformers.models.gemma4 import Gemma4VisionConfig
+
+    tok = tiny_tokenizer()
+    text = DiffusionGemmaTextConfig(
+        vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        layer_types=["sliding_attention", "full_attention"], num_attention_heads=4, num_key_value_heads=2,
+        head_dim=16, global_head_dim=16, num_experts=4, top_k_experts=2, moe_intermediate_size=32,
+        max_position_embeddings=2048, sliding_window=sliding_window,
+        eos_token_id=tok.eos_token_id, bos_token_id=tok.bos_token_id, pad_token_id=tok.pad_token_id,
+    )
+    vision = Gemma4VisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                                num_key_value_heads=2, head_dim=16)
+    cfg = DiffusionGemmaConfig(text_config=text, vision_config=vision, canvas_length=canvas_length)
+    torch.manual_seed(seed)
+    model = DiffusionGemmaForBlockDiffusion(cfg)
+    model.generation_config.eos_token_id = tok.eos_token_id
+    model.generation_config.pad_token_id = tok.pad_token_id
+    return wrap(model, tok, name=f"tiny-diffusion-gemma-{seed}")
