@@ -1,1 +1,66 @@
-"""agentkit: structured block-diffusion decoding for agents."""
+"""agentkit: an agent framework built around structured (constrained) block-diffusion decoding.
+
+The short public surface; everything else lives in its module (``agentkit.engine``, ``agentkit.constrain``,
+``agentkit.sdk``, ``agentkit.evals``).
+"""
+
+from .config import DecodeConfig, EngineConfig
+from .errors import (
+    AgentkitError,
+    AgentRunError,
+    InvalidRequestError,
+    ModelNotFoundError,
+    ModelRetry,
+    UnexpectedModelBehavior,
+    UnsupportedModeError,
+    UnsupportedSchemaError,
+    UsageLimitExceeded,
+    UserError,
+)
+from .sdk import Agent, Limits, RoutingPolicy, RunResult, Trace, aextract, extract, tool
+
+__version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    # heavy imports (torch, transformers) only when asked for
+    if name == "Engine":
+        from .engine.engine import Engine
+
+        return Engine
+    if name == "default_engine":
+        from .engine import default_engine
+
+        return default_engine
+    if name == "compile_schema":
+        from .constrain.compiler import compile_schema_cached
+
+        return compile_schema_cached
+    raise AttributeError(f"module 'agentkit' has no attribute {name!r}")
+
+
+__all__ = [
+    "Agent",
+    "AgentRunError",
+    "AgentkitError",
+    "DecodeConfig",
+    "Engine",
+    "EngineConfig",
+    "InvalidRequestError",
+    "Limits",
+    "ModelNotFoundError",
+    "ModelRetry",
+    "RoutingPolicy",
+    "RunResult",
+    "Trace",
+    "UnexpectedModelBehavior",
+    "UnsupportedModeError",
+    "UnsupportedSchemaError",
+    "UsageLimitExceeded",
+    "UserError",
+    "aextract",
+    "compile_schema",
+    "default_engine",
+    "extract",
+    "tool",
+]
