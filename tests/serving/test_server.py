@@ -1,0 +1,441 @@
+"""The OpenAI-compatible server on the tiny random engine: in-process (httpx ASGI) and on a loopback port."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+
+import httpx
+import jsonschema
+import pytest
+
+from agentkit.constrain.nodes import Choice, Lit, Slot, Template, seq
+from agentkit.errors import UnsupportedSchemaError
+from serving.app import create_app
+
+PERSON = {
+    "type": "object",
+    "properties": {"name": {"type": "string", "maxLength": 12}, "age": {"type": "integer"},
+                   "ok": {"type": "boolean"}},
+    "required": ["name", "age", "ok"],
+}
+WEATHER = {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+           "required": ["city", "days"]}
+TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "description": "Weather for a city",
+                                      "parameters": WEATHER}},
+    {"type": "function", "function": {"name": "add", "parameters": {
+        "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}}},
+]
+MSG = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+
+# -- a small schema compiler for when agentkit.constrain.compiler is not there yet ---------------------------------
+def _mini_compile(schema: dict, ptr: str = "#") -> Template:
+    def node(s: dict, p: str):
+        for k in s:
+            if k not in ("type", "properties", "required", "maxLength", "description", "title",
+                         "additionalProperties"):
+                raise UnsupportedSchemaError(k, p, "not in the test compiler")
+        t = s.get("type")
+        if t is None:
+            return Choice((Slot(r"-?[1-9][0-9]{0,3}", 6), Lit("true"), Lit("null"), Slot(r'"[a-z]{0,6}"', 8)))
+        if t == "string":
+            return Slot(r'"[A-Za-z ]{0,10}"', 12, p)
+        if t == "integer":
+            return Slot(r"-?(?:0|[1-9][0-9]{0,3})", 6, p)
+        if t == "boolean":
+            return Choice((Lit("true"), Lit("false")))
+        if t == "object":
+            items: list = [Lit("{")]
+            for i, (k, v) in enumerate((s.get("properties") or {}).items()):
+                items += [Lit(("," if i else "") + json.dumps(k) + ":"), node(v, f"{p}/properties/{k}")]
+            return seq(*items, Lit("}"))
+        raise UnsupportedSchemaError("type", p, f"type {t!r} not in the test compiler")
+
+    return Template(node(schema, ptr), schema=schema)
+
+
+def _compiler():
+    try:
+        from agentkit.constrain.compiler import compile_schema_cached
+    except ImportError:
+        return _mini_compile
+    return compile_schema_cached
+
+
+@pytest.fixture(scope="module")
+def engine():
+    from agentkit.models.tiny import tiny_engine
+
+    return tiny_engine(0)
+
+
+class Gated:
+    """The tiny engine behind a gate: generate() blocks until the test opens it."""
+
+    def __init__(self, eng) -> None:
+        self.eng, self.name, self.tokenizer = eng, eng.name, eng.tokenizer
+        self.gate = threading.Event()
+        self.calls: list[str] = []
+
+    def generate(self, messages, config, **kw):
+        self.calls.append(messages[-1]["content"])
+        assert self.gate.wait(10)
+        return self.eng.generate(messages, config, **kw)
+
+
+def _client(app) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test", timeout=30)
+
+
+@pytest.fixture(scope="module")
+def app(engine):
+    app = create_app(engine, compile_schema=_compiler())
+    yield app
+    app.state.scheduler.close()
+
+
+async def _post(app, body, **kw) -> httpx.Response:
+    async with _client(app) as c:
+        return await c.post("/v1/chat/completions", json=body, **kw)
+
+
+# -- chat, schemas, tools -------------------------------------------------------------------------------------------
+async def test_chat(app):
+    r = await _post(app, {"model": "x", "messages": MSG, "max_tokens": 8})
+    assert r.status_code == 200, r.text
+    d = r.json()
+    assert d["object"] == "chat.completion"
+    assert isinstance(d["choices"][0]["message"]["content"], str)
+    assert d["choices"][0]["finish_reason"] in ("stop", "length")
+    assert d["usage"]["completion_tokens"] == d["agentkit_stats"]["output_tokens"] <= 8
+    st = d["agentkit_stats"]
+    assert st["mode"] == "ar" and st["batch_size"] == 1
+    for k in ("forwards", "tokens_per_forward", "encoder_forwards", "decoder_forwards", "prefill_ms", "denoise_ms",
+              "commit_ms", "latency_ms", "queue_ms"):
+        assert k in st
+
+
+@pytest.mark.parametrize("mode", [None, "ar", "diffusion", "verify"])
+async def test_json_schema(app, mode):
+    body = {"messages": MSG, "max_tokens": 64,
+            "response_format": {"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON}}}
+    if mode:
+        body["agentkit"] = {"mode": mode, "canvas_length": 8}
+    r = await _post(app, body)
+    assert r.status_code == 200, r.text
+    d = r.json()
+    jsonschema.validate(json.loads(d["choices"][0]["message"]["content"]), PERSON)
+    assert d["agentkit_stats"]["mode"] == (mode or "diffusion")  # structured output routes to diffusion
+    assert d["choices"][0]["finish_reason"] == "stop"
+
+
+async def test_json_object(app):
+    r = await _post(app, {"messages": MSG, "max_tokens": 32, "response_format": {"type": "json_object"}})
+    assert r.status_code == 200, r.text
+    json.loads(r.json()["choices"][0]["message"]["content"])
+
+
+@pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "add"}}])
+async def test_tool_call(app, choice):
+    r = await _post(app, {"messages": MSG, "tools": TOOLS, "tool_choice": choice, "max_tokens": 64})
+    assert r.status_code == 200, r.text
+    ch = r.json()["choices"][0]
+    assert ch["finish_reason"] == "tool_calls" and ch["message"]["content"] is None
+    (tc,) = ch["message"]["tool_calls"]
+    assert tc["type"] == "function" and tc["id"].startswith("call_")
+    schemas = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
+    if isinstance(choice, dict):
+        assert tc["function"]["name"] == "add"
+    jsonschema.validate(json.loads(tc["function"]["arguments"]), schemas[tc["function"]["name"]])
+
+
+async def test_tool_choice_auto_and_none(app):
+    for choice in ("auto", "none"):
+        r = await _post(app, {"messages": MSG, "tools": TOOLS, "tool_choice": choice, "max_tokens": 8})
+        assert r.status_code == 200, r.text
+        assert r.json()["choices"][0]["finish_reason"] in ("stop", "length", "tool_calls")
+
+
+async def test_unsupported_schema_names_keyword_and_pointer(engine):
+    def refuse(schema):
+        raise UnsupportedSchemaError("patternProperties", "#/properties/x")
+
+    app = create_app(engine, compile_schema=refuse)
+    r = await _post(app, {"messages": MSG, "response_format": {"type": "json_schema",
+                                                               "json_schema": {"name": "x", "schema": PERSON}}})
+    assert r.status_code == 400
+    err = r.json()["error"]
+    assert err["keyword"] == "patternProperties" and err["pointer"] == "#/properties/x"
+    assert "patternProperties" in err["message"] and "#/properties/x" in err["message"]
+    r = await _post(app, {"messages": MSG, "tools": TOOLS, "tool_choice": "required"})
+    assert r.status_code == 400 and "tools[0].function.parameters" in r.json()["error"]["message"]
+    app.state.scheduler.close()
+
+
+# -- streaming ------------------------------------------------------------------------------------------------------
+def _sse(text: str) -> list[tuple[str | None, str]]:
+    out = []
+    for block in text.strip().split("\n\n"):
+        event, data = None, []
+        for line in block.splitlines():
+            if line.startswith("event: "):
+                event = line[7:]
+            elif line.startswith("data: "):
+                data.append(line[6:])
+        out.append((event, "\n".join(data)))
+    return out
+
+
+async def test_stream_diffusion_with_canvas_events(app):
+    body = {"messages": MSG, "max_tokens": 64, "stream": True, "agentkit": {"canvas_length": 8},
+            "response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": PERSON}}}
+    async with _client(app) as c, c.stream("POST", "/v1/chat/completions", json=body) as r:
+        assert r.status_code == 200
+        assert r.headers["content-type"].startswith("text/event-stream")
+        events = _sse((await r.aread()).decode())
+    assert events[-1] == (None, "[DONE]")
+    chunks = [(e, json.loads(d)) for e, d in events[:-1]]
+    assert chunks[0][1]["choices"][0]["delta"]["role"] == "assistant"
+    canvas = [c for e, c in chunks if e == "agentkit.canvas"]
+    assert canvas and all(c["choices"] == [] and isinstance(c["agentkit_canvas"]["draft"], str) for c in canvas)
+    plain = [c for e, c in chunks if e is None]
+    assert all(c["object"] == "chat.completion.chunk" for c in plain)
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in plain if c["choices"])
+    jsonschema.validate(json.loads(text), PERSON)
+    last = plain[-1]
+    assert last["choices"][0]["finish_reason"] == "stop"
+    assert last["usage"]["completion_tokens"] > 0 and last["agentkit_stats"]["mode"] == "diffusion"
+
+
+async def test_stream_tool_call(app):
+    body = {"messages": MSG, "tools": TOOLS, "tool_choice": "required", "stream": True, "max_tokens": 64,
+            "agentkit": {"mode": "ar"}}
+    async with _client(app) as c:
+        r = await c.post("/v1/chat/completions", json=body)
+    chunks = [json.loads(d) for e, d in _sse(r.text)[:-1] if e is None]
+    tcs = [tc for c in chunks if c["choices"] for tc in c["choices"][0]["delta"].get("tool_calls") or []]
+    assert len(tcs) == 1 and tcs[0]["index"] == 0 and json.loads(tcs[0]["function"]["arguments"]) is not None
+    assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
+
+
+# -- overload, timeout, disconnect ------------------------------------------------------------------------------------
+async def _until(cond, timeout=5.0):
+    t = time.monotonic()
+    while not cond():
+        assert time.monotonic() - t < timeout, "condition not reached"
+        await asyncio.sleep(0.01)
+
+
+async def test_429_when_queue_full(engine):
+    g = Gated(engine)
+    app = create_app(g, max_queue=1)
+    sched = app.state.scheduler
+    async with _client(app) as c:
+        body = {"messages": MSG, "max_tokens": 4}
+        a = asyncio.create_task(c.post("/v1/chat/completions", json=body))
+        await _until(lambda: sched.running == 1)
+        b = asyncio.create_task(c.post("/v1/chat/completions", json=body))
+        await _until(lambda: sched.depth == 1)
+        r = await c.post("/v1/chat/completions", json=body)
+        assert r.status_code == 429
+        assert int(r.headers["Retry-After"]) >= 1 and r.json()["error"]["code"] == "queue_full"
+        g.gate.set()
+        assert (await a).status_code == 200 and (await b).status_code == 200
+        m = (await c.get("/metrics")).text
+    assert 'agentkit_rejected_total{reason="queue_full"} 1' in m
+    sched.close()
+
+
+async def test_timeout_504(engine):
+    g = Gated(engine)
+    app = create_app(g, request_timeout_s=0.3)
+    sched = app.state.scheduler
+    async with _client(app) as c:
+        body = {"messages": MSG, "max_tokens": 4}
+        running, queued = await asyncio.gather(c.post("/v1/chat/completions", json=body),
+                                               c.post("/v1/chat/completions", json=body))
+    for r in (running, queued):
+        assert r.status_code == 504 and r.json()["error"]["code"] == "timeout"
+    assert sched.depth == 0  # the queued one left the queue at once
+    g.gate.set()
+    await _until(lambda: sched.running == 0)
+    assert len(g.calls) == 1  # ... and never reached the engine
+    sched.close()
+
+
+async def test_disconnect_frees_slot(engine):
+    g = Gated(engine)
+    app = create_app(g, max_queue=1)
+    sched = app.state.scheduler
+    async with _client(app) as c:
+        first = asyncio.create_task(c.post("/v1/chat/completions", json={"messages": MSG, "max_tokens": 4}))
+        await _until(lambda: sched.running == 1)
+        # a raw ASGI request whose client goes away while it is queued
+        body = json.dumps({"messages": [{"role": "user", "content": "gone"}], "max_tokens": 4}).encode()
+        sent = [False]
+        queued = asyncio.Event()
+
+        async def receive():
+            if not sent[0]:
+                sent[0] = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            if sched.depth:
+                queued.set()
+            return {"type": "http.disconnect"} if queued.is_set() else {"type": "http.request", "body": b"",
+                                                                       "more_body": False}
+
+        out: list[dict] = []
+
+        async def send(msg):
+            out.append(msg)
+
+        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+                 "scheme": "http", "path": "/v1/chat/completions", "raw_path": b"/v1/chat/completions",
+                 "query_string": b"", "root_path": "", "headers": [(b"content-type", b"application/json")],
+                 "server": ("test", 80), "client": ("127.0.0.1", 1)}
+        await asyncio.wait_for(app(scope, receive, send), 5)
+        assert queued.is_set() and sched.depth == 0  # the slot is free while the first request still runs
+        assert out[0]["status"] == 499
+        g.gate.set()
+        assert (await first).status_code == 200
+    await _until(lambda: sched.running == 0)
+    assert g.calls == [MSG[-1]["content"]]  # the disconnected request never reached the engine
+    sched.close()
+
+
+# -- auth, malformed ------------------------------------------------------------------------------------------------
+async def test_api_key(engine):
+    app = create_app(engine, api_key="s3cret")
+    async with _client(app) as c:
+        body = {"messages": MSG, "max_tokens": 2}
+        assert (await c.post("/v1/chat/completions", json=body)).status_code == 401
+        r = await c.post("/v1/chat/completions", json=body, headers={"Authorization": "Bearer nope"})
+        assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_api_key"
+        assert (await c.get("/v1/models")).status_code == 401
+        assert (await c.get("/metrics")).status_code == 401
+        ok = {"Authorization": "Bearer s3cret"}
+        assert (await c.post("/v1/chat/completions", json=body, headers=ok)).status_code == 200
+        assert (await c.get("/v1/models", headers=ok)).json()["data"][0]["id"] == engine.name
+        assert (await c.get("/health")).json()["status"] == "ok"
+    app.state.scheduler.close()
+
+
+@pytest.mark.parametrize("body,status,needle", [
+    ("{not json", 422, "JSON"),
+    ({}, 422, "messages"),
+    ({"messages": []}, 422, "messages"),
+    ({"messages": [{"role": "wizard", "content": "hi"}]}, 422, "role"),
+    ({"messages": [{"content": "hi"}]}, 422, "role"),
+    ({"messages": "hello"}, 422, "messages"),
+    ({"messages": MSG, "temperature": -1}, 422, "temperature"),
+    ({"messages": MSG, "max_tokens": 0}, 422, "max_tokens"),
+    ({"messages": MSG, "n": 3}, 422, "n"),
+    ({"messages": MSG, "stop": ["", "x"]}, 422, "stop"),
+    ({"messages": MSG, "agentkit": {"mode": "fast"}}, 422, "agentkit.mode"),
+    ({"messages": MSG, "response_format": {"type": "xml"}}, 422, "response_format"),
+    ({"messages": MSG, "response_format": {"type": "json_schema"}}, 400, "json_schema"),
+    ({"messages": MSG, "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": 3}}},
+     422, "schema"),
+    ({"messages": MSG, "tool_choice": "required"}, 400, "tools"),
+    ({"messages": MSG, "tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "nope"}}},
+     400, "nope"),
+    ({"messages": MSG, "tools": [{"type": "function", "function": {"name": "bad name!"}}]}, 422, "name"),
+    ({"messages": MSG, "agentkit": {"mode": "verify"}, "temperature": 0.7}, 400, "verify"),
+    ({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}, 400, "image_url"),
+    ({"messages": MSG, "max_tokens": "many"}, 422, "max_tokens"),
+])
+async def test_malformed(app, body, status, needle):
+    async with _client(app) as c:
+        if isinstance(body, str):
+            r = await c.post("/v1/chat/completions", content=body, headers={"content-type": "application/json"})
+        else:
+            r = await c.post("/v1/chat/completions", json=body)
+    assert r.status_code == status, r.text
+    err = r.json()["error"]
+    assert needle.lower() in err["message"].lower(), err
+
+
+async def test_models_health_metrics(app):
+    async with _client(app) as c:
+        await c.post("/v1/chat/completions", json={"messages": MSG, "max_tokens": 2})
+        assert (await c.get("/v1/models")).json()["object"] == "list"
+        h = (await c.get("/health")).json()
+        assert h["status"] == "ok" and h["queue_depth"] == 0
+        m = (await c.get("/metrics")).text
+    for line in ("# TYPE agentkit_request_latency_seconds histogram", 'agentkit_request_latency_seconds_bucket{mode="ar"',
+                 "agentkit_queue_depth 0", 'agentkit_forwards_total{mode="ar"}', "agentkit_tokens_per_forward_bucket",
+                 'agentkit_batch_size_bucket{le="1"}'):
+        assert line in m, line
+
+
+# -- the SDK's HTTP backend and the official openai client --------------------------------------------------------------
+async def test_sdk_http_generator(app):
+    from agentkit.config import DecodeConfig
+    from agentkit.sdk._http import HTTPGenerator
+
+    gen = HTTPGenerator("http://test", transport=httpx.ASGITransport(app=app))
+    tpl = Template(Lit(""), schema=PERSON)
+    res = await gen.generate(MSG, DecodeConfig(mode="diffusion", max_new_tokens=64, canvas_length=8), tpl)
+    await gen.aclose()
+    jsonschema.validate(res.value, PERSON)
+    assert res.stats.mode == "diffusion" and res.stats.output_tokens > 0
+
+
+@pytest.fixture(scope="module")
+def server(engine):
+    import uvicorn
+
+    app = create_app(engine, api_key="k", compile_schema=_compiler())
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    srv = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    t = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
+    t.start()
+    deadline = time.monotonic() + 10
+    while not srv.started:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    yield f"http://127.0.0.1:{port}/v1"
+    srv.should_exit = True
+    t.join(5)
+    sock.close()
+
+
+def test_openai_client_round_trip(server):
+    import openai
+
+    client = openai.OpenAI(base_url=server, api_key="k", max_retries=0)
+    assert client.models.list().data[0].id
+    r = client.chat.completions.create(model="tiny", messages=MSG, max_tokens=8)
+    assert isinstance(r.choices[0].message.content, str) and r.usage.completion_tokens > 0
+    assert r.model_extra["agentkit_stats"]["mode"] == "ar"
+    r = client.chat.completions.create(
+        model="tiny", messages=MSG, max_tokens=64, extra_body={"agentkit": {"mode": "diffusion", "canvas_length": 8}},
+        response_format={"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON}})
+    jsonschema.validate(json.loads(r.choices[0].message.content), PERSON)
+    r = client.chat.completions.create(model="tiny", messages=MSG, tools=TOOLS, tool_choice="required",
+                                       max_tokens=64)
+    assert r.choices[0].finish_reason == "tool_calls"
+    call = r.choices[0].message.tool_calls[0]
+    assert call.function.name in {"get_weather", "add"} and isinstance(json.loads(call.function.arguments), dict)
+    stream = client.chat.completions.create(
+        model="tiny", messages=MSG, max_tokens=64, stream=True, extra_body={"agentkit": {"canvas_length": 8}},
+        response_format={"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON}})
+    text, finish = "", None
+    for chunk in stream:
+        if chunk.choices:
+            text += chunk.choices[0].delta.content or ""
+            finish = chunk.choices[0].finish_reason or finish
+    jsonschema.validate(json.loads(text), PERSON)
+    assert finish == "stop"
+    with pytest.raises(openai.AuthenticationError):
+        openai.OpenAI(base_url=server, api_key="wrong", max_retries=0).chat.completions.create(
+            model="tiny", messages=MSG)
+    with pytest.raises(openai.UnprocessableEntityError):
+        client.chat.completions.create(model="tiny", messages=[])
