@@ -154,18 +154,22 @@ def table(cells: list[Cell], modes: list[str], levels: list[int]) -> str:
     if "ar" in modes and "diffusion" in modes:
         lines += ["", f"{'conc':>5}{'diffusion/AR throughput':>26}"]
         by = {(c.mode, c.concurrency): c for c in cells if not c.skipped and c.ok}
-        crossover = None
+        crossover, led = None, False
         for n in levels:
             a, d = by.get(("ar", n)), by.get(("diffusion", n))
             if a and d and a.throughput > 0:
                 ratio = d.throughput / a.throughput
                 lines.append(f"{n:>5}{ratio:>26.2f}")
-                if ratio < 1 and crossover is None:
+                led = led or ratio >= 1
+                if led and ratio < 1 and crossover is None:
                     crossover = n
             else:
                 lines.append(f"{n:>5}{'n/a':>26}")
-        lines.append("AR overtakes diffusion at concurrency " + (str(crossover) if crossover else
-                     f"- (not within {max(levels)})"))
+        if not led:
+            lines.append("diffusion never leads AR at the measured concurrencies (no crossover to report)")
+        else:
+            lines.append("AR overtakes diffusion at concurrency " + (str(crossover) if crossover else
+                         f"- (not within {max(levels)})"))
     return "\n".join(lines)
 
 
