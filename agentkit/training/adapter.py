@@ -1,0 +1,178 @@
+"""The block-diffusion adapter: a hand-written LoRA on attention projections plus the ``<|mask|>`` embedding row.
+
+File format (``adapter.safetensors``): ``<module>.lora_a`` [r, in] and ``<module>.lora_b`` [out, r] for each adapted
+linear layer, ``mask_embedding`` [H]; the safetensors metadata holds ``agentkit_adapter`` (JSON: rank, alpha,
+targets, mask token text and id, base model name, vocab size). ``apply_adapter`` merges it into a copy of a loaded
+model and returns a ``LoadedModel`` with ``bidirectional=True`` and ``mask_token_id`` set.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from ..models.loader import LoadedModel, wrap
+
+MASK_TOKEN = "<|mask|>"
+FILE = "adapter.safetensors"
+DEFAULT_DIR = Path(__file__).resolve().parents[2] / "adapters" / "smollm2-135m-bd"
+
+
+@dataclass
+class AdapterConfig:
+    rank: int = 16
+    alpha: float = 32.0
+    targets: tuple[str, ...] = ("q_proj", "v_proj")
+    mask_token: str = MASK_TOKEN
+    mask_token_id: int = -1
+    base: str = ""
+    vocab_size: int = 0
+
+    @property
+    def scale(self) -> float:
+        return self.alpha / self.rank
+
+
+class LoRALinear(nn.Module):
+    """``base(x) + scale * x A^T B^T``; ``base`` frozen, ``B`` starts at zero (the adapted model starts as the base)."""
+
+    def __init__(self, base: nn.Linear, rank: int, scale: float) -> None:
+        super().__init__()
+        self.base, self.scale = base, scale
+        w = base.weight
+        self.lora_a = nn.Parameter(torch.empty(rank, w.shape[1], device=w.device, dtype=torch.float32))
+        self.lora_b = nn.Parameter(torch.zeros(w.shape[0], rank, device=w.device, dtype=torch.float32))
+        nn.init.kaiming_uniform_(self.lora_a, a=math.sqrt(5))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.base(x)
+        return y + ((x @ self.lora_a.to(x.dtype).T) @ self.lora_b.to(x.dtype).T) * self.scale
+
+    def delta(self) -> torch.Tensor:
+        return (self.lora_b @ self.lora_a) * self.scale
+
+
+def inject_lora(model: nn.Module, cfg: AdapterConfig) -> dict[str, LoRALinear]:
+    """Replace each ``nn.Linear`` whose name ends with a target by a ``LoRALinear``; freeze everything else."""
+    for p in model.parameters():
+        p.requires_grad_(False)
+    out: dict[str, LoRALinear] = {}
+    for name, mod in list(model.named_modules()):
+        if isinstance(mod, nn.Linear) and name.split(".")[-1] in cfg.targets:
+            parent = model.get_submodule(name.rsplit(".", 1)[0])
+            lora = LoRALinear(mod, cfg.rank, cfg.scale)
+            setattr(parent, name.rsplit(".", 1)[1], lora)
+            out[name] = lora
+    if not out:
+        raise ValueError(f"no linear layer named {cfg.targets} in the model")
+    return out
+
+
+def ensure_mask_token(model: nn.Module, tokenizer, text: str = MASK_TOKEN) -> int:
+    """Add the absorbing-mask token to ``tokenizer`` (if missing) and make the embeddings big enough for it."""
+    tid = tokenizer.convert_tokens_to_ids(text)
+    if tid is None or tid == tokenizer.unk_token_id or tokenizer.convert_ids_to_tokens(tid) != text:
+        tokenizer.add_special_tokens({"mask_token": text})
+        tid = tokenizer.convert_tokens_to_ids(text)
+    elif tokenizer.mask_token is None:
+        tokenizer.mask_token = text
+    emb = model.get_input_embeddings()
+    if tid >= emb.weight.shape[0]:
+        n = emb.weight.shape[0]
+        model.resize_token_embeddings(tid + 1, mean_resizing=False)
+        with torch.no_grad():  # new rows: the mean embedding (a neutral start)
+            w = model.get_input_embeddings().weight
+            w[n:] = w[:n].mean(0)
+    return int(tid)
+
+
+class NoMaskHead(nn.Linear):
+    """The output head with the mask token's logit pinned very low: the mask is an input symbol, never an output.
+    Shares the original head's weight (so tied embeddings stay tied, and the trained mask embedding row can be
+    set without making the model predict the mask)."""
+
+    def __init__(self, head: nn.Linear, mask_id: int) -> None:
+        nn.Module.__init__(self)
+        self.in_features, self.out_features = head.in_features, head.out_features
+        self.weight, self.bias = head.weight, head.bias
+        self.mask_id = mask_id
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = super().forward(x)
+        keep = torch.ones(y.shape[-1], dtype=y.dtype, device=y.device)
+        keep[self.mask_id] = 0
+        return y * keep + (1 - keep) * -1e4
+
+
+def suppress_mask_logit(model: nn.Module, mask_id: int) -> None:
+    head = model.get_output_embeddings()
+    if not isinstance(head, NoMaskHead):
+        model.set_output_embeddings(NoMaskHead(head, mask_id))
+
+
+def adapter_state(loras: dict[str, LoRALinear], mask_embedding: torch.Tensor) -> dict[str, torch.Tensor]:
+    state = {}
+    for name, m in loras.items():
+        state[f"{name}.lora_a"] = m.lora_a.detach().float().cpu().contiguous()
+        state[f"{name}.lora_b"] = m.lora_b.detach().float().cpu().contiguous()
+    state["mask_embedding"] = mask_embedding.detach().float().cpu().contiguous()
+    return state
+
+
+def save_adapter(path: str | Path, state: dict[str, torch.Tensor], cfg: AdapterConfig) -> Path:
+    from safetensors.torch import save_file
+
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    meta = asdict(cfg)
+    tmp = path / (FILE + ".tmp")
+    save_file(state, str(tmp), metadata={"format": "pt", "agentkit_adapter": json.dumps(meta)})
+    tmp.replace(path / FILE)
+    (path / "adapter_config.json").write_text(json.dumps(meta, indent=2) + "\n")
+    return path / FILE
+
+
+def load_adapter(path: str | Path) -> tuple[dict[str, torch.Tensor], AdapterConfig]:
+    from safetensors import safe_open
+
+    path = Path(path)
+    f = path / FILE if path.is_dir() else path
+    if not f.is_file():
+        raise FileNotFoundError(f"no block-diffusion adapter at {str(f)!r}")
+    with safe_open(str(f), framework="pt") as h:
+        meta = json.loads(h.metadata()["agentkit_adapter"])
+        state = {k: h.get_tensor(k) for k in h.keys()}  # noqa: SIM118 (safe_open is not iterable)
+    meta["targets"] = tuple(meta["targets"])
+    return state, AdapterConfig(**meta)
+
+
+def apply_adapter(lm: LoadedModel, path: str | Path | None = None, *, copy_model: bool = True) -> LoadedModel:
+    """A ``LoadedModel`` with the adapter merged into (a copy of) ``lm``'s weights: LoRA deltas added to the
+    target projections, the mask token added to the tokenizer and its embedding row set. ``copy_model=False``
+    modifies ``lm.model`` in place (saves memory; the base weights are then gone)."""
+    state, cfg = load_adapter(DEFAULT_DIR if path is None else path)
+    model = copy.deepcopy(lm.model) if copy_model else lm.model
+    tok = copy.deepcopy(lm.tokenizer)
+    tid = ensure_mask_token(model, tok, cfg.mask_token)
+    if cfg.mask_token_id >= 0 and tid != cfg.mask_token_id:
+        raise ValueError(f"mask token id {tid} differs from the adapter's {cfg.mask_token_id}: wrong base model?")
+    with torch.no_grad():
+        emb = model.get_input_embeddings().weight
+        emb[tid] = state["mask_embedding"].to(emb.dtype).to(emb.device)
+        for key, a in state.items():
+            if not key.endswith(".lora_a"):
+                continue
+            name = key[: -len(".lora_a")]
+            w = model.get_submodule(name).weight
+            b = state[name + ".lora_b"]
+            w += ((b @ a) * cfg.scale).to(w.dtype).to(w.device)
+    suppress_mask_logit(model, tid)
+    meta = {**lm.meta, "adapter": str(path or DEFAULT_DIR), "adapter_config": asdict(cfg)}
+    return wrap(model, tok, name=f"{lm.name} + block-diffusion adapter", kind=lm.kind, bidirectional=True,
+                mask_token_id=tid, chat=lm.chat, meta=meta)
