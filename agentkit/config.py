@@ -17,7 +17,8 @@ class EngineConfig:
     """How the engine loads and runs a model."""
 
     model: str | None = None  # None: the embedded default model; else a local HF directory
-    adapter: bool = True  # use a block-diffusion adapter for diffusion/verify when the model has one
+    adapter: bool = True  # diffusion mode uses a block-diffusion adapter when one is present (--no-adapter: off)
+    adapter_path: str | None = None  # None: the adapter shipped for the default model (adapters/smollm2-135m-bd)
     dtype: str = "float32"
     device: str = "cpu"
     threads: int | None = None  # torch.set_num_threads; None leaves torch's default
@@ -41,7 +42,7 @@ class DecodeConfig:
     # canvas (diffusion / verify)
     canvas_length: int = 32
     max_denoising_steps: int = 48
-    sampler: Sampler = "auto"  # auto: jacobi for causal canvases, mask if the model has a mask token
+    sampler: Sampler = "auto"  # auto: jacobi (causal canvas), mask (adapter / mask-token models), uniform (gemma)
     confidence_threshold: float = 0.9  # mask sampler: accept positions above this (always >= 1)
     entropy_bound: float = 0.1  # uniform sampler (DiffusionGemma's EntropyBoundSampler)
     stable_steps: int = 1  # adaptive stop: argmax canvas unchanged for this many steps ...

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import time
 from collections.abc import Callable
 from typing import Any
@@ -45,6 +46,29 @@ class Engine:
         self.backbone = GemmaBackbone(lm) if lm.kind == DIFFUSION_GEMMA else Backbone(lm)
         self.vocab = token_vocab(lm.tokenizer, lm.eos_ids)
         self._constraints: dict[int, TokenConstraint] = {}
+        self._adapted: tuple[LoadedModel, Backbone] | None = None
+
+    # -- block-diffusion adapter ------------------------------------------------------------------------------
+    @property
+    def adapter_path(self) -> Path | None:
+        """The block-diffusion adapter used for diffusion mode, if any (default model + shipped adapter)."""
+        if not self.config.adapter or self.lm.kind != "causal" or self.lm.bidirectional:
+            return None
+        path = self.config.adapter_path
+        if path is None and self.config.model is None and self.lm.meta.get("default"):
+            from ..training.adapter import DEFAULT_DIR, FILE
+
+            path = str(DEFAULT_DIR) if (DEFAULT_DIR / FILE).is_file() else None
+        return Path(path) if path else None
+
+    def _diffusion_model(self) -> tuple[LoadedModel, Backbone]:
+        """Adapted weights (bidirectional canvas, mask token) for diffusion mode; built on first use."""
+        if self._adapted is None:
+            from ..training.adapter import apply_adapter
+
+            lm = apply_adapter(self.lm, self.adapter_path)
+            self._adapted = (lm, Backbone(lm))
+        return self._adapted
 
     @property
     def name(self) -> str:
@@ -87,10 +111,13 @@ class Engine:
         cfg = config or DecodeConfig()
         t_start = time.perf_counter()
         ids = self.encode_prompt(prompt, raw=raw)
-        sampler = self._sampler(cfg)
+        lm, backbone = self.lm, self.backbone
+        if cfg.mode == "diffusion" and self.adapter_path is not None:
+            lm, backbone = self._diffusion_model()  # AR and verify keep the base weights
+        sampler = self._sampler(cfg, lm)
         dec = Decoder(
-            self.backbone, cfg, self.constraint(template) if template is not None else None, self.lm.eos_ids,
-            mask_token_id=self.lm.mask_token_id, bidirectional=self.lm.bidirectional and cfg.mode != "ar",
+            backbone, cfg, self.constraint(template) if template is not None else None, lm.eos_ids,
+            mask_token_id=lm.mask_token_id, bidirectional=lm.bidirectional and cfg.mode != "ar",
             sampler=sampler, on_draft=on_draft,
         )
         if template is not None:
@@ -113,15 +140,16 @@ class Engine:
             value = json.loads(text)
         return GenerationResult(text=text, token_ids=dec.out, stats=stats, value=value, drafts=dec.drafts)
 
-    def _sampler(self, cfg: DecodeConfig) -> str:
+    def _sampler(self, cfg: DecodeConfig, lm: LoadedModel | None = None) -> str:
+        lm = lm or self.lm
         if cfg.mode == "verify" and cfg.temperature > 0:
             raise UnsupportedModeError("verify mode reproduces greedy AR; use temperature=0 (or mode='ar' to sample)")
-        if self.lm.kind == DIFFUSION_GEMMA:
+        if lm.kind == DIFFUSION_GEMMA:
             return gemma_sampler(cfg)
         sampler = cfg.sampler
         if sampler == "auto":
-            sampler = "mask" if self.lm.mask_token_id is not None and self.lm.bidirectional else "jacobi"
-        if sampler == "mask" and self.lm.mask_token_id is None:
+            sampler = "mask" if lm.mask_token_id is not None and lm.bidirectional else "jacobi"
+        if sampler == "mask" and lm.mask_token_id is None:
             raise UnsupportedModeError(
                 f"model {self.name!r} has no mask token, so it cannot decode with the absorbing-mask sampler; "
                 "use sampler='jacobi' (causal canvas) or load a block-diffusion adapter"

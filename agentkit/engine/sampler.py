@@ -9,6 +9,9 @@ def masked_logits(logits: torch.Tensor, allowed: torch.Tensor | None) -> torch.T
     """logits: [k, V] (or [V]); allowed: same shape bool, or None."""
     if allowed is None:
         return logits
+    extra = logits.shape[-1] - allowed.shape[-1]
+    if extra > 0:  # tokens added after the constraint's vocabulary (e.g. an adapter's mask token): never allowed
+        allowed = torch.nn.functional.pad(allowed, (0, extra), value=False)
     return logits.masked_fill(~allowed, float("-inf"))
 
 
