@@ -1,7 +1,9 @@
-"""The agent loop: [plan] -> tool_call* -> extract | reply, each step routed to a decoding mode and traced.
+"""The agent loop: [plan] -> (tool_call [tool_input])* -> extract | reply, each step routed to a mode and traced.
 
 A run keeps plain chat messages: the system prompt (instructions and the tools' JSON specs), the user's task, then
-per tool call an assistant message with the call's JSON and a user message with the tool's observation.
+per tool call an assistant message with the call's JSON and a user message with the tool's observation. A call of
+a templated tool (``Tool(template_factory=...)``) adds, between the two, a user message asking for its input and
+an assistant message with that input, decoded in a ``tool_input`` step under the template the factory builds then.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class RoutingPolicy:
 
     plan: Mode = "diffusion"
     tool_call: Mode = "diffusion"
+    tool_input: Mode = "diffusion"
     extract: Mode = "diffusion"
     reply: Mode = "ar"
 
@@ -46,7 +49,7 @@ class RoutingPolicy:
     @classmethod
     def force(cls, mode: Mode) -> RoutingPolicy:
         """Every step in ``mode`` (e.g. ``"ar"`` as a baseline, or ``"verify"``)."""
-        return cls(plan=mode, tool_call=mode, extract=mode, reply=mode)
+        return cls(plan=mode, tool_call=mode, tool_input=mode, extract=mode, reply=mode)
 
     def mode_for(self, step: str) -> Mode:
         return getattr(self, step)
@@ -243,20 +246,40 @@ class Agent(Generic[OutputT]):
             self._finish(run, rec, t0)
             return False
         tool = next(t for t in self._tools if t.name == name)
-        self._emit(run, lambda: ToolCall(rec.iteration, name, args))
-        t_tool = time.perf_counter()
         error = None
-        try:
-            pos, kw = tool.bind(args)
-        except ValidationError as e:
-            error = f"invalid arguments: {steps._pydantic_errors(e)}. Fix the arguments and call the tool again."
-        else:
+        if tool.templated:
+            t_build = time.perf_counter()
             try:
-                text = to_observation_text(await tool.invoke(pos, kw))
-            except ModelRetry as e:
-                error = e.message
-            except Exception as e:  # noqa: BLE001 (any tool failure goes back to the model)
-                error = f"{type(e).__name__}: {e}"
+                template = steps.tool_input_template(tool)
+            except Exception as e:  # noqa: BLE001 (a factory failure goes back to the model like a tool failure)
+                error = f"cannot build the input template: {type(e).__name__}: {e}"
+            else:
+                self._finish(run, rec, t0)
+                run.messages.append({"role": "user", "content": steps.tool_input_prompt(tool)})
+                compile_ms = (time.perf_counter() - t_build) * 1000
+                try:
+                    result, rec, t0 = await self._generate(run, "tool_input", None, template, compile_ms)
+                finally:
+                    release = getattr(self.generator, "release", None)
+                    if release is not None:  # a one-off template: let the generator drop what it cached for it
+                        release(template)
+                rec.tool = name
+                run.messages.append({"role": "assistant", "content": result.text})
+                args = {tool.input_parameter: result.text}
+        t_tool = time.perf_counter()
+        if error is None:
+            self._emit(run, lambda: ToolCall(rec.iteration, name, args))
+            try:
+                pos, kw = tool.bind(args)
+            except ValidationError as e:
+                error = f"invalid arguments: {steps._pydantic_errors(e)}. Fix the arguments and call the tool again."
+            else:
+                try:
+                    text = to_observation_text(await tool.invoke(pos, kw))
+                except ModelRetry as e:
+                    error = e.message
+                except Exception as e:  # noqa: BLE001 (any tool failure goes back to the model)
+                    error = f"{type(e).__name__}: {e}"
         rec.tool_ms = (time.perf_counter() - t_tool) * 1000
         if error is None:
             run.failures = run.tool_failures[name] = 0
@@ -292,19 +315,26 @@ class Agent(Generic[OutputT]):
 
     # helpers -----------------------------------------------------------------------------------------------------
 
-    async def _generate(self, run: _Run, step: str,
-                        prompt: str | None) -> tuple[GenerationResult, IterationRecord, float]:
-        """Check the limits, then one generation for ``step``; returns its result, its record and start time."""
+    async def _generate(self, run: _Run, step: str, prompt: str | None, template: Template | None = None,
+                        compile_ms: float = 0.0) -> tuple[GenerationResult, IterationRecord, float]:
+        """Check the limits, then one generation for ``step``; returns its result, its record and start time.
+
+        ``template``: the step's template when it is built per call (``tool_input``), with its ``compile_ms``; its
+        ``meta["max_new_tokens"]``, when set, replaces the agent's (a one-off template may know its longest output).
+        """
         t0 = time.perf_counter()
         limits = run.limits
         if len(run.trace) >= limits.max_iterations:
             raise UsageLimitExceeded(f"max_iterations={limits.max_iterations} reached", run.trace)
         max_new = self.decode.max_new_tokens
+        if template is not None and template.meta.get("max_new_tokens"):
+            max_new = int(template.meta["max_new_tokens"])
         if limits.max_tokens is not None:
             if run.tokens >= limits.max_tokens:
                 raise UsageLimitExceeded(f"max_tokens={limits.max_tokens} reached ({run.tokens} used)", run.trace)
             max_new = min(max_new, limits.max_tokens - run.tokens)
-        template, compile_ms = self._template(step)
+        if template is None:
+            template, compile_ms = self._template(step)
         mode = run.routing.mode_for(step)
         iteration = len(run.trace) + 1
         self._emit(run, lambda: StepStarted(iteration, step, mode))
@@ -344,6 +374,8 @@ class Agent(Generic[OutputT]):
             raise steps.OutputError(f"unknown tool {name!r}; the tools are {names}")
         if not isinstance(args, dict):
             raise steps.OutputError(f"arguments must be a JSON object, got {steps.compact(args)[:200]}")
+        if args and any(t.templated and t.name == name for t in self._tools):
+            raise steps.OutputError(f"{name} takes no arguments in the call ({{}}); its input is written next")
         return name, args
 
     def _output_failure(self, run: _Run, rec: IterationRecord, t0: float, text: str, reason: str) -> None:

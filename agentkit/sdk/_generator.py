@@ -55,6 +55,12 @@ class EngineGenerator:
             self.engine.generate, messages, config, template=template, on_draft=on_draft
         )
 
+    def release(self, template: Template) -> None:
+        """Forget the engine's cached constraint for a one-off template (a templated tool's, built per call)."""
+        cache = getattr(self.engine, "_constraints", None)
+        if isinstance(cache, dict):
+            cache.pop(id(template), None)
+
     def decode(self, token_ids: list[int]) -> str:
         """Token ids as text (for canvas-draft events)."""
         return self.engine.tokenizer.decode(token_ids)

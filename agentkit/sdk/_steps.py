@@ -1,7 +1,8 @@
 """What each step kind asks of the model: its template, its prompt text, and how its output is checked.
 
 Step kinds: ``plan`` (a ``Plan`` object), ``tool_call`` (``{"tool":NAME,"arguments":{...}}`` with NAME a choice
-among the tools plus ``final_answer``), ``extract`` (the final structured output) and ``reply`` (free text).
+among the tools plus ``final_answer``), ``tool_input`` (a templated tool's input text, under the template its
+``template_factory`` builds at call time), ``extract`` (the final structured output) and ``reply`` (free text).
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from ..engine.stats import GenerationResult
 from ..errors import UserError
 from ._tools import Tool
 
-StepKind = Literal["plan", "tool_call", "extract", "reply"]
-STEP_KINDS: tuple[str, ...] = ("plan", "tool_call", "extract", "reply")
+StepKind = Literal["plan", "tool_call", "tool_input", "extract", "reply"]
+STEP_KINDS: tuple[str, ...] = ("plan", "tool_call", "tool_input", "extract", "reply")
 FINAL_ANSWER = "final_answer"
 
 
@@ -56,12 +57,14 @@ def for_step(template: Template, step: str, **meta: Any) -> Template:
 
 def tool_call_template(tools: list[Tool]) -> Template:
     """One template for a tool-call step: ``{"tool":`` pinned, then a choice of ``"NAME","arguments":ARGS``
-    per tool (ARGS under that tool's compiled schema) or ``"final_answer","arguments":{}``, then ``}``."""
-    options = [seq(Lit(f'"{t.name}","arguments":'), compile_template(t.parameters_schema).root) for t in tools]
+    per tool (ARGS under that tool's compiled schema; ``{}`` for a templated tool) or
+    ``"final_answer","arguments":{}``, then ``}``."""
+    options: list = [Lit(f'"{t.name}","arguments":{{}}') if t.templated else
+                     seq(Lit(f'"{t.name}","arguments":'), compile_template(t.parameters_schema).root) for t in tools]
     options.append(Lit(f'"{FINAL_ANSWER}","arguments":{{}}'))
     root = seq(Lit('{"tool":'), Choice(tuple(options)), Lit("}"))
     return Template(root=root, schema=tool_call_schema(tools), kind="json",
-                    meta={"step": "tool_call", "tools": {t.name: t.parameters_schema for t in tools}})
+                    meta={"step": "tool_call", "tools": {t.name: t.call_schema for t in tools}})
 
 
 def tool_call_schema(tools: list[Tool]) -> dict[str, Any]:
@@ -69,7 +72,7 @@ def tool_call_schema(tools: list[Tool]) -> dict[str, Any]:
     defs: dict[str, Any] = {}
     variants = []
     for t in tools:
-        params = copy.deepcopy(t.parameters_schema)
+        params = copy.deepcopy(t.call_schema)
         local = params.pop("$defs", {})
         if local:
             names = {f"#/$defs/{k}": f"#/$defs/{t.name}__{k}" for k in local}
@@ -175,6 +178,23 @@ def plan_prompt() -> str:
 
 def extract_prompt(spec: OutputSpec) -> str:
     return f"Answer with JSON matching this schema: {compact(spec.schema)}"
+
+
+def tool_input_template(tool: Tool) -> Template:
+    """The template of a templated tool's ``tool_input`` step, built now; labelled with the step and the tool.
+
+    A shallow copy keeps the factory's ``Template`` subclass and attributes (e.g. an edit template's files).
+    """
+    template = tool.template_factory()  # type: ignore[misc]
+    if not isinstance(template, Template):
+        raise UserError(f"tool {tool.name!r}: template_factory returned {type(template).__name__}, not a Template")
+    labelled = copy.copy(template)
+    labelled.meta = {**template.meta, "step": "tool_input", "tool": tool.name}
+    return labelled
+
+
+def tool_input_prompt(tool: Tool) -> str:
+    return tool.input_prompt or f"Now write the input of {tool.name}: {tool.description}"
 
 
 def reply_prompt() -> str:

@@ -28,6 +28,7 @@ from pydantic import (
 )
 from pydantic.errors import PydanticInvalidForJsonSchema
 
+from ..constrain.nodes import Template
 from ..errors import UserError
 from ._docstring import parse_docstring
 
@@ -41,6 +42,13 @@ class Tool:
 
     ``retries``: how many failures in a row (invalid arguments, an exception, ``ModelRetry``) are sent back to the
     model as observations; one more fails the run with ``UnexpectedModelBehavior``.
+
+    ``template_factory`` makes a *templated tool*: its input is not a JSON argument but text generated under its
+    own template, built when the tool is called (``template_factory() -> Template``, e.g. a SEARCH/REPLACE edit
+    template over the files as they are now). The tool-call step then only chooses it
+    (``{"tool":NAME,"arguments":{}}``); a ``tool_input`` step decodes the text under the factory's template and
+    the tool gets it as its first parameter, which must be a ``str`` (every other parameter needs a default).
+    ``input_prompt`` is the instruction sent with that step (default: the tool's description).
     """
 
     def __init__(
@@ -50,6 +58,8 @@ class Tool:
         name: str | None = None,
         description: str | None = None,
         retries: int = 1,
+        template_factory: Callable[[], Template] | None = None,
+        input_prompt: str | None = None,
     ) -> None:
         problems: list[str] = []
         if not callable(function):
@@ -67,6 +77,13 @@ class Tool:
         self._fields: list[tuple[str, str]] = []  # (model field, parameter name), signature order
         self._args_model = self._build_model(function, param_docs, problems)
         self.is_async = _is_async(function)
+        self.template_factory = template_factory
+        self.input_prompt = input_prompt
+        if template_factory is not None:
+            if not callable(template_factory):
+                problems.append(f"template_factory must be callable, got {template_factory!r}")
+            elif self._args_model is not None:
+                self._check_input_parameter(problems)
         if problems:
             err = UserError(f"invalid tool {self.name!r}:\n  - " + "\n  - ".join(problems))
             err.problems = [f"tool {self.name!r}: {p}" for p in problems]  # type: ignore[attr-defined]
@@ -118,10 +135,42 @@ class Tool:
             return None
         return model
 
+    def _check_input_parameter(self, problems: list[str]) -> None:
+        schema = self._args_model.model_json_schema()  # type: ignore[union-attr]
+        if not self._fields:
+            problems.append("a templated tool needs a first parameter (str) for its generated input")
+            return
+        first = self._fields[0][1]
+        if schema.get("properties", {}).get(first, {}).get("type") != "string":
+            problems.append(f"a templated tool's first parameter ({first!r}) must be a str")
+        required = [p for p in schema.get("required", []) if p != first]
+        if required:
+            problems.append(f"a templated tool's other parameters need defaults: {required}")
+
+    @property
+    def templated(self) -> bool:
+        """Whether the tool's input is generated under its own template (see ``template_factory``)."""
+        return self.template_factory is not None
+
+    @property
+    def input_parameter(self) -> str | None:
+        """The parameter a templated tool's generated text is passed as."""
+        return self._fields[0][1] if self.templated else None
+
+    @property
+    def call_schema(self) -> dict[str, Any]:
+        """The ``arguments`` of a tool-call step: the parameters, or ``{}`` for a templated tool."""
+        if self.templated:
+            return {"type": "object", "properties": {}, "additionalProperties": False}
+        return self.parameters_schema
+
     @property
     def spec(self) -> dict[str, Any]:
-        """What the model is shown: name, description and parameters."""
-        return {"name": self.name, "description": self.description, "parameters": self.parameters_schema}
+        """What the model is shown: name, description and parameters (none for a templated tool)."""
+        description = self.description
+        if self.templated:
+            description = f"{description} (call it with no arguments; you write its input in the next message)"
+        return {"name": self.name, "description": description, "parameters": self.call_schema}
 
     def bind(self, args: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
         """Validate ``args`` (a JSON object) into call arguments. Raises ``pydantic.ValidationError``."""
@@ -155,14 +204,16 @@ class Tool:
         return self.function(*args, **kwargs)
 
     def __repr__(self) -> str:
-        return f"Tool(name={self.name!r}, retries={self.retries})"
+        extra = ", templated" if self.templated else ""
+        return f"Tool(name={self.name!r}, retries={self.retries}{extra})"
 
 
 @overload
 def tool(function: Callable[..., Any], /) -> Tool: ...
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None, retries: int = 1
+    *, name: str | None = None, description: str | None = None, retries: int = 1,
+    template_factory: Callable[[], Template] | None = None, input_prompt: str | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
     function: Callable[..., Any] | None = None,
@@ -171,14 +222,18 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     retries: int = 1,
+    template_factory: Callable[[], Template] | None = None,
+    input_prompt: str | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a ``Tool`` from a function: ``@tool`` or ``@tool(name=..., description=..., retries=...)``.
 
-    The result is still callable like the function.
+    The result is still callable like the function. ``template_factory``/``input_prompt``: see ``Tool``.
     """
+    kw: dict[str, Any] = {"name": name, "description": description, "retries": retries,
+                          "template_factory": template_factory, "input_prompt": input_prompt}
     if function is not None:
-        return Tool(function, name=name, description=description, retries=retries)
-    return lambda fn: Tool(fn, name=name, description=description, retries=retries)
+        return Tool(function, **kw)
+    return lambda fn: Tool(fn, **kw)
 
 
 def as_tools(items: Iterable[Tool | Callable[..., Any]]) -> list[Tool]:

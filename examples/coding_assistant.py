@@ -1,0 +1,219 @@
+"""A coding-assistant agent: it plans, reads, edits with constrained SEARCH/REPLACE edits, runs the tests, and
+replies with a summary (AR). Every tool is confined to one workspace folder (``tools.workspace.Workspace``).
+
+The edit tool is a *templated tool*: the tool-call step only chooses ``apply_edits``; the edit itself is decoded
+in a ``tool_input`` step under ``search_replace_template`` over the workspace files as they are at that moment, so
+a SEARCH can only be verbatim lines of a real file and every proposed edit applies.
+
+    python examples/coding_assistant.py REPO_DIR "make the failing test pass"
+    AGENTKIT_WORKSPACE=REPO_DIR agentkit run examples/coding_assistant.py:agent "rename foo to bar everywhere"
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: make the repository's top-level packages (tools/) importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from dataclasses import replace as _replace
+
+from agentkit.config import DecodeConfig
+from agentkit.constrain.edits import DIVIDER, REPLACE_MARK, REPLACE_REGEX, file_lines, search_replace_template
+from agentkit.constrain.nodes import Choice, Node, Repeat, Seq, Slot, Template
+from agentkit.errors import WorkspaceError
+from agentkit.sdk import Agent, Limits, RoutingPolicy, Tool
+from tools.workspace import Workspace
+
+INSTRUCTIONS = """You are a coding assistant working inside one repository folder.
+Work in small steps: list the files, read the ones that matter, change code with apply_edits, then run_tests to
+check the change. When the tests pass (or you cannot do better), answer final_answer."""
+
+EDIT_PROMPT = """Write one edit as a SEARCH/REPLACE block: the file path on its own line, then
+<<<<<<< SEARCH
+exact lines copied from the file
+=======
+the new lines
+>>>>>>> REPLACE"""
+
+#: Bounds of one edit: a SEARCH of at most ``MAX_SEARCH_LINES`` lines, a REPLACE of at most ``MAX_REPLACE_TOKENS``.
+MAX_SEARCH_LINES = 8
+MAX_REPLACE_TOKENS = 256
+MAX_EDIT_FILES = 40  # text files offered to the edit template (sorted paths; the rest are left out)
+DECODE_MAX_NEW_TOKENS = 256  # plan, tool calls, reply
+
+
+def edit_template(ws: Workspace, paths: list[str] | None = None) -> Template:
+    """The SEARCH/REPLACE template over the current text of ``paths`` (default: the workspace's text files).
+
+    One edit per call (``max_edits=1``: two edits in one response could overlap, and then none applies).
+    ``meta["max_new_tokens"]`` is the block's worst-case length (every token is at least one byte), so the
+    ``tool_input`` step never cuts an edit short (a cut edit would not parse, let alone apply).
+    """
+    files: dict[str, str] = {}
+    for rel in paths if paths is not None else ws.list_files():
+        if len(files) >= MAX_EDIT_FILES:
+            break
+        try:
+            full = ws.resolve(rel)
+            if not full.is_file() or full.stat().st_size > ws.max_file_bytes:
+                continue
+            data = full.read_bytes()
+            if b"\x00" not in data[:8192]:
+                files[rel] = data.decode("utf-8")
+        except (WorkspaceError, OSError, UnicodeDecodeError):  # a listing note, unreadable, not UTF-8: skipped
+            continue
+    template = search_replace_template(files, max_edits=1, max_search_lines=MAX_SEARCH_LINES,
+                                       max_replace_tokens=MAX_REPLACE_TOKENS)
+    template.root = _nul_free_slots(template.root)
+    template.__dict__.pop("regex", None)  # cached_property: rebuilt from the new tree
+    template.__dict__.pop("_compiled", None)
+    longest = 0
+    for path, text in files.items():
+        sizes = [len(line.encode()) for line in file_lines(text)]
+        window = max((sum(sizes[i:i + MAX_SEARCH_LINES]) for i in range(len(sizes))), default=0)
+        longest = max(longest, len(path.encode()) + window)
+    marks = len("\n<<<<<<< SEARCH\n=======\n>>>>>>> REPLACE\n")
+    template.meta["max_new_tokens"] = longest + marks + MAX_REPLACE_TOKENS + MAX_LINE_OVERRUN + 16
+    return template
+
+
+#: ``REPLACE_REGEX`` without NUL bytes. Workaround: the engine's slot DFA (``constrain.vocab.SlotDFA``) tests
+#: "may the slot end here" by trying a NUL sentinel, which ``[^>\n]``/``[^\n]`` can also read, so it finds the
+#: REPLACE slot final in mid-line and lets ``>>>>>>> REPLACE`` follow without a newline (seen with SmolLM2 when a
+#: REPLACE line outran the slot's token budget: the edit did not parse). A class without NUL keeps the test exact.
+#: A slot may outrun its token budget until it can end, which for REPLACE is the next newline; a line still open
+#: after ``MAX_LINE_OVERRUN`` more tokens is cut by the step's budget and ``close_cut_edit`` closes the edit.
+MAX_LINE_OVERRUN = 128
+NUL_FREE_REPLACE_REGEX = r"(?:>{0,6}(?:[^>\n\x00][^\n\x00]*)?\n)*"
+
+
+def _nul_free_slots(node: Node) -> Node:
+    """``node`` with its REPLACE slot(s) on ``NUL_FREE_REPLACE_REGEX`` (same language for NUL-free text)."""
+    if isinstance(node, Slot):
+        return _replace(node, regex=NUL_FREE_REPLACE_REGEX) if node.regex == REPLACE_REGEX else node
+    if isinstance(node, Seq):
+        return Seq(tuple(_nul_free_slots(i) for i in node.items))
+    if isinstance(node, Choice):
+        return Choice(tuple(_nul_free_slots(o) for o in node.options))
+    if isinstance(node, Repeat):
+        return _replace(node, item=_nul_free_slots(node.item))
+    return node
+
+
+def close_cut_edit(text: str) -> tuple[str, bool]:
+    """An edit cut short inside its REPLACE part (by the token budget) closed at its last whole line.
+
+    Constrained decoding makes every prefix of the output a prefix of a valid edit, so a cut edit is a complete
+    SEARCH plus part of a REPLACE: dropping the unfinished line and adding the marker gives a valid edit.
+    Returns the text and whether it was closed.
+    """
+    if f"\n{DIVIDER}\n" not in text or text.endswith(f"{REPLACE_MARK}\n"):
+        return text, False
+    head = text[: text.rfind("\n") + 1]
+    return head + REPLACE_MARK + "\n", True
+
+
+def build_agent(root: str | os.PathLike[str] | None = None, model: Any = None, *, max_iterations: int = 12,
+                routing: RoutingPolicy | None = None, plan: bool = True, extra_tools: bool = False,
+                test_timeout_s: float = 60, max_output_chars: int = 1500) -> Agent:
+    """The coding agent over the workspace ``root`` (default ``$AGENTKIT_WORKSPACE`` or the current directory).
+
+    ``model``: an Engine, a Generator (e.g. a scripted ``FunctionModel``) or an http(s) URL; default the
+    embedded model. Structured steps go to diffusion by default, the closing summary to AR.
+    Tools: ``list_files``, ``read_file``, ``apply_edits`` (templated), ``run_tests``; ``extra_tools`` adds
+    ``search_text`` and ``write_file``. They are kept few and terse, and outputs short (``max_output_chars``),
+    because every step re-reads the whole conversation (prefill dominates a small model's step on a CPU).
+    """
+    root = root if root is not None else os.environ.get("AGENTKIT_WORKSPACE", os.getcwd())
+    ws = Workspace(root, command_timeout_s=test_timeout_s, max_output_chars=max_output_chars)
+    if model is None:
+        from agentkit.engine import default_engine
+
+        model = default_engine()
+
+    def list_files() -> list[str]:
+        """List the files of the repository."""
+        return ws.list_files()
+
+    def read_file(path: str) -> str:
+        """Read a file of the repository.
+
+        Args:
+            path: file path relative to the repository root
+        """
+        return ws.read_file(path)
+
+    def apply_edits(edits: str) -> str:
+        """Change a file with one SEARCH/REPLACE edit.
+
+        Args:
+            edits: the edit block
+        """
+        text, closed = close_cut_edit(edits)
+        out = ws.apply_edits(text)
+        return out + ("\n(the edit was cut short by the token budget: its last, unfinished line was dropped)"
+                      if closed else "")
+
+    def run_tests() -> dict[str, object]:
+        """Run the repository's tests (pytest); returns exit_code (0: all pass) and output."""
+        return ws.run_tests(["-q", "--tb=short", "-p", "no:cacheprovider", "-W", "ignore::DeprecationWarning"])
+
+    tools = [
+        Tool(list_files, retries=3),
+        Tool(read_file, retries=3),
+        Tool(apply_edits, retries=3, template_factory=lambda: edit_template(ws), input_prompt=EDIT_PROMPT),
+        Tool(run_tests, retries=3),
+    ]
+    if extra_tools:
+        tools += [Tool(ws.search_text, retries=3), Tool(ws.write_file, retries=3)]
+    agent = Agent(
+        model,
+        tools=tools,
+        instructions=INSTRUCTIONS,
+        routing=routing or RoutingPolicy(reply="ar"),
+        limits=Limits(max_iterations=max_iterations),
+        name="coding-assistant",
+        plan=plan,
+        decode=DecodeConfig(max_new_tokens=DECODE_MAX_NEW_TOKENS),
+        output_retries=2,
+    )
+    agent.workspace = ws  # type: ignore[attr-defined]
+    return agent
+
+
+class _LazyAgent:
+    """``agentkit run examples/coding_assistant.py:agent`` builds the agent (and loads the model) only when used;
+    the workspace is ``$AGENTKIT_WORKSPACE`` (default: the current directory)."""
+
+    def __call__(self) -> Agent:
+        return build_agent()
+
+
+agent = _LazyAgent()
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print(__doc__.strip().splitlines()[-2].strip(), file=sys.stderr)
+        return 2
+    repo, task = argv
+    from agentkit.errors import AgentRunError
+
+    try:
+        result = build_agent(repo).run_sync(task)
+    except AgentRunError as e:
+        print(f"run failed: {type(e).__name__}: {e}", file=sys.stderr)
+        if e.trace is not None:
+            print(e.trace.render())
+        return 1
+    print(result.output)
+    print(result.trace.render())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
