@@ -1,0 +1,220 @@
+"""The canonical JSON text of a value under a schema, and the schema walking both it and the compiler share.
+
+The compiler's output language is canonical compact JSON: ``json.dumps(..., separators=(",", ":"),
+ensure_ascii=False)`` text, with
+
+- object keys in *schema order*: the names of ``properties`` met in a fixed walk of the schemas that apply at that
+  place (``$ref``, ``allOf``, ``anyOf``, ``oneOf``, ``if``/``then``/``else``, dependent schemas, ``not`` are
+  followed), then ``required`` and dependency names, then any other keys in the value's own order;
+- numbers as ``json.dumps`` writes them (ints as digits, floats as Python's ``repr``: ``3.0``, ``1e-05``).
+
+:func:`canonical_json` writes that form; the compiler orders properties with the same :func:`order_names` and
+:func:`child_schemas`, so a valid value's canonical text is in its template's language.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from functools import lru_cache
+from typing import Any
+from urllib.parse import unquote
+
+from ..errors import UnsupportedSchemaError
+from .ecma_regex import PatternError, emit, search_ast
+
+_FOLLOW_LISTS = ("allOf", "anyOf", "oneOf")
+_FOLLOW_ONE = ("if", "then", "else", "not")
+
+
+class Resolver:
+    """Local ``$ref`` resolution inside one root document (JSON pointers, ``$id``/``$anchor`` names)."""
+
+    def __init__(self, root: Any) -> None:
+        self.root = root
+        rid = (root.get("$id") or root.get("id")) if isinstance(root, dict) else None
+        self.base = rid.split("#")[0] if isinstance(rid, str) else ""
+        self._names: dict[str, tuple[Any, str]] | None = None
+
+    def resolve(self, ref: str, ptr: str) -> tuple[Any, str]:
+        """The target schema and its pointer; raises UnsupportedSchemaError for remote or dangling refs."""
+        base, _, frag = ref.partition("#")
+        if base and base != self.base:
+            hit = self._by_name().get(ref) or self._by_name().get(base)
+            if hit is not None and not frag:
+                return hit
+            raise UnsupportedSchemaError("$ref", ptr, f"remote reference {ref!r}")
+        if not frag or frag.startswith("/"):
+            node: Any = self.root
+            for part in frag.split("/")[1:] if frag else []:
+                part = unquote(part).replace("~1", "/").replace("~0", "~")
+                if isinstance(node, dict) and part in node:
+                    node = node[part]
+                elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                    node = node[int(part)]
+                else:
+                    raise UnsupportedSchemaError("$ref", ptr, f"dangling reference {ref!r}")
+            return node, "#" + frag
+        hit = self._by_name().get("#" + frag)
+        if hit is None:
+            raise UnsupportedSchemaError("$ref", ptr, f"unknown anchor {ref!r}")
+        return hit
+
+    def _by_name(self) -> dict[str, tuple[Any, str]]:
+        if self._names is None:
+            self._names = {}
+            stack: list[tuple[Any, str]] = [(self.root, "#")]
+            while stack:
+                node, p = stack.pop()
+                if isinstance(node, dict):
+                    for idk in ("$id", "id"):  # draft 4 spells it "id" (and may name a plain "#anchor")
+                        if isinstance(node.get(idk), str) and node is not self.root:
+                            self._names.setdefault(node[idk], (node, p))
+                    if isinstance(node.get("$anchor"), str):
+                        self._names.setdefault("#" + node["$anchor"], (node, p))
+                    for k, v in node.items():
+                        if k not in ("enum", "const", "examples", "default"):
+                            stack.append((v, f"{p}/{k}"))
+                elif isinstance(node, list):
+                    stack.extend((v, f"{p}/{i}") for i, v in enumerate(node))
+        return self._names
+
+
+def walk(schemas, res: Resolver) -> list[dict]:
+    """The dict schemas reachable at one place, in a fixed pre-order, each once."""
+    out: list[dict] = []
+    seen: set[int] = set()
+
+    def visit(s: Any) -> None:
+        if not isinstance(s, dict) or id(s) in seen:
+            return
+        seen.add(id(s))
+        out.append(s)
+        if isinstance(s.get("$ref"), str):
+            try:
+                visit(res.resolve(s["$ref"], "#")[0])
+            except UnsupportedSchemaError:
+                pass
+        for k in _FOLLOW_LISTS:
+            if isinstance(s.get(k), list):
+                for sub in s[k]:
+                    visit(sub)
+        for k in _FOLLOW_ONE:
+            visit(s.get(k))
+        for k in ("dependentSchemas", "dependencies"):
+            if isinstance(s.get(k), dict):
+                for sub in s[k].values():
+                    visit(sub)
+
+    for s in schemas:
+        visit(s)
+    return out
+
+
+def order_names(schemas, res: Resolver) -> list[str]:
+    """Object keys in schema order at one place: ``properties`` names, then required and dependency names."""
+    seen: dict[str, None] = {}
+    ws = walk(schemas, res)
+    for s in ws:
+        if isinstance(s.get("properties"), dict):
+            seen.update(dict.fromkeys(s["properties"]))
+    for s in ws:
+        if isinstance(s.get("required"), list):
+            seen.update(dict.fromkeys(r for r in s["required"] if isinstance(r, str)))
+    for s in ws:
+        for k in ("dependentRequired", "dependencies"):
+            if isinstance(s.get(k), dict):
+                for name, dep in s[k].items():
+                    seen[name] = None
+                    if isinstance(dep, list):
+                        seen.update(dict.fromkeys(d for d in dep if isinstance(d, str)))
+    return list(seen)
+
+
+@lru_cache(maxsize=4096)
+def _pattern_re(pattern: str) -> re.Pattern[str] | None:
+    try:
+        return re.compile(emit(search_ast(pattern)))
+    except (PatternError, re.error, RecursionError):
+        return None
+
+
+def pattern_matches(pattern: str, text: str) -> bool:
+    """ECMA ``pattern`` search semantics on ``text`` (Python ``re`` as a fallback for untranslatable patterns)."""
+    rx = _pattern_re(pattern)
+    if rx is None:
+        try:
+            return re.search(pattern, text) is not None
+        except re.error:
+            return False
+    return rx.fullmatch(json.dumps(text, ensure_ascii=False)[1:-1]) is not None
+
+
+def child_schemas(schemas, res: Resolver, key: str) -> list:
+    """Schemas that apply to the value under ``key`` (for ordering: every branch's)."""
+    out = []
+    for s in walk(schemas, res):
+        props = s.get("properties") if isinstance(s.get("properties"), dict) else {}
+        if key in props:
+            out.append(props[key])
+            continue
+        pats = s.get("patternProperties") if isinstance(s.get("patternProperties"), dict) else {}
+        hit = [v for p, v in pats.items() if pattern_matches(p, key)]
+        out += hit
+        if not hit and isinstance(s.get("additionalProperties"), dict):
+            out.append(s["additionalProperties"])
+    return out
+
+
+def item_schemas(schemas, res: Resolver, i: int) -> list:
+    """Schemas that apply to array item ``i`` (for ordering)."""
+    out = []
+    for s in walk(schemas, res):
+        prefix = s.get("prefixItems")
+        items = s.get("items")
+        if isinstance(prefix, list):
+            out.append(prefix[i] if i < len(prefix) else items)
+        elif isinstance(items, list):
+            out.append(items[i] if i < len(items) else s.get("additionalItems"))
+        else:
+            out.append(items)
+        if isinstance(s.get("contains"), dict):
+            out.append(s["contains"])
+    return [x for x in out if isinstance(x, dict)]
+
+
+def number_text(v: float) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if not math.isfinite(v):
+        raise ValueError(f"{v!r} is not a JSON number")
+    return repr(v)
+
+
+def canonical_json(value: Any, schema: Any) -> str:
+    """``value`` as canonical compact JSON under ``schema`` (a JSON Schema dict or a pydantic model class)."""
+    if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
+        schema = schema.model_json_schema()
+    res = Resolver(schema)
+    return _canon(value, [schema], res)
+
+
+def _canon(v: Any, schemas: list, res: Resolver) -> str:
+    if isinstance(v, dict):
+        names = order_names(schemas, res)
+        named = set(names)
+        keys = [n for n in names if n in v] + [k for k in v if k not in named]
+        return "{" + ",".join(json.dumps(k, ensure_ascii=False) + ":" + _canon(v[k], child_schemas(schemas, res, k), res)
+                              for k in keys) + "}"
+    if isinstance(v, list):
+        return "[" + ",".join(_canon(x, item_schemas(schemas, res, i), res) for i, x in enumerate(v)) + "]"
+    if v is None:
+        return "null"
+    if isinstance(v, (bool, int, float)):
+        return number_text(v)
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False)
+    raise TypeError(f"not a JSON value: {type(v).__name__}")
