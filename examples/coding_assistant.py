@@ -19,11 +19,10 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make the repository's top-level packages (tools/) importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dataclasses import replace as _replace
 
 from agentkit.config import DecodeConfig
-from agentkit.constrain.edits import DIVIDER, REPLACE_MARK, REPLACE_REGEX, file_lines, search_replace_template
-from agentkit.constrain.nodes import Choice, Node, Repeat, Seq, Slot, Template
+from agentkit.constrain.edits import DIVIDER, REPLACE_MARK, file_lines, search_replace_template
+from agentkit.constrain.nodes import Template
 from agentkit.errors import WorkspaceError
 from agentkit.sdk import Agent, Limits, RoutingPolicy, Tool
 from tools.workspace import Workspace
@@ -68,7 +67,6 @@ def edit_template(ws: Workspace, paths: list[str] | None = None) -> Template:
             continue
     template = search_replace_template(files, max_edits=1, max_search_lines=MAX_SEARCH_LINES,
                                        max_replace_tokens=MAX_REPLACE_TOKENS)
-    template.root = _nul_free_slots(template.root)
     template.__dict__.pop("regex", None)  # cached_property: rebuilt from the new tree
     template.__dict__.pop("_compiled", None)
     longest = 0
@@ -81,27 +79,9 @@ def edit_template(ws: Workspace, paths: list[str] | None = None) -> Template:
     return template
 
 
-#: ``REPLACE_REGEX`` without NUL bytes. Workaround: the engine's slot DFA (``constrain.vocab.SlotDFA``) tests
-#: "may the slot end here" by trying a NUL sentinel, which ``[^>\n]``/``[^\n]`` can also read, so it finds the
-#: REPLACE slot final in mid-line and lets ``>>>>>>> REPLACE`` follow without a newline (seen with SmolLM2 when a
-#: REPLACE line outran the slot's token budget: the edit did not parse). A class without NUL keeps the test exact.
 #: A slot may outrun its token budget until it can end, which for REPLACE is the next newline; a line still open
 #: after ``MAX_LINE_OVERRUN`` more tokens is cut by the step's budget and ``close_cut_edit`` closes the edit.
 MAX_LINE_OVERRUN = 128
-NUL_FREE_REPLACE_REGEX = r"(?:>{0,6}(?:[^>\n\x00][^\n\x00]*)?\n)*"
-
-
-def _nul_free_slots(node: Node) -> Node:
-    """``node`` with its REPLACE slot(s) on ``NUL_FREE_REPLACE_REGEX`` (same language for NUL-free text)."""
-    if isinstance(node, Slot):
-        return _replace(node, regex=NUL_FREE_REPLACE_REGEX) if node.regex == REPLACE_REGEX else node
-    if isinstance(node, Seq):
-        return Seq(tuple(_nul_free_slots(i) for i in node.items))
-    if isinstance(node, Choice):
-        return Choice(tuple(_nul_free_slots(o) for o in node.options))
-    if isinstance(node, Repeat):
-        return _replace(node, item=_nul_free_slots(node.item))
-    return node
 
 
 def close_cut_edit(text: str) -> tuple[str, bool]:

@@ -141,7 +141,10 @@ class SlotDFA:
         return None if token in self.skip else self.index.get_next_state(state, token)
 
     def is_final(self, state: int) -> bool:
-        return self.index.get_next_state(state, self.sentinel) is not None
+        # the sentinel must *end* the match: a slot whose regex admits NUL (e.g. ``[^\\n]``) could otherwise read
+        # the sentinel's bytes as content and look final mid-value
+        nxt = self.index.get_next_state(state, self.sentinel)
+        return nxt is not None and self.index.is_final_state(nxt)
 
 
 @lru_cache(maxsize=1024)
