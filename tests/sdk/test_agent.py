@@ -106,7 +106,9 @@ async def test_tool_call_template_is_one_choice_over_tools_and_final_answer():
     assert first == Lit('{"tool":') and last == Lit("}")
     assert isinstance(choice, Choice)
     heads = [o.items[0].text if isinstance(o, Seq) else o.text for o in choice.options]
-    assert heads == ['"add","arguments":', '"shout","arguments":', '"final_answer","arguments":{}']
+    # each option opens with its pinned name (merged with the pinned start of its arguments)
+    assert [h.split(",", 1)[0] for h in heads] == ['"add"', '"shout"', '"final_answer"']
+    assert all(h.startswith(f'{n},"arguments":') for h, n in zip(heads, ['"add"', '"shout"', '"final_answer"']))
     assert template.matches('{"tool":"final_answer","arguments":{}}')
     assert not template.matches('{"tool":"rm","arguments":{}}')
     assert template.meta["step"] == "tool_call"
