@@ -12,6 +12,7 @@ Every object here is interned, so states hash by identity and all queries are me
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import torch
@@ -56,6 +57,10 @@ class TokenConstraint:
         self._seps: dict[int, Lit] = {}
         self._span: dict[tuple, list[int]] = {}
         self._keep: list[object] = []  # keeps interned objects' ids stable
+        t0 = time.perf_counter()
+        for slot in _slots(template.root):  # build every slot's token DFA now: a compile cost, not a decode cost
+            slot_index(slot.regex, vocab)
+        self.index_ms = 1000 * (time.perf_counter() - t0)
 
     # -- public ---------------------------------------------------------------------------------------------
     def start(self) -> frozenset:
@@ -271,3 +276,21 @@ class TokenConstraint:
         self._closure[key] = res
         return res
 
+
+def _slots(root) -> list[Slot]:
+    """Every distinct Slot in the template (the tree may be a DAG: each node is visited once)."""
+    out, seen, stack = [], set(), [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, Slot):
+            out.append(node)
+        elif isinstance(node, Seq):
+            stack.extend(node.items)
+        elif isinstance(node, Choice):
+            stack.extend(node.options)
+        elif isinstance(node, Repeat):
+            stack.append(node.item)
+    return out

@@ -93,9 +93,13 @@ class Engine:
         return list(ids)
 
     def constraint(self, template: Template) -> TokenConstraint:
-        c = self._constraints.get(id(template))
+        """The token automaton of ``template`` (an LRU of the last 64: each holds per-state masks)."""
+        c = self._constraints.pop(id(template), None)
         if c is None or c.template is not template:
-            c = self._constraints[id(template)] = TokenConstraint(template, self.vocab, self.tokenizer)
+            c = TokenConstraint(template, self.vocab, self.tokenizer)
+        self._constraints[id(template)] = c
+        while len(self._constraints) > 64:
+            self._constraints.pop(next(iter(self._constraints)))
         return c
 
     # -- generate -------------------------------------------------------------------------------------------
@@ -109,6 +113,9 @@ class Engine:
         on_draft: Callable[[list[int], list[bool]], None] | None = None,
     ) -> GenerationResult:
         cfg = config or DecodeConfig()
+        index_ms = 0.0
+        if template is not None and id(template) not in self._constraints:
+            index_ms = self.constraint(template).index_ms  # token DFAs: a one-time compile cost, reported apart
         t_start = time.perf_counter()
         ids = self.encode_prompt(prompt, raw=raw)
         lm, backbone = self.lm, self.backbone
@@ -121,7 +128,7 @@ class Engine:
             sampler=sampler, on_draft=on_draft,
         )
         if template is not None:
-            dec.stats.compile_ms = template.compile_ms
+            dec.stats.compile_ms = template.compile_ms + index_ms
         dec.prefill(ids)
         if not dec.finished:
             {"ar": dec.ar, "diffusion": dec.diffusion, "verify": dec.verify}[cfg.mode]()

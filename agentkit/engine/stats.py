@@ -21,8 +21,8 @@ class DecodeStats:
     denoise_ms: float = 0.0
     commit_ms: float = 0.0
     constraint_ms: float = 0.0  # mask computation (part of denoise/commit time)
-    compile_ms: float = 0.0  # template compile (0 when cached)
-    latency_ms: float = 0.0  # whole call
+    compile_ms: float = 0.0  # template compile + its token DFAs (first use of a template; not in latency_ms)
+    latency_ms: float = 0.0  # whole call: prompt encoding, prefill, decoding (excludes compile_ms)
     finish_reason: str = "length"  # stop | length | template
 
     @property
