@@ -14,7 +14,7 @@ from bisect import bisect_right
 from .ecma_regex import ANY, EPS, PatternError, alt, cat, cs_and, cs_not, cs_or, cset, rep, size
 
 MAX_STATES = 4000
-MAX_AST = 6000
+MAX_AST = 20000
 MAX_NFA = 40000
 
 

@@ -22,7 +22,8 @@ from typing import Any
 from urllib.parse import unquote
 
 from ..errors import UnsupportedSchemaError
-from .ecma_regex import PatternError, emit, search_ast
+from .ecma_regex import PatternError
+from .json_regex import emit, search_ast
 
 _FOLLOW_LISTS = ("allOf", "anyOf", "oneOf")
 _FOLLOW_ONE = ("if", "then", "else", "not")

@@ -17,7 +17,7 @@ from ..errors import UnsupportedSchemaError
 
 ALL_TYPES = ("object", "array", "string", "number", "boolean", "null")
 KNOWN_TYPES = set(ALL_TYPES) | {"integer"}
-MAX_ALTS = 64
+MAX_ALTS = 256
 # assertion keywords we do not implement: anything else unknown is an annotation
 UNSUPPORTED = ("unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef", "dependentSchemas_",)
 FALSE = False
@@ -76,7 +76,8 @@ class Flat:
     hi: Decimal | None = None
     hi_ex: bool = False
     mults: tuple = ()  # (Decimal, ptr)
-    oclauses: tuple = ()  # (props {name: (schema, ptr)}, pats ((regex, (schema, ptr)), ...), addl (schema, ptr)|None, ptr)
+    # (props {name: (schema, ptr)}, pats ((regex, (schema, ptr)), ...), addl (schema, ptr) or None if absent, ptr)
+    oclauses: tuple = ()
     required: tuple = ()
     min_props: int = 0
     max_props: int | None = None
@@ -298,7 +299,7 @@ def simple(s: dict, p: str, draft4: bool) -> Flat:
         addl = s.get("additionalProperties")
         kw["oclauses"] = (({k: (v, f"{p}/properties/{_esc(k)}") for k, v in props.items()},
                            tuple((rx, (v, f"{p}/patternProperties/{_esc(rx)}")) for rx, v in pats.items()),
-                           None if addl is None or addl is True else (addl, f"{p}/additionalProperties"), p),)
+                           None if addl is None else (addl, f"{p}/additionalProperties"), p),)
     if isinstance(s.get("required"), list):
         kw["required"] = tuple(dict.fromkeys(r for r in s["required"] if isinstance(r, str)))
     for name, attr in (("minProperties", "min_props"), ("maxProperties", "max_props"),

@@ -19,7 +19,8 @@ from decimal import Decimal
 from math import ceil, floor
 
 from .automata import DFA, combine, from_ast, intersect, minimize, to_ast, trim
-from .ecma_regex import PatternError, emit, full_ast
+from .ecma_regex import PatternError
+from .json_regex import emit, full_ast
 
 FRAC = "[0-9]*[1-9]"  # a canonical fraction: no trailing zero
 TINY = "[1-9](?:\\.[0-9]*[1-9])?e\\-(?:0[5-9]|[1-9][0-9]+)"  # |x| < 1e-4 in repr's exponent form

@@ -1,15 +1,15 @@
 """Schema → list of :class:`~agentkit.constrain.dnf.Flat` alternatives (``$ref``, combinators, ``not``, dependencies).
 
-``ctx`` is the recursion context of a value's place: how many times each ``$ref`` target has been entered on the
-way down from the root. A reference entered ``max_depth`` times becomes an empty alternative (the recursion is
-cut, which is tighter than the schema, never looser); under ``not`` a cut would be looser, so it raises.
+``ctx`` is the recursion depth of a value's place: how many *recursive* ``$ref`` targets (those that can reach
+themselves) were entered on the way down from the root. Past ``max_depth`` turns of the longest reference cycle
+(``max_depth`` levels of a self-recursive definition; three definitions that recurse through each other count three
+entries a level) a recursive reference becomes an empty alternative: the recursion is cut, which is tighter than
+the schema, never looser; under ``not`` a cut would be looser, so it raises. Other references cost nothing.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
-from decimal import Decimal
 from typing import Any
 
 import jsonschema
@@ -17,23 +17,14 @@ import jsonschema
 from ..errors import UnsupportedSchemaError
 from . import automata
 from .canonical import Resolver, pattern_matches
-from .dnf import ALL_TYPES, MAX_ALTS, TOP, Flat, dec, effective_types, merge, quick_empty, simple
-from .ecma_regex import PatternError, search_ast
+from .dnf import ALL_TYPES, MAX_ALTS, TOP, Flat, effective_types, merge, quick_empty, simple
+from .ecma_regex import PatternError
 from .formats import format_ast, number_regex
-
-_STRING_KW = ("minLength", "maxLength", "pattern", "format")
-_NUMBER_KW = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
-_OBJECT_KW = ("properties", "required", "additionalProperties", "patternProperties", "minProperties",
-              "maxProperties", "propertyNames", "dependencies", "dependentRequired", "dependentSchemas")
-_ARRAY_KW = ("items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems", "contains")
+from .json_regex import search_ast
+from .negation import Negation, _list
 
 
-def _others(*types: str) -> Flat | None:
-    rest = tuple(t for t in ALL_TYPES if t not in types)
-    return Flat(types=rest) if rest else None
-
-
-class Normalizer:
+class Normalizer(Negation):
     def __init__(self, root: Any, max_depth: int) -> None:
         self.root, self.max_depth = root, max_depth
         self.res = Resolver(root if isinstance(root, dict) else {})
@@ -43,9 +34,11 @@ class Normalizer:
         self.draft4 = any(d in sch for d in ("draft-03", "draft-04"))
         self.keep: list = []  # synthesized schemas (their ids key memo tables)
         self._validator = None
+        self._recursive: set[str] | None = None
+        self.budget = max_depth
 
     # -- DNF ----------------------------------------------------------------------------------------------------
-    def dnf(self, conj, ctx: tuple) -> list[Flat]:
+    def dnf(self, conj, ctx: int) -> list[Flat]:
         flats = [TOP]
         for s, p in conj:
             flats = self.product(flats, self.dnf_one(s, p, ctx, frozenset(), flats if len(conj) > 1 else None), p)
@@ -68,7 +61,7 @@ class Normalizer:
         self.keep.append(s)
         return s
 
-    def dnf_one(self, s: Any, p: str, ctx: tuple, visiting: frozenset, context: list | None = None) -> list[Flat]:
+    def dnf_one(self, s: Any, p: str, ctx: int, visiting: frozenset, context: list | None = None) -> list[Flat]:
         """DNF of ``s``; ``context`` (flats it will be conjoined with) only helps prove oneOf branches disjoint."""
         if s is True:
             return [TOP]
@@ -115,16 +108,66 @@ class Normalizer:
                 alts = self.product(alts, [absent] + present, dp)
         return alts
 
-    def _ref(self, ref: str, p: str, ctx: tuple, visiting: frozenset, negate: bool = False) -> list[Flat]:
+    def _ref(self, ref: str, p: str, ctx: int, visiting: frozenset, negate: bool = False) -> list[Flat]:
         target, tp = self.res.resolve(ref, p)
         if tp in visiting:
             raise UnsupportedSchemaError("$ref", p, f"reference cycle through {tp} with no value in between")
-        if dict(ctx).get(tp, 0) >= self.max_depth:
+        fn = self.negate if negate else self.dnf_one
+        if tp not in self.recursive():
+            return fn(target, tp, ctx, visiting | {tp})
+        if ctx >= self.budget:
             if negate:
                 raise UnsupportedSchemaError("$ref", p, "recursion cut under 'not' would be looser")
             return []
-        fn = self.negate if negate else self.dnf_one
         return [replace(f, refs=f.refs | {tp}) for f in fn(target, tp, ctx, visiting | {tp})]
+
+    def recursive(self) -> set[str]:
+        """Pointers of the reference targets that can reach themselves (through any keyword)."""
+        if self._recursive is not None:
+            return self._recursive
+        edges: dict[str, set[str]] = {}
+
+        def refs_in(node: Any, out: set[str]) -> None:
+            if isinstance(node, dict):
+                if isinstance(node.get("$ref"), str):
+                    try:
+                        out.add(self.res.resolve(node["$ref"], "#")[1])
+                    except UnsupportedSchemaError:
+                        pass
+                for k, v in node.items():
+                    if k not in ("enum", "const", "default", "examples"):
+                        refs_in(v, out)
+            elif isinstance(node, list):
+                for v in node:
+                    refs_in(v, out)
+
+        todo = set()
+        refs_in(self.root, todo)
+        while todo:
+            tp = todo.pop()
+            if tp in edges:
+                continue
+            out: set[str] = set()
+            try:
+                refs_in(self.res.resolve(tp, "#")[0], out)
+            except (UnsupportedSchemaError, RecursionError):
+                pass
+            edges[tp] = out
+            todo |= out - set(edges)
+        rec = set()
+        longest = 1
+        for start, first in edges.items():  # breadth-first: the shortest cycle through each target
+            seen, frontier, dist = {start}, set(first), 1
+            while frontier and start not in frontier:
+                seen |= frontier
+                frontier = {y for x in frontier for y in edges.get(x, ()) if y not in seen or y == start}
+                dist += 1
+            if start in frontier:
+                rec.add(start)
+                longest = max(longest, dist)
+        self._recursive = rec
+        self.budget = self.max_depth * longest  # recursive entries allowed on a path: max_depth turns of a cycle
+        return rec
 
     def _one_of(self, alts, branches, p, ctx, visiting, context=None) -> list[Flat]:
         parts = [self.product(alts, self.dnf_one(sub, f"{p}/oneOf/{i}", ctx, visiting), p)
@@ -150,153 +193,15 @@ class Normalizer:
         except UnsupportedSchemaError as e:
             raise UnsupportedSchemaError("oneOf", p, f"branches may overlap and cannot be negated ({e})") from None
 
-    # -- negation -----------------------------------------------------------------------------------------------
-    def negate(self, s: Any, p: str, ctx: tuple, visiting: frozenset) -> list[Flat]:
-        """DNF of ``not s``; raises UnsupportedSchemaError where the complement is not expressible."""
-        if s is True:
-            return []
-        if s is False:
-            return [TOP]
-        if not isinstance(s, dict):
-            raise UnsupportedSchemaError("not", p, "bad schema")
-        ref = s.get("$ref")
-        if isinstance(ref, str) and self.old_draft:
-            return self._ref(ref, p, ctx, visiting, negate=True)
-        out: list[Flat] = []
-
-        def add(*fs: Flat | None) -> None:
-            out.extend(f for f in fs if f is not None and f not in out)
-
-        if "type" in s:
-            ts = [s["type"]] if isinstance(s["type"], str) else list(s["type"])
-            if "integer" in ts and "number" not in ts:
-                add(Flat(types=("number",), nonint=True))
-            add(_others(*ts, *(("number",) if "integer" in ts else ())))
-        if "enum" in s or "const" in s:
-            add(Flat(not_values=tuple(s["enum"]) if "enum" in s else (s["const"],)))
-        if any(k in s for k in _STRING_KW):
-            if s.get("minLength", 0) > 0:
-                add(Flat(types=("string",), max_len=int(s["minLength"]) - 1))
-            if "maxLength" in s:
-                add(Flat(types=("string",), min_len=int(s["maxLength"]) + 1))
-            if isinstance(s.get("pattern"), str):
-                add(Flat(types=("string",), not_patterns=((s["pattern"], p),)))
-            if isinstance(s.get("format"), str) and self.format_enforced(s["format"], p):
-                add(Flat(types=("string",), not_formats=((s["format"], p),)))
-            add(_others("string"))
-        if any(k in s for k in _NUMBER_KW):
-            if "multipleOf" in s:
-                raise UnsupportedSchemaError("not", p, "not multipleOf")
-            f = simple({k: s[k] for k in _NUMBER_KW if k in s}, p, self.draft4)
-            if f.lo is not None:
-                add(Flat(types=("number",), hi=f.lo, hi_ex=not f.lo_ex))
-            if f.hi is not None:
-                add(Flat(types=("number",), lo=f.hi, lo_ex=not f.hi_ex))
-            add(_others("number", "integer"))
-        if any(k in s for k in _OBJECT_KW):
-            obj = ("object",)
-            addl = s.get("additionalProperties")
-            if addl is not None and addl is not True and addl != {}:  # some extra property breaks it
-                spec = ("extra", tuple(s.get("properties") or {}), tuple(s.get("patternProperties") or {}))
-                val = True if addl is False else self.synth({"not": addl})
-                add(Flat(types=obj, need=((spec, (val, f"{p}/additionalProperties")),)))
-            for rx, sub in (s.get("patternProperties") or {}).items():
-                if sub is not True and sub != {}:
-                    val = True if sub is False else self.synth({"not": sub})
-                    add(Flat(types=obj, need=((("pattern", rx), (val, f"{p}/patternProperties")),)))
-            if "propertyNames" in s and s["propertyNames"] not in (True, {}):
-                spec = ("pname", (s["propertyNames"], f"{p}/propertyNames"))
-                add(Flat(types=obj, need=((spec, (True, f"{p}/propertyNames")),)))
-            for k in ("dependencies", "dependentRequired", "dependentSchemas"):
-                for name, dep in (s.get(k) or {}).items():
-                    need = Flat(types=("object",), required=(name,))
-                    if isinstance(dep, list):
-                        add(*(replace(need, oclauses=(({d: (False, p)}, (), None, p),)) for d in dep))
-                    else:
-                        add(*self.product([need], self.negate(dep, f"{p}/{k}/{name}", ctx, visiting), p))
-            for name in s.get("required") or ():
-                add(Flat(types=("object",), oclauses=(({name: (False, p)}, (), None, p),)))
-            for name, sub in (s.get("properties") or {}).items():
-                if sub is True or sub == {}:
-                    continue
-                neg = False if sub is False else self.synth({"not": sub})
-                add(Flat(types=("object",), required=(name,), oclauses=(({name: (neg, f"{p}/properties/{name}")},
-                                                                          (), None, p),)))
-            if s.get("minProperties", 0) > 0:
-                add(Flat(types=("object",), max_props=int(s["minProperties"]) - 1))
-            if "maxProperties" in s:
-                add(Flat(types=("object",), min_props=int(s["maxProperties"]) + 1))
-            add(_others("object"))
-        if any(k in s for k in _ARRAY_KW):
-            for k in ("prefixItems", "additionalItems", "uniqueItems"):
-                if k in s and s[k] not in (False, True, {}) or (k == "uniqueItems" and s.get(k) is True):
-                    raise UnsupportedSchemaError("not", p, f"not {k}")
-            if "contains" in s:
-                if "minContains" in s or "maxContains" in s:
-                    raise UnsupportedSchemaError("not", p, "not minContains/maxContains")
-                c = s["contains"]
-                if c is True:
-                    add(Flat(types=("array",), max_items=0))
-                elif c is False:
-                    add(Flat(types=("array",)))
-                else:
-                    add(Flat(types=("array",), aclauses=(((), (self.synth({"not": c}), f"{p}/contains"), p),)))
-            items = s.get("items")
-            if isinstance(items, list):
-                raise UnsupportedSchemaError("not", p, "not items (tuple)")
-            if items is not None and items is not True and items != {}:
-                neg = True if items is False else self.synth({"not": items})
-                add(Flat(types=("array",), contains=((neg, f"{p}/items"),)))
-            if s.get("minItems", 0) > 0:
-                add(Flat(types=("array",), max_items=int(s["minItems"]) - 1))
-            if "maxItems" in s:
-                add(Flat(types=("array",), min_items=int(s["maxItems"]) + 1))
-            add(_others("array"))
-        for i, sub in enumerate(_list(s, "allOf", p)):
-            add(*self.negate(sub, f"{p}/allOf/{i}", ctx, visiting))
-        if "anyOf" in s:
-            acc = [TOP]
-            for i, sub in enumerate(_list(s, "anyOf", p)):
-                acc = self.product(acc, self.negate(sub, f"{p}/anyOf/{i}", ctx, visiting), p)
-            add(*acc)
-        if "not" in s:
-            add(*self.dnf_one(s["not"], f"{p}/not", ctx, visiting))
-        if isinstance(ref, str):
-            add(*self._ref(ref, p, ctx, visiting, negate=True))
-        if "oneOf" in s:  # none of the branches, or at least two of them
-            subs = _list(s, "oneOf", p)
-            acc = [TOP]
-            for i, sub in enumerate(subs):
-                acc = self.product(acc, self.negate(sub, f"{p}/oneOf/{i}", ctx, visiting), p)
-            add(*acc)
-            pos = [self.dnf_one(sub, f"{p}/oneOf/{i}", ctx, visiting) for i, sub in enumerate(subs)]
-            for i in range(len(pos)):
-                for j in range(i + 1, len(pos)):
-                    add(*self.product(pos[i], pos[j], p))
-        for k in ("if", "unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef"):
-            if k in s:
-                raise UnsupportedSchemaError("not", p, f"not {k}")
-        if len(out) > MAX_ALTS:
-            raise UnsupportedSchemaError("not", p, "too many alternatives")
-        return out
-
-    def format_enforced(self, name: str, p: str) -> bool:
-        try:
-            return format_ast(name) is not None
-        except KeyError:
-            raise UnsupportedSchemaError("format", p, f"format {name!r} cannot be enforced") from None
-        except PatternError as e:
-            raise UnsupportedSchemaError("format", p, str(e)) from None
-
     # -- emptiness and disjointness -------------------------------------------------------------------------------
-    def disjoint(self, a: Flat, b: Flat, ctx: tuple, depth: int = 2) -> bool:
+    def disjoint(self, a: Flat, b: Flat, ctx: int, depth: int = 2) -> bool:
         m = merge(a, b)
         return m is None or self.flat_empty(m, ctx, depth)
 
-    def flat_empty(self, f: Flat, ctx: tuple, depth: int) -> bool:
+    def flat_empty(self, f: Flat, ctx: int, depth: int) -> bool:
         return all(self.type_empty(f, t, ctx, depth) for t in effective_types(f))
 
-    def type_empty(self, f: Flat, t: str, ctx: tuple, depth: int) -> bool:
+    def type_empty(self, f: Flat, t: str, ctx: int, depth: int) -> bool:
         from .dnf import _type_of, vkey
 
         excluded = {vkey(v) for v in f.not_values}
@@ -419,13 +324,3 @@ class Normalizer:
 _LITERAL_KEYS = {"type", "enum", "const", "title", "description", "default", "examples", "$comment", "$id",
                  "$schema", "deprecated", "readOnly", "writeOnly", "nullable", "$ref", "definitions", "$defs",
                  "x-nullable", "example"}
-
-
-def _list(s: dict, k: str, p: str) -> list:
-    v = s.get(k, [])
-    if not isinstance(v, list):
-        raise UnsupportedSchemaError(k, p, f"{k} must be a list")
-    return v
-
-
-_ = (json, Decimal, dec)

@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 from agentkit.constrain.bfcl_dialect import normalize_function_schema
 from agentkit.constrain.canonical import canonical_json
 from agentkit.constrain.compiler import compile_schema, compile_schema_cached
-from agentkit.constrain.ecma_regex import emit, search_ast
+from agentkit.constrain.json_regex import emit, search_ast
 from agentkit.constrain.nodes import Choice, Lit, Repeat, Seq, Slot, Template
 from agentkit.errors import UnsupportedSchemaError
 
@@ -87,6 +87,10 @@ CASES = [
      [["a", 1, 2], ["a"]], [[1], ["a", "b"]]),
     ("contains", {"type": "array", "items": {"type": "integer"}, "contains": {"minimum": 10}},
      [[10], [1, 20, 3]], [[], [1, 2]]),
+    ("contains_bounded", {"type": "array", "items": {"type": "integer"}, "contains": {"const": 7}, "minItems": 2,
+                          "maxItems": 3}, [[7, 1], [1, 7], [1, 2, 7], [7, 7]], [[7], [1, 2], [7, 1, 2, 3], ["7", 7]]),
+    ("contains_min", {"type": "array", "contains": {"const": 7}, "minItems": 3}, [[7, 1, 1], [1, 1, 7, 1]],
+     [[7, 1], [1, 2, 3]]),
     ("unique_enum", {"type": "array", "items": {"enum": ["a", "b"]}, "uniqueItems": True},
      [[], ["a"], ["b", "a"]], [["a", "a"], ["c"]]),
     ("any_of", {"anyOf": [{"type": "string", "maxLength": 2}, {"type": "integer", "minimum": 0}]},
@@ -110,6 +114,8 @@ CASES = [
     ("true_schema", True, [1, "s", None, {"a": [1, {"b": {}}]}], []),
     ("empty_schema", {}, [[], {}, 0.5], []),
     ("not_type", {"not": {"type": "string"}}, [1, None, []], ["s"]),
+    ("not_keywords", {"not": {"minLength": 2}}, ["a", ""], ["abc", 1, None]),
+    ("not_keywords_object", {"not": {"properties": {"a": {"type": "string"}}}}, [{"a": 1}], [{}, {"a": "s"}, 3]),
     ("not_enum", {"type": "string", "not": {"enum": ["a", "b"]}}, ["c", "ab", ""], ["a", "b"]),
     ("not_pattern", {"type": "string", "not": {"pattern": "^x"}}, ["ax", ""], ["x", "xy"]),
     ("not_required", {"type": "object", "properties": {"a": {}}, "not": {"required": ["a"]}}, [{}], [{"a": 1}]),
@@ -181,6 +187,23 @@ def test_optional_properties_every_subset_is_valid_json(present):
     assert not tpl.matches(text[:-1] + ",}")
 
 
+@pytest.mark.parametrize("present", list(itertools.product([False, True], repeat=3)))
+@pytest.mark.parametrize("extra", [False, True])
+def test_optional_around_required_with_extras(present, extra):
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "null"},
+                                               "c": {"type": "integer"}, "d": {"type": "integer"}},
+              "required": ["c"], "additionalProperties": {"type": "string"}}
+    tpl = compile_schema(schema)
+    value = {k: v for k, v, p in zip("abd", (1, None, 2), present) if p}
+    value["c"] = 3
+    if extra:
+        value["zz"] = "s"
+    text = canonical_json(value, schema)
+    assert tpl.matches(text) and Template.matches(tpl, text)
+    assert not tpl.matches(text.replace("{", "{,", 1)) and not tpl.matches(text[:-1] + ",}")
+    assert not tpl.matches(text.replace('"c":3', '"c":3,"c":3'))
+
+
 def _nested(n: int) -> dict:
     props = {f"p{i}": {"type": "object", "properties": {f"q{j}": {"type": "boolean"} for j in range(n)},
                        "additionalProperties": False} for i in range(n)}
@@ -242,6 +265,16 @@ def test_cache_returns_same_template_and_keeps_property_order():
                                "additionalProperties": False})
     assert a is b and a is not c
     assert a.matches('{"x":1,"y":2}') and c.matches('{"y":2,"x":1}') and not c.matches('{"x":1,"y":2}')
+
+
+def test_strict_drops_unmentioned_additional_properties():
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "object"}}}
+    loose, strict = compile_schema(schema), compile_schema(schema, strict=True)
+    for text, ok in (('{"a":1}', True), ('{"a":1,"z":2}', False), ('{"b":{"free":[1]}}', True)):
+        assert strict.matches(text) == ok and loose.matches(text)
+    explicit = {**schema, "additionalProperties": {"type": "string"}}
+    assert compile_schema(explicit, strict=True).matches('{"a":1,"z":"s"}')
+    assert compile_schema_cached(schema, strict=True) is not compile_schema_cached(schema)
 
 
 def test_canonical_json_orders_keys_by_schema():

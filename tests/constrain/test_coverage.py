@@ -12,7 +12,7 @@ from agentkit.constrain.canonical import canonical_json
 from agentkit.constrain.coverage import category, check_file, run_coverage, summarize
 
 STEP = 18  # 101 of the 1,809 files
-FLOOR = 0.88  # measured on this slice: 0.91 (the whole set: see the report in the commit message)
+FLOOR = 0.90  # measured on this slice: 0.9208 (93 of 101); on all 1,809 files: see the commit message
 
 
 @pytest.fixture(scope="module")
