@@ -36,7 +36,7 @@ from typing import Any
 
 from ..errors import UnsupportedSchemaError
 from . import automata
-from .canonical import number_text
+from .canonical import canonical_json, number_text
 from .containers import Containers, _check_repeats, _choice
 from .dnf import ALL_TYPES, TOP, Flat, effective_types, vkey
 from .ecma_regex import ANY, PatternError, alt, cat, cset, max_len, min_len, rep
@@ -45,6 +45,8 @@ from .json_regex import emit, search_ast
 from .matcher import tree_matches
 from .nodes import DEFAULT_SLOT_TOKENS, Choice, Lit, Node, Repeat, Slot, Template, seq
 from .normalize import Normalizer
+
+__all__ = ["JsonTemplate", "canonical_json", "compile_schema", "compile_schema_cached"]
 
 MAX_SLOT_TOKENS = 256
 NUMBER_TOKENS = 24
