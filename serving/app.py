@@ -216,11 +216,12 @@ def create_app(engine: Any, *, api_key: str | None = None, max_queue: int = 64, 
                            "server_error", "compiler_unavailable") from None
         return compile_schema_cached
 
-    def compile_or_400(schema: Any, where: str) -> Template:
+    def compile_or_400(schema: Any, where: str, strict: bool = False) -> Template:
+        """``strict`` (OpenAI's structured-output flag): objects get no keys beyond their listed properties."""
         if not isinstance(schema, dict):
             raise APIError(400, f"{where}: a JSON Schema must be an object", param=where)
         try:
-            return compiler()(schema)
+            return compiler()(schema, strict=True) if strict else compiler()(schema)
         except UserError as e:
             raise _user_error(e, where) from None
 
@@ -276,7 +277,8 @@ def create_app(engine: Any, *, api_key: str | None = None, max_queue: int = 64, 
                 if rf.json_schema is None:
                     raise APIError(400, "response_format.json_schema is required for type json_schema",
                                    param="response_format.json_schema")
-                p.template = compile_or_400(rf.json_schema.schema_, "response_format.json_schema.schema")
+                p.template = compile_or_400(rf.json_schema.schema_, "response_format.json_schema.schema",
+                                            strict=bool(rf.json_schema.strict))
             if choice == "auto" and p.template is None:
                 p.tool_mode, p.tool_names = "auto", set(names)
         mode = ext.mode or default_mode or ("diffusion" if p.template is not None else "ar")
