@@ -1,0 +1,506 @@
+"""The eval runner: every mode on the same items, in one process, with one engine; JSON, a markdown table, plots.
+
+Modes:
+
+- ``ar``: unconstrained greedy AR (free text; the suite parses what it can out of it);
+- ``ar-constrained``: AR under the template, pinned runs jumped forward in one forward -- the baseline;
+- ``diffusion``: the template placed in a canvas and denoised, with the engine's block-diffusion adapter when it has
+  one (the default model ships one), else as a causal canvas;
+- ``diffusion-causal`` (not in the default set): diffusion mode with the adapter off -- the causal canvas on the base
+  weights, which must reproduce greedy AR;
+- ``verify``: canvas drafts checked by one causal pass per block (output equals greedy AR under the template).
+
+Items run item-major (all modes of item 1, then all modes of item 2, ...) and the mode order rotates by one per item,
+so machine noise and warm caches spread evenly over the modes. After every item the results so far are written to
+``out`` (atomic replace, ``"partial": true``), so an interrupted run keeps what finished.
+
+Suites: a :class:`Suite` (``load`` items, optional per-item ``prepare`` shared by the modes, ``run`` one item in one
+mode -> a row) or a plain function that runs a whole suite itself; ``register_suite(name, suite_or_fn)``. A suite
+that is not registered yet is looked up by importing ``agentkit.evals.<name>`` (which should call
+``register_suite``). ``bfcl`` lives in :mod:`agentkit.evals.bfcl`; ``coverage`` dispatches to
+``agentkit.constrain.coverage.run_coverage``; ``agent`` is a hook for the example agents' tasks.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import platform
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+MODES: tuple[str, ...] = ("ar", "ar-constrained", "diffusion", "verify")  # the default set
+ALL_MODES: tuple[str, ...] = ("ar", "ar-constrained", "diffusion-causal", "diffusion", "verify")
+BASELINE = "ar-constrained"
+ENGINE_MODE = {"ar": "ar", "ar-constrained": "ar", "diffusion": "diffusion", "diffusion-causal": "diffusion",
+               "verify": "verify"}
+
+
+@contextmanager
+def adapter_off(engine):
+    """Within the block, diffusion mode runs as a causal canvas on the base weights (the engine's adapter off)."""
+    cfg = getattr(engine, "config", None)
+    if cfg is None or not getattr(cfg, "adapter", False):
+        yield
+        return
+    cfg.adapter = False
+    try:
+        yield
+    finally:
+        cfg.adapter = True
+
+
+def diffusion_variant(engine) -> str:
+    """What ``diffusion`` means on this engine: the adapter it uses, or the causal canvas."""
+    path = getattr(engine, "adapter_path", None)
+    return f"adapter {path}" if path else "causal canvas (no adapter)"
+
+
+# -- suites -------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RunContext:
+    """Per-run decoding settings a suite's ``run`` uses (``config(mode)``), and the canvas hook for one call."""
+
+    seed: int = 0
+    max_new_tokens: int = 512  # constrained modes: the template ends the output long before this
+    free_max_new_tokens: int = 128  # unconstrained AR: enough for a call, bounds the prose
+    canvas_length: int = 32
+    on_draft: Callable[[list[int], list[bool]], None] | None = None  # set by the runner for diffusion calls
+    frames: list[tuple[list[int], list[bool]]] = field(default_factory=list)
+
+    def config(self, mode: str):
+        from ..config import DecodeConfig
+
+        if mode not in ENGINE_MODE:
+            raise ValueError(f"unknown mode {mode!r}; expected one of {MODES}")
+        return DecodeConfig(
+            mode=ENGINE_MODE[mode], seed=self.seed, canvas_length=self.canvas_length,
+            max_new_tokens=self.free_max_new_tokens if mode == "ar" else self.max_new_tokens,
+        )
+
+    @staticmethod
+    def constrained(mode: str) -> bool:
+        return mode != "ar"
+
+    def generate(self, engine, prompt, mode: str, *, template=None, **kw):
+        """``engine.generate`` in eval mode ``mode`` (the canvas hook attached for diffusion modes)."""
+        cfg = self.config(mode)
+        on_draft = self.on_draft if cfg.mode == "diffusion" else None
+        if mode == "diffusion-causal":
+            with adapter_off(engine):
+                return engine.generate(prompt, cfg, template=template, on_draft=on_draft, **kw)
+        return engine.generate(prompt, cfg, template=template, on_draft=on_draft, **kw)
+
+
+@dataclass
+class Suite:
+    """``load(data, limit) -> items``; ``prepare(engine, item) -> P`` once per item (its exception is passed on
+    instead); ``run(engine, item, P | Exception, mode, ctx) -> row`` with at least ``success`` (bool), ``valid``
+    (bool) and ``stats`` (a ``DecodeStats`` or its ``to_dict()``; for several generations per item, their sum).
+    A row may carry ``_canvas`` (see :func:`canvas_record`) for the canvas-evolution plot."""
+
+    name: str
+    load: Callable[[Path, int | None], list]
+    run: Callable[..., dict]
+    prepare: Callable[[Any, Any], Any] | None = None
+    modes: tuple[str, ...] = MODES
+    item_id: Callable[[Any], str] = field(default=lambda it: str(getattr(it, "id", it)))
+
+
+_SUITES: dict[str, Suite | Callable[..., dict]] = {}
+
+
+def register_suite(name: str, fn: Suite | Callable[..., dict]) -> None:
+    """Register a suite: a :class:`Suite`, or a function ``fn(*, data, modes, limit, engine, seed, out) -> dict``
+    (``engine`` may be None: build one when needed) that runs the whole suite and returns the results dict."""
+    _SUITES[name] = fn
+
+
+def get_suite(name: str) -> Suite | Callable[..., dict]:
+    if name not in _SUITES:
+        try:
+            importlib.import_module(f"{__package__}.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"{__package__}.{name}":
+                raise
+    if name not in _SUITES:
+        known = sorted({*_SUITES, "bfcl", "coverage"})
+        raise ValueError(f"unknown eval suite {name!r}; known: {', '.join(known)} "
+                         f"(a suite registers itself with agentkit.evals.runner.register_suite)")
+    return _SUITES[name]
+
+
+def _coverage(*, data: Path, modes, limit, engine, seed, out) -> dict:
+    from ..constrain.coverage import run_coverage
+
+    return run_coverage(data, limit=limit, out=out)
+
+
+register_suite("coverage", _coverage)
+
+
+# -- canvas record ------------------------------------------------------------------------------------------------
+
+
+def canvas_record(engine, result, template, frames: list[tuple[list[int], list[bool]]], canvas_length: int,
+                  item_id: str = "", mode: str | None = None) -> dict:
+    """What the canvas-evolution plot needs from one diffusion generation.
+
+    ``frames`` are the ``on_draft`` calls (the canvas fed to each denoiser pass, and which positions were final
+    before it); they are grouped into blocks with ``stats.steps_per_block``. ``pinned`` marks output positions the
+    template placed (found by replaying the output through the template's constraint). Block ``b`` starts at output
+    position ``lead + b * canvas_length``, ``lead`` being the pinned run that went straight into the prefill."""
+    tok = engine.tokenizer
+    ids = list(result.token_ids)
+    pinned: list[bool] = []
+    if template is not None:
+        c = engine.constraint(template)
+        state = c.start()
+        for t in ids:
+            if state is None:
+                pinned.append(False)
+                continue
+            pinned.append(bool(c.forced(state)))
+            state = c.advance(state, t)
+    else:
+        pinned = [False] * len(ids)
+    lead = 0
+    while lead < len(pinned) and pinned[lead]:
+        lead += 1
+    blocks, k = [], 0
+    for b, n in enumerate(result.stats.steps_per_block):
+        steps = [{"tokens": list(t), "frozen": list(f)} for t, f in frames[k:k + n]]
+        k += n
+        blocks.append({"offset": lead + b * canvas_length, "steps": steps})
+    vocab = sorted({t for bl in blocks for s in bl["steps"] for t in s["tokens"]} | set(ids))
+    return {
+        "id": item_id, "mode": mode or result.stats.mode, "canvas_length": canvas_length, "lead_pinned": lead, "output": ids, "pinned": pinned, "blocks": blocks,
+        "token_text": {str(t): _token_text(tok, t) for t in vocab},
+        "text": result.text,
+    }
+
+
+def _token_text(tok, t: int) -> str:
+    try:
+        text = tok.decode([t], skip_special_tokens=False)
+    except Exception:  # noqa: BLE001 -- an id the base tokenizer does not know (an adapter's mask token)
+        text = ""
+    return text if text else "[M]"
+
+
+# -- summaries ----------------------------------------------------------------------------------------------------
+
+
+def _pct(xs: list[float], q: float) -> float:
+    if not xs:
+        return 0.0
+    import numpy as np
+
+    return float(np.percentile(np.asarray(xs, dtype=float), q))
+
+
+def _mean(xs) -> float:
+    xs = list(xs)
+    return float(sum(xs) / len(xs)) if xs else 0.0
+
+
+def _stats_dict(s) -> dict | None:
+    if s is None:
+        return None
+    return s if isinstance(s, dict) else s.to_dict()
+
+
+def summarize(rows: list[dict]) -> dict[str, float]:
+    """Per-mode figures. Forward counts and times are per request (means); tokens per forward and output tokens/s
+    are ratios of totals (all tokens over all forwards / all time). Rows without stats (a generation that raised)
+    count in ``n`` and the rates, not in the costs."""
+    st = [r["stats"] for r in rows if r.get("stats")]
+    out_tok = sum(s["output_tokens"] for s in st)
+    pinned = sum(s["pinned_tokens"] for s in st)
+    fwd = sum(s["forwards"] for s in st)
+    lat = [s["latency_ms"] for s in st]
+    return {
+        "n": len(rows),
+        "task_success": round(_mean(float(bool(r.get("success"))) for r in rows), 4),
+        "valid_rate": round(_mean(float(bool(r.get("valid"))) for r in rows), 4),
+        "decoder_forwards_mean": round(_mean(s["decoder_forwards"] for s in st), 3),
+        "encoder_forwards_mean": round(_mean(s["encoder_forwards"] for s in st), 3),
+        "forwards_mean": round(_mean(s["forwards"] for s in st), 3),
+        "tokens_per_forward": round(out_tok / fwd, 4) if fwd else 0.0,
+        "tokens_per_forward_excl_pinned": round((out_tok - pinned) / fwd, 4) if fwd else 0.0,
+        "latency_ms_p50": round(_pct(lat, 50), 2),
+        "latency_ms_p95": round(_pct(lat, 95), 2),
+        "latency_ms_mean": round(_mean(lat), 2),
+        "output_tokens_per_s": round(1000.0 * out_tok / sum(lat), 2) if sum(lat) > 0 else 0.0,
+        "output_tokens_mean": round(_mean(s["output_tokens"] for s in st), 2),
+        "pinned_tokens_mean": round(_mean(s["pinned_tokens"] for s in st), 2),
+        "compile_ms_mean": round(_mean(s.get("compile_ms", 0.0) for s in st), 3),
+        "prefill_ms_mean": round(_mean(s.get("prefill_ms", 0.0) for s in st), 2),
+        "constraint_ms_mean": round(_mean(s.get("constraint_ms", 0.0) for s in st), 3),
+        "errors": sum(1 for r in rows if r.get("error_type") == "exception"),
+    }
+
+
+def ratios(modes: dict[str, dict], baseline: str = BASELINE) -> dict[str, dict[str, float | None]]:
+    """Each mode against the baseline: forwards and p50 latency as ratios (mode / baseline), success as a delta."""
+    base = modes.get(baseline)
+    if not base:
+        return {}
+
+    def ratio(a: float, b: float) -> float | None:
+        return round(a / b, 4) if b else None
+
+    return {m: {"forwards": ratio(s["forwards_mean"], base["forwards_mean"]),
+                "latency_p50": ratio(s["latency_ms_p50"], base["latency_ms_p50"]),
+                "task_success_delta": round(s["task_success"] - base["task_success"], 4)}
+            for m, s in modes.items()}
+
+
+def markdown_table(result: dict) -> str:
+    cols = [("n", "n", "{:d}"), ("success", "task_success", "{:.3f}"), ("valid", "valid_rate", "{:.3f}"),
+            ("dec fwd", "decoder_forwards_mean", "{:.2f}"), ("enc fwd", "encoder_forwards_mean", "{:.2f}"),
+            ("fwd", "forwards_mean", "{:.2f}"), ("tok/fwd", "tokens_per_forward", "{:.2f}"),
+            ("tok/fwd excl pinned", "tokens_per_forward_excl_pinned", "{:.2f}"),
+            ("p50 ms", "latency_ms_p50", "{:.0f}"), ("p95 ms", "latency_ms_p95", "{:.0f}"),
+            ("out tok/s", "output_tokens_per_s", "{:.1f}"), ("compile ms", "compile_ms_mean", "{:.1f}")]
+    rat = result.get("ratios_vs_ar_constrained") or {}
+    head = ["mode", *(c[0] for c in cols)] + (["fwd vs AR-c", "p50 vs AR-c", "Δ success"] if rat else [])
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    for mode, s in result.get("modes", {}).items():
+        cells = [mode] + [fmt.format(s[key]) if key in s else "" for _, key, fmt in cols]
+        if rat:
+            r = rat.get(mode, {})
+            cells += ["" if r.get("forwards") is None else f"{r['forwards']:.2f}x",
+                      "" if r.get("latency_p50") is None else f"{r['latency_p50']:.2f}x",
+                      f"{r.get('task_success_delta', 0):+.3f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+# -- output -------------------------------------------------------------------------------------------------------
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(obj, f, ensure_ascii=False, indent=1, default=str)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _git_commit() -> str | None:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).resolve().parent,
+                              capture_output=True, text=True, timeout=5, check=False).stdout.strip() or None
+    except Exception:  # noqa: BLE001 -- no git, no commit id
+        return None
+
+
+def environment(command: str) -> dict[str, Any]:
+    import torch
+
+    return {
+        "python": platform.python_version(), "torch": torch.__version__, "threads": torch.get_num_threads(),
+        "cpus": os.cpu_count(), "platform": platform.platform(), "machine": platform.machine(),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "command": command, "argv": list(sys.argv),
+        "git": _git_commit(),
+    }
+
+
+def _command(suite, data, modes, limit, model, out, plot, seed) -> str:
+    parts = ["agentkit", "eval", suite, "--data", str(data), "--modes", ",".join(modes)]
+    if limit is not None:
+        parts += ["--limit", str(limit)]
+    if model:
+        parts += ["--model", str(model)]
+    parts += ["--out", str(out)]
+    if plot:
+        parts += ["--plot", str(plot)]
+    return " ".join(parts + ["--seed", str(seed)])
+
+
+# -- the run ------------------------------------------------------------------------------------------------------
+
+
+def _progress():
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    TimeRemainingColumn(), TextColumn("{task.fields[status]}"),
+                    console=Console(stderr=True), transient=False)
+
+
+def _canvas_key(row: dict, index: int) -> tuple:
+    s = row.get("stats") or {}
+    return (bool(row.get("success")), s.get("decoder_forwards", 0), -index)
+
+
+def run_eval(suite: str, data: Path, modes: list[str], limit: int | None = None, model: str | None = None,
+             out: Path = Path("eval.json"), plot: Path | None = None, seed: int = 0, engine=None, *,
+             max_new_tokens: int = 512, free_max_new_tokens: int = 128, canvas_length: int = 32,
+             threads: int | None = None, progress: bool = True, quiet: bool = False) -> dict:
+    """Run ``suite`` over ``data`` in each of ``modes`` (item-major, one engine), write ``out`` (JSON, rewritten
+    after every item), print a markdown table, and write plots when ``plot`` is given (``plot``, and siblings
+    ``.tpf.png`` and ``.canvas.png``). ``limit``: at most this many items per data file. ``threads``: torch threads
+    (None: torch's default; on a shared, loaded CPU 1 thread is several times faster than 2). Returns the results."""
+    data, out = Path(data), Path(out)
+    modes = list(modes) or list(MODES)
+    command = _command(suite, data, modes, limit, model, out, plot, seed)
+    impl = get_suite(suite)
+    random.seed(seed)
+    import torch
+
+    torch.manual_seed(seed)
+
+    if not isinstance(impl, Suite):
+        res = impl(data=data, modes=modes, limit=limit, engine=engine, seed=seed, out=out)
+        if isinstance(res, Suite):
+            impl = res
+        else:
+            res = dict(res or {})
+            res.setdefault("suite", suite)
+            res.setdefault("env", environment(command))
+            write_json_atomic(out, res)
+            if not quiet:
+                print(markdown_table(res) if "modes" in res else
+                      json.dumps({k: v for k, v in res.items() if k not in ("failures", "items", "env")}, indent=2))
+            return res
+
+    bad = [m for m in modes if m not in impl.modes]
+    if bad:
+        raise ValueError(f"suite {suite!r} has no mode(s) {bad}; modes: {', '.join(impl.modes)}")
+    items = impl.load(data, limit)
+    if engine is None:
+        from ..config import EngineConfig
+        from ..engine.engine import Engine
+
+        engine = Engine(EngineConfig(model=model, seed=seed, threads=threads))
+    elif threads:
+        torch.set_num_threads(threads)
+    ctx = RunContext(seed=seed, max_new_tokens=max_new_tokens, free_max_new_tokens=free_max_new_tokens,
+                     canvas_length=canvas_length)
+    result: dict[str, Any] = {
+        "suite": suite, "model": getattr(engine, "name", str(model)), "data": str(data), "limit": limit,
+        "seed": seed, "diffusion": diffusion_variant(engine), "modes": {}, "ratios_vs_ar_constrained": {},
+        "env": environment(command),
+        "partial": True, "items_done": 0, "items_total": len(items), "items": [], "canvas_example": None,
+    }
+    rows: list[dict] = result["items"]
+    best_canvas: tuple | None = None
+    t_run = time.perf_counter()
+
+    def publish(partial: bool) -> None:
+        by_mode = {m: summarize([r for r in rows if r["mode"] == m]) for m in modes}
+        result["modes"] = {m: s for m, s in by_mode.items() if s["n"]}
+        result["ratios_vs_ar_constrained"] = ratios(result["modes"])
+        result["partial"] = partial
+        result["wall_s"] = round(time.perf_counter() - t_run, 2)
+        write_json_atomic(out, result)
+
+    prog = _progress() if progress else None
+    task = None
+    if prog is not None:
+        prog.start()
+        task = prog.add_task(suite, total=len(items) * len(modes), status="")
+    try:
+        for i, item in enumerate(items):
+            iid = impl.item_id(item)
+            try:
+                prepared = impl.prepare(engine, item) if impl.prepare else None
+            except Exception as e:  # noqa: BLE001 -- a schema the compiler refuses is a result, not a crash
+                prepared = e
+            order = modes[i % len(modes):] + modes[: i % len(modes)]
+            for k, mode in enumerate(order):
+                if prog is not None:
+                    prog.update(task, status=f"{iid} {mode}")
+                ctx.frames = []
+                ctx.on_draft = lambda t, f: ctx.frames.append((list(t), list(f)))
+                t0 = time.perf_counter()
+                try:
+                    row = dict(impl.run(engine, item, prepared, mode, ctx))
+                except Exception as e:  # noqa: BLE001 -- recorded, counted, the run goes on
+                    row = {"success": False, "valid": False, "error": f"{type(e).__name__}: {e}",
+                           "error_type": "exception", "stats": None}
+                canvas = row.pop("_canvas", None)
+                row = {"id": iid, "mode": mode, "order": k, **row, "stats": _stats_dict(row.get("stats")),
+                       "wall_ms": round(1000 * (time.perf_counter() - t0), 2)}
+                rows.append(row)
+                if canvas is not None and (mode == "diffusion" or "diffusion" not in modes):
+                    key = _canvas_key(row, i)
+                    if best_canvas is None or key > best_canvas:
+                        best_canvas, result["canvas_example"] = key, canvas
+                if prog is not None:
+                    prog.advance(task)
+            result["items_done"] = i + 1
+            publish(partial=True)
+    finally:
+        if prog is not None:
+            prog.stop()
+    publish(partial=False)
+    if not quiet:
+        print(f"\n{suite} · {result['model']} · {len(items)} items · {result['wall_s']:.0f} s\n")
+        print(markdown_table(result))
+    if plot is not None:
+        from .plots import plot_all
+
+        result["plots"] = [str(p) for p in plot_all(result, Path(plot))]
+        write_json_atomic(out, result)
+    return result
+
+
+# -- built-in suite: bfcl -----------------------------------------------------------------------------------------
+
+
+def _bfcl_suite() -> Suite:
+    from . import bfcl
+
+    def prepare(engine, item):
+        return bfcl.compile_call(item)
+
+    def run(engine, item, prepared, mode, ctx: RunContext) -> dict:
+        template = None
+        if ctx.constrained(mode):
+            if isinstance(prepared, Exception):
+                return {"success": False, "valid": False, "error": f"compile: {type(prepared).__name__}: {prepared}",
+                        "error_type": "compile", "stats": None}
+            template = prepared.template()
+        res = ctx.generate(engine, bfcl.build_prompt(item), mode, template=template)
+        row = {"category": item.category, **bfcl.evaluate(item, res.text, res.value), "text": res.text[:2000],
+               "finish_reason": res.stats.finish_reason, "stats": res.stats}
+        if mode.startswith("diffusion") and ctx.frames:
+            row["_canvas"] = canvas_record(engine, res, template, ctx.frames, ctx.canvas_length, item.id, mode)
+        if template is not None:  # the engine memoises a constraint per template object: drop this one
+            getattr(engine, "_constraints", {}).pop(id(template), None)
+        return row
+
+    return Suite(name="bfcl", load=bfcl.load_bfcl, run=run, prepare=prepare, modes=ALL_MODES,
+                 item_id=lambda it: it.id)
+
+
+_SUITES["bfcl"] = _bfcl_suite()
