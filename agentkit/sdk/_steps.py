@@ -14,7 +14,7 @@ from typing import Any, Literal
 import jsonschema
 from pydantic import BaseModel, Field, ValidationError
 
-from ..constrain.nodes import Choice, Lit, Slot, Template, seq
+from ..constrain.nodes import Choice, Lit, Template, seq
 from ..engine.stats import GenerationResult
 from ..errors import UserError
 from ._tools import Tool
@@ -35,18 +35,16 @@ class OutputError(Exception):
 
 
 def compile_template(schema: dict[str, Any]) -> Template:
-    """The canvas template for a JSON Schema, from ``agentkit.constrain.compiler`` (cached there).
+    """The canvas template for a JSON Schema (cached by the compiler).
 
-    Until the compiler module exists, a placeholder template (one unconstrained slot, ``meta["placeholder"]``)
-    carrying the schema, so fakes and the HTTP backend (which only needs ``template.schema``) still work.
+    Compiled *strict*: an object that lists its properties gets no other keys. Tool arguments and output types are
+    consumed by functions and pydantic models that only read the declared fields, and an open object invites a
+    small model to ramble keys until its token budget runs out. The template stays a subset of the schema, so
+    every output still validates against it.
     """
-    try:
-        from ..constrain.compiler import compile_schema_cached
-    except ModuleNotFoundError as e:
-        if e.name != "agentkit.constrain.compiler":
-            raise
-        return Template(root=Slot(r"[\s\S]*", max_tokens=256, name="#"), schema=schema, meta={"placeholder": True})
-    return compile_schema_cached(schema)
+    from ..constrain.compiler import compile_schema_cached
+
+    return compile_schema_cached(schema, strict=True)
 
 
 def for_step(template: Template, step: str, **meta: Any) -> Template:
