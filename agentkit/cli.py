@@ -99,7 +99,7 @@ def demo(
     text = "Lunch with Maria Lopez in Lisbon on Friday, the four of us."
     try:
         engine = _engine(model)
-        template = compile_schema_cached(Meeting)
+        template = compile_schema_cached(Meeting, strict=True)
         messages = [
             {"role": "system", "content": "Extract the meeting as JSON with keys person, city, day, attendees."},
             {"role": "user", "content": text},
