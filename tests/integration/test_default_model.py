@@ -46,7 +46,32 @@ def test_ar_greedy_equals_transformers_generate(default_engine):
 
 @pytest.mark.parametrize("mode", ["verify", "diffusion"])
 def test_verify_and_causal_canvas_equal_ar(default_engine, mode):
+    from agentkit.config import EngineConfig
+    from agentkit.engine.engine import Engine
+
+    # the causal canvas: the same weights with the block-diffusion adapter off (the adapter is another distribution)
+    causal = Engine.from_loaded(default_engine.lm, EngineConfig(adapter=False))
+    assert causal.adapter_path is None
     for prompt in PROMPTS:
-        ar = default_engine.generate(prompt, DecodeConfig(mode="ar", max_new_tokens=N))
-        other = default_engine.generate(prompt, DecodeConfig(mode=mode, max_new_tokens=N, canvas_length=N))
+        ar = causal.generate(prompt, DecodeConfig(mode="ar", max_new_tokens=N))
+        other = causal.generate(prompt, DecodeConfig(mode=mode, max_new_tokens=N, canvas_length=N))
         assert other.token_ids == ar.token_ids, (prompt, ar.text, other.text)
+
+
+def test_schema_output_validates_in_every_mode(default_engine):
+    """The embedded model under a JSON Schema: every mode (adapter diffusion included) returns valid JSON."""
+    import jsonschema
+
+    from agentkit.constrain.compiler import compile_schema_cached
+
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 20},
+                                               "age": {"type": "integer", "minimum": 0, "maximum": 120}},
+              "required": ["name", "age"], "additionalProperties": False}
+    template = compile_schema_cached(schema)
+    messages = [{"role": "system", "content": "Extract the person as JSON."},
+                {"role": "user", "content": "Ana Souza is 31 years old."}]
+    for mode in ("ar", "diffusion", "verify"):
+        res = default_engine.generate(messages, DecodeConfig(mode=mode, max_new_tokens=64), template=template)
+        assert res.stats.finish_reason == "template", (mode, res.text)
+        jsonschema.validate(res.value, schema)
+        assert res.stats.pinned_tokens > 0
