@@ -256,14 +256,20 @@ def except_words(words) -> tuple:
     return _except_words(tuple(sorted(set(words))))
 
 
-@lru_cache(maxsize=1024)
-def _except_words(words: tuple) -> tuple:
+def _trie(words) -> dict:
+    """Character trie of ``words``; the key ``""`` marks the end of a word."""
     trie: dict = {}
     for w in words:
         node = trie
         for ch in w:
             node = node.setdefault(ch, {})
         node[""] = {}
+    return trie
+
+
+@lru_cache(maxsize=1024)
+def _except_words(words: tuple) -> tuple:
+    trie = _trie(words)
     anyrep = rep(cset(ANY), 0, None)
 
     def sub(node: dict) -> tuple:
@@ -289,12 +295,7 @@ def except_words_regex(words) -> str:
     words = sorted(set(words))
     if any(any(not (32 <= ord(ch) < 127) or ch in '"\\\\' for ch in w) for w in words):
         return emit(except_words(words))
-    trie: dict = {}
-    for w in words:
-        node = trie
-        for ch in w:
-            node = node.setdefault(ch, {})
-        node[""] = {}
+    trie = _trie(words)
     u = emit(rep(cset(ANY), 0, None))
 
     def esc(ch: str) -> str:
