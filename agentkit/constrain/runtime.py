@@ -12,6 +12,7 @@ Every object here is interned, so states hash by identity and all queries are me
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -57,6 +58,9 @@ class TokenConstraint:
         self._seps: dict[int, Lit] = {}
         self._span: dict[tuple, list[int]] = {}
         self._keep: list[object] = []  # keeps interned objects' ids stable
+        self._cost: dict[int, float] = {}  # id(node or cont) -> tokens to produce it (budget bounds)
+        self._state_cost: dict[frozenset, float] = {}
+        self._closing: dict[frozenset, list[tuple[float, int]]] = {}
         t0 = time.perf_counter()
         for slot in _slots(template.root):  # build every slot's token DFA now: a compile cost, not a decode cost
             slot_index(slot.regex, vocab)
@@ -145,6 +149,97 @@ class TokenConstraint:
             if s is None:
                 return False
         return self.is_done(s) or self.can_end(s)
+
+    # -- length budget -------------------------------------------------------------------------------------------
+    # ``min_tokens(state)`` is an *upper bound* on the tokens needed to finish from ``state`` along a path that
+    # really exists: pinned text as the tokenizer encodes it, slot text one byte-token at a time. Keeping
+    # ``1 + min_tokens(next) <= budget`` at every step therefore always leaves a way to close the output in time:
+    # no truncated JSON at ``max_new_tokens``.
+    def min_tokens(self, state: frozenset) -> float:
+        c = self._state_cost.get(state)
+        if c is None:
+            c = self._state_cost[state] = min((self._thread_cost(th) for th in state), default=math.inf)
+        return c
+
+    def fits(self, state: frozenset, token: int, budget: int) -> bool:
+        """Whether ``token`` is allowed at ``state`` and still leaves a completion within ``budget`` tokens
+        (``budget`` counts this token)."""
+        if token in self.vocab.eos_ids:
+            return END in state
+        nxt = self.advance(state, token)
+        return nxt is not None and 1 + self.min_tokens(nxt) <= budget
+
+    def closing(self, state: frozenset, budget: int) -> torch.Tensor:
+        """Mask of tokens that keep a completion within ``budget``: pinned text's own tokens, single-byte slot
+        tokens and EOS, each checked. Never empty: if nothing fits (a budget already too small), the tokens
+        with the shortest completion are allowed."""
+        ranked = self._closing.get(state)
+        if ranked is None:
+            cands: set[int] = set()
+            for th in state:
+                if th is END:
+                    cands.update(self.vocab.eos_ids)
+                elif th[0] == "lit":
+                    cands.update(self.vocab.prefix_tokens(self._lit_bytes[id(th[1])][th[2]:]))
+                    cands.update(self._spanning(th))
+                else:
+                    index = slot_index(th[1].regex, self.vocab)
+                    cands.update(t for t in self.vocab.byte_tokens if index.next(th[2], t) is not None)
+            ranked = []
+            for t in cands:
+                nxt = None if t in self.vocab.eos_ids else self.advance(state, t)
+                if t in self.vocab.eos_ids:
+                    ranked.append((0.0, t))
+                elif nxt is not None:
+                    ranked.append((self.min_tokens(nxt), t))
+            ranked.sort()
+            self._closing[state] = ranked
+        ids = [t for cost, t in ranked if 1 + cost <= budget]
+        if not ids and ranked:
+            ids = [t for cost, t in ranked if cost == ranked[0][0]]
+        return self.vocab.mask(ids)
+
+    def _thread_cost(self, th) -> float:
+        if th is END:
+            return 0.0
+        if th[0] == "lit":
+            _, lit, off, cont = th
+            rem = self._lit_bytes[id(lit)][off:].decode("utf-8", errors="replace")
+            return len(self.tokenizer.encode(rem, add_special_tokens=False)) + self._cont_cost(cont)
+        _, slot, s, _count, cont = th
+        return slot_index(slot.regex, self.vocab).close_distance(s) + self._cont_cost(cont)
+
+    def _cont_cost(self, cont: _Cont | None) -> float:
+        if cont is None:
+            return 0.0
+        c = self._cost.get(id(cont))
+        if c is None:
+            c = self._cost[id(cont)] = self._node_cost(cont.node) + self._cont_cost(cont.nxt)
+        return c
+
+    def _node_cost(self, node) -> float:
+        c = self._cost.get(id(node))
+        if c is not None:
+            return c
+        if isinstance(node, Lit):
+            c = float(len(self.tokenizer.encode(node.text, add_special_tokens=False))) if node.text else 0.0
+        elif isinstance(node, Slot):
+            index = slot_index(node.regex, self.vocab)
+            c = index.close_distance(index.initial())
+        elif isinstance(node, Seq):
+            c = sum(self._node_cost(i) for i in node.items)
+        elif isinstance(node, Choice):
+            c = min(self._node_cost(o) for o in node.options)
+        elif isinstance(node, Repeat):
+            c = node.min * self._node_cost(node.item) + max(0, node.min - 1) * self._node_cost(self._sep(node))
+        elif isinstance(node, _RepTail):
+            rep, more = node.rep, max(0, node.rep.min - node.count)
+            c = more * (self._node_cost(rep.item) + self._node_cost(self._sep(rep)))
+        else:  # pragma: no cover - nodes are a closed set
+            raise AssertionError(f"unknown template node {node!r}")
+        self._cost[id(node)] = c
+        self._keep.append(node)
+        return c
 
     # -- tokens that cross a literal's end ------------------------------------------------------------------
     def _spanning(self, th: tuple) -> list[int]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import math
 import weakref
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -36,12 +37,16 @@ class TokenVocab:
     _outlines: Vocabulary | None = None
     _sorted: list | None = None
     _sorted_keys: list | None = None
+    byte_tokens: list[int] = field(default_factory=list)  # one token per single byte the vocabulary spells alone
 
     def __post_init__(self) -> None:
         for i, b in enumerate(self.token_bytes):
             if b:
                 self.by_bytes.setdefault(b, []).append(i)
         self.max_len = max((len(b) for b in self.by_bytes), default=1)
+        eos = set(self.eos_ids)
+        self.byte_tokens = [ids[0] for b in range(1, 256) if (ids := [i for i in self.by_bytes.get(bytes([b]), ())
+                                                                       if i not in eos])]
 
     def outlines_with_sentinel(self, sentinel: int) -> Vocabulary:
         """outlines-core vocabulary of every ordinary token plus the end-of-slot sentinel (see SlotDFA)."""
@@ -127,6 +132,8 @@ class SlotDFA:
         self.index = Index(f"(?:{regex})\\x00\\x00\\x00", vocab.outlines_with_sentinel(self.sentinel))
         self.skip = set(vocab.eos_ids) | {self.sentinel}
         self._allowed: dict[int, list[int]] = {}
+        self._close: dict[int, float] = {}
+        self._byte_tokens = vocab.byte_tokens
 
     def initial(self) -> int:
         return self.index.get_initial_state()
@@ -145,6 +152,28 @@ class SlotDFA:
         # the sentinel's bytes as content and look final mid-value
         nxt = self.index.get_next_state(state, self.sentinel)
         return nxt is not None and self.index.is_final_state(nxt)
+
+    def close_distance(self, state: int) -> float:
+        """Fewest single-byte tokens from ``state`` to a final state (inf if none): an achievable upper bound on
+        the tokens this slot still needs. Breadth-first over byte tokens only, so at most 255 edges a state."""
+        d = self._close.get(state)
+        if d is not None:
+            return d
+        frontier, seen, depth, d = [state], {state}, 0, math.inf
+        while frontier and depth <= 4096:
+            if any(self.is_final(s) for s in frontier):
+                d = float(depth)
+                break
+            nxt_frontier = []
+            for s in frontier:
+                for t in self._byte_tokens:
+                    n = self.index.get_next_state(s, t)
+                    if n is not None and n not in seen:
+                        seen.add(n)
+                        nxt_frontier.append(n)
+            frontier, depth = nxt_frontier, depth + 1
+        self._close[state] = d
+        return d
 
 
 @lru_cache(maxsize=1024)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..config import DecodeConfig
+from ..errors import InvalidRequestError
 from ..constrain.runtime import TokenConstraint
 from .backbone import Backbone
 from .draft import lookup
@@ -85,10 +86,21 @@ class Decoder:
     def _complete(self, state) -> bool:
         return self.c is not None and state is not None and self.c.is_done(state)
 
-    def _pick(self, logits: torch.Tensor, state) -> tuple[int, float, float]:
+    def _fits(self, state, tok: int, budget: int) -> bool:
+        """``tok`` is allowed at ``state`` and leaves the template a way to finish within ``budget`` tokens."""
+        return self.c is None or bool(self._allowed(state)[tok]) and self.c.fits(state, tok, budget)
+
+    def _pick(self, logits: torch.Tensor, state, budget: int | None = None) -> tuple[int, float, float]:
+        """Sample under the constraint; ``budget`` (tokens left, this one included) makes the template close in
+        time: a token that would leave no completion within it is redrawn from the closing tokens."""
         allowed = self._allowed(state)
         t, conf, ent = pick(logits[None], None if allowed is None else allowed[None], self.cfg.temperature,
                             self.cfg.top_k, self.gen)
+        if allowed is not None and budget is not None and not self.c.fits(state, int(t[0]), budget):
+            t0 = time.perf_counter()
+            closing = self.c.closing(state, budget)
+            self.stats.constraint_ms += 1000 * (time.perf_counter() - t0)
+            t, conf, ent = pick(logits[None], closing[None], self.cfg.temperature, self.cfg.top_k, self.gen)
         return int(t[0]), float(conf[0]), float(ent[0])
 
     def _emit(self, toks: list[int], pinned: int = 0) -> None:
@@ -103,6 +115,10 @@ class Decoder:
     # -- passes ---------------------------------------------------------------------------------------------
     def prefill(self, prompt_ids: list[int]) -> None:
         t0 = time.perf_counter()
+        if self.c is not None and self.c.min_tokens(self.state) > self.cfg.max_new_tokens:
+            raise InvalidRequestError(
+                f"max_new_tokens={self.cfg.max_new_tokens} cannot hold this template: its shortest completion "
+                f"takes about {self.c.min_tokens(self.state):g} tokens")
         forced = self._forced(self.state)[: self.budget]  # pinned text before the first slot goes straight in
         for t in forced:
             self.state = self._advance(self.state, t)
@@ -126,7 +142,7 @@ class Decoder:
     def ar(self) -> None:
         """Left to right; pinned runs after a sampled token are fed in the same forward (jump-forward)."""
         while not self.finished:
-            t, _, _ = self._pick(self.logits, self.state)
+            t, _, _ = self._pick(self.logits, self.state, self.budget)
             if t in self.eos:
                 self.finished = True
                 break
@@ -222,10 +238,10 @@ class Decoder:
                 state = self._advance(state, forced[0])
                 continue
             block.pinned[j] = False
-            if block.frozen[j] and (self.c is None or self._allowed(state)[block.tok[j]]):
+            if block.frozen[j] and self._fits(state, block.tok[j], self.budget - j):
                 t = block.tok[j]
             elif j in pred:
-                t, block.conf[j], block.ent[j] = self._pick(pred[j], state)
+                t, block.conf[j], block.ent[j] = self._pick(pred[j], state, self.budget - j)
                 block.frozen[j] = False
                 changed |= block.tok[j] != t
                 block.tok[j] = t
@@ -275,10 +291,10 @@ class Decoder:
                     t = forced[0]
                     n_pinned += 1
                 elif not block:
-                    t, _, _ = self._pick(self.logits, state)
+                    t, _, _ = self._pick(self.logits, state, self.budget)
                 elif drafts or (drafts := lookup(self.prompt + self.out + block, self.cfg.canvas_length)):
                     t = drafts.pop(0)
-                    if self.c is not None and not self._allowed(state)[t]:
+                    if not self._fits(state, t, self.budget - len(block)):
                         break
                 else:
                     break
@@ -302,7 +318,7 @@ class Decoder:
             pinned_kept += 1 if self._forced(self.state) else 0
             while keep < len(block) and not self._complete(state) and block[keep - 1] not in self.eos:
                 forced = self._forced(state)
-                want = forced[0] if forced else self._pick(logits[keep - 1], state)[0]
+                want = forced[0] if forced else self._pick(logits[keep - 1], state, self.budget - keep)[0]
                 if want != block[keep]:
                     break
                 pinned_kept += 1 if forced else 0

@@ -248,6 +248,12 @@ class EntropyBoundDenoiser:
             keep[:n] = allowed[:n]
             row[j].masked_fill_(~keep, float("-inf"))
             t = int(row[j].argmax())
+            if t not in dec.eos and not dec.c.fits(state, t, dec.budget - j):  # close the template in time
+                closing = dec.c.closing(state, dec.budget - j)
+                keep[:] = False
+                keep[:n] = closing[:n]
+                row[j].masked_fill_(~keep, float("-inf"))
+                t = int(row[j].argmax())
             if t in dec.eos:
                 walk.end = j  # the template may end here, and the model ends it
                 continue
