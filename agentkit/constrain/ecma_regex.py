@@ -130,7 +130,40 @@ def literal(s: str) -> tuple:
 
 
 # -- parser ---------------------------------------------------------------------------------------------------------
-_CLASS_ESC = {"d": DIGIT, "D": cs_not(DIGIT), "w": WORD, "W": cs_not(WORD), "s": SPACE, "S": cs_not(SPACE)}
+_CLASS_ESC = "dDwWsS"
+
+
+@lru_cache(maxsize=None)
+def _python_class(esc: str) -> tuple:
+    """Code points Python's ``re`` puts in ``\\d``/``\\w``/``\\s`` (Unicode str patterns)."""
+    import re
+
+    text = "".join(map(chr, range(0xD800))) + "".join(map(chr, range(0xE000, MAXCP + 1)))
+    return cs_norm(_runs(ord(c) for c in re.findall(f"\\{esc}", text)))
+
+
+def _runs(cps) -> list[tuple[int, int]]:
+    out: list[list[int]] = []
+    for cp in cps:
+        if out and cp == out[-1][1] + 1:
+            out[-1][1] = cp
+        else:
+            out.append([cp, cp])
+    return [(lo, hi) for lo, hi in out]
+
+
+@lru_cache(maxsize=None)
+def class_escape(c: str) -> tuple:
+    """``\\d \\D \\w \\W \\s \\S`` as the code points ECMA-262 *and* Python's ``re`` agree on.
+
+    JSON Schema patterns are ECMA-262, but validators in Python (``jsonschema``) run them with ``re``, where
+    ``\\d``/``\\w``/``\\s`` are Unicode-wide and ECMA's ``\\s`` also holds U+FEFF. Generating only from the
+    intersection (for a negated class: outside both) keeps every output valid under either reading."""
+    ecma = {"d": DIGIT, "w": WORD, "s": SPACE}[c.lower()]
+    py = _python_class(c.lower())
+    return cs_and(ecma, py) if c.islower() else cs_not(cs_or(ecma, py))
+
+
 _CTRL_ESC = {"n": 10, "r": 13, "t": 9, "f": 12, "v": 11, "0": 0}
 
 
@@ -248,7 +281,7 @@ class _Parser:
             self.error("trailing backslash")
         self.i += 1
         if c in _CLASS_ESC:
-            return cset(_CLASS_ESC[c])
+            return cset(class_escape(c))
         if c == "b" and in_class:
             return cset(((8, 8),))
         if c in "bB":

@@ -23,8 +23,9 @@ from .ecma_regex import PatternError
 from .json_regex import emit, full_ast
 
 FRAC = "[0-9]*[1-9]"  # a canonical fraction: no trailing zero
-TINY = "[1-9](?:\\.[0-9]*[1-9])?e\\-(?:0[5-9]|[1-9][0-9]+)"  # |x| < 1e-4 in repr's exponent form
-BIG = "[1-9](?:\\.[0-9]*[1-9])?e\\+(?:1[6-9]|[2-9][0-9]|[1-9][0-9]{2,})"  # floats >= 1e16 (all integral)
+# exponents stop at 307: a double parses any of these without overflow to inf or underflow to 0 / subnormals
+TINY = "[1-9](?:\\.[0-9]*[1-9])?e\\-(?:0[5-9]|[1-9][0-9]|[12][0-9]{2}|30[0-7])"  # |x| < 1e-4, repr's exponent form
+BIG = "[1-9](?:\\.[0-9]*[1-9])?e\\+(?:1[6-9]|[2-9][0-9]|[12][0-9]{2}|30[0-7])"  # floats >= 1e16 (all integral)
 ENUM_LIMIT = 256  # multipleOf over a bounded range: enumerate up to this many values
 
 
@@ -241,9 +242,12 @@ _IPV6 = "(?:" + "|".join([
     f"(?:(?:{_H16}:){{0,1}}{_H16})?::(?:{_H16}:){{3}}{_LS32}", f"(?:(?:{_H16}:){{0,2}}{_H16})?::(?:{_H16}:){{2}}{_LS32}",
     f"(?:(?:{_H16}:){{0,3}}{_H16})?::{_H16}:{_LS32}", f"(?:(?:{_H16}:){{0,4}}{_H16})?::{_LS32}",
     f"(?:(?:{_H16}:){{0,5}}{_H16})?::{_H16}", f"(?:(?:{_H16}:){{0,6}}{_H16})?::"]) + ")"
-_LABEL63 = "[A-Za-z0-9](?:[A-Za-z0-9\\-]{0,61}[A-Za-z0-9])?"
-_LABEL20 = "[A-Za-z0-9](?:[A-Za-z0-9\\-]{0,18}[A-Za-z0-9])?"
-_HOST = f"(?:{_LABEL63}(?:\\.{_LABEL63}){{0,2}}|{_LABEL20}(?:\\.{_LABEL20}){{3,10}})"
+# A label is 1-62 characters: alphanumeric runs of at most 20 joined by single hyphens; at most 4 labels (<= 251
+# characters in all). Tighter than RFC 1123 (no "--", no 63-character labels, no fifth label) because outlines-core
+# 0.2.14 takes exponential time on the exact form ``[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?`` (a bounded
+# repetition right after a character of the same class); this form builds in milliseconds.
+_LABEL = "[A-Za-z0-9]{1,20}(?:\\-[A-Za-z0-9]{1,20}){0,2}"
+_HOST = f"{_LABEL}(?:\\.{_LABEL}){{0,3}}"
 _ATEXT = "[A-Za-z0-9!#$%&'*+/=?^_`{|}~\\-]+"
 _UNRES = "A-Za-z0-9\\-._~"
 _SUB = "!$&'()*+,;="

@@ -90,8 +90,9 @@ class TokenConstraint:
                     ids.update(self.vocab.prefix_tokens(rem))
                     ids.update(self._spanning(th))
                 else:
-                    _, slot, s, _count, _ = th
-                    ids.update(slot_index(slot.regex, self.vocab).allowed(s))
+                    _, slot, s, count, _ = th
+                    index = slot_index(slot.regex, self.vocab)
+                    ids.update(index.allowed(s) if count < slot.max_tokens else index.closing_tokens(s))
             m = self._allowed[state] = self.vocab.mask(ids)
         return m
 

@@ -153,6 +153,17 @@ class SlotDFA:
         nxt = self.index.get_next_state(state, self.sentinel)
         return nxt is not None and self.index.is_final_state(nxt)
 
+    def closing_tokens(self, state: int) -> list[int]:
+        """Single-byte tokens that bring the slot one step closer to a final state: what a slot past its
+        ``max_tokens`` may still write (it ends as soon as it can)."""
+        d = self.close_distance(state)
+        out = []
+        for t in self._byte_tokens:
+            n = self.index.get_next_state(state, t)
+            if n is not None and self.close_distance(n) < d:
+                out.append(t)
+        return out
+
     def close_distance(self, state: int) -> float:
         """Fewest single-byte tokens from ``state`` to a final state (inf if none): an achievable upper bound on
         the tokens this slot still needs. Breadth-first over byte tokens only, so at most 255 edges a state."""

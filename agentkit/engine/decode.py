@@ -339,6 +339,6 @@ class Decoder:
         self.stats.finish_reason = self._finish_reason()
 
     def _finish_reason(self) -> str:
-        if self._complete(self.state):
-            return "template"
+        if self.c is not None and self.state is not None and self.c.can_end(self.state):
+            return "template"  # complete, or ended (EOS) where the template may end
         return "length" if self.budget <= 0 else "stop"

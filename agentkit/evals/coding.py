@@ -276,8 +276,8 @@ def run_coding(*, data: str | Path | None = None, modes: list[str] | tuple[str, 
 
 def _suite(*, data, modes, limit, engine, seed, out) -> dict[str, Any]:
     """The ``agent`` suite for ``agentkit.evals.runner`` (``agentkit eval agent --data evals/coding_tasks``)."""
-    modes = [m for m in modes if MODE_ALIASES.get(m, m) in MODES]  # the runner's default list includes plain "ar"
-    return run_coding(data=data, modes=modes, limit=limit, engine=engine, seed=seed, out=None)
+    return run_coding(data=data, modes=list(modes) or ["ar", "diffusion"], limit=limit, engine=engine, seed=seed,
+                      out=None)
 
 
 register_suite("agent", _suite)
