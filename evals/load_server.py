@@ -3,7 +3,8 @@
 Drives ``POST /v1/chat/completions`` on a loopback server at each concurrency level (default 1, 4, 16, 32) in each
 mode (default ar, diffusion), with a structured workload (a small JSON Schema, where diffusion is meant to pay off)
 or free text. Per (mode, concurrency) it prints output tokens/s, request latency p50/p95/p99, mean tokens per
-forward, and error counts: 5xx, 429, other 4xx, and *lost* (no HTTP response: connection error, client timeout,
+forward, mean requests per model forward (the server's continuous batching, from ``agentkit_stats.batch_size``),
+and error counts: 5xx, 429, other 4xx, and *lost* (no HTTP response: connection error, client timeout,
 unparseable body). Then the diffusion/AR throughput ratio at each concurrency and the first concurrency where AR
 overtakes diffusion (if any).
 
@@ -11,6 +12,7 @@ Bounded: ``--requests-per-level`` requests per cell, and ``--max-seconds`` for t
 requests once the deadline passes; requests in flight finish; cells not started are reported as skipped).
 
     python evals/load_server.py --spawn                       # start the server (default model) in a subprocess
+    python evals/load_server.py --spawn --max-batch 32        # ... decoding up to 32 requests per forward
     python evals/load_server.py --url http://127.0.0.1:8000   # an already running server
 """
 
@@ -54,6 +56,7 @@ class Cell:
     latencies: list[float] = field(default_factory=list)
     output_tokens: int = 0
     tpf: list[float] = field(default_factory=list)
+    batch: list[float] = field(default_factory=list)  # per request: mean requests per forward it took part in
     ok: int = 0
     e5xx: int = 0
     e429: int = 0
@@ -108,6 +111,7 @@ async def run_cell(client: httpx.AsyncClient, url: str, cell: Cell, n: int, dead
                     d["choices"][0]["message"]
                     cell.output_tokens += int(d["usage"]["completion_tokens"])
                     cell.tpf.append(float(d["agentkit_stats"]["tokens_per_forward"]))
+                    cell.batch.append(float(d["agentkit_stats"].get("batch_size", 1)))
                 except (ValueError, KeyError, IndexError, TypeError):
                     cell.lost += 1
                     continue
@@ -119,12 +123,14 @@ async def run_cell(client: httpx.AsyncClient, url: str, cell: Cell, n: int, dead
     cell.wall_s = time.perf_counter() - t0
 
 
-def spawn(port: int, model: str | None, startup_s: float) -> subprocess.Popen:
+def spawn(port: int, model: str | None, startup_s: float, max_batch: int | None = None) -> subprocess.Popen:
     root = Path(__file__).resolve().parents[1]
     cmd = [sys.executable, "-m", "serving.cli", "--port", str(port), "--log-level", "warning",
            "--max-queue", "64", "--request-timeout-s", "600"]
     if model:
         cmd += ["--model", model]
+    if max_batch:
+        cmd += ["--max-batch", str(max_batch)]
     proc = subprocess.Popen(cmd, cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
     t0 = time.monotonic()
     while time.monotonic() - t0 < startup_s:
@@ -142,15 +148,16 @@ def spawn(port: int, model: str | None, startup_s: float) -> subprocess.Popen:
 
 def table(cells: list[Cell], modes: list[str], levels: list[int]) -> str:
     head = (f"{'mode':<10}{'conc':>5}{'ok':>5}{'tok/s':>9}{'p50 s':>8}{'p95 s':>8}{'p99 s':>8}{'tok/fwd':>8}"
-            f"{'5xx':>5}{'429':>5}{'4xx':>5}{'lost':>5}")
+            f"{'batch':>6}{'5xx':>5}{'429':>5}{'4xx':>5}{'lost':>5}")
     lines = [head, "-" * len(head)]
     for c in cells:
         if c.skipped:
             lines.append(f"{c.mode:<10}{c.concurrency:>5}  (skipped: time budget spent)")
             continue
         tpf = statistics.mean(c.tpf) if c.tpf else float("nan")
+        batch = statistics.mean(c.batch) if c.batch else float("nan")
         lines.append(f"{c.mode:<10}{c.concurrency:>5}{c.ok:>5}{c.throughput:>9.1f}{c.pct(50):>8.2f}{c.pct(95):>8.2f}"
-                     f"{c.pct(99):>8.2f}{tpf:>8.2f}{c.e5xx:>5}{c.e429:>5}{c.e4xx:>5}{c.lost:>5}")
+                     f"{c.pct(99):>8.2f}{tpf:>8.2f}{batch:>6.2f}{c.e5xx:>5}{c.e429:>5}{c.e4xx:>5}{c.lost:>5}")
     if "ar" in modes and "diffusion" in modes:
         lines += ["", f"{'conc':>5}{'diffusion/AR throughput':>26}"]
         by = {(c.mode, c.concurrency): c for c in cells if not c.skipped and c.ok}
@@ -202,6 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--spawn", action="store_true", help="start `python -m serving.cli` on a loopback port")
     ap.add_argument("--port", type=int, default=8765, help="port for --spawn")
     ap.add_argument("--model", default=None, help="model for --spawn (default: embedded SmolLM2-135M)")
+    ap.add_argument("--max-batch", type=int, default=None,
+                    help="--spawn: the server's --max-batch (requests decoded concurrently; default: the server's)")
     ap.add_argument("--api-key", default=None)
     ap.add_argument("--modes", default="ar,diffusion", help="comma list of ar,diffusion,verify")
     ap.add_argument("--concurrency", default="1,4,16,32")
@@ -215,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     proc = None
     if a.spawn:
-        proc = spawn(a.port, a.model, 300)
+        proc = spawn(a.port, a.model, 300, a.max_batch)
         a.url = a.url or f"http://127.0.0.1:{a.port}"
     if not a.url:
         ap.error("give --url or --spawn")

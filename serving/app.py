@@ -9,8 +9,14 @@ Endpoints
   "sampler", "canvas": bool}``. Without a mode the server routes: structured output (a schema, json_object or a
   forced tool call) decodes with ``diffusion``, free text with ``ar`` (``default_mode`` overrides this).
   Every response carries ``usage`` and ``agentkit_stats`` (``DecodeStats.to_dict()`` plus ``queue_ms``,
-  ``batch_size`` and ``token_ids``).
+  ``batch_size`` -- the mean number of requests in the model forwards this request took part in --,
+  ``batch_size_max`` and ``token_ids``).
 - ``GET /v1/models``, ``GET /health``, ``GET /metrics`` (Prometheus text format).
+
+Concurrency
+-----------
+Up to ``max_batch`` requests decode at once and their model forwards run batched (continuous batching, see
+``serving/scheduler.py`` and ``agentkit/engine/batch.py``); more wait in a bounded queue (``max_queue``, then 429).
 
 Tools
 -----
@@ -47,6 +53,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import json
 import secrets
 import time
@@ -184,15 +191,32 @@ class _Plan:
 
 
 def create_app(engine: Any, *, api_key: str | None = None, max_queue: int = 64, request_timeout_s: float = 120,
-               default_mode: str | None = None,
+               default_mode: str | None = None, max_batch: int = 8,
                compile_schema: Callable[[dict[str, Any]], Template] | None = None) -> FastAPI:
     """The FastAPI app serving ``engine`` (an ``agentkit`` ``Engine`` or anything with its ``generate``).
 
-    ``compile_schema`` defaults to ``agentkit.constrain.compiler.compile_schema_cached`` (imported lazily).
+    ``max_batch``: requests decoded concurrently, their forwards batched. It applies to engines whose
+    ``generate`` takes ``batch=`` (a seat at an ``agentkit.engine.batch.Batcher``, as ``Engine.generate`` does);
+    any other engine is served one request at a time. ``compile_schema`` defaults to
+    ``agentkit.constrain.compiler.compile_schema_cached`` (imported lazily).
     """
     if default_mode not in (None, "ar", "diffusion", "verify"):
         raise ValueError(f"default_mode must be ar, diffusion or verify, got {default_mode!r}")
+    if max_batch < 1:
+        raise ValueError(f"max_batch must be >= 1, got {max_batch}")
     metrics = Metrics()
+    try:
+        batching = "batch" in inspect.signature(engine.generate).parameters
+    except (TypeError, ValueError):
+        batching = False
+    batcher = None
+    if batching:
+        from agentkit.engine.batch import Batcher
+
+        batcher = Batcher(max_batch=max_batch, on_forward=metrics.batch_forward)
+    else:
+        max_batch = 1
+    engine_lock = getattr(engine, "lock", None) or contextlib.nullcontext()
 
     def on_done(job: Job, service_s: float) -> None:
         res = job.future.result() if job.future.done() and not job.future.cancelled() and \
@@ -200,8 +224,10 @@ def create_app(engine: Any, *, api_key: str | None = None, max_queue: int = 64, 
         if res is not None:
             st = res.stats
             metrics.generation(st.mode, st.forwards, st.output_tokens, st.tokens_per_forward)
+            if batcher is None:  # no batcher: each of this request's forwards carried it alone
+                metrics.batch_forward(1, n=st.encoder_forwards + st.decoder_forwards)
 
-    sched = Scheduler(max_queue, on_done=on_done)
+    sched = Scheduler(max_queue, max_batch=max_batch, batcher=batcher, on_done=on_done)
     model_name = str(getattr(engine, "name", "agentkit"))
     tool_templates: OrderedDict[str, Template] = OrderedDict()
     created = int(time.time())
@@ -303,7 +329,8 @@ def create_app(engine: Any, *, api_key: str | None = None, max_queue: int = 64, 
                 if sink is not None:
                     sink(tokens, frozen)
 
-            return engine.generate(p.messages, p.config, template=p.template, on_draft=on_draft)
+            kw = {"batch": job.slot} if job.slot is not None else {}
+            return engine.generate(p.messages, p.config, template=p.template, on_draft=on_draft, **kw)
 
         return run
 
@@ -328,7 +355,9 @@ def create_app(engine: Any, *, api_key: str | None = None, max_queue: int = 64, 
 
     def stats(res: Any, job: Job) -> dict[str, Any]:
         d = res.stats.to_dict()
-        d.update(queue_ms=round(job.queue_ms, 3), batch_size=1, token_ids=list(res.token_ids))
+        sizes = job.slot.sizes if job.slot is not None and job.slot.sizes else [1]
+        d.update(queue_ms=round(job.queue_ms, 3), batch_size=round(sum(sizes) / len(sizes), 3),
+                 batch_size_max=max(sizes), token_ids=list(res.token_ids))
         return d
 
     def map_engine_error(e: BaseException) -> APIError:
@@ -380,7 +409,9 @@ def create_app(engine: Any, *, api_key: str | None = None, max_queue: int = 64, 
     @app.get("/health")
     async def health() -> dict[str, Any]:
         return {"status": "ok", "model": model_name, "queue_depth": sched.depth, "running": sched.running,
-                "max_queue": max_queue, "batching": "none (one request per forward)"}
+                "max_queue": max_queue, "max_batch": max_batch,
+                "batching": (f"continuous (up to {max_batch} requests per forward)" if batcher is not None
+                             else "none (one request per forward)")}
 
     @app.get("/metrics", dependencies=[Depends(check_key)])
     async def prometheus() -> PlainTextResponse:
@@ -438,7 +469,9 @@ def create_app(engine: Any, *, api_key: str | None = None, max_queue: int = 64, 
 
         def sink(tokens: list[int], frozen: list[bool]) -> None:
             steps[0] += 1
-            ev = {"step": steps[0], "draft": tok.decode(tokens, skip_special_tokens=False),
+            with engine_lock:  # the tokenizer is shared with concurrent requests
+                draft = tok.decode(tokens, skip_special_tokens=False)
+            ev = {"step": steps[0], "draft": draft,
                   "frozen": sum(frozen), "length": len(frozen)}
             loop.call_soon_threadsafe(events.put_nowait, ev)
 

@@ -36,7 +36,7 @@ class _Histogram:
 
 
 class Metrics:
-    """Counters and histograms, updated from the event loop and the worker thread (hence the lock)."""
+    """Counters and histograms, updated from the event loop, the worker threads and the batcher (hence the lock)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -59,7 +59,12 @@ class Metrics:
             self.forwards[mode] = self.forwards.get(mode, 0) + forwards
             self.output_tokens[mode] = self.output_tokens.get(mode, 0) + output_tokens
             self.tpf.setdefault(mode, _Histogram(_TPF_BUCKETS)).observe(tpf)
-            self.batch.observe(1)  # one request per forward: see serving/scheduler.py
+
+    def batch_forward(self, size: int, n: int = 1) -> None:
+        """``n`` model forwards that carried ``size`` requests each (the batcher calls it after every forward)."""
+        with self._lock:
+            for _ in range(n):
+                self.batch.observe(size)
 
     def reject(self, reason: str) -> None:
         with self._lock:
@@ -68,7 +73,7 @@ class Metrics:
     def render(self, depth: int, running: int) -> str:
         with self._lock:
             out = [
-                "# HELP agentkit_queue_depth Requests waiting for the engine (not counting the one decoding).",
+                "# HELP agentkit_queue_depth Requests waiting for a decoding slot (not counting those decoding).",
                 "# TYPE agentkit_queue_depth gauge", f"agentkit_queue_depth {depth}",
                 "# HELP agentkit_requests_running Requests being decoded.",
                 "# TYPE agentkit_requests_running gauge", f"agentkit_requests_running {running}",
@@ -91,7 +96,7 @@ class Metrics:
                     "# TYPE agentkit_tokens_per_forward histogram"]
             for m, h in sorted(self.tpf.items()):
                 out += h.lines("agentkit_tokens_per_forward", f'mode="{m}"')
-            out += ["# HELP agentkit_batch_size Requests per engine forward (always 1: no continuous batching yet).",
+            out += ["# HELP agentkit_batch_size Requests per model forward (continuous batching; one sample per forward).",
                     "# TYPE agentkit_batch_size histogram"]
             out += self.batch.lines("agentkit_batch_size", "")
             out += ["# HELP agentkit_rejected_total Requests not served: queue full (429), timeout (504), disconnect.",

@@ -1,44 +1,44 @@
-"""Request scheduling for the agentkit server: a bounded queue in front of one engine worker thread.
+"""Request scheduling for the agentkit server: a bounded queue in front of up to ``max_batch`` concurrent requests,
+whose model forwards run batched (continuous batching).
 
 What this module does
 ---------------------
-- **Bounded queue.** :meth:`Scheduler.submit` admits a job if fewer than ``max_queue`` jobs are *waiting* (the one
-  being decoded is not counted); otherwise it raises :class:`QueueFull` carrying a ``Retry-After`` estimate
-  (waiting jobs x the moving average of service time), which the app turns into HTTP 429.
-- **One worker, arrival order.** A single daemon thread pops jobs first-in first-out and runs each to completion
-  with ``Engine.generate`` (the engine is synchronous and single-request). Every job is recorded in the metrics
-  with ``batch_size`` 1, because that is what it is.
+- **Bounded queue.** :meth:`Scheduler.submit` admits a job if fewer than ``max_queue`` jobs are *waiting* for a
+  free slot (the ``max_batch`` jobs being decoded are not counted); otherwise it raises :class:`QueueFull` carrying a
+  ``Retry-After`` estimate (jobs ahead / ``max_batch`` x the moving average of a job's service time), which the app
+  turns into HTTP 429.
+- **Up to ``max_batch`` concurrent jobs, admitted in arrival order.** ``max_batch`` worker threads pop jobs first-in
+  first-out; each runs its job to completion with ``Engine.generate`` (the normal single-request decode loops).
+- **Continuous batching.** With a :class:`~agentkit.engine.batch.Batcher` (the app gives one when the engine
+  supports it: ``Engine.generate(..., batch=slot)``), each job gets a seat (``job.slot``) and its backbone calls go
+  through it: the batcher runs the pending forwards of all live jobs as one batched forward, as soon as every live
+  job is waiting for its next forward (or after a few milliseconds, so one busy with Python work holds nobody
+  long). A job that finishes leaves at once; a job that arrives joins at the next forward -- there is no
+  request-level batch boundary. Every forward reports how many requests it carried (``/metrics``
+  ``agentkit_batch_size``). Without a batcher (an engine without ``batch=`` support) ``max_batch`` is 1: the engine
+  is not assumed to be thread-safe, and every request is its own batch of 1.
 - **Timeouts.** :meth:`Scheduler.wait` bounds the time from arrival to result. On expiry the job is cancelled:
-  a queued job is dropped from the queue; a running diffusion/verify job aborts at its next canvas step (the
-  engine's ``on_draft`` hook raises :class:`Aborted`); a running AR job has no per-token hook in the engine, so it
-  runs to its ``max_tokens`` and its result is discarded. The caller gets :class:`RequestTimeout` (HTTP 504).
+  a queued job is dropped from the queue; a running job aborts at its next forward (the batcher calls
+  ``job.check`` before each of its forwards, in every mode; and canvas modes also check in the engine's
+  ``on_draft`` hook). Without a batcher a running AR job has no per-token hook, so it runs to its ``max_tokens``
+  and its result is discarded. The caller gets :class:`RequestTimeout` (HTTP 504).
 - **Disconnects.** ``wait`` polls a ``disconnected()`` coroutine (``Request.is_disconnected``) and treats task
   cancellation (what Starlette does to a streaming response whose client went away) the same way: the job is
-  cancelled as above, so a client that leaves frees its queue slot at once and never costs a forward if it was
-  still waiting.
+  cancelled as above, so a client that leaves frees its queue slot at once (or its decoding slot at its next
+  forward) and never costs a forward if it was still waiting.
 
-What this module does NOT do: continuous batching
--------------------------------------------------
-Requests are *not* batched: concurrent requests wait their turn, so throughput is flat in concurrency and latency
-grows linearly with it. Batching canvases of different requests into one forward needs engine work that does
-not exist yet:
-
-1. ``Backbone.encode`` / ``Backbone.denoise`` over a batch ``[B, T]``, each row with its **own KV cache** (or one
-   paged/padded cache with per-row lengths), since the requests' prefixes differ in length and content. The
-   denoiser must also crop each row's cache back to *its* own committed length after a canvas pass.
-2. **Left-padding** (or packing with per-row position ids) so that rows with different prefix lengths line up,
-   plus a 4-D attention mask per row: causal over its own prefix, padding masked out, and within the canvas
-   either causal (Jacobi) or bidirectional (mask sampler) as that request asked.
-3. **Per-sequence pinned masks and constraint state**: each row carries its own template automaton state,
-   pinned positions (template literals placed, never predicted), frozen positions, open rows whose logits are
-   needed, stopping state (EOS / template end / budget) and sampler settings (temperature, seed, mode).
-4. A **step-level scheduler** instead of this request-level one: the ``Decoder`` loops (``ar``/``diffusion``/
-   ``verify``) turned inside out into resumable per-request state machines, so that every iteration collects
-   "the next forward" of every live request (AR steps and canvas denoise/commit passes, possibly as two
-   sub-batches of different shapes), runs them together, scatters logits back, retires finished requests and
-   admits newly arrived ones at the next step (prefill of newcomers chunked or run as its own sub-batch).
-
-Until then, ``batch_size`` in ``/metrics`` is honestly always 1.
+What it does not do
+-------------------
+- The requests' decode loops are unchanged single-request code running in threads; only the model forwards are
+  shared. Python work between forwards (sampling, constraint masks, canvas layout) runs one thread at a time
+  under the GIL, so it does not get faster with concurrency.
+- A batched forward pads: every request's cache is copied, left-padded, into one batch cache per forward (no
+  paged KV cache), and the new tokens are right-padded to the longest; a long pass (a prefill, a 32-position
+  canvas) and 1-token AR steps go into separate forwards when padding would more than double the work.
+- No chunked prefill and no priorities: a newcomer's prefill is one forward (batched with other prefills/canvases
+  of similar length), and admission is first-in first-out.
+- DiffusionGemma (``GemmaBackbone``) and caches with sliding-window layers are not batched: their passes go
+  through the batcher one request per forward.
 """
 
 from __future__ import annotations
@@ -85,6 +85,7 @@ class Job:
         self.enqueued = time.perf_counter()
         self.started: float | None = None
         self.finished: float | None = None
+        self.slot: Any = None  # the job's seat at the batcher while it runs (None without one)
 
     @property
     def queue_ms(self) -> float:
@@ -98,31 +99,38 @@ class Job:
 
 
 class Scheduler:
-    """FIFO bounded queue served by one worker thread (see the module docstring)."""
+    """FIFO bounded queue served by up to ``max_batch`` worker threads (see the module docstring)."""
 
-    def __init__(self, max_queue: int = 64, *, on_done: Callable[[Job, float], None] | None = None) -> None:
+    def __init__(self, max_queue: int = 64, *, max_batch: int = 1, batcher: Any = None,
+                 on_done: Callable[[Job, float], None] | None = None) -> None:
         if max_queue < 0:
             raise ValueError("max_queue must be >= 0")
+        if max_batch < 1:
+            raise ValueError("max_batch must be >= 1")
         self.max_queue = max_queue
+        self.max_batch = max_batch
+        self.batcher = batcher  # an agentkit.engine.batch.Batcher, closed with the scheduler
         self._on_done = on_done
         self._waiting: collections.deque[Job] = collections.deque()
         self._cond = threading.Condition()
-        self._running: Job | None = None
+        self._running: set[Job] = set()
         self._closed = False
         self._service_ewma_s = 1.0
         self.dropped = 0  # cancelled before they ran (timeouts, disconnects)
-        self._thread = threading.Thread(target=self._loop, name="agentkit-engine-worker", daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._loop, name=f"agentkit-engine-worker-{i}", daemon=True)
+                         for i in range(max_batch)]
+        for t in self._threads:
+            t.start()
 
     # -- introspection ----------------------------------------------------------------------------------------
     @property
     def depth(self) -> int:
-        """Jobs waiting (not counting the one being decoded)."""
+        """Jobs waiting (not counting the ones being decoded)."""
         return len(self._waiting)
 
     @property
     def running(self) -> int:
-        return 1 if self._running is not None else 0
+        return len(self._running)
 
     # -- producer side ----------------------------------------------------------------------------------------
     def submit(self, fn: Callable[[Job], Any]) -> Job:
@@ -130,15 +138,17 @@ class Scheduler:
         with self._cond:
             if self._closed:
                 raise RuntimeError("scheduler is closed")
-            if len(self._waiting) >= self.max_queue and (self._running is not None or self._waiting):
-                ahead = len(self._waiting) + (1 if self._running is not None else 0)
-                raise QueueFull(max(1, math.ceil(ahead * self._service_ewma_s)), len(self._waiting))
+            free = max(0, self.max_batch - len(self._running))  # slots that will take waiting jobs at once
+            if len(self._waiting) >= self.max_queue + free:
+                ahead = len(self._waiting) + len(self._running)
+                retry = max(1, math.ceil(ahead / self.max_batch * self._service_ewma_s))
+                raise QueueFull(retry, len(self._waiting))
             self._waiting.append(job)
             self._cond.notify()
         return job
 
     def cancel(self, job: Job) -> None:
-        """Stop ``job``: drop it if it is still queued, else ask the engine hook to abort it."""
+        """Stop ``job``: drop it if it is still queued, else ask the engine hooks to abort it."""
         job.cancelled.set()
         with self._cond:
             try:
@@ -177,12 +187,16 @@ class Scheduler:
                 job.cancelled.set()
                 job.future.cancel()
             self._waiting.clear()
+            for job in self._running:
+                job.cancelled.set()
             self._cond.notify_all()
-        if self._running is not None:
-            self._running.cancelled.set()
-        self._thread.join(timeout=5)
+        deadline = time.monotonic() + 5
+        for t in self._threads:
+            t.join(timeout=max(0.0, deadline - time.monotonic()))
+        if self.batcher is not None:
+            self.batcher.close()
 
-    # -- worker -----------------------------------------------------------------------------------------------
+    # -- workers ----------------------------------------------------------------------------------------------
     def _loop(self) -> None:
         while True:
             with self._cond:
@@ -194,11 +208,15 @@ class Scheduler:
                 if job.cancelled.is_set() or not job.future.set_running_or_notify_cancel():
                     self.dropped += 1
                     continue
-                self._running = job
+                self._running.add(job)
             job.started = time.perf_counter()
             try:
                 job.check()
-                result = job.fn(job)
+                if self.batcher is not None:
+                    with self.batcher.slot(job.check) as job.slot:
+                        result = job.fn(job)
+                else:
+                    result = job.fn(job)
             except BaseException as e:  # noqa: BLE001 -- delivered to the waiting request
                 job.future.set_exception(e)
             else:
@@ -207,7 +225,7 @@ class Scheduler:
                 job.finished = time.perf_counter()
                 service = job.finished - job.started
                 with self._cond:
-                    self._running = None
+                    self._running.discard(job)
                     self._service_ewma_s = 0.8 * self._service_ewma_s + 0.2 * service
                 if self._on_done is not None:
                     try:

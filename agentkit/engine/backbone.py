@@ -6,16 +6,36 @@
   diffusion-trained weights, causal for plain AR checkpoints.
 
 Logits are computed only at the rows asked for (the output head is the biggest matmul of a small model).
+
+``forward_many`` (and its two faces ``encode_many`` / ``denoise_many``) runs the passes of several requests, each
+with its own cache of its own length, as ONE batched forward (continuous batching, ``agentkit/engine/batch.py``):
+the cached keys/values are left-padded into one batch cache, every row gets its own position ids (continuing from
+its own cache length) and its own 4-D boolean mask (padding masked out, causal over its prefix, causal or
+bidirectional inside its new tokens), the new tokens are right-padded to the longest, and afterwards each
+``encode`` row appends only its own real new keys/values to its own cache.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import torch
 from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
 
 from ..models.loader import LoadedModel
+
+
+class Pass(NamedTuple):
+    """One request's pass in a batched forward: ``write`` True is an ``encode`` (the new keys/values are appended
+    to ``cache``), False a ``denoise`` (the cache is only read)."""
+
+    ids: Sequence[int]
+    cache: DynamicCache
+    rows: Sequence[int]
+    write: bool
+    bidirectional: bool = False
 
 
 class Backbone:
@@ -68,3 +88,85 @@ class Backbone:
         assert extra >= 0
         if extra:
             cache.crop(-extra)
+
+    # -- batched passes (continuous batching) ------------------------------------------------------------------
+    def batchable(self, cache: DynamicCache | None = None) -> bool:
+        """Whether this backbone's passes can join a batched forward: the plain ``encode``/``denoise`` of this
+        class (a subclass that overrides them, e.g. DiffusionGemma's, cannot), an attention implementation that
+        takes an explicit 4-D mask, and a cache made only of full-attention ``DynamicLayer``s."""
+        cls = type(self)
+        if cls.encode is not Backbone.encode or cls.denoise is not Backbone.denoise:
+            return False
+        if getattr(self.model.config, "_attn_implementation", None) not in ("sdpa", "eager"):
+            return False
+        return cache is None or all(type(layer) is DynamicLayer for layer in cache.layers)
+
+    def encode_many(self, items: Sequence[tuple[Sequence[int], DynamicCache, Sequence[int]]]) -> list[torch.Tensor]:
+        """``encode`` for several requests in one forward: ``[(ids, cache, rows), ...]`` -> logits per request."""
+        return self.forward_many([Pass(ids, cache, rows, True) for ids, cache, rows in items])
+
+    def denoise_many(
+        self, items: Sequence[tuple[Sequence[int], DynamicCache, Sequence[int], bool]]
+    ) -> list[torch.Tensor]:
+        """``denoise`` for several requests in one forward: ``[(ids, cache, rows, bidirectional), ...]``."""
+        return self.forward_many([Pass(ids, cache, rows, False, bidi) for ids, cache, rows, bidi in items])
+
+    @torch.inference_mode()
+    def forward_many(self, items: Sequence[Pass]) -> list[torch.Tensor]:
+        """Encode and denoise passes of different requests (caches of different lengths) as one forward.
+
+        Row ``b`` holds request ``b``: its cache left-padded to the longest (``P``), its new tokens right-padded to
+        the longest (``Q``). Row ``b`` attends to its own cached positions and, inside its new tokens, causally
+        (encode, causal denoise) or to all of them (bidirectional denoise); padding keys are never attended, and a
+        padding query attends only to itself (so no row is all-masked). Positions continue from each row's own
+        cache length. Returns each request's logits at its ``rows`` (indices into its ``ids``, negative allowed)."""
+        if not items:
+            return []
+        dev, cfg = self.device, self.model.config
+        n = len(items)
+        past = [it.cache.get_seq_length() for it in items]
+        lens = [len(it.ids) for it in items]
+        assert min(lens) > 0
+        P, Q = max(past), max(lens)
+        x = torch.zeros((n, Q), dtype=torch.long, device=dev)
+        pos = torch.arange(Q, device=dev).unsqueeze(0) + torch.tensor(past, device=dev).unsqueeze(1)  # [n, Q]
+        mask = torch.zeros((n, 1, Q, P + Q), dtype=torch.bool, device=dev)
+        tril = torch.ones((Q, Q), dtype=torch.bool, device=dev).tril()
+        diag = torch.eye(Q, dtype=torch.bool, device=dev)
+        for b, (it, p, q) in enumerate(zip(items, past, lens)):
+            x[b, :q] = torch.tensor(list(it.ids), dtype=torch.long, device=dev)
+            mask[b, 0, :q, P - p:P] = True
+            mask[b, 0, :q, P:P + q] = True if it.bidirectional and not it.write else tril[:q, :q]
+            mask[b, 0, q:, P:] = diag[q:]
+        if cfg._attn_implementation == "eager":  # eager attention adds the mask to the scores
+            dtype = self.model.dtype
+            mask = torch.zeros(mask.shape, dtype=dtype, device=dev).masked_fill_(~mask, torch.finfo(dtype).min)
+        batch_cache = DynamicCache(config=cfg)
+        if P:
+            for layer in range(len(items[0].cache.layers)):
+                ref = next(it.cache.layers[layer] for it, p in zip(items, past) if p)
+                k = ref.keys.new_zeros((n, ref.keys.shape[1], P, ref.keys.shape[3]))
+                v = ref.values.new_zeros((n, ref.values.shape[1], P, ref.values.shape[3]))
+                for b, (it, p) in enumerate(zip(items, past)):
+                    if p:
+                        k[b, :, P - p:] = it.cache.layers[layer].keys[0]
+                        v[b, :, P - p:] = it.cache.layers[layer].values[0]
+                batch_cache.update(k, v, layer)
+        hidden = self.body(input_ids=x, cache=batch_cache, attention_mask=mask, position_ids=pos,
+                           use_cache=True).last_hidden_state  # [n, Q, H]
+        for b, (it, q) in enumerate(zip(items, lens)):
+            if it.write:  # append this row's real new keys/values (not the padding) to its own cache
+                for layer, bl in enumerate(batch_cache.layers):
+                    it.cache.update(bl.keys[b:b + 1, :, P:P + q], bl.values[b:b + 1, :, P:P + q], layer)
+        rows = [[r + q if r < 0 else r for r in it.rows] for it, q in zip(items, lens)]
+        for r, q in zip(rows, lens):
+            assert all(0 <= i < q for i in r), "row index out of range"
+        picked = [hidden[b, r] for b, r in enumerate(rows) if r]
+        if not picked:
+            return [hidden.new_zeros((0, self.head.out_features)).float() for _ in items]
+        logits = self.head(torch.cat(picked)).float()  # one head matmul for every request's rows
+        out, i = [], 0
+        for r in rows:
+            out.append(logits[i:i + len(r)])
+            i += len(r)
+        return out

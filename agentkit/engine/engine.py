@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 import time
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from ..constrain.vocab import token_vocab
 from ..errors import InvalidRequestError, UnsupportedModeError
 from ..models.loader import DIFFUSION_GEMMA, LoadedModel, load_model
 from .backbone import Backbone
+from .batch import Locked, Slot
 from .decode import Decoder
 from .gemma import GemmaBackbone, gemma_sampler
 from .stats import GenerationResult
@@ -47,6 +49,8 @@ class Engine:
         self.vocab = token_vocab(lm.tokenizer, lm.eos_ids)
         self._constraints: dict[int, TokenConstraint] = {}
         self._adapted: tuple[LoadedModel, Backbone] | None = None
+        # guards what concurrent generate() calls share: the tokenizer, the constraint LRU and the automata in it
+        self.lock = threading.RLock()
 
     # -- block-diffusion adapter ------------------------------------------------------------------------------
     @property
@@ -63,12 +67,13 @@ class Engine:
 
     def _diffusion_model(self) -> tuple[LoadedModel, Backbone]:
         """Adapted weights (bidirectional canvas, mask token) for diffusion mode; built on first use."""
-        if self._adapted is None:
-            from ..training.adapter import apply_adapter
+        with self.lock:
+            if self._adapted is None:
+                from ..training.adapter import apply_adapter
 
-            lm = apply_adapter(self.lm, self.adapter_path)
-            self._adapted = (lm, Backbone(lm))
-        return self._adapted
+                lm = apply_adapter(self.lm, self.adapter_path)
+                self._adapted = (lm, Backbone(lm))
+            return self._adapted
 
     @property
     def name(self) -> str:
@@ -94,13 +99,14 @@ class Engine:
 
     def constraint(self, template: Template) -> TokenConstraint:
         """The token automaton of ``template`` (an LRU of the last 64: each holds per-state masks)."""
-        c = self._constraints.pop(id(template), None)
-        if c is None or c.template is not template:
-            c = TokenConstraint(template, self.vocab, self.tokenizer)
-        self._constraints[id(template)] = c
-        while len(self._constraints) > 64:
-            self._constraints.pop(next(iter(self._constraints)))
-        return c
+        with self.lock:
+            c = self._constraints.pop(id(template), None)
+            if c is None or c.template is not template:
+                c = TokenConstraint(template, self.vocab, self.tokenizer)
+            self._constraints[id(template)] = c
+            while len(self._constraints) > 64:
+                self._constraints.pop(next(iter(self._constraints)))
+            return c
 
     # -- generate -------------------------------------------------------------------------------------------
     def generate(
@@ -111,19 +117,29 @@ class Engine:
         template: Template | None = None,
         raw: bool = False,
         on_draft: Callable[[list[int], list[bool]], None] | None = None,
+        batch: Slot | None = None,
     ) -> GenerationResult:
+        """Decode one request. ``batch``: this request's seat at a :class:`~agentkit.engine.batch.Batcher`; its
+        model forwards then run batched with those of the other requests decoding concurrently (continuous
+        batching, ``agentkit/engine/batch.py``). None (the default) runs them directly."""
         cfg = config or DecodeConfig()
         index_ms = 0.0
         if template is not None and id(template) not in self._constraints:
             index_ms = self.constraint(template).index_ms  # token DFAs: a one-time compile cost, reported apart
         t_start = time.perf_counter()
-        ids = self.encode_prompt(prompt, raw=raw)
+        with self.lock:
+            ids = self.encode_prompt(prompt, raw=raw)
         lm, backbone = self.lm, self.backbone
         if cfg.mode == "diffusion" and self.adapter_path is not None:
             lm, backbone = self._diffusion_model()  # AR and verify keep the base weights
         sampler = self._sampler(cfg, lm)
+        constraint = self.constraint(template) if template is not None else None
+        if batch is not None:
+            backbone = batch.wrap(backbone)
+            if constraint is not None:
+                constraint = Locked(constraint, self.lock)  # shared with concurrent requests on this template
         dec = Decoder(
-            backbone, cfg, self.constraint(template) if template is not None else None, lm.eos_ids,
+            backbone, cfg, constraint, lm.eos_ids,
             mask_token_id=lm.mask_token_id, bidirectional=lm.bidirectional and cfg.mode != "ar",
             sampler=sampler, on_draft=on_draft,
         )
@@ -134,7 +150,8 @@ class Engine:
             {"ar": dec.ar, "diffusion": dec.diffusion, "verify": dec.verify}[cfg.mode]()
         else:
             dec.stats.finish_reason = dec._finish_reason()
-        text = self.tokenizer.decode(dec.out, skip_special_tokens=False)
+        with self.lock:
+            text = self.tokenizer.decode(dec.out, skip_special_tokens=False)
         if cfg.stop:
             cut = min((i for i in (text.find(s) for s in cfg.stop) if i >= 0), default=-1)
             if cut >= 0:
