@@ -168,6 +168,9 @@ class Decoder:
             block = Block(min(self.cfg.canvas_length, self.budget))
             steps = denoise_uniform(self, block) if self.sampler == "uniform" else self._denoise_block(block)
             toks = [int(t) for t in block.tok[: block.length]]
+            eos_at = next((j for j, t in enumerate(toks) if t in self.eos), None)
+            if eos_at is not None:  # a final EOS ends the output (the sampler may have frozen it after the walk)
+                toks, block.end = toks[:eos_at], eos_at
             self._emit(toks, pinned=sum(block.pinned[: block.length]))
             for t in toks:
                 self.state = self._advance(self.state, t)
@@ -191,6 +194,7 @@ class Decoder:
             if steps >= self.cfg.max_denoising_steps or (stable and self._confident(block)):
                 for j in range(block.length):  # adaptive stop: the canvas is final as it stands
                     block.frozen[j] = block.tok[j] is not None
+                self._layout(block, pred, fed)  # re-derive where it ends (a draft EOS is final now)
                 if block.done():
                     return steps
             # denoise: one pass over the canvas, logits only where a position is still open

@@ -75,3 +75,22 @@ def test_budget_below_the_template_is_a_clear_error(engines):
     tpl = compile_schema(SCHEMA)
     with pytest.raises(InvalidRequestError, match="max_new_tokens=5 cannot hold this template"):
         eng.generate("x", DecodeConfig(mode="ar", max_new_tokens=5), template=tpl, raw=True)
+
+
+@pytest.mark.parametrize("sampler", ["jacobi", "mask"])
+def test_a_final_eos_in_the_canvas_ends_the_output(engines, sampler):
+    # an open-ended value: the random model drafts EOS mid-canvas; once frozen (by the adaptive stop or the
+    # confidence sampler) it must end the output, never be emitted as text
+    from agentkit.models.loader import wrap
+
+    lm = engines["mask"].lm
+    eng = Engine.from_loaded(wrap(lm.model, lm.tokenizer, name="bidi", mask_token_id=lm.mask_token_id,
+                                  bidirectional=True)) if sampler == "mask" else engines["plain"]
+    schema = {"type": "integer", "minimum": 1}
+    tpl = compile_schema(schema)
+    for seed in range(4):
+        cfg = DecodeConfig(mode="diffusion", max_new_tokens=40, temperature=1.0, seed=seed, sampler=sampler,
+                           canvas_length=16, max_denoising_steps=8)
+        res = eng.generate("x", cfg, template=tpl, raw=True)
+        assert res.stats.finish_reason == "template" and not set(res.token_ids) & set(eng.lm.eos_ids), res.text
+        jsonschema.validate(res.value, schema)
