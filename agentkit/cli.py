@@ -54,6 +54,8 @@ def generate(
     temperature: float = typer.Option(0.0, help="0 = greedy"),
     seed: Optional[int] = typer.Option(None, help="sampling seed"),
     no_adapter: bool = typer.Option(False, "--no-adapter", help="plain causal canvas even if an adapter exists"),
+    weights: str = typer.Option("auto", help="auto (adapter for diffusion only) | base | adapted (adapter in "
+                                             "every mode, e.g. AR on the adapted weights)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object: text, mode, value, stats"),
 ) -> None:
     """Generate a reply (optionally under a JSON Schema) and print what it cost."""
@@ -61,7 +63,7 @@ def generate(
 
     try:
         cfg = DecodeConfig(mode=mode, max_new_tokens=max_new_tokens, canvas_length=canvas_length, sampler=sampler,
-                           temperature=temperature, seed=seed)
+                           temperature=temperature, seed=seed, weights=weights)
         template = None
         if schema is not None:
             from .constrain.compiler import compile_schema_cached

@@ -49,8 +49,14 @@ class DecodeConfig:
     entropy_threshold: float = 0.05  # ... and mean entropy below this
     final_temperature: float | None = None  # linear temperature schedule end (None: constant)
     stop: list[str] = field(default_factory=list)
+    # which weights decode: "auto" = the block-diffusion adapter (when the engine has one) in diffusion mode only,
+    # base weights for AR and verify; "adapted" = the adapter in every mode (AR on the adapted weights, to see
+    # what the adaptation costs AR); "base" = never the adapter (diffusion then runs as a causal canvas)
+    weights: str = "auto"
 
     def __post_init__(self) -> None:
+        if self.weights not in ("auto", "base", "adapted"):
+            raise InvalidRequestError(f"weights must be 'auto', 'base' or 'adapted', got {self.weights!r}")
         if self.mode not in MODES:
             raise InvalidRequestError(f"mode must be one of {MODES}, got {self.mode!r}")
         if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:

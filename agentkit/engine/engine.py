@@ -130,8 +130,12 @@ class Engine:
         with self.lock:
             ids = self.encode_prompt(prompt, raw=raw)
         lm, backbone = self.lm, self.backbone
-        if cfg.mode == "diffusion" and self.adapter_path is not None:
-            lm, backbone = self._diffusion_model()  # AR and verify keep the base weights
+        adapted = cfg.weights == "adapted" or (cfg.weights == "auto" and cfg.mode == "diffusion")
+        if cfg.weights == "adapted" and self.adapter_path is None:
+            raise UnsupportedModeError(f"weights='adapted' needs a block-diffusion adapter; model {self.name!r} "
+                                       "has none (or the engine was built with adapter=False)")
+        if adapted and self.adapter_path is not None:
+            lm, backbone = self._diffusion_model()  # by default AR and verify keep the base weights
         sampler = self._sampler(cfg, lm)
         constraint = self.constraint(template) if template is not None else None
         if batch is not None:

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from agentkit.config import DecodeConfig
+from agentkit.errors import InvalidRequestError
 from agentkit.constrain.nodes import Lit, Slot, Template, seq
 from agentkit.engine.engine import Engine
 from agentkit.models.tiny import tiny_llama
@@ -103,6 +104,27 @@ def test_adapted_tiny_model_decodes_in_diffusion_mode_under_a_template(trained):
     res = engine.generate("Extract the age.", cfg, template=tpl)
     assert tpl.matches(res.text), res.text
     assert res.stats.decoder_forwards >= 1
+
+
+def test_weights_select_base_or_adapted_in_every_mode(trained):
+    from agentkit.config import EngineConfig
+    from agentkit.errors import UnsupportedModeError
+
+    _, _, out = trained
+    engine = Engine.from_loaded(tiny_llama(0), EngineConfig(adapter_path=str(out)))
+    adapted = Engine.from_loaded(apply_adapter(tiny_llama(0), out))
+    base = Engine.from_loaded(tiny_llama(0))
+    prompt = "hello there"
+    ar = DecodeConfig(mode="ar", max_new_tokens=12)
+    assert engine.generate(prompt, ar).token_ids == base.generate(prompt, ar).token_ids  # auto: AR on base
+    ar_adapted = DecodeConfig(mode="ar", max_new_tokens=12, weights="adapted")
+    assert engine.generate(prompt, ar_adapted).token_ids == adapted.generate(prompt, ar).token_ids
+    causal = DecodeConfig(mode="diffusion", max_new_tokens=12, canvas_length=4, weights="base")
+    assert engine.generate(prompt, causal).token_ids == base.generate(prompt, ar).token_ids  # Jacobi fixed point
+    with pytest.raises(UnsupportedModeError, match="weights='adapted' needs a block-diffusion adapter"):
+        base.generate(prompt, ar_adapted)
+    with pytest.raises(InvalidRequestError, match="weights must be"):
+        DecodeConfig(weights="lora")
 
 
 def test_train_resumes_from_checkpoint(tmp_path):
