@@ -103,7 +103,7 @@ class ModelHTTPError(AgentRunError):
         self.body = body
 
 
-class ModelRetry(Exception):  # noqa: N818 (a signal, named as in pydantic-ai)
+class ModelRetry(Exception):
     """Raised by a tool to send ``message`` back to the model as an observation and let it try again.
 
     Counts against the tool's retry budget. Not an ``AgentkitError``: it never leaves a run.

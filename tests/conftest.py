@@ -16,6 +16,18 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
+@pytest.fixture(scope="module")
+def one_thread():
+    """One torch thread (use with ``pytestmark = pytest.mark.usefixtures("one_thread")``): on a shared, loaded
+    2-core machine two threads make a tiny model several times slower."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="session")
 def tiny():
     from agentkit.engine.engine import Engine

@@ -10,7 +10,7 @@ into a regex over JSON-escaped text, live in :mod:`agentkit.constrain.json_regex
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache, lru_cache
 
 MAXCP = 0x10FFFF
 UNIVERSE = ((0, 0xD7FF), (0xE000, MAXCP))  # Unicode scalar values (no surrogates)
@@ -133,7 +133,7 @@ def literal(s: str) -> tuple:
 _CLASS_ESC = "dDwWsS"
 
 
-@lru_cache(maxsize=None)
+@cache
 def _python_class(esc: str) -> tuple:
     """Code points Python's ``re`` puts in ``\\d``/``\\w``/``\\s`` (Unicode str patterns)."""
     import re
@@ -152,7 +152,7 @@ def _runs(cps) -> list[tuple[int, int]]:
     return [(lo, hi) for lo, hi in out]
 
 
-@lru_cache(maxsize=None)
+@cache
 def class_escape(c: str) -> tuple:
     """``\\d \\D \\w \\W \\s \\S`` as the code points ECMA-262 *and* Python's ``re`` agree on.
 

@@ -35,7 +35,7 @@ class _Cont:
 
     __slots__ = ("node", "nxt")
 
-    def __init__(self, node, nxt: "_Cont | None") -> None:
+    def __init__(self, node, nxt: _Cont | None) -> None:
         self.node, self.nxt = node, nxt
 
 

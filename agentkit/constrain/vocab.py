@@ -84,7 +84,7 @@ class TokenVocab:
         return m
 
 
-_VOCABS: "weakref.WeakKeyDictionary[object, TokenVocab]" = weakref.WeakKeyDictionary()
+_VOCABS: weakref.WeakKeyDictionary[object, TokenVocab] = weakref.WeakKeyDictionary()
 
 
 def token_vocab(tokenizer, eos_ids: tuple[int, ...] | None = None) -> TokenVocab:

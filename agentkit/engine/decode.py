@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 import torch
 
 from ..config import DecodeConfig
-from ..errors import InvalidRequestError
 from ..constrain.runtime import TokenConstraint
+from ..errors import InvalidRequestError
 from .backbone import Backbone
 from .draft import lookup
 from .gemma import denoise_uniform

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import threading
-from pathlib import Path
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -36,7 +36,7 @@ class Engine:
         self._init(load_model(self.config.model, dtype=self.config.dtype, device=self.config.device))
 
     @classmethod
-    def from_loaded(cls, lm: LoadedModel, config: EngineConfig | None = None) -> "Engine":
+    def from_loaded(cls, lm: LoadedModel, config: EngineConfig | None = None) -> Engine:
         self = cls.__new__(cls)
         self.config = config or EngineConfig()
         self._init(lm)

@@ -33,13 +33,7 @@ from agentkit.models.tiny import tiny_diffusion_gemma
 CANVAS = 8  # the tiny model's config.canvas_length
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    """A 0.9 M-parameter model runs ~30x faster on one thread than on two contended ones."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

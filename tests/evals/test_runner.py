@@ -9,16 +9,7 @@ import pytest
 from agentkit.evals import runner
 from agentkit.evals.runner import MODES, run_eval
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One torch thread: on a shared, loaded 2-core machine two threads make the tiny model several times slower."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

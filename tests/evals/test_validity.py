@@ -35,7 +35,7 @@ def test_an_invalid_output_is_reported_not_hidden(tmp_path, engs):
     # a schema whose compiled template is looser than jsonschema would be caught: force it with a fake compiler
     path = tmp_path / "x.json"
     path.write_text(json.dumps({"schema": {"type": "integer", "maximum": 5}, "tests": []}))
-    import agentkit.constrain.compiler as compiler
+    from agentkit.constrain import compiler
 
     real = compiler.compile_schema
     try:

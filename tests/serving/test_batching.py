@@ -10,7 +10,6 @@ import time
 
 import httpx
 import pytest
-import torch
 
 from serving.app import create_app
 
@@ -24,12 +23,7 @@ PERSON = {
 QUESTIONS = ["What is the weather in Paris?", "Extract: Ana, 31, Lisbon", "def add(a, b):", "Tell me a story"]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from agentkit.config import DecodeConfig
-from agentkit.errors import InvalidRequestError
 from agentkit.constrain.nodes import Lit, Slot, Template, seq
 from agentkit.engine.engine import Engine
+from agentkit.errors import InvalidRequestError
 from agentkit.models.tiny import tiny_llama
 from agentkit.training.adapter import apply_adapter, load_adapter
 from agentkit.training.data import Tokenized, synthetic, tokenize
