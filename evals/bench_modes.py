@@ -19,7 +19,8 @@ import time
 
 from agentkit.config import DecodeConfig, EngineConfig
 from agentkit.engine.engine import Engine
-from agentkit.evals.runner import ENGINE_MODE, adapter_off, summarize
+from agentkit.evals.report import summarize
+from agentkit.evals.runner import ENGINE_MODE, adapter_off
 
 MODE = {**ENGINE_MODE, "diffusion-adapter": "diffusion"}
 

@@ -15,7 +15,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from agentkit.evals.runner import markdown_table, ratios, summarize, write_json_atomic
+from agentkit.evals.report import markdown_table, ratios, summarize, write_json_atomic
 
 
 def merge(paths: list[Path]) -> dict:

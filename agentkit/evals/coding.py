@@ -29,7 +29,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from .runner import register_suite, write_json_atomic
+from .report import write_json_atomic
+from .runner import register_suite
 
 REPO = Path(__file__).resolve().parents[2]
 TASKS_DIR = REPO / "evals" / "coding_tasks"

@@ -196,7 +196,7 @@ def summarize(results: list[dict], modes: list[str], *, partial: bool, seconds: 
 
 
 def _write(path: Path, obj: dict) -> None:
-    from .runner import write_json_atomic
+    from .report import write_json_atomic
 
     write_json_atomic(Path(path), obj)
 
