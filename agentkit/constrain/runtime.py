@@ -128,20 +128,44 @@ class TokenConstraint:
         return res
 
     def forced(self, state: frozenset) -> list[int]:
-        """Tokens that are the only way forward from ``state`` (a pinned literal run); [] if there is a choice."""
-        f = self._forced.get(state)
-        if f is None:
-            f = []
-            if len(state) == 1:
-                (th,) = state
-                if th is not END and th[0] == "lit":
-                    text = self._lit_bytes[id(th[1])][th[2]:].decode("utf-8", errors="strict")
-                    f = self.tokenizer.encode(text, add_special_tokens=False)
-                    assert b"".join(self.vocab.token_bytes[t] or b"" for t in f) == text.encode(), "pinned text must round-trip"
-                    if self._spanning(th):  # the last piece may merge with what follows: leave it to the model
-                        f = f[:-1]
-            self._forced[state] = f
-        return f
+        """Tokens that are the only way forward from ``state`` (a pinned run); [] if there is a choice.
+
+        Defined one token at a time (the first pinned token, then the pinned run from the state after it), so a
+        decoder that takes the whole run in one step (AR jump-forward, prefill) and one that re-asks after every
+        token (verify, the canvas walk) pin exactly the same tokens. This matters at seams: in ``"stops":[`` the
+        ``[`` is pinned from the literal's start, but from just before it ``["`` (a token crossing into the next
+        value) is a real choice the model must make."""
+        if state in self._forced:
+            return self._forced[state]
+        chain: list[tuple[frozenset, int]] = []
+        s: frozenset | None = state
+        while s is not None and s not in self._forced:
+            first = self._forced_first(s)
+            if first is None:
+                self._forced[s] = []
+                break
+            chain.append((s, first))
+            s = self.advance(s, first)
+        tail = self._forced.get(s, []) if s is not None else []
+        for st, tok in reversed(chain):
+            tail = [tok, *tail]
+            self._forced[st] = tail
+        return self._forced[state]
+
+    def _forced_first(self, state: frozenset) -> int | None:
+        """The first token of the pinned run at ``state``: the tokenizer's first piece of the literal's remaining
+        text, unless the literal's end is one piece away and a token crossing it is possible (a choice)."""
+        if len(state) != 1:
+            return None
+        (th,) = state
+        if th is END or th[0] != "lit":
+            return None
+        text = self._lit_bytes[id(th[1])][th[2]:].decode("utf-8", errors="strict")
+        pieces = self.tokenizer.encode(text, add_special_tokens=False)
+        assert b"".join(self.vocab.token_bytes[t] or b"" for t in pieces) == text.encode(), "pinned text must round-trip"
+        if len(pieces) == 1 and self._spanning(th):  # the last piece may merge with what follows: the model decides
+            return None
+        return pieces[0] if pieces else None
 
     def accepts_tokens(self, tokens: list[int]) -> bool:
         s = self.start()

@@ -75,3 +75,32 @@ def test_schema_output_validates_in_every_mode(default_engine):
         assert res.stats.finish_reason == "template", (mode, res.text)
         jsonschema.validate(res.value, schema)
         assert res.stats.pinned_tokens > 0
+
+
+def test_pinned_runs_are_the_same_taken_whole_or_token_by_token(default_engine):
+    # AR (jump-forward) takes a pinned run in one step; verify and the canvas walk re-ask after every token. At a
+    # seam like '"stops":[' followed by string items, SmolLM2 has '["': from the literal's start the '[' looks
+    # pinned, from just before it '[' vs '["' is the model's choice. Both views must agree everywhere.
+    from agentkit.constrain.compiler import compile_schema
+
+    schema = {"type": "object", "properties": {"city": {"type": "string"},
+                                               "stops": {"type": "array", "items": {"type": "string"}}},
+              "required": ["city", "stops"]}
+    c = default_engine.constraint(compile_schema(schema))
+    tok = default_engine.tokenizer
+    checked = 0
+    for text in ['{"city":"Rome","stops":["Pisa","Siena"]}', '{"city":"Oslo","stops":[]}']:
+        s = c.start()
+        for t in tok.encode(text, add_special_tokens=False):
+            run = c.forced(s)
+            if run:
+                assert c.forced(c.advance(s, run[0])) == run[1:]
+                checked += 1
+            s = c.advance(s, t)
+            if s is None:
+                break
+    assert checked > 5
+    seam = c.start()
+    for t in tok.encode('{"city":"Rome","stops":', add_special_tokens=False):
+        seam = c.advance(seam, t)
+    assert c.forced(seam) == [] and c.allowed(seam)[tok.encode('["', add_special_tokens=False)[0]]
