@@ -61,6 +61,7 @@ class TokenConstraint:
         self._cost: dict[int, float] = {}  # id(node or cont) -> tokens to produce it (budget bounds)
         self._state_cost: dict[frozenset, float] = {}
         self._closing: dict[frozenset, list[tuple[float, int]]] = {}
+        self._encoded: dict[str, list[int]] = {}
         t0 = time.perf_counter()
         for slot in _slots(template.root):  # build every slot's token DFA now: a compile cost, not a decode cost
             slot_index(slot.regex, vocab)
@@ -81,20 +82,25 @@ class TokenConstraint:
         """Bool mask [V] of tokens allowed next (EOS where the template may end)."""
         m = self._allowed.get(state)
         if m is None:
-            ids: set[int] = set()
-            for th in state:
-                if th is END:
-                    ids.update(self.vocab.eos_ids)
-                elif th[0] == "lit":
-                    rem = self._lit_bytes[id(th[1])][th[2]:]
-                    ids.update(self.vocab.prefix_tokens(rem))
-                    ids.update(self._spanning(th))
-                else:
-                    _, slot, s, count, _ = th
-                    index = slot_index(slot.regex, self.vocab)
-                    ids.update(index.allowed(s) if count < slot.max_tokens else index.closing_tokens(s))
-            m = self._allowed[state] = self.vocab.mask(ids)
+            m = self._allowed[state] = self.vocab.mask(self._candidates(
+                state, lambda index, s, count, slot: index.allowed(s) if count < slot.max_tokens
+                else index.closing_tokens(s)))
         return m
+
+    def _candidates(self, state: frozenset, slot_tokens) -> set[int]:
+        """Token ids each thread of ``state`` could take: EOS at the end, the pinned text's own tokens (and those
+        crossing its end) in a literal, ``slot_tokens(index, dfa_state, count, slot)`` in a slot."""
+        ids: set[int] = set()
+        for th in state:
+            if th is END:
+                ids.update(self.vocab.eos_ids)
+            elif th[0] == "lit":
+                ids.update(self.vocab.prefix_tokens(self._lit_bytes[id(th[1])][th[2]:]))
+                ids.update(self._spanning(th))
+            else:
+                _, slot, s, count, _ = th
+                ids.update(slot_tokens(slot_index(slot.regex, self.vocab), s, count, slot))
+        return ids
 
     def advance(self, state: frozenset, token: int) -> frozenset | None:
         """State after ``token``; None if the token is not allowed."""
@@ -161,7 +167,7 @@ class TokenConstraint:
         if th is END or th[0] != "lit":
             return None
         text = self._lit_bytes[id(th[1])][th[2]:].decode("utf-8", errors="strict")
-        pieces = self.tokenizer.encode(text, add_special_tokens=False)
+        pieces = self._pieces(text)
         assert b"".join(self.vocab.token_bytes[t] or b"" for t in pieces) == text.encode(), "pinned text must round-trip"
         if len(pieces) == 1 and self._spanning(th):  # the last piece may merge with what follows: the model decides
             return None
@@ -200,22 +206,13 @@ class TokenConstraint:
         with the shortest completion are allowed."""
         ranked = self._closing.get(state)
         if ranked is None:
-            cands: set[int] = set()
-            for th in state:
-                if th is END:
-                    cands.update(self.vocab.eos_ids)
-                elif th[0] == "lit":
-                    cands.update(self.vocab.prefix_tokens(self._lit_bytes[id(th[1])][th[2]:]))
-                    cands.update(self._spanning(th))
-                else:
-                    index = slot_index(th[1].regex, self.vocab)
-                    cands.update(t for t in self.vocab.byte_tokens if index.next(th[2], t) is not None)
+            cands = self._candidates(state, lambda index, s, count, slot: [
+                t for t in self.vocab.byte_tokens if index.next(s, t) is not None])
             ranked = []
             for t in cands:
-                nxt = None if t in self.vocab.eos_ids else self.advance(state, t)
                 if t in self.vocab.eos_ids:
                     ranked.append((0.0, t))
-                elif nxt is not None:
+                elif (nxt := self.advance(state, t)) is not None:
                     ranked.append((self.min_tokens(nxt), t))
             ranked.sort()
             self._closing[state] = ranked
@@ -224,13 +221,20 @@ class TokenConstraint:
             ids = [t for cost, t in ranked if cost == ranked[0][0]]
         return self.vocab.mask(ids)
 
+    def _pieces(self, text: str) -> list[int]:
+        """The tokenizer's encoding of pinned ``text`` (cached: forced runs and budget costs both need it)."""
+        p = self._encoded.get(text)
+        if p is None:
+            p = self._encoded[text] = self.tokenizer.encode(text, add_special_tokens=False) if text else []
+        return p
+
     def _thread_cost(self, th) -> float:
         if th is END:
             return 0.0
         if th[0] == "lit":
             _, lit, off, cont = th
             rem = self._lit_bytes[id(lit)][off:].decode("utf-8", errors="replace")
-            return len(self.tokenizer.encode(rem, add_special_tokens=False)) + self._cont_cost(cont)
+            return len(self._pieces(rem)) + self._cont_cost(cont)
         _, slot, s, _count, cont = th
         return slot_index(slot.regex, self.vocab).close_distance(s) + self._cont_cost(cont)
 
@@ -247,7 +251,7 @@ class TokenConstraint:
         if c is not None:
             return c
         if isinstance(node, Lit):
-            c = float(len(self.tokenizer.encode(node.text, add_special_tokens=False))) if node.text else 0.0
+            c = float(len(self._pieces(node.text)))
         elif isinstance(node, Slot):
             index = slot_index(node.regex, self.vocab)
             c = index.close_distance(index.initial())

@@ -42,11 +42,15 @@ class _Timeout(Exception):
     pass
 
 
+def _raise_timeout(*_) -> None:
+    raise _Timeout
+
+
 @contextmanager
 def _time_limit(seconds: int):
     """SIGALRM-based limit (main thread, Unix); elsewhere no limit."""
     try:
-        old = signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(_Timeout()))
+        old = signal.signal(signal.SIGALRM, _raise_timeout)
     except (ValueError, AttributeError):  # not the main thread / no SIGALRM
         yield
         return
