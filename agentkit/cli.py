@@ -129,6 +129,8 @@ def eval_(
     plot: Optional[Path] = typer.Option(None, help="PNG plot path"),
     seed: int = typer.Option(0, help="seed"),
     threads: Optional[int] = typer.Option(None, help="torch threads (1 is fastest on a loaded CPU)"),
+    adapter: Optional[Path] = typer.Option(None, help="block-diffusion adapter dir for diffusion mode (default: "
+                                           "the one shipped for the default model)"),
 ) -> None:
     """Run an evaluation suite; prints a markdown table and writes JSON (and plots)."""
     try:
@@ -141,7 +143,7 @@ def eval_(
         from .evals.runner import run_eval
 
         run_eval(suite, data, [m.strip() for m in modes.split(",") if m.strip()], limit, model, out, plot, seed,
-                 threads=threads)
+                 threads=threads, adapter=adapter)
     except AgentkitError as e:
         _fail(e)
 

@@ -15,7 +15,7 @@ from ..config import DecodeConfig, EngineConfig
 from ..constrain.nodes import Template
 from ..constrain.runtime import TokenConstraint
 from ..constrain.vocab import token_vocab
-from ..errors import InvalidRequestError, UnsupportedModeError
+from ..errors import InvalidRequestError, ModelNotFoundError, UnsupportedModeError
 from ..models.loader import DIFFUSION_GEMMA, LoadedModel, load_model
 from .backbone import Backbone
 from .batch import Locked, Slot
@@ -63,6 +63,13 @@ class Engine:
             from ..training.adapter import DEFAULT_DIR, FILE
 
             path = str(DEFAULT_DIR) if (DEFAULT_DIR / FILE).is_file() else None
+        elif path is not None:
+            from ..training.adapter import FILE
+
+            p = Path(path)
+            if not (p / FILE).is_file() and not (p.is_file() and p.suffix == ".safetensors"):
+                raise ModelNotFoundError(f"adapter_path {path!r}: no block-diffusion adapter there (expected a "
+                                         f"directory with {FILE}, as `python -m agentkit.training` writes)")
         return Path(path) if path else None
 
     def _diffusion_model(self) -> tuple[LoadedModel, Backbone]:

@@ -202,12 +202,14 @@ def _token_text(tok, t: int) -> str:
     return text if text else "[M]"
 
 
-def _command(suite, data, modes, limit, model, out, plot, seed) -> str:
+def _command(suite, data, modes, limit, model, out, plot, seed, adapter=None) -> str:
     parts = ["agentkit", "eval", suite, "--data", str(data), "--modes", ",".join(modes)]
     if limit is not None:
         parts += ["--limit", str(limit)]
     if model:
         parts += ["--model", str(model)]
+    if adapter:
+        parts += ["--adapter", str(adapter)]
     parts += ["--out", str(out)]
     if plot:
         parts += ["--plot", str(plot)]
@@ -241,14 +243,17 @@ def _canvas_key(row: dict, index: int) -> tuple:
 def run_eval(suite: str, data: Path, modes: list[str], limit: int | None = None, model: str | None = None,
              out: Path = Path("eval.json"), plot: Path | None = None, seed: int = 0, engine=None, *,
              max_new_tokens: int = 512, free_max_new_tokens: int = 128, canvas_length: int = 32,
-             threads: int | None = None, progress: bool = True, quiet: bool = False) -> dict:
+             threads: int | None = None, progress: bool = True, quiet: bool = False,
+             adapter: str | Path | None = None) -> dict:
     """Run ``suite`` over ``data`` in each of ``modes`` (item-major, one engine), write ``out`` (JSON, rewritten
     after every item), print a markdown table, and write plots when ``plot`` is given (``plot``, and siblings
     ``.tpf.png`` and ``.canvas.png``). ``limit``: at most this many items per data file. ``threads``: torch threads
-    (None: torch's default; on a shared, loaded CPU 1 thread is several times faster than 2). Returns the results."""
+    (None: torch's default; on a shared, loaded CPU 1 thread is several times faster than 2). ``adapter``: the
+    block-diffusion adapter directory diffusion mode uses (None: the one shipped for the default model). Returns
+    the results."""
     data, out = Path(data), Path(out)
     modes = list(modes)  # empty: the suite's own default set
-    command = _command(suite, data, modes, limit, model, out, plot, seed)
+    command = _command(suite, data, modes, limit, model, out, plot, seed, adapter)
     impl = get_suite(suite)
     random.seed(seed)
     import torch
@@ -278,7 +283,8 @@ def run_eval(suite: str, data: Path, modes: list[str], limit: int | None = None,
         from ..config import EngineConfig
         from ..engine.engine import Engine
 
-        engine = Engine(EngineConfig(model=model, seed=seed, threads=threads))
+        engine = Engine(EngineConfig(model=model, seed=seed, threads=threads,
+                                     adapter_path=str(adapter) if adapter else None))
     elif threads:
         torch.set_num_threads(threads)
     ctx = RunContext(seed=seed, max_new_tokens=max_new_tokens, free_max_new_tokens=free_max_new_tokens,

@@ -48,6 +48,7 @@ class TrainConfig:
     bf16: bool = True  # autocast to bfloat16 on CUDA (fp32 master weights); CPU always fp32
     log_every: int = 1
     ckpt_every: int = 25
+    snapshot_every: int = 0  # also keep the adapter every N steps as out/snapshots/step-NNNNN/ (the training curve)
     max_minutes: float | None = None  # stop (and save) after this much wall time
 
 
@@ -195,6 +196,15 @@ class Trainer:
     def save(self, out: Path) -> Path:
         return save_adapter(out, self.adapter_state(), self.acfg)
 
+    def snapshot(self, out: Path) -> Path:
+        """Keep this step's adapter as ``out/snapshots/step-NNNNN/`` (loadable like the final one) with its
+        step, tokens seen and compute time, so the curve of quality against tokens trained can be measured."""
+        d = out / "snapshots" / f"step-{self.step_no:05d}"
+        self.save(d)
+        (d / "snapshot.json").write_text(json.dumps({"step": self.step_no, "tokens": self.tokens,
+                                                     "seconds": round(self.seconds, 1)}) + "\n")
+        return d
+
     def checkpoint(self, out: Path) -> None:
         out.mkdir(parents=True, exist_ok=True)
         tmp = out / "ckpt.pt.tmp"
@@ -245,6 +255,8 @@ def train(lm: LoadedModel, examples: list[Tokenized], cfg: TrainConfig, out: str
             log(f"step {tr.step_no} loss {loss:.4f} tokens {tr.tokens} tok/s {tr.tokens / max(tr.seconds, 1e-9):.0f}")
         if out is not None and cfg.ckpt_every and tr.step_no % cfg.ckpt_every == 0:
             tr.checkpoint(out)
+        if out is not None and cfg.snapshot_every and tr.step_no % cfg.snapshot_every == 0:
+            tr.snapshot(out)
     if logf is not None:
         logf.close()
     if out is not None:

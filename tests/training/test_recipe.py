@@ -136,3 +136,29 @@ def test_train_resumes_from_checkpoint(tmp_path):
     cfg.steps = 3
     tr2 = train(tiny_llama(0), exs, cfg, tmp_path, log=lambda *_: None)
     assert tr2.step_no == 3 and tr2.losses[:2] == tr.losses
+
+
+def test_snapshots_keep_the_adapter_at_each_interval(tmp_path):
+    lm = tiny_llama(0)
+    exs = _examples(lm, 8)
+    tr = train(lm, exs, TrainConfig(steps=4, snapshot_every=2, **CFG), tmp_path, log=lambda *_: None)
+    snaps = sorted((tmp_path / "snapshots").iterdir())
+    assert [d.name for d in snaps] == ["step-00002", "step-00004"]
+    import json
+
+    meta = [json.loads((d / "snapshot.json").read_text()) for d in snaps]
+    assert [m["step"] for m in meta] == [2, 4] and 0 < meta[0]["tokens"] < meta[1]["tokens"] == tr.tokens
+    first, _ = load_adapter(snaps[0])
+    last, _ = load_adapter(snaps[1])
+    final, _ = load_adapter(tmp_path)
+    assert all(torch.equal(last[k], final[k]) for k in final)  # the last snapshot is the saved adapter
+    assert any(not torch.equal(first[k], last[k]) for k in final)  # an earlier one is not
+
+
+def test_an_adapter_path_without_an_adapter_is_a_typed_error(tmp_path):
+    from agentkit.config import EngineConfig
+    from agentkit.errors import ModelNotFoundError
+
+    engine = Engine.from_loaded(tiny_llama(0), EngineConfig(adapter_path=str(tmp_path / "nowhere")))
+    with pytest.raises(ModelNotFoundError, match="nowhere.*no block-diffusion adapter"):
+        engine.generate("hi", DecodeConfig(mode="diffusion", max_new_tokens=4))
