@@ -43,6 +43,10 @@ class TrainConfig:
     template_frac: float = 0.5  # rows whose pinned positions stay clean
     value_start_frac: float = 0.5  # rows whose block starts at the first value (as after prefill's forced text)
     uniform_frac: float = 0.0  # of the noised positions, this fraction gets a random token instead of the mask
+    # a block that runs past the answer's end is filled up with its final EOS (noised and learned like any
+    # position, as LLaDA and Fast-dLLM v2 pad): decoding canvases are full-length, so the model must learn what
+    # comes after the end of an output, or it fills the tail with more content (e.g. arrays that never close)
+    eos_pad: bool = True
     seed: int = 0
     device: str = "auto"  # auto: cuda if available
     bf16: bool = True  # autocast to bfloat16 on CUDA (fp32 master weights); CPU always fp32
@@ -82,13 +86,16 @@ class Batch:
 
 def make_row(ex: Tokenized, cfg: TrainConfig, mask_id: int, vocab: int, r: random.Random
              ) -> tuple[list[int], list[int], list[int], int]:
-    """One row: (input ids, shifted output positions, labels, prefix length)."""
+    """One row: (input ids, shifted output positions, labels, prefix length). ``ex.answer`` ends with EOS."""
     n = len(ex.answer)
     template = r.random() < cfg.template_frac and any(ex.pinned)
     first_value = next((i for i, p in enumerate(ex.pinned) if not p), 0)
     s = first_value if r.random() < cfg.value_start_frac else r.randrange(n)
     block = ex.answer[s: s + cfg.block]
     pinned = ex.pinned[s: s + cfg.block] if template else [False] * len(block)
+    if cfg.eos_pad and len(block) < cfg.block:  # the answer ends inside the block: EOS up to its end
+        pad = cfg.block - len(block)
+        block, pinned = block + [ex.answer[-1]] * pad, pinned + [False] * pad
     prefix = (ex.prompt + ex.answer[:s])[-cfg.max_prefix:]
     open_ = [j for j, p in enumerate(pinned) if not p]
     if not open_:  # all pinned: noise one position anyway (never happens at value starts)

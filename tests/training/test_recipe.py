@@ -53,21 +53,32 @@ def test_block_diffusion_mask_is_causal_over_prefix_and_bidirectional_in_block()
 def test_token_shift_targets_and_template_aware_noise():
     ex = Tokenized(prompt=[10, 11, 12], answer=[20, 21, 22, 23, 24, 2], pinned=[True, False, True, False, False, False])
     cfg = TrainConfig(block=4, template_frac=1.0, value_start_frac=0.0, max_prefix=100)
-    seen = set()
+    padded = ex.answer + [2] * cfg.block  # past the answer's EOS the block holds more EOS
+    seen, pad_labels = set(), 0
     for seed in range(200):
         ids, rows, labels, p = make_row(ex, cfg, mask_id=99, vocab=100, r=random.Random(seed))
         s = p - len(ex.prompt)  # block start inside the answer
         assert ids[:p] == (ex.prompt + ex.answer)[:p]  # clean prefix
+        assert len(ids) - p == cfg.block  # full-length blocks, as decoding canvases are
         assert rows and len(rows) == len(labels)
         for q, y in zip(rows, labels):
             j = q + 1 - p  # the output at p+j-1 predicts block position j
-            assert ids[p + j] == 99 and y == ex.answer[s + j]
-            assert not ex.pinned[s + j]  # pinned (structural) positions are never noised
+            assert ids[p + j] == 99 and y == padded[s + j]
+            assert s + j >= len(ex.pinned) or not ex.pinned[s + j]  # pinned positions are never noised
             seen.add(j)
+            pad_labels += s + j >= len(ex.answer)
         for j in range(len(ids) - p):
             if ids[p + j] != 99:
-                assert ids[p + j] == ex.answer[s + j]
+                assert ids[p + j] == padded[s + j]
     assert 0 in seen  # block position 0 is predicted from the last prefix position
+    assert pad_labels  # the EOS padding is learned too
+    short = 0
+    for seed in range(50):  # without padding a block stops at the answer's end
+        ids, _, _, p = make_row(ex, TrainConfig(block=4, eos_pad=False, value_start_frac=0.0), 99, 100,
+                                random.Random(seed))
+        assert len(ids) - p == min(4, len(ex.answer) - (p - len(ex.prompt)))
+        short += len(ids) - p < 4
+    assert short
 
 
 def test_loss_goes_down_on_a_fixed_batch(trained):
