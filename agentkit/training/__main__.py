@@ -79,26 +79,39 @@ def write_card(out: Path, cfg: TrainConfig, info: dict) -> None:
     ev_lines = "\n".join(f"| {m} | {v['exact']:.2f} | {v['forwards']:.1f} | {v['latency_ms_p50']:.0f} |"
                          for m, v in ev.items()) if ev else "(not run)"
     size = (out / "adapter.safetensors").stat().st_size / 1e6 if (out / "adapter.safetensors").is_file() else 0
+    runs = "\n".join(f"| {r['date']} | {r['from_step']} → {r['to_step']} | {r['from_tokens']} → {r['to_tokens']} | "
+                     f"{r['seconds'] / 60:.1f} | {'yes' if r.get('eos_pad') else 'no'} | {r.get('generated_frac', 0)} | "
+                     f"`{r['command']}` |" for r in info.get("runs", []))
     (out / "MODEL_CARD.md").write_text(f"""# Block-diffusion adapter for {info['base']}
 
-**Status: a short demonstration run, far from converged.** It shows the recipe end to end on this machine's
-CPU; it is not yet a useful diffusion model. Loading it does not change the default engine (the lead wires it via
-`EngineConfig.adapter`).
+{info.get('status') or '**Status: a CPU-budget adaptation, not converged.** See Evaluation for what it reaches.'}
+
+The engine uses this adapter automatically for diffusion mode on the default model (`--no-adapter`, or
+`EngineConfig(adapter=False)`, gives the plain causal canvas); AR and verify run on the base weights unless
+`weights="adapted"` is asked for.
 
 - Base model: {info['base']} (weights frozen)
 - Adapter: LoRA rank {cfg.rank}, alpha {cfg.alpha} on {', '.join(cfg.targets)} of every layer + a new `<|mask|>`
   embedding row (absorbing mask); `adapter.safetensors` {size:.1f} MB (fp32)
 - Objective: block diffusion, block {cfg.block}, clean causal prefix, bidirectional block attending to the prefix,
   per-row mask ratio r ~ U(0,1), token shift, loss on masked positions only; template-aware rows
-  (pinned JSON kept clean) {cfg.template_frac:.0%}; uniform-token noise {cfg.uniform_frac:.0%}
+  (pinned JSON kept clean) {cfg.template_frac:.0%}; uniform-token noise {cfg.uniform_frac:.0%}; blocks that run past
+  the answer filled with EOS: {'yes' if cfg.eos_pad else 'no'} (see the runs below for when this changed)
 - Data: synthetic tool calls and extractions from `agentkit/training/data.py` ({info['n_synthetic']} examples,
-  seed {cfg.seed}) + {info['n_free']} self-distilled free-text replies of the base model (see
+  seed {cfg.seed}; calls on procedurally generated functions, `training/specs.py`: {info.get('generated_frac', 0)} of
+  the calls in the last run) + {info['n_free']} self-distilled free-text replies of the base model (see
   `agentkit/training/DATA.md`). No benchmark data (`shared/data`) was used.
-- Steps {info['steps']}, batch {cfg.batch_size}, lr {cfg.lr}; tokens seen {info['tokens']}
-  (prefix + block positions); training compute time {info['seconds'] / 60:.1f} min,
+- Steps {info['steps']}, batch {cfg.batch_size}, lr {cfg.lr} (cosine over each run's `--steps`); tokens seen
+  {info['tokens']} (prefix + block positions); training compute time {info['seconds'] / 60:.1f} min,
   {info['tokens'] / max(info['seconds'], 1e-9):.0f} tokens/s
 - Hardware: {info['hardware']}
-- Command: `{info['command']}`
+- Last command: `{info['command']}`
+
+## Runs (each resumed from the previous one's checkpoint)
+
+| date | steps | tokens | minutes | EOS padding | generated-function calls | command |
+|---|---|---|---|---|---|---|
+{runs or '| (not recorded) | | | | | | |'}
 
 ## Loss curve (`loss.png`)
 
@@ -108,20 +121,21 @@ CPU; it is not yet a useful diffusion model. Loading it does not change the defa
 
 ## Evaluation
 
-Held-out synthetic tool calls (a seed disjoint from training), decoded under the call's template;
+{info.get('eval_note') or ''}
+""" + (f"""
+`--eval`: held-out synthetic tool calls (a seed disjoint from training), decoded under the call's template;
 exact = output text equals the reference call; forwards = model forwards after prefill.
 
 | mode | exact | forwards/request | latency p50 ms |
 |---|---|---|---|
 {ev_lines}
-
-{info.get('eval_note', '')}
-""")
+""" if ev else ""))
 
 
 def train_main(out_dir: str | Path, steps: int, *, n_examples: int = 4000, distill_n: int = 0,
-               free_frac: float = 0.1, threads: int | None = None, model: str | None = None, eval_n: int = 0,
-               resume: bool = True, command: str = "", **overrides) -> dict:
+               free_frac: float = 0.1, generated_frac: float = 0.0, threads: int | None = None,
+               model: str | None = None, eval_n: int = 0, resume: bool = True, command: str = "",
+               card_note: str | Path | None = None, **overrides) -> dict:
     """Train (or resume) an adapter on the default model (or ``model``) into ``out_dir``; returns a summary."""
     from ..models.loader import load_model
 
@@ -132,24 +146,36 @@ def train_main(out_dir: str | Path, steps: int, *, n_examples: int = 4000, disti
     cfg = TrainConfig(steps=steps, **overrides)
     lm = load_model(model)
     base_name = lm.name
-    syn = synthetic(n_examples, seed=cfg.seed, max_distractors=1)
+    syn = synthetic(n_examples, seed=cfg.seed, max_distractors=1, generated_frac=generated_frac)
     free = distill(lm, DISTILL_PROMPTS[:distill_n], out / "distilled.jsonl", max_new_tokens=48) if distill_n else []
     if free:
         syn = syn + free * max(1, round(free_frac * len(syn) / len(free)))
     examples = [tokenize(e, lm.tokenizer, lm.eos_ids[0], lm.chat) for e in syn]
     t0 = time.time()
     tr = train(lm, examples, cfg, out, resume=resume)
+    command = command or f"python -m agentkit.training --out {out_dir} --steps {steps}"
+    if tr.step_no > tr.start_step:  # one line per invocation that trained: the card lists them
+        with (out / "runs.jsonl").open("a") as f:
+            f.write(json.dumps({"command": command, "from_step": tr.start_step, "to_step": tr.step_no,
+                                "from_tokens": tr.start_tokens, "to_tokens": tr.tokens,
+                                "generated_frac": generated_frac, "eos_pad": cfg.eos_pad,
+                                "seconds": round(tr.seconds - tr.start_seconds, 1),
+                                "date": time.strftime("%Y-%m-%d")}) + "\n")
     curve = plot_loss(out / "log.jsonl", out / "loss.png")
     info = {"base": base_name, "steps": tr.step_no, "tokens": tr.tokens, "seconds": tr.seconds,
             "n_synthetic": n_examples, "n_free": len(free), "curve": curve, "wall_s": time.time() - t0,
             "hardware": f"{platform.processor() or platform.machine()}, torch threads {torch.get_num_threads()}"
                         + (f", {torch.cuda.get_device_name()}" if torch.cuda.is_available() else ", CPU fp32"),
-            "command": command or f"python -m agentkit.training --out {out_dir} --steps {steps}"}
+            "command": command, "generated_frac": generated_frac,
+            "runs": [json.loads(x) for x in (out / "runs.jsonl").read_text().splitlines() if x.strip()]
+            if (out / "runs.jsonl").is_file() else []}
     if eval_n:
         from .adapter import apply_adapter
 
         base = load_model(model)
         info["eval"] = evaluate(base, apply_adapter(base, out), eval_n)
+    if card_note:
+        info["eval_note"] = Path(card_note).read_text()
     (out / "summary.json").write_text(json.dumps({k: v for k, v in info.items() if k != "curve"}, indent=2) + "\n")
     write_card(out, cfg, info)
     return info
@@ -162,9 +188,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--model", default=None, help="local HF model dir (default: the embedded SmolLM2-135M)")
     ap.add_argument("--examples", type=int, default=4000)
     ap.add_argument("--distill", type=int, default=0, help="self-distilled free-text prompts (AR replies, cached)")
+    ap.add_argument("--generated-frac", type=float, default=0.0,
+                    help="fraction of tool calls made on procedurally generated functions (training/specs.py)")
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--eval", type=int, default=0, help="held-out synthetic calls to decode after training")
     ap.add_argument("--no-resume", action="store_true")
+    ap.add_argument("--card-note", default=None, help="markdown file: the model card's Evaluation section")
     names = {f.name for f in fields(TrainConfig)} - {"steps", "targets"}
     for f in fields(TrainConfig):
         if f.name in names:
@@ -177,6 +206,7 @@ def main(argv: list[str] | None = None) -> None:
     import sys
 
     info = train_main(a.out, a.steps, n_examples=a.examples, distill_n=a.distill, threads=a.threads, model=a.model,
+                      generated_frac=a.generated_frac, card_note=a.card_note,
                       eval_n=a.eval, resume=not a.no_resume, command="python -m agentkit.training " +
                       " ".join(sys.argv[1:]), **over)
     print(json.dumps({k: v for k, v in info.items() if k != "curve"}, indent=2, default=str))

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..constrain.nodes import Lit, Slot, Template, seq
+from .specs import random_function, request
 
 # Same wording as the BFCL prompt of agentkit.evals, so the adapter sees the layout it is evaluated with.
 TOOL_SYSTEM = (
@@ -31,7 +32,18 @@ VALUE_REGEX = {
     "string": r'"[^"\\\x00-\x1f]*"', "integer": r"-?(?:0|[1-9][0-9]*)",
     "number": r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?", "boolean": r"true|false",
     "array": r'\[(?:"[^"\\\x00-\x1f]*"(?:,"[^"\\\x00-\x1f]*")*)?\]',
+    "integer_array": r"\[(?:-?(?:0|[1-9][0-9]*)(?:,-?(?:0|[1-9][0-9]*))*)?\]",
+    "number_array": r"\[(?:-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:,-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?)*)?\]",
 }
+
+
+def value_type(v: object) -> str:
+    """The ``VALUE_REGEX`` key of a JSON value of the synthetic data."""
+    if isinstance(v, list):
+        if v and all(isinstance(x, bool) is False and isinstance(x, int) for x in v):
+            return "integer_array"
+        return "number_array" if v and all(isinstance(x, (int, float)) for x in v) else "array"
+    return {bool: "boolean", int: "integer", float: "number"}.get(type(v), "string")
 
 CITIES = ["Paris", "Boston", "Tokyo", "Berlin", "Madrid", "Cairo", "Lima", "Oslo", "Denver", "Seoul", "Nairobi",
           "Toronto", "Sydney", "Mumbai", "Dublin", "Austin", "Rome", "Vienna", "Chicago", "London", "San Francisco"]
@@ -180,7 +192,7 @@ def _json_segments(head: str, args: list[tuple[str, object, bool]]) -> tuple[lis
         if not required:
             regexes.append(re.escape(key))
         segs.append((json.dumps(v, ensure_ascii=False, separators=(",", ":")), False))
-        regexes.append(VALUE_REGEX[{bool: "boolean", int: "integer", float: "number"}.get(type(v), "string")])
+        regexes.append(VALUE_REGEX[value_type(v)])
     segs.append(("}" if args else "{}", True))
     return segs, regexes
 
@@ -205,6 +217,22 @@ def tool_call(r: random.Random, distractors: int = 0) -> Example:
     return Example(msgs, _merge(segs), "call", types)
 
 
+def generated_call(r: random.Random, distractors: int = 0) -> Example:
+    """A call to a procedurally generated function (:mod:`.specs`): varied names, parameter types and arrays."""
+    fn = random_function(r)
+    values = {p.name: p.value(r) for p in fn.params if p.required or r.random() < 0.5}
+    present = [(p.name, values[p.name], p.required) for p in fn.params if p.name in values]
+    fns = [fn] + [random_function(r) for _ in range(distractors)]
+    r.shuffle(fns)
+    listing = "\n".join(json.dumps({"name": f.name, "description": f.description, "parameters": f.schema()})
+                        for f in fns)
+    system = TOOL_SYSTEM.format(s="s" if len(fns) > 1 else "", functions=listing)
+    segs, types = _json_segments('{"name":' + json.dumps(fn.name) + ',"arguments":', present)
+    segs.append(("}", True))
+    msgs = [{"role": "system", "content": system}, {"role": "user", "content": request(fn, values, r)}]
+    return Example(msgs, _merge(segs), "call", types)
+
+
 def extraction(r: random.Random) -> Example:
     vals = {k: _val(kind, r) for k, kind in EXTRACT_FIELDS}
     schema = {"type": "object", "properties": {k: {"type": JSON_TYPE.get(kind, "string")} for k, kind in EXTRACT_FIELDS},
@@ -225,11 +253,17 @@ def _merge(segs: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
     return out
 
 
-def synthetic(n: int, seed: int = 0, extract_frac: float = 0.25, max_distractors: int = 2) -> list[Example]:
-    """``n`` synthetic examples (deterministic in ``seed``)."""
+def synthetic(n: int, seed: int = 0, extract_frac: float = 0.25, max_distractors: int = 2,
+              generated_frac: float = 0.0) -> list[Example]:
+    """``n`` synthetic examples (deterministic in ``seed``): extractions (``extract_frac``), calls to the
+    hand-written ``FUNCTIONS``, and (``generated_frac`` of the calls) calls to generated functions."""
     r = random.Random(seed)
-    return [extraction(r) if r.random() < extract_frac else tool_call(r, r.randint(0, max_distractors))
-            for _ in range(n)]
+
+    def call() -> Example:
+        k = r.randint(0, max_distractors)
+        return generated_call(r, k) if generated_frac and r.random() < generated_frac else tool_call(r, k)
+
+    return [extraction(r) if r.random() < extract_frac else call() for _ in range(n)]
 
 
 DISTILL_PROMPTS = [

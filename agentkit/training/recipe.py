@@ -243,6 +243,7 @@ def train(lm: LoadedModel, examples: list[Tokenized], cfg: TrainConfig, out: str
     tr = Trainer(lm, cfg)
     if out is not None and resume and tr.resume(out):
         log(f"resumed at step {tr.step_no} ({tr.tokens} tokens)")
+    tr.start_step, tr.start_tokens, tr.start_seconds = tr.step_no, tr.tokens, tr.seconds
     vocab = tr.acfg.vocab_size
     pad = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else lm.eos_ids[0]
     t_start = time.perf_counter()

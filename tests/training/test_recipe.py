@@ -173,3 +173,20 @@ def test_an_adapter_path_without_an_adapter_is_a_typed_error(tmp_path):
     engine = Engine.from_loaded(tiny_llama(0), EngineConfig(adapter_path=str(tmp_path / "nowhere")))
     with pytest.raises(ModelNotFoundError, match="nowhere.*no block-diffusion adapter"):
         engine.generate("hi", DecodeConfig(mode="diffusion", max_new_tokens=4))
+
+
+def test_model_card_lists_every_run_and_the_evaluation_note(tmp_path):
+    from agentkit.training.__main__ import write_card
+
+    runs = [{"date": "2026-11-30", "from_step": 0, "to_step": 110, "from_tokens": 0, "to_tokens": 92531,
+             "seconds": 1446.0, "eos_pad": False, "generated_frac": 0.0, "command": "python -m agentkit.training A"},
+            {"date": "2026-11-30", "from_step": 110, "to_step": 300, "from_tokens": 92531, "to_tokens": 250000,
+             "seconds": 3000.0, "eos_pad": True, "generated_frac": 0.5, "command": "python -m agentkit.training B"}]
+    info = {"base": "tiny", "curve": [(1, 5.0, 100), (2, 4.0, 200)], "steps": 300, "tokens": 250000,
+            "seconds": 4446.0, "n_synthetic": 10, "n_free": 0, "hardware": "cpu", "command": "B", "runs": runs,
+            "eval_note": "EVAL-NOTE-TEXT"}
+    write_card(tmp_path, TrainConfig(), info)
+    card = (tmp_path / "MODEL_CARD.md").read_text()
+    assert "| 0 → 110 | 0 → 92531 | 24.1 | no | 0.0 | `python -m agentkit.training A` |" in card
+    assert "| 110 → 300 | 92531 → 250000 | 50.0 | yes | 0.5 | `python -m agentkit.training B` |" in card
+    assert "EVAL-NOTE-TEXT" in card and "automatically for diffusion mode" in card
