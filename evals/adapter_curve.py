@@ -4,8 +4,9 @@ Every adapter snapshot that ``python -m agentkit.training --snapshot-every N`` k
 any adapter directory given with ``--extra``) decodes the same two sets in diffusion mode, and AR-constrained on
 the base weights decodes them once as the baseline:
 
-- **held-out synthetic** tool calls from the project's own generator (``agentkit.training.data.synthetic``, a seed
-  the training never used), each under its own template; right = the output equals the generator's answer;
+- **held-out synthetic** tool calls and extractions from the project's own generator
+  (``agentkit.training.data.synthetic``, a seed the training never used; ``--generated-frac`` of the calls on
+  generated functions), each under its own template; right = the output equals the generator's answer;
 - **BFCL** (``--bfcl DIR``, the first ``--bfcl-limit`` questions of each file), scored as ``agentkit eval bfcl``
   scores them.
 
@@ -47,9 +48,9 @@ def snapshot_tokens(d: Path) -> tuple[int, int]:
     raise SystemExit(f"{d}: no snapshot.json or summary.json, so its tokens trained are unknown")
 
 
-def synthetic_set(engine: Engine, mode: str, n: int) -> dict:
+def synthetic_set(engine: Engine, mode: str, n: int, generated_frac: float) -> dict:
     right, fwd, toks, lat = 0, [], 0, []
-    for ex in synthetic(n, seed=HELD_OUT_SEED):
+    for ex in synthetic(n, seed=HELD_OUT_SEED, generated_frac=generated_frac):
         res = engine.generate(ex.messages, DecodeConfig(mode=mode, max_new_tokens=256), template=ex.template())
         right += res.text == ex.answer
         fwd.append(res.stats.forwards)
@@ -106,6 +107,8 @@ def main() -> None:
     ap.add_argument("--steps", default="", help="only these snapshot steps (comma-separated; default: all)")
     ap.add_argument("--extra", type=Path, action="append", default=[], help="another adapter dir to include")
     ap.add_argument("--synthetic", type=int, default=20, help="held-out synthetic calls (0: skip)")
+    ap.add_argument("--generated-frac", type=float, default=0.5,
+                    help="of the held-out calls, this fraction on generated functions (training/specs.py)")
     ap.add_argument("--bfcl", type=Path, default=None, help="BFCL data dir (none: skip)")
     ap.add_argument("--bfcl-limit", type=int, default=20)
     ap.add_argument("--threads", type=int, default=None)
@@ -122,7 +125,7 @@ def main() -> None:
     if not dirs:
         raise SystemExit("no adapter snapshots found (train with --snapshot-every N, or pass --extra DIR)")
     t0 = time.perf_counter()
-    sets = ([("synthetic", lambda eng, mode: synthetic_set(eng, mode, a.synthetic))] if a.synthetic else []) + (
+    sets = ([("synthetic", lambda eng, mode: synthetic_set(eng, mode, a.synthetic, a.generated_frac))] if a.synthetic else []) + (
         [("bfcl", lambda eng, mode: bfcl_set(eng, mode, a.bfcl, a.bfcl_limit, a.threads))] if a.bfcl else [])
     result = {"command": "python evals/adapter_curve.py " + " ".join(__import__("sys").argv[1:]),
               "baseline_ar_constrained": {}, "rows": []}
