@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -206,14 +207,20 @@ def tool_call(r: random.Random, distractors: int = 0) -> Example:
     present = [(p, values[p], req) for p, _, _, req in fn.params if "{" + p + "}" in request or req]
     fmt = {p: (str(v).lower() if isinstance(v, bool) else v) for p, v in values.items()}
     fns = [fn] + r.sample([f for f in FUNCTIONS if f is not fn], distractors)
+    return _call_example(fns, fn.name, present, lambda: request.format(**fmt), r)
+
+
+def _call_example(fns: list, name: str, present: list[tuple[str, object, bool]], say: Callable[[], str],
+                  r: random.Random) -> Example:
+    """The prompt listing ``fns`` (shuffled) and the answer: a call to ``name`` with ``present`` arguments; the
+    request is made by ``say()`` after the shuffle (the order of draws from ``r`` fixes the data of a seed)."""
     r.shuffle(fns)
     listing = "\n".join(json.dumps({"name": f.name, "description": f.description, "parameters": f.schema()})
                         for f in fns)
     system = TOOL_SYSTEM.format(s="s" if len(fns) > 1 else "", functions=listing)
-    head = '{"name":' + json.dumps(fn.name) + ',"arguments":'
-    segs, types = _json_segments(head, present)
+    segs, types = _json_segments('{"name":' + json.dumps(name) + ',"arguments":', present)
     segs.append(("}", True))
-    msgs = [{"role": "system", "content": system}, {"role": "user", "content": request.format(**fmt)}]
+    msgs = [{"role": "system", "content": system}, {"role": "user", "content": say()}]
     return Example(msgs, _merge(segs), "call", types)
 
 
@@ -223,14 +230,7 @@ def generated_call(r: random.Random, distractors: int = 0) -> Example:
     values = {p.name: p.value(r) for p in fn.params if p.required or r.random() < 0.5}
     present = [(p.name, values[p.name], p.required) for p in fn.params if p.name in values]
     fns = [fn] + [random_function(r) for _ in range(distractors)]
-    r.shuffle(fns)
-    listing = "\n".join(json.dumps({"name": f.name, "description": f.description, "parameters": f.schema()})
-                        for f in fns)
-    system = TOOL_SYSTEM.format(s="s" if len(fns) > 1 else "", functions=listing)
-    segs, types = _json_segments('{"name":' + json.dumps(fn.name) + ',"arguments":', present)
-    segs.append(("}", True))
-    msgs = [{"role": "system", "content": system}, {"role": "user", "content": request(fn, values, r)}]
-    return Example(msgs, _merge(segs), "call", types)
+    return _call_example(fns, fn.name, present, lambda: request(fn, values, r), r)
 
 
 def extraction(r: random.Random) -> Example:
