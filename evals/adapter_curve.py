@@ -11,7 +11,8 @@ the base weights decodes them once as the baseline:
   scores them.
 
 Nothing here picks a snapshot: the shipped adapter is the run's last one whatever this prints. Writes JSON (one
-row per snapshot and set) and a PNG of forwards and success against tokens trained; asserts nothing.
+row per snapshot and set) and a PNG of forwards and success against tokens trained; asserts nothing. Run again with
+the same ``--out`` to add snapshots: the baseline and the rows already there are kept (same sets and sizes assumed).
 
     python evals/adapter_curve.py --run /work/adapter-run --extra adapters/smollm2-135m-bd \\
         --bfcl ../shared/data/bfcl --bfcl-limit 20 --synthetic 20 --threads 1 --out curve.json --plot curve.png
@@ -127,16 +128,23 @@ def main() -> None:
     t0 = time.perf_counter()
     sets = ([("synthetic", lambda eng, mode: synthetic_set(eng, mode, a.synthetic, a.generated_frac))] if a.synthetic else []) + (
         [("bfcl", lambda eng, mode: bfcl_set(eng, mode, a.bfcl, a.bfcl_limit, a.threads))] if a.bfcl else [])
-    result = {"command": "python evals/adapter_curve.py " + " ".join(__import__("sys").argv[1:]),
-              "baseline_ar_constrained": {}, "rows": []}
+    command = "python evals/adapter_curve.py " + " ".join(__import__("sys").argv[1:])
+    result = {"commands": [], "baseline_ar_constrained": {}, "rows": []}
+    if a.out.is_file():  # add to an earlier run: its baseline and finished rows are kept
+        result = json.loads(a.out.read_text())
+    result["commands"].append(command)
+    done = {(r["step"], r["tokens"], r["set"]) for r in result["rows"]}
     base_engine = Engine(EngineConfig(adapter=False))
     for name, fn in sets:
-        result["baseline_ar_constrained"][name] = fn(base_engine, "ar")
+        if name not in result["baseline_ar_constrained"]:
+            result["baseline_ar_constrained"][name] = fn(base_engine, "ar")
         print(f"AR-constrained (base) {name}: {result['baseline_ar_constrained'][name]}", flush=True)
     for d in dirs:
         step, tokens = snapshot_tokens(d)
         engine = Engine.from_loaded(base_engine.lm, EngineConfig(adapter_path=str(d)))  # base weights shared
         for name, fn in sets:
+            if (step, tokens, name) in done:
+                continue
             row = {"adapter": str(d), "step": step, "tokens": tokens, "set": name, **fn(engine, "diffusion")}
             result["rows"].append(row)
             print(json.dumps(row), flush=True)
