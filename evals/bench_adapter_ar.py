@@ -12,7 +12,7 @@ the adapter shipped with the default model (``adapters/smollm2-135m-bd``). Both 
 
 Prints figures; asserts nothing.
 
-    python evals/bench_adapter_ar.py [--docs 24] [--tokens 192] [--prompts 12] [--new 32] [--threads 1]
+    python evals/bench_adapter_ar.py [--docs 24] [--tokens 192] [--prompts 12] [--new 32] [--threads 1] [--adapter DIR]
 """
 
 from __future__ import annotations
@@ -77,12 +77,13 @@ def main() -> None:
     ap.add_argument("--prompts", type=int, default=12)
     ap.add_argument("--new", type=int, default=32)
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--adapter", default=None, help="adapter dir (default: the one shipped for the default model)")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
 
     base = Engine(EngineConfig(adapter=False))
-    adapted_lm = apply_adapter(base.lm)
+    adapted_lm = apply_adapter(base.lm, args.adapter)
     adapted = Engine.from_loaded(adapted_lm)
     tok = base.tokenizer
 
