@@ -28,7 +28,7 @@ HELD_OUT_SEED = 987_654  # the training run's data uses seed 0
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=20)
-    ap.add_argument("--thresholds", default="0.9,0.7,0.5,0.3")
+    ap.add_argument("--thresholds", default="0.99,0.95,0.9,0.7,0.5")
     ap.add_argument("--canvas-length", type=int, default=32)
     ap.add_argument("--threads", type=int, default=None)
     a = ap.parse_args()
@@ -46,7 +46,7 @@ def main() -> None:
         right, fwd, toks, lat = 0, [], 0, []
         for ex in examples:
             cfg = DecodeConfig(mode="ar" if mode == "ar-constrained" else mode, max_new_tokens=256,
-                               canvas_length=a.canvas_length, confidence_threshold=threshold or 0.9)
+                               canvas_length=a.canvas_length, confidence_threshold=threshold or 0.99)
             res = engine.generate(ex.messages, cfg, template=ex.template())
             right += res.text == ex.answer
             fwd.append(res.stats.forwards)
