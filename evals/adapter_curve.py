@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -33,9 +33,8 @@ from agentkit.config import DecodeConfig, EngineConfig
 from agentkit.engine.engine import Engine
 from agentkit.evals.report import write_json_atomic
 from agentkit.evals.runner import run_eval
+from agentkit.evals.synthetic import HELD_OUT_SEED, score_examples
 from agentkit.training.data import synthetic
-
-HELD_OUT_SEED = 987_654  # the training data uses seed 0; evals/bench_adapter_sampler.py uses the same held-out set
 
 
 def snapshot_tokens(d: Path) -> tuple[int, int]:
@@ -50,15 +49,10 @@ def snapshot_tokens(d: Path) -> tuple[int, int]:
 
 
 def synthetic_set(engine: Engine, mode: str, n: int, generated_frac: float) -> dict:
-    right, fwd, toks, lat = 0, [], 0, []
-    for ex in synthetic(n, seed=HELD_OUT_SEED, generated_frac=generated_frac):
-        res = engine.generate(ex.messages, DecodeConfig(mode=mode, max_new_tokens=256), template=ex.template())
-        right += res.text == ex.answer
-        fwd.append(res.stats.forwards)
-        toks += res.stats.output_tokens
-        lat.append(res.stats.latency_ms)
-    return {"n": n, "task_success": right / n, "forwards_mean": statistics.fmean(fwd),
-            "tokens_per_forward": toks / max(1, sum(fwd)), "latency_ms_p50": statistics.median(lat)}
+    examples = synthetic(n, seed=HELD_OUT_SEED, generated_frac=generated_frac)
+    res = score_examples(engine, examples, DecodeConfig(mode=mode, max_new_tokens=256))
+    del res["right"]
+    return res
 
 
 def bfcl_set(engine: Engine, mode: str, data: Path, limit: int, threads: int | None) -> dict:
@@ -128,7 +122,7 @@ def main() -> None:
     t0 = time.perf_counter()
     sets = ([("synthetic", lambda eng, mode: synthetic_set(eng, mode, a.synthetic, a.generated_frac))] if a.synthetic else []) + (
         [("bfcl", lambda eng, mode: bfcl_set(eng, mode, a.bfcl, a.bfcl_limit, a.threads))] if a.bfcl else [])
-    command = "python evals/adapter_curve.py " + " ".join(__import__("sys").argv[1:])
+    command = "python evals/adapter_curve.py " + " ".join(sys.argv[1:])
     result = {"commands": [], "baseline_ar_constrained": {}, "rows": []}
     if a.out.is_file():  # add to an earlier run: its baseline and finished rows are kept
         result = json.loads(a.out.read_text())

@@ -13,16 +13,14 @@ asserts nothing.
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 
 import torch
 
 from agentkit.config import DecodeConfig, EngineConfig
 from agentkit.engine.engine import Engine
+from agentkit.evals.synthetic import HELD_OUT_SEED, score_examples
 from agentkit.training.data import synthetic
-
-HELD_OUT_SEED = 987_654  # the training run's data uses seed 0
 
 
 def main() -> None:
@@ -43,18 +41,12 @@ def main() -> None:
     print(f"{'setting':<24} {'right':>6} {'fwd/request':>12} {'tok/fwd':>8} {'p50 ms':>8}")
     t0 = time.perf_counter()
     for mode, threshold in settings:
-        right, fwd, toks, lat = 0, [], 0, []
-        for ex in examples:
-            cfg = DecodeConfig(mode="ar" if mode == "ar-constrained" else mode, max_new_tokens=256,
-                               canvas_length=a.canvas_length, confidence_threshold=threshold or 0.99)
-            res = engine.generate(ex.messages, cfg, template=ex.template())
-            right += res.text == ex.answer
-            fwd.append(res.stats.forwards)
-            toks += res.stats.output_tokens
-            lat.append(res.stats.latency_ms)
+        cfg = DecodeConfig(mode="ar" if mode == "ar-constrained" else mode, max_new_tokens=256,
+                           canvas_length=a.canvas_length, confidence_threshold=threshold or 0.99)
+        r = score_examples(engine, examples, cfg)
         name = mode if threshold is None else f"diffusion, conf >= {threshold}"
-        print(f"{name:<24} {right:>3}/{len(examples):<2} {statistics.fmean(fwd):>12.2f} {toks / sum(fwd):>8.2f} "
-              f"{statistics.median(lat):>8.0f}")
+        print(f"{name:<24} {r['right']:>3}/{len(examples):<2} {r['forwards_mean']:>12.2f} "
+              f"{r['tokens_per_forward']:>8.2f} {r['latency_ms_p50']:>8.0f}")
     print(f"\n({time.perf_counter() - t0:.0f} s)")
 
 

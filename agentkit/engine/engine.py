@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import time
@@ -58,19 +59,23 @@ class Engine:
         """The block-diffusion adapter used for diffusion mode, if any (default model + shipped adapter)."""
         if not self.config.adapter or self.lm.kind != "causal" or self.lm.bidirectional:
             return None
+        return self._adapter_file
+
+    @functools.cached_property
+    def _adapter_file(self) -> Path | None:
+        """``config.adapter_path`` checked, or the shipped adapter of the default model; resolved once (the
+        filesystem is not asked again on every request)."""
+        from ..training.adapter import DEFAULT_DIR, FILE
+
         path = self.config.adapter_path
-        if path is None and self.config.model is None and self.lm.meta.get("default"):
-            from ..training.adapter import DEFAULT_DIR, FILE
-
-            path = str(DEFAULT_DIR) if (DEFAULT_DIR / FILE).is_file() else None
-        elif path is not None:
-            from ..training.adapter import FILE
-
-            p = Path(path)
-            if not (p / FILE).is_file() and not (p.is_file() and p.suffix == ".safetensors"):
-                raise ModelNotFoundError(f"adapter_path {path!r}: no block-diffusion adapter there (expected a "
-                                         f"directory with {FILE}, as `python -m agentkit.training` writes)")
-        return Path(path) if path else None
+        if path is None:
+            default = self.config.model is None and self.lm.meta.get("default") and (DEFAULT_DIR / FILE).is_file()
+            return DEFAULT_DIR if default else None
+        p = Path(path)
+        if not (p / FILE).is_file() and not (p.is_file() and p.suffix == ".safetensors"):
+            raise ModelNotFoundError(f"adapter_path {path!r}: no block-diffusion adapter there (expected a "
+                                     f"directory with {FILE}, as `python -m agentkit.training` writes)")
+        return p
 
     def _diffusion_model(self) -> tuple[LoadedModel, Backbone]:
         """Adapted weights (bidirectional canvas, mask token) for diffusion mode; built on first use."""

@@ -41,7 +41,7 @@ VALUE_REGEX = {
 def value_type(v: object) -> str:
     """The ``VALUE_REGEX`` key of a JSON value of the synthetic data."""
     if isinstance(v, list):
-        if v and all(isinstance(x, bool) is False and isinstance(x, int) for x in v):
+        if v and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
             return "integer_array"
         return "number_array" if v and all(isinstance(x, (int, float)) for x in v) else "array"
     return {bool: "boolean", int: "integer", float: "number"}.get(type(v), "string")

@@ -157,6 +157,7 @@ class Trainer:
         self.losses: list[float] = []
         self.tokens = 0
         self.seconds = 0.0
+        self.start_step, self.start_tokens, self.start_seconds = 0, 0, 0.0  # where this invocation began
         self.model.train()
 
     @property
@@ -232,6 +233,7 @@ class Trainer:
             self.mask_row.copy_(ck["adapter"]["mask_embedding"])
         self.opt.load_state_dict(ck["opt"])
         self.step_no, self.losses, self.tokens, self.seconds = ck["step"], ck["losses"], ck["tokens"], ck["seconds"]
+        self.start_step, self.start_tokens, self.start_seconds = self.step_no, self.tokens, self.seconds
         return True
 
 
@@ -243,7 +245,6 @@ def train(lm: LoadedModel, examples: list[Tokenized], cfg: TrainConfig, out: str
     tr = Trainer(lm, cfg)
     if out is not None and resume and tr.resume(out):
         log(f"resumed at step {tr.step_no} ({tr.tokens} tokens)")
-    tr.start_step, tr.start_tokens, tr.start_seconds = tr.step_no, tr.tokens, tr.seconds
     vocab = tr.acfg.vocab_size
     pad = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else lm.eos_ids[0]
     t_start = time.perf_counter()

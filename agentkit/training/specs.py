@@ -113,6 +113,8 @@ class GenFn:
     name: str
     description: str
     params: tuple[GenParam, ...]
+    verb: str
+    noun: str
 
     def schema(self) -> dict:
         return {"type": "object", "properties": {p.name: p.schema() for p in self.params},
@@ -126,16 +128,14 @@ def random_function(r: random.Random) -> GenFn:
         name = f"{r.choice(NAMESPACES)}.{name}"
     picked = r.sample(PARAMS, r.randint(1, 4))
     params = tuple(GenParam(n, k, ph, required=i == 0 or r.random() < 0.6) for i, (n, k, ph) in enumerate(picked))
-    return GenFn(name, f"{verb.capitalize()} the {noun} from the given inputs.", params)
+    return GenFn(name, f"{verb.capitalize()} the {noun} from the given inputs.", params, verb, noun)
 
 
 def request(fn: GenFn, values: dict, r: random.Random) -> str:
     """A user request that states every argument in ``values`` (in random order)."""
-    noun = fn.name.rsplit(".", 1)[-1].split("_", 1)[1]
-    verb = fn.name.rsplit(".", 1)[-1].split("_", 1)[0]
+    verb, noun = fn.verb, fn.noun
     parts = [p.say(values[p.name], r) for p in fn.params if p.name in values]
     r.shuffle(parts)
     args = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
-    opener = r.choice([f"Please {verb} the {noun} for {args}.", f"Can you {verb} the {noun} given {args}?",
-                       f"I need the {noun} with {args}.", f"{verb.capitalize()} the {noun} using {args}."])
-    return opener
+    return r.choice([f"Please {verb} the {noun} for {args}.", f"Can you {verb} the {noun} given {args}?",
+                     f"I need the {noun} with {args}.", f"{verb.capitalize()} the {noun} using {args}."])
