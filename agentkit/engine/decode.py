@@ -53,11 +53,12 @@ class Decoder:
 
     def __init__(self, bb: Backbone, cfg: DecodeConfig, constraint: TokenConstraint | None, eos_ids, *,
                  mask_token_id: int | None = None, bidirectional: bool = False, sampler: str = "jacobi",
-                 on_draft=None) -> None:
+                 on_draft=None, on_tokens=None) -> None:
         self.bb, self.cfg, self.c = bb, cfg, constraint
         self.eos = set(eos_ids)
         self.mask_id, self.bidirectional, self.sampler = mask_token_id, bidirectional, sampler
         self.on_draft = on_draft
+        self.on_tokens = on_tokens  # called with each run of tokens committed to the output (streaming)
         self.cache = bb.new_cache()
         self.stats = DecodeStats(mode=cfg.mode)
         self.gen = torch.Generator().manual_seed(cfg.seed) if cfg.seed is not None else None
@@ -107,6 +108,8 @@ class Decoder:
         self.out.extend(toks)
         self.stats.pinned_tokens += pinned
         self.stats.slot_tokens += len(toks) - pinned
+        if toks and self.on_tokens is not None:
+            self.on_tokens(list(toks))
 
     @property
     def budget(self) -> int:

@@ -130,10 +130,13 @@ class Engine:
         raw: bool = False,
         on_draft: Callable[[list[int], list[bool]], None] | None = None,
         batch: Slot | None = None,
+        on_tokens: Callable[[list[int]], None] | None = None,
     ) -> GenerationResult:
         """Decode one request. ``batch``: this request's seat at a :class:`~agentkit.engine.batch.Batcher`; its
         model forwards then run batched with those of the other requests decoding concurrently (continuous
-        batching, ``agentkit/engine/batch.py``). None (the default) runs them directly."""
+        batching, ``agentkit/engine/batch.py``). None (the default) runs them directly. ``on_tokens(ids)`` is
+        called (on the decoding thread) with each run of tokens as it is committed to the output: an AR token
+        and the pinned run after it, a diffusion block, a verified prefix (streaming)."""
         cfg = config or DecodeConfig()
         index_ms = 0.0
         if template is not None and id(template) not in self._constraints:
@@ -157,7 +160,7 @@ class Engine:
         dec = Decoder(
             backbone, cfg, constraint, lm.eos_ids,
             mask_token_id=lm.mask_token_id, bidirectional=lm.bidirectional and cfg.mode != "ar",
-            sampler=sampler, on_draft=on_draft,
+            sampler=sampler, on_draft=on_draft, on_tokens=on_tokens,
         )
         if template is not None:
             dec.stats.compile_ms = template.compile_ms + index_ms
