@@ -10,6 +10,8 @@ from .errors import InvalidRequestError
 Mode = Literal["ar", "diffusion", "verify"]
 Sampler = Literal["auto", "jacobi", "mask", "uniform"]
 MODES: tuple[str, ...] = ("ar", "diffusion", "verify")
+DTYPES: tuple[str, ...] = ("auto", "float32", "bfloat16")
+BACKENDS: tuple[str, ...] = ("auto", "torch", "llama.cpp")
 
 
 @dataclass
@@ -19,10 +21,20 @@ class EngineConfig:
     model: str | None = None  # None: the embedded default model; else a local HF directory
     adapter: bool = True  # diffusion mode uses a block-diffusion adapter when one is present (--no-adapter: off)
     adapter_path: str | None = None  # None: the adapter shipped for the default model (adapters/smollm2-135m-bd)
-    dtype: str = "float32"
+    # "auto": bfloat16 on a GPU or on a CPU with native bf16 matmuls (avx512_bf16 / AMX), float32 otherwise
+    dtype: str = "auto"
     device: str = "cpu"
-    threads: int | None = None  # torch.set_num_threads; None leaves torch's default
+    threads: int | None = None  # torch.set_num_threads (and llama.cpp's threads); None leaves the default
     seed: int = 0
+    # "auto": llama.cpp for the embedded default model on CPU when llama-cpp-python is installed (the [llama]
+    # extra; faster per forward, see evals/bench_forward.py), torch otherwise
+    backend: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.dtype not in DTYPES:
+            raise InvalidRequestError(f"EngineConfig.dtype must be one of {DTYPES}, got {self.dtype!r}")
+        if self.backend not in BACKENDS:
+            raise InvalidRequestError(f"EngineConfig.backend must be one of {BACKENDS}, got {self.backend!r}")
 
 
 @dataclass
@@ -38,6 +50,7 @@ class DecodeConfig:
     max_new_tokens: int = 256
     temperature: float = 0.0  # 0 = greedy
     top_k: int | None = None
+    top_p: float | None = None  # nucleus sampling (with temperature > 0); None or 1.0: off
     seed: int | None = None
     # canvas (diffusion / verify)
     canvas_length: int = 32
@@ -57,8 +70,17 @@ class DecodeConfig:
     # base weights for AR and verify; "adapted" = the adapter in every mode (AR on the adapted weights, to see
     # what the adaptation costs AR); "base" = never the adapter (diffusion then runs as a causal canvas)
     weights: str = "auto"
+    # verify mode: where drafts come from. "lookup" = prompt lookup and the verifier's stale continuations (no
+    # extra model); "adapter" = self-speculation, the block-diffusion adapter drafts a canvas of ``draft_steps``
+    # mask-sampler passes (agentkit/engine/selfspec.py). The output is greedy ar-constrained either way.
+    draft: str = "lookup"
+    draft_steps: int = 1
 
     def __post_init__(self) -> None:
+        if self.draft not in ("lookup", "adapter"):
+            raise InvalidRequestError(f"draft must be 'lookup' or 'adapter', got {self.draft!r}")
+        if not isinstance(self.draft_steps, int) or self.draft_steps < 1:
+            raise InvalidRequestError(f"draft_steps must be an integer >= 1, got {self.draft_steps!r}")
         if self.weights not in ("auto", "base", "adapted"):
             raise InvalidRequestError(f"weights must be 'auto', 'base' or 'adapted', got {self.weights!r}")
         if self.mode not in MODES:
@@ -67,6 +89,8 @@ class DecodeConfig:
             raise InvalidRequestError(f"max_new_tokens must be an integer >= 1, got {self.max_new_tokens!r}")
         if self.temperature < 0:
             raise InvalidRequestError(f"temperature must be >= 0, got {self.temperature}")
+        if self.top_p is not None and not 0.0 < self.top_p <= 1.0:
+            raise InvalidRequestError(f"top_p must be in (0, 1], got {self.top_p}")
         if self.canvas_length < 1:
             raise InvalidRequestError(f"canvas_length must be >= 1, got {self.canvas_length}")
         if self.max_denoising_steps < 1:

@@ -53,8 +53,9 @@ class Decoder:
 
     def __init__(self, bb: Backbone, cfg: DecodeConfig, constraint: TokenConstraint | None, eos_ids, *,
                  mask_token_id: int | None = None, bidirectional: bool = False, sampler: str = "jacobi",
-                 on_draft=None, on_tokens=None) -> None:
+                 on_draft=None, on_tokens=None, drafter=None) -> None:
         self.bb, self.cfg, self.c = bb, cfg, constraint
+        self.drafter = drafter  # verify: a selfspec.Drafter (adapter drafts); None: prompt-lookup drafts
         self.eos = set(eos_ids)
         self.mask_id, self.bidirectional, self.sampler = mask_token_id, bidirectional, sampler
         self.on_draft = on_draft
@@ -96,12 +97,13 @@ class Decoder:
         time: a token that would leave no completion within it is redrawn from the closing tokens."""
         allowed = self._allowed(state)
         t, conf, ent = pick(logits[None], None if allowed is None else allowed[None], self.cfg.temperature,
-                            self.cfg.top_k, self.gen)
+                            self.cfg.top_k, self.gen, self.cfg.top_p)
         if allowed is not None and budget is not None and not self.c.fits(state, int(t[0]), budget):
             t0 = time.perf_counter()
             closing = self.c.closing(state, budget)
             self.stats.constraint_ms += 1000 * (time.perf_counter() - t0)
-            t, conf, ent = pick(logits[None], closing[None], self.cfg.temperature, self.cfg.top_k, self.gen)
+            t, conf, ent = pick(logits[None], closing[None], self.cfg.temperature, self.cfg.top_k, self.gen,
+                                self.cfg.top_p)
         return int(t[0]), float(conf[0]), float(ent[0])
 
     def _emit(self, toks: list[int], pinned: int = 0) -> None:
@@ -289,10 +291,12 @@ class Decoder:
         """Draft a block, check it with one causal pass, keep the longest prefix greedy AR agrees with plus the
         corrected token. Output equals greedy AR exactly."""
         drafts: list[int] = []
+        n_draft = self.drafter.first_length(self) if self.drafter is not None else 0
         while not self.finished:
-            # build the block: exact first token, then pinned runs and drafts
-            block, state, n_pinned = [], self.state, 0
-            while len(block) < min(self.cfg.canvas_length, self.budget):
+            # build the block: exact first token, then pinned runs and drafts (adapter drafter: its canvas)
+            block = self.drafter.block(self, min(n_draft, self.budget)) if self.drafter is not None else []
+            state, n_pinned = self.state, 0
+            while self.drafter is None and len(block) < min(self.cfg.canvas_length, self.budget):
                 forced = self._forced(state)
                 if forced:
                     t = forced[0]
@@ -319,6 +323,7 @@ class Decoder:
             t0 = time.perf_counter()
             logits = self.bb.encode(block, self.cache, rows=list(range(len(block))))
             self.stats.encoder_forwards += 1
+            self.stats.verify_forwards += 1
             self.stats.denoise_ms += 1000 * (time.perf_counter() - t0)
             state, keep, pinned_kept = self.state, 1, 0
             state = self._advance(state, block[0])
@@ -340,6 +345,8 @@ class Decoder:
             self.state = state
             self.logits = logits[keep - 1]
             drafts = logits[keep:].argmax(-1).tolist()  # stale continuations as the next drafts
+            if self.drafter is not None:
+                n_draft = self.drafter.next_length(n_draft, keep, len(block), self.cfg.canvas_length)
             self.stats.blocks += 1
             if eos_hit or self._complete(self.state) or self.budget <= 0:
                 self.finished = True

@@ -41,6 +41,7 @@ from ..config import DecodeConfig
 from ..errors import UnsupportedModeError
 from ..models.loader import LoadedModel
 from .backbone import Backbone
+from .sampler import nucleus
 
 if TYPE_CHECKING:
     from .decode import Block, Decoder
@@ -163,6 +164,8 @@ class EntropyBoundDenoiser:
             argmax = torch.argmax(processed, dim=-1)
             if cfg.temperature > 0:
                 probs = torch.softmax(processed, dim=-1, dtype=torch.float32)
+                if cfg.top_p is not None and cfg.top_p < 1.0:
+                    probs = nucleus(probs, cfg.top_p)
                 denoised = torch.multinomial(probs.view(-1, V), num_samples=1, generator=gen)
                 denoised = denoised.squeeze(-1).view(1, L)
             else:

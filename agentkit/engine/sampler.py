@@ -15,14 +15,30 @@ def masked_logits(logits: torch.Tensor, allowed: torch.Tensor | None) -> torch.T
     return logits.masked_fill(~allowed, float("-inf"))
 
 
-def logits_to_probs(logits: torch.Tensor, temperature: float, top_k: int | None = None) -> torch.Tensor:
+def logits_to_probs(logits: torch.Tensor, temperature: float, top_k: int | None = None,
+                    top_p: float | None = None) -> torch.Tensor:
     if temperature <= 0:
         temperature = 1.0
     logits = logits / temperature
     if top_k is not None and top_k < logits.shape[-1]:
         kth = torch.topk(logits, top_k, dim=-1).values[..., -1:]
         logits = logits.masked_fill(logits < kth, float("-inf"))
-    return torch.softmax(logits, dim=-1)
+    probs = torch.softmax(logits, dim=-1)
+    if top_p is not None and top_p < 1.0:
+        probs = nucleus(probs, top_p)
+    return probs
+
+
+def nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
+    """Top-p (nucleus) filter: keep the smallest set of most likely tokens whose mass reaches ``top_p`` (always
+    the most likely one), renormalised. probs: [..., V]."""
+    sorted_p, order = torch.sort(probs, dim=-1, descending=True)
+    before = torch.cumsum(sorted_p, dim=-1) - sorted_p  # mass of the tokens ranked above each one
+    keep_sorted = before < top_p
+    keep_sorted[..., 0] = True
+    keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
+    kept = probs.masked_fill(~keep, 0.0)
+    return kept / kept.sum(-1, keepdim=True)
 
 
 def pick(
@@ -31,13 +47,15 @@ def pick(
     temperature: float = 0.0,
     top_k: int | None = None,
     generator: torch.Generator | None = None,
+    top_p: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Choose one token per row. logits: [k, V] -> (tokens [k], confidence [k], entropy [k]).
 
-    Greedy when ``temperature == 0`` (confidence/entropy still come from the T=1 distribution).
+    Greedy when ``temperature == 0`` (confidence/entropy still come from the T=1 distribution); ``top_p`` < 1
+    samples from the nucleus only (greedy ignores it: the argmax is always in the nucleus).
     """
     z = masked_logits(logits, allowed)
-    probs = logits_to_probs(z, temperature if temperature > 0 else 1.0, top_k)
+    probs = logits_to_probs(z, temperature if temperature > 0 else 1.0, top_k, top_p if temperature > 0 else None)
     if temperature > 0:
         tokens = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
     else:
