@@ -160,7 +160,7 @@ class Engine:
         dec = Decoder(
             backbone, cfg, constraint, lm.eos_ids,
             mask_token_id=lm.mask_token_id, bidirectional=lm.bidirectional and cfg.mode != "ar",
-            sampler=sampler, on_draft=on_draft, on_tokens=on_tokens,
+            sampler=sampler, on_draft=on_draft, on_tokens=on_tokens, drafter=self._drafter(cfg),
         )
         if template is not None:
             dec.stats.compile_ms = template.compile_ms + index_ms
@@ -182,6 +182,19 @@ class Engine:
         if template is not None and template.kind == "json" and stats.finish_reason == "template":
             value = json.loads(text)
         return GenerationResult(text=text, token_ids=dec.out, stats=stats, value=value, drafts=dec.drafts)
+
+    def _drafter(self, cfg: DecodeConfig):
+        """Verify mode with ``draft="adapter"``: a self-speculative drafter on the adapted weights (per request:
+        it holds the request's draft KV cache)."""
+        if cfg.mode != "verify" or cfg.draft != "adapter":
+            return None
+        if self.adapter_path is None:
+            raise UnsupportedModeError(f"draft='adapter' needs a block-diffusion adapter; model {self.name!r} has "
+                                       "none (or the engine was built with adapter=False); use draft='lookup'")
+        from .selfspec import Drafter
+
+        lm, bb = self._diffusion_model()
+        return Drafter(bb, lm.mask_token_id, cfg.draft_steps)
 
     def _sampler(self, cfg: DecodeConfig, lm: LoadedModel | None = None) -> str:
         lm = lm or self.lm

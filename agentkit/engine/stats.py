@@ -15,6 +15,8 @@ class DecodeStats:
     slot_tokens: int = 0  # predicted under a constraint (or free tokens when unconstrained)
     encoder_forwards: int = 0  # causal passes that write the KV cache (prefill, commit, verify, AR steps)
     decoder_forwards: int = 0  # denoiser passes that only read the cache
+    draft_forwards: int = 0  # of those, self-speculative draft passes (verify with the adapter drafting)
+    verify_forwards: int = 0  # verify mode: causal passes that check a drafted block (part of encoder_forwards)
     blocks: int = 0
     steps_per_block: list[int] = field(default_factory=list)
     prefill_ms: float = 0.0

@@ -1,0 +1,107 @@
+"""Self-speculative verify: the adapter drafts, the base weights check; the output is greedy AR's, exactly."""
+
+import pytest
+import torch
+
+from agentkit.config import DecodeConfig, EngineConfig
+from agentkit.constrain.nodes import Choice, Lit, Repeat, Slot, Template, seq
+from agentkit.engine.backbone import Backbone
+from agentkit.engine.engine import Engine
+from agentkit.engine.selfspec import MIN_DRAFT, Drafter, SyncBackbone
+from agentkit.errors import InvalidRequestError, UnsupportedModeError
+from agentkit.models.tiny import tiny_llama
+from agentkit.training.adapter import apply_adapter
+from agentkit.training.recipe import TrainConfig, Trainer
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def adapter_dir(tmp_path_factory):
+    """A random adapter for tiny_llama(0), saved with the training code (LoRA B not zero, so it changes drafts)."""
+    torch.manual_seed(1)
+    tr = Trainer(tiny_llama(0), TrainConfig(steps=1, rank=4, alpha=8.0, device="cpu"))
+    with torch.no_grad():
+        for m in tr.loras.values():
+            m.lora_b.normal_(0, 0.05)
+    out = tmp_path_factory.mktemp("adapter")
+    tr.save(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def engine(adapter_dir):
+    return Engine.from_loaded(tiny_llama(0), EngineConfig(adapter_path=str(adapter_dir)))
+
+
+def _template():
+    name = Slot(r"[a-z]{1,6}", max_tokens=6, name="/name")
+    tags = Repeat(seq(Lit('"'), Slot(r"[a-z]{1,4}", max_tokens=4), Lit('"')), ",", 0, 3)
+    return Template(seq(Lit('{"name":"'), name, Lit('","ok":'), Choice((Lit("true"), Lit("false"))),
+                        Lit(',"tags":['), tags, Lit("]}")))
+
+
+PROMPTS = ["What is the weather in Paris today?", "def add(a, b):", '{"name":"Alice","age":31', "The quick brown"]
+
+
+@pytest.mark.parametrize("steps", [1, 2])
+@pytest.mark.parametrize("prompt", PROMPTS)
+def test_adapter_drafted_verify_equals_ar_constrained(engine, prompt, steps):
+    t = _template()
+    ar = engine.generate(prompt, DecodeConfig(mode="ar", max_new_tokens=40), template=t)
+    v = engine.generate(prompt, DecodeConfig(mode="verify", draft="adapter", draft_steps=steps, max_new_tokens=40),
+                        template=t)
+    assert v.token_ids == ar.token_ids and v.text == ar.text
+    assert v.stats.finish_reason == ar.stats.finish_reason
+
+
+@pytest.mark.parametrize("prompt", PROMPTS)
+def test_adapter_drafted_verify_equals_ar_free_text(engine, prompt):
+    ar = engine.generate(prompt, DecodeConfig(mode="ar", max_new_tokens=24))
+    v = engine.generate(prompt, DecodeConfig(mode="verify", draft="adapter", max_new_tokens=24, canvas_length=8))
+    assert v.token_ids == ar.token_ids
+
+
+def test_stats_count_draft_and_verify_passes(engine):
+    v = engine.generate(PROMPTS[0], DecodeConfig(mode="verify", draft="adapter", draft_steps=2, max_new_tokens=24))
+    s = v.stats
+    assert s.verify_forwards == s.blocks >= 1
+    assert 1 <= s.draft_forwards == s.decoder_forwards <= 2 * s.blocks
+    assert s.forwards == s.encoder_forwards + s.decoder_forwards - 1
+    lookup = engine.generate(PROMPTS[0], DecodeConfig(mode="verify", max_new_tokens=24))
+    assert lookup.stats.draft_forwards == 0 and lookup.stats.verify_forwards == lookup.stats.blocks
+
+
+def test_sync_pass_equals_encode_then_denoise(adapter_dir):
+    """Pending tokens fed in front of the canvas: same canvas logits and same cache as a separate encode pass."""
+    lm = apply_adapter(tiny_llama(0), adapter_dir)
+    bb = Backbone(lm)
+    prompt, pend, canvas = [5, 9, 14, 3], [20, 21, 22], [30, lm.mask_token_id, lm.mask_token_id]
+    a, b = bb.new_cache(), bb.new_cache()
+    bb.encode(prompt, a)
+    bb.encode(prompt, b)
+    bb.encode(pend, a)
+    want = bb.denoise(canvas, a, [0, 1, 2], True)
+    sync = SyncBackbone(bb)
+    sync.pending = list(pend)
+    got = sync.denoise(canvas, b, [0, 1, 2], True)
+    assert sync.pending == [] and b.get_seq_length() == a.get_seq_length() == len(prompt) + len(pend)
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(b.layers[0].keys, a.layers[0].keys, atol=1e-5, rtol=1e-5)
+
+
+def test_draft_length_adapts():
+    assert Drafter.next_length(8, kept=8, drafted=8, cap=32) == 16  # all accepted: longer
+    assert Drafter.next_length(16, kept=16, drafted=16, cap=32) == 32
+    assert Drafter.next_length(32, kept=32, drafted=32, cap=32) == 32  # capped at canvas_length
+    assert Drafter.next_length(16, kept=5, drafted=16, cap=32) == 7  # rejected: what was kept plus a margin
+    assert Drafter.next_length(16, kept=1, drafted=16, cap=32) == MIN_DRAFT
+
+
+def test_adapter_draft_needs_an_adapter_and_valid_config(tiny):
+    with pytest.raises(UnsupportedModeError, match="draft='adapter'"):
+        tiny.generate("hi", DecodeConfig(mode="verify", draft="adapter", max_new_tokens=4))
+    with pytest.raises(InvalidRequestError, match="draft"):
+        DecodeConfig(mode="verify", draft="medusa")
+    with pytest.raises(InvalidRequestError, match="draft_steps"):
+        DecodeConfig(mode="verify", draft="adapter", draft_steps=0)
