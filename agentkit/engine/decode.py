@@ -53,8 +53,10 @@ class Decoder:
 
     def __init__(self, bb: Backbone, cfg: DecodeConfig, constraint: TokenConstraint | None, eos_ids, *,
                  mask_token_id: int | None = None, bidirectional: bool = False, sampler: str = "jacobi",
-                 on_draft=None, on_tokens=None, drafter=None) -> None:
+                 on_draft=None, on_tokens=None, drafter=None, should_stop=None) -> None:
         self.bb, self.cfg, self.c = bb, cfg, constraint
+        self.should_stop = should_stop  # checked before each forward: True stops decoding there (timeout, cancel)
+        self.halted = False
         self.drafter = drafter  # verify: a selfspec.Drafter (adapter drafts); None: prompt-lookup drafts
         self.eos = set(eos_ids)
         self.mask_id, self.bidirectional, self.sampler = mask_token_id, bidirectional, sampler
@@ -113,6 +115,12 @@ class Decoder:
         if toks and self.on_tokens is not None:
             self.on_tokens(list(toks))
 
+    def _halt(self) -> bool:
+        """Whether the caller asked to stop (checked before each forward); the output so far stays."""
+        if not self.halted and self.should_stop is not None and self.should_stop():
+            self.halted = self.finished = True
+        return self.halted
+
     @property
     def budget(self) -> int:
         return self.cfg.max_new_tokens - len(self.out)
@@ -146,7 +154,7 @@ class Decoder:
     # -- AR ---------------------------------------------------------------------------------------------------
     def ar(self) -> None:
         """Left to right; pinned runs after a sampled token are fed in the same forward (jump-forward)."""
-        while not self.finished:
+        while not self.finished and not self._halt():
             t, _, _ = self._pick(self.logits, self.state, self.budget)
             if t in self.eos:
                 self.finished = True
@@ -169,7 +177,7 @@ class Decoder:
     # -- block diffusion ----------------------------------------------------------------------------------------
     def diffusion(self) -> None:
         """Blocks of ``canvas_length``: denoise against the cached prefix until every position is final, commit."""
-        while not self.finished:
+        while not self.finished and not self._halt():
             block = Block(min(self.cfg.canvas_length, self.budget))
             steps = denoise_uniform(self, block) if self.sampler == "uniform" else self._denoise_block(block)
             toks = [int(t) for t in block.tok[: block.length]]
@@ -202,6 +210,9 @@ class Decoder:
                 self._layout(block, pred, fed)  # re-derive where it ends (a draft EOS is final now)
                 if block.done():
                     return steps
+            if self._halt():  # stopped: keep the final prefix of the canvas, drop the rest
+                block.end = next((j for j in range(block.length) if not block.frozen[j]), block.length)
+                return steps
             # denoise: one pass over the canvas, logits only where a position is still open
             fed = [t if t is not None else self._filler(block, j) for j, t in enumerate(block.tok[: block.length])]
             open_pos = [j for j in range(1, block.length) if not block.frozen[j] and not block.pinned[j]]
@@ -294,6 +305,8 @@ class Decoder:
         n_draft = self.drafter.first_length(self) if self.drafter is not None else 0
         while not self.finished:
             # build the block: exact first token, then pinned runs and drafts (adapter drafter: its canvas)
+            if self._halt():
+                break
             block = self.drafter.block(self, min(n_draft, self.budget)) if self.drafter is not None else []
             state, n_pinned = self.state, 0
             while self.drafter is None and len(block) < min(self.cfg.canvas_length, self.budget):
@@ -353,6 +366,8 @@ class Decoder:
         self.stats.finish_reason = self._finish_reason()
 
     def _finish_reason(self) -> str:
+        if self.halted:
+            return "cancelled"  # should_stop() asked to stop; the output is what was committed by then
         if self.c is not None and self.state is not None and self.c.can_end(self.state):
             return "template"  # complete, or ended (EOS) where the template may end
         return "length" if self.budget <= 0 else "stop"

@@ -131,12 +131,15 @@ class Engine:
         on_draft: Callable[[list[int], list[bool]], None] | None = None,
         batch: Slot | None = None,
         on_tokens: Callable[[list[int]], None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
     ) -> GenerationResult:
         """Decode one request. ``batch``: this request's seat at a :class:`~agentkit.engine.batch.Batcher`; its
         model forwards then run batched with those of the other requests decoding concurrently (continuous
         batching, ``agentkit/engine/batch.py``). None (the default) runs them directly. ``on_tokens(ids)`` is
         called (on the decoding thread) with each run of tokens as it is committed to the output: an AR token
-        and the pinned run after it, a diffusion block, a verified prefix (streaming)."""
+        and the pinned run after it, a diffusion block, a verified prefix (streaming). ``should_stop()`` is checked
+        before each model forward; once it returns True decoding stops there, with finish_reason "cancelled"
+        and the output committed so far (timeouts and cancellation that bite within one forward)."""
         cfg = config or DecodeConfig()
         index_ms = 0.0
         if template is not None and id(template) not in self._constraints:
@@ -161,6 +164,7 @@ class Engine:
             backbone, cfg, constraint, lm.eos_ids,
             mask_token_id=lm.mask_token_id, bidirectional=lm.bidirectional and cfg.mode != "ar",
             sampler=sampler, on_draft=on_draft, on_tokens=on_tokens, drafter=self._drafter(cfg),
+            should_stop=should_stop,
         )
         if template is not None:
             dec.stats.compile_ms = template.compile_ms + index_ms
