@@ -1,10 +1,66 @@
-"""OpenAI chat-completions request models (lenient: unknown fields are ignored, as OpenAI does)."""
+"""OpenAI chat-completions request models.
+
+The top level is strict: a field that is neither implemented nor listed in :data:`IGNORED` is a 400 naming it (a
+misspelt or unsupported option is never silently dropped). Nested objects (messages, tools) stay lenient, as
+clients echo back fields of earlier responses there (``refusal``, ``annotations``, ...).
+
+Every string and number in the body is checked once, before anything else runs (:func:`check_json`): a lone UTF-16
+surrogate (``"\\ud800"``, which no tokenizer can encode) or a non-finite number (``NaN``, ``Infinity``, ``1e999``,
+which JSON itself does not allow) is a 400 naming the field where it sits. Nesting deeper than
+:data:`MAX_JSON_DEPTH` is refused the same way.
+"""
 
 from __future__ import annotations
 
+import math
+import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+# accepted and ignored (documented in the README): they change nothing a single-model server does
+IGNORED = ("user", "metadata", "store", "service_tier", "parallel_tool_calls", "prompt_cache_key",
+           "safety_identifier", "stream_options")
+# accepted only at their neutral value (anything else is a 400: not implemented)
+NEUTRAL = {"frequency_penalty": 0, "presence_penalty": 0, "logit_bias": None}
+MAX_JSON_DEPTH = 64
+SEED_MIN, SEED_MAX = -(2**63), 2**64 - 1  # what torch.Generator.manual_seed accepts
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class FieldError(ValueError):
+    """A bad value at ``param`` (a JSON path such as ``messages[0].content``); becomes a 400 naming it."""
+
+    def __init__(self, param: str, message: str) -> None:
+        super().__init__(f"{param}: {message}")
+        self.param = param
+
+
+def check_json(value: Any, path: str = "") -> None:
+    """Raise :class:`FieldError` at the first lone surrogate, non-finite number or over-deep nesting (iterative:
+    no recursion limit on hostile input)."""
+    stack: list[tuple[Any, str, int]] = [(value, path, 0)]
+    while stack:
+        v, p, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            raise FieldError(p or "body", f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
+        if isinstance(v, str):
+            m = _SURROGATE.search(v)
+            if m:
+                raise FieldError(p or "body", f"lone UTF-16 surrogate U+{ord(m.group()):04X} at index {m.start()} "
+                                              "(text must be valid Unicode)")
+        elif isinstance(v, float):
+            if not math.isfinite(v):
+                raise FieldError(p or "body", f"non-finite number {v!r} (JSON numbers must be finite)")
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                kp = f"{p}.{k}" if p else str(k)
+                if isinstance(k, str) and _SURROGATE.search(k):
+                    raise FieldError(p or "body", f"key {k!r} holds a lone UTF-16 surrogate")
+                stack.append((x, kp, depth + 1))
+        elif isinstance(v, list):
+            stack.extend((x, f"{p}[{i}]", depth + 1) for i, x in enumerate(v))
+
 
 # ----------------------------------------------------------------------------------------------------------------
 # request models
@@ -42,6 +98,7 @@ class FunctionDef(_Lenient):
     name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.\-]+$")
     description: str | None = None
     parameters: dict[str, Any] | None = None
+    strict: bool | None = None
 
 
 class ToolDef(_Lenient):
@@ -70,7 +127,10 @@ class ResponseFormat(_Lenient):
     json_schema: JSONSchemaFormat | None = None
 
 
-class AgentkitExt(_Lenient):
+class AgentkitExt(BaseModel):
+    """The ``"agentkit"`` extension object (``extra_body={"agentkit": {...}}`` with the openai client)."""
+
+    model_config = ConfigDict(extra="forbid")
     mode: Literal["ar", "diffusion", "verify"] | None = None
     canvas_length: int | None = Field(default=None, ge=1, le=4096)
     max_denoising_steps: int | None = Field(default=None, ge=1, le=4096)
@@ -78,7 +138,8 @@ class AgentkitExt(_Lenient):
     canvas: bool = True  # stream canvas draft events
 
 
-class ChatRequest(_Lenient):
+class ChatRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
     model: str | None = None
     messages: list[Message] = Field(min_length=1)
     tools: list[ToolDef] | None = None
@@ -87,12 +148,33 @@ class ChatRequest(_Lenient):
     max_tokens: int | None = Field(default=None, ge=1, le=32768)
     max_completion_tokens: int | None = Field(default=None, ge=1, le=32768)
     temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, gt=0, le=1)
     top_k: int | None = Field(default=None, ge=1)
-    seed: int | None = None
+    seed: int | None = Field(default=None, ge=SEED_MIN, le=SEED_MAX)
     stop: str | list[str] | None = None
     stream: bool = False
     n: int = Field(default=1, ge=1, le=1)
+    logprobs: bool = False
+    top_logprobs: int | None = Field(default=None, ge=0, le=20)
     agentkit: AgentkitExt | None = None
+    # neutral-only and ignored fields (see IGNORED / NEUTRAL)
+    frequency_penalty: float | None = None
+    presence_penalty: float | None = None
+    logit_bias: dict[str, float] | None = None
+    user: Any = None
+    metadata: Any = None
+    store: Any = None
+    service_tier: Any = None
+    parallel_tool_calls: Any = None
+    prompt_cache_key: Any = None
+    safety_identifier: Any = None
+    stream_options: Any = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _valid_json(cls, data: Any) -> Any:
+        check_json(data)
+        return data
 
     @field_validator("stop")
     @classmethod
@@ -103,3 +185,14 @@ class ChatRequest(_Lenient):
         if len(v) > 4 or any(not s for s in v):
             raise ValueError("stop must be a non-empty string or a list of at most 4 non-empty strings")
         return v
+
+    @model_validator(mode="after")
+    def _neutral(self) -> ChatRequest:
+        for name in ("frequency_penalty", "presence_penalty"):
+            if getattr(self, name) not in (None, 0):
+                raise FieldError(name, "not supported (only 0 is accepted)")
+        if self.logit_bias:
+            raise FieldError("logit_bias", "not supported (only an empty object is accepted)")
+        if self.top_logprobs is not None and not self.logprobs:
+            raise FieldError("top_logprobs", "requires logprobs: true")
+        return self

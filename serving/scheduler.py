@@ -17,6 +17,14 @@ What this module does
   request-level batch boundary. Every forward reports how many requests it carried (``/metrics``
   ``agentkit_batch_size``). Without a batcher (an engine without ``batch=`` support) ``max_batch`` is 1: the engine
   is not assumed to be thread-safe, and every request is its own batch of 1.
+- **Preparation inside the request's life.** A job may carry a ``prepare`` step (schema compilation, the token
+  automaton build, the prompt-length check). It runs on a small, separate pool (``prepare_workers`` threads) so
+  that builds never hold a decoding slot and never starve inference; a preparing job counts against the queue
+  bound like a waiting one and against its own timeout. A job cancelled while it prepares (timeout, disconnect)
+  leaves the queue at once; its build, if it cannot be interrupted, is abandoned and its result dropped (the
+  builds themselves are bounded by the compiler's limits, so an abandoned one ends soon).
+- **Readiness.** :attr:`Scheduler.stalled_s` is how long requests have waited for the engine without any forward
+  completing (:meth:`progress` is called after each forward); ``/health/ready`` fails past a bound.
 - **Timeouts.** :meth:`Scheduler.wait` bounds the time from arrival to result. On expiry the job is cancelled:
   a queued job is dropped from the queue; a running job aborts at its next forward (the batcher calls
   ``job.check`` before each of its forwards, in every mode; and canvas modes also check in the engine's
@@ -76,13 +84,19 @@ class Aborted(Exception):
 
 
 class Job:
-    """One unit of work: ``fn(job)`` runs on the worker thread; ``job.cancelled`` tells it to stop early."""
+    """One unit of work: ``prepare(job)`` (optional) runs on the preparation pool, then ``fn(job)`` on a decoding
+    worker; ``job.cancelled`` tells either to stop early."""
 
-    def __init__(self, fn: Callable[[Job], Any]) -> None:
+    def __init__(self, fn: Callable[[Job], Any], prepare: Callable[[Job], Any] | None = None,
+                 timeout_s: float | None = None) -> None:
         self.fn = fn
+        self.prepare = prepare
+        self.prepared: Any = None  # what prepare returned
         self.future: concurrent.futures.Future = concurrent.futures.Future()
         self.cancelled = threading.Event()
         self.enqueued = time.perf_counter()
+        self.deadline = self.enqueued + timeout_s if timeout_s is not None else math.inf
+        self.ready: float | None = None  # when it entered the decoding queue (after preparing)
         self.started: float | None = None
         self.finished: float | None = None
         self.slot: Any = None  # the job's seat at the batcher while it runs (None without one)
@@ -97,12 +111,16 @@ class Job:
         if self.cancelled.is_set():
             raise Aborted("request cancelled")
 
+    @property
+    def time_left_s(self) -> float:
+        return self.deadline - time.perf_counter()
+
 
 class Scheduler:
     """FIFO bounded queue served by up to ``max_batch`` worker threads (see the module docstring)."""
 
     def __init__(self, max_queue: int = 64, *, max_batch: int = 1, batcher: Any = None,
-                 on_done: Callable[[Job, float], None] | None = None) -> None:
+                 on_done: Callable[[Job, float], None] | None = None, prepare_workers: int = 2) -> None:
         if max_queue < 0:
             raise ValueError("max_queue must be >= 0")
         if max_batch < 1:
@@ -114,6 +132,10 @@ class Scheduler:
         self._waiting: collections.deque[Job] = collections.deque()
         self._cond = threading.Condition()
         self._running: set[Job] = set()
+        self._preparing: set[Job] = set()
+        self._prepare_pool = concurrent.futures.ThreadPoolExecutor(max(1, prepare_workers),
+                                                                   thread_name_prefix="agentkit-prepare")
+        self._last_progress = time.perf_counter()
         self._closed = False
         self._service_ewma_s = 1.0
         self.dropped = 0  # cancelled before they ran (timeouts, disconnects)
@@ -132,29 +154,77 @@ class Scheduler:
     def running(self) -> int:
         return len(self._running)
 
+    @property
+    def preparing(self) -> int:
+        return len(self._preparing)
+
+    def progress(self) -> None:
+        """A forward (or a request) completed: the engine is making progress."""
+        self._last_progress = time.perf_counter()
+
+    @property
+    def stalled_s(self) -> float:
+        """Seconds requests have been waiting for the engine with no forward completing (0 when none waits)."""
+        with self._cond:
+            entered = [j.ready for j in (*self._waiting, *self._running) if j.ready is not None]
+        if not entered:
+            return 0.0
+        return max(0.0, time.perf_counter() - max(self._last_progress, min(entered)))
+
     # -- producer side ----------------------------------------------------------------------------------------
-    def submit(self, fn: Callable[[Job], Any]) -> Job:
-        job = Job(fn)
+    def submit(self, fn: Callable[[Job], Any], prepare: Callable[[Job], Any] | None = None,
+               timeout_s: float | None = None) -> Job:
+        """Admit a job (or raise :class:`QueueFull`); ``prepare`` runs first, on the preparation pool."""
+        job = Job(fn, prepare, timeout_s)
         with self._cond:
             if self._closed:
                 raise RuntimeError("scheduler is closed")
             free = max(0, self.max_batch - len(self._running))  # slots that will take waiting jobs at once
-            if len(self._waiting) >= self.max_queue + free:
-                ahead = len(self._waiting) + len(self._running)
+            queued = len(self._waiting) + len(self._preparing)
+            if queued >= self.max_queue + free:
+                ahead = queued + len(self._running)
                 retry = max(1, math.ceil(ahead / self.max_batch * self._service_ewma_s))
-                raise QueueFull(retry, len(self._waiting))
-            self._waiting.append(job)
-            self._cond.notify()
+                raise QueueFull(retry, queued)
+            if prepare is None:
+                self._enqueue(job)
+            else:
+                self._preparing.add(job)
+        if prepare is not None:
+            self._prepare_pool.submit(self._prepare, job)
         return job
+
+    def _enqueue(self, job: Job) -> None:  # under self._cond
+        job.ready = time.perf_counter()
+        self._waiting.append(job)
+        self._cond.notify()
+
+    def _prepare(self, job: Job) -> None:
+        try:
+            job.check()
+            job.prepared = job.prepare(job)
+        except BaseException as e:  # noqa: BLE001 -- delivered to the waiting request
+            with self._cond:
+                self._preparing.discard(job)
+            if not job.future.done():
+                job.future.set_exception(e)
+            return
+        with self._cond:
+            if job not in self._preparing:  # cancelled meanwhile: its result is dropped
+                return
+            self._preparing.discard(job)
+            self._enqueue(job)
 
     def cancel(self, job: Job) -> None:
         """Stop ``job``: drop it if it is still queued, else ask the engine hooks to abort it."""
         job.cancelled.set()
         with self._cond:
-            try:
-                self._waiting.remove(job)
-            except ValueError:
-                return
+            if job in self._preparing:
+                self._preparing.discard(job)
+            else:
+                try:
+                    self._waiting.remove(job)
+                except ValueError:
+                    return
             self.dropped += 1
         job.future.cancel()
 
@@ -164,7 +234,7 @@ class Scheduler:
         if ``disconnected()`` turns true. Either way (and on task cancellation) the job is cancelled."""
         fut = asyncio.wrap_future(job.future)
         fut.add_done_callback(_retrieve)
-        deadline = job.enqueued + timeout_s
+        deadline = min(job.enqueued + timeout_s, job.deadline)
         try:
             while True:
                 left = deadline - time.perf_counter()
@@ -183,16 +253,18 @@ class Scheduler:
     def close(self) -> None:
         with self._cond:
             self._closed = True
-            for job in self._waiting:
+            for job in (*self._waiting, *self._preparing):
                 job.cancelled.set()
                 job.future.cancel()
             self._waiting.clear()
+            self._preparing.clear()
             for job in self._running:
                 job.cancelled.set()
             self._cond.notify_all()
         deadline = time.monotonic() + 5
         for t in self._threads:
             t.join(timeout=max(0.0, deadline - time.monotonic()))
+        self._prepare_pool.shutdown(wait=False, cancel_futures=True)
         if self.batcher is not None:
             self.batcher.close()
 
@@ -224,6 +296,7 @@ class Scheduler:
             finally:
                 job.finished = time.perf_counter()
                 service = job.finished - job.started
+                self.progress()
                 with self._cond:
                     self._running.discard(job)
                     self._service_ewma_s = 0.8 * self._service_ewma_s + 0.2 * service

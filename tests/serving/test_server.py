@@ -226,7 +226,7 @@ async def test_429_when_queue_full(engine):
         g.gate.set()
         assert (await a).status_code == 200 and (await b).status_code == 200
         m = (await c.get("/metrics")).text
-    assert 'agentkit_rejected_total{reason="queue_full"} 1' in m
+    assert 'agentkit_rejected_total{reason="queue_full"} 1.0' in m
     sched.close()
 
 
@@ -305,28 +305,28 @@ async def test_api_key(engine):
 
 
 @pytest.mark.parametrize("body,status,needle", [
-    ("{not json", 422, "JSON"),
-    ({}, 422, "messages"),
-    ({"messages": []}, 422, "messages"),
-    ({"messages": [{"role": "wizard", "content": "hi"}]}, 422, "role"),
-    ({"messages": [{"content": "hi"}]}, 422, "role"),
-    ({"messages": "hello"}, 422, "messages"),
-    ({"messages": MSG, "temperature": -1}, 422, "temperature"),
-    ({"messages": MSG, "max_tokens": 0}, 422, "max_tokens"),
-    ({"messages": MSG, "n": 3}, 422, "n"),
-    ({"messages": MSG, "stop": ["", "x"]}, 422, "stop"),
-    ({"messages": MSG, "agentkit": {"mode": "fast"}}, 422, "agentkit.mode"),
-    ({"messages": MSG, "response_format": {"type": "xml"}}, 422, "response_format"),
+    ("{not json", 400, "JSON"),
+    ({}, 400, "messages"),
+    ({"messages": []}, 400, "messages"),
+    ({"messages": [{"role": "wizard", "content": "hi"}]}, 400, "role"),
+    ({"messages": [{"content": "hi"}]}, 400, "role"),
+    ({"messages": "hello"}, 400, "messages"),
+    ({"messages": MSG, "temperature": -1}, 400, "temperature"),
+    ({"messages": MSG, "max_tokens": 0}, 400, "max_tokens"),
+    ({"messages": MSG, "n": 3}, 400, "n"),
+    ({"messages": MSG, "stop": ["", "x"]}, 400, "stop"),
+    ({"messages": MSG, "agentkit": {"mode": "fast"}}, 400, "agentkit.mode"),
+    ({"messages": MSG, "response_format": {"type": "xml"}}, 400, "response_format"),
     ({"messages": MSG, "response_format": {"type": "json_schema"}}, 400, "json_schema"),
     ({"messages": MSG, "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": 3}}},
-     422, "schema"),
+     400, "schema"),
     ({"messages": MSG, "tool_choice": "required"}, 400, "tools"),
     ({"messages": MSG, "tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "nope"}}},
      400, "nope"),
-    ({"messages": MSG, "tools": [{"type": "function", "function": {"name": "bad name!"}}]}, 422, "name"),
+    ({"messages": MSG, "tools": [{"type": "function", "function": {"name": "bad name!"}}]}, 400, "name"),
     ({"messages": MSG, "agentkit": {"mode": "verify"}, "temperature": 0.7}, 400, "verify"),
     ({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}, 400, "image_url"),
-    ({"messages": MSG, "max_tokens": "many"}, 422, "max_tokens"),
+    ({"messages": MSG, "max_tokens": "many"}, 400, "max_tokens"),
 ])
 async def test_malformed(app, body, status, needle):
     async with _client(app) as c:
@@ -416,5 +416,5 @@ def test_openai_client_round_trip(server):
     with pytest.raises(openai.AuthenticationError):
         openai.OpenAI(base_url=server, api_key="wrong", max_retries=0).chat.completions.create(
             model="tiny", messages=MSG)
-    with pytest.raises(openai.UnprocessableEntityError):
+    with pytest.raises(openai.BadRequestError):
         client.chat.completions.create(model="tiny", messages=[])

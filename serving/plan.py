@@ -1,0 +1,216 @@
+"""Request -> plan, and result -> response parts: pure functions (no HTTP, no engine), tested on their own.
+
+:func:`plan_request` decides everything that needs no compilation and no model: the chat messages (tools described
+in a system message), the decoding config, which tool calls are forced, which schema must be compiled (a
+:class:`SchemaJob`: it is compiled later, inside the request's life, see ``serving/prepare.py``), and a cheap
+prompt-length bound. :func:`response_parts` turns a generation result back into an OpenAI message.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from agentkit.config import DecodeConfig
+from agentkit.errors import UserError
+
+from .errors import APIError, user_error
+from .protocol import AgentkitExt, ChatRequest, ContentPart, NamedToolChoice, ToolDef
+from .toolcalls import describe_tools, parse_tool_call
+
+DEFAULT_MAX_TOKENS = 256
+
+
+@dataclass(frozen=True)
+class SchemaJob:
+    """A schema to compile for this request: the ``response_format`` schema or the forced tools."""
+
+    kind: Literal["response", "tools"]
+    schema: dict[str, Any] | None = None  # kind "response"
+    strict: bool = False
+    tools: tuple[ToolDef, ...] = ()  # kind "tools"
+    where: str = "response_format"
+
+    @property
+    def key(self) -> str:
+        if self.kind == "tools":
+            return json.dumps([t.model_dump(mode="json") for t in self.tools], sort_keys=True)
+        return json.dumps([self.schema, self.strict], sort_keys=True)
+
+
+@dataclass
+class Plan:
+    """Everything decided before the request is queued."""
+
+    messages: list[dict[str, str]]
+    config: DecodeConfig
+    schema: SchemaJob | None = None
+    tool_mode: Literal["none", "forced", "auto"] = "none"
+    tool_names: frozenset[str] = frozenset()
+    canvas: bool = True  # stream canvas draft events
+    max_tokens_given: bool = False  # False: the server may shorten the default to what the context leaves
+    logprobs: int | None = None  # None: off; else how many alternatives per token (top_logprobs)
+    stop: list[str] = field(default_factory=list)
+
+    @property
+    def mode(self) -> str:
+        return self.config.mode
+
+
+def _text(content: str | list[ContentPart] | None, where: str) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    parts = []
+    for p in content:
+        if p.type != "text" or p.text is None:
+            raise APIError(400, f"{where}: content part of type {p.type!r} is not supported (text only)",
+                           param=where, code="unsupported_content")
+        parts.append(p.text)
+    return "".join(parts)
+
+
+def _args(a: str | dict[str, Any]) -> Any:
+    if isinstance(a, dict):
+        return a
+    try:
+        return json.loads(a)
+    except json.JSONDecodeError:
+        return a
+
+
+def chat_messages(req: ChatRequest, tools: list[ToolDef]) -> list[dict[str, str]]:
+    """The request's messages as the engine's chat template takes them (tool calls written as JSON lines)."""
+    out: list[dict[str, str]] = []
+    for i, m in enumerate(req.messages):
+        role = {"developer": "system", "function": "tool"}.get(m.role, m.role)
+        content = _text(m.content, f"messages[{i}].content")
+        if m.tool_calls:
+            calls = [{"name": c.function.name, "arguments": _args(c.function.arguments)} for c in m.tool_calls]
+            content = (content + "\n" if content else "") + "\n".join(json.dumps(c) for c in calls)
+        out.append({"role": role, "content": content})
+    if tools:
+        sys = describe_tools(tools)
+        if out and out[0]["role"] == "system":
+            out[0] = {"role": "system", "content": out[0]["content"] + "\n\n" + sys}
+        else:
+            out.insert(0, {"role": "system", "content": sys})
+    return out
+
+
+def _tools(req: ChatRequest) -> tuple[list[ToolDef], list[ToolDef], str | NamedToolChoice]:
+    """(all tools, the forced ones, the tool_choice in effect)."""
+    tools = req.tools or []
+    choice = req.tool_choice if req.tool_choice is not None else ("auto" if tools else "none")
+    if choice != "none" and not tools:
+        raise APIError(400, "tool_choice requires tools", param="tool_choice")
+    names = [t.function.name for t in tools]
+    if len(set(names)) != len(names):
+        raise APIError(400, "tool names must be unique", param="tools")
+    if isinstance(choice, NamedToolChoice):
+        forced = [t for t in tools if t.function.name == choice.function.name]
+        if not forced:
+            raise APIError(400, f"tool_choice names {choice.function.name!r}, which is not among the tools",
+                           param="tool_choice")
+        return tools, forced, choice
+    return tools, (tools if choice == "required" else []), choice
+
+
+def _schema_job(req: ChatRequest, forced: list[ToolDef]) -> SchemaJob | None:
+    if forced:
+        return SchemaJob("tools", tools=tuple(forced), where="tools")
+    rf = req.response_format
+    if rf is None or rf.type == "text":
+        return None
+    if rf.type == "json_object":
+        return SchemaJob("response", schema={})
+    if rf.json_schema is None:
+        raise APIError(400, "response_format.json_schema is required for type json_schema",
+                       param="response_format.json_schema")
+    return SchemaJob("response", schema=rf.json_schema.schema_, strict=bool(rf.json_schema.strict),
+                     where="response_format.json_schema.schema")
+
+
+def decode_config(req: ChatRequest, mode: str, max_tokens: int) -> DecodeConfig:
+    ext = req.agentkit or AgentkitExt()
+    kw: dict[str, Any] = {"mode": mode, "max_new_tokens": max_tokens,
+                          "temperature": req.temperature if req.temperature is not None else 0.0,
+                          "top_p": req.top_p, "top_k": req.top_k, "seed": req.seed, "stop": req.stop or []}
+    for k in ("canvas_length", "max_denoising_steps", "sampler"):
+        if getattr(ext, k) is not None:
+            kw[k] = getattr(ext, k)
+    try:
+        return DecodeConfig(**kw)
+    except UserError as e:
+        raise user_error(e) from None
+
+
+def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: int | None = None,
+                 max_token_chars: int | None = None) -> Plan:
+    """The plan for ``req``. ``context`` (the model's context in tokens) and ``max_token_chars`` (the longest
+    token's length) bound the prompt cheaply: a prompt of C characters holds at least C / max_token_chars tokens,
+    so a prompt that cannot fit is refused here, before it is even tokenized."""
+    tools, forced, choice = _tools(req)
+    schema = _schema_job(req, forced)
+    given = req.max_completion_tokens or req.max_tokens
+    max_tokens = given or DEFAULT_MAX_TOKENS
+    messages = chat_messages(req, tools if choice != "none" else [])
+    if context is not None and max_token_chars:
+        chars = sum(len(m["content"]) for m in messages)
+        check_prompt_length(-(-chars // max_token_chars), context, given or 1, at_least=True)
+    ext = req.agentkit or AgentkitExt()
+    mode = ext.mode or default_mode or ("diffusion" if schema is not None else "ar")
+    tool_mode: Literal["none", "forced", "auto"] = "forced" if forced else (
+        "auto" if choice == "auto" and schema is None else "none")
+    names = frozenset(t.function.name for t in (forced or tools)) if tool_mode != "none" else frozenset()
+    return Plan(messages, decode_config(req, mode, max_tokens), schema, tool_mode, names, ext.canvas,
+                max_tokens_given=given is not None,
+                logprobs=(req.top_logprobs or 0) if req.logprobs else None, stop=list(req.stop or []))
+
+
+def check_prompt_length(prompt_tokens: int, context: int, max_tokens: int, *, at_least: bool = False) -> None:
+    """400 if the prompt and ``max_tokens`` do not fit the model's context (naming both numbers)."""
+    if prompt_tokens + max_tokens > context:
+        n = f"at least {prompt_tokens}" if at_least else str(prompt_tokens)
+        raise APIError(400, f"the prompt is {n} tokens and max_tokens is {max_tokens}: together they exceed the "
+                            f"model's context of {context} tokens (the prompt may be at most "
+                            f"{max(0, context - max_tokens)} tokens)", param="messages",
+                       code="context_length_exceeded")
+
+
+def fit_max_tokens(plan: Plan, prompt_tokens: int, context: int | None) -> int:
+    """The request's max_tokens once the prompt's length is known (a default shrinks to what the context leaves;
+    a given value that does not fit is a 400)."""
+    want = plan.config.max_new_tokens
+    if context is None:
+        return want
+    if not plan.max_tokens_given:
+        want = min(want, context - prompt_tokens)
+    check_prompt_length(prompt_tokens, context, max(1, want))
+    return want
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# result -> response parts
+
+
+def response_parts(plan: Plan, text: str, value: Any, finish_reason: str) -> tuple[dict[str, Any], str]:
+    """(assistant message, finish_reason) for a generation result."""
+    call = None
+    if plan.tool_mode == "forced" and isinstance(value, dict):
+        call = value
+    elif plan.tool_mode != "none":
+        call = parse_tool_call(text, plan.tool_names)
+    if call is not None:
+        tc = {"id": "call_" + uuid.uuid4().hex[:24], "type": "function",
+              "function": {"name": call["name"], "arguments": json.dumps(call.get("arguments", {}))}}
+        return {"role": "assistant", "content": None, "tool_calls": [tc]}, "tool_calls"
+    return {"role": "assistant", "content": text}, ("length" if finish_reason == "length" else "stop")
+
+
+def usage(prompt_tokens: int, output_tokens: int) -> dict[str, int]:
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": output_tokens,
+            "total_tokens": prompt_tokens + output_tokens}

@@ -1,0 +1,141 @@
+"""Preparation: what a request needs before its first forward, run inside its life on the scheduler's preparation
+pool (never on the event loop, never holding a decoding slot or the engine's lock for a build).
+
+1. compile the plan's schema (``response_format`` or the forced tools) to a template, cached by schema;
+2. build the template's token automata (the slot DFAs over the vocabulary: the expensive part), outside the
+   engine's lock, checking between slots whether the request was cancelled (timeout, client gone);
+3. tokenize the prompt and check it against the model's context minus ``max_tokens`` (a 400 naming both numbers).
+
+Everything here raises typed errors (:class:`~serving.errors.APIError`, agentkit's ``UserError``) that reach the
+client as a 4xx before any response byte is sent, streaming or not.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from agentkit.constrain.nodes import Template
+from agentkit.errors import UserError
+
+from .errors import APIError, user_error
+from .plan import Plan, SchemaJob, fit_max_tokens
+from .scheduler import Job
+from .toolcalls import tool_call_template
+
+Compile = Callable[..., Template]
+
+
+@dataclass
+class Prepared:
+    """The outcome of preparation, handed to the decoding step."""
+
+    plan: Plan
+    template: Template | None
+    prompt_ids: list[int] | None
+
+
+def model_context(engine: Any) -> int | None:
+    """The model's context in tokens, or None when the engine does not say (a test double)."""
+    n = getattr(engine, "context_length", None)
+    if n is None:
+        cfg = getattr(getattr(getattr(engine, "lm", None), "model", None), "config", None)
+        n = getattr(cfg, "max_position_embeddings", None)
+    return int(n) if isinstance(n, int) and n > 0 else None
+
+
+def longest_token_chars(engine: Any) -> int | None:
+    """Characters in the vocabulary's longest token (bounds a prompt's token count from below)."""
+    vocab = getattr(engine, "vocab", None)
+    tb = getattr(vocab, "token_bytes", None)
+    return max((len(b) for b in tb if b), default=1) if tb else None
+
+
+class Preparer:
+    """Compiles, builds and checks (see the module docstring). ``compile_schema(schema, strict=...)`` defaults
+    to ``agentkit.constrain.compiler.compile_schema_cached``."""
+
+    def __init__(self, engine: Any, compile_schema: Compile | None = None, cache_size: int = 64) -> None:
+        self.engine = engine
+        self._compile = compile_schema
+        self.context = model_context(engine)
+        self._lock = threading.Lock()
+        self._templates: OrderedDict[str, Template] = OrderedDict()
+        self._cache_size = cache_size
+
+    def compiler(self) -> Compile:
+        if self._compile is None:
+            try:
+                from agentkit.constrain.compiler import compile_schema_cached
+            except ImportError as e:
+                raise APIError(501, f"structured output is unavailable: the schema compiler failed to import "
+                                    f"({e})", "server_error", "compiler_unavailable") from None
+            self._compile = compile_schema_cached
+        return self._compile
+
+    def compile_one(self, schema: Any, where: str, strict: bool = False) -> Template:
+        if not isinstance(schema, dict):
+            raise APIError(400, f"{where}: a JSON Schema must be an object", param=where)
+        try:
+            return self.compiler()(schema, strict=True) if strict else self.compiler()(schema)
+        except UserError as e:
+            raise user_error(e, where) from None
+        except RecursionError:
+            raise APIError(400, f"{where}: the schema is nested too deeply to compile", param=where,
+                           code="unsupported_schema") from None
+
+    def template(self, sj: SchemaJob) -> Template:
+        key = sj.key
+        with self._lock:
+            t = self._templates.get(key)
+            if t is not None:
+                self._templates.move_to_end(key)
+                return t
+        if sj.kind == "tools":
+            t = tool_call_template(list(sj.tools), lambda s, where: self.compile_one(s, where))
+        else:
+            t = self.compile_one(sj.schema, sj.where, sj.strict)
+        with self._lock:
+            self._templates[key] = t
+            while len(self._templates) > self._cache_size:
+                self._templates.popitem(last=False)
+        return t
+
+    def build_automata(self, template: Template, job: Job) -> None:
+        """Build the template's slot DFAs now, outside the engine's lock (the engine then finds them cached)."""
+        vocab = getattr(self.engine, "vocab", None)
+        if vocab is None:
+            return
+        from agentkit.constrain.runtime import _slots
+        from agentkit.constrain.vocab import slot_index
+
+        for slot in _slots(template.root):
+            job.check()
+            slot_index(slot.regex, vocab)
+
+    def prompt_ids(self, plan: Plan) -> list[int] | None:
+        encode = getattr(self.engine, "encode_prompt", None)
+        if encode is None:
+            return None
+        try:
+            with getattr(self.engine, "lock", threading.RLock()):
+                return encode(plan.messages)
+        except UserError as e:
+            raise user_error(e, "messages") from None
+
+    def __call__(self, plan: Plan, job: Job) -> Prepared:
+        ids = self.prompt_ids(plan)
+        if ids is not None:
+            n = fit_max_tokens(plan, len(ids), self.context)
+            if n != plan.config.max_new_tokens:
+                plan.config = dataclasses.replace(plan.config, max_new_tokens=n)
+        template = None
+        if plan.schema is not None:
+            job.check()
+            template = self.template(plan.schema)
+            self.build_automata(template, job)
+        return Prepared(plan, template, ids)

@@ -1,0 +1,84 @@
+"""The HTTP routes: an ``APIRouter`` whose handlers read the :class:`~serving.service.ChatService` from
+``app.state.service`` (no closures over the app factory's locals)."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse, Response
+
+from .errors import APIError, ErrorRoute
+from .metrics import CONTENT_TYPE
+from .protocol import ChatRequest
+from .service import ChatService
+
+
+def service(request: Request) -> ChatService:
+    return request.app.state.service
+
+
+async def check_key(request: Request) -> None:
+    key = service(request).cfg.api_key
+    if key is None:
+        return
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not secrets.compare_digest(token.strip().encode(), key.encode()):
+        raise APIError(401, "missing or invalid API key (send 'Authorization: Bearer <key>')",
+                       "authentication_error", "invalid_api_key", headers={"WWW-Authenticate": "Bearer"})
+
+
+router = APIRouter(route_class=ErrorRoute)
+authed = [Depends(check_key)]
+
+
+@router.get("/health")
+async def health(request: Request) -> dict[str, Any]:
+    """Liveness: the process answers (no lock, no model call)."""
+    svc = service(request)
+    s = svc.scheduler
+    return {"status": "ok", "model": svc.model_name, "queue_depth": s.depth, "preparing": s.preparing,
+            "running": s.running, "max_queue": svc.cfg.max_queue, "max_batch": svc.max_batch,
+            "batching": (f"continuous (up to {svc.max_batch} requests per forward)" if s.batcher is not None
+                         else "none (one request per forward)")}
+
+
+@router.get("/health/ready")
+async def ready(request: Request) -> JSONResponse:
+    """Readiness: 503 while requests wait for the engine and no forward has completed for ``ready_stall_s``."""
+    svc = service(request)
+    stalled = svc.scheduler.stalled_s
+    body = {"status": "ready", "stalled_s": round(stalled, 3), "ready_stall_s": svc.cfg.ready_stall_s,
+            "queue_depth": svc.scheduler.depth, "running": svc.scheduler.running}
+    if stalled > svc.cfg.ready_stall_s:
+        return APIError(503, f"not ready: requests have waited {stalled:.1f} s with no model forward completing "
+                             f"(bound {svc.cfg.ready_stall_s:g} s)", "server_error", "engine_stalled",
+                        **{k: v for k, v in body.items() if k != "status"}).response()
+    return JSONResponse(body)
+
+
+@router.get("/metrics", dependencies=authed)
+async def metrics(request: Request) -> Response:
+    s = service(request).scheduler
+    return Response(service(request).metrics.render(s.depth, s.running, s.preparing), media_type=CONTENT_TYPE)
+
+
+@router.get("/v1/models", dependencies=authed)
+async def models(request: Request) -> dict[str, Any]:
+    svc = service(request)
+    return {"object": "list", "data": [{"id": svc.model_name, "object": "model", "created": svc.created,
+                                        "owned_by": "agentkit"}]}
+
+
+@router.post("/v1/chat/completions", dependencies=authed)
+async def chat(req: ChatRequest, request: Request) -> Response:
+    svc, t0 = service(request), time.perf_counter()
+    try:
+        if req.stream:
+            return await svc.stream(req, request, t0)
+        return await svc.complete(req, request, t0)
+    except APIError as e:
+        svc.metrics.request(getattr(e, "mode", "?"), e.status, time.perf_counter() - t0)
+        raise

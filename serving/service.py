@@ -1,0 +1,174 @@
+"""The chat service: one engine, its scheduler, preparer and metrics; runs a planned request to a response.
+
+A request's life: plan (pure, ``serving/plan.py``) -> admitted to the scheduler (or 429) -> prepared on the
+preparation pool (``serving/prepare.py``: compile, build automata, prompt check) -> decoded on a worker, its
+forwards batched with other requests' -> answered as JSON, or streamed as SSE (``serving/sse.py``) with a content
+delta per committed run of tokens (an AR token, a diffusion block, a verified prefix). The timeout covers the
+whole life; a client that leaves cancels the request at its next forward (or drops it from the queue).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from .config import ServerConfig
+from .errors import APIError, from_exception
+from .metrics import Metrics
+from .plan import Plan, plan_request, response_parts, usage
+from .prepare import Prepared, Preparer, longest_token_chars
+from .protocol import ChatRequest
+from .scheduler import ClientDisconnected, Job, QueueFull, Scheduler
+from .streaming import open_stream
+
+
+@dataclass
+class Outcome:
+    """What a decoding job returns: the engine's result and, on request, the returned tokens' log-probabilities."""
+
+    result: Any
+    logprobs: list[dict[str, Any]] | None = None
+
+
+def _params(fn: Callable) -> set[str] | None:
+    """``fn``'s keyword parameters (None when it takes ``**kwargs``: anything goes)."""
+    try:
+        ps = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return set()
+    return None if any(p.kind is p.VAR_KEYWORD for p in ps.values()) else set(ps)
+
+
+class ChatService:
+    def __init__(self, engine: Any, cfg: ServerConfig, compile_schema: Callable | None = None) -> None:
+        self.engine, self.cfg = engine, cfg
+        self.metrics = Metrics()
+        params = _params(engine.generate)
+        self._hooks = params is None or "on_tokens" in params  # the engine streams committed tokens
+        batcher = None
+        if params is not None and "batch" in params:  # explicit batch support (not merely **kwargs)
+            from agentkit.engine.batch import Batcher
+
+            batcher = Batcher(max_batch=cfg.max_batch, on_forward=self._on_forward)
+        self.max_batch = cfg.max_batch if batcher is not None else 1
+        self.scheduler = Scheduler(cfg.max_queue, max_batch=self.max_batch, batcher=batcher, on_done=self._on_done,
+                                   prepare_workers=cfg.prepare_workers)
+        self.preparer = Preparer(engine, compile_schema)
+        self.max_token_chars = longest_token_chars(engine)
+        self.lock = getattr(engine, "lock", None) or contextlib.nullcontext()
+        self.model_name = str(getattr(engine, "name", "agentkit"))
+        self.created = int(time.time())
+
+    # -- callbacks from the worker threads and the batcher -------------------------------------------------------
+    def _on_forward(self, size: int) -> None:
+        self.metrics.batch_forward(size)
+        self.scheduler.progress()
+
+    def _on_done(self, job: Job, service_s: float) -> None:
+        f = job.future
+        if f.done() and not f.cancelled() and f.exception() is None:
+            st = f.result().result.stats
+            self.metrics.generation(st.mode, st.forwards, st.output_tokens, st.tokens_per_forward)
+            if self.scheduler.batcher is None:  # no batcher: each of this request's forwards carried it alone
+                self.metrics.batch_forward(1, n=st.encoder_forwards + st.decoder_forwards)
+        if job.ready is not None:
+            self.metrics.prepare.observe(job.ready - job.enqueued)
+
+    # -- plan, submit, decode --------------------------------------------------------------------------------
+    def plan(self, req: ChatRequest) -> Plan:
+        return plan_request(req, default_mode=self.cfg.default_mode, context=self.preparer.context,
+                            max_token_chars=self.max_token_chars)
+
+    def submit(self, plan: Plan, on_tokens: Callable[[list[int]], None] | None = None,
+               on_draft: Callable[[list[int], list[bool]], None] | None = None) -> Job:
+        try:
+            return self.scheduler.submit(lambda job: self._decode(job, on_tokens, on_draft),
+                                         lambda job: self.preparer(plan, job), timeout_s=self.cfg.request_timeout_s)
+        except QueueFull as e:
+            self.metrics.reject("queue_full")
+            raise from_exception(e, self.cfg.request_timeout_s) from None
+
+    def _decode(self, job: Job, on_tokens: Callable | None, on_draft: Callable | None) -> Outcome:
+        p: Prepared = job.prepared
+        progress = self.scheduler.progress if self.scheduler.batcher is None else (lambda: None)
+
+        def tokens_hook(ids: list[int]) -> None:
+            job.check()
+            progress()
+            if on_tokens is not None:
+                on_tokens(ids)
+
+        def draft_hook(tokens: list[int], frozen: list[bool]) -> None:
+            job.check()
+            progress()
+            if on_draft is not None:
+                on_draft(tokens, frozen)
+
+        kw: dict[str, Any] = {"template": p.template, "on_draft": draft_hook}
+        if self._hooks:
+            kw["on_tokens"] = tokens_hook
+        if job.slot is not None:
+            kw["batch"] = job.slot
+        res = self.engine.generate(p.plan.messages, p.plan.config, **kw)
+        lp = None
+        if p.plan.logprobs is not None and p.prompt_ids is not None:
+            from .logprobs import token_logprobs
+
+            lp = token_logprobs(self.engine, p.prompt_ids, list(res.token_ids), p.plan.logprobs, job.slot)
+        return Outcome(res, lp)
+
+    def decode_text(self, ids: list[int]) -> str:
+        with self.lock:  # the tokenizer is shared with concurrent requests
+            return self.engine.tokenizer.decode(ids, skip_special_tokens=False)
+
+    # -- responses -------------------------------------------------------------------------------------------
+    def stats(self, out: Outcome, job: Job) -> dict[str, Any]:
+        res = out.result
+        d = res.stats.to_dict()
+        sizes = job.slot.sizes if job.slot is not None and job.slot.sizes else [1]
+        prepare_ms = 1000 * (job.ready - job.enqueued) if job.ready is not None else 0.0
+        d.update(queue_ms=round(job.queue_ms, 3), prepare_ms=round(prepare_ms, 3),
+                 batch_size=round(sum(sizes) / len(sizes), 3), batch_size_max=max(sizes),
+                 token_ids=list(res.token_ids))
+        return d
+
+    async def complete(self, req: ChatRequest, request: Request, t0: float) -> JSONResponse:
+        plan = self.plan(req)
+        job = self.submit(plan)
+        try:
+            out: Outcome = await self.scheduler.wait(job, self.cfg.request_timeout_s, request.is_disconnected)
+        except asyncio.CancelledError:
+            self.metrics.reject("disconnect")
+            raise
+        except BaseException as e:  # noqa: BLE001 -- mapped to an HTTP error
+            raise self.error(e, plan.mode) from None
+        res = out.result
+        message, finish = response_parts(plan, res.text, res.value, res.stats.finish_reason)
+        logprobs = {"content": out.logprobs} if out.logprobs is not None else None
+        body = {"id": "chatcmpl-" + uuid.uuid4().hex, "object": "chat.completion", "created": int(time.time()),
+                "model": self.model_name, "system_fingerprint": None,
+                "choices": [{"index": 0, "message": message, "logprobs": logprobs, "finish_reason": finish}],
+                "usage": usage(res.stats.prompt_tokens, res.stats.output_tokens), "agentkit_stats": self.stats(out, job)}
+        self.metrics.request(plan.mode, 200, time.perf_counter() - t0)
+        return JSONResponse(body)
+
+    def error(self, e: BaseException, mode: str) -> APIError:
+        err = from_exception(e, self.cfg.request_timeout_s)
+        if err.status == 504:
+            self.metrics.reject("timeout")
+        elif isinstance(e, ClientDisconnected):
+            self.metrics.reject("disconnect")
+        err.mode = mode  # for the request metrics (not part of the body)
+        return err
+
+    async def stream(self, req: ChatRequest, request: Request, t0: float) -> StreamingResponse:
+        return await open_stream(self, self.plan(req), request, t0)

@@ -1,0 +1,171 @@
+"""``"stream": true``: SSE content deltas as tokens are committed.
+
+The status line is sent only once the request has produced its first event (a committed token, a canvas draft,
+or its end): everything that can go wrong before that -- a prompt too long, a schema that does not compile or
+cannot fit ``max_tokens``, a timeout while queued -- is an ordinary 4xx/5xx response, not an error inside a
+200 stream. After that, an error is reported in-stream (OpenAI's error object as a ``data:`` event).
+
+Content: with free text or a ``response_format`` schema, one delta per committed run of tokens (AR: a token and
+the pinned run after it; diffusion: a block; verify: the verified prefix). A forced tool call comes as one
+``tool_calls`` delta at the end; with ``tool_choice: "auto"`` a reply that starts like a call (``{``) is held until
+it can be told apart. Canvas drafts (diffusion, verify) are ``event: agentkit.canvas`` chunks with
+``choices: []``, which OpenAI clients pass over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import StreamingResponse
+
+from .plan import Plan, response_parts, usage
+from .scheduler import ClientDisconnected, Job
+from .sse import DONE, Chunks, TextDeltas, event
+
+Item = tuple[str, Any]  # ("text", str) | ("canvas", dict)
+
+
+async def open_stream(svc: Any, plan: Plan, request: Request, t0: float) -> StreamingResponse:
+    loop = asyncio.get_running_loop()
+    q: asyncio.Queue[Item] = asyncio.Queue()
+
+    def put(item: Item) -> None:
+        loop.call_soon_threadsafe(q.put_nowait, item)
+
+    deltas = TextDeltas(svc.decode_text, plan.stop)
+    steps = [0]
+
+    def on_tokens(ids: list[int]) -> None:  # the decoding thread
+        d = deltas.feed(ids)
+        if d:
+            put(("text", d))
+
+    def on_draft(tokens: list[int], frozen: list[bool]) -> None:  # the decoding thread
+        steps[0] += 1
+        put(("canvas", {"step": steps[0], "draft": svc.decode_text(tokens), "frozen": sum(frozen),
+                        "length": len(frozen)}))
+
+    want_canvas = plan.canvas and plan.mode != "ar"
+    job = svc.submit(plan, on_tokens, on_draft if want_canvas else None)
+    waiter = asyncio.ensure_future(svc.scheduler.wait(job, svc.cfg.request_timeout_s))
+    try:
+        first = await _first(svc, job, waiter, q, request)
+    except BaseException as e:
+        if not waiter.done():
+            waiter.cancel()
+        svc.scheduler.cancel(job)
+        if isinstance(e, asyncio.CancelledError):
+            raise
+        raise svc.error(e, plan.mode) from None
+    stream = _Stream(svc, plan, job, waiter, q, deltas, t0)
+    return StreamingResponse(stream.events(first), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+async def _first(svc: Any, job: Job, waiter: asyncio.Future, q: asyncio.Queue, request: Request) -> Item | None:
+    """The request's first event, None if it ended without one; raises what it failed with (4xx before the
+    status line is sent), or :class:`ClientDisconnected`."""
+    while True:
+        getter = asyncio.ensure_future(q.get())
+        done, _ = await asyncio.wait({waiter, getter}, timeout=0.1, return_when=asyncio.FIRST_COMPLETED)
+        if getter in done:
+            return getter.result()
+        getter.cancel()
+        if waiter in done:
+            waiter.result()  # raises the job's error
+            return None
+        if await request.is_disconnected():
+            raise ClientDisconnected("client disconnected")
+
+
+class _Stream:
+    def __init__(self, svc: Any, plan: Plan, job: Job, waiter: asyncio.Future, q: asyncio.Queue,
+                 deltas: TextDeltas, t0: float) -> None:
+        self.svc, self.plan, self.job, self.waiter, self.q, self.deltas, self.t0 = svc, plan, job, waiter, q, deltas, t0
+        self.chunks = Chunks("chatcmpl-" + uuid.uuid4().hex, int(time.time()), svc.model_name)
+        self.held = ""  # tool_choice auto: text that may be a call
+        self.first_content: float | None = None
+
+    def _text(self, text: str, final: bool = False) -> str | None:
+        """The SSE event for content ``text`` (None when it is held back or suppressed)."""
+        if self.plan.tool_mode == "forced":
+            return None
+        if self.plan.tool_mode == "auto" and not final:
+            self.held += text
+            if self.held.lstrip().startswith("{") or not self.held.strip():
+                return None
+            text, self.held = self.held, ""
+        if not text:
+            return None
+        if self.first_content is None:
+            self.first_content = time.perf_counter()
+            self.svc.metrics.first_token.labels(self.plan.mode).observe(self.first_content - self.t0)
+        return event(self.chunks.chunk({"content": text}))
+
+    def _item(self, item: Item) -> str | None:
+        kind, value = item
+        if kind == "canvas":
+            return event(self.chunks.chunk(None, agentkit_canvas=value), "agentkit.canvas")
+        return self._text(value)
+
+    async def _items(self) -> AsyncIterator[Item]:
+        while not self.waiter.done() or not self.q.empty():
+            getter = asyncio.ensure_future(self.q.get())
+            done, _ = await asyncio.wait({self.waiter, getter}, return_when=asyncio.FIRST_COMPLETED)
+            if getter in done:
+                yield getter.result()
+            else:
+                getter.cancel()
+
+    def _final(self, out: Any) -> list[str]:
+        res = out.result
+        message, finish = response_parts(self.plan, res.text, res.value, res.stats.finish_reason)
+        events = []
+        if message.get("tool_calls"):
+            events.append(event(self.chunks.chunk({"tool_calls": [{"index": 0, **message["tool_calls"][0]}]})))
+        else:
+            rest = self.held + self.deltas.finish(res.text)
+            self.held = ""
+            ev = self._text(rest, final=True)
+            if ev:
+                events.append(ev)
+        logprobs = {"content": out.logprobs} if out.logprobs is not None else None
+        events.append(event(self.chunks.chunk({}, finish, logprobs, usage=usage(res.stats.prompt_tokens,
+                                                                                 res.stats.output_tokens),
+                                              agentkit_stats=self.svc.stats(out, self.job))))
+        return events
+
+    async def events(self, first: Item | None) -> AsyncIterator[str]:
+        status = 200
+        try:
+            yield event(self.chunks.chunk({"role": "assistant", "content": ""}))
+            if first is not None and (ev := self._item(first)):
+                yield ev
+            async for item in self._items():
+                if ev := self._item(item):
+                    yield ev
+            try:
+                out = self.waiter.result()
+            except BaseException as e:  # noqa: BLE001 -- reported in-stream: the status line is sent
+                err = self.svc.error(e, self.plan.mode)
+                status = err.status
+                yield event(err.body())
+                yield DONE
+                return
+            for ev in self._final(out):
+                yield ev
+            yield DONE
+        except asyncio.CancelledError:
+            status = 499
+            self.svc.metrics.reject("disconnect")
+            self.svc.scheduler.cancel(self.job)
+            raise
+        finally:
+            if not self.job.future.done():
+                self.svc.scheduler.cancel(self.job)
+            self.svc.metrics.request(self.plan.mode, status, time.perf_counter() - self.t0)
