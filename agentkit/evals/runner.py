@@ -240,16 +240,108 @@ def _canvas_key(row: dict, index: int) -> tuple:
     return (bool(row.get("success")), s.get("decoder_forwards", 0), -index)
 
 
+def build_engine(model: str | None = None, seed: int = 0, threads: int | None = None,
+                 adapter: str | Path | None = None):
+    """The engine an eval run loads (once per process: the local run's, or each Ray worker's)."""
+    from ..config import EngineConfig
+    from ..engine.engine import Engine
+
+    return Engine(EngineConfig(model=model, seed=seed, threads=threads,
+                               adapter_path=str(adapter) if adapter else None))
+
+
+@dataclass
+class RunSettings:
+    """The per-run decoding settings every worker uses (what :class:`RunContext` is built from)."""
+
+    seed: int = 0
+    max_new_tokens: int = 512
+    free_max_new_tokens: int = 128
+    canvas_length: int = 32
+
+    def context(self) -> RunContext:
+        return RunContext(seed=self.seed, max_new_tokens=self.max_new_tokens,
+                          free_max_new_tokens=self.free_max_new_tokens, canvas_length=self.canvas_length)
+
+
+@dataclass
+class ItemResult:
+    """Every mode of one item: its rows (in the order they ran) and its best canvas record, if any."""
+
+    index: int
+    rows: list[dict]
+    canvas: tuple[tuple, dict] | None = None  # (ranking key, canvas record)
+
+
+def run_item(impl: Suite, engine, item, index: int, modes: list[str], ctx: RunContext,
+             on_mode: Callable[[str, str], None] | None = None) -> ItemResult:
+    """Run every mode of item ``index`` on ``engine``, one after another; the mode order rotates by one per item."""
+    iid = impl.item_id(item)
+    try:
+        prepared = impl.prepare(engine, item) if impl.prepare else None
+    except Exception as e:  # noqa: BLE001 -- a schema the compiler refuses is a result, not a crash
+        prepared = e
+    order = modes[index % len(modes):] + modes[: index % len(modes)]
+    out = ItemResult(index, [])
+    for k, mode in enumerate(order):
+        if on_mode is not None:
+            on_mode(iid, mode)
+        ctx.frames = []
+        ctx.on_draft = lambda t, f: ctx.frames.append((list(t), list(f)))
+        t0 = time.perf_counter()
+        try:
+            row = dict(impl.run(engine, item, prepared, mode, ctx))
+        except Exception as e:  # noqa: BLE001 -- recorded, counted, the run goes on
+            row = {"success": False, "valid": False, "error": f"{type(e).__name__}: {e}",
+                   "error_type": "exception", "stats": None}
+        canvas = row.pop("_canvas", None)
+        row = {"id": iid, "mode": mode, "order": k, **row, "stats": _stats_dict(row.get("stats")),
+               "wall_ms": round(1000 * (time.perf_counter() - t0), 2)}
+        out.rows.append(row)
+        if canvas is not None and (mode == "diffusion" or "diffusion" not in modes):
+            key = _canvas_key(row, index)
+            if out.canvas is None or key > out.canvas[0]:
+                out.canvas = (key, canvas)
+    return out
+
+
+class LocalExecutor:
+    """Items one after another in this process, on one engine (the default executor).
+
+    An executor runs ``(index, item)`` jobs with :func:`run_item` and yields :class:`ItemResult` as each finishes
+    (any order); ``info`` names the model and the diffusion variant; ``command_args`` is appended to the run's
+    command line. :class:`agentkit.evals.distributed.RayExecutor` is the other one."""
+
+    command_args: tuple[str, ...] = ()
+
+    def __init__(self, engine) -> None:
+        self.engine = engine
+
+    def info(self) -> dict[str, str]:
+        return {"model": getattr(self.engine, "name", "?"), "diffusion": diffusion_variant(self.engine)}
+
+    def run(self, suite: str, jobs: list[tuple[int, Any]], modes: list[str], settings: RunSettings,
+            on_mode: Callable[[str, str], None] | None = None):
+        impl, ctx = get_suite(suite), settings.context()
+        for index, item in jobs:
+            yield run_item(impl, self.engine, item, index, modes, ctx, on_mode)
+
+    def close(self) -> None:
+        pass
+
+
 def run_eval(suite: str, data: Path, modes: list[str], limit: int | None = None, model: str | None = None,
              out: Path = Path("eval.json"), plot: Path | None = None, seed: int = 0, engine=None, *,
              max_new_tokens: int = 512, free_max_new_tokens: int = 128, canvas_length: int = 32,
              threads: int | None = None, progress: bool = True, quiet: bool = False,
-             adapter: str | Path | None = None) -> dict:
+             adapter: str | Path | None = None, executor=None) -> dict:
     """Run ``suite`` over ``data`` in each of ``modes`` (item-major, one engine), write ``out`` (JSON, rewritten
     after every item), print a markdown table, and write plots when ``plot`` is given (``plot``, and siblings
     ``.tpf.png`` and ``.canvas.png``). ``limit``: at most this many items per data file. ``threads``: torch threads
     (None: torch's default; on a shared, loaded CPU 1 thread is several times faster than 2). ``adapter``: the
-    block-diffusion adapter directory diffusion mode uses (None: the one shipped for the default model). Returns
+    block-diffusion adapter directory diffusion mode uses (None: the one shipped for the default model).
+    ``executor``: where items run (default: a :class:`LocalExecutor` on ``engine``, or on one built from
+    ``model``/``adapter``); rows come back per item and are summarized here, the same for every executor. Returns
     the results."""
     data, out = Path(data), Path(out)
     modes = list(modes)  # empty: the suite's own default set
@@ -279,31 +371,33 @@ def run_eval(suite: str, data: Path, modes: list[str], limit: int | None = None,
     if bad:
         raise ValueError(f"suite {suite!r} has no mode(s) {bad}; modes: {', '.join(impl.modes)}")
     items = impl.load(data, limit)
-    if engine is None:
-        from ..config import EngineConfig
-        from ..engine.engine import Engine
-
-        engine = Engine(EngineConfig(model=model, seed=seed, threads=threads,
-                                     adapter_path=str(adapter) if adapter else None))
-    elif threads:
-        torch.set_num_threads(threads)
-    ctx = RunContext(seed=seed, max_new_tokens=max_new_tokens, free_max_new_tokens=free_max_new_tokens,
-                     canvas_length=canvas_length)
+    if executor is None:
+        if engine is None:
+            engine = build_engine(model, seed, threads, adapter)
+        elif threads:
+            torch.set_num_threads(threads)
+        executor = LocalExecutor(engine)
+    settings = RunSettings(seed=seed, max_new_tokens=max_new_tokens, free_max_new_tokens=free_max_new_tokens,
+                           canvas_length=canvas_length)
+    command = " ".join([command, *executor.command_args])
+    info = executor.info()
     result: dict[str, Any] = {
-        "suite": suite, "model": getattr(engine, "name", str(model)), "data": str(data), "limit": limit,
-        "seed": seed, "diffusion": diffusion_variant(engine), "modes": {}, "ratios_vs_ar_constrained": {},
+        "suite": suite, "model": info.get("model", str(model)), "data": str(data), "limit": limit,
+        "seed": seed, "diffusion": info.get("diffusion"), "modes": {}, "ratios_vs_ar_constrained": {},
         "env": environment(command),
         "partial": True, "items_done": 0, "items_total": len(items), "items": [], "canvas_example": None,
     }
-    rows: list[dict] = result["items"]
+    done: dict[int, list[dict]] = {}  # item index -> its rows; the JSON lists them in item order
     best_canvas: tuple | None = None
     t_run = time.perf_counter()
 
     def publish(partial: bool) -> None:
+        result["items"] = rows = [r for i in sorted(done) for r in done[i]]
         by_mode = {m: summarize([r for r in rows if r["mode"] == m]) for m in modes}
         result["modes"] = {m: s for m, s in by_mode.items() if s["n"]}
         result["ratios_vs_ar_constrained"] = ratios(result["modes"])
         result["partial"] = partial
+        result["items_done"] = len(done)
         result["wall_s"] = round(time.perf_counter() - t_run, 2)
         write_json_atomic(out, result)
 
@@ -312,40 +406,19 @@ def run_eval(suite: str, data: Path, modes: list[str], limit: int | None = None,
     if prog is not None:
         prog.start()
         task = prog.add_task(suite, total=len(items) * len(modes), status="")
+    on_mode = (lambda iid, mode: prog.update(task, status=f"{iid} {mode}")) if prog is not None else None
     try:
-        for i, item in enumerate(items):
-            iid = impl.item_id(item)
-            try:
-                prepared = impl.prepare(engine, item) if impl.prepare else None
-            except Exception as e:  # noqa: BLE001 -- a schema the compiler refuses is a result, not a crash
-                prepared = e
-            order = modes[i % len(modes):] + modes[: i % len(modes)]
-            for k, mode in enumerate(order):
-                if prog is not None:
-                    prog.update(task, status=f"{iid} {mode}")
-                ctx.frames = []
-                ctx.on_draft = lambda t, f: ctx.frames.append((list(t), list(f)))
-                t0 = time.perf_counter()
-                try:
-                    row = dict(impl.run(engine, item, prepared, mode, ctx))
-                except Exception as e:  # noqa: BLE001 -- recorded, counted, the run goes on
-                    row = {"success": False, "valid": False, "error": f"{type(e).__name__}: {e}",
-                           "error_type": "exception", "stats": None}
-                canvas = row.pop("_canvas", None)
-                row = {"id": iid, "mode": mode, "order": k, **row, "stats": _stats_dict(row.get("stats")),
-                       "wall_ms": round(1000 * (time.perf_counter() - t0), 2)}
-                rows.append(row)
-                if canvas is not None and (mode == "diffusion" or "diffusion" not in modes):
-                    key = _canvas_key(row, i)
-                    if best_canvas is None or key > best_canvas:
-                        best_canvas, result["canvas_example"] = key, canvas
-                if prog is not None:
-                    prog.advance(task)
-            result["items_done"] = i + 1
+        for res in executor.run(suite, list(enumerate(items)), modes, settings, on_mode):
+            done[res.index] = res.rows
+            if res.canvas is not None and (best_canvas is None or res.canvas[0] > best_canvas):
+                best_canvas, result["canvas_example"] = res.canvas
+            if prog is not None:
+                prog.update(task, advance=len(res.rows), status=f"{res.rows[0]['id'] if res.rows else ''} done")
             publish(partial=True)
     finally:
         if prog is not None:
             prog.stop()
+        executor.close()
     publish(partial=False)
     if not quiet:
         print(f"\n{suite} · {result['model']} · {len(items)} items · {result['wall_s']:.0f} s\n")
