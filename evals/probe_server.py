@@ -158,6 +158,7 @@ def main() -> None:
     ap.add_argument("--limit-s", type=float, default=20.0)
     ap.add_argument("--group", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--json", default=None, help="write the per-request records here")
+    ap.add_argument("--only", default=None, help="run only the groups whose first case's category is this")
     a = ap.parse_args()
     if a.group is not None:
         print(json.dumps(asyncio.run(_group(GROUPS[a.group], a.limit_s))))
@@ -165,10 +166,14 @@ def main() -> None:
         os._exit(0)  # builds still running in abandoned threads must not keep the process alive
     rows = []
     for i, names in enumerate(GROUPS):
+        if a.only and not any(CASES[n][0] == a.only for n in names):
+            continue
         cmd = [sys.executable, __file__, "--group", str(i), "--limit-s", str(a.limit_s)]
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.limit_s * (len(names) + 1) + 60)
             got = json.loads(p.stdout.strip().splitlines()[-1]) if p.stdout.strip() else []
+            if not got:
+                print(f"group {i} produced nothing: {p.stderr[-400:]}", flush=True)
         except subprocess.TimeoutExpired:
             got = []
         seen = {r["name"] for r in got}

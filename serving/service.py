@@ -39,23 +39,23 @@ class Outcome:
     logprobs: list[dict[str, Any]] | None = None
 
 
-def _params(fn: Callable) -> set[str] | None:
-    """``fn``'s keyword parameters (None when it takes ``**kwargs``: anything goes)."""
+def _params(fn: Callable) -> tuple[set[str], bool]:
+    """``fn``'s named parameters, and whether it also takes ``**kwargs``."""
     try:
         ps = inspect.signature(fn).parameters
     except (TypeError, ValueError):
-        return set()
-    return None if any(p.kind is p.VAR_KEYWORD for p in ps.values()) else set(ps)
+        return set(), False
+    return set(ps), any(p.kind is p.VAR_KEYWORD for p in ps.values())
 
 
 class ChatService:
     def __init__(self, engine: Any, cfg: ServerConfig, compile_schema: Callable | None = None) -> None:
         self.engine, self.cfg = engine, cfg
         self.metrics = Metrics()
-        params = _params(engine.generate)
-        self._hooks = params is None or "on_tokens" in params  # the engine streams committed tokens
+        params, any_kw = _params(engine.generate)
+        self._hooks = any_kw or "on_tokens" in params  # the engine streams committed tokens
         batcher = None
-        if params is not None and "batch" in params:  # explicit batch support (not merely **kwargs)
+        if "batch" in params:  # explicit batch support (not merely **kwargs)
             from agentkit.engine.batch import Batcher
 
             batcher = Batcher(max_batch=cfg.max_batch, on_forward=self._on_forward)

@@ -346,9 +346,10 @@ async def test_models_health_metrics(app):
         h = (await c.get("/health")).json()
         assert h["status"] == "ok" and h["queue_depth"] == 0
         m = (await c.get("/metrics")).text
-    for line in ("# TYPE agentkit_request_latency_seconds histogram", 'agentkit_request_latency_seconds_bucket{mode="ar"',
-                 "agentkit_queue_depth 0", 'agentkit_forwards_total{mode="ar"}', "agentkit_tokens_per_forward_bucket",
-                 'agentkit_batch_size_bucket{le="1"}'):
+    for line in ("# TYPE agentkit_request_latency_seconds histogram", 'agentkit_request_latency_seconds_count{mode="ar"}',
+                 "agentkit_queue_depth 0.0", 'agentkit_forwards_total{mode="ar"}', "agentkit_tokens_per_forward_bucket",
+                 'agentkit_batch_size_bucket{le="1.0"}', "# TYPE agentkit_first_token_seconds histogram",
+                 "# TYPE agentkit_prepare_seconds histogram"):
         assert line in m, line
 
 
