@@ -55,6 +55,25 @@ def default_model_dir() -> Path:
     return target
 
 
+def default_tokenizer():
+    """The default model's tokenizer without its weights (the llama.cpp backend reads the GGUF itself): from
+    the dequantized cache when it exists, else from the GGUF, cached on its own under the user cache directory."""
+    from transformers import AutoTokenizer
+
+    full = cache_root() / f"smollm2-135m-instruct-v{CACHE_VERSION}"
+    if (full / "tokenizer.json").is_file():
+        return AutoTokenizer.from_pretrained(full, local_files_only=True)
+    target = cache_root() / f"smollm2-135m-instruct-tokenizer-v{CACHE_VERSION}"
+    if not (target / "tokenizer.json").is_file():
+        gguf = gguf_path()
+        tmp = target.with_name(target.name + ".partial")
+        shutil.rmtree(tmp, ignore_errors=True)
+        AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(tmp)
+        shutil.rmtree(target, ignore_errors=True)
+        tmp.rename(target)
+    return AutoTokenizer.from_pretrained(target, local_files_only=True)
+
+
 def _build_cache(gguf: Path, target: Path) -> None:
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
     from safetensors.torch import save_file

@@ -47,9 +47,38 @@ def wrap(model, tokenizer, name: str = "in-memory", **kw) -> LoadedModel:
     return LoadedModel(model=model, tokenizer=tokenizer, name=name, eos_ids=_eos_ids(model, tokenizer), **kw)
 
 
+BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+def cpu_flags(path: str = "/proc/cpuinfo") -> set[str]:
+    """The CPU feature flags (Linux ``/proc/cpuinfo``; empty elsewhere)."""
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def resolve_dtype(dtype: str, device: str = "cpu", flags: set[str] | None = None) -> str:
+    """``auto`` -> ``bfloat16`` on a GPU or on a CPU with native bf16 dot products (avx512_bf16 / AMX),
+    ``float32`` otherwise (a CPU without them emulates bf16 matmuls, slower than fp32)."""
+    if dtype != "auto":
+        return dtype
+    if not device.startswith("cpu"):
+        return "bfloat16"
+    flags = cpu_flags() if flags is None else flags
+    return "bfloat16" if any(f in flags for f in BF16_CPU_FLAGS) else "float32"
+
+
 def load_model(path: str | None = None, *, dtype: str = "float32", device: str = "cpu") -> LoadedModel:
-    """``None`` loads the embedded default model; otherwise ``path`` must be a local HF model directory."""
+    """``None`` loads the embedded default model; otherwise ``path`` must be a local HF model directory.
+    ``dtype``: float32 | bfloat16 | auto (see :func:`resolve_dtype`)."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    dtype = resolve_dtype(dtype, device)
 
     if path is None:
         from .default import default_model_dir
