@@ -15,10 +15,16 @@ from typing import Any, Literal
 
 from agentkit.config import DecodeConfig
 from agentkit.errors import UserError
+from agentkit.toolcall import parse_call
 
 from .errors import APIError, user_error
 from .protocol import AgentkitExt, ChatRequest, ContentPart, NamedToolChoice, ToolDef
-from .toolcalls import describe_tools, parse_tool_call
+
+_TOOL_PROMPT = (
+    "You can call these tools. To call one, reply with only a JSON object "
+    '{{"name": "<tool name>", "arguments": {{...}}}}.\n{tools}'
+)
+EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
 
 DEFAULT_MAX_TOKENS = 256
 
@@ -80,6 +86,14 @@ def _args(a: str | dict[str, Any]) -> Any:
         return json.loads(a)
     except json.JSONDecodeError:
         return a
+
+
+def describe_tools(tools: list[ToolDef]) -> str:
+    """The system-message text listing the tools and the call format (``agentkit.toolcall``'s ``name`` /
+    ``arguments`` shape)."""
+    desc = "\n".join(json.dumps({"name": t.function.name, "description": t.function.description or "",
+                                 "parameters": t.function.parameters or EMPTY_PARAMETERS}) for t in tools)
+    return _TOOL_PROMPT.format(tools=desc)
 
 
 def chat_messages(req: ChatRequest, tools: list[ToolDef]) -> list[dict[str, str]]:
@@ -200,13 +214,11 @@ def fit_max_tokens(plan: Plan, prompt_tokens: int, context: int | None) -> int:
 def response_parts(plan: Plan, text: str, value: Any, finish_reason: str) -> tuple[dict[str, Any], str]:
     """(assistant message, finish_reason) for a generation result."""
     call = None
-    if plan.tool_mode == "forced" and isinstance(value, dict):
-        call = value
-    elif plan.tool_mode != "none":
-        call = parse_tool_call(text, plan.tool_names)
-    if call is not None:
+    if plan.tool_mode != "none":
+        call = parse_call(text, value if plan.tool_mode == "forced" else None)
+    if call is not None and call[0] in plan.tool_names and isinstance(call[1], dict):
         tc = {"id": "call_" + uuid.uuid4().hex[:24], "type": "function",
-              "function": {"name": call["name"], "arguments": json.dumps(call.get("arguments", {}))}}
+              "function": {"name": call[0], "arguments": json.dumps(call[1])}}
         return {"role": "assistant", "content": None, "tool_calls": [tc]}, "tool_calls"
     return {"role": "assistant", "content": text}, ("length" if finish_reason == "length" else "stop")
 

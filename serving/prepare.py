@@ -21,11 +21,13 @@ from typing import Any
 
 from agentkit.constrain.nodes import Template
 from agentkit.errors import UserError
+from agentkit.toolcall import call_template
 
 from .errors import APIError, user_error
 from .plan import Plan, SchemaJob, fit_max_tokens
 from .scheduler import Job
-from .toolcalls import tool_call_template
+
+EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
 
 Compile = Callable[..., Template]
 
@@ -95,8 +97,10 @@ class Preparer:
             if t is not None:
                 self._templates.move_to_end(key)
                 return t
-        if sj.kind == "tools":
-            t = tool_call_template(list(sj.tools), lambda s, where: self.compile_one(s, where))
+        if sj.kind == "tools":  # each tool's parameters compiled here (errors name the tool), then one call template
+            t = call_template([(tool.function.name, self.compile_one(tool.function.parameters or EMPTY_PARAMETERS,
+                                                                    f"tools[{i}].function.parameters"))
+                               for i, tool in enumerate(sj.tools)], meta={"step": "tool_call"})
         else:
             t = self.compile_one(sj.schema, sj.where, sj.strict)
         with self._lock:
