@@ -1,7 +1,8 @@
 """The canonical JSON text of a value under a schema, and the schema walking both it and the compiler share.
 
-The compiler's output language is canonical compact JSON: ``json.dumps(..., separators=(",", ":"),
-ensure_ascii=False)`` text, with
+The compiler's output language is canonical JSON in one :class:`JsonStyle`: ``compact`` is ``json.dumps(...,
+separators=(",", ":"), ensure_ascii=False)`` text, ``spaced`` is ``json.dumps(..., ensure_ascii=False)`` text
+(``", "`` and ``": "``, as ``json.dumps`` writes by default and as most models saw JSON in training), with
 
 - object keys in *schema order*: the names of ``properties`` met in a fixed walk of the schemas that apply at that
   place (``$ref``, ``allOf``, ``anyOf``, ``oneOf``, ``if``/``then``/``else``, dependent schemas, ``not`` are
@@ -17,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 from urllib.parse import unquote
@@ -26,6 +28,33 @@ from .ecma_regex import PatternError
 from .json_regex import emit, search_ast
 
 _FOLLOW_LISTS = ("allOf", "anyOf", "oneOf")
+
+
+@dataclass(frozen=True)
+class JsonStyle:
+    """How pinned JSON punctuation is written: ``item_sep`` between members and items, ``key_sep`` after a key."""
+
+    name: str
+    item_sep: str
+    key_sep: str
+
+
+STYLES: dict[str, JsonStyle] = {
+    "compact": JsonStyle("compact", ",", ":"),
+    "spaced": JsonStyle("spaced", ", ", ": "),
+}
+DEFAULT_STYLE = "compact"  # chosen on BFCL with the default model (README: "JSON style")
+
+
+def json_style(style: str | JsonStyle | None) -> JsonStyle:
+    """The :class:`JsonStyle` named ``style`` (None: :data:`DEFAULT_STYLE`); raises UnsupportedSchemaError for an
+    unknown name."""
+    if isinstance(style, JsonStyle):
+        return style
+    name = DEFAULT_STYLE if style is None else style
+    if name not in STYLES:
+        raise UnsupportedSchemaError("style", "#", f"unknown JSON style {name!r}; known: {', '.join(STYLES)}")
+    return STYLES[name]
 _FOLLOW_ONE = ("if", "then", "else", "not")
 
 
@@ -195,23 +224,24 @@ def number_text(v: float) -> str:
     return repr(v)
 
 
-def canonical_json(value: Any, schema: Any) -> str:
-    """``value`` as canonical compact JSON under ``schema`` (a JSON Schema dict or a pydantic model class)."""
+def canonical_json(value: Any, schema: Any, style: str | JsonStyle | None = None) -> str:
+    """``value`` as canonical JSON in ``style`` (None: :data:`DEFAULT_STYLE`, the compiler's default) under
+    ``schema`` (a JSON Schema dict or a pydantic model class)."""
     if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
         schema = schema.model_json_schema()
     res = Resolver(schema)
-    return _canon(value, [schema], res)
+    return _canon(value, [schema], res, json_style(style))
 
 
-def _canon(v: Any, schemas: list, res: Resolver) -> str:
+def _canon(v: Any, schemas: list, res: Resolver, st: JsonStyle = STYLES["compact"]) -> str:
     if isinstance(v, dict):
         names = order_names(schemas, res)
         named = set(names)
         keys = [n for n in names if n in v] + [k for k in v if k not in named]
-        return "{" + ",".join(json.dumps(k, ensure_ascii=False) + ":" + _canon(v[k], child_schemas(schemas, res, k), res)
-                              for k in keys) + "}"
+        return "{" + st.item_sep.join(json.dumps(k, ensure_ascii=False) + st.key_sep
+                                      + _canon(v[k], child_schemas(schemas, res, k), res, st) for k in keys) + "}"
     if isinstance(v, list):
-        return "[" + ",".join(_canon(x, item_schemas(schemas, res, i), res) for i, x in enumerate(v)) + "]"
+        return "[" + st.item_sep.join(_canon(x, item_schemas(schemas, res, i), res, st) for i, x in enumerate(v)) + "]"
     if v is None:
         return "null"
     if isinstance(v, (bool, int, float)):

@@ -36,30 +36,35 @@ from typing import Any
 
 from ..errors import UnsupportedSchemaError
 from . import automata
-from .canonical import canonical_json, number_text
+from .canonical import STYLES, JsonStyle, canonical_json, json_style, number_text
 from .containers import Containers, _check_repeats, _choice
 from .dnf import ALL_TYPES, TOP, Flat, effective_types, vkey
 from .ecma_regex import ANY, PatternError, alt, cat, cset, max_len, min_len, rep
-from .formats import format_ast, multiple_regex, number_regex
+from .formats import NumberDigits, cap_digits, format_ast, multiple_regex, number_regex
 from .json_regex import emit, search_ast
 from .matcher import tree_matches
 from .nodes import DEFAULT_SLOT_TOKENS, Choice, Lit, Node, Repeat, Slot, Template, seq
 from .normalize import Normalizer
 
-__all__ = ["JsonTemplate", "canonical_json", "compile_schema", "compile_schema_cached"]
+__all__ = ["STYLES", "JsonStyle", "JsonTemplate", "NumberDigits", "canonical_json", "compile_schema",
+           "compile_schema_cached"]
 
 MAX_SLOT_TOKENS = 256
 NUMBER_TOKENS = 24
 NUMBER = number_regex(None, False, None, False)
+DIGITS = NumberDigits()  # default digit caps of number slots
 _TYPE_ORDER = ("object", "array", "string", "integer", "number", "boolean", "null")
 
 
 
 
 class _Compiler(Containers, Normalizer):
-    def __init__(self, root: Any, max_depth: int, strict: bool = False) -> None:
+    def __init__(self, root: Any, max_depth: int, strict: bool = False, style: JsonStyle | None = None,
+                 digits: NumberDigits | None = None) -> None:
         super().__init__(root, max_depth)
         self.strict = strict
+        self.style = style or json_style(None)
+        self.digits = digits
         self.any_depth = 2 * max_depth + 2  # nesting of free-form values ({}, true, open extras)
         self._any: dict[int, Node] = {}
         self._memo: dict[tuple, Node | None] = {}
@@ -123,7 +128,7 @@ class _Compiler(Containers, Normalizer):
     def canon(self, v: Any, order: list) -> str:
         from .canonical import _canon
 
-        return _canon(v, order, self.res)
+        return _canon(v, order, self.res, self.style)
 
     # -- scalars ------------------------------------------------------------------------------------------------
     def number(self, f: Flat, integer: bool, iptr: str) -> Node | None:
@@ -160,11 +165,13 @@ class _Compiler(Containers, Normalizer):
             except PatternError as e:
                 raise UnsupportedSchemaError("multipleOf", p, str(e)) from None
             if r is not None:
-                alts.append(r)
+                alts.append(cap_digits(r, self.digits))
         if not alts:
             return None
         regex = alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
         tokens = NUMBER_TOKENS
+        if self.digits is not None and self.digits.integer is not None:  # sign, digits (and point, fraction, exponent)
+            tokens = 1 + self.digits.integer + (0 if integer else 6 + (self.digits.fraction or NUMBER_TOKENS))
         if integer and f.lo is not None and f.hi is not None:
             tokens = max(len(str(int(f.lo))), len(str(int(f.hi)))) + 1
         return Slot(regex, tokens, iptr or "/")
@@ -227,8 +234,9 @@ class _Compiler(Containers, Normalizer):
             arr, obj = Lit("[]"), Lit("{}")
         else:
             inner = self.any_value(d - 1)
-            arr = seq(Lit("["), Repeat(inner, ",", 0, None), Lit("]"))
-            obj = seq(Lit("{"), Repeat(seq(string, Lit(":"), inner), ",", 0, None), Lit("}"))
+            sep = self.style.item_sep
+            arr = seq(Lit("["), Repeat(inner, sep, 0, None), Lit("]"))
+            obj = seq(Lit("{"), Repeat(seq(string, Lit(self.style.key_sep), inner), sep, 0, None), Lit("}"))
         node = Choice((obj, arr, string, Slot(NUMBER, NUMBER_TOKENS, "*"), Lit("true"), Lit("false"), Lit("null")))
         self._any[d] = node
         return node
@@ -288,8 +296,15 @@ def _schema_of(schema: Any) -> Any:
     return schema
 
 
-def compile_schema(schema: dict | type, *, max_depth: int = 3, strict: bool = False) -> Template:
-    """Compile a JSON Schema (or a pydantic model class) into a canvas template of canonical compact JSON.
+def compile_schema(schema: dict | type, *, max_depth: int = 3, strict: bool = False,
+                   style: str | JsonStyle | None = None, digits: NumberDigits | None = DIGITS) -> Template:
+    """Compile a JSON Schema (or a pydantic model class) into a canvas template of canonical JSON in ``style``.
+
+    ``style``: how the pinned punctuation is written, a name in :data:`~agentkit.constrain.canonical.STYLES`
+    (``"compact"``: ``{"a":1,"b":2}``; ``"spaced"``: ``{"a": 1, "b": 2}``, as ``json.dumps`` writes by default) or a
+    :class:`~agentkit.constrain.canonical.JsonStyle`; None: :data:`~agentkit.constrain.canonical.DEFAULT_STYLE`.
+    ``digits``: caps on the digits of number slots where the schema leaves them open (:class:`NumberDigits`:
+    20 integer digits, 8 fraction digits by default; None: no caps).
 
     ``max_depth``: how deep recursive ``$ref`` s unfold (turns of the longest reference cycle); free-form values
     nest at most ``2 * max_depth + 2`` levels. ``strict``: an object that lists properties but never mentions
@@ -299,7 +314,8 @@ def compile_schema(schema: dict | type, *, max_depth: int = 3, strict: bool = Fa
     schema = _schema_of(schema)
     if not isinstance(schema, (dict, bool)):
         raise UnsupportedSchemaError("schema", "#", f"a schema must be an object or a boolean, not {schema!r}")
-    c = _Compiler(schema, max_depth, strict)
+    st = json_style(style)
+    c = _Compiler(schema, max_depth, strict, st, digits)
     try:
         root = c.value([(schema, "#")], [schema], "", 0)
     except RecursionError:
@@ -308,18 +324,20 @@ def compile_schema(schema: dict | type, *, max_depth: int = 3, strict: bool = Fa
         raise UnsupportedSchemaError("false", "#", "the schema accepts no JSON value")
     ms = 1000 * (time.perf_counter() - t0)
     return JsonTemplate(root=root, schema=schema, compile_ms=ms, kind="json",
-                        meta={"max_depth": max_depth, "strict": strict})
+                        meta={"max_depth": max_depth, "strict": strict, "style": st.name})
 
 
 @lru_cache(maxsize=256)
-def _cached(key: str, max_depth: int, strict: bool) -> Template:
-    return compile_schema(json.loads(key), max_depth=max_depth, strict=strict)
+def _cached(key: str, max_depth: int, strict: bool, style: JsonStyle, digits: NumberDigits | None) -> Template:
+    return compile_schema(json.loads(key), max_depth=max_depth, strict=strict, style=style, digits=digits)
 
 
-def compile_schema_cached(schema: dict | type, *, max_depth: int = 3, strict: bool = False) -> Template:
+def compile_schema_cached(schema: dict | type, *, max_depth: int = 3, strict: bool = False,
+                          style: str | JsonStyle | None = None, digits: NumberDigits | None = DIGITS) -> Template:
     """:func:`compile_schema` with an LRU cache keyed on the schema's JSON text (property order kept)."""
     schema = _schema_of(schema)
-    return _cached(json.dumps(schema, separators=(",", ":"), ensure_ascii=False), max_depth, strict)
+    return _cached(json.dumps(schema, separators=(",", ":"), ensure_ascii=False), max_depth, strict,
+                   json_style(style), digits)
 
 
 _unused = (ALL_TYPES, number_text)

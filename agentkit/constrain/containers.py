@@ -64,19 +64,20 @@ class Containers:
             return self._contains(f, nodes, rest, order, iptr, ctx)
         if f.unique and (hi is None or hi > 1):
             return self._unique(f, nodes, rest)
+        sep = self.style.item_sep
 
         def arr(i: int) -> Node | None:
             if i < len(nodes):
                 nxt = arr(i + 1) if nodes[i] is not None else None
-                take = seq(Lit("," if i else ""), nodes[i], nxt) if nxt is not None else None
+                take = seq(Lit(sep if i else ""), nodes[i], nxt) if nxt is not None else None
                 if i < lo:
                     return take
                 return Lit("") if take is None else Choice((take, Lit("")))
             rlo, rhi = max(0, lo - i), (None if hi is None else hi - i)
             if rest is None or rhi == 0:
                 return Lit("") if rlo == 0 else None
-            r = Repeat(rest, ",", max(rlo, 1), rhi)
-            body = seq(Lit(","), r) if i else r
+            r = Repeat(rest, sep, max(rlo, 1), rhi)
+            body = seq(Lit(sep), r) if i else r
             return body if rlo else Choice((body, Lit("")))
 
         body = arr(0)
@@ -85,6 +86,7 @@ class Containers:
     def _contains(self, f: Flat, nodes, rest, order, iptr, ctx) -> Node | None:
         p = f.contains[0][1]
         lo, hi = f.min_items, f.max_items
+        sep = self.style.item_sep
         if nodes or f.unique or lo > 16 or (hi is not None and hi > 32):
             raise UnsupportedSchemaError("contains", p, "contains with prefixItems, uniqueItems or large bounds")
         hit = self.value(self.item_conj(f, 0) + list(f.contains), item_schemas(order, self.res, 0),
@@ -98,8 +100,8 @@ class Containers:
                 return None
             if rest is None or n_hi == 0:
                 return Lit("") if n_lo == 0 else None
-            r = Repeat(rest, ",", max(n_lo, 1), n_hi)
-            body = seq(Lit(","), r) if lead else seq(r, Lit(","))
+            r = Repeat(rest, sep, max(n_lo, 1), n_hi)
+            body = seq(Lit(sep), r) if lead else seq(r, Lit(sep))
             return body if n_lo else Choice((body, Lit("")))
 
         if lo <= 1 and hi is None:  # [I,]* C [,I]*
@@ -129,7 +131,7 @@ class Containers:
         opts = []
         for n in range(f.min_items, hi + 1):
             for perm in permutations(lits, n):
-                opts.append(Lit("[" + ",".join(x.text for x in perm) + "]"))
+                opts.append(Lit("[" + self.style.item_sep.join(x.text for x in perm) + "]"))
         return _choice(opts)
 
     # -- objects ------------------------------------------------------------------------------------------------
@@ -148,7 +150,7 @@ class Containers:
                 if req:
                     return None
                 continue
-            members.append((json.dumps(name, ensure_ascii=False) + ":", node, req, name))
+            members.append((json.dumps(name, ensure_ascii=False) + self.style.key_sep, node, req, name))
         while True:  # a property whose dependency can never be there cannot be there either
             present = {m[3] for m in members}
             blocked = {a for a, ds in rules if a in present and not set(ds) <= present}
@@ -175,8 +177,9 @@ class Containers:
         if counted and hi is not None and len(members) - nreq > 12 and hi - nreq > 3:
             raise UnsupportedSchemaError("maxProperties", f.oclauses[0][3] if f.oclauses else "#",
                                          "maxProperties over many optional properties")
+        sep = self.style.item_sep
         if not counted and not rules and not need:
-            body = _linear_body(members, extra)
+            body = _linear_body(members, extra, sep)
             return None if body is None else seq(Lit("{"), body, Lit("}"))
         pos = {m[3]: i for i, m in enumerate(members)}
         later = [frozenset(d for a, ds in rules if a == m[3] for d in ds if pos[d] > i) for i, m in enumerate(members)]
@@ -202,18 +205,18 @@ class Containers:
                     if need_extra is None:
                         res = None
                     else:
-                        pre = Lit("") if extra is None else Choice((seq(Repeat(extra, ",", 1), Lit(",")), Lit("")))
-                        post = Lit("") if extra is None else Choice((seq(Lit(","), Repeat(extra, ",", 1)), Lit("")))
-                        res = seq(Lit("," if started else ""), pre, need_extra, post)
+                        pre = Lit("") if extra is None else Choice((seq(Repeat(extra, sep, 1), Lit(sep)), Lit("")))
+                        post = Lit("") if extra is None else Choice((seq(Lit(sep), Repeat(extra, sep, 1)), Lit("")))
+                        res = seq(Lit(sep if started else ""), pre, need_extra, post)
                 elif extra is None or rhi == 0:
                     res = Lit("") if rlo == 0 else None
                 else:
-                    r = Repeat(extra, ",", max(rlo, 1), rhi)
-                    body = seq(Lit(","), r) if started else r
+                    r = Repeat(extra, sep, max(rlo, 1), rhi)
+                    body = seq(Lit(sep), r) if started else r
                     res = body if rlo else Choice((body, Lit("")))
             else:
                 k, node, req, name = members[i]
-                item = seq(Lit(("," if started else "") + k), node)
+                item = seq(Lit((sep if started else "") + k), node)
                 nc = min(count + 1, cap) if counted else 0
                 free = (not counted or (hi is None and count >= lo)) and not rules and wit
                 if started and free and not req:  # factor the tail: linear size
@@ -228,7 +231,7 @@ class Containers:
                         if not wit and special[i] is not None:
                             nxt2 = chain(i + 1, True, nc, npend, blocked, True)
                             if nxt2 is not None:
-                                alt2 = seq(Lit(("," if started else "") + k), special[i], nxt2)
+                                alt2 = seq(Lit((sep if started else "") + k), special[i], nxt2)
                                 take = alt2 if take is None else Choice((take, alt2))
                     if req or name in pending:
                         res = take
@@ -335,7 +338,8 @@ class Containers:
             node = self.value(conj, vorder, f"{iptr}/*", ctx)
             if node is None:
                 continue
-            opts.append(seq(Lit('"'), Slot(regex, DEFAULT_SLOT_TOKENS, f"{iptr}/*key"), Lit('":'), node))
+            opts.append(seq(Lit('"'), Slot(regex, DEFAULT_SLOT_TOKENS, f"{iptr}/*key"), Lit('"' + self.style.key_sep),
+                            node))
         return _choice(opts)
 
     def _key_lang(self, f: Flat):
@@ -359,15 +363,15 @@ def _closure(required: set, rules: list) -> tuple[set, list]:
     return required, [(a, ds) for a, ds in rules if a not in required and not set(ds) <= required]
 
 
-def _linear_body(members: list, extra: Node | None) -> Node | None:
+def _linear_body(members: list, extra: Node | None, sep: str = ",") -> Node | None:
     """Object members (``(key literal, value, required)`` in order) then extras, every subset of the optional
     ones joined by commas, in a tree linear in size: before the first required member, ``Y_k = Y_{k-1}(,m_k)? | m_k``
     (the non-empty lists over the first k members); after it, each optional member is ``(,m)?``."""
     def item(i: int, started: bool) -> Node:
         k, node = members[i][0], members[i][1]
-        return seq(Lit(("," if started else "") + k), node)
+        return seq(Lit((sep if started else "") + k), node)
 
-    more = None if extra is None else Choice((seq(Lit(","), Repeat(extra, ",", 1, None)), Lit("")))
+    more = None if extra is None else Choice((seq(Lit(sep), Repeat(extra, sep, 1, None)), Lit("")))
     q = next((i for i, m in enumerate(members) if m[2]), None)
     y = None
     for i in range(len(members) if q is None else q):
@@ -377,7 +381,7 @@ def _linear_body(members: list, extra: Node | None) -> Node | None:
             y = extra if y is None else Choice((y, extra))
             y = seq(y, more)
         return Lit("") if y is None else Choice((y, Lit("")))
-    head = item(q, False) if y is None else seq(Choice((seq(y, Lit(",")), Lit(""))), item(q, False))
+    head = item(q, False) if y is None else seq(Choice((seq(y, Lit(sep)), Lit(""))), item(q, False))
     parts = [head] + [item(i, True) if members[i][2] else Choice((item(i, True), Lit("")))
                       for i in range(q + 1, len(members))]
     return seq(*parts, *([more] if more is not None else []))

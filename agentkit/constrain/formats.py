@@ -15,6 +15,8 @@ ignored; ``idn-*``, ``iri*``, ``uri-template`` and ``regex`` raise (we cannot en
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from decimal import Decimal
 from math import ceil, floor
 
@@ -292,3 +294,42 @@ def format_ast(name: str):
     if name in UNENFORCEABLE:
         raise KeyError(name)
     return None
+
+
+# -- digit caps -----------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class NumberDigits:
+    """How many digits a number slot may write where the schema leaves them free (``compile_schema(digits=...)``).
+
+    ``integer``: digits before the point of a number with no upper bound on its magnitude (20: every 64-bit
+    integer, so ids and counts copied from a prompt stay reachable); ``fraction``: digits after the point (8).
+    A bound the schema sets wins (``minimum: 1e20`` keeps its 21 digits). Without caps a small model can run into a
+    digit loop (``1234899999999999999999995``, ``1.5000000000000002``) that the slot's token budget cuts only late.
+    ``None`` for either: no cap there."""
+
+    integer: int | None = 20
+    fraction: int | None = 8
+
+    def __post_init__(self) -> None:
+        for name in ("integer", "fraction"):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, int) or v < 1):
+                raise ValueError(f"NumberDigits.{name} must be an integer >= 1 or None, got {v!r}")
+
+
+_OPEN_FRAC = re.compile(re.escape(FRAC))
+_OPEN_INT = re.compile(r"\[0-9\]\{(\d+),\}")
+
+
+def cap_digits(regex: str, caps: NumberDigits | None) -> str:
+    """``regex`` (from :func:`number_regex`/:func:`multiple_regex`) with its open digit runs bounded by ``caps``:
+    fractions (``[0-9]*[1-9]``, mantissas of exponent forms too) to ``caps.fraction`` digits, the open upper end of
+    an integer part (``[1-9][0-9]{d,}``) to ``max(caps.integer, d + 1)`` digits. Bounded parts are left as they are,
+    so a value within the schema's own bounds stays in the language whenever its digits fit the caps."""
+    if caps is None:
+        return regex
+    if caps.fraction is not None:
+        regex = _OPEN_FRAC.sub(f"[0-9]{{0,{caps.fraction - 1}}}[1-9]".replace("{0,0}", "{0}"), regex)
+    if caps.integer is not None:
+        regex = _OPEN_INT.sub(lambda m: f"[0-9]{{{m.group(1)},{max(int(m.group(1)), caps.integer - 1)}}}", regex)
+    return regex

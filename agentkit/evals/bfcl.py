@@ -4,9 +4,10 @@ Data layout (``../shared/data/bfcl``): question files ``BFCL_v4_*.json`` (one JS
 ``question`` = list of turns of chat messages, ``function`` = candidate functions) and ``possible_answer/`` with the
 same file names (``id``, ``ground_truth`` = ``[{FUNCTION: {ARG: [allowed values...]}}]``).
 
-The output the model writes is one call in a canonical shape: ``{"name":"FN","arguments":{...}}``. Under a template
+The output the model writes is one call in a canonical shape: ``{"name": "FN", "arguments": {...}}`` (in the
+compiler's JSON style; :mod:`agentkit.toolcall` builds the template and parses the call). Under a template
 the name is a ``Choice`` of pinned literals over the candidate functions (their common prefix, at least
-``{"name":"``, pinned before the choice) and the arguments follow that function's compiled parameter schema
+``{"name": "``, pinned before the choice) and the arguments follow that function's compiled parameter schema
 (BFCL's ``dict``/``float``/``tuple``/``any`` normalised to JSON Schema first; objects with declared properties
 closed to them and arrays capped in length, see :meth:`BfclItem.call_params`).
 
@@ -36,14 +37,14 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..constrain.nodes import Choice, Lit, Template, seq
+from ..constrain.nodes import Template
+from ..toolcall import call_template, parse_call, read_call
 
 # -- data -------------------------------------------------------------------------------------------------------
 
@@ -194,72 +195,32 @@ class CallTemplates:
     item: BfclItem
     args: dict[str, Template]
     compile_ms: float
+    style: str | None = None
 
     def template(self) -> Template:
-        """A fresh call template (a new object, so constraint memo tables are not shared between modes)."""
-        heads = ['{"name":' + json.dumps(n, ensure_ascii=False) + ',"arguments":' for n in self.item.names]
-        # the text every option starts with is pinned before the choice (a choice has no single forced path)
-        common = os.path.commonprefix(heads) if len(heads) > 1 else ""
-        options = tuple(seq(Lit(h[len(common):]), self.args[n].root, Lit("}")) for h, n in zip(heads, self.item.names))
-        root = options[0] if len(options) == 1 else seq(Lit(common), Choice(options))
-        return Template(root=root, schema=call_schema(self.item), compile_ms=self.compile_ms, kind="json",
-                        meta={"suite": "bfcl", "id": self.item.id, "functions": self.item.names})
+        """A fresh call template (a new object, so constraint memo tables are not shared between modes):
+        :func:`agentkit.toolcall.call_template` over the item's functions."""
+        tpl = call_template([(n, self.args[n]) for n in self.item.names], style=self.style,
+                            meta={"suite": "bfcl", "id": self.item.id})
+        tpl.schema, tpl.compile_ms = call_schema(self.item), self.compile_ms
+        return tpl
 
 
-def compile_call(item: BfclItem, *, cached: bool = False) -> CallTemplates:
-    """Compile each candidate function's (normalised) parameter schema. ``cached=False`` times a real compile."""
+def compile_call(item: BfclItem, *, cached: bool = False, style: str | None = None) -> CallTemplates:
+    """Compile each candidate function's (normalised, closed) parameter schema in JSON ``style`` (None: the
+    compiler's default). ``cached=False`` times a real compile."""
     from ..constrain import compiler
 
     fn = compiler.compile_schema_cached if cached else compiler.compile_schema
     t0 = time.perf_counter()
-    args = {n: fn(item.call_params(n)) for n in item.names}
+    args = {n: fn(item.call_params(n), style=style) for n in item.names}
     ms = 1000 * (time.perf_counter() - t0)
-    return CallTemplates(item=item, args=args, compile_ms=ms)
+    return CallTemplates(item=item, args=args, compile_ms=ms, style=style)
 
 
-# -- parsing ------------------------------------------------------------------------------------------------------
+# -- parsing: agentkit.toolcall's one parser -----------------------------------------------------------------------
 
-
-def _json_objects(text: str):
-    dec = json.JSONDecoder()
-    i = text.find("{")
-    while i >= 0:
-        try:
-            obj, end = dec.raw_decode(text, i)
-        except json.JSONDecodeError:
-            i = text.find("{", i + 1)
-            continue
-        if isinstance(obj, dict):
-            yield obj
-        i = text.find("{", end)
-
-
-def as_call(obj: Any) -> tuple[str, Any] | None:
-    """``{"name": FN, "arguments"|"parameters": {...}}`` (arguments may be a JSON string) or ``{FN: {...}}``."""
-    if not isinstance(obj, dict):
-        return None
-    if isinstance(obj.get("name"), str):
-        args = obj.get("arguments", obj.get("parameters", {}))
-        if isinstance(args, str):
-            try:
-                args = json.loads(args)
-            except json.JSONDecodeError:
-                pass
-        return obj["name"], args
-    if len(obj) == 1:
-        (name, args), = obj.items()
-        if isinstance(args, dict):
-            return name, args
-    return None
-
-
-def parse_call(text: str) -> tuple[str, Any] | None:
-    """The first JSON object in ``text`` that reads as a function call (free-text AR output)."""
-    for obj in _json_objects(text):
-        call = as_call(obj)
-        if call is not None:
-            return call
-    return None
+as_call = read_call
 
 
 # -- scoring (BFCL AST checker, Python) ---------------------------------------------------------------------------
@@ -424,9 +385,7 @@ def validate_call(item: BfclItem, call: tuple[str, Any] | None) -> bool:
 
 def evaluate(item: BfclItem, text: str, value: Any = None) -> dict[str, Any]:
     """Parse (``value`` first: the template's parsed JSON), score and validate one output."""
-    call = as_call(value) if value is not None else None
-    if call is None:
-        call = parse_call(text)
+    call = parse_call(text, value)
     verdict = check_call(item, call)
     return {
         "success": verdict.ok,

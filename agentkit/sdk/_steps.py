@@ -14,14 +14,17 @@ from typing import Any, Literal
 import jsonschema
 from pydantic import BaseModel, Field, ValidationError
 
-from ..constrain.nodes import Choice, Lit, Template, seq
+from ..constrain.nodes import Template
 from ..engine.stats import GenerationResult
 from ..errors import UserError
+from ..toolcall import CallShape, call_template, read_call
 from ._tools import Tool
 
 StepKind = Literal["plan", "tool_call", "tool_input", "extract", "reply"]
 STEP_KINDS: tuple[str, ...] = ("plan", "tool_call", "tool_input", "extract", "reply")
 FINAL_ANSWER = "final_answer"
+TOOL_SHAPE = CallShape(name_key="tool", args_key="arguments")
+STYLE = "compact"  # the JSON style of the SDK's templates (its prompts show compact JSON)
 
 
 class Plan(BaseModel):
@@ -34,8 +37,8 @@ class OutputError(Exception):
     """A structured step's output was not JSON or did not validate (sent back to the model as a retry prompt)."""
 
 
-def compile_template(schema: dict[str, Any]) -> Template:
-    """The canvas template for a JSON Schema (cached by the compiler).
+def compile_template(schema: dict[str, Any], style: str | None = STYLE) -> Template:
+    """The canvas template for a JSON Schema (cached by the compiler), in JSON ``style``.
 
     Compiled *strict*: an object that lists its properties gets no other keys. Tool arguments and output types are
     consumed by functions and pydantic models that only read the declared fields, and an open object invites a
@@ -44,7 +47,7 @@ def compile_template(schema: dict[str, Any]) -> Template:
     """
     from ..constrain.compiler import compile_schema_cached
 
-    return compile_schema_cached(schema, strict=True)
+    return compile_schema_cached(schema, strict=True, style=style)
 
 
 def for_step(template: Template, step: str, **meta: Any) -> Template:
@@ -53,16 +56,20 @@ def for_step(template: Template, step: str, **meta: Any) -> Template:
                     meta={**template.meta, "step": step, **meta})
 
 
-def tool_call_template(tools: list[Tool]) -> Template:
-    """One template for a tool-call step: ``{"tool":`` pinned, then a choice of ``"NAME","arguments":ARGS``
-    per tool (ARGS under that tool's compiled schema; ``{}`` for a templated tool) or
-    ``"final_answer","arguments":{}``, then ``}``."""
-    options: list = [Lit(f'"{t.name}","arguments":{{}}') if t.templated else
-                     seq(Lit(f'"{t.name}","arguments":'), compile_template(t.parameters_schema).root) for t in tools]
-    options.append(Lit(f'"{FINAL_ANSWER}","arguments":{{}}'))
-    root = seq(Lit('{"tool":'), Choice(tuple(options)), Lit("}"))
-    return Template(root=root, schema=tool_call_schema(tools), kind="json",
-                    meta={"step": "tool_call", "tools": {t.name: t.call_schema for t in tools}})
+def tool_call_template(tools: list[Tool], style: str | None = STYLE) -> Template:
+    """One template for a tool-call step (:func:`agentkit.toolcall.call_template`, keys ``tool``/``arguments``):
+    a choice of the tools (ARGS under that tool's compiled schema; ``{}`` for a templated tool) and
+    ``final_answer`` with ``{}``."""
+    specs = [(t.name, None if t.templated else t.parameters_schema) for t in tools] + [(FINAL_ANSWER, None)]
+    template = call_template(specs, style=style, shape=TOOL_SHAPE, strict=True)
+    return Template(root=template.root, schema=tool_call_schema(tools), compile_ms=template.compile_ms, kind="json",
+                    meta={"step": "tool_call", "style": template.meta["style"],
+                          "tools": {t.name: t.call_schema for t in tools}})
+
+
+def read_tool_call(value: Any) -> tuple[str, Any] | None:
+    """``(tool name, arguments)`` of a parsed tool-call step output (:func:`agentkit.toolcall.read_call`)."""
+    return read_call(value, TOOL_SHAPE)
 
 
 def tool_call_schema(tools: list[Tool]) -> dict[str, Any]:

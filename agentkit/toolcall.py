@@ -1,0 +1,137 @@
+"""Tool calls as JSON: one template builder and one parser, shared by the BFCL eval, the SDK and the server.
+
+A call is one JSON object ``{NAME_KEY: "tool name", ARGS_KEY: {...}}`` (:class:`CallShape`; BFCL and the server use
+``name``/``arguments``, the SDK ``tool``/``arguments``). :func:`call_template` builds its template from a list of
+``(name, parameters)``: the text every tool's call starts with is pinned, the name is a ``Choice`` over the tools
+(pinned literals), and each tool's arguments follow its own compiled parameter schema, all in one JSON style
+(:data:`~agentkit.constrain.canonical.STYLES`). :func:`parse_call` reads a call back from a parsed value or from
+free text.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .constrain.canonical import JsonStyle, json_style
+from .constrain.nodes import Choice, Lit, Template, seq
+
+__all__ = ["CallShape", "ToolSpec", "call_schema", "call_template", "parse_call", "read_call"]
+
+ToolSpec = tuple[str, "dict | Template | None"]  # (name, parameters: a JSON Schema, a compiled template, or None: {})
+
+
+@dataclass(frozen=True)
+class CallShape:
+    """The keys of a call object."""
+
+    name_key: str = "name"
+    args_key: str = "arguments"
+
+
+NAME_ARGS = CallShape()
+
+
+def _head(name: str, shape: CallShape, st: JsonStyle) -> str:
+    return ("{" + json.dumps(shape.name_key) + st.key_sep + json.dumps(name, ensure_ascii=False) + st.item_sep
+            + json.dumps(shape.args_key) + st.key_sep)
+
+
+def call_template(tools: Sequence[ToolSpec], *, style: str | JsonStyle | None = None, shape: CallShape = NAME_ARGS,
+                  strict: bool = True, cached: bool = True, meta: dict | None = None) -> Template:
+    """The template of one call to any of ``tools`` in ``style`` (None: the compiler's default style).
+
+    ``tools``: ``(name, parameters)`` pairs; ``parameters`` is a JSON Schema (compiled here, ``strict`` as in
+    :func:`~agentkit.constrain.compiler.compile_schema`, through the compiler's cache unless ``cached=False``), an
+    already compiled :class:`Template` (it must be in the same style), or None for a tool that takes no arguments
+    (``{}``). ``{"name":`` (in the style's spelling) is pinned before the choice of the name, and the closing ``}``
+    after it; the name itself is the model's choice token by token, so it may tokenize the quote and the name as
+    it would unconstrained."""
+    from .constrain import compiler
+
+    if not tools:
+        raise ValueError("call_template needs at least one tool")
+    names = [n for n, _ in tools]
+    if len(set(names)) != len(names):
+        raise ValueError(f"duplicate tool names in {names}")
+    st = json_style(style)
+    fn = compiler.compile_schema_cached if cached else compiler.compile_schema
+    args, ms, schemas = [], 0.0, []
+    for name, params in tools:
+        if params is None:
+            args.append(Lit("{}"))
+            schemas.append({"type": "object", "properties": {}, "additionalProperties": False})
+            continue
+        tpl = params if isinstance(params, Template) else fn(params, strict=strict, style=st)
+        if tpl.meta.get("style", st.name) != st.name:
+            raise ValueError(f"tool {name!r}: its template is in style {tpl.meta['style']!r}, not {st.name!r}")
+        args.append(tpl.root)
+        ms += tpl.compile_ms
+        schemas.append(tpl.schema if isinstance(tpl.schema, dict) else params)
+    heads = [_head(n, shape, st) for n in names]
+    if len(heads) == 1:
+        root = seq(Lit(heads[0]), args[0], Lit("}"))
+    else:
+        common = "{" + json.dumps(shape.name_key) + st.key_sep
+        options = tuple(seq(Lit(h[len(common):]), a) for h, a in zip(heads, args))
+        root = seq(Lit(common), Choice(options), Lit("}"))
+    return Template(root=root, schema=call_schema(list(zip(names, schemas)), shape=shape), compile_ms=ms,
+                    kind="json", meta={"style": st.name, "functions": names, **(meta or {})})
+
+
+def call_schema(tools: Sequence[tuple[str, dict]], *, shape: CallShape = NAME_ARGS) -> dict:
+    """JSON Schema of one call to any of ``tools`` (``(name, parameters schema)`` pairs)."""
+    branches = [{"type": "object", "properties": {shape.name_key: {"const": n}, shape.args_key: p},
+                 "required": [shape.name_key, shape.args_key], "additionalProperties": False} for n, p in tools]
+    return branches[0] if len(branches) == 1 else {"anyOf": branches}
+
+
+def read_call(obj: Any, shape: CallShape = NAME_ARGS) -> tuple[str, Any] | None:
+    """``(name, arguments)`` of a parsed call object, or None.
+
+    Accepts ``{NAME_KEY: FN, ARGS_KEY: {...}}`` (also ``parameters`` for the arguments, and arguments written as a
+    JSON string, as OpenAI-style APIs send them) and the one-key form ``{FN: {...}}``."""
+    if not isinstance(obj, dict):
+        return None
+    if isinstance(obj.get(shape.name_key), str):
+        args = obj.get(shape.args_key, obj.get("parameters", {}))
+        if isinstance(args, str):
+            try:
+                args = json.loads(args)
+            except json.JSONDecodeError:
+                pass
+        return obj[shape.name_key], args
+    if len(obj) == 1:
+        (name, args), = obj.items()
+        if isinstance(args, dict):
+            return name, args
+    return None
+
+
+def _json_objects(text: str) -> Iterator[dict]:
+    dec = json.JSONDecoder()
+    i = text.find("{")
+    while i >= 0:
+        try:
+            obj, end = dec.raw_decode(text, i)
+        except json.JSONDecodeError:
+            i = text.find("{", i + 1)
+            continue
+        if isinstance(obj, dict):
+            yield obj
+        i = text.find("{", end)
+
+
+def parse_call(text: str, value: Any = None, *, shape: CallShape = NAME_ARGS) -> tuple[str, Any] | None:
+    """The call in an output: ``value`` (the template's parsed JSON) when it reads as one, else the first JSON
+    object in ``text`` that does (free-text output: prose and code fences around it are skipped)."""
+    call = read_call(value, shape) if value is not None else None
+    if call is not None:
+        return call
+    for obj in _json_objects(text or ""):
+        call = read_call(obj, shape)
+        if call is not None:
+            return call
+    return None
