@@ -205,13 +205,29 @@ def serve(
     api_key: Optional[str] = typer.Option(None, help="require this bearer token on every request"),
     max_batch: int = typer.Option(8, help="requests decoded concurrently, their forwards batched"),
     max_queue: int = typer.Option(64, help="requests that may wait for a slot (then HTTP 429)"),
-    request_timeout_s: float = typer.Option(120.0, help="per-request timeout, arrival to result (then HTTP 504)"),
+    request_timeout_s: float = typer.Option(120.0, help="per-request timeout, arrival to result, schema "
+                                            "compilation included (then HTTP 504)"),
+    default_mode: Optional[str] = typer.Option(None, help="ar | diffusion | verify for every request without "
+                                               "agentkit.mode (default: diffusion for structured output, ar else)"),
+    prepare_workers: int = typer.Option(2, help="threads compiling schemas, apart from decoding"),
+    ready_stall_s: float = typer.Option(30.0, help="/health/ready fails when requests wait this long with no "
+                                        "forward completing"),
+    threads: Optional[int] = typer.Option(None, help="torch threads (default: torch's own)"),
+    log_level: str = typer.Option("info", help="uvicorn log level"),
 ) -> None:
     """Serve an OpenAI-compatible chat-completions endpoint with structured (constrained) decoding."""
-    from serving.cli import serve as _serve
+    from serving.cli import run as _run
+    from serving.config import ServerConfig
 
-    _serve(model=model, host=host, port=port, api_key=api_key, max_batch=max_batch, max_queue=max_queue,
-           request_timeout_s=request_timeout_s)
+    from .config import EngineConfig
+
+    try:
+        server = ServerConfig(api_key=api_key, max_batch=max_batch, max_queue=max_queue,
+                              request_timeout_s=request_timeout_s, default_mode=default_mode,
+                              prepare_workers=prepare_workers, ready_stall_s=ready_stall_s)
+    except AgentkitError as e:
+        _fail(e)
+    _run(EngineConfig(model=model, threads=threads), server, host=host, port=port, log_level=log_level)
 
 
 def main() -> None:  # pragma: no cover
