@@ -17,7 +17,7 @@ def require_ray(what: str = "--ray") -> Any:
     try:
         import ray
     except ImportError:
-        raise UserError(f"{what} needs Ray, which is not installed: {EXTRA_HINT}") from None
+        raise UserError(f"{what} needs Ray (not installed): {EXTRA_HINT}") from None
     return ray
 
 

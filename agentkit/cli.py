@@ -38,7 +38,9 @@ def _stats_table(title: str, stats) -> Table:
 
 
 def _fail(e: Exception) -> None:
-    console.print(f"[red]error:[/red] {type(e).__name__}: {e}")
+    from rich.markup import escape
+
+    console.print(f"[red]error:[/red] {type(e).__name__}: {escape(str(e))}")  # a message's [..] is not markup
     raise typer.Exit(2)
 
 
@@ -131,6 +133,9 @@ def eval_(
     threads: Optional[int] = typer.Option(None, help="torch threads (1 is fastest on a loaded CPU)"),
     adapter: Optional[Path] = typer.Option(None, help="block-diffusion adapter dir for diffusion mode (default: "
                                            "the one shipped for the default model)"),
+    ray: Optional[str] = typer.Option(None, "--ray", help="run items on Ray actors: 'local' (a Ray instance on this "
+                                      "machine) or a cluster address (auto, HOST:6379, ray://HOST:10001)"),
+    workers: int = typer.Option(2, help="with --ray: actors, each loading the model once"),
 ) -> None:
     """Run an evaluation suite; prints a markdown table and writes JSON (and plots)."""
     try:
@@ -142,8 +147,17 @@ def eval_(
             return
         from .evals.runner import run_eval
 
+        executor = None
+        if ray is not None:
+            from ._ray import require_ray
+
+            require_ray()
+            from .evals.distributed import RayEvalConfig, RayExecutor
+
+            executor = RayExecutor(RayEvalConfig(address=ray, workers=workers, model=model, seed=seed,
+                                                 threads=threads or 1, adapter=str(adapter) if adapter else None))
         run_eval(suite, data, [m.strip() for m in modes.split(",") if m.strip()], limit, model, out, plot, seed,
-                 threads=threads, adapter=adapter)
+                 threads=threads, adapter=adapter, executor=executor)
     except AgentkitError as e:
         _fail(e)
 
@@ -214,6 +228,10 @@ def serve(
                                         "forward completing"),
     threads: Optional[int] = typer.Option(None, help="torch threads (default: torch's own)"),
     log_level: str = typer.Option("info", help="uvicorn log level"),
+    ray: bool = typer.Option(False, "--ray", help="serve as Ray Serve replicas (each one engine)"),
+    ray_address: str = typer.Option("local", help="with --ray: 'local' (start Ray here) or a cluster address"),
+    replicas: int = typer.Option(1, help="with --ray: fixed number of replicas"),
+    autoscale: Optional[str] = typer.Option(None, help="with --ray: MIN,MAX replicas, scaled on ongoing requests"),
 ) -> None:
     """Serve an OpenAI-compatible chat-completions endpoint with structured (constrained) decoding."""
     from serving.cli import run as _run
@@ -227,7 +245,26 @@ def serve(
                               prepare_workers=prepare_workers, ready_stall_s=ready_stall_s)
     except AgentkitError as e:
         _fail(e)
+    if ray:
+        _serve_ray(server, model=model, threads=threads, host=host, port=port, address=ray_address,
+                   replicas=replicas, autoscale=autoscale)
+        return
     _run(EngineConfig(model=model, threads=threads), server, host=host, port=port, log_level=log_level)
+
+
+def _serve_ray(server, *, model, threads, host, port, address, replicas, autoscale) -> None:
+    """``agentkit serve --ray`` (see ``serving/ray_serve.py``)."""
+    from ._ray import require_ray
+
+    try:
+        require_ray()
+        from serving.ray_serve import RayServeConfig, parse_autoscale, run
+
+        cfg = RayServeConfig(replicas=replicas, autoscale=parse_autoscale(autoscale) if autoscale else None,
+                             address=address, host=host, port=port, model=model, threads=threads)
+    except AgentkitError as e:
+        _fail(e)
+    run(server, cfg)
 
 
 def main() -> None:  # pragma: no cover
