@@ -33,8 +33,9 @@ def normalize_function_schema(params: dict) -> dict:
 
     ``dict`` → ``object`` (with ``additionalProperties: false`` unless given: a function takes only the
     arguments it lists, and BFCL's checker rejects others), ``float`` → ``number``, ``tuple`` → ``array``,
-    ``any`` → no type (any value); the BFCL-only ``optional`` flag is dropped (``required`` decides), and an object
-    without ``properties`` gets an empty one. Unknown type names raise
+    ``any`` → no type (any value); the BFCL-only ``optional`` flag is dropped (``required`` decides), an object
+    without ``properties`` gets an empty one, and an ``enum`` written on an ``array`` lists the allowed *items*
+    (BFCL's meaning; as JSON Schema it would ask the whole array to equal a string, which nothing can). Unknown type names raise
     :class:`~agentkit.errors.UnsupportedSchemaError`.
     """
     return _norm(copy.deepcopy(params), "#")
@@ -60,6 +61,8 @@ def _norm(s: Any, ptr: str) -> Any:
         else:
             out = list(dict.fromkeys(out))
             s["type"] = out[0] if len(out) == 1 else out
+    if s.get("type") == "array" and isinstance(s.get("enum"), list) and not all(isinstance(v, list) for v in s["enum"]):
+        _enum_to_items(s, ptr)
     if s.get("type") == "object":
         s.setdefault("properties", {})
         if t in ("dict", "HashMap", "Map"):  # a Python/Java signature: only the listed arguments
@@ -76,3 +79,16 @@ def _norm(s: Any, ptr: str) -> Any:
         if isinstance(s.get(k), list):
             s[k] = [_norm(sub, f"{ptr}/{k}/{i}") for i, sub in enumerate(s[k])]
     return s
+
+
+def _enum_to_items(s: dict, ptr: str) -> None:
+    """Move an array's ``enum`` of item values onto its ``items`` (intersected with an ``enum`` already there)."""
+    allowed = [v for v in s.pop("enum") if not isinstance(v, list)]
+    items = s.get("items")
+    if items is None or items is True:
+        items = {}
+    if not isinstance(items, dict):
+        raise UnsupportedSchemaError("enum", f"{ptr}/enum", "an array enum with a list of item schemas")
+    if isinstance(items.get("enum"), list):
+        allowed = [v for v in allowed if v in items["enum"]]
+    s["items"] = {**items, "enum": allowed}

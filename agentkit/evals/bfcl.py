@@ -172,12 +172,26 @@ SYSTEM_PROMPT = (
 )
 
 
-def build_prompt(item: BfclItem) -> list[dict[str, str]]:
-    """System message describing the functions (parameters as JSON Schema) and asking for one call; the question."""
+# the function-calling system prompt SmolLM2-Instruct's model card gives (tools in <tools>, calls as JSON), asking
+# for one call
+EXPERT_PROMPT = (
+    "You are an expert in composing functions. You are given a question and a set of possible functions. "
+    "Based on the question, you will need to make one function call to achieve the purpose.\n\n"
+    "You have access to the following tools:\n<tools>{functions}</tools>\n\n"
+    "The output MUST strictly adhere to the following format, and NO other text MUST be included. "
+    "Please make sure the parameter type is correct.\n"
+    '{{"name": "func_name", "arguments": {{"argument1": "value1", "argument2": "value2"}}}}'
+)
+PROMPTS = {"default": SYSTEM_PROMPT, "expert": EXPERT_PROMPT}
+
+
+def build_prompt(item: BfclItem, prompt: str = "default") -> list[dict[str, str]]:
+    """System message describing the functions (parameters as JSON Schema) and asking for one call; the question.
+    ``prompt``: a name in :data:`PROMPTS`."""
     fns = [{"name": f["name"], "description": f.get("description", ""), "parameters": item.params(f["name"])}
            for f in item.functions]
-    system = SYSTEM_PROMPT.format(s="s" if len(fns) > 1 else "",
-                                  functions="\n".join(json.dumps(f, ensure_ascii=False) for f in fns))
+    system = PROMPTS[prompt].format(s="s" if len(fns) > 1 else "",
+                                    functions="\n".join(json.dumps(f, ensure_ascii=False) for f in fns))
     return [{"role": "system", "content": system}, *item.messages]
 
 

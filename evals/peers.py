@@ -1,0 +1,98 @@
+"""BFCL: agentkit's modes (each in a JSON style) and the peers, on the same items, in one interleaved run.
+
+    python evals/peers.py --data ../shared/data/bfcl --limit 20 \
+        --modes ar-constrained:compact,ar-constrained:spaced,verify:spaced \
+        --peers outlines-xgrammar,outlines-llguidance,outlines-core,llama-cpp --threads 1 \
+        --out evals/results/bfcl_peers_limit20.json
+
+A mode is ``MODE[:STYLE[:PROMPT]]`` (an ``agentkit eval`` mode, a JSON style of
+:mod:`agentkit.constrain.canonical` -- empty: the compiler's default -- and a system prompt of
+:data:`agentkit.evals.bfcl.PROMPTS`, ``default`` unless given). Items run item-major and the order of the variants rotates per item, as in
+``agentkit eval``. agentkit rows use the runner's decoding settings; their ``latency_ms`` here adds the template's
+compile (``compile_ms``: schema compile + token DFAs), as a peer's includes its own. Peers get 256 new tokens at
+most (``--peer-max-new-tokens``). Results (per-variant summaries with the same keys as ``agentkit eval``, and
+every row) are rewritten after each item (``"partial": true`` until the end).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+
+def _agentkit_row(engine, ctx, item, mode: str, style: str | None, prompt: str) -> dict:
+    from agentkit.evals import bfcl
+
+    prepared = bfcl.compile_call(item, style=style)
+    template = prepared.template()
+    res = ctx.generate(engine, bfcl.build_prompt(item, prompt), mode, template=template)
+    getattr(engine, "_constraints", {}).pop(id(template), None)
+    stats = res.stats.to_dict()
+    stats["latency_ms"] = round(stats["latency_ms"] + stats.get("compile_ms", 0.0), 3)
+    return {"category": item.category, **bfcl.evaluate(item, res.text, res.value), "text": res.text[:2000],
+            "finish_reason": res.stats.finish_reason, "stats": stats}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", default="../shared/data/bfcl")
+    ap.add_argument("--limit", type=int, default=20)
+    ap.add_argument("--modes", default="ar-constrained:compact,ar-constrained:spaced,verify:spaced")
+    ap.add_argument("--peers", default="outlines-xgrammar")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--peer-max-new-tokens", type=int, default=256)
+    ap.add_argument("--out", default="evals/results/bfcl_peers.json")
+    args = ap.parse_args(argv)
+
+    import torch
+
+    from agentkit.config import EngineConfig
+    from agentkit.engine.engine import Engine
+    from agentkit.evals import bfcl
+    from agentkit.evals.peers import load_peers, run_peer
+    from agentkit.evals.report import environment, markdown_table, summarize, write_json_atomic
+    from agentkit.evals.runner import RunContext
+
+    torch.set_num_threads(args.threads)
+    variants = [m.strip() for m in args.modes.split(",") if m.strip()]
+    engine = Engine(EngineConfig(threads=args.threads)) if variants else None
+    peers = load_peers([p.strip() for p in args.peers.split(",") if p.strip()], threads=args.threads,
+                       log=lambda m: print(m, file=sys.stderr))
+    names = variants + list(peers)
+    items = bfcl.load_bfcl(Path(args.data), args.limit)
+    ctx = RunContext(seed=0)
+    result: dict = {"suite": "bfcl", "data": args.data, "limit": args.limit, "variants": names,
+                    "peer_max_new_tokens": args.peer_max_new_tokens,
+                    "env": environment("python evals/peers.py " + " ".join(argv or sys.argv[1:])),
+                    "partial": True, "items_done": 0, "items_total": len(items), "modes": {}, "items": []}
+    rows: list[dict] = result["items"]
+    out = Path(args.out)
+    t_run = time.perf_counter()
+    for i, item in enumerate(items):
+        for name in names[i % len(names):] + names[: i % len(names)]:
+            t0 = time.perf_counter()
+            try:
+                if name in peers:
+                    row = run_peer(peers[name], item, args.peer_max_new_tokens)
+                else:
+                    mode, _, rest = name.partition(":")
+                    style, _, prompt = rest.partition(":")
+                    row = _agentkit_row(engine, ctx, item, mode, style or None, prompt or "default")
+            except Exception as e:  # noqa: BLE001 -- recorded, counted, the run goes on
+                row = {"success": False, "valid": False, "error": f"{type(e).__name__}: {e}",
+                       "error_type": "exception", "stats": None}
+            rows.append({"id": item.id, "mode": name, **row, "wall_ms": round(1000 * (time.perf_counter() - t0), 2)})
+        result["items_done"] = i + 1
+        result["modes"] = {m: summarize([r for r in rows if r["mode"] == m]) for m in names}
+        result["wall_s"] = round(time.perf_counter() - t_run, 1)
+        write_json_atomic(out, result)
+    result["partial"] = False
+    write_json_atomic(out, result)
+    print(markdown_table(result))
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,166 @@
+"""JSON styles, number-slot digit caps, optional-property offering, BFCL's array enums, agentkit.toolcall."""
+
+import json
+
+import pytest
+
+from agentkit.constrain.bfcl_dialect import normalize_function_schema
+from agentkit.constrain.canonical import STYLES, canonical_json
+from agentkit.constrain.compiler import NumberDigits, compile_schema
+from agentkit.constrain.matcher import tree_matches
+from agentkit.errors import UnsupportedSchemaError
+from agentkit.toolcall import CallShape, call_template, parse_call
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string"},
+        "days": {"type": "integer", "minimum": 1, "maximum": 14},
+        "units": {"enum": ["metric", "imperial"]},
+        "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 3},
+        "loc": {"type": "object", "properties": {"lat": {"type": "number"}, "lon": {"type": "number"}},
+                "required": ["lat", "lon"], "additionalProperties": False},
+        "extra": {"type": "object", "additionalProperties": {"type": "boolean"}},
+        "const": {"const": {"a": [1, 2], "b": None}},
+    },
+    "required": ["city"],
+    "additionalProperties": False,
+}
+VALUES = [
+    {"city": "Paris"},
+    {"city": "Oslo", "days": 3, "units": "metric"},
+    {"city": "Rome", "tags": ["a", "b c"], "loc": {"lat": 41.9, "lon": 12.5}},
+    {"city": "x", "extra": {"k": True, "j": False}, "const": {"a": [1, 2], "b": None}},
+    {"city": "", "days": 14, "tags": [], "extra": {}},
+]
+
+
+@pytest.mark.parametrize("style", sorted(STYLES))
+def test_each_style_template_language_is_its_canonical_form(style):
+    tpl = compile_schema(SCHEMA, style=style)
+    assert tpl.meta["style"] == style
+    for v in VALUES:
+        text = canonical_json(v, SCHEMA, style)
+        assert tpl.matches(text), text  # the tree walk
+        assert tpl.root.to_regex() and tree_matches(tpl, text)
+        for other in STYLES:
+            if other != style:
+                assert not tpl.matches(canonical_json(v, SCHEMA, other)) or "," not in text and ":" not in text
+    assert not tpl.matches(canonical_json({"city": "Paris", "days": 15}, SCHEMA, style))
+
+
+def test_spaced_style_is_json_dumps_default():
+    v = {"city": "Oslo", "days": 3, "tags": ["a", "b"], "loc": {"lat": 1.5, "lon": -2.0}}
+    assert canonical_json(v, SCHEMA, "spaced") == json.dumps(v)
+    assert canonical_json(v, SCHEMA, "compact") == json.dumps(v, separators=(",", ":"))
+    tpl = compile_schema(SCHEMA, style="spaced")
+    assert tpl.matches(json.dumps(v)) and not tpl.matches(json.dumps(v, separators=(",", ":")))
+
+
+def test_unknown_style_is_a_typed_error():
+    with pytest.raises(UnsupportedSchemaError, match="unknown JSON style 'pretty'"):
+        compile_schema(SCHEMA, style="pretty")
+
+
+# -- number slots ---------------------------------------------------------------------------------------------------
+
+
+def test_open_numbers_are_capped_by_default():
+    ints, nums = compile_schema({"type": "integer"}), compile_schema({"type": "number"})
+    assert ints.matches("9" * 20) and not ints.matches("9" * 21) and ints.matches("-" + "9" * 20)
+    assert ints.matches("12345678901234567890")  # a 64-bit id copied from a prompt stays reachable
+    assert nums.matches("1.12345678") and not nums.matches("1.123456789")
+    assert not nums.matches("1.5000000000000002") and nums.matches("1.5")
+    assert nums.matches("1.25e-05") and not nums.matches("1.123456789e-05")  # exponent mantissas too
+
+
+def test_digit_caps_are_configurable_and_schema_bounds_win():
+    free = compile_schema({"type": "integer"}, digits=None)
+    assert free.matches("9" * 40)
+    small = compile_schema({"type": "number"}, digits=NumberDigits(integer=3, fraction=2))
+    assert small.matches("999.25") and not small.matches("1000") and not small.matches("0.125")
+    big = compile_schema({"type": "integer", "minimum": 10 ** 24})
+    assert big.matches(str(10 ** 24)) and big.matches("9" * 25)
+    with pytest.raises(ValueError):
+        NumberDigits(integer=0)
+
+
+def test_multiple_of_never_forces_long_digit_runs():
+    """A multiple can always be closed within a digit or two of any prefix, and its slot's token budget is the
+    integer cap (digits are single tokens in the default model's tokenizer)."""
+    for k in (5, 7, 12):
+        tpl = compile_schema({"type": "integer", "multipleOf": k})
+        assert tpl.matches(str(k * 123)) and not tpl.matches(str(k * 123 + 1))
+        for prefix in ("1", "12348", "1234899999", "-99999999999999"):
+            assert any(tpl.matches(prefix + str(d)) or tpl.matches(prefix + f"{d:02d}") for d in range(100))
+        assert tpl.root.max_tokens == 1 + NumberDigits().integer
+
+
+# -- optional properties --------------------------------------------------------------------------------------------
+
+
+def test_optional_property_and_closing_are_offered_at_the_same_token(tiny):
+    """After a required value, ``, "opt"`` and the object's close are both allowed next and nothing is pinned:
+    the model's logits choose between them."""
+    schema = {"type": "object", "properties": {"a": {"type": "integer", "minimum": 0, "maximum": 9},
+                                               "b": {"type": "boolean"}},
+              "required": ["a"], "additionalProperties": False}
+    for style in STYLES:
+        tpl = compile_schema(schema, style=style)
+        c = tiny.constraint(tpl)
+        state = c.start()
+        for t in tiny.tokenizer.encode('{"a"' + STYLES[style].key_sep + "5", add_special_tokens=False):
+            state = c.advance(state, t)
+            assert state is not None
+        assert c.forced(state) == []
+        allowed = {tiny.tokenizer.decode([i]) for i in c.allowed(state).nonzero().flatten().tolist()}
+        assert any(a.startswith("}") for a in allowed), allowed
+        assert any(a.startswith(",") for a in allowed), allowed
+
+
+# -- BFCL dialect ---------------------------------------------------------------------------------------------------
+
+
+def test_bfcl_enum_on_an_array_lists_its_items():
+    params = {"type": "dict", "properties": {"amenities": {"type": "array", "items": {"type": "string"},
+                                                           "enum": ["Wifi", "Pool", "Gym"]}},
+              "required": ["amenities"]}
+    schema = normalize_function_schema(params)
+    assert schema["properties"]["amenities"] == {"type": "array", "items": {"type": "string",
+                                                                            "enum": ["Wifi", "Pool", "Gym"]}}
+    tpl = compile_schema(schema, style="spaced")
+    assert tpl.matches('{"amenities": ["Pool", "Wifi"]}') and tpl.matches('{"amenities": []}')
+    assert not tpl.matches('{"amenities": ["Sauna"]}')
+    nested = normalize_function_schema({"type": "array", "items": {"enum": ["a", "b"]}, "enum": ["b", "c"]})
+    assert nested["items"]["enum"] == ["b"]
+
+
+# -- agentkit.toolcall ----------------------------------------------------------------------------------------------
+
+TOOLS = [("get_weather", {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
+         ("get_time", {"type": "object", "properties": {"tz": {"type": "string"}}}),
+         ("noop", None)]
+
+
+@pytest.mark.parametrize("style", sorted(STYLES))
+def test_call_template_language_is_the_styled_call(style):
+    st = STYLES[style]
+    tpl = call_template(TOOLS, style=style)
+    for call in [{"name": "get_weather", "arguments": {"city": "Oslo"}}, {"name": "get_time", "arguments": {}},
+                 {"name": "noop", "arguments": {}}]:
+        text = json.dumps(call, separators=(st.item_sep, st.key_sep))
+        assert tpl.matches(text), text
+        assert parse_call("Sure: " + text + " done") == (call["name"], call["arguments"])
+    assert not tpl.matches(json.dumps({"name": "rm", "arguments": {}}, separators=(st.item_sep, st.key_sep)))
+    assert not tpl.matches(json.dumps({"name": "noop", "arguments": {"x": 1}}, separators=(st.item_sep, st.key_sep)))
+
+
+def test_call_template_shape_and_parser_keys():
+    shape = CallShape(name_key="tool")
+    tpl = call_template(TOOLS[:1], style="compact", shape=shape)
+    assert tpl.matches('{"tool":"get_weather","arguments":{"city":"x"}}')
+    assert parse_call("", {"tool": "get_weather", "arguments": '{"city": "x"}'}, shape=shape) == (
+        "get_weather", {"city": "x"})
+    assert parse_call("no call here") is None
+    with pytest.raises(ValueError, match="duplicate"):
+        call_template([TOOLS[2], TOOLS[2]])
