@@ -1,10 +1,13 @@
-"""Preparation: what a request needs before its first forward, run inside its life on the scheduler's preparation
-pool (never on the event loop, never holding a decoding slot or the engine's lock for a build).
+"""Preparation: what a request needs before its first forward, inside its life (its timeout, its queue slot).
 
 1. compile the plan's schema (``response_format`` or the forced tools) to a template, cached by schema;
 2. build the template's token automata (the slot DFAs over the vocabulary: the expensive part), outside the
    engine's lock, checking between slots whether the request was cancelled (timeout, client gone);
 3. tokenize the prompt and check it against the model's context minus ``max_tokens`` (a 400 naming both numbers).
+
+Steps 1-2 run on the scheduler's preparation pool when the schema is new (never on the event loop, never in a
+decoding slot); a cached schema and step 3 run on the decoding worker just before the first forward (step 3 is
+cheap: a prompt that cannot fit was already refused from its length in characters, ``plan.plan_request``).
 
 Everything here raises typed errors (:class:`~serving.errors.APIError`, agentkit's ``UserError``) that reach the
 client as a 4xx before any response byte is sent, streaming or not.
@@ -16,7 +19,6 @@ import dataclasses
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from agentkit.constrain.nodes import Template
@@ -30,15 +32,6 @@ from .scheduler import Job
 EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
 
 Compile = Callable[..., Template]
-
-
-@dataclass
-class Prepared:
-    """The outcome of preparation, handed to the decoding step."""
-
-    plan: Plan
-    template: Template | None
-    prompt_ids: list[int] | None
 
 
 def model_context(engine: Any) -> int | None:
@@ -131,15 +124,25 @@ class Preparer:
         except UserError as e:
             raise user_error(e, "messages") from None
 
-    def __call__(self, plan: Plan, job: Job) -> Prepared:
+    def is_cached(self, sj: SchemaJob) -> bool:
+        with self._lock:
+            return sj.key in self._templates
+
+    def build(self, plan: Plan, job: Job) -> Template | None:
+        """Steps 1-2 (the preparation pool runs this when the schema is not cached yet)."""
+        if plan.schema is None:
+            return None
+        job.check()
+        template = self.template(plan.schema)
+        self.build_automata(template, job)
+        return template
+
+    def check_prompt(self, plan: Plan) -> list[int] | None:
+        """Step 3 (on the decoding worker, before the request's first forward): tokenize and check the prompt;
+        a default max_tokens shrinks to what the context leaves."""
         ids = self.prompt_ids(plan)
         if ids is not None:
             n = fit_max_tokens(plan, len(ids), self.context)
             if n != plan.config.max_new_tokens:
                 plan.config = dataclasses.replace(plan.config, max_new_tokens=n)
-        template = None
-        if plan.schema is not None:
-            job.check()
-            template = self.template(plan.schema)
-            self.build_automata(template, job)
-        return Prepared(plan, template, ids)
+        return ids

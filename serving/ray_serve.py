@@ -34,6 +34,7 @@ import asyncio
 import json
 import os
 import re
+import signal
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -294,9 +295,13 @@ def start(server: ServerConfig, cfg: RayServeConfig) -> bool:
 
 
 def run(server: ServerConfig, cfg: RayServeConfig) -> None:
-    """``agentkit serve --ray``: deploy, then serve until interrupted; on Ctrl-C drain and shut down."""
+    """``agentkit serve --ray``: deploy, then serve until interrupted; on Ctrl-C or SIGTERM drain and shut down."""
     import ray
 
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)  # a supervisor's stop (and a background job's only signal) drains too
     started = start(server, cfg)
     how = (f"autoscaling {cfg.autoscale[0]}..{cfg.autoscale[1]} replicas" if cfg.autoscale
            else f"{cfg.replicas} replica(s)")

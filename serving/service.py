@@ -25,7 +25,7 @@ from .config import ServerConfig
 from .errors import APIError, from_exception
 from .metrics import Metrics
 from .plan import Plan, plan_request, response_parts, usage
-from .prepare import Prepared, Preparer, longest_token_chars
+from .prepare import Preparer, longest_token_chars
 from .protocol import ChatRequest
 from .scheduler import ClientDisconnected, Job, QueueFull, Scheduler
 from .streaming import open_stream
@@ -85,20 +85,27 @@ class ChatService:
 
     # -- plan, submit, decode --------------------------------------------------------------------------------
     def plan(self, req: ChatRequest) -> Plan:
+        if req.logprobs and not hasattr(self.engine, "backbone"):
+            raise APIError(400, "logprobs: not available with this engine (it exposes no model backbone to score "
+                                "with)", param="logprobs", code="unsupported_parameter")
         return plan_request(req, default_mode=self.cfg.default_mode, context=self.preparer.context,
                             max_token_chars=self.max_token_chars)
 
     def submit(self, plan: Plan, on_tokens: Callable[[list[int]], None] | None = None,
                on_draft: Callable[[list[int], list[bool]], None] | None = None) -> Job:
+        prepare = None
+        if plan.schema is not None and not self.preparer.is_cached(plan.schema):
+            prepare = lambda job: self.preparer.build(plan, job)
         try:
-            return self.scheduler.submit(lambda job: self._decode(job, on_tokens, on_draft),
-                                         lambda job: self.preparer(plan, job), timeout_s=self.cfg.request_timeout_s)
+            return self.scheduler.submit(lambda job: self._decode(job, plan, on_tokens, on_draft), prepare,
+                                         timeout_s=self.cfg.request_timeout_s)
         except QueueFull as e:
             self.metrics.reject("queue_full")
             raise from_exception(e, self.cfg.request_timeout_s) from None
 
-    def _decode(self, job: Job, on_tokens: Callable | None, on_draft: Callable | None) -> Outcome:
-        p: Prepared = job.prepared
+    def _decode(self, job: Job, plan: Plan, on_tokens: Callable | None, on_draft: Callable | None) -> Outcome:
+        template = job.prepared if job.prepare is not None else self.preparer.build(plan, job)
+        prompt_ids = self.preparer.check_prompt(plan)
         progress = self.scheduler.progress if self.scheduler.batcher is None else (lambda: None)
 
         def tokens_hook(ids: list[int]) -> None:
@@ -113,17 +120,17 @@ class ChatService:
             if on_draft is not None:
                 on_draft(tokens, frozen)
 
-        kw: dict[str, Any] = {"template": p.template, "on_draft": draft_hook}
+        kw: dict[str, Any] = {"template": template, "on_draft": draft_hook}
         if self._hooks:
             kw["on_tokens"] = tokens_hook
         if job.slot is not None:
             kw["batch"] = job.slot
-        res = self.engine.generate(p.plan.messages, p.plan.config, **kw)
+        res = self.engine.generate(plan.messages, plan.config, **kw)
         lp = None
-        if p.plan.logprobs is not None and p.prompt_ids is not None:
+        if plan.logprobs is not None and prompt_ids is not None:
             from .logprobs import token_logprobs
 
-            lp = token_logprobs(self.engine, p.prompt_ids, list(res.token_ids), p.plan.logprobs, job.slot)
+            lp = token_logprobs(self.engine, prompt_ids, list(res.token_ids), plan.logprobs, job.slot)
         return Outcome(res, lp)
 
     def decode_text(self, ids: list[int]) -> str:

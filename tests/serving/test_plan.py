@@ -1,0 +1,102 @@
+"""The server's pure rooms, without HTTP: request -> plan, result -> response parts, SSE framing, text deltas."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from serving.errors import APIError
+from serving.plan import check_prompt_length, fit_max_tokens, plan_request, response_parts
+from serving.protocol import ChatRequest
+from serving.sse import Chunks, TextDeltas, event
+
+MSG = [{"role": "user", "content": "hi"}]
+TOOL = {"type": "function", "function": {"name": "add", "parameters": {"type": "object", "properties": {
+    "a": {"type": "integer"}}, "required": ["a"]}}}
+
+
+def _req(**kw) -> ChatRequest:
+    return ChatRequest.model_validate({"messages": MSG, **kw})
+
+
+def test_free_text_plan():
+    p = plan_request(_req(max_tokens=7, temperature=0.5, top_p=0.9, seed=3, stop="x"))
+    assert p.schema is None and p.tool_mode == "none" and p.mode == "ar"
+    c = p.config
+    assert (c.max_new_tokens, c.temperature, c.top_p, c.seed, c.stop) == (7, 0.5, 0.9, 3, ["x"])
+    assert p.max_tokens_given and p.logprobs is None
+
+
+def test_schema_routes_to_diffusion_and_tools_are_described():
+    p = plan_request(_req(response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {
+        "type": "integer"}}}))
+    assert p.mode == "diffusion" and p.schema.kind == "response" and p.schema.schema == {"type": "integer"}
+    p = plan_request(_req(tools=[TOOL], tool_choice="required", agentkit={"mode": "ar"}))
+    assert p.mode == "ar" and p.tool_mode == "forced" and p.schema.kind == "tools" and p.tool_names == {"add"}
+    assert '"name": "add"' in p.messages[0]["content"] and p.messages[0]["role"] == "system"
+    p = plan_request(_req(tools=[TOOL]))
+    assert p.tool_mode == "auto" and p.schema is None
+    assert plan_request(_req(tools=[TOOL]), default_mode="verify").mode == "verify"
+
+
+def test_logprobs_plan():
+    assert plan_request(_req(logprobs=True)).logprobs == 0
+    assert plan_request(_req(logprobs=True, top_logprobs=3)).logprobs == 3
+
+
+def test_prompt_bound_before_tokenizing():
+    long = [{"role": "user", "content": "x" * 10_000}]
+    with pytest.raises(APIError) as e:
+        plan_request(ChatRequest.model_validate({"messages": long, "max_tokens": 100}), context=2048,
+                     max_token_chars=4)
+    assert e.value.status == 400 and e.value.code == "context_length_exceeded"
+    assert "2500" in e.value.message and "2048" in e.value.message and "100" in e.value.message
+    plan_request(ChatRequest.model_validate({"messages": long}), context=2048, max_token_chars=8)  # 1250: fits
+
+
+def test_fit_max_tokens():
+    p = plan_request(_req())  # no max_tokens: the default shrinks to what the context leaves
+    assert fit_max_tokens(p, 2000, 2048) == 48
+    p = plan_request(_req(max_tokens=100))
+    with pytest.raises(APIError, match="2000 tokens and max_tokens is 100"):
+        fit_max_tokens(p, 2000, 2048)
+    assert fit_max_tokens(p, 10, None) == 100
+    check_prompt_length(1948, 2048, 100)
+
+
+def test_response_parts():
+    p = plan_request(_req(tools=[TOOL], tool_choice="required"))
+    msg, finish = response_parts(p, '{"name":"add","arguments":{"a":1}}', {"name": "add", "arguments": {"a": 1}},
+                                 "template")
+    assert finish == "tool_calls" and json.loads(msg["tool_calls"][0]["function"]["arguments"]) == {"a": 1}
+    p = plan_request(_req(tools=[TOOL]))  # auto: a free-text reply that is a call
+    msg, finish = response_parts(p, ' {"name": "add", "arguments": {"a": 2}}', None, "stop")
+    assert finish == "tool_calls" and msg["content"] is None
+    msg, finish = response_parts(p, '{"name": "sub", "arguments": {}}', None, "length")  # not one of the tools
+    assert finish == "length" and msg["content"].startswith("{")
+
+
+def test_sse_framing():
+    c = Chunks("id1", 5, "m")
+    assert event(c.chunk({"content": "a"})) == (
+        'data: {"id": "id1", "object": "chat.completion.chunk", "created": 5, "model": "m", "system_fingerprint": '
+        'null, "choices": [{"index": 0, "delta": {"content": "a"}, "logprobs": null, "finish_reason": null}]}\n\n')
+    assert event(c.chunk(None, x=1), "agentkit.canvas").startswith("event: agentkit.canvas\ndata: ")
+    assert json.loads(event(c.chunk(None))[6:])["choices"] == []
+
+
+def test_text_deltas_hold_back_stop_prefixes_and_partial_utf8():
+    pieces = {1: "Hel", 2: "lo ", 3: "EN", 4: "D!", 5: "\xe9"}
+
+    def decode(ids):
+        return "".join(pieces[i] for i in ids)
+
+    d = TextDeltas(decode, stop=["END"])
+    assert d.feed([1]) == "Hel" and d.feed([2]) == "lo "
+    assert d.feed([3]) == ""  # "EN" may begin "END"
+    assert d.feed([4]) == "" and d.stopped  # cut at the stop string
+    assert d.finish("Hello ") == "" and d.sent == "Hello "
+    raw = {1: "a", 2: "\ufffd", 3: "b"}  # an incomplete UTF-8 sequence decodes as U+FFFD until completed
+    d = TextDeltas(lambda ids: "a\ufffd" if ids == [1, 2] else "".join(raw[i] for i in ids))
+    assert d.feed([1]) == "a" and d.feed([2]) == "" and d.finish("a\xe9b") == "\xe9b"
