@@ -76,11 +76,13 @@ class WorkspaceError(UserError):
 
 
 class AgentRunError(AgentkitError):
-    """A run failed at run time. ``trace`` holds the iterations recorded so far."""
+    """A run failed at run time. ``trace`` holds the iterations recorded so far, ``messages`` the conversation
+    so far (``ModelMessage`` models, as ``RunResult.all_messages()``; empty when raised outside a run)."""
 
-    def __init__(self, message: str, trace: Any = None) -> None:
+    def __init__(self, message: str, trace: Any = None, messages: list[Any] | None = None) -> None:
         super().__init__(message)
         self.trace = trace
+        self.messages: list[Any] = list(messages or [])
 
 
 class UsageLimitExceeded(AgentRunError):

@@ -5,13 +5,30 @@ free-text replies go to AR. Every iteration's cost is recorded in a ``Trace``.
 """
 
 from ..errors import ModelRetry
-from ._agent import Agent, Limits, RoutingPolicy, RunResult
-from ._events import AgentEvent, CanvasDraft, Final, Reply, StepStarted, ToolCall, ToolResult
+from ._agent import Agent, Limits, RoutingPolicy
+from ._context import RunContext, RunUsage
+from ._events import AgentEvent, CanvasDraft, Final, Reply, StepStarted, TextDelta, ToolCall, ToolResult
 from ._extract import aextract, extract
 from ._generator import EngineGenerator, Generator
 from ._http import HTTPGenerator
+from ._messages import (
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelRequest,
+    ModelResponse,
+    RetryPromptPart,
+    SystemPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
 from ._models import FunctionModel, StepInfo, TestModel
+from ._otel import Instrumentation
+from ._result import RunResult
+from ._settings import ModelSettings
 from ._steps import Plan
+from ._stream import StreamedRunResult
 from ._tools import Tool, tool
 from ._trace import IterationRecord, Trace
 
@@ -24,20 +41,36 @@ __all__ = [
     "FunctionModel",
     "Generator",
     "HTTPGenerator",
+    "Instrumentation",
     "IterationRecord",
     "Limits",
+    "ModelMessage",
+    "ModelMessagesTypeAdapter",
+    "ModelRequest",
+    "ModelResponse",
     "ModelRetry",
+    "ModelSettings",
     "Plan",
     "Reply",
+    "RetryPromptPart",
     "RoutingPolicy",
+    "RunContext",
     "RunResult",
+    "RunUsage",
     "StepInfo",
     "StepStarted",
+    "StreamedRunResult",
+    "SystemPromptPart",
     "TestModel",
+    "TextDelta",
+    "TextPart",
     "Tool",
     "ToolCall",
+    "ToolCallPart",
     "ToolResult",
+    "ToolReturnPart",
     "Trace",
+    "UserPromptPart",
     "aextract",
     "extract",
     "tool",

@@ -1,19 +1,22 @@
 """The agent loop: [plan] -> (tool_call [tool_input])* -> extract | reply, each step routed to a mode and traced.
 
-A run keeps plain chat messages: the system prompt (instructions and the tools' JSON specs), the user's task, then
-per tool call an assistant message with the call's JSON and a user message with the tool's observation. A call of
-a templated tool (``Tool(template_factory=...)``) adds, between the two, a user message asking for its input and
-an assistant message with that input, decoded in a ``tool_input`` step under the template the factory builds then.
+A run keeps ``ModelMessage`` models (``_messages.py``): a request with the user's task (its ``instructions`` are
+the system prompt: instructions and the tools' JSON specs), then per tool call a response with the call and a
+request with the tool's result. The model is sent them as plain chat messages (``to_chat``). A call of a templated
+tool (``Tool(template_factory=...)``) adds, between the two, a request asking for its input and a response with
+that input, decoded in a ``tool_input`` step under the template the factory builds then.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
+import logging
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -22,13 +25,32 @@ from ..config import MODES, DecodeConfig, Mode
 from ..constrain.nodes import Template
 from ..engine.stats import GenerationResult
 from ..errors import AgentRunError, ModelRetry, UnexpectedModelBehavior, UsageLimitExceeded, UserError
+from . import _settings as settings_
 from . import _steps as steps
-from ._events import AgentEvent, CanvasDraft, Final, Reply, StepStarted, ToolCall, ToolResult
-from ._generator import as_generator
+from ._context import RunContext, RunUsage
+from ._events import AgentEvent, CanvasDraft, Reply, StepStarted, TextDelta, ToolCall, ToolResult
+from ._generator import _keywords, as_generator
+from ._messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    RetryPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+    to_chat,
+)
+from ._otel import Instrumentation, as_instrumentation
+from ._result import RunResult, RunState
+from ._settings import ModelSettings
 from ._tools import Tool, as_tools, to_observation_text
-from ._trace import IterationRecord, Trace
+from ._trace import IterationRecord, Trace, clip
 
 OutputT = TypeVar("OutputT")
+DepsT = TypeVar("DepsT")
+log = logging.getLogger("agentkit.sdk")
+Instructions = str | Callable[[RunContext[Any]], Any]
 
 
 @dataclass(frozen=True)
@@ -57,7 +79,8 @@ class RoutingPolicy:
 
 @dataclass(frozen=True)
 class Limits:
-    """Bounds on a run. ``max_tokens`` counts output tokens over all steps; ``timeout_s`` the whole run."""
+    """Bounds on a run. ``max_tokens`` counts output tokens over all steps; ``timeout_s`` the whole run (the
+    generation in progress stops at its next forward)."""
 
     max_iterations: int = 16
     max_tokens: int | None = None
@@ -72,67 +95,60 @@ class Limits:
             raise UserError(f"timeout_s must be > 0 or None, got {self.timeout_s!r}")
 
 
-@dataclass
-class RunResult(Generic[OutputT]):
-    """What a run produced: ``output`` (reply text, or the validated ``output_type``), its trace and messages."""
-
-    output: OutputT
-    trace: Trace
-    messages: list[dict[str, str]]
-    plan: steps.Plan | None = None
-    run_id: str = ""
-
-
-@dataclass
-class _Run:
-    messages: list[dict[str, str]]
-    trace: Trace
-    routing: RoutingPolicy
-    limits: Limits
-    run_id: str
-    emit: Callable[[AgentEvent], None] | None = None
-    tokens: int = 0
-    failures: int = 0  # failed attempts in a row (any step)
-    output_failures: int = 0  # unusable structured outputs in a row
-    tool_failures: dict[str, int] = field(default_factory=dict)  # per tool, in a row
-    plan: steps.Plan | None = None
-
-
-class Agent(Generic[OutputT]):
+class Agent(Generic[DepsT, OutputT]):
     """An agent over a model (an ``Engine``, a ``Generator`` or an http(s) base URL).
 
     ``output_type`` (a pydantic model class or a JSON Schema dict) makes the run end with an ``extract`` step and
     ``RunResult.output`` the validated value; without it the run ends with a free-text ``reply`` step.
     ``plan=True`` starts each run with a ``plan`` step. ``output_retries``: unusable structured outputs in a row
-    sent back to the model before the run fails.
+    sent back to the model before the run fails; each retry samples (``temperature`` >= 0.7, a seed per retry), so
+    it can differ from the output it retries. ``deps_type``: the type of ``run(..., deps=...)``, which tools taking
+    a ``RunContext`` first and instruction functions read as ``ctx.deps``. ``instructions``: a string, a function
+    of the ``RunContext`` (dynamic), or a list of them; ``@agent.instructions`` adds more. ``model_settings``:
+    defaults for every call (``ModelSettings``); a run's own override them. ``instrument``: OpenTelemetry spans
+    (``True`` or an ``Instrumentation``; default: ``Agent.instrument_all``'s setting).
     """
+
+    _instrument_default: bool | Instrumentation = False
 
     def __init__(
         self,
         model: Any,
         *,
-        tools: list[Tool | Callable[..., Any]] | tuple[Tool | Callable[..., Any], ...] = (),
-        instructions: str | None = None,
+        tools: Sequence[Tool | Callable[..., Any]] = (),
+        instructions: Instructions | Sequence[Instructions] | None = None,
         output_type: type[BaseModel] | dict[str, Any] | None = None,
+        deps_type: type[DepsT] | None = None,
         routing: RoutingPolicy | None = None,
         limits: Limits | None = None,
         name: str | None = None,
         plan: bool = False,
         decode: DecodeConfig | None = None,
+        model_settings: ModelSettings | None = None,
         output_retries: int = 1,
+        instrument: bool | Instrumentation | None = None,
     ) -> None:
         self.generator = as_generator(model)
         self._tools = as_tools(tools)
-        self.instructions = instructions
+        self._instructions: list[Instructions] = _instruction_list(instructions)
         self.output_type = output_type
         self._output = steps.OutputSpec(output_type) if output_type is not None else None
+        self.deps_type = deps_type if deps_type is not None else type(None)
         self.routing = routing or RoutingPolicy()
         self.limits = limits or Limits()
         self.name = name or "agent"
         self.plan = plan
         self.decode = decode or DecodeConfig()
+        self.model_settings = settings_.merge(model_settings)
         self.output_retries = output_retries
+        self.instrument = instrument
         self._templates: dict[str, Template] = {}
+        self._streams_tokens = "on_tokens" in _keywords(self.generator.generate)
+
+    @classmethod
+    def instrument_all(cls, instrument: bool | Instrumentation = True) -> None:
+        """OpenTelemetry spans for every agent that does not say otherwise (``Agent(instrument=...)``)."""
+        cls._instrument_default = instrument
 
     @property
     def tools(self) -> list[Tool]:
@@ -140,7 +156,8 @@ class Agent(Generic[OutputT]):
 
     def tool(self, function: Callable[..., Any] | None = None, /, *, name: str | None = None,
              description: str | None = None, retries: int = 1) -> Any:
-        """Register a tool: ``@agent.tool`` or ``@agent.tool(name=..., retries=...)``. Returns the ``Tool``."""
+        """Register a tool: ``@agent.tool`` or ``@agent.tool(name=..., retries=...)``. Returns the ``Tool``.
+        A first parameter ``ctx: RunContext[Deps]`` receives the run's context."""
 
         def register(fn: Callable[..., Any]) -> Tool:
             t = Tool(fn, name=name, description=description, retries=retries)
@@ -150,16 +167,28 @@ class Agent(Generic[OutputT]):
 
         return register(function) if function is not None else register
 
+    tool_plain = tool  # pydantic-ai's name for a tool without a context (here the signature tells them apart)
+
+    def instructions(self, function: Callable[[RunContext[DepsT]], Any]) -> Callable[[RunContext[DepsT]], Any]:
+        """``@agent.instructions``: a function of the ``RunContext`` (sync or async) whose text joins the
+        instructions of every run, evaluated when the run starts."""
+        self._instructions.append(function)
+        return function
+
     # public entry points ----------------------------------------------------------------------------------------
 
-    async def run(self, task: str, *, mode: Mode | None = None, routing: RoutingPolicy | None = None,
-                  limits: Limits | None = None, trace_path: str | None = None) -> RunResult[OutputT]:
-        """Run the agent on ``task``. ``mode`` forces every step into one mode; ``routing`` replaces the agent's.
+    async def run(self, task: str, *, message_history: Sequence[ModelMessage] | None = None, deps: Any = None,
+                  model_settings: ModelSettings | None = None, mode: Mode | None = None,
+                  routing: RoutingPolicy | None = None, limits: Limits | None = None,
+                  trace_path: str | None = None) -> RunResult[OutputT]:
+        """Run the agent on ``task``, continuing ``message_history`` (``result.all_messages()`` of earlier runs).
 
-        ``trace_path``: append each iteration to this JSONL file as soon as it ends.
-        Raises ``UsageLimitExceeded`` / ``UnexpectedModelBehavior`` with ``.trace`` holding the iterations so far.
+        ``mode`` forces every step into one mode; ``routing`` replaces the agent's. ``trace_path``: append each
+        iteration to this JSONL file as soon as it ends. Raises ``UsageLimitExceeded`` / ``UnexpectedModelBehavior``
+        with ``.trace`` (the iterations so far) and ``.messages`` (the conversation so far).
         """
-        return await self._run(task, mode=mode, routing=routing, limits=limits, trace_path=trace_path)
+        return await self._run(task, message_history=message_history, deps=deps, model_settings=model_settings,
+                               mode=mode, routing=routing, limits=limits, trace_path=trace_path)
 
     def run_sync(self, task: str, **kwargs: Any) -> RunResult[OutputT]:
         """``run`` for synchronous code (not from inside a running event loop)."""
@@ -169,53 +198,81 @@ class Agent(Generic[OutputT]):
             return asyncio.run(self.run(task, **kwargs))
         raise UserError("run_sync() cannot be called from a running event loop; use `await agent.run(...)`")
 
-    async def run_stream(self, task: str, **kwargs: Any) -> AsyncIterator[AgentEvent]:
-        """Run and yield events as they happen; the last one is ``Final`` with the ``RunResult``."""
-        queue: asyncio.Queue[Any] = asyncio.Queue()
-        done = object()
-        job = asyncio.create_task(self._run(task, emit=queue.put_nowait, **kwargs))
-        job.add_done_callback(lambda _: queue.put_nowait(done))
-        try:
-            while (event := await queue.get()) is not done:
-                yield event
-            yield Final(job.result())
-        finally:
-            if not job.done():
-                job.cancel()
-                await asyncio.gather(job, return_exceptions=True)
+    def run_stream(self, task: str, **kwargs: Any) -> Any:
+        """A ``StreamedRunResult``: ``async with agent.run_stream(...) as s`` then ``s.stream_text(delta=True)``,
+        ``s.stream_output()`` (partial structured outputs) or ``s.stream_events()``; ``async for event in
+        agent.run_stream(...)`` yields every event, the last one ``Final`` with the ``RunResult``."""
+        from ._stream import StreamedRunResult
+
+        return StreamedRunResult(self, task, kwargs)
 
     # the loop ----------------------------------------------------------------------------------------------------
 
-    async def _run(self, task: str, *, mode: Mode | None = None, routing: RoutingPolicy | None = None,
-                   limits: Limits | None = None, trace_path: str | None = None,
-                   emit: Callable[[AgentEvent], None] | None = None) -> RunResult[OutputT]:
+    async def _run(self, task: str, *, message_history: Sequence[ModelMessage] | None = None, deps: Any = None,
+                   model_settings: ModelSettings | None = None, mode: Mode | None = None,
+                   routing: RoutingPolicy | None = None, limits: Limits | None = None,
+                   trace_path: str | None = None, emit: Callable[[AgentEvent], None] | None = None,
+                   ) -> RunResult[OutputT]:
         if not isinstance(task, str) or not task.strip():
             raise UserError("task must be a non-empty string")
+        settings = settings_.merge(self.model_settings, model_settings)
+        mode = mode or settings.get("mode")
         routing = RoutingPolicy.force(mode) if mode is not None else (routing or self.routing)
         limits = limits or self.limits
-        messages = [{"role": "system", "content": steps.system_prompt(self.instructions, self._tools)},
-                    {"role": "user", "content": task}]
-        run = _Run(messages, Trace(path=trace_path), routing, limits, uuid.uuid4().hex[:12], emit)
-        timeout = asyncio.timeout(limits.timeout_s)
+        history = _check_history(message_history)
+        run = RunState(history, Trace(path=trace_path), routing, limits, uuid.uuid4().hex[:12], settings, deps,
+                       task, emit, new_message_index=len(history))
+        otel = as_instrumentation(self.instrument if self.instrument is not None else self._instrument_default)
+        if otel is not None:
+            run.spans["otel"] = otel
+            run.spans["run"] = otel.start(f"invoke_agent {self.name}", attributes={
+                "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": self.name, "gen_ai.system": "agentkit",
+                "agentkit.run_id": run.run_id})
+        error: BaseException | None = None
+        try:
+            output = await self._timed(run)
+        except BaseException as e:
+            error = e
+            if isinstance(e, AgentRunError):
+                e.trace = e.trace if e.trace is not None else run.trace
+                e.messages = list(run.messages)
+            raise
+        finally:
+            self._end_spans(run, error)
+        return RunResult(output, run.trace, run.messages, run.plan, run.run_id, run.new_message_index, run.usage)
+
+    async def _timed(self, run: RunState) -> Any:
+        system = steps.system_prompt(await self._instruction_text(run), self._tools)
+        run.messages.append(ModelRequest(parts=[UserPromptPart(content=run.prompt)], instructions=system,
+                                         run_id=run.run_id))
+        timeout = asyncio.timeout(run.limits.timeout_s)
         try:
             async with timeout:
-                output = await self._loop(run)
+                return await self._loop(run)
         except TimeoutError:
             if timeout.expired():
-                raise UsageLimitExceeded(
-                    f"timeout_s={limits.timeout_s} exceeded after {len(run.trace)} iteration(s)", run.trace
-                ) from None
+                stopped = run.trace[-1] if len(run.trace) and run.trace[-1].finish_reason == "cancelled" else None
+                done = len(run.trace) - (stopped is not None)
+                where = f"; the {stopped.step} step in progress was stopped at its next forward" if stopped else ""
+                raise UsageLimitExceeded(f"timeout_s={run.limits.timeout_s} exceeded after {done} iteration(s)"
+                                         f"{where}", run.trace) from None
             raise
-        except AgentRunError as e:
-            if e.trace is None:
-                e.trace = run.trace
-            raise
-        return RunResult(output, run.trace, run.messages, run.plan, run.run_id)
 
-    async def _loop(self, run: _Run) -> Any:
+    async def _instruction_text(self, run: RunState) -> str | None:
+        parts = []
+        for item in self._instructions:
+            if callable(item):
+                item = item(run.context())
+                if inspect.isawaitable(item):
+                    item = await item
+            if item:
+                parts.append(str(item))
+        return "\n\n".join(parts) if parts else None
+
+    async def _loop(self, run: RunState) -> Any:
         if self.plan:
             run.plan = await self._structured(run, "plan", steps.OutputSpec(steps.Plan), steps.plan_prompt())
-            run.messages.append({"role": "user", "content": "Carry out the plan."})
+            run.messages.append(ModelRequest(parts=[UserPromptPart(content="Carry out the plan.")]))
         if self._tools:
             while await self._tool_step(run):
                 pass
@@ -225,22 +282,22 @@ class Agent(Generic[OutputT]):
         result, rec, t0 = await self._generate(run, "reply", prompt)
         text = result.text
         self._emit(run, lambda: Reply(rec.iteration, text))
-        run.messages.append({"role": "assistant", "content": text})
+        run.messages.append(self._response(run, TextPart(content=text), "reply", result))
         self._finish(run, rec, t0)
         return text
 
-    async def _tool_step(self, run: _Run) -> bool:
+    async def _tool_step(self, run: RunState) -> bool:
         """One tool-call iteration; False when the model chose ``final_answer``."""
         result, rec, t0 = await self._generate(run, "tool_call", None)
         try:
             name, args = self._parse_call(steps.parse_json(result))
         except steps.OutputError as e:
-            self._output_failure(run, rec, t0, result.text, str(e))
+            self._output_failure(run, rec, t0, result, str(e))
             return True
         run.output_failures = 0
         rec.tool = name
-        run.messages.append({"role": "assistant", "content": result.text or steps.compact(
-            {"tool": name, "arguments": args})})
+        call = ToolCallPart(tool_name=name, args=args)
+        run.messages.append(self._response(run, call, "tool_call", result))
         if name == steps.FINAL_ANSWER:
             run.failures = 0
             self._finish(run, rec, t0)
@@ -248,48 +305,23 @@ class Agent(Generic[OutputT]):
         tool = next(t for t in self._tools if t.name == name)
         error = None
         if tool.templated:
-            t_build = time.perf_counter()
-            try:
-                template = steps.tool_input_template(tool)
-            except Exception as e:  # noqa: BLE001 (a factory failure goes back to the model like a tool failure)
-                error = f"cannot build the input template: {type(e).__name__}: {e}"
-            else:
-                self._finish(run, rec, t0)
-                run.messages.append({"role": "user", "content": steps.tool_input_prompt(tool)})
-                compile_ms = (time.perf_counter() - t_build) * 1000
-                try:
-                    result, rec, t0 = await self._generate(run, "tool_input", None, template, compile_ms)
-                finally:
-                    release = getattr(self.generator, "release", None)
-                    if release is not None:  # a one-off template: let the generator drop what it cached for it
-                        release(template)
-                rec.tool = name
-                run.messages.append({"role": "assistant", "content": result.text})
-                args = {tool.input_parameter: result.text}
+            args, error, rec, t0 = await self._tool_input(run, tool, rec, t0)
+        rec.tool_args = clip(steps.compact(args))
         t_tool = time.perf_counter()
-        if error is None:
-            self._emit(run, lambda: ToolCall(rec.iteration, name, args))
-            try:
-                pos, kw = tool.bind(args)
-            except ValidationError as e:
-                error = f"invalid arguments: {steps._pydantic_errors(e)}. Fix the arguments and call the tool again."
-            else:
-                try:
-                    text = to_observation_text(await tool.invoke(pos, kw))
-                except ModelRetry as e:
-                    error = e.message
-                except Exception as e:  # noqa: BLE001 (any tool failure goes back to the model)
-                    error = f"{type(e).__name__}: {e}"
+        text, error = await self._call_tool(run, tool, call.tool_call_id, args, rec, error)
         rec.tool_ms = (time.perf_counter() - t_tool) * 1000
         if error is None:
             run.failures = run.tool_failures[name] = 0
-            content = steps.observation(name, text)
+            part: Any = ToolReturnPart(tool_name=name, content=text, tool_call_id=call.tool_call_id)
+            rec.tool_result = clip(text)
         else:
             run.failures += 1
             run.tool_failures[name] = run.tool_failures.get(name, 0) + 1
             rec.error = error
-            content = steps.observation(name, error, error=True)
-        run.messages.append({"role": "user", "content": content})
+            part = RetryPromptPart(content=error, tool_name=name, tool_call_id=call.tool_call_id)
+            log.info("tool %r failed (%d in a row): %s", name, run.tool_failures[name], error)
+        run.messages.append(ModelRequest(parts=[part]))
+        content = to_chat([run.messages[-1]])[-1]["content"]
         self._emit(run, lambda: ToolResult(rec.iteration, name, content, error is not None))
         self._finish(run, rec, t0)
         if error is not None and run.tool_failures[name] > tool.retries:
@@ -298,24 +330,81 @@ class Agent(Generic[OutputT]):
                 f"last error: {error}", run.trace)
         return True
 
-    async def _structured(self, run: _Run, step: str, spec: steps.OutputSpec, prompt: str) -> Any:
+    async def _tool_input(self, run: RunState, tool: Tool, rec: IterationRecord, t0: float,
+                          ) -> tuple[dict[str, Any], str | None, IterationRecord, float]:
+        """A templated tool's input: a ``tool_input`` step under the template its factory builds now."""
+        t_build = time.perf_counter()
+        try:
+            template = steps.tool_input_template(tool)
+        except Exception as e:  # noqa: BLE001 (a factory failure goes back to the model like a tool failure)
+            return {}, f"cannot build the input template: {type(e).__name__}: {e}", rec, t0
+        self._finish(run, rec, t0)
+        run.messages.append(ModelRequest(parts=[UserPromptPart(content=steps.tool_input_prompt(tool))]))
+        compile_ms = (time.perf_counter() - t_build) * 1000
+        try:
+            result, rec, t0 = await self._generate(run, "tool_input", None, template, compile_ms)
+        finally:
+            release = getattr(self.generator, "release", None)
+            if release is not None:  # a one-off template: let the generator drop what it cached for it
+                release(template)
+        rec.tool = tool.name
+        run.messages.append(self._response(run, TextPart(content=result.text), "tool_input", result))
+        return {tool.input_parameter: result.text}, None, rec, t0
+
+    async def _call_tool(self, run: RunState, tool: Tool, call_id: str, args: dict[str, Any],
+                         rec: IterationRecord, error: str | None) -> tuple[str, str | None]:
+        """Validate and run the tool (in an ``execute_tool`` span); returns (observation text, error or None)."""
+        if error is not None:
+            return "", error
+        self._emit(run, lambda: ToolCall(rec.iteration, tool.name, args))
+        otel = run.spans.get("otel")
+        span = otel.start(f"execute_tool {tool.name}", run.spans.get("iteration"), {
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool.name, "gen_ai.tool.call.id": call_id,
+            "gen_ai.tool.call.arguments": otel.content(args)}) if otel else None
+        text = ""
+        try:
+            pos, kw = tool.bind(args)
+        except ValidationError as e:
+            error = f"invalid arguments: {steps._pydantic_errors(e)}. Fix the arguments and call the tool again."
+        else:
+            run.usage.tool_calls += 1
+            try:
+                text = to_observation_text(await tool.invoke(pos, kw, run.context(tool.name, self.generator)))
+            except ModelRetry as e:
+                error = e.message
+            except Exception as e:  # noqa: BLE001 (any tool failure goes back to the model)
+                error = f"{type(e).__name__}: {e}"
+        if otel:
+            otel.end(span, {"gen_ai.tool.call.result": otel.content(error if error is not None else text),
+                            "agentkit.tool.error": error is not None})
+        return text, error
+
+    async def _structured(self, run: RunState, step: str, spec: steps.OutputSpec, prompt: str) -> Any:
         """A plan or extract step, asked again (within ``output_retries``) until its output validates."""
         while True:
             result, rec, t0 = await self._generate(run, step, prompt)
             try:
                 value = spec.parse(result)
             except steps.OutputError as e:
-                self._output_failure(run, rec, t0, result.text, str(e))
+                self._output_failure(run, rec, t0, result, str(e))
                 continue
             run.failures = run.output_failures = 0
             dumped = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
-            run.messages.append({"role": "assistant", "content": result.text or steps.compact(dumped)})
+            run.messages.append(self._response(run, TextPart(content=result.text or steps.compact(dumped)), step,
+                                               result))
             self._finish(run, rec, t0)
             return value
 
     # helpers -----------------------------------------------------------------------------------------------------
 
-    async def _generate(self, run: _Run, step: str, prompt: str | None, template: Template | None = None,
+    def _config(self, run: RunState, step: str, max_new: int) -> DecodeConfig:
+        """The step's decoding config: the agent's, the merged model settings, the step's mode and token budget;
+        a retry samples (``_settings.for_retry``) so it can differ from the output it retries."""
+        config = replace(settings_.apply(self.decode, run.settings), mode=run.routing.mode_for(step),
+                         max_new_tokens=max_new)
+        return settings_.for_retry(config, run.failures) if run.failures else config
+
+    async def _generate(self, run: RunState, step: str, prompt: str | None, template: Template | None = None,
                         compile_ms: float = 0.0) -> tuple[GenerationResult, IterationRecord, float]:
         """Check the limits, then one generation for ``step``; returns its result, its record and start time.
 
@@ -326,7 +415,7 @@ class Agent(Generic[OutputT]):
         limits = run.limits
         if len(run.trace) >= limits.max_iterations:
             raise UsageLimitExceeded(f"max_iterations={limits.max_iterations} reached", run.trace)
-        max_new = self.decode.max_new_tokens
+        max_new = run.settings.get("max_tokens", self.decode.max_new_tokens)
         if template is not None and template.meta.get("max_new_tokens"):
             max_new = int(template.meta["max_new_tokens"])
         if limits.max_tokens is not None:
@@ -335,20 +424,67 @@ class Agent(Generic[OutputT]):
             max_new = min(max_new, limits.max_tokens - run.tokens)
         if template is None:
             template, compile_ms = self._template(step)
-        mode = run.routing.mode_for(step)
+        config = self._config(run, step, max_new)
         iteration = len(run.trace) + 1
-        self._emit(run, lambda: StepStarted(iteration, step, mode))
-        config = replace(self.decode, mode=mode, max_new_tokens=max_new)
+        self._emit(run, lambda: StepStarted(iteration, step, config.mode))
+        self._start_iteration(run, iteration, step, config.mode)
         t_gen = time.perf_counter()
-        result = await self.generator.generate(_with_prompt(run.messages, prompt), config, template,
-                                               self._draft_callback(run, iteration))
+        result = await self._call_model(run, step, iteration, config, template, prompt, t0)
         wall_ms = (time.perf_counter() - t_gen) * 1000
-        rec = IterationRecord(iteration, step, mode, run_id=run.run_id, agent=self.name, retries=run.failures)
+        rec = IterationRecord(iteration, step, config.mode, run_id=run.run_id, agent=self.name, retries=run.failures)
         rec.add_stats(result.stats)
         rec.queue_ms = max(wall_ms - result.stats.latency_ms, 0.0)
         rec.compile_ms = compile_ms
         run.tokens += result.stats.output_tokens
         return result, rec, t0
+
+    async def _call_model(self, run: RunState, step: str, iteration: int, config: DecodeConfig,
+                          template: Template | None, prompt: str | None, t0: float) -> GenerationResult:
+        """The generator call, in a ``chat`` span; a cancelled call (timeout) leaves a partial trace record."""
+        kwargs: dict[str, Any] = {}
+        if self._streams_tokens and run.emit is not None:
+            kwargs["on_tokens"] = self._token_callback(run, iteration, step)
+        otel = run.spans.get("otel")
+        span = otel.start(f"chat {self._model_name()}", run.spans.get("iteration"), {
+            "gen_ai.operation.name": "chat", "gen_ai.system": "agentkit", "gen_ai.request.model": self._model_name(),
+            "gen_ai.request.temperature": config.temperature, "gen_ai.request.top_p": config.top_p,
+            "gen_ai.request.max_tokens": config.max_new_tokens, "gen_ai.request.seed": config.seed,
+            "agentkit.mode": config.mode, "agentkit.step": step}) if otel else None
+        log.debug("run %s: %s step (iteration %d, %s) starts", run.run_id, step, iteration, config.mode)
+        try:
+            result = await self.generator.generate(to_chat_with_prompt(run.messages, prompt), config, template,
+                                                   self._draft_callback(run, iteration), **kwargs)
+        except asyncio.CancelledError as e:
+            self._partial(run, step, iteration, config.mode, t0, getattr(e, "partial", None))
+            if otel:
+                otel.end(span, error=e)
+            raise
+        except BaseException as e:
+            if otel:
+                otel.end(span, error=e)
+            raise
+        s = result.stats
+        run.usage.incr(RunUsage(requests=1, input_tokens=s.prompt_tokens, output_tokens=s.output_tokens,
+                                forwards=s.encoder_forwards + s.decoder_forwards))
+        log.debug("run %s: %s step done: %d tokens, %d forwards, %.0f ms, %s", run.run_id, step, s.output_tokens,
+                  s.encoder_forwards + s.decoder_forwards, s.latency_ms, s.finish_reason)
+        if otel:
+            otel.end(span, {"gen_ai.usage.input_tokens": s.prompt_tokens, "gen_ai.usage.output_tokens": s.output_tokens,
+                            "gen_ai.response.finish_reasons": [s.finish_reason]})
+        return result
+
+    def _partial(self, run: RunState, step: str, iteration: int, mode: str, t0: float,
+                 partial: GenerationResult | None) -> None:
+        """The trace record of a generation stopped by a timeout or a cancellation."""
+        rec = IterationRecord(iteration, step, mode, run_id=run.run_id, agent=self.name, retries=run.failures)
+        if partial is not None:
+            rec.add_stats(partial.stats)
+        rec.error = (f"cancelled: stopped at the engine's next forward after {rec.output_tokens} output tokens"
+                     if partial is not None else "cancelled (the generator could not be stopped early)")
+        rec.finish_reason = "cancelled"
+        rec.total_ms = (time.perf_counter() - t0) * 1000
+        run.trace.add(rec)
+        self._end_iteration(run, rec)
 
     def _template(self, step: str) -> tuple[Template | None, float]:
         """The step's template (None for reply) and the ms spent compiling it now (0 once the agent has it)."""
@@ -378,36 +514,88 @@ class Agent(Generic[OutputT]):
             raise steps.OutputError(f"{name} takes no arguments in the call ({{}}); its input is written next")
         return name, args
 
-    def _output_failure(self, run: _Run, rec: IterationRecord, t0: float, text: str, reason: str) -> None:
+    def _output_failure(self, run: RunState, rec: IterationRecord, t0: float, result: GenerationResult,
+                        reason: str) -> None:
         run.failures += 1
         run.output_failures += 1
         rec.error = reason
-        run.messages.append({"role": "assistant", "content": text})
-        run.messages.append({"role": "user", "content": f"That answer was not usable: {reason}. Answer again."})
+        run.messages.append(self._response(run, TextPart(content=result.text), rec.step, result))
+        run.messages.append(ModelRequest(parts=[RetryPromptPart(content=reason)]))
+        log.info("%s output unusable (%d in a row), asking again: %s", rec.step, run.output_failures, reason)
         self._finish(run, rec, t0)
         if run.output_failures > self.output_retries:
             raise UnexpectedModelBehavior(
                 f"{rec.step} output unusable {run.output_failures} time(s) in a row "
                 f"(output_retries={self.output_retries}); last error: {reason}", run.trace)
 
-    def _finish(self, run: _Run, rec: IterationRecord, t0: float) -> None:
+    def _response(self, run: RunState, part: Any, step: str, result: GenerationResult) -> ModelResponse:
+        s = result.stats
+        return ModelResponse(parts=[part], model_name=self._model_name(), step=step, input_tokens=s.prompt_tokens,
+                             output_tokens=s.output_tokens, finish_reason=s.finish_reason, run_id=run.run_id)
+
+    def _finish(self, run: RunState, rec: IterationRecord, t0: float) -> None:
         rec.total_ms = (time.perf_counter() - t0) * 1000
         if rec.error is not None and len(rec.error) > 500:  # keep trace lines short (one page or less)
             rec.error = rec.error[:499] + "…"
         run.trace.add(rec)
+        self._end_iteration(run, rec)
         if run.limits.max_tokens is not None and run.tokens > run.limits.max_tokens:
             raise UsageLimitExceeded(f"max_tokens={run.limits.max_tokens} exceeded ({run.tokens} used)", run.trace)
 
+    # OpenTelemetry -------------------------------------------------------------------------------------------------
+
+    def _start_iteration(self, run: RunState, iteration: int, step: str, mode: str) -> None:
+        otel = run.spans.get("otel")
+        if otel:
+            run.spans["iteration"] = otel.start(f"iteration {iteration} {step}", run.spans["run"], {
+                "agentkit.iteration": iteration, "agentkit.step": step, "agentkit.mode": mode})
+
     @staticmethod
-    def _emit(run: _Run, make: Callable[[], AgentEvent]) -> None:
+    def _end_iteration(run: RunState, rec: IterationRecord) -> None:
+        otel, span = run.spans.get("otel"), run.spans.pop("iteration", None)
+        if otel and span is not None:
+            otel.end(span, {f"agentkit.{k}": v for k, v in rec.to_dict().items()})
+
+    @staticmethod
+    def _end_spans(run: RunState, error: BaseException | None) -> None:
+        otel = run.spans.get("otel")
+        if not otel:
+            return
+        otel.end(run.spans.pop("iteration", None), error=error)
+        otel.end(run.spans.pop("run"), {
+            "gen_ai.usage.input_tokens": run.usage.input_tokens, "gen_ai.usage.output_tokens": run.usage.output_tokens,
+            "agentkit.iterations": len(run.trace), "agentkit.forwards": run.usage.forwards}, error=error)
+
+    # events ----------------------------------------------------------------------------------------------------------
+
+    def _model_name(self) -> str:
+        engine = getattr(self.generator, "engine", None)
+        return str(getattr(engine, "name", None) or type(self.generator).__name__)
+
+    @staticmethod
+    def _emit(run: RunState, make: Callable[[], AgentEvent]) -> None:
         if run.emit is not None:
             run.emit(make())
 
-    def _draft_callback(self, run: _Run, iteration: int) -> Callable[[list[int], list[bool]], None] | None:
+    def _threadsafe(self, run: RunState) -> Callable[[AgentEvent], None] | None:
+        """``run.emit`` callable from any thread (in order with the events emitted on the loop)."""
         emit = run.emit
         if emit is None:
             return None
         loop, loop_thread = asyncio.get_running_loop(), threading.get_ident()
+
+        def send(event: AgentEvent) -> None:
+            if threading.get_ident() == loop_thread:
+                emit(event)
+            else:
+                loop.call_soon_threadsafe(emit, event)
+
+        return send
+
+    def _draft_callback(self, run: RunState, iteration: int) -> Callable[[list[int], list[bool]], None] | None:
+        send = self._threadsafe(run)
+        if send is None:
+            return None
         decode = getattr(self.generator, "decode", None)
 
         def on_draft(token_ids: list[int], fixed: list[bool]) -> None:
@@ -415,24 +603,61 @@ class Agent(Generic[OutputT]):
                 text = decode(list(token_ids)) if decode is not None else None
             except Exception:  # noqa: BLE001 (a draft's text is best effort; mask ids may not decode)
                 text = None
-            event = CanvasDraft(iteration, list(token_ids), list(fixed), text)
-            if threading.get_ident() == loop_thread:  # keep order with the events emitted around generate()
-                emit(event)
-            else:
-                loop.call_soon_threadsafe(emit, event)
+            send(CanvasDraft(iteration, list(token_ids), list(fixed), text))
 
         return on_draft
+
+    def _token_callback(self, run: RunState, iteration: int, step: str) -> Callable[[list[int]], None] | None:
+        """Committed token ids -> ``TextDelta`` events (text decoded incrementally; an incomplete UTF-8 sequence
+        waits for the tokens that finish it)."""
+        send, decode = self._threadsafe(run), getattr(self.generator, "decode", None)
+        if send is None or decode is None:
+            return None
+        ids: list[int] = []
+        sent = [0]
+
+        def on_tokens(new: list[int]) -> None:
+            ids.extend(new)
+            text = decode(list(ids))
+            stable = len(text.rstrip("\ufffd"))
+            if stable > sent[0]:
+                send(TextDelta(iteration, step, text[sent[0]:stable]))
+                sent[0] = stable
+
+        return on_tokens
 
     def __repr__(self) -> str:
         return f"Agent(name={self.name!r}, tools={[t.name for t in self._tools]}, generator={self.generator!r})"
 
 
-def _with_prompt(messages: list[dict[str, str]], prompt: str | None) -> list[dict[str, str]]:
-    """The messages sent for one step: the step's prompt joins the last user message (or becomes one)."""
-    msgs = list(messages)
+def to_chat_with_prompt(messages: list[ModelMessage], prompt: str | None) -> list[dict[str, str]]:
+    """The chat messages sent for one step: the step's prompt joins the last user message (or becomes one)."""
+    msgs = to_chat(messages)
     if prompt:
         if msgs and msgs[-1]["role"] == "user":
             msgs[-1] = {"role": "user", "content": msgs[-1]["content"] + "\n\n" + prompt}
         else:
             msgs.append({"role": "user", "content": prompt})
     return msgs
+
+
+def _instruction_list(instructions: Any) -> list[Instructions]:
+    if instructions is None:
+        return []
+    items = [instructions] if isinstance(instructions, str) or callable(instructions) else list(instructions)
+    bad = [i for i in items if not (isinstance(i, str) or callable(i))]
+    if bad:
+        raise UserError(f"instructions must be strings or functions of the RunContext, got {bad!r}")
+    return items
+
+
+def _check_history(history: Sequence[ModelMessage] | None) -> list[ModelMessage]:
+    if history is None:
+        return []
+    items = list(history)
+    bad = [i for i, m in enumerate(items) if not isinstance(m, (ModelRequest, ModelResponse))]
+    if bad:
+        raise UserError(f"message_history must hold ModelRequest/ModelResponse messages (result.all_messages(), "
+                        f"or ModelMessagesTypeAdapter.validate_json(...)); item {bad[0]} is "
+                        f"{type(items[bad[0]]).__name__}")
+    return items

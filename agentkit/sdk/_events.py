@@ -31,6 +31,16 @@ class CanvasDraft:
 
 
 @dataclass
+class TextDelta:
+    """Text committed to a step's output since the last delta (AR: about a token; diffusion: a block)."""
+
+    iteration: int
+    step: str
+    delta: str
+    kind: Literal["text_delta"] = field(default="text_delta", init=False)
+
+
+@dataclass
 class ToolCall:
     """The model called ``tool`` with ``args`` (before validation)."""
 
@@ -68,4 +78,4 @@ class Final:
     kind: Literal["final"] = field(default="final", init=False)
 
 
-AgentEvent = StepStarted | CanvasDraft | ToolCall | ToolResult | Reply | Final
+AgentEvent = StepStarted | CanvasDraft | TextDelta | ToolCall | ToolResult | Reply | Final

@@ -10,6 +10,8 @@ from pydantic import BaseModel
 from ..config import DecodeConfig
 from ..errors import UserError
 from ._agent import Agent, Limits
+from ._context import RunUsage
+from ._settings import ModelSettings
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -18,11 +20,13 @@ DEFAULT_INSTRUCTIONS = "Extract the information the schema asks for from the use
 
 @overload
 async def aextract(output_type: type[ModelT], text: str, *, model: Any, mode: str = ..., instructions: str | None = ...,
-                   retries: int = ..., decode: DecodeConfig | None = ..., trace_path: str | None = ...) -> ModelT: ...
+                   retries: int = ..., decode: DecodeConfig | None = ..., trace_path: str | None = ...,
+                   model_settings: ModelSettings | None = ..., return_usage: bool = ...) -> ModelT: ...
 @overload
 async def aextract(output_type: dict[str, Any], text: str, *, model: Any, mode: str = ...,
                    instructions: str | None = ..., retries: int = ..., decode: DecodeConfig | None = ...,
-                   trace_path: str | None = ...) -> Any: ...
+                   trace_path: str | None = ..., model_settings: ModelSettings | None = ...,
+                   return_usage: bool = ...) -> Any: ...
 async def aextract(
     output_type: type[BaseModel] | dict[str, Any],
     text: str,
@@ -33,28 +37,38 @@ async def aextract(
     retries: int = 1,
     decode: DecodeConfig | None = None,
     trace_path: str | None = None,
+    model_settings: ModelSettings | None = None,
+    return_usage: bool = False,
 ) -> Any:
     """Extract ``output_type`` from ``text`` in one structured step (asked again up to ``retries`` times).
 
-    Returns an instance of the pydantic model, or the JSON value (validated with ``jsonschema``) for a schema dict.
+    Returns an instance of the pydantic model, or the JSON value (validated with ``jsonschema``) for a schema dict;
+    with ``return_usage=True`` a pair ``(output, RunUsage)``. ``model_settings``: temperature, top_p, max_tokens,
+    seed, mode for this call.
     Raises ``UnexpectedModelBehavior`` (with ``.trace``) when no valid output came back, ``UserError`` for a bad
     ``output_type``.
     """
     if not isinstance(text, str) or not text.strip():
         raise UserError("text to extract from must be a non-empty string")
-    agent: Agent[Any] = Agent(model, output_type=output_type, instructions=instructions or DEFAULT_INSTRUCTIONS,
-                              name="extract", decode=decode, output_retries=retries,
-                              limits=Limits(max_iterations=retries + 1))
-    result = await agent.run(text, mode=mode, trace_path=trace_path)
-    return result.output
+    agent: Agent[None, Any] = Agent(model, output_type=output_type,
+                                    instructions=instructions or DEFAULT_INSTRUCTIONS, name="extract", decode=decode,
+                                    output_retries=retries, limits=Limits(max_iterations=retries + 1))
+    if model_settings and "mode" in model_settings:
+        mode = model_settings["mode"]
+    result = await agent.run(text, mode=mode, trace_path=trace_path,  # type: ignore[arg-type]
+                             model_settings=model_settings)
+    usage: RunUsage = result.usage()
+    return (result.output, usage) if return_usage else result.output
 
 
 @overload
 def extract(output_type: type[ModelT], text: str, *, model: Any, mode: str = ..., instructions: str | None = ...,
-            retries: int = ..., decode: DecodeConfig | None = ..., trace_path: str | None = ...) -> ModelT: ...
+            retries: int = ..., decode: DecodeConfig | None = ..., trace_path: str | None = ...,
+            model_settings: ModelSettings | None = ..., return_usage: bool = ...) -> ModelT: ...
 @overload
 def extract(output_type: dict[str, Any], text: str, *, model: Any, mode: str = ..., instructions: str | None = ...,
-            retries: int = ..., decode: DecodeConfig | None = ..., trace_path: str | None = ...) -> Any: ...
+            retries: int = ..., decode: DecodeConfig | None = ..., trace_path: str | None = ...,
+            model_settings: ModelSettings | None = ..., return_usage: bool = ...) -> Any: ...
 def extract(output_type: Any, text: str, **kwargs: Any) -> Any:
     """``aextract`` for synchronous code (not from inside a running event loop)."""
     try:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import inspect
+import threading
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
@@ -13,6 +16,7 @@ from ..engine.stats import GenerationResult
 from ..errors import UserError
 
 OnDraft = Callable[[list[int], list[bool]], None]  # canvas token ids, which positions are fixed
+OnTokens = Callable[[list[int]], None]  # token ids just committed to the output
 
 
 @runtime_checkable
@@ -21,6 +25,9 @@ class Generator(Protocol):
 
     ``template.meta["step"]`` names the agent step (plan, tool_call, extract) when the SDK built the template;
     ``template is None`` means free text. ``on_draft`` may be called from any thread.
+
+    A generator may also accept ``on_tokens`` (a keyword argument: called, from any thread, with each run of
+    token ids as it is committed to the output); the agent passes it when the signature has it, for text streaming.
     """
 
     async def generate(
@@ -37,6 +44,10 @@ class EngineGenerator:
 
     Concurrent calls reach the engine concurrently; serialising or batching them is the engine's business, and
     any wait there shows up as ``queue_ms`` in the trace.
+
+    Cancelling the call (a run's ``timeout_s``, a cancelled task) stops the engine before its next forward: the
+    engine's ``should_stop`` flag is set, the thread is awaited (at most one forward), and the ``CancelledError``
+    carries the partial ``GenerationResult`` as ``.partial``.
     """
 
     def __init__(self, engine: Any) -> None:
@@ -50,10 +61,23 @@ class EngineGenerator:
         config: DecodeConfig,
         template: Template | None = None,
         on_draft: OnDraft | None = None,
+        on_tokens: OnTokens | None = None,
     ) -> GenerationResult:
-        return await asyncio.to_thread(
-            self.engine.generate, messages, config, template=template, on_draft=on_draft
-        )
+        kwargs: dict[str, Any] = {"template": template, "on_draft": on_draft}
+        accepts = _keywords(self.engine.generate)
+        if on_tokens is not None and "on_tokens" in accepts:
+            kwargs["on_tokens"] = on_tokens
+        stop = threading.Event()
+        if "should_stop" in accepts:
+            kwargs["should_stop"] = stop.is_set
+        job = asyncio.ensure_future(asyncio.to_thread(self.engine.generate, messages, config, **kwargs))
+        try:
+            return await asyncio.shield(job)
+        except asyncio.CancelledError as e:
+            stop.set()  # the engine stops before its next forward
+            with contextlib.suppress(BaseException):
+                e.partial = await job  # type: ignore[attr-defined]
+            raise
 
     def release(self, template: Template) -> None:
         """Forget the engine's cached constraint for a one-off template (a templated tool's, built per call)."""
@@ -67,6 +91,22 @@ class EngineGenerator:
 
     def __repr__(self) -> str:
         return f"EngineGenerator({self.engine!r})"
+
+
+@functools.lru_cache(maxsize=64)
+def _keywords_of(fn: Any) -> frozenset[str]:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return frozenset()
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return frozenset({"on_tokens", "should_stop", "*"})
+    return frozenset(p.name for p in params)
+
+
+def _keywords(fn: Any) -> frozenset[str]:
+    """The keyword arguments ``fn`` accepts (bound methods looked up through their function)."""
+    return _keywords_of(getattr(fn, "__func__", fn))
 
 
 def as_generator(model: Any) -> Generator:

@@ -17,7 +17,7 @@ from typing import Any
 from ..config import DecodeConfig
 from ..constrain.nodes import Template
 from ..engine.stats import DecodeStats, GenerationResult
-from ._generator import OnDraft
+from ._generator import OnDraft, OnTokens
 from ._steps import FINAL_ANSWER, compact
 
 _DENOISE_STEPS_PER_BLOCK = 4
@@ -45,7 +45,8 @@ class _Fake:
         return bytes(t for t in token_ids if 0 <= t < 256).decode("utf-8", errors="replace")
 
     def _result(self, text: str, value: Any, messages: list[dict[str, str]], config: DecodeConfig,
-                template: Template | None, on_draft: OnDraft | None) -> GenerationResult:
+                template: Template | None, on_draft: OnDraft | None,
+                on_tokens: OnTokens | None = None) -> GenerationResult:
         ids = list(text.encode("utf-8"))
         stats = synthetic_stats(len(ids), messages, config, template, value, self.ms_per_forward)
         drafts: list[list[int]] = []
@@ -55,6 +56,10 @@ class _Fake:
                 drafts.append(ids)
                 if on_draft is not None:
                     on_draft(ids, fixed)
+        if on_tokens is not None:  # committed as the engine would: a token at a time in AR, else per canvas
+            step = 1 if config.mode == "ar" else config.canvas_length
+            for i in range(0, len(ids), step):
+                on_tokens(ids[i:i + step])
         return GenerationResult(text, ids, stats, value if template is not None else None, drafts)
 
 
@@ -74,17 +79,17 @@ class TestModel(_Fake):
         self.ms_per_forward = ms_per_forward
 
     async def generate(self, messages: list[dict[str, str]], config: DecodeConfig, template: Template | None = None,
-                       on_draft: OnDraft | None = None) -> GenerationResult:
+                       on_draft: OnDraft | None = None, on_tokens: OnTokens | None = None) -> GenerationResult:
         step = _step_of(template)
         if step == "reply":
-            return self._result(self._reply_text(messages), None, messages, config, template, on_draft)
+            return self._result(self._reply_text(messages), None, messages, config, template, on_draft, on_tokens)
         if step == "tool_call":
             value = self._next_call(messages, _tools_of(template))
         elif step == "extract" and self.output_value is not None:
             value = self.output_value
         else:
             value = example_value(template.schema if template is not None else {})
-        return self._result(compact(value), value, messages, config, template, on_draft)
+        return self._result(compact(value), value, messages, config, template, on_draft, on_tokens)
 
     def _next_call(self, messages: list[dict[str, str]], tools: dict[str, dict[str, Any]]) -> dict[str, Any]:
         called = {c["tool"] for c in _calls(messages)}
@@ -119,7 +124,7 @@ class FunctionModel(_Fake):
         self.calls: list[StepInfo] = []
 
     async def generate(self, messages: list[dict[str, str]], config: DecodeConfig, template: Template | None = None,
-                       on_draft: OnDraft | None = None) -> GenerationResult:
+                       on_draft: OnDraft | None = None, on_tokens: OnTokens | None = None) -> GenerationResult:
         info = StepInfo(_step_of(template), config.mode, config, template, _tools_of(template))
         self.calls.append(info)
         out = self.fn([dict(m) for m in messages], info)
@@ -136,7 +141,7 @@ class FunctionModel(_Fake):
                     value = None
         else:
             text, value = compact(out), out
-        return self._result(text, value, messages, config, template, on_draft)
+        return self._result(text, value, messages, config, template, on_draft, on_tokens)
 
 
 def synthetic_stats(n: int, messages: list[dict[str, str]], config: DecodeConfig, template: Template | None,

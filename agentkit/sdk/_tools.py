@@ -30,6 +30,7 @@ from pydantic.errors import PydanticInvalidForJsonSchema
 
 from ..constrain.nodes import Template
 from ..errors import UserError
+from ._context import RunContext
 from ._docstring import parse_docstring
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
@@ -49,6 +50,9 @@ class Tool:
     (``{"tool":NAME,"arguments":{}}``); a ``tool_input`` step decodes the text under the factory's template and
     the tool gets it as its first parameter, which must be a ``str`` (every other parameter needs a default).
     ``input_prompt`` is the instruction sent with that step (default: the tool's description).
+
+    A first parameter annotated ``RunContext[...]`` (``takes_ctx``) receives the run's context (deps, usage, retry
+    count, run id, messages); it is not part of the schema the model sees.
     """
 
     def __init__(
@@ -75,6 +79,7 @@ class Tool:
         self.description = description if description is not None else summary
         self._positional: list[str] = []
         self._fields: list[tuple[str, str]] = []  # (model field, parameter name), signature order
+        self.takes_ctx = False
         self._args_model = self._build_model(function, param_docs, problems)
         self.is_async = _is_async(function)
         self.template_factory = template_factory
@@ -109,6 +114,11 @@ class Tool:
                 problems.append(f"parameter {star}{p.name}: *args/**kwargs are not supported, name each parameter")
                 continue
             ann = hints.get(p.name, p.annotation)
+            if _is_context(ann):
+                if i != 0:
+                    problems.append(f"parameter {p.name!r}: a RunContext parameter must come first")
+                self.takes_ctx = True
+                continue
             if ann is inspect.Parameter.empty:
                 problems.append(f"parameter {p.name!r} has no type annotation")
                 continue
@@ -185,13 +195,17 @@ class Tool:
                 kw[pname] = value
         return pos, kw
 
-    async def call(self, args: dict[str, Any]) -> Any:
+    async def call(self, args: dict[str, Any], ctx: RunContext[Any] | None = None) -> Any:
         """Validate ``args`` and run the function (sync functions in a worker thread)."""
         pos, kw = self.bind(args)
-        return await self.invoke(pos, kw)
+        return await self.invoke(pos, kw, ctx)
 
-    async def invoke(self, pos: list[Any], kw: dict[str, Any]) -> Any:
-        """Run the function on already-validated arguments (from ``bind``)."""
+    async def invoke(self, pos: list[Any], kw: dict[str, Any], ctx: RunContext[Any] | None = None) -> Any:
+        """Run the function on already-validated arguments (from ``bind``); ``ctx`` goes first if it takes one."""
+        if self.takes_ctx:
+            if ctx is None:
+                raise UserError(f"tool {self.name!r} takes a RunContext; call it from an agent run (or pass ctx)")
+            pos = [ctx, *pos]
         if self.is_async:
             result = await self.function(*pos, **kw)
         else:
@@ -281,6 +295,10 @@ def _tidy_schema(schema: dict[str, Any]) -> dict[str, Any]:
     if "$defs" in schema:
         out["$defs"] = schema["$defs"]
     return out
+
+
+def _is_context(ann: Any) -> bool:
+    return ann is RunContext or typing.get_origin(ann) is RunContext
 
 
 def _callable_name(fn: Callable[..., Any]) -> str:

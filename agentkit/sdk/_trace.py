@@ -20,6 +20,8 @@ from typing import Any
 from ..engine.stats import DecodeStats
 
 _LATENCY = ("queue_ms", "prefill_ms", "denoise_ms", "commit_ms", "tool_ms")
+MAX_FIELD = 500  # characters of tool arguments / results kept in a record
+NARROW = 140  # below this width the table shows the compact column set
 
 
 @dataclass
@@ -55,6 +57,9 @@ class IterationRecord:
     error: str | None = None
     run_id: str = ""
     agent: str = ""
+    finish_reason: str = ""  # the generation's: stop | length | template | cancelled (timeout, cancellation)
+    tool_args: str | None = None  # the tool's arguments as JSON, clipped to MAX_FIELD characters
+    tool_result: str | None = None  # what the tool returned (as the model reads it), clipped likewise
 
     def add_stats(self, stats: DecodeStats) -> None:
         """Copy a generation's counts and latency split into this record."""
@@ -68,6 +73,7 @@ class IterationRecord:
         self.pinned_tokens = stats.pinned_tokens
         self.slot_tokens = stats.slot_tokens
         self.tokens_per_forward = round(stats.tokens_per_forward, 4)
+        self.finish_reason = stats.finish_reason or ""
 
     def to_dict(self) -> dict[str, Any]:
         return {k: round(v, 3) if isinstance(v, float) else v for k, v in asdict(self).items()}
@@ -125,11 +131,14 @@ class Trace:
                 continue
         return cls(records)
 
-    def to_table(self, title: str | None = "agent trace") -> Any:
-        """A ``rich.table.Table`` with one row per iteration and a totals row."""
+    def to_table(self, title: str | None = "agent trace", width: int | None = None) -> Any:
+        """A ``rich.table.Table`` with one row per iteration and a totals row; for a ``width`` under 140 columns
+        the compact one (time, forwards, tokens), which stays readable in an 80-column terminal."""
         from rich import box
         from rich.table import Table
 
+        if width is not None and width < NARROW:
+            return self._compact_table(title)
         table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
         cols = ("#", "step", "mode", "tool", "total ms", "queue", "prefill", "denoise", "commit", "tool ms",
                 "enc", "dec", "out", "pinned", "slot", "tok/fwd", "retries", "error")
@@ -150,12 +159,32 @@ class Trace:
                           f"{t['tokens_per_forward']:.2f}", str(int(t["retries"])), "")
         return table
 
+    def _compact_table(self, title: str | None) -> Any:
+        from rich import box
+        from rich.table import Table
+
+        table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
+        for c in ("#", "step", "mode", "tool", "ms", "fwd", "out", "tok/fwd", "error"):
+            table.add_column(c, justify="left" if c in ("step", "mode", "tool", "error") else "right",
+                             no_wrap=c != "error", overflow="fold")
+        for r in self.records:
+            table.add_row(str(r.iteration), r.step, r.mode[:4], r.tool or "", f"{r.total_ms:.0f}",
+                          str(r.encoder_forwards + r.decoder_forwards), str(r.output_tokens),
+                          f"{r.tokens_per_forward:.2f}", _short(r.error, 60))
+        if self.records:
+            t = self.totals()
+            table.add_section()
+            table.add_row("all", "", "", "", f"{t['total_ms']:.0f}",
+                          str(int(t["encoder_forwards"] + t["decoder_forwards"])), str(int(t["output_tokens"])),
+                          f"{t['tokens_per_forward']:.2f}", "")
+        return table
+
     def render(self, width: int = 200) -> str:
-        """The table as plain text."""
+        """The table as plain text (the compact table under 140 columns)."""
         from rich.console import Console
 
         buf = io.StringIO()
-        Console(file=buf, width=width, color_system=None).print(self.to_table())
+        Console(file=buf, width=width, color_system=None).print(self.to_table(width=width))
         return buf.getvalue()
 
     def __str__(self) -> str:
@@ -178,6 +207,13 @@ def append_jsonl(path: str | os.PathLike[str], records: list[IterationRecord]) -
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def clip(text: str | None, n: int = MAX_FIELD) -> str | None:
+    """``text`` cut to ``n`` characters (an ellipsis marks the cut)."""
+    if text is None or len(text) <= n:
+        return text
+    return text[: n - 1] + "…"
 
 
 def _short(text: str | None, n: int = 40) -> str:

@@ -18,6 +18,7 @@ from agentkit.sdk import (
     RoutingPolicy,
     StepStarted,
     TestModel,
+    TextDelta,
     ToolCall,
     ToolResult,
     tool,
@@ -288,8 +289,10 @@ async def test_timeout_raises_with_trace_so_far():
 
     with pytest.raises(UsageLimitExceeded) as exc:
         await Agent(FunctionModel(slow), tools=[add], limits=Limits(timeout_s=0.2)).run("x")
-    assert str(exc.value) == "timeout_s=0.2 exceeded after 1 iteration(s)"
-    assert [r.tool for r in exc.value.trace] == ["final_answer"]
+    assert str(exc.value) == ("timeout_s=0.2 exceeded after 1 iteration(s); the reply step in progress was stopped "
+                              "at its next forward")
+    assert exc.value.trace[-1].finish_reason == "cancelled" and exc.value.trace[-1].step == "reply"
+    assert [r.tool for r in exc.value.trace] == ["final_answer", None]
 
 
 def test_limits_validation():
@@ -302,6 +305,10 @@ def test_limits_validation():
 async def test_run_stream_yields_events_in_order():
     agent = Agent(TestModel(), tools=[add])
     events = [e async for e in agent.run_stream("go")]
+    deltas = [e for e in events if isinstance(e, TextDelta)]
+    assert "".join(d.delta for d in deltas if d.step == "reply") == '{"add":"0"}'
+    assert "".join(d.delta for d in deltas if d.iteration == 1) == '{"tool":"add","arguments":{"a":0,"b":0}}'
+    events = [e for e in events if not isinstance(e, TextDelta)]
     kinds = [e.kind for e in events]
     assert kinds == ["step_started", "canvas_draft", "canvas_draft", "tool_call", "tool_result",
                      "step_started", "canvas_draft", "canvas_draft",

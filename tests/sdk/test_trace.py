@@ -38,7 +38,8 @@ async def test_run_trace_fields():
         "queue_ms": 0, "prefill_ms": 2.0, "denoise_ms": 16.0, "commit_ms": 4.0, "tool_ms": 0, "compile_ms": 0,
         "total_ms": 0, "prompt_tokens": first.prompt_tokens, "encoder_forwards": 3, "decoder_forwards": 8,
         "output_tokens": 40, "pinned_tokens": 33, "slot_tokens": 7, "tokens_per_forward": 4.0, "retries": 0,
-        "error": None, "run_id": result.run_id, "agent": "calc"}
+        "error": None, "run_id": result.run_id, "agent": "calc", "finish_reason": "template",
+        "tool_args": '{"a":0,"b":0}', "tool_result": "0"}
     assert first.tool_ms > 0 and first.total_ms >= first.tool_ms + first.queue_ms
     assert first.compile_ms > 0 and final.compile_ms == 0  # the tool-call template compiles once per agent
     assert (reply.step, reply.mode, reply.decoder_forwards, reply.tokens_per_forward) == ("reply", "ar", 0, 1.0)

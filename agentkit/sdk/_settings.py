@@ -1,0 +1,59 @@
+"""Per-call model settings (pydantic-ai's ``ModelSettings`` names) merged into a ``DecodeConfig``."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TypedDict
+
+from ..config import MODES, DecodeConfig, Mode
+from ..errors import UserError
+
+
+class ModelSettings(TypedDict, total=False):
+    """Settings for one call or for an agent's every call; a per-call value overrides the agent's.
+
+    ``max_tokens``: output tokens per model request; ``mode``: every step in this decoding mode.
+    """
+
+    temperature: float
+    top_p: float
+    max_tokens: int
+    seed: int
+    mode: Mode
+
+
+KEYS = frozenset(ModelSettings.__annotations__)
+RETRY_TEMPERATURE = 0.7  # an output retry samples (unless the settings already do), so it can differ
+
+
+def merge(*settings: ModelSettings | None) -> ModelSettings:
+    """Later settings override earlier ones; unknown keys are a ``UserError`` naming them."""
+    out: ModelSettings = {}
+    for s in settings:
+        if not s:
+            continue
+        if not isinstance(s, dict):
+            raise UserError(f"model_settings must be a dict, got {type(s).__name__}")
+        unknown = sorted(set(s) - KEYS)
+        if unknown:
+            raise UserError(f"unknown model_settings key(s) {unknown}; known: {sorted(KEYS)}")
+        if "mode" in s and s["mode"] not in MODES:
+            raise UserError(f"model_settings mode must be one of {MODES}, got {s['mode']!r}")
+        out.update(s)  # type: ignore[typeddict-item]
+    return out
+
+
+def apply(config: DecodeConfig, settings: ModelSettings) -> DecodeConfig:
+    """``config`` with the settings applied (validated by ``DecodeConfig``)."""
+    names = {"temperature": "temperature", "top_p": "top_p", "max_tokens": "max_new_tokens", "seed": "seed",
+             "mode": "mode"}
+    return replace(config, **{names[k]: v for k, v in settings.items()})
+
+
+def for_retry(config: DecodeConfig, retry: int) -> DecodeConfig:
+    """A retry's config: sampled at ``RETRY_TEMPERATURE`` at least, seeded per retry (reproducible, different);
+    verify mode reproduces greedy AR, so a retry routed there samples in AR instead."""
+    temperature = max(config.temperature, RETRY_TEMPERATURE)
+    seed = (config.seed or 0) + retry
+    mode = "ar" if config.mode == "verify" else config.mode
+    return replace(config, temperature=temperature, seed=seed, mode=mode)
