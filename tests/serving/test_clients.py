@@ -1,0 +1,116 @@
+"""The clients people already use, against the server on the tiny model (a real uvicorn on a loopback port):
+the ``openai`` client streaming, pydantic-ai (``OpenAIChatModel`` with ``base_url``) calling a tool and returning
+a structured ``output_type``, instructor (``instructor.from_openai``) with a ``response_model``."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from typing import Annotated
+
+import pytest
+from pydantic import BaseModel, Field
+
+from serving.app import create_app
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+class City(BaseModel):
+    name: str = Field(max_length=10)
+    population: int = Field(ge=0, le=999)
+
+
+@pytest.fixture(scope="module")
+def engine():
+    from agentkit.models.tiny import tiny_engine
+
+    return tiny_engine(0)
+
+
+@pytest.fixture(scope="module")
+def base_url(engine):
+    import uvicorn
+
+    app = create_app(engine)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    srv = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    t = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
+    t.start()
+    deadline = time.monotonic() + 10
+    while not srv.started:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    yield f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    srv.should_exit = True
+    t.join(5)
+    sock.close()
+
+
+def test_openai_streams_content_deltas(base_url):
+    """SSE yields a content chunk per committed token: >= 5 chunks for a 20-token reply, and they add up to the
+    same text as the non-streamed answer."""
+    import openai
+
+    client = openai.OpenAI(base_url=base_url, api_key="none", max_retries=0)
+    kw = {"model": "tiny", "messages": [{"role": "user", "content": "What is the weather in Paris?"}],
+          "max_tokens": 20, "extra_body": {"agentkit": {"mode": "ar"}}}
+    whole = client.chat.completions.create(**kw)
+    assert whole.usage.completion_tokens == 20  # the tiny model runs to max_tokens on this prompt
+    chunks, finish = [], None
+    for ch in client.chat.completions.create(stream=True, **kw):
+        if ch.choices:
+            if ch.choices[0].delta.content:
+                chunks.append(ch.choices[0].delta.content)
+            finish = ch.choices[0].finish_reason or finish
+    assert len(chunks) >= 5 and "".join(chunks) == whole.choices[0].message.content and finish == "length"
+    streamed = client.chat.completions.create(
+        model="tiny", messages=kw["messages"], max_tokens=48, stream=True,
+        extra_body={"agentkit": {"canvas_length": 4, "canvas": False}},
+        response_format={"type": "json_schema", "json_schema": {"name": "city", "schema": City.model_json_schema()}})
+    parts = [c.choices[0].delta.content for c in streamed if c.choices and c.choices[0].delta.content]
+    assert len(parts) >= 2  # diffusion: a delta per committed block
+    City.model_validate_json("".join(parts))
+
+
+def test_pydantic_ai_tool_call_and_structured_output(base_url):
+    from pydantic_ai import Agent
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    model = OpenAIChatModel("tiny", provider=OpenAIProvider(base_url=base_url, api_key="none"))
+    calls: list[dict] = []
+
+    def record_city(name: Annotated[str, Field(max_length=10)], population: Annotated[int, Field(ge=0, le=999)]
+                    ) -> City:
+        """Record a city.
+
+        Args:
+            name: the city's name (at most 10 characters)
+            population: thousands of inhabitants, 0-999
+        """
+        calls.append({"name": name, "population": population})
+        return City(name=name[:10], population=max(0, min(999, population)))
+
+    # an output function: the model's tool call runs it, its return value is the output
+    agent = Agent(model, output_type=record_city, model_settings={"max_tokens": 160})
+    result = agent.run_sync("Tell me about Paris.")
+    assert len(calls) == 1 and isinstance(result.output, City)
+    sent = [p for m in result.all_messages() for p in getattr(m, "parts", []) if p.part_kind == "tool-call"]
+    assert len(sent) == 1 and json.loads(sent[0].args) == calls[0]  # the function ran on the call's arguments
+    structured = Agent(model, output_type=City, model_settings={"max_tokens": 160}).run_sync("Paris?")
+    assert isinstance(structured.output, City) and len(structured.output.name) <= 10
+
+
+def test_instructor_response_model(base_url):
+    import instructor
+    import openai
+
+    client = instructor.from_openai(openai.OpenAI(base_url=base_url, api_key="none", max_retries=0))
+    city = client.chat.completions.create(model="tiny", response_model=City, max_tokens=160, max_retries=0,
+                                          messages=[{"role": "user", "content": "Paris?"}])
+    assert isinstance(city, City) and 0 <= city.population <= 999
+    json.dumps(city.model_dump())
