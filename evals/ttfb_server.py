@@ -1,7 +1,8 @@
 """Time to the first SSE content chunk vs total latency, on the default model (or --tiny), through the server.
 
-Runs the app in-process (httpx ASGI transport, the same app ``agentkit serve`` builds) and, per request, records
-the time from sending to the first content delta and to ``[DONE]``. Prints one line per request and the medians.
+Serves the app ``agentkit serve`` builds on uvicorn (a loopback port, in a thread: httpx's ASGI transport would
+buffer the whole response) and, per request, records the time from sending to the first content delta and to
+``[DONE]``. Prints one line per request and the medians.
 
     python evals/ttfb_server.py --n 5 --max-tokens 64 --threads 1
 """
@@ -34,6 +35,28 @@ async def _one(c, body: dict) -> tuple[float, float, int]:
     return first or float("nan"), time.perf_counter() - t0, n
 
 
+def _serve(app):
+    import socket
+    import threading
+
+    import uvicorn
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    srv = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    t = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
+    t.start()
+    while not srv.started:
+        time.sleep(0.02)
+
+    def stop() -> None:
+        srv.should_exit = True
+        t.join(10)
+        sock.close()
+
+    return f"http://127.0.0.1:{sock.getsockname()[1]}", stop
+
+
 async def main(a: argparse.Namespace) -> None:
     import httpx
     import torch
@@ -46,8 +69,9 @@ async def main(a: argparse.Namespace) -> None:
     torch.set_num_threads(a.threads)
     engine = tiny_engine(0) if a.tiny else Engine(EngineConfig(threads=a.threads))
     app = create_app(engine)
+    base, stop = _serve(app)
     rows = []
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://x", timeout=600) as c:
+    async with httpx.AsyncClient(base_url=base, timeout=600) as c:
         for i in range(a.n):
             body = {"messages": [{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}], "max_tokens": a.max_tokens,
                     "stream": True, "agentkit": {"mode": a.mode}}
@@ -55,7 +79,7 @@ async def main(a: argparse.Namespace) -> None:
             rows.append((ttfb, total))
             print(f"request {i}: first content chunk {ttfb:.3f} s, total {total:.3f} s, {n} content chunks",
                   flush=True)
-    app.state.scheduler.close()
+    stop()
     f, t = statistics.median(r[0] for r in rows), statistics.median(r[1] for r in rows)
     print(f"median: first content chunk {f:.3f} s, total {t:.3f} s, ratio {f / t:.3f} "
           f"({'tiny' if a.tiny else engine.name}, mode {a.mode}, max_tokens {a.max_tokens})")
