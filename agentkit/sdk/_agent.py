@@ -442,8 +442,9 @@ class Agent(Generic[DepsT, OutputT]):
                           template: Template | None, prompt: str | None, t0: float) -> GenerationResult:
         """The generator call, in a ``chat`` span; a cancelled call (timeout) leaves a partial trace record."""
         kwargs: dict[str, Any] = {}
-        if self._streams_tokens and run.emit is not None:
-            kwargs["on_tokens"] = self._token_callback(run, iteration, step)
+        stream = self._token_callback(run, iteration, step) if self._streams_tokens else None
+        if stream is not None:
+            kwargs["on_tokens"] = stream
         otel = run.spans.get("otel")
         span = otel.start(f"chat {self._model_name()}", run.spans.get("iteration"), {
             "gen_ai.operation.name": "chat", "gen_ai.system": "agentkit", "gen_ai.request.model": self._model_name(),
@@ -463,6 +464,8 @@ class Agent(Generic[DepsT, OutputT]):
             if otel:
                 otel.end(span, error=e)
             raise
+        if stream is not None:
+            stream.flush(result.text)  # type: ignore[attr-defined]
         s = result.stats
         run.usage.incr(RunUsage(requests=1, input_tokens=s.prompt_tokens, output_tokens=s.output_tokens,
                                 forwards=s.encoder_forwards + s.decoder_forwards))
@@ -624,6 +627,12 @@ class Agent(Generic[DepsT, OutputT]):
                 send(TextDelta(iteration, step, text[sent[0]:stable]))
                 sent[0] = stable
 
+        def flush(final: str) -> None:  # what was held back (bytes that never completed a character)
+            if len(final) > sent[0] and final.startswith(decode(list(ids))[: sent[0]]):
+                send(TextDelta(iteration, step, final[sent[0]:]))
+                sent[0] = len(final)
+
+        on_tokens.flush = flush  # type: ignore[attr-defined]
         return on_tokens
 
     def __repr__(self) -> str:

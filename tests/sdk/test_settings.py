@@ -1,0 +1,57 @@
+"""Per-call model settings: merged over the agent's, reaching the decoder; sampled retries; extract usage."""
+
+import pytest
+
+from agentkit.errors import UserError
+from agentkit.sdk import Agent, FunctionModel, RunUsage, aextract
+
+
+def recorder(*outputs):
+    it = iter(outputs)
+    return FunctionModel(lambda m, i: next(it))
+
+
+async def test_call_settings_override_agent_settings():
+    model = recorder("a", "b")
+    agent = Agent(model, model_settings={"temperature": 0.5, "max_tokens": 30, "seed": 3})
+    await agent.run("x")
+    await agent.run("x", model_settings={"temperature": 0.9, "top_p": 0.8, "mode": "diffusion"})
+    first, second = (c.config for c in model.calls)
+    assert (first.temperature, first.max_new_tokens, first.seed, first.top_p, first.mode) == (0.5, 30, 3, None, "ar")
+    assert (second.temperature, second.max_new_tokens, second.seed, second.top_p, second.mode) == (
+        0.9, 30, 3, 0.8, "diffusion")
+
+
+def test_unknown_or_bad_settings_are_user_errors():
+    with pytest.raises(UserError, match=r"unknown model_settings key\(s\) \['temprature'\]"):
+        Agent(recorder(), model_settings={"temprature": 1})
+    with pytest.raises(UserError, match="model_settings mode must be one of"):
+        Agent(recorder(), model_settings={"mode": "fast"})
+
+
+async def test_output_retry_samples_so_it_can_differ():
+    model = recorder("not json", '{"x": 1}')
+    agent = Agent(model, output_type={"type": "object"}, model_settings={"mode": "verify"})
+    result = await agent.run("x")
+    first, retry = (c.config for c in model.calls)
+    assert (first.temperature, first.mode) == (0.0, "verify")
+    assert retry.temperature == 0.7 and retry.seed == 1 and retry.mode == "ar"  # verify cannot sample
+    assert [r.retries for r in result.trace] == [0, 1]
+
+
+async def test_extract_takes_settings_and_returns_usage():
+    model = recorder('{"x": 2}')
+    value, usage = await aextract({"type": "object"}, "text", model=model, return_usage=True,
+                                  model_settings={"temperature": 0.3, "mode": "ar"})
+    assert value == {"x": 2}
+    assert isinstance(usage, RunUsage) and usage.requests == 1 and usage.output_tokens == 8
+    assert model.calls[0].config.temperature == 0.3 and model.calls[0].mode == "ar"
+
+
+def test_per_call_temperature_changes_a_sampled_output(tiny):
+    agent = Agent(tiny, model_settings={"max_tokens": 12})
+    greedy = agent.run_sync("Say hello").output
+    assert agent.run_sync("Say hello").output == greedy
+    hot = agent.run_sync("Say hello", model_settings={"temperature": 1.5, "seed": 1}).output
+    assert hot != greedy
+    assert agent.run_sync("Say hello", model_settings={"temperature": 1.5, "seed": 1}).output == hot
