@@ -36,6 +36,9 @@ def connect(address: str | None = "local", *, num_cpus: float | None = None,
     if runtime_env:
         kw["runtime_env"] = runtime_env
     if address == "local":
+        # Ray starts worker processes at nice 15 (background work on a shared node); on a local instance the
+        # workers *are* the job: on a busy machine nice 15 gave them a fraction of the CPU the local run gets
+        os.environ.setdefault("RAY_worker_niceness", "0")
         ray.init(address="local", num_cpus=num_cpus or os.cpu_count() or 1, _node_ip_address="127.0.0.1", **kw)
     else:
         ray.init(address=address, **kw)

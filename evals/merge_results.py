@@ -1,5 +1,10 @@
 """Merge eval result files of one suite (e.g. shards of a BFCL run that ran as parallel processes) into one table.
 
+Kept only to rebuild the results already in ``evals/results/`` that were sharded by hand (``bfcl600.json`` and the
+adapter runs: their README entries name this script). New runs need no shards: ``agentkit eval ... --ray local
+--workers N`` (or ``--ray ADDRESS`` on a cluster) runs the items on Ray actors and writes one JSON directly
+(``agentkit/evals/distributed.py``).
+
 Per-item rows are concatenated (a repeated ``(id, mode)`` is an error: shards must not overlap), every mode is
 summarized again from the rows, and the merged JSON, the markdown table and the plots are written as
 ``agentkit eval`` writes them. Only items finished in *every* mode are kept, so an interrupted shard never gives

@@ -281,6 +281,24 @@ def application(server: ServerConfig, cfg: RayServeConfig) -> Any:
     return dep.bind(server, cfg.model, cfg.threads, cfg.engine_factory)
 
 
+def app_builder(args: dict[str, Any]) -> Any:
+    """Serve's application builder, for a Serve config file or KubeRay's RayService ``serveConfigV2``
+    (``import_path: serving.ray_serve:app_builder``). ``args``: ``ServerConfig`` fields (``max_batch``,
+    ``max_queue``, ``request_timeout_s``, ``api_key``, ...) and ``RayServeConfig`` fields (``replicas``, ``autoscale``
+    as ``"MIN,MAX"``, ``model``, ``threads``, ``num_cpus_per_replica``, ...); an unknown key is a ``UserError``."""
+    import dataclasses
+
+    server_keys = {f.name for f in dataclasses.fields(ServerConfig)}
+    ray_keys = {f.name for f in dataclasses.fields(RayServeConfig)} - {"extra", "runtime_env"}
+    unknown = set(args) - server_keys - ray_keys
+    if unknown:
+        raise UserError(f"unknown application args {sorted(unknown)}; known: {sorted(server_keys | ray_keys)}")
+    kw = {k: v for k, v in args.items() if k in ray_keys}
+    if isinstance(kw.get("autoscale"), str):
+        kw["autoscale"] = parse_autoscale(kw["autoscale"])
+    return application(ServerConfig(**{k: v for k, v in args.items() if k in server_keys}), RayServeConfig(**kw))
+
+
 def start(server: ServerConfig, cfg: RayServeConfig) -> bool:
     """Connect to (or start) Ray, start Serve's HTTP proxy on ``cfg.host:cfg.port`` and deploy; returns True if this
     call started Ray (the caller shuts it down). Returns once every replica is up."""

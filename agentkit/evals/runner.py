@@ -352,6 +352,11 @@ def run_eval(suite: str, data: Path, modes: list[str], limit: int | None = None,
 
     torch.manual_seed(seed)
 
+    if not isinstance(impl, Suite) and executor is not None:
+        from ..errors import UserError
+
+        executor.close()
+        raise UserError(f"suite {suite!r} runs itself in one process; --ray runs item-based suites only")
     if not isinstance(impl, Suite):
         res = impl(data=data, modes=modes, limit=limit, engine=engine, seed=seed, out=out)
         if isinstance(res, Suite):

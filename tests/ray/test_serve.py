@@ -168,3 +168,19 @@ def test_scale_down_drains_in_flight_requests(url):
     assert len(left) == 1 and removed, (served_by, left)
     # ... and at least one of its requests was still running when the scale-down was issued (at 0.3 s)
     assert max(r.elapsed.total_seconds() for r in res if r.headers["x-agentkit-replica"] in removed) > 0.3
+
+
+def test_app_builder_for_serve_config_files():
+    from serving.ray_serve import app_builder, deployment_options
+
+    app = app_builder({"replicas": 3, "max_batch": 4, "max_queue": 8, "engine_factory": "agentkit.models.tiny:tiny_engine"})
+    assert app is not None
+    from agentkit.errors import UserError
+
+    with pytest.raises(UserError, match="unknown application args"):
+        app_builder({"replica": 3})
+    from serving.ray_serve import RayServeConfig
+
+    opts = deployment_options(ServerConfig(max_batch=4, max_queue=8), RayServeConfig(autoscale=(1, 4)))
+    assert opts["autoscaling_config"]["target_ongoing_requests"] == 4 and "num_replicas" not in opts
+    assert opts["max_ongoing_requests"] == 4 + 8 + 8
