@@ -217,9 +217,11 @@ class Batcher:
     def _run_batched(group: list[_Call]) -> None:
         try:
             outs = group[0].bb.forward_many([c.item for c in group])
-        except BaseException as e:  # noqa: BLE001 -- delivered to every calling thread
-            for c in group:
-                c.error = e
+        except Exception:  # noqa: BLE001 -- one request's failure must not fail the others: run each alone
+            log.warning("a batched forward of %d requests failed; running them one by one", len(group),
+                        exc_info=True)
+            for c in group:  # caches are only written after a successful forward, so each pass can rerun
+                c.run_alone()
             return
         for c, o in zip(group, outs):
             c.result = o

@@ -270,3 +270,47 @@ async def test_metrics_escape_label_values(app):
     text = m.render(0, 0).decode()
     assert 'agentkit_requests_total{mode="a\\"b\\\\c\\nd",status="200"} 1.0' in text
     json.dumps(text)  # one line per sample
+
+
+async def test_one_requests_failure_does_not_fail_its_batch(engine, monkeypatch):
+    """A batched forward that fails (here: a pass that raises for one request's prefill, as an allocation failure
+    would) is rerun request by request, so only the request that causes it fails."""
+    bb = engine.backbone
+    poison = [{"role": "user", "content": "poison " * 9}]
+    n = len(engine.encode_prompt(poison))
+    real_many, real_encode, batched = bb.forward_many, bb.encode, []
+
+    def forward_many(items):
+        batched.append(len(items))
+        if any(len(it.ids) == n for it in items):
+            raise RuntimeError("cannot allocate")
+        return real_many(items)
+
+    def encode(ids, *a, **kw):
+        if len(ids) == n:
+            raise RuntimeError("cannot allocate")
+        return real_encode(ids, *a, **kw)
+
+    monkeypatch.setattr(bb, "forward_many", forward_many)
+    monkeypatch.setattr(bb, "encode", encode)
+    gate = threading.Event()
+
+    class Held:
+        name, tokenizer, lock = engine.name, engine.tokenizer, engine.lock
+
+        def generate(self, messages, config, *, batch=None, **kw):
+            assert gate.wait(10)
+            return engine.generate(messages, config, batch=batch, **kw)
+
+    app = create_app(Held(), max_batch=2)
+    app.state.scheduler.batcher.max_wait_s = 0.2  # both prefills meet in one forward
+    async with _client(app) as c:
+        bad = asyncio.ensure_future(c.post("/v1/chat/completions", json={"messages": poison, "max_tokens": 3}))
+        good = asyncio.ensure_future(c.post("/v1/chat/completions", json={"messages": MSG, "max_tokens": 3}))
+        while app.state.scheduler.running < 2:
+            await asyncio.sleep(0.01)
+        gate.set()
+        bad, good = await bad, await good
+    assert 2 in batched  # they did share a forward, which failed
+    assert bad.status_code == 500 and good.status_code == 200, (bad.text, good.text)
+    app.state.scheduler.close()
