@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
-from typing import Optional
+from typing import NoReturn, Optional
 
 import typer
 from rich.console import Console
@@ -14,6 +15,13 @@ from .errors import AgentkitError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="agentkit: structured block-diffusion decoding")
 console = Console(stderr=True)
+_DEBUG = False  # --debug: a traceback with every error
+
+
+@app.callback()
+def _options(debug: bool = typer.Option(False, "--debug", help="print the full traceback with an error")) -> None:
+    global _DEBUG
+    _DEBUG = debug
 
 
 def _engine(model: Optional[str], adapter: bool = True):
@@ -37,11 +45,17 @@ def _stats_table(title: str, stats) -> Table:
     return t
 
 
-def _fail(e: Exception) -> None:
+def _fail(e: BaseException) -> NoReturn:
+    """One ``error:`` line (a multi-line message joined with "; "), the traceback too with ``--debug``; exit 2
+    for agentkit's own errors (bad input), 1 for anything else."""
     from rich.markup import escape
 
-    console.print(f"[red]error:[/red] {type(e).__name__}: {escape(str(e))}")  # a message's [..] is not markup
-    raise typer.Exit(2)
+    if _DEBUG:
+        console.print_exception()
+    message = "; ".join(line.strip() for line in str(e).splitlines() if line.strip())
+    hint = "" if _DEBUG or isinstance(e, AgentkitError) else " (agentkit --debug ... for the traceback)"
+    console.print(f"[red]error:[/red] {type(e).__name__}: {escape(message)}{hint}", soft_wrap=True)
+    raise typer.Exit(2 if isinstance(e, AgentkitError) else 1)
 
 
 @app.command()
@@ -123,7 +137,7 @@ def demo(
 @app.command("eval")
 def eval_(
     suite: str = typer.Argument(..., help="bfcl | coverage | validity | agent"),
-    data: Path = typer.Option(..., help="data folder"),
+    data: Optional[Path] = typer.Option(None, help="data folder (agent: default evals/coding_tasks)"),
     modes: str = typer.Option("", help="comma-separated modes (default: the suite's own set)"),
     limit: Optional[int] = typer.Option(None, help="at most N items per file"),
     model: Optional[str] = typer.Option(None, help="local model directory (default: embedded SmolLM2)"),
@@ -139,6 +153,7 @@ def eval_(
 ) -> None:
     """Run an evaluation suite; prints a markdown table and writes JSON (and plots)."""
     try:
+        data = _check_suite(suite, data)
         if suite == "coverage":
             from .constrain.coverage import run_coverage
 
@@ -158,8 +173,30 @@ def eval_(
                                                  threads=threads or 1, adapter=str(adapter) if adapter else None))
         run_eval(suite, data, [m.strip() for m in modes.split(",") if m.strip()], limit, model, out, plot, seed,
                  threads=threads, adapter=adapter, executor=executor)
-    except AgentkitError as e:
+    except Exception as e:  # noqa: BLE001 (one error line; --debug for the traceback)
         _fail(e)
+
+
+SUITES = {"bfcl": "runner", "coverage": "runner", "validity": "validity", "agent": "coding"}  # suite -> module
+
+
+def _check_suite(suite: str, data: Path | None) -> Path:
+    """A listed suite (its module imported, so it is registered) and an existing ``--data`` path (the agent
+    suite's tasks by default)."""
+    import importlib
+
+    from .errors import UserError
+
+    if suite not in SUITES:
+        raise UserError(f"unknown eval suite {suite!r}; the suites are {', '.join(SUITES)}")
+    module = importlib.import_module(f"agentkit.evals.{SUITES[suite]}")
+    if data is None:
+        if suite != "agent":
+            raise UserError(f"--data is required for the {suite} suite: the folder with its data")
+        data = module.TASKS_DIR
+    if not data.exists():
+        raise UserError(f"--data {str(data)!r}: no such file or folder")
+    return data
 
 
 def _load_target(target: str):
@@ -176,6 +213,9 @@ def _load_target(target: str):
         path = Path(where)
         if not path.is_file():
             raise UserError(f"script {where!r} not found")
+        folder = str(path.resolve().parent)
+        if folder not in sys.path:  # as `python script.py` does: the script's sibling modules import
+            sys.path.insert(0, folder)
         spec = importlib.util.spec_from_file_location(path.stem, path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
@@ -203,12 +243,12 @@ def run(
     try:
         agent = _load_target(target)
         result = agent.run_sync(task, mode=mode, trace_path=str(trace) if trace else None)
-    except AgentkitError as e:
+    except Exception as e:  # noqa: BLE001 (one error line; --debug for the traceback)
         if getattr(e, "trace", None) is not None:
-            console.print(e.trace.to_table())
+            console.print(e.trace.to_table(width=console.width))
         _fail(e)
     print(result.output if isinstance(result.output, str) else json.dumps(result.output, default=str))
-    console.print(result.trace.to_table())
+    console.print(result.trace.to_table(width=console.width))
 
 
 @app.command()
