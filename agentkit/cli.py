@@ -309,3 +309,7 @@ def _serve_ray(server, *, model, threads, host, port, address, replicas, autosca
 
 def main() -> None:  # pragma: no cover
     app()
+
+
+if __name__ == "__main__":  # python -m agentkit.cli serve ... (evals/load_server.py --spawn)
+    main()

@@ -125,7 +125,7 @@ async def run_cell(client: httpx.AsyncClient, url: str, cell: Cell, n: int, dead
 
 def spawn(port: int, model: str | None, startup_s: float, max_batch: int | None = None) -> subprocess.Popen:
     root = Path(__file__).resolve().parents[1]
-    cmd = [sys.executable, "-m", "serving.cli", "--port", str(port), "--log-level", "warning",
+    cmd = [sys.executable, "-m", "agentkit.cli", "serve", "--port", str(port), "--log-level", "warning",
            "--max-queue", "64", "--request-timeout-s", "600"]
     if model:
         cmd += ["--model", model]
@@ -206,7 +206,7 @@ async def main_async(a: argparse.Namespace) -> list[Cell]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--url", default=None, help="server base URL (default: the spawned one)")
-    ap.add_argument("--spawn", action="store_true", help="start `python -m serving.cli` on a loopback port")
+    ap.add_argument("--spawn", action="store_true", help="start `agentkit serve` on a loopback port")
     ap.add_argument("--port", type=int, default=8765, help="port for --spawn")
     ap.add_argument("--model", default=None, help="model for --spawn (default: embedded SmolLM2-135M)")
     ap.add_argument("--max-batch", type=int, default=None,

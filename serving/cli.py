@@ -1,12 +1,10 @@
 """Running the server: :func:`run` loads the engine and serves the app on uvicorn.
 
-The one ``serve`` command is ``agentkit serve`` (typer, ``agentkit/cli.py``), which calls :func:`run`.
-``python -m serving.cli ARGS`` is a thin alias for ``agentkit serve ARGS`` (``evals/load_server.py --spawn`` uses it).
+The one ``serve`` command is ``agentkit serve`` (typer, ``agentkit/cli.py``; ``python -m agentkit.cli serve`` from a
+checkout), which calls :func:`run`.
 """
 
 from __future__ import annotations
-
-import sys
 
 from agentkit.config import EngineConfig
 
@@ -24,13 +22,3 @@ def run(engine_config: EngineConfig, server_config: ServerConfig, *, host: str =
 
     engine = Engine(engine_config)
     uvicorn.run(create_app(engine, server_config), host=host, port=port, log_level=log_level)
-
-
-def main(argv: list[str] | None = None) -> None:
-    from agentkit.cli import app
-
-    app(["serve", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":
-    main()
