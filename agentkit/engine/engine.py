@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -25,6 +26,7 @@ from .gemma import GemmaBackbone, gemma_sampler
 from .stats import GenerationResult
 
 Prompt = str | list[dict[str, str]]
+log = logging.getLogger("agentkit.engine")
 
 
 class Engine:
@@ -52,6 +54,9 @@ class Engine:
         self._adapted: tuple[LoadedModel, Backbone] | None = None
         # guards what concurrent generate() calls share: the tokenizer, the constraint LRU and the automata in it
         self.lock = threading.RLock()
+        log.info("model %s ready (%s, %s, %s parameters)", lm.name, lm.kind, getattr(self.config, "dtype", "?"),
+                 f"{sum(p.numel() for p in lm.model.parameters()) / 1e6:.1f} M"
+                 if getattr(lm, "model", None) is not None else "?")
 
     # -- block-diffusion adapter ------------------------------------------------------------------------------
     @property

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import json
+import logging
 import re
 import time
 from collections.abc import Awaitable, Callable
@@ -29,6 +30,7 @@ from ..errors import ModelHTTPError, UserError
 from ._generator import OnDraft
 
 _STATS_FIELDS = {f.name for f in fields(DecodeStats)}
+log = logging.getLogger("agentkit.sdk.http")
 _RETRY_CONNECT = (httpx.ConnectError, httpx.ConnectTimeout)
 
 
@@ -108,6 +110,8 @@ class HTTPGenerator:
             body["stop"] = config.stop
         if config.seed is not None:
             body["seed"] = config.seed
+        if config.top_p is not None:
+            body["top_p"] = config.top_p
         if template is not None:
             schema = template.schema
             if isinstance(schema, type) and issubclass(schema, BaseModel):
@@ -131,7 +135,7 @@ class HTTPGenerator:
         client = self._http()
         retryable = retry_if_exception(lambda e: isinstance(e, (_RetryableStatus, *_RETRY_CONNECT)))
         retrying = AsyncRetrying(stop=stop_after_attempt(self.max_attempts), wait=self._wait, retry=retryable,
-                                 sleep=self._sleep, reraise=True)
+                                 sleep=self._sleep, reraise=True, before_sleep=self._log_retry)
         try:
             async for attempt in retrying:
                 with attempt:
@@ -148,6 +152,11 @@ class HTTPGenerator:
             raise ModelHTTPError(f"{self.url} answered HTTP {response.status_code}: {response.text[:500]}",
                                  response.status_code, response.text)
         return response
+
+    def _log_retry(self, state: RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        what = f"HTTP {exc.response.status_code}" if isinstance(exc, _RetryableStatus) else type(exc).__name__
+        log.warning("%s: %s on attempt %d of %d; retrying", self.url, what, state.attempt_number, self.max_attempts)
 
     def _wait(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome is not None else None

@@ -42,8 +42,8 @@ def test_run_errors_are_one_line(script):
     broken.write_text("import not_a_module_anywhere\n")
     res = CliRunner().invoke(app, ["run", f"{broken}:agent", "x"])
     assert res.exit_code == 1
-    assert lines(res.output) == ["error: ModuleNotFoundError: No module named 'not_a_module_anywhere' "
-                                 "(agentkit --debug ... for the traceback)"]
+    assert lines(res.output) == [("error: ModuleNotFoundError: No module named 'not_a_module_anywhere' "
+                                  "(agentkit --debug ... for the traceback)")]
     res = CliRunner().invoke(app, ["--debug", "run", f"{broken}:agent", "x"])
     assert res.exit_code == 1 and "Traceback" in res.output and lines(res.output)[-1].startswith("error: ")
 
@@ -51,8 +51,8 @@ def test_run_errors_are_one_line(script):
 @pytest.mark.parametrize("args, message", [
     (["eval", "bfcl"], "error: UserError: --data is required for the bfcl suite: the folder with its data"),
     (["eval", "bfcl", "--data", "/no/such/dir"], "error: UserError: --data '/no/such/dir': no such file or folder"),
-    (["eval", "nosuch", "--data", "."], "error: UserError: unknown eval suite 'nosuch'; the suites are "
-                                        "bfcl, coverage, validity, agent"),
+    (["eval", "nosuch", "--data", "."], ("error: UserError: unknown eval suite 'nosuch'; the suites are "
+                                         "bfcl, coverage, validity, agent")),
 ])
 def test_eval_bad_arguments_give_one_error_line(args, message):
     res = CliRunner().invoke(app, args)

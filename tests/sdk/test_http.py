@@ -187,3 +187,12 @@ async def test_agent_over_a_real_loopback_server():
     assert rf["name"] == "tool_call" and [v["properties"]["tool"]["const"] for v in rf["schema"]["anyOf"]] == [
         "add", "final_answer"]
     assert "response_format" not in _Handler.bodies[3]
+
+
+async def test_retries_are_logged_and_top_p_is_sent(caplog):
+    transport, requests = scripted((503, {}, {"error": "down"}), (200, {}, completion("ok")))
+    with caplog.at_level("WARNING", logger="agentkit.sdk.http"):
+        await generator(transport, [], max_attempts=2).generate(MESSAGES, DecodeConfig(temperature=0.5, top_p=0.9))
+    assert [r.getMessage() for r in caplog.records] == [
+        "http://test/v1/chat/completions: HTTP 503 on attempt 1 of 2; retrying"]
+    assert json.loads(requests[-1].content)["top_p"] == 0.9

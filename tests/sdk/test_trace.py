@@ -134,3 +134,31 @@ def test_jsonl_survives_sigkill_mid_run(tmp_path):
     records = [json.loads(line) for line in lines]
     assert [r["iteration"] for r in records] == list(range(1, len(records) + 1))
     assert all(r["error"] == "ValueError: " + "e" * 400 for r in records)
+
+
+async def test_render_is_readable_at_80_columns():
+    result = await Agent(TestModel(), tools=[add]).run("1+1")
+    text = result.trace.render(width=80)
+    rows = text.splitlines()
+    assert max(len(r) for r in rows) <= 80
+    assert "…" not in text  # no column collapsed
+    header = next(r for r in rows if r.lstrip().startswith("#"))
+    assert header.split() == ["#", "step", "mode", "tool", "ms", "fwd", "out", "tok/fwd", "error"]
+    first = next(r for r in rows if r.lstrip().startswith("1 "))
+    rec = result.trace[0]
+    assert first.split()[:7] == ["1", "tool_call", "diff", "add", f"{rec.total_ms:.0f}",
+                                 str(rec.encoder_forwards + rec.decoder_forwards), str(rec.output_tokens)]
+    assert "prefill" in result.trace.render(width=200)  # wide terminals keep every column
+
+
+async def test_tool_arguments_and_results_are_clipped_in_the_jsonl(tmp_path):
+    @tool
+    def big(n: int) -> str:
+        """Return a long text."""
+        return "x" * 2000
+
+    path = tmp_path / "t.jsonl"
+    await Agent(TestModel(), tools=[big]).run("go", trace_path=str(path))
+    first = json.loads(path.read_text().splitlines()[0])
+    assert first["tool_args"] == '{"n":0}'
+    assert len(first["tool_result"]) == 500 and first["tool_result"].endswith("…")
