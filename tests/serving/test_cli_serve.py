@@ -1,0 +1,31 @@
+"""``agentkit serve``: the one serve command (typer) builds its ServerConfig from its options and refuses bad
+ones with one ``error:`` line, before any model is loaded."""
+
+from __future__ import annotations
+
+from typer.testing import CliRunner
+
+from agentkit.cli import app
+
+
+def test_serve_options_and_bad_values(monkeypatch):
+    runner = CliRunner()
+    help_text = runner.invoke(app, ["serve", "--help"], terminal_width=200).output
+    for opt in ("--max-batch", "--max-queue", "--request-timeout-s", "--prepare-workers", "--ready-stall-s",
+                "--default-mode", "--api-key"):
+        assert opt in help_text, opt
+    seen = {}
+
+    def fake_run(engine_config, server_config, **kw):
+        seen.update(engine=engine_config, server=server_config, **kw)
+
+    monkeypatch.setattr("serving.cli.run", fake_run)
+    r = runner.invoke(app, ["serve", "--port", "8123", "--max-queue", "3", "--default-mode", "ar",
+                            "--request-timeout-s", "9"])
+    assert r.exit_code == 0, r.output
+    s = seen["server"]
+    assert (s.max_queue, s.default_mode, s.request_timeout_s, seen["port"]) == (3, "ar", 9.0, 8123)
+    r = runner.invoke(app, ["serve", "--default-mode", "fast"])
+    assert r.exit_code == 2 and "error:" in r.output and "default_mode" in r.output
+    r = runner.invoke(app, ["serve", "--prepare-workers", "0"])
+    assert r.exit_code == 2 and "prepare_workers" in r.output
