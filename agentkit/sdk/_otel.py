@@ -75,3 +75,30 @@ def _clean(attrs: dict[str, Any]) -> dict[str, Any]:
             continue
         out[k] = list(v) if isinstance(v, tuple) else v
     return out
+
+
+# the span tree of a run (``RunState.spans``: "otel", "run", "iteration") -------------------------------------------
+
+
+def start_iteration(run: Any, iteration: int, step: str, mode: str) -> None:
+    otel = run.spans.get("otel")
+    if otel:
+        run.spans["iteration"] = otel.start(f"iteration {iteration} {step}", run.spans["run"], {
+            "agentkit.iteration": iteration, "agentkit.step": step, "agentkit.mode": mode})
+
+
+def end_iteration(run: Any, rec: Any) -> None:
+    """End the iteration's span with every field of its trace record as an ``agentkit.*`` attribute."""
+    otel, span = run.spans.get("otel"), run.spans.pop("iteration", None)
+    if otel and span is not None:
+        otel.end(span, {f"agentkit.{k}": v for k, v in rec.to_dict().items()})
+
+
+def end_run(run: Any, error: BaseException | None) -> None:
+    otel = run.spans.get("otel")
+    if not otel:
+        return
+    otel.end(run.spans.pop("iteration", None), error=error)
+    otel.end(run.spans.pop("run"), {
+        "gen_ai.usage.input_tokens": run.usage.input_tokens, "gen_ai.usage.output_tokens": run.usage.output_tokens,
+        "agentkit.iterations": len(run.trace), "agentkit.forwards": run.usage.forwards}, error=error)
