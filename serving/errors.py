@@ -26,7 +26,7 @@ from starlette.responses import Response
 from agentkit.errors import UnsupportedSchemaError, UserError
 
 from .protocol import FieldError
-from .scheduler import Aborted, ClientDisconnected, QueueFull, RequestTimeout
+from .scheduler import Aborted, ClientDisconnected, QueueFull, RequestTimeout, ShuttingDown
 
 log = logging.getLogger("agentkit.serving")
 
@@ -67,6 +67,8 @@ def from_exception(e: BaseException, timeout_s: float) -> APIError:
         return APIError(504, f"request timed out after {timeout_s:g} s", "timeout", "timeout")
     if isinstance(e, ClientDisconnected):
         return APIError(499, "client disconnected", "cancelled", "client_disconnected")
+    if isinstance(e, ShuttingDown):
+        return APIError(503, str(e), "server_error", "shutting_down", headers={"Retry-After": "1"})
     return internal(e)
 
 

@@ -54,8 +54,10 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
+import contextlib
 import logging
 import math
+import queue
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -81,6 +83,10 @@ class ClientDisconnected(Exception):
 
 class Aborted(Exception):
     pass
+
+
+class ShuttingDown(Exception):
+    """The scheduler is closed (the server is stopping): HTTP 503."""
 
 
 class Job:
@@ -133,8 +139,7 @@ class Scheduler:
         self._cond = threading.Condition()
         self._running: set[Job] = set()
         self._preparing: set[Job] = set()
-        self._prepare_pool = concurrent.futures.ThreadPoolExecutor(max(1, prepare_workers),
-                                                                   thread_name_prefix="agentkit-prepare")
+        self._prepare_pool = _DaemonPool(max(1, prepare_workers), "agentkit-prepare")
         self._last_progress = time.perf_counter()
         self._closed = False
         self._service_ewma_s = 1.0
@@ -178,7 +183,7 @@ class Scheduler:
         job = Job(fn, prepare, timeout_s)
         with self._cond:
             if self._closed:
-                raise RuntimeError("scheduler is closed")
+                raise ShuttingDown("the server is shutting down")
             free = max(0, self.max_batch - len(self._running))  # slots that will take waiting jobs at once
             queued = len(self._waiting) + len(self._preparing)
             if queued >= self.max_queue + free:
@@ -205,7 +210,7 @@ class Scheduler:
         except BaseException as e:  # noqa: BLE001 -- delivered to the waiting request
             with self._cond:
                 self._preparing.discard(job)
-            if not job.future.done():
+            with contextlib.suppress(concurrent.futures.InvalidStateError):  # cancelled meanwhile
                 job.future.set_exception(e)
             return
         with self._cond:
@@ -264,7 +269,7 @@ class Scheduler:
         deadline = time.monotonic() + 5
         for t in self._threads:
             t.join(timeout=max(0.0, deadline - time.monotonic()))
-        self._prepare_pool.shutdown(wait=False, cancel_futures=True)
+        self._prepare_pool.close()
         if self.batcher is not None:
             self.batcher.close()
 
@@ -305,6 +310,31 @@ class Scheduler:
                         self._on_done(job, service)
                     except Exception:
                         log.exception("metrics callback failed")
+
+
+class _DaemonPool:
+    """A fixed set of daemon threads running submitted calls in order. Unlike ``ThreadPoolExecutor`` (whose
+    threads the interpreter joins at exit), an abandoned build never delays the process's exit (SIGTERM)."""
+
+    def __init__(self, n: int, name: str) -> None:
+        self._q: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._threads = [threading.Thread(target=self._loop, name=f"{name}-{i}", daemon=True) for i in range(n)]
+        for t in self._threads:
+            t.start()
+
+    def submit(self, fn: Callable[..., None], *args: Any) -> None:
+        self._q.put(lambda: fn(*args))
+
+    def close(self) -> None:
+        for _ in self._threads:
+            self._q.put(None)
+
+    def _loop(self) -> None:
+        while (fn := self._q.get()) is not None:
+            try:
+                fn()
+            except Exception:  # _prepare delivers its own errors; this is a last resort
+                log.exception("preparation task failed")
 
 
 def _retrieve(f: asyncio.Future) -> None:

@@ -27,7 +27,7 @@ from .metrics import Metrics
 from .plan import Plan, plan_request, response_parts, usage
 from .prepare import Preparer, longest_token_chars
 from .protocol import ChatRequest
-from .scheduler import ClientDisconnected, Job, QueueFull, Scheduler
+from .scheduler import ClientDisconnected, Job, QueueFull, Scheduler, ShuttingDown
 from .streaming import open_stream
 
 
@@ -99,8 +99,9 @@ class ChatService:
         try:
             return self.scheduler.submit(lambda job: self._decode(job, plan, on_tokens, on_draft), prepare,
                                          timeout_s=self.cfg.request_timeout_s)
-        except QueueFull as e:
-            self.metrics.reject("queue_full")
+        except (QueueFull, ShuttingDown) as e:
+            if isinstance(e, QueueFull):
+                self.metrics.reject("queue_full")
             raise from_exception(e, self.cfg.request_timeout_s) from None
 
     def _decode(self, job: Job, plan: Plan, on_tokens: Callable | None, on_draft: Callable | None) -> Outcome:

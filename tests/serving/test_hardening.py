@@ -314,3 +314,23 @@ async def test_one_requests_failure_does_not_fail_its_batch(engine, monkeypatch)
     assert 2 in batched  # they did share a forward, which failed
     assert bad.status_code == 500 and good.status_code == 200, (bad.text, good.text)
     app.state.scheduler.close()
+
+
+def test_an_abandoned_build_does_not_delay_exit():
+    """A preparation still running when the server stops is abandoned: the process exits at once (it used to
+    ignore SIGTERM for the length of the build)."""
+    import subprocess
+    import sys
+
+    code = ("import time, threading\n"
+            "from serving.scheduler import Scheduler\n"
+            "s = Scheduler(1)\n"
+            "started = threading.Event()\n"
+            "def build(job):\n"
+            "    started.set(); time.sleep(60)\n"
+            "s.submit(lambda job: None, build, timeout_s=1)\n"
+            "started.wait(5); s.close(); print('closed', flush=True)\n")
+    t = time.monotonic()
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=50, check=False)
+    assert p.returncode == 0 and "closed" in p.stdout, p.stderr
+    assert time.monotonic() - t < 30
