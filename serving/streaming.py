@@ -6,15 +6,19 @@ cannot fit ``max_tokens``, a timeout while queued -- is an ordinary 4xx/5xx resp
 200 stream. After that, an error is reported in-stream (OpenAI's error object as a ``data:`` event).
 
 Content: with free text or a ``response_format`` schema, one delta per committed run of tokens (AR: a token and
-the pinned run after it; diffusion: a block; verify: the verified prefix). A forced tool call comes as one
-``tool_calls`` delta at the end; with ``tool_choice: "auto"`` a reply that starts like a call (``{``) is held until
-it can be told apart. Canvas drafts (diffusion, verify) are ``event: agentkit.canvas`` chunks with
+the pinned run after it; diffusion: a block; verify: the verified prefix). A forced tool call streams the same
+way as OpenAI's: a first ``tool_calls`` delta with the id and the name once the name is committed, then argument
+fragments (the raw JSON text of the arguments as it is committed; they concatenate to the call's ``arguments``).
+With ``tool_choice: "auto"`` a reply that starts like a call (``{``) is held until it can be told apart, and a call
+comes as one ``tool_calls`` delta at the end. Canvas drafts (diffusion, verify) are ``event: agentkit.canvas`` chunks with
 ``choices: []``, which OpenAI clients pass over.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -28,6 +32,7 @@ from .scheduler import ClientDisconnected, Job
 from .sse import DONE, Chunks, TextDeltas, event
 
 Item = tuple[str, Any]  # ("text", str) | ("canvas", dict)
+_CALL_HEAD = re.compile(r'\s*\{\s*"name"\s*:\s*("(?:[^"\\]|\\.)*")\s*,\s*"arguments"\s*:\s*')
 
 
 async def open_stream(svc: Any, plan: Plan, request: Request, t0: float) -> StreamingResponse:
@@ -90,11 +95,32 @@ class _Stream:
         self.chunks = Chunks("chatcmpl-" + uuid.uuid4().hex, int(time.time()), svc.model_name)
         self.held = ""  # tool_choice auto: text that may be a call
         self.first_content: float | None = None
+        self.call_text = ""  # a forced call's text so far
+        self.call_id: str | None = None  # set once its first delta (id, name) is sent
+        self.args_sent = 0  # characters of the arguments' text sent
+
+    def _call(self, text: str, final: bool = False) -> str | None:
+        """The ``tool_calls`` delta for more of a forced call's text (None while nothing new is certain)."""
+        self.call_text += text
+        m = _CALL_HEAD.match(self.call_text)
+        if m is None:
+            return None
+        args = self.call_text[m.end():]
+        args = args.rstrip()[:-1] if final else args.rstrip().rstrip("}")  # the call's own closing brace
+        delta: dict[str, Any] = {"index": 0, "function": {"arguments": args[self.args_sent:]}}
+        self.args_sent = max(self.args_sent, len(args))
+        if self.call_id is None:
+            self.call_id = "call_" + uuid.uuid4().hex[:24]
+            delta.update(id=self.call_id, type="function")
+            delta["function"]["name"] = json.loads(m.group(1))
+        elif not delta["function"]["arguments"]:
+            return None
+        return event(self.chunks.chunk({"tool_calls": [delta]}))
 
     def _text(self, text: str, final: bool = False) -> str | None:
         """The SSE event for content ``text`` (None when it is held back or suppressed)."""
         if self.plan.tool_mode == "forced":
-            return None
+            return self._call(text, final)
         if self.plan.tool_mode == "auto" and not final:
             self.held += text
             if self.held.lstrip().startswith("{") or not self.held.strip():
@@ -126,7 +152,10 @@ class _Stream:
         res = out.result
         message, finish = response_parts(self.plan, res.text, res.value, res.stats.finish_reason)
         events = []
-        if message.get("tool_calls"):
+        if self.call_id is not None:  # a forced call already streamed: its last fragment
+            if ev := self._call(self.deltas.finish(res.text), final=True):
+                events.append(ev)
+        elif message.get("tool_calls"):
             events.append(event(self.chunks.chunk({"tool_calls": [{"index": 0, **message["tool_calls"][0]}]})))
         else:
             rest = self.held + self.deltas.finish(res.text)

@@ -198,8 +198,14 @@ async def test_stream_tool_call(app):
         r = await c.post("/v1/chat/completions", json=body)
     chunks = [json.loads(d) for e, d in _sse(r.text)[:-1] if e is None]
     tcs = [tc for c in chunks if c["choices"] for tc in c["choices"][0]["delta"].get("tool_calls") or []]
-    assert len(tcs) == 1 and tcs[0]["index"] == 0 and json.loads(tcs[0]["function"]["arguments"]) is not None
+    # streamed as OpenAI does: the id and name first, then argument fragments as they are committed
+    assert len(tcs) >= 3 and all(tc["index"] == 0 for tc in tcs) and tcs[0]["id"].startswith("call_")
+    assert all("id" not in tc and "name" not in tc["function"] for tc in tcs[1:])
+    schemas = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
+    args = json.loads("".join(tc["function"]["arguments"] for tc in tcs))
+    jsonschema.validate(args, schemas[tcs[0]["function"]["name"]])
     assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
+    assert not any(c["choices"][0]["delta"].get("content") for c in chunks if c["choices"])
 
 
 # -- overload, timeout, disconnect ------------------------------------------------------------------------------------
