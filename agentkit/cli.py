@@ -233,6 +233,38 @@ def _load_target(target: str):
 
 
 @app.command()
+def calibrate(
+    data: Path = typer.Option(..., help="BFCL data folder (e.g. ../shared/data/bfcl)"),
+    limit: int = typer.Option(10, help="questions per BFCL file"),
+    modes: str = typer.Option("ar,diffusion,verify", help="comma-separated modes to measure"),
+    tolerance: float = typer.Option(0.0, help="success within this of the best counts as equal"),
+    model: Optional[str] = typer.Option(None, help="local model directory (default: embedded SmolLM2)"),
+    device: str = typer.Option("cpu", help="device the engine runs on (the calibration's key)"),
+    threads: Optional[int] = typer.Option(None, help="torch threads"),
+    out: Optional[Path] = typer.Option(None, help="calibration JSON (default: agentkit/calibrations/<model>.<device>.json)"),
+) -> None:
+    """Measure every mode on the same BFCL questions and write the calibration RoutingPolicy reads: structured
+    steps use the fastest mode (p50) whose success is within --tolerance of the best."""
+    try:
+        from .calibration import calibrate as run_calibration
+        from .calibration import path_for
+        from .config import EngineConfig
+        from .engine.engine import Engine
+
+        engine = Engine(EngineConfig(model=model, device=device, threads=threads))
+        cal = run_calibration(engine, data, limit=limit, modes=tuple(m for m in modes.split(",") if m),
+                              tolerance=tolerance, device=device, command="agentkit " + " ".join(sys.argv[1:]))
+        dest = out or path_for(cal.model, device)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_text(cal.to_json())
+        for r in cal.results:
+            console.print(f"{r.mode:<10} success {r.success:.3f}  forwards {r.forwards:.2f}  p50 {r.p50_ms:.0f} ms")
+        console.print(f"structured steps: {cal.structured!r} -> {dest}")
+    except Exception as e:  # noqa: BLE001
+        _fail(e)
+
+
+@app.command()
 def run(
     target: str = typer.Argument(..., help="SCRIPT_OR_MODULE:AGENT (an Agent, or a callable returning one)"),
     task: str = typer.Argument(..., help="the task for the agent"),
@@ -266,6 +298,8 @@ def serve(
     prepare_workers: int = typer.Option(2, help="threads compiling schemas, apart from decoding"),
     ready_stall_s: float = typer.Option(30.0, help="/health/ready fails when requests wait this long with no "
                                         "forward completing"),
+    max_context: Optional[int] = typer.Option(None, help="cap on prompt + max_tokens in tokens (default: the "
+                                              "model's context); over it is HTTP 400"),
     threads: Optional[int] = typer.Option(None, help="torch threads (default: torch's own)"),
     log_level: str = typer.Option("info", help="uvicorn log level"),
     ray: bool = typer.Option(False, "--ray", help="serve as Ray Serve replicas (each one engine)"),
@@ -282,7 +316,7 @@ def serve(
     try:
         server = ServerConfig(api_key=api_key, max_batch=max_batch, max_queue=max_queue,
                               request_timeout_s=request_timeout_s, default_mode=default_mode,
-                              prepare_workers=prepare_workers, ready_stall_s=ready_stall_s)
+                              prepare_workers=prepare_workers, ready_stall_s=ready_stall_s, max_context=max_context)
     except AgentkitError as e:
         _fail(e)
     if ray:

@@ -18,6 +18,7 @@ class ServerConfig:
     default_mode: str | None = None  # None: diffusion for structured output, ar for free text
     prepare_workers: int = 2  # threads compiling schemas / building automata (separate from decoding)
     ready_stall_s: float = 30.0  # /health/ready fails when requests wait and no forward completed for this long
+    max_context: int | None = None  # prompt + max_tokens cap in tokens (None: the model's max_position_embeddings)
 
     def __post_init__(self) -> None:
         if self.default_mode not in (None, "ar", "diffusion", "verify"):
@@ -27,6 +28,8 @@ class ServerConfig:
                 raise InvalidRequestError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.max_queue < 0:
             raise InvalidRequestError(f"max_queue must be >= 0, got {self.max_queue}")
+        if self.max_context is not None and self.max_context < 2:
+            raise InvalidRequestError(f"max_context must be >= 2, got {self.max_context}")
         for name in ("request_timeout_s", "ready_stall_s"):
             if not getattr(self, name) > 0:
                 raise InvalidRequestError(f"{name} must be > 0, got {getattr(self, name)}")

@@ -54,10 +54,12 @@ class Preparer:
     """Compiles, builds and checks (see the module docstring). ``compile_schema(schema, strict=...)`` defaults
     to ``agentkit.constrain.compiler.compile_schema_cached``."""
 
-    def __init__(self, engine: Any, compile_schema: Compile | None = None, cache_size: int = 64) -> None:
+    def __init__(self, engine: Any, compile_schema: Compile | None = None, cache_size: int = 64,
+                 max_context: int | None = None) -> None:
         self.engine = engine
         self._compile = compile_schema
-        self.context = model_context(engine)
+        ctx = model_context(engine)
+        self.context = min(c for c in (ctx, max_context) if c is not None) if (ctx or max_context) else None
         self._lock = threading.Lock()
         self._templates: OrderedDict[str, Template] = OrderedDict()
         self._cache_size = cache_size

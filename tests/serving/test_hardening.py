@@ -120,6 +120,17 @@ async def test_prompt_over_the_context_is_400_before_any_forward(app, counting, 
     assert small.status_code == 200 and counting.calls == before + 1
 
 
+async def test_max_context_caps_the_models(engine):
+    app = create_app(engine, max_context=64)
+    async with _client(app) as c:
+        r = await c.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "word " * 8}],
+                                                       "max_tokens": 30})
+        assert r.status_code == 400 and "context of 64 tokens" in r.json()["error"]["message"]
+        r = await c.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "word " * 8}]})
+        assert r.status_code == 200 and r.json()["usage"]["total_tokens"] <= 64  # the default max_tokens shrank
+    app.state.scheduler.close()
+
+
 async def test_prompt_that_fits_only_without_max_tokens(app):
     prompt = [{"role": "user", "content": "What is the weather in Paris? " * 150}]  # ~1,300 tokens here
     async with _client(app) as c:
