@@ -330,6 +330,45 @@ class LocalExecutor:
         pass
 
 
+def _collect(executor, suite: str, items: list, modes: list[str], settings: RunSettings, result: dict,
+             out: Path, progress: bool) -> None:
+    """Run ``items`` through ``executor``; after every finished item, summarize and write ``result`` to ``out``
+    (``partial``: true until the last one). The executor is closed however the run ends."""
+    done: dict[int, list[dict]] = {}  # item index -> its rows; the JSON lists them in item order
+    best_canvas: tuple | None = None
+    t_run = time.perf_counter()
+
+    def publish(partial: bool) -> None:
+        result["items"] = rows = [r for i in sorted(done) for r in done[i]]
+        by_mode = {m: summarize([r for r in rows if r["mode"] == m]) for m in modes}
+        result["modes"] = {m: s for m, s in by_mode.items() if s["n"]}
+        result["ratios_vs_ar_constrained"] = ratios(result["modes"])
+        result["partial"] = partial
+        result["items_done"] = len(done)
+        result["wall_s"] = round(time.perf_counter() - t_run, 2)
+        write_json_atomic(out, result)
+
+    prog = _progress() if progress else None
+    task = None
+    if prog is not None:
+        prog.start()
+        task = prog.add_task(suite, total=len(items) * len(modes), status="")
+    on_mode = (lambda iid, mode: prog.update(task, status=f"{iid} {mode}")) if prog is not None else None
+    try:
+        for res in executor.run(suite, list(enumerate(items)), modes, settings, on_mode):
+            done[res.index] = res.rows
+            if res.canvas is not None and (best_canvas is None or res.canvas[0] > best_canvas):
+                best_canvas, result["canvas_example"] = res.canvas
+            if prog is not None:
+                prog.update(task, advance=len(res.rows), status=f"{res.rows[0]['id'] if res.rows else ''} done")
+            publish(partial=True)
+    finally:
+        if prog is not None:
+            prog.stop()
+        executor.close()
+    publish(partial=False)
+
+
 def run_eval(suite: str, data: Path, modes: list[str], limit: int | None = None, model: str | None = None,
              out: Path = Path("eval.json"), plot: Path | None = None, seed: int = 0, engine=None, *,
              max_new_tokens: int = 512, free_max_new_tokens: int = 128, canvas_length: int = 32,
@@ -392,39 +431,7 @@ def run_eval(suite: str, data: Path, modes: list[str], limit: int | None = None,
         "env": environment(command),
         "partial": True, "items_done": 0, "items_total": len(items), "items": [], "canvas_example": None,
     }
-    done: dict[int, list[dict]] = {}  # item index -> its rows; the JSON lists them in item order
-    best_canvas: tuple | None = None
-    t_run = time.perf_counter()
-
-    def publish(partial: bool) -> None:
-        result["items"] = rows = [r for i in sorted(done) for r in done[i]]
-        by_mode = {m: summarize([r for r in rows if r["mode"] == m]) for m in modes}
-        result["modes"] = {m: s for m, s in by_mode.items() if s["n"]}
-        result["ratios_vs_ar_constrained"] = ratios(result["modes"])
-        result["partial"] = partial
-        result["items_done"] = len(done)
-        result["wall_s"] = round(time.perf_counter() - t_run, 2)
-        write_json_atomic(out, result)
-
-    prog = _progress() if progress else None
-    task = None
-    if prog is not None:
-        prog.start()
-        task = prog.add_task(suite, total=len(items) * len(modes), status="")
-    on_mode = (lambda iid, mode: prog.update(task, status=f"{iid} {mode}")) if prog is not None else None
-    try:
-        for res in executor.run(suite, list(enumerate(items)), modes, settings, on_mode):
-            done[res.index] = res.rows
-            if res.canvas is not None and (best_canvas is None or res.canvas[0] > best_canvas):
-                best_canvas, result["canvas_example"] = res.canvas
-            if prog is not None:
-                prog.update(task, advance=len(res.rows), status=f"{res.rows[0]['id'] if res.rows else ''} done")
-            publish(partial=True)
-    finally:
-        if prog is not None:
-            prog.stop()
-        executor.close()
-    publish(partial=False)
+    _collect(executor, suite, items, modes, settings, result, out, progress)
     if not quiet:
         print(f"\n{suite} · {result['model']} · {len(items)} items · {result['wall_s']:.0f} s\n")
         print(markdown_table(result))
