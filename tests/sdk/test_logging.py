@@ -17,7 +17,7 @@ def test_requests_and_retries_are_logged(caplog):
     outputs = iter(["bad", '{"a": 1}'])
     agent = Agent(FunctionModel(lambda m, i: next(outputs)), output_type={"type": "object"})
     with caplog.at_level(logging.DEBUG, logger="agentkit.sdk"):
-        result = agent.run_sync("x")
+        result = agent.run_sync("x", mode="diffusion")
     messages = [r.getMessage() for r in caplog.records]
     rid = result.run_id
     assert messages[0] == f"run {rid}: extract step (iteration 1, diffusion) starts"

@@ -29,7 +29,7 @@ def spans():
 
 async def test_span_tree_and_attributes(spans):
     otel, exporter = spans
-    result = await Agent(TestModel(), tools=[add], name="calc", instrument=otel).run("1+1")
+    result = await Agent(TestModel(), tools=[add], name="calc", instrument=otel).run("1+1", mode="diffusion")
     by_name = {s.name: s for s in exporter.get_finished_spans()}
     assert sorted(by_name) == ["chat TestModel", "execute_tool add", "invoke_agent calc", "iteration 1 tool_call",
                                "iteration 2 tool_call", "iteration 3 reply"]

@@ -43,7 +43,7 @@ async def test_stream_text_holds_back_incomplete_characters():
 
 async def test_stream_output_yields_partial_then_validated():
     agent = Agent(TestModel(output_value={"name": "Lisbon", "population": 545000}), output_type=City)
-    async with agent.run_stream("x") as s:
+    async with agent.run_stream("x", mode="diffusion") as s:
         outputs = [o async for o in s.stream_output()]
     assert isinstance(outputs[-1], City) and outputs[-1] == City(name="Lisbon", population=545000)
     partials = outputs[:-1]

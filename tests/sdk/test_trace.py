@@ -137,7 +137,7 @@ def test_jsonl_survives_sigkill_mid_run(tmp_path):
 
 
 async def test_render_is_readable_at_80_columns():
-    result = await Agent(TestModel(), tools=[add]).run("1+1")
+    result = await Agent(TestModel(), tools=[add]).run("1+1", mode="diffusion")
     text = result.trace.render(width=80)
     rows = text.splitlines()
     assert max(len(r) for r in rows) <= 80
