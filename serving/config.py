@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from agentkit.constrain.limits import CompileLimits
 from agentkit.errors import InvalidRequestError
 
 
@@ -19,6 +20,8 @@ class ServerConfig:
     prepare_workers: int = 2  # threads compiling schemas / building automata (separate from decoding)
     ready_stall_s: float = 30.0  # /health/ready fails when requests wait and no forward completed for this long
     max_context: int | None = None  # prompt + max_tokens cap in tokens (None: the model's max_position_embeddings)
+    # every schema build (schema -> template -> token automata); its time limit is also cut to the request's time left
+    compile_limits: CompileLimits = field(default_factory=CompileLimits)
 
     def __post_init__(self) -> None:
         if self.default_mode not in (None, "ar", "diffusion", "verify"):

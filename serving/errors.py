@@ -23,7 +23,7 @@ from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
-from agentkit.errors import UnsupportedSchemaError, UserError
+from agentkit.errors import CompileCancelled, SchemaLimitError, UnsupportedSchemaError, UserError
 
 from .protocol import FieldError
 from .scheduler import Aborted, ClientDisconnected, QueueFull, RequestTimeout, ShuttingDown
@@ -49,6 +49,9 @@ class APIError(Exception):
 
 def user_error(e: UserError, where: str = "") -> APIError:
     prefix = f"{where}: " if where else ""
+    if isinstance(e, SchemaLimitError):
+        return APIError(400, f"{prefix}{e}", code="schema_limit", param=where or "response_format",
+                        keyword=e.keyword, pointer=e.pointer, limit=e.limit, limit_value=e.value)
     if isinstance(e, UnsupportedSchemaError):
         return APIError(400, f"{prefix}{e}", code="unsupported_schema", param=where or "response_format",
                         keyword=e.keyword, pointer=e.pointer)
@@ -63,7 +66,7 @@ def from_exception(e: BaseException, timeout_s: float) -> APIError:
         return user_error(e)
     if isinstance(e, QueueFull):
         return APIError(429, str(e), "rate_limit_error", "queue_full", headers={"Retry-After": str(e.retry_after_s)})
-    if isinstance(e, (RequestTimeout, Aborted)):
+    if isinstance(e, (RequestTimeout, Aborted, CompileCancelled)):
         return APIError(504, f"request timed out after {timeout_s:g} s", "timeout", "timeout")
     if isinstance(e, ClientDisconnected):
         return APIError(499, "client disconnected", "cancelled", "client_disconnected")

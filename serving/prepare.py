@@ -2,7 +2,12 @@
 
 1. compile the plan's schema (``response_format`` or the forced tools) to a template, cached by schema;
 2. build the template's token automata (the slot DFAs over the vocabulary: the expensive part), outside the
-   engine's lock, checking between slots whether the request was cancelled (timeout, client gone);
+   engine's lock.
+
+Steps 1-2 run under a :class:`~agentkit.constrain.limits.CompileLimits` budget (the server's ``--compile-*``
+options) whose time limit is also cut to the request's remaining time, and whose cancel flag is the request's:
+a build over a limit is a typed 400 (``SchemaLimitError`` naming the limit and the pointer), and a build whose
+request timed out or whose client left stops at its next check.
 3. tokenize the prompt and check it against the model's context minus ``max_tokens`` (a 400 naming both numbers).
 
 Steps 1-2 run on the scheduler's preparation pool when the schema is new (never on the event loop, never in a
@@ -21,8 +26,9 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+from agentkit.constrain.limits import CompileLimits, budget
 from agentkit.constrain.nodes import Template
-from agentkit.errors import UserError
+from agentkit.errors import CompileCancelled, UserError
 from agentkit.toolcall import call_template
 
 from .errors import APIError, user_error
@@ -55,9 +61,10 @@ class Preparer:
     to ``agentkit.constrain.compiler.compile_schema_cached``."""
 
     def __init__(self, engine: Any, compile_schema: Compile | None = None, cache_size: int = 64,
-                 max_context: int | None = None) -> None:
+                 max_context: int | None = None, limits: CompileLimits | None = None) -> None:
         self.engine = engine
         self._compile = compile_schema
+        self.limits = limits or CompileLimits()
         ctx = model_context(engine)
         self.context = min(c for c in (ctx, max_context) if c is not None) if (ctx or max_context) else None
         self._lock = threading.Lock()
@@ -114,7 +121,8 @@ class Preparer:
 
         for slot in _slots(template.root):
             job.check()
-            slot_index(slot.regex, vocab)
+            name = slot.name or ""
+            slot_index(slot.regex, vocab, "#" + name if name.startswith("/") else (name or "#"))
 
     def prompt_ids(self, plan: Plan) -> list[int] | None:
         encode = getattr(self.engine, "encode_prompt", None)
@@ -135,8 +143,17 @@ class Preparer:
         if plan.schema is None:
             return None
         job.check()
-        template = self.template(plan.schema)
-        self.build_automata(template, job)
+        limits = self.limits
+        left = job.time_left_s  # the build also ends with the request's own deadline
+        if left != float("inf") and (limits.max_seconds is None or left < limits.max_seconds):
+            limits = dataclasses.replace(limits, max_seconds=max(0.001, left))
+        try:
+            with budget(limits, cancel=job.cancelled):
+                template = self.template(plan.schema)
+                self.build_automata(template, job)
+        except CompileCancelled:
+            job.check()  # the request went away: Aborted (its answer, 504 or 499, is already decided)
+            raise
         return template
 
     def check_prompt(self, plan: Plan) -> list[int] | None:

@@ -62,7 +62,7 @@ class ChatService:
         self.max_batch = cfg.max_batch if batcher is not None else 1
         self.scheduler = Scheduler(cfg.max_queue, max_batch=self.max_batch, batcher=batcher, on_done=self._on_done,
                                    prepare_workers=cfg.prepare_workers)
-        self.preparer = Preparer(engine, compile_schema, max_context=cfg.max_context)
+        self.preparer = Preparer(engine, compile_schema, max_context=cfg.max_context, limits=cfg.compile_limits)
         self.max_token_chars = longest_token_chars(engine)
         self.lock = getattr(engine, "lock", None) or contextlib.nullcontext()
         self.model_name = str(getattr(engine, "name", "agentkit"))

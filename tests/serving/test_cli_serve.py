@@ -21,10 +21,13 @@ def test_serve_options_and_bad_values(monkeypatch):
 
     monkeypatch.setattr("serving.cli.run", fake_run)
     r = runner.invoke(app, ["serve", "--port", "8123", "--max-queue", "3", "--default-mode", "ar",
-                            "--request-timeout-s", "9"])
+                            "--request-timeout-s", "9", "--compile-timeout-s", "2.5", "--compile-max-states", "99"])
     assert r.exit_code == 0, r.output
     s = seen["server"]
     assert (s.max_queue, s.default_mode, s.request_timeout_s, seen["port"]) == (3, "ar", 9.0, 8123)
+    assert (s.compile_limits.max_seconds, s.compile_limits.max_states) == (2.5, 99)
+    r = runner.invoke(app, ["serve", "--compile-timeout-s", "-1"])
+    assert r.exit_code != 0 and "max_seconds" in r.output
     r = runner.invoke(app, ["serve", "--default-mode", "fast"])
     assert r.exit_code == 2 and "error:" in r.output and "default_mode" in r.output
     r = runner.invoke(app, ["serve", "--prepare-workers", "0"])

@@ -345,3 +345,37 @@ def test_an_abandoned_build_does_not_delay_exit():
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=50, check=False)
     assert p.returncode == 0 and "closed" in p.stdout, p.stderr
     assert time.monotonic() - t < 30
+
+
+ADVERSARIAL = {  # issue 18's schema reproductions: each must end (a value or a typed 400) within its bound
+    "int64 range": {"type": "integer", "minimum": -9223372036854775808, "maximum": 9223372036854775807},
+    "pattern [ab]*a[ab]{20}": {"type": "string", "pattern": "^[ab]*a[ab]{20}$"},
+    "pattern [\\s\\S]{256}": {"type": "string", "pattern": "^[\\s\\S]{256}$"},
+    "exclusiveMaximum 1e20": {"type": "number", "exclusiveMaximum": 1e20},
+    "minimum 1e308": {"type": "number", "minimum": 1e308},
+    "enum 10k": {"enum": [f"item{i}" for i in range(10_000)]},
+}
+
+
+@pytest.mark.parametrize("name", list(ADVERSARIAL))
+async def test_adversarial_schema_ends_while_a_small_request_completes(engine, name):
+    from agentkit.constrain.limits import CompileLimits
+
+    app = create_app(engine, compile_limits=CompileLimits(max_seconds=6), request_timeout_s=20)
+    params = {"type": "object", "properties": {"v": ADVERSARIAL[name]}, "required": ["v"]}
+    async with _client(app) as c:
+        t0 = time.monotonic()
+        bad = asyncio.ensure_future(c.post("/v1/chat/completions", json={
+            "messages": MSG, "max_tokens": 48, "tool_choice": "required",
+            "tools": [{"type": "function", "function": {"name": "f", "parameters": params}}]}))
+        await asyncio.sleep(0.3)
+        t = time.monotonic()
+        small = await c.post("/v1/chat/completions", json={"messages": MSG, "max_tokens": 4})
+        assert small.status_code == 200 and time.monotonic() - t < 5
+        r = await bad
+        assert time.monotonic() - t0 < 10
+        assert r.status_code in (200, 400), r.text  # a value, or a typed refusal (a build limit, the template
+        if r.status_code == 400:                     # longer than max_tokens, the tool list over the context)
+            assert r.json()["error"]["code"] in ("schema_limit", "unsupported_schema", "InvalidRequestError",
+                                                 "context_length_exceeded"), r.text
+    app.state.scheduler.close()
