@@ -136,6 +136,7 @@ class AgentkitExt(BaseModel):
     max_denoising_steps: int | None = Field(default=None, ge=1, le=4096)
     sampler: Literal["auto", "jacobi", "mask", "uniform"] | None = None
     canvas: bool = True  # stream canvas draft events
+    step: str | None = Field(default=None, max_length=64)  # a label (the SDK's step kind); decoding ignores it
 
 
 class ChatRequest(BaseModel):

@@ -365,7 +365,7 @@ async def test_sdk_http_generator(app):
     from agentkit.sdk._http import HTTPGenerator
 
     gen = HTTPGenerator("http://test", transport=httpx.ASGITransport(app=app))
-    tpl = Template(Lit(""), schema=PERSON)
+    tpl = Template(Lit(""), schema=PERSON, meta={"step": "extract"})  # the SDK labels its steps
     res = await gen.generate(MSG, DecodeConfig(mode="diffusion", max_new_tokens=64, canvas_length=8), tpl)
     await gen.aclose()
     jsonschema.validate(res.value, PERSON)
