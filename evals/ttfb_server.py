@@ -15,6 +15,10 @@ import json
 import statistics
 import time
 
+SCHEMA = {"type": "object", "properties": {"topic": {"type": "string", "maxLength": 40},
+                                          "points": {"type": "array", "items": {"type": "string", "maxLength": 60},
+                                                     "minItems": 2, "maxItems": 3}},
+          "required": ["topic", "points"], "additionalProperties": False}
 PROMPTS = ["Write a short poem about the sea.", "Explain what a hash map is.", "List three uses of copper.",
            "Describe a cat in two sentences.", "What is the capital of France and why is it famous?"]
 
@@ -74,7 +78,9 @@ async def main(a: argparse.Namespace) -> None:
     async with httpx.AsyncClient(base_url=base, timeout=600) as c:
         for i in range(a.n):
             body = {"messages": [{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}], "max_tokens": a.max_tokens,
-                    "stream": True, "agentkit": {"mode": a.mode}}
+                    "stream": True, "agentkit": {"mode": a.mode, "canvas": False}}
+            if a.schema:  # structured output: a summary object (diffusion commits it block by block)
+                body["response_format"] = {"type": "json_schema", "json_schema": {"name": "summary", "schema": SCHEMA}}
             ttfb, total, n = await _one(c, body)
             rows.append((ttfb, total))
             print(f"request {i}: first content chunk {ttfb:.3f} s, total {total:.3f} s, {n} content chunks",
@@ -82,7 +88,8 @@ async def main(a: argparse.Namespace) -> None:
     stop()
     f, t = statistics.median(r[0] for r in rows), statistics.median(r[1] for r in rows)
     print(f"median: first content chunk {f:.3f} s, total {t:.3f} s, ratio {f / t:.3f} "
-          f"({'tiny' if a.tiny else engine.name}, mode {a.mode}, max_tokens {a.max_tokens})")
+          f"({'tiny' if a.tiny else engine.name}, mode {a.mode}, max_tokens {a.max_tokens}"
+          f"{', json_schema' if a.schema else ''})")
 
 
 if __name__ == "__main__":
@@ -91,5 +98,6 @@ if __name__ == "__main__":
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--mode", default="ar", choices=["ar", "diffusion", "verify"])
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--schema", action="store_true", help="structured output (a small JSON Schema) instead of text")
     ap.add_argument("--tiny", action="store_true", help="the tiny random model (no download, for a smoke run)")
     asyncio.run(main(ap.parse_args()))
