@@ -54,6 +54,9 @@ class DecodeConfig:
     seed: int | None = None
     # canvas (diffusion / verify)
     canvas_length: int = 32
+    # cut each verify block / causal-canvas pass to the length whose expected accepted tokens pay for its cost
+    # (the backbone's cost curve; agentkit/engine/sizing.py); the output is the same, only the work changes
+    sized_passes: bool = True
     max_denoising_steps: int = 48
     sampler: Sampler = "auto"  # auto: jacobi (causal canvas), mask (adapter / mask-token models), uniform (gemma)
     # mask sampler: accept positions above this (always >= 1 per step). 0.99, not Fast-dLLM's 0.9: on held-out

@@ -128,7 +128,7 @@ def main() -> None:
         result = json.loads(a.out.read_text())
     result["commands"].append(command)
     done = {(r["step"], r["tokens"], r["set"]) for r in result["rows"]}
-    base_engine = Engine(EngineConfig(adapter=False))
+    base_engine = Engine(EngineConfig(adapter=False, backend="torch"))  # shares its torch weights
     for name, fn in sets:
         if name not in result["baseline_ar_constrained"]:
             result["baseline_ar_constrained"][name] = fn(base_engine, "ar")

@@ -82,7 +82,7 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    base = Engine(EngineConfig(adapter=False))
+    base = Engine(EngineConfig(adapter=False, backend="torch"))  # shares its torch weights
     adapted_lm = apply_adapter(base.lm, args.adapter)
     adapted = Engine.from_loaded(adapted_lm)
     tok = base.tokenizer

@@ -25,6 +25,18 @@ from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
 from ..models.loader import LoadedModel
+from .sizing import DEFAULT_CURVE
+
+# ms per forward by positions after a 200-token prefix on the default model, 1 thread
+# (python evals/bench_forward.py --threads 1; evals/results/bench_forward.json); other models: DEFAULT_CURVE's shape
+SHIPPED_CURVES: dict[tuple[str, str], dict[int, float]] = {}
+
+
+def cost_curve(backend: str, dtype: str, lm: LoadedModel) -> dict[int, float]:
+    """The cost curve that sizes verify blocks and canvas passes (``agentkit/engine/sizing.py``)."""
+    if lm.meta.get("default") and (backend, dtype) in SHIPPED_CURVES:
+        return dict(SHIPPED_CURVES[backend, dtype])
+    return dict(DEFAULT_CURVE)
 
 
 class Pass(NamedTuple):
@@ -46,6 +58,15 @@ class Backbone:
         self.head = lm.model.get_output_embeddings()
         self.device = next(lm.model.parameters()).device
         self.shift = True  # position i is predicted from the output at i-1 (AR head; Dream/Fast-dLLM v2)
+        self.cost_curve = cost_curve("torch", str(self.model.dtype).removeprefix("torch."), lm)
+        # a low-precision model's logits in float32 (bf16 logits tie often enough to break verify == AR)
+        plain = type(self.head) is torch.nn.Linear and self.head.bias is None
+        self._head_w = self.head.weight.detach().float() if plain and self.head.weight.dtype != torch.float32 else None
+
+    def _head(self, hidden: torch.Tensor) -> torch.Tensor:
+        if self._head_w is None:
+            return self.head(hidden).float()
+        return torch.nn.functional.linear(hidden.float(), self._head_w)  # [k, V]
 
     def new_cache(self) -> DynamicCache:
         return DynamicCache(config=self.model.config)
@@ -60,7 +81,7 @@ class Backbone:
         if not len(rows):
             return hidden.new_zeros((0, self.head.out_features))
         with torch.inference_mode():
-            return self.head(hidden[list(rows)]).float()  # [k, V]
+            return self._head(hidden[list(rows)])  # [k, V]
 
     def encode(self, ids: Sequence[int], cache: DynamicCache, rows: Sequence[int] = (-1,)) -> torch.Tensor:
         """Causal pass over ``ids`` appended to the cache; logits at ``rows`` (indices into ``ids``)."""
@@ -164,7 +185,7 @@ class Backbone:
         picked = [hidden[b, r] for b, r in enumerate(rows) if r]
         if not picked:
             return [hidden.new_zeros((0, self.head.out_features)).float() for _ in items]
-        logits = self.head(torch.cat(picked)).float()  # one head matmul for every request's rows
+        logits = self._head(torch.cat(picked))  # one head matmul for every request's rows
         out, i = [], 0
         for r in rows:
             out.append(logits[i:i + len(r)])

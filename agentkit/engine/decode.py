@@ -18,6 +18,7 @@ from .backbone import Backbone
 from .draft import lookup
 from .gemma import denoise_uniform
 from .sampler import pick
+from .sizing import DEFAULT_CURVE, DRAFT, EXACT, PINNED, AcceptRate, pass_length
 from .stats import DecodeStats
 
 
@@ -71,6 +72,8 @@ class Decoder:
         self.logits: torch.Tensor | None = None  # [V]
         self.drafts: list[list[int]] = []
         self.prompt: list[int] = []
+        self.accept = AcceptRate()  # drafted positions accepted so far (sizes verify blocks and canvas passes)
+        self._open_before: list[int] = []  # causal canvas: open positions fed to the last pass
 
     # -- constraint helpers ---------------------------------------------------------------------------------
     def _forced(self, state) -> list[int]:
@@ -178,7 +181,7 @@ class Decoder:
     def diffusion(self) -> None:
         """Blocks of ``canvas_length``: denoise against the cached prefix until every position is final, commit."""
         while not self.finished and not self._halt():
-            block = Block(min(self.cfg.canvas_length, self.budget))
+            block = Block(self._canvas_length())
             steps = denoise_uniform(self, block) if self.sampler == "uniform" else self._denoise_block(block)
             toks = [int(t) for t in block.tok[: block.length]]
             eos_at = next((j for j, t in enumerate(toks) if t in self.eos), None)
@@ -201,6 +204,7 @@ class Decoder:
         steps = 0
         while True:
             changed = self._layout(block, pred, fed)
+            self._count_canvas(block, fed)
             if block.done():
                 return steps
             stable = fed is not None and not changed
@@ -215,6 +219,7 @@ class Decoder:
                 return steps
             # denoise: one pass over the canvas, logits only where a position is still open
             fed = [t if t is not None else self._filler(block, j) for j, t in enumerate(block.tok[: block.length])]
+            self._open_before = [j for j in range(len(fed)) if not block.frozen[j] and not block.pinned[j]]
             open_pos = [j for j in range(1, block.length) if not block.frozen[j] and not block.pinned[j]]
             rows = [j - 1 for j in open_pos] if self.bb.shift else open_pos
             t0 = time.perf_counter()
@@ -331,6 +336,8 @@ class Decoder:
             if block[0] in self.eos:
                 self.finished = True
                 break
+            if self.drafter is None:
+                block = block[: self._verify_length(block, n_pinned)]
             # check: one causal pass writes the block into the cache
             base = self.cache.get_seq_length()
             t0 = time.perf_counter()
@@ -350,6 +357,8 @@ class Decoder:
                 state = self._advance(state, block[keep])
                 keep += 1
             kept = block[:keep]
+            if self.drafter is None:
+                self._count_accepted(block, keep)
             self.bb.crop(self.cache, base + keep)
             eos_hit = kept[-1] in self.eos
             if eos_hit:
@@ -364,6 +373,57 @@ class Decoder:
             if eos_hit or self._complete(self.state) or self.budget <= 0:
                 self.finished = True
         self.stats.finish_reason = self._finish_reason()
+
+    # -- pass sizing (agentkit/engine/sizing.py) --------------------------------------------------------------
+    def _kinds(self, toks: list[int], state, first_exact: bool = True) -> list[int]:
+        """EXACT / PINNED / DRAFT for each position of a block starting at ``state`` (pinned: the template forces
+        it once everything before it is kept)."""
+        kinds = []
+        for i, t in enumerate(toks):
+            forced = self._forced(state) if state is not None else []
+            kinds.append(EXACT if i == 0 and first_exact else PINNED if forced and forced[0] == t else DRAFT)
+            state = self._advance(state, t) if state is not None else None
+        return kinds
+
+    def _verify_length(self, block: list[int], n_pinned: int) -> int:
+        """How many positions of ``block`` to check in this pass (all of them when sizing is off)."""
+        if not self.cfg.sized_passes or len(block) <= 1:
+            return len(block)
+        kinds = self._kinds(block, self.state) if n_pinned else [EXACT] + [DRAFT] * (len(block) - 1)
+        return pass_length(kinds, self.accept.rate, self._curve)
+
+    def _count_accepted(self, block: list[int], keep: int) -> None:
+        kinds = self._kinds(block, self.state)
+        proposed = sum(1 for k in kinds[: min(keep + 1, len(block))] if k == DRAFT)  # the first rejected one too
+        self.accept.update(sum(1 for k in kinds[:keep] if k == DRAFT), proposed)
+
+    def _canvas_length(self) -> int:
+        """Causal canvas: as many positions as pay for themselves (every pass of a block runs over the whole
+        block, so the block is sized, not the pass); a bidirectional canvas keeps the trained length."""
+        n = min(self.cfg.canvas_length, self.budget)
+        if not self.cfg.sized_passes or self.bidirectional or self.sampler != "jacobi" or n <= 1:
+            return n
+        kinds, state = [], self.state
+        for _ in range(n):  # the pinned run the block starts with is certain; the rest is drafts
+            forced = self._forced(state)
+            if not forced:
+                break
+            kinds.append(PINNED)
+            state = self._advance(state, forced[0])
+        kinds = (kinds or [EXACT]) + [DRAFT] * (n - max(len(kinds), 1))
+        return pass_length(kinds, self.accept.rate, self._curve)
+
+    @property
+    def _curve(self) -> dict[int, float]:
+        return getattr(self.bb, "cost_curve", DEFAULT_CURVE)
+
+    def _count_canvas(self, block: Block, fed: list[int] | None) -> None:
+        """After a causal canvas pass: which of its open positions (past the first, always exact) froze."""
+        if fed is None or self.bidirectional or len(self._open_before) < 2:
+            return
+        later = self._open_before[1:]
+        self.accept.update(sum(1 for j in later if j < block.n and block.frozen[j]), len(later))
+        self._open_before = []
 
     def _finish_reason(self) -> str:
         if self.halted:

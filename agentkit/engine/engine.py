@@ -17,12 +17,14 @@ from ..config import DecodeConfig, EngineConfig
 from ..constrain.nodes import Template
 from ..constrain.runtime import TokenConstraint
 from ..constrain.vocab import token_vocab
-from ..errors import InvalidRequestError, ModelNotFoundError, UnsupportedModeError
+from ..errors import InvalidRequestError, ModelNotFoundError, UnsupportedModeError, UserError
 from ..models.loader import DIFFUSION_GEMMA, LoadedModel, load_model
 from .backbone import Backbone
 from .batch import Locked, Slot
 from .decode import Decoder
 from .gemma import GemmaBackbone, gemma_sampler
+from .llama_cpp import LlamaOptions, choose_backend
+from .llama_cpp import load_default as load_default_llama
 from .stats import GenerationResult
 
 Prompt = str | list[dict[str, str]]
@@ -36,19 +38,28 @@ class Engine:
         self.config = config or EngineConfig()
         if self.config.threads:
             torch.set_num_threads(self.config.threads)
-        self._init(load_model(self.config.model, dtype=self.config.dtype, device=self.config.device))
+        self.backend = choose_backend(self.config)
+        if self.backend == "llama.cpp":
+            lm, bb = load_default_llama(LlamaOptions(threads=self.config.threads))
+            self._init(lm, bb)
+        else:
+            self._init(load_model(self.config.model, dtype=self.config.dtype, device=self.config.device))
 
     @classmethod
     def from_loaded(cls, lm: LoadedModel, config: EngineConfig | None = None) -> Engine:
         self = cls.__new__(cls)
+        if lm.model is None:
+            raise UserError(f"{lm.name!r} runs on llama.cpp and has no torch weights to share; load the model "
+                            "with EngineConfig(backend='torch') for Engine.from_loaded")
         self.config = config or EngineConfig()
+        self.backend = "torch"
         self._init(lm)
         return self
 
-    def _init(self, lm: LoadedModel) -> None:
+    def _init(self, lm: LoadedModel, backbone: Backbone | None = None) -> None:
         self.lm = lm
         self.tokenizer = lm.tokenizer
-        self.backbone = GemmaBackbone(lm) if lm.kind == DIFFUSION_GEMMA else Backbone(lm)
+        self.backbone = backbone or (GemmaBackbone(lm) if lm.kind == DIFFUSION_GEMMA else Backbone(lm))
         self.vocab = token_vocab(lm.tokenizer, lm.eos_ids)
         self._constraints: dict[int, TokenConstraint] = {}
         self._adapted: tuple[LoadedModel, Backbone] | None = None
@@ -88,7 +99,15 @@ class Engine:
             if self._adapted is None:
                 from ..training.adapter import apply_adapter
 
-                lm = apply_adapter(self.lm, self.adapter_path)
+                base, copy = self.lm, True
+                if base.model is None:  # llama.cpp backend: the adapter canvas needs the torch weights
+                    if self.config.backend == "llama.cpp":
+                        raise UnsupportedModeError(
+                            "backend='llama.cpp' cannot run the block-diffusion adapter's bidirectional canvas "
+                            "(its LoRA and mask token are not in the GGUF); use backend='auto' (runs that canvas "
+                            "on torch), backend='torch', or DecodeConfig(weights='base') for the causal canvas")
+                    base, copy = load_model(self.config.model, dtype=self.config.dtype, device=self.config.device), False
+                lm = apply_adapter(base, self.adapter_path, copy_model=copy)
                 self._adapted = (lm, Backbone(lm))
             return self._adapted
 
