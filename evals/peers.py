@@ -42,6 +42,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--modes", default="ar-constrained:compact,ar-constrained:spaced,verify:spaced")
     ap.add_argument("--peers", default="outlines-xgrammar")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--dtype", default=None, help="agentkit engine dtype (default: EngineConfig's)")
     ap.add_argument("--peer-max-new-tokens", type=int, default=256)
     ap.add_argument("--out", default="evals/results/bfcl_peers.json")
     args = ap.parse_args(argv)
@@ -54,16 +55,20 @@ def main(argv: list[str] | None = None) -> dict:
     from agentkit.evals.peers import load_peers, run_peer
     from agentkit.evals.report import environment, markdown_table, summarize, write_json_atomic
     from agentkit.evals.runner import RunContext
+    from agentkit.models.loader import resolve_dtype
 
     torch.set_num_threads(args.threads)
     variants = [m.strip() for m in args.modes.split(",") if m.strip()]
-    engine = Engine(EngineConfig(threads=args.threads)) if variants else None
+    ecfg = EngineConfig(threads=args.threads) if args.dtype is None else EngineConfig(threads=args.threads,
+                                                                                       dtype=args.dtype)
+    engine = Engine(ecfg) if variants else None
     peers = load_peers([p.strip() for p in args.peers.split(",") if p.strip()], threads=args.threads,
                        log=lambda m: print(m, file=sys.stderr))
     names = variants + list(peers)
     items = bfcl.load_bfcl(Path(args.data), args.limit)
     ctx = RunContext(seed=0)
     result: dict = {"suite": "bfcl", "data": args.data, "limit": args.limit, "variants": names,
+                    "engine_dtype": resolve_dtype(ecfg.dtype, ecfg.device),
                     "peer_max_new_tokens": args.peer_max_new_tokens,
                     "env": environment("python evals/peers.py " + " ".join(argv or sys.argv[1:])),
                     "partial": True, "items_done": 0, "items_total": len(items), "modes": {}, "items": []}

@@ -43,7 +43,7 @@ STYLES: dict[str, JsonStyle] = {
     "compact": JsonStyle("compact", ",", ":"),
     "spaced": JsonStyle("spaced", ", ", ": "),
 }
-DEFAULT_STYLE = "compact"  # chosen on BFCL with the default model (README: "JSON style")
+DEFAULT_STYLE = "spaced"  # chosen on BFCL with the default model (README: "JSON style")
 
 
 def json_style(style: str | JsonStyle | None) -> JsonStyle:

@@ -1,8 +1,8 @@
 """JSON Schema → canvas template (:class:`~agentkit.constrain.nodes.Template`).
 
-The output language is canonical compact JSON (see :mod:`agentkit.constrain.canonical`): braces, keys, quotes,
-commas and colons are :class:`Lit` (pinned); only values are :class:`Slot` (numbers, string bodies, keys of
-additional properties). Enums and consts are choices of literals. Optional properties are real choices, built so
+The output language is canonical JSON in one style (:mod:`agentkit.constrain.canonical`: ``spaced`` by default, as
+``json.dumps`` writes it, or ``compact``): braces, keys, quotes, commas and colons are :class:`Lit` (pinned); only
+values are :class:`Slot` (numbers, string bodies, keys of additional properties). Enums and consts are choices of literals. Optional properties are real choices, built so
 that every combination of present/absent properties is valid JSON with a tree that stays linear in the number of
 properties (shared subtrees). Recursion through ``$ref`` is cut after ``max_depth`` turns of a reference cycle.
 

@@ -16,6 +16,15 @@ from agentkit.constrain.json_regex import emit, search_ast
 from agentkit.constrain.nodes import Choice, Lit, Repeat, Seq, Slot, Template
 from agentkit.errors import UnsupportedSchemaError
 
+
+
+@pytest.fixture(autouse=True)
+def compact_style(monkeypatch):
+    """These tests spell the compiler's output as compact JSON (``{"a":1}``): run them in that style (the default
+    style and its own tests: tests/constrain/test_styles.py)."""
+    monkeypatch.setattr("agentkit.constrain.canonical.DEFAULT_STYLE", "compact")
+
+
 OBJ3 = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}, "c": {"type": "boolean"}}}
 
 # (id, schema, valid instances, invalid instances)

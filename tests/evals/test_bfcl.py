@@ -223,18 +223,22 @@ def _canonical_number(v):
 
 
 def test_real_gold_calls_are_in_the_call_template_language(real_items):
-    """The constrained modes can write the right answer: the gold call, as canonical compact JSON (arguments in
-    schema order), is in the compiled call template's language."""
+    """The constrained modes can write the right answer: the gold call, as canonical JSON in each style (arguments
+    in schema order), is in the compiled call template's language."""
     pytest.importorskip("agentkit.constrain.compiler")
     pytest.importorskip("agentkit.constrain.bfcl_dialect")
     import json
 
     from agentkit.evals.bfcl import compile_call
 
-    for it in filter(_expressible, real_items):
-        name, args = _gold(it)
-        order = list(it.call_params(name).get("properties", {}))
-        text = json.dumps({"name": name, "arguments": {k: _canonical_number(args[k]) for k in order if k in args}},
-                          separators=(",", ":"), ensure_ascii=False)
-        assert compile_call(it).template().matches(text), (it.id, text)
-        assert not compile_call(it).template().matches(text.replace('{"name":"', '{"name":"x', 1))
+    from agentkit.constrain.canonical import STYLES
+
+    for style, st in STYLES.items():
+        for it in filter(_expressible, real_items):
+            name, args = _gold(it)
+            order = list(it.call_params(name).get("properties", {}))
+            call = {"name": name, "arguments": {k: _canonical_number(args[k]) for k in order if k in args}}
+            text = json.dumps(call, separators=(st.item_sep, st.key_sep), ensure_ascii=False)
+            template = compile_call(it, style=style).template()
+            assert template.matches(text), (style, it.id, text)
+            assert not template.matches(text.replace('"name"' + st.key_sep + '"', '"name"' + st.key_sep + '"x', 1))

@@ -86,7 +86,7 @@ def test_pinned_runs_are_the_same_taken_whole_or_token_by_token(default_engine):
     schema = {"type": "object", "properties": {"city": {"type": "string"},
                                                "stops": {"type": "array", "items": {"type": "string"}}},
               "required": ["city", "stops"]}
-    c = default_engine.constraint(compile_schema(schema))
+    c = default_engine.constraint(compile_schema(schema, style="compact"))  # the texts below are compact JSON
     tok = default_engine.tokenizer
     checked = 0
     for text in ['{"city":"Rome","stops":["Pisa","Siena"]}', '{"city":"Oslo","stops":[]}']:
