@@ -97,9 +97,11 @@ class Engine:
         """Adapted weights (bidirectional canvas, mask token) for diffusion mode; built on first use."""
         with self.lock:
             if self._adapted is None:
-                from ..training.adapter import apply_adapter
+                from ..training.adapter import DEFAULT_DIR, apply_adapter, load_adapter
 
                 base, copy = self.lm, True
+                # an adapter trained with the LoRA on the block only reads a base-encoded prefix (SplitBackbone)
+                prefix_base = load_adapter(self.adapter_path or DEFAULT_DIR)[1].prefix == "base"
                 if base.model is None:  # llama.cpp backend: the adapter canvas needs the torch weights
                     if self.config.backend == "llama.cpp":
                         raise UnsupportedModeError(
@@ -107,8 +109,13 @@ class Engine:
                             "(its LoRA and mask token are not in the GGUF); use backend='auto' (runs that canvas "
                             "on torch), backend='torch', or DecodeConfig(weights='base') for the causal canvas")
                     base, copy = load_model(self.config.model, dtype=self.config.dtype, device=self.config.device), False
-                lm = apply_adapter(base, self.adapter_path, copy_model=copy)
-                self._adapted = (lm, Backbone(lm))
+                lm = apply_adapter(base, self.adapter_path, copy_model=copy or prefix_base)
+                bb: Backbone = Backbone(lm)
+                if prefix_base:
+                    from .selfspec import SplitBackbone
+
+                    bb = SplitBackbone(self.backbone if base is self.lm else Backbone(base), bb)  # type: ignore
+                self._adapted = (lm, bb)
             return self._adapted
 
     @property
@@ -222,7 +229,8 @@ class Engine:
         from .selfspec import Drafter
 
         lm, bb = self._diffusion_model()
-        return Drafter(bb, lm.mask_token_id, cfg.draft_steps)
+        shared = getattr(bb, "base", None) is self.backbone  # SplitBackbone on this engine's own backbone
+        return Drafter(bb.adapted if shared else bb, lm.mask_token_id, cfg.draft_steps, shared=shared)
 
     def _sampler(self, cfg: DecodeConfig, lm: LoadedModel | None = None) -> str:
         lm = lm or self.lm

@@ -11,6 +11,11 @@ last draft are fed *causally* in the same forward as the first canvas pass (pref
 over it: the training layout of ``training/recipe.py``), so staying in sync costs no extra forward. The first
 draft of a request therefore carries the prompt: one prompt-length draft pass, counted as a draft forward.
 
+An adapter trained with the LoRA over the noisy block only (``AdapterConfig.prefix == "base"``) reads the
+verifier's own cache instead: the prefix keys/values are the base model's by construction, so there is no second
+cache, no sync and no prompt pass; a draft costs only its canvas passes (:class:`SplitBackbone` is the same idea
+for diffusion mode: commits with the base weights, canvas passes with the adapter's).
+
 The draft length adapts: it doubles (up to ``canvas_length``) after a block whose drafts were all accepted, and
 falls back to what was accepted plus a margin after a rejection.
 """
@@ -38,6 +43,7 @@ class SyncBackbone:
     def __init__(self, bb: Backbone) -> None:
         self.bb, self.shift = bb, bb.shift
         self.pending: list[int] = []
+        self.extra_forwards = 0  # SplitBackbone: pending tokens need their own (base-weights) pass
 
     def new_cache(self):
         return self.bb.new_cache()
@@ -46,6 +52,10 @@ class SyncBackbone:
         if not self.pending:
             return self.bb.denoise(ids, cache, rows, bidirectional)
         pend, self.pending = self.pending, []
+        if isinstance(self.bb, SplitBackbone):  # base-encoded prefix (verifier on another backend): two passes
+            self.bb.encode(pend, cache, rows=[])
+            self.extra_forwards += 1
+            return self.bb.denoise(ids, cache, rows, bidirectional)
         past, n, t = cache.get_seq_length(), len(pend), len(ids)
         dev = self.bb.device
         mask = torch.zeros((1, 1, n + t, past + n + t), dtype=torch.bool, device=dev)  # [B, 1, Q, K]
@@ -62,12 +72,36 @@ class SyncBackbone:
         return self.bb._logits(hidden, [n + r for r in rows])
 
 
-class Drafter:
-    """Drafts blocks for ``Decoder.verify`` with the adapted weights ``bb`` (``mask_id``: the absorbing mask)."""
+class SplitBackbone:
+    """Encode (prefill, commits) with the base weights, denoise (canvas passes) with the adapter's: for adapters
+    trained with ``prefix == "base"``, whose canvas attends to a base-encoded prefix."""
 
-    def __init__(self, bb: Backbone, mask_id: int, steps: int) -> None:
+    def __init__(self, base: Backbone, adapted: Backbone) -> None:
+        self.base, self.adapted = base, adapted
+        self.shift, self.device, self.model = base.shift, base.device, base.model
+        self.crop = base.crop
+
+    def new_cache(self):
+        return self.base.new_cache()
+
+    def encode(self, ids, cache, rows=(-1,)) -> torch.Tensor:
+        return self.base.encode(ids, cache, rows)
+
+    def denoise(self, ids, cache, rows, bidirectional: bool) -> torch.Tensor:
+        return self.adapted.denoise(ids, cache, rows, bidirectional)
+
+    def batchable(self, cache=None) -> bool:
+        return False
+
+
+class Drafter:
+    """Drafts blocks for ``Decoder.verify`` with the adapted weights ``bb`` (``mask_id``: the absorbing mask).
+    ``shared``: the adapter reads the verifier's cache (``AdapterConfig.prefix == "base"``); else it keeps its own."""
+
+    def __init__(self, bb: Backbone, mask_id: int, steps: int, shared: bool = False) -> None:
         assert steps >= 1
         self.sync = SyncBackbone(bb)
+        self.shared = shared
         self.mask_id, self.steps = mask_id, steps
         self.sub: Decoder | None = None
         self.synced = 0  # prompt + output tokens already in the drafter's cache
@@ -90,6 +124,9 @@ class Drafter:
         sub = self.sub
         sub.state, sub.out, sub.prompt, sub.logits = dec.state, dec.out, dec.prompt, dec.logits
         sub.stats = dec.stats  # constraint time is the request's
+        if self.shared:
+            sub.cache = dec.cache  # read only: a canvas pass crops what it appended
+            return sub
         ctx = dec.prompt + dec.out
         self.sync.pending = ctx[self.synced:]
         self.synced = len(ctx)
@@ -113,8 +150,9 @@ class Drafter:
             t0 = time.perf_counter()
             logits = self.sync.denoise(fed, sub.cache, rows, True)
             dec.stats.denoise_ms += 1000 * (time.perf_counter() - t0)
-            dec.stats.decoder_forwards += 1
-            dec.stats.draft_forwards += 1
+            extra, self.sync.extra_forwards = self.sync.extra_forwards, 0
+            dec.stats.decoder_forwards += 1 + extra
+            dec.stats.draft_forwards += 1 + extra
             pred = {0: dec.logits, **{j: logits[i] for i, j in enumerate(open_pos)}}
         sub._layout(block, pred, fed)  # the final walk fills every open position from the latest predictions
         out: list[int] = []

@@ -132,11 +132,43 @@ exact = output text equals the reference call; forwards = model forwards after p
 """ if ev else ""))
 
 
+def self_distilled(lm, out: Path, *, calls: int = 0, extract: int = 0, edits: int = 0, free: int = 0,
+                   seed: int = 20_000, style: str | None = None, consistency_every: int = 3, held_out: int = 0,
+                   max_new_tokens: int = 160) -> tuple[list, dict]:
+    """Self-distillation records (``distill.py``, cached in ``out/self_distilled.jsonl``), minus a held-out set
+    written to ``out/held_out.jsonl``. Consistency states come from the adapter already in ``out`` (if any)."""
+    from ..config import EngineConfig
+    from ..constrain.canonical import json_style
+    from ..engine.engine import Engine
+    from . import distill as D
+    from .adapter import FILE
+
+    style = style or json_style(None).name  # the compiler's default, recorded
+    has_adapter = (out / FILE).is_file()
+    eng = Engine.from_loaded(lm, EngineConfig(adapter_path=str(out) if has_adapter else None))
+    jobs = D.jobs(calls, extract, edits, free, seed, style)
+    recs = D.distil(eng, jobs, out / "self_distilled.jsonl", max_new_tokens=max_new_tokens,
+                    adapter_engine=eng if has_adapter and consistency_every else None,
+                    consistency_every=consistency_every)
+    del eng
+    train_recs, held = D.split(recs, held_out)
+    with (out / "held_out.jsonl").open("w") as f:
+        for r in held:
+            f.write(json.dumps({"kind": r.kind, "prompt": r.prompt, "answer": r.answer, "text": r.text}) + "\n")
+    info = {"jobs": len(jobs), "records": len(recs), "held_out": len(held), "style": style, "seed": seed,
+            "with_states": sum(bool(r.states) for r in recs), "digest": D.digest(recs),
+            "kinds": {k: sum(r.kind == k for r in train_recs) for k in ("call", "extract", "edit", "free")}}
+    print(f"self-distilled: {json.dumps(info)}")
+    return [r.tokenized() for r in train_recs], info
+
+
 def train_main(out_dir: str | Path, steps: int, *, n_examples: int = 4000, distill_n: int = 0,
                free_frac: float = 0.1, generated_frac: float = 0.0, threads: int | None = None,
                model: str | None = None, eval_n: int = 0, resume: bool = True, command: str = "",
-               card_note: str | Path | None = None, **overrides) -> dict:
-    """Train (or resume) an adapter on the default model (or ``model``) into ``out_dir``; returns a summary."""
+               card_note: str | Path | None = None, self_distill: dict | None = None,
+               **overrides) -> dict:
+    """Train (or resume) an adapter on the default model (or ``model``) into ``out_dir``; returns a summary.
+    ``self_distill``: keyword arguments of :func:`self_distilled` (targets = the base model's own outputs)."""
     from ..models.loader import load_model
 
     if threads:
@@ -147,10 +179,11 @@ def train_main(out_dir: str | Path, steps: int, *, n_examples: int = 4000, disti
     lm = load_model(model)
     base_name = lm.name
     syn = synthetic(n_examples, seed=cfg.seed, max_distractors=1, generated_frac=generated_frac)
+    distilled, sd_info = self_distilled(lm, out, **self_distill) if self_distill else ([], {})
     free = distill(lm, DISTILL_PROMPTS[:distill_n], out / "distilled.jsonl", max_new_tokens=48) if distill_n else []
     if free:
         syn = syn + free * max(1, round(free_frac * len(syn) / len(free)))
-    examples = [tokenize(e, lm.tokenizer, lm.eos_ids[0], lm.chat) for e in syn]
+    examples = [tokenize(e, lm.tokenizer, lm.eos_ids[0], lm.chat) for e in syn] + distilled
     t0 = time.time()
     tr = train(lm, examples, cfg, out, resume=resume)
     command = command or f"python -m agentkit.training --out {out_dir} --steps {steps}"
@@ -165,8 +198,8 @@ def train_main(out_dir: str | Path, steps: int, *, n_examples: int = 4000, disti
     info = {"base": base_name, "steps": tr.step_no, "tokens": tr.tokens, "seconds": tr.seconds,
             "n_synthetic": n_examples, "n_free": len(free), "curve": curve, "wall_s": time.time() - t0,
             "hardware": f"{platform.processor() or platform.machine()}, torch threads {torch.get_num_threads()}"
-                        + (f", {torch.cuda.get_device_name()}" if torch.cuda.is_available() else ", CPU fp32"),
-            "command": command, "generated_frac": generated_frac,
+                        + (f", {torch.cuda.get_device_name()}" if torch.cuda.is_available() else f", CPU {'bf16 autocast' if cfg.cpu_bf16 else 'fp32'}"),
+            "command": command, "generated_frac": generated_frac, "self_distill": sd_info,
             "runs": [json.loads(x) for x in (out / "runs.jsonl").read_text().splitlines() if x.strip()]
             if (out / "runs.jsonl").is_file() else []}
     if eval_n:
@@ -194,6 +227,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--eval", type=int, default=0, help="held-out synthetic calls to decode after training")
     ap.add_argument("--no-resume", action="store_true")
     ap.add_argument("--card-note", default=None, help="markdown file: the model card's Evaluation section")
+    sd = ap.add_argument_group("self-distillation (targets = the base model's greedy ar-constrained outputs)")
+    for name, default in (("calls", 0), ("extract", 0), ("edits", 0), ("free", 0), ("consistency-every", 3),
+                          ("held-out", 0), ("seed", 20_000)):
+        sd.add_argument(f"--sd-{name}", type=int, default=default)
+    sd.add_argument("--sd-style", default=None, help="JSON style of the templates (default: the compiler's)")
     names = {f.name for f in fields(TrainConfig)} - {"steps", "targets"}
     for f in fields(TrainConfig):
         if f.name in names:
@@ -205,6 +243,10 @@ def main(argv: list[str] | None = None) -> None:
     over = {n: getattr(a, n) for n in names if getattr(a, n) is not None}
     import sys
 
+    sd_kw = {"calls": a.sd_calls, "extract": a.sd_extract, "edits": a.sd_edits, "free": a.sd_free,
+             "consistency_every": a.sd_consistency_every, "held_out": a.sd_held_out, "seed": a.sd_seed,
+             "style": a.sd_style}
+    over["self_distill"] = sd_kw if a.sd_calls + a.sd_extract + a.sd_edits + a.sd_free else None
     info = train_main(a.out, a.steps, n_examples=a.examples, distill_n=a.distill, threads=a.threads, model=a.model,
                       generated_frac=a.generated_frac, card_note=a.card_note,
                       eval_n=a.eval, resume=not a.no_resume, command="python -m agentkit.training " +

@@ -33,6 +33,10 @@ class AdapterConfig:
     mask_token_id: int = -1
     base: str = ""
     vocab_size: int = 0
+    # "adapted": the LoRA ran over the clean prefix too (a diffusion request encodes its prompt with the adapted
+    # weights); "base": only over the noisy block, so the prefix's KV cache is the base model's and one cache
+    # serves AR, verify and the adapter's canvas (self-speculation drafts need no second prompt pass)
+    prefix: str = "adapted"
 
     @property
     def scale(self) -> float:
@@ -45,6 +49,7 @@ class LoRALinear(nn.Module):
     def __init__(self, base: nn.Linear, rank: int, scale: float) -> None:
         super().__init__()
         self.base, self.scale = base, scale
+        self.rows: torch.Tensor | None = None  # training: [N, T, 1] where the LoRA applies (None: everywhere)
         w = base.weight
         self.lora_a = nn.Parameter(torch.empty(rank, w.shape[1], device=w.device, dtype=torch.float32))
         self.lora_b = nn.Parameter(torch.zeros(w.shape[0], rank, device=w.device, dtype=torch.float32))
@@ -52,7 +57,8 @@ class LoRALinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.base(x)
-        return y + ((x @ self.lora_a.to(x.dtype).T) @ self.lora_b.to(x.dtype).T) * self.scale
+        d = ((x @ self.lora_a.to(x.dtype).T) @ self.lora_b.to(x.dtype).T) * self.scale
+        return y + (d if self.rows is None else d * self.rows.to(d.dtype))
 
     def delta(self) -> torch.Tensor:
         return (self.lora_b @ self.lora_a) * self.scale

@@ -303,6 +303,10 @@ class Tokenized:
     prompt: list[int]
     answer: list[int]  # ends with EOS
     pinned: list[bool]
+    # consistency targets (distill.py): canvas states of the sampler's own trajectory for the block that starts
+    # at answer position ``state_start``; a row made from one maps that state to the answer
+    states: list[list[int]] = field(default_factory=list)
+    state_start: int = 0
 
 
 def tokenize(ex: Example, tokenizer, eos_id: int, chat: bool = True) -> Tokenized:

@@ -49,7 +49,15 @@ class TrainConfig:
     eos_pad: bool = True
     seed: int = 0
     device: str = "auto"  # auto: cuda if available
-    bf16: bool = True  # autocast to bfloat16 on CUDA (fp32 master weights); CPU always fp32
+    bf16: bool = True  # autocast to bfloat16 on CUDA (fp32 master weights)
+    cpu_bf16: bool = False  # ... and on CPU too (avx512_bf16 / AMX; see evals/bench_train_bf16.py)
+    # rows made from the sampler's own canvas states (distill.py records with ``states``): the state is the block
+    # input and the ar-constrained answer its target, loss wherever the state differs (CLLM consistency)
+    consistency_frac: float = 0.0
+    # False: the LoRA is applied only at block positions, so the prefix is encoded by the base weights exactly as
+    # at decode time with a shared cache (AdapterConfig.prefix = "base"; self-speculative drafts then cost only
+    # canvas passes). True: the LoRA runs over the prefix too (the shipped adapter's runs up to step 350)
+    lora_prefix: bool = True
     log_every: int = 1
     ckpt_every: int = 25
     snapshot_every: int = 0  # also keep the adapter every N steps as out/snapshots/step-NNNNN/ (the training curve)
@@ -87,6 +95,10 @@ class Batch:
 def make_row(ex: Tokenized, cfg: TrainConfig, mask_id: int, vocab: int, r: random.Random
              ) -> tuple[list[int], list[int], list[int], int]:
     """One row: (input ids, shifted output positions, labels, prefix length). ``ex.answer`` ends with EOS."""
+    if ex.states and r.random() < cfg.consistency_frac:
+        row = consistency_row(ex, cfg, mask_id, r)
+        if row is not None:
+            return row
     n = len(ex.answer)
     template = r.random() < cfg.template_frac and any(ex.pinned)
     first_value = next((i for i, p in enumerate(ex.pinned) if not p), 0)
@@ -107,6 +119,23 @@ def make_row(ex: Tokenized, cfg: TrainConfig, mask_id: int, vocab: int, r: rando
         inp[j] = r.randrange(vocab) if r.random() < cfg.uniform_frac else mask_id
     p = len(prefix)
     return prefix + inp, [p + j - 1 for j in noised], [block[j] for j in noised], p
+
+
+def consistency_row(ex: Tokenized, cfg: TrainConfig, mask_id: int, r: random.Random
+                    ) -> tuple[list[int], list[int], list[int], int] | None:
+    """A row whose block input is one of the sampler's canvas states (masks and provisional tokens; pinned
+    positions clean) and whose targets are the answer's tokens wherever the state differs. None if none does."""
+    s, state = ex.state_start, r.choice(ex.states)
+    block, pinned = ex.answer[s: s + cfg.block], ex.pinned[s: s + cfg.block]
+    pad = cfg.block - len(block)
+    block, pinned = block + [ex.answer[-1]] * pad, pinned + [False] * pad
+    inp = [b if p else (state[j] if j < len(state) else mask_id) for j, (b, p) in enumerate(zip(block, pinned))]
+    wrong = [j for j in range(len(block)) if inp[j] != block[j]]
+    if not wrong:
+        return None
+    prefix = (ex.prompt + ex.answer[:s])[-cfg.max_prefix:]
+    p = len(prefix)
+    return prefix + inp, [p + j - 1 for j in wrong], [block[j] for j in wrong], p
 
 
 def make_batch(examples: list[Tokenized], cfg: TrainConfig, mask_id: int, vocab: int, pad_id: int,
@@ -142,6 +171,7 @@ class Trainer:
         suppress_mask_logit(self.model, self.mask_id)  # as at decode time (apply_adapter)
         self.acfg = AdapterConfig(rank=cfg.rank, alpha=cfg.alpha, targets=tuple(cfg.targets),
                                   mask_token_id=self.mask_id, base=lm.name,
+                                  prefix="adapted" if cfg.lora_prefix else "base",
                                   vocab_size=self.model.get_input_embeddings().weight.shape[0])
         self.loras = inject_lora(self.model, self.acfg)
         emb = self.model.get_input_embeddings().weight
@@ -162,7 +192,7 @@ class Trainer:
 
     @property
     def autocast(self):
-        on = self.device.type == "cuda" and self.cfg.bf16
+        on = self.cfg.bf16 and (self.device.type == "cuda" or self.cfg.cpu_bf16)
         return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=on)
 
     def loss(self, batch: Batch) -> torch.Tensor:
@@ -170,6 +200,10 @@ class Trainer:
         emb = self.body.get_input_embeddings()(ids)
         emb = torch.where((ids == self.mask_id)[..., None], self.mask_row.to(emb.dtype), emb)
         pos = torch.arange(ids.shape[1], device=self.device)[None].expand_as(ids)
+        rows = None if self.cfg.lora_prefix else \
+            (pos >= torch.tensor(batch.prefix_lens, device=self.device)[:, None])[..., None]  # [N, T, 1]
+        for m in self.loras.values():
+            m.rows = rows
         with self.autocast:
             out = self.body(inputs_embeds=emb, attention_mask=batch.attention_mask.to(self.device),
                             position_ids=pos, use_cache=False)
@@ -222,9 +256,12 @@ class Trainer:
         tmp.replace(out / "ckpt.pt")
 
     def resume(self, out: Path) -> bool:
+        """Continue from ``out/ckpt.pt`` (weights, optimizer, counters), or else from a finished adapter in ``out``
+        (``adapter.safetensors`` + ``summary.json``, e.g. a copy of the shipped one): its weights and counters,
+        a fresh optimizer."""
         f = out / "ckpt.pt"
         if not f.is_file():
-            return False
+            return self._resume_adapter(out)
         ck = torch.load(f, map_location=self.device, weights_only=False)
         with torch.no_grad():
             for name, m in self.loras.items():
@@ -233,6 +270,26 @@ class Trainer:
             self.mask_row.copy_(ck["adapter"]["mask_embedding"])
         self.opt.load_state_dict(ck["opt"])
         self.step_no, self.losses, self.tokens, self.seconds = ck["step"], ck["losses"], ck["tokens"], ck["seconds"]
+        self.start_step, self.start_tokens, self.start_seconds = self.step_no, self.tokens, self.seconds
+        return True
+
+
+    def _resume_adapter(self, out: Path) -> bool:
+        from .adapter import FILE, load_adapter
+
+        if not (out / FILE).is_file() or not (out / "summary.json").is_file():
+            return False
+        state, acfg = load_adapter(out)
+        if (acfg.rank, tuple(acfg.targets)) != (self.acfg.rank, tuple(self.acfg.targets)):
+            raise ValueError(f"adapter in {out} has rank {acfg.rank} on {acfg.targets}; this run asks for rank "
+                             f"{self.acfg.rank} on {self.acfg.targets}")
+        with torch.no_grad():
+            for name, m in self.loras.items():
+                m.lora_a.copy_(state[f"{name}.lora_a"])
+                m.lora_b.copy_(state[f"{name}.lora_b"])
+            self.mask_row.copy_(state["mask_embedding"])
+        info = json.loads((out / "summary.json").read_text())
+        self.step_no, self.tokens, self.seconds = int(info["steps"]), int(info["tokens"]), float(info["seconds"])
         self.start_step, self.start_tokens, self.start_seconds = self.step_no, self.tokens, self.seconds
         return True
 

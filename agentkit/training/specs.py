@@ -50,6 +50,38 @@ PARAMS = [
 ]
 
 
+STREETS = ["Maple Street", "Oak Avenue", "Rua Augusta", "King Road", "Elm Court", "Baker Street", "Via Roma"]
+FIRST = ["Ana", "Bruno", "Chen", "Dara", "Emil", "Fatima", "Goran", "Hana", "Ivo", "Julia", "Kenji", "Leila"]
+LAST = ["Costa", "Silva", "Wang", "Okafor", "Novak", "Haddad", "Petrov", "Sato", "Moreau", "Berg", "Rossi"]
+WORDS = ["solar", "river", "quantum", "garden", "budget", "winter", "market", "signal", "harbor", "orbit", "pixel"]
+TEXT_POOLS = {  # free strings the call must copy from the request (not one of a few pool values)
+    "person": lambda r: f"{r.choice(FIRST)} {r.choice(LAST)}",
+    "email": lambda r: f"{r.choice(FIRST).lower()}.{r.choice(LAST).lower()}@{r.choice(WORDS)}.com",
+    "address": lambda r: f"{r.randint(1, 999)} {r.choice(STREETS)}",
+    "title": lambda r: " ".join(w.capitalize() for w in r.sample(WORDS, r.randint(2, 4))),
+    "query": lambda r: " ".join(r.sample(WORDS, r.randint(2, 3))),
+    "code": lambda r: f"{r.choice('ABCDEFGHKMNPRSTXZ')}{r.choice('ABCDEFGHKMNPRSTXZ')}-{r.randint(100, 9999)}",
+    "phone": lambda r: f"+{r.randint(1, 99)} {r.randint(100, 999)} {r.randint(100, 999)} {r.randint(100, 9999)}",
+}
+OBJECTS = {  # nested object parameters: (field, kind), the first field required
+    "location": (("city", "str:city"), ("country", "str:country"), ("zip_code", "text:code")),
+    "filters": (("min_price", "int"), ("color", "str:color"), ("in_stock", "bool")),
+    "contact": (("name", "text:person"), ("email", "text:email"), ("phone", "text:phone")),
+    "window": (("start_year", "year"), ("end_year", "year"), ("period", "enum:daily|weekly|monthly")),
+}
+VARIED_PARAMS = PARAMS + [
+    ("customer", "text:person", "the customer"), ("email", "text:email", "the email"),
+    ("address", "text:address", "the address"), ("title", "text:title", "the title"),
+    ("query", "text:query", "the search query"), ("reference", "text:code", "the reference"),
+    ("phone", "text:phone", "the phone number"), ("owner", "text:person", "the owner"),
+    ("format", "enum:json|csv|xml|pdf", "the format"), ("priority", "enum:low|medium|high|urgent", "priority"),
+    ("region", "enum:north|south|east|west|central", "the region"),
+    ("location", "obj:location", "a location"), ("filters", "obj:filters", "filters"),
+    ("contact", "obj:contact", "a contact"), ("window", "obj:window", "a time window"),
+    ("tags", "strs:color", "the tags"), ("limit", "int", "a limit of"), ("ratio", "rate", "a ratio of"),
+]
+
+
 @dataclass(frozen=True)
 class GenParam:
     name: str
@@ -73,6 +105,10 @@ class GenParam:
             return {"type": "array", "items": {"type": "integer" if k == "ints" else "number"}, "description": desc}
         if k.startswith("strs:"):
             return {"type": "array", "items": {"type": "string"}, "description": desc}
+        if k.startswith("obj:"):
+            subs = [GenParam(n, sk, n.replace("_", " "), i == 0) for i, (n, sk) in enumerate(OBJECTS[k[4:]])]
+            return {"type": "object", "properties": {p.name: p.schema() for p in subs},
+                    "required": [p.name for p in subs if p.required], "description": desc}
         return {"type": "string", "description": desc}
 
     def value(self, r: random.Random):
@@ -95,12 +131,23 @@ class GenParam:
             return [round(r.uniform(0, 100), 1) for _ in range(r.randint(1, 5))]
         if k.startswith("strs:"):
             return r.sample(STR_POOLS[k[5:]], r.randint(1, 3))
+        if k.startswith("obj:"):  # the first field always, the others (optional) half the time
+            fields = OBJECTS[k[4:]]
+            return {n: GenParam(n, sk, n, True).value(r) for i, (n, sk) in enumerate(fields)
+                    if i == 0 or r.random() < 0.5}
+        if k.startswith("text:"):
+            return TEXT_POOLS[k[5:]](r)
         return r.choice(STR_POOLS[k[4:]])
 
     def say(self, v, r: random.Random) -> str:
         """How a request states the argument."""
         if self.kind == "bool":
             return ("with " if v else "without ") + self.phrase
+        if isinstance(v, dict):
+            inner = ", ".join(f"{n.replace('_', ' ')} {x}" for n, x in v.items())
+            return f"{self.phrase} with {inner}"
+        if self.kind.startswith("text:"):
+            return f"{self.phrase} \"{v}\"" if r.random() < 0.5 else f"{self.phrase} {v}"
         if isinstance(v, list):
             items = [str(x) for x in v]
             listed = items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
@@ -121,12 +168,14 @@ class GenFn:
                 "required": [p.name for p in self.params if p.required]}
 
 
-def random_function(r: random.Random) -> GenFn:
+def random_function(r: random.Random, bank: list | None = None, max_params: int = 4) -> GenFn:
+    """A function drawn from the vocabularies; ``bank`` (default :data:`PARAMS`) is the parameter bank
+    (:data:`VARIED_PARAMS` adds free strings copied from the request and nested objects)."""
     verb, noun = r.choice(VERBS), r.choice(NOUNS)
     name = f"{verb}_{noun}"
     if r.random() < 0.35:
         name = f"{r.choice(NAMESPACES)}.{name}"
-    picked = r.sample(PARAMS, r.randint(1, 4))
+    picked = r.sample(bank or PARAMS, r.randint(1, max_params))
     params = tuple(GenParam(n, k, ph, required=i == 0 or r.random() < 0.6) for i, (n, k, ph) in enumerate(picked))
     return GenFn(name, f"{verb.capitalize()} the {noun} from the given inputs.", params, verb, noun)
 

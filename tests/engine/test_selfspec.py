@@ -105,3 +105,32 @@ def test_adapter_draft_needs_an_adapter_and_valid_config(tiny):
         DecodeConfig(mode="verify", draft="medusa")
     with pytest.raises(InvalidRequestError, match="draft_steps"):
         DecodeConfig(mode="verify", draft="adapter", draft_steps=0)
+
+
+@pytest.fixture(scope="module")
+def base_prefix_engine(tmp_path_factory):
+    """An adapter trained with the LoRA on block positions only (prefix encoded by the base weights)."""
+    torch.manual_seed(3)
+    tr = Trainer(tiny_llama(0), TrainConfig(steps=1, rank=4, alpha=8.0, device="cpu", lora_prefix=False))
+    with torch.no_grad():
+        for m in tr.loras.values():
+            m.lora_b.normal_(0, 0.05)
+    out = tmp_path_factory.mktemp("adapter-base-prefix")
+    tr.save(out)
+    return Engine.from_loaded(tiny_llama(0), EngineConfig(adapter_path=str(out)))
+
+
+def test_base_prefix_adapter_shares_the_verifier_cache(base_prefix_engine):
+    from agentkit.engine.selfspec import SplitBackbone
+
+    eng = base_prefix_engine
+    lm, bb = eng._diffusion_model()
+    assert lm.meta["adapter_config"]["prefix"] == "base" and isinstance(bb, SplitBackbone)
+    t = _template()
+    for prompt in PROMPTS[:2]:
+        ar = eng.generate(prompt, DecodeConfig(mode="ar", max_new_tokens=40), template=t)
+        v = eng.generate(prompt, DecodeConfig(mode="verify", draft="adapter", max_new_tokens=40), template=t)
+        assert v.token_ids == ar.token_ids
+        assert v.stats.draft_forwards <= v.stats.blocks  # one canvas pass a block, no prompt pass
+    d = eng.generate(PROMPTS[0], DecodeConfig(mode="diffusion", max_new_tokens=40), template=t)
+    assert t.matches(d.text) and d.stats.decoder_forwards >= 1
