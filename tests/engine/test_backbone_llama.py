@@ -108,7 +108,7 @@ def test_greedy_ar_matches_the_torch_backbone_up_to_near_ties(eng):
         assert (lt - ll).abs().max() < 2.0, (prompt, k)
 
 
-def test_batched_requests_decode_as_alone(eng):
+def test_batched_requests_decode_as_alone_up_to_near_ties(eng):
     cfgs = [DecodeConfig(mode=m, max_new_tokens=24, weights="base") for m in ("ar", "verify", "diffusion")]
     alone = [eng.generate(PROMPTS[i], c).token_ids for i, c in enumerate(cfgs)]
     batcher, out = Batcher(), [None] * 3
@@ -123,8 +123,14 @@ def test_batched_requests_decode_as_alone(eng):
     for t in threads:
         t.join()
     batcher.close()
-    assert out == alone
     assert max(batcher.sizes) > 1  # some forwards really carried several requests
+    for i, (a, b) in enumerate(zip(alone, out)):  # llama.cpp's kernels depend on the batch: equal up to near ties
+        if a == b:
+            continue
+        k = next((j for j, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+        logits = eng.backbone.encode(eng.encode_prompt(PROMPTS[i]) + a[:k], eng.backbone.new_cache(), rows=[-1])[0]
+        other = b[k] if k < len(b) else eng.lm.eos_ids[0]
+        assert logits.max() - logits[other] < 0.3, (i, k)
 
 
 def test_backend_choice_and_the_adapter_canvas(eng):
