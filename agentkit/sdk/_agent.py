@@ -28,7 +28,7 @@ from . import _settings as settings_
 from . import _steps as steps
 from ._callbacks import draft_callback, token_callback
 from ._context import RunContext, RunUsage
-from ._events import AgentEvent, Reply, StepStarted, ToolCall, ToolResult
+from ._events import AgentEvent, Reply, StepStarted, TextDelta, ToolCall, ToolResult
 from ._generator import _keywords, as_generator
 from ._messages import (
     ModelMessage,
@@ -466,6 +466,8 @@ class Agent(Generic[DepsT, OutputT]):
             raise
         if stream is not None:
             stream.flush(result.text)  # type: ignore[attr-defined]
+        elif result.text:  # a generator that cannot stream tokens: its whole text as one delta
+            self._emit(run, lambda: TextDelta(iteration, step, result.text))
         s = result.stats
         run.usage.incr(RunUsage(requests=1, input_tokens=s.prompt_tokens, output_tokens=s.output_tokens,
                                 forwards=s.encoder_forwards + s.decoder_forwards))

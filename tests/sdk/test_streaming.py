@@ -105,3 +105,13 @@ def test_timeout_stops_a_long_generation_within_one_forward(tiny, monkeypatch):
     rec = exc.value.trace[-1]
     assert rec.finish_reason == "cancelled" and rec.error.startswith("cancelled: stopped at the engine's next")
     assert 0 < rec.output_tokens < 400 and rec.encoder_forwards == len(starts)
+
+
+async def test_a_generator_without_token_streaming_yields_its_text_once():
+    class Plain:  # an async generate() without on_tokens (e.g. a user's own Generator)
+        async def generate(self, messages, config, template=None, on_draft=None):
+            return await FunctionModel(lambda m, i: "all at once").generate(messages, config, template)
+
+    async with Agent(Plain()).run_stream("x") as s:
+        deltas = [d async for d in s.stream_text(delta=True)]
+    assert deltas == ["all at once"]
