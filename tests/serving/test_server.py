@@ -253,7 +253,8 @@ async def test_timeout_504(engine):
     sched.close()
 
 
-async def test_disconnect_frees_slot(engine):
+@pytest.mark.parametrize("stream", [False, True])
+async def test_disconnect_frees_slot(engine, stream):
     g = Gated(engine)
     app = create_app(g, max_queue=1)
     sched = app.state.scheduler
@@ -261,7 +262,8 @@ async def test_disconnect_frees_slot(engine):
         first = asyncio.create_task(c.post("/v1/chat/completions", json={"messages": MSG, "max_tokens": 4}))
         await _until(lambda: sched.running == 1)
         # a raw ASGI request whose client goes away while it is queued
-        body = json.dumps({"messages": [{"role": "user", "content": "gone"}], "max_tokens": 4}).encode()
+        body = json.dumps({"messages": [{"role": "user", "content": "gone"}], "max_tokens": 4,
+                           "stream": stream}).encode()
         sent = [False]
         queued = asyncio.Event()
 
