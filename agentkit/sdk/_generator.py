@@ -86,8 +86,14 @@ class EngineGenerator:
             cache.pop(id(template), None)
 
     def decode(self, token_ids: list[int]) -> str:
-        """Token ids as text (for canvas-draft events)."""
-        return self.engine.tokenizer.decode(token_ids)
+        """Token ids as text (for canvas-draft and text-delta events; called on the decoding thread). Under the
+        engine's lock when it has one: a fast tokenizer used from two threads at once can fail ("Already
+        borrowed")."""
+        lock = getattr(self.engine, "lock", None)
+        if lock is None:
+            return self.engine.tokenizer.decode(token_ids)
+        with lock:
+            return self.engine.tokenizer.decode(token_ids)
 
     def __repr__(self) -> str:
         return f"EngineGenerator({self.engine!r})"
