@@ -41,11 +41,16 @@ Compile = Callable[..., Template]
 
 
 def model_context(engine: Any) -> int | None:
-    """The model's context in tokens, or None when the engine does not say (a test double)."""
+    """The model's context in tokens, or None when the engine does not say (a test double): ``context_length``
+    if the engine has one, else the torch model's ``max_position_embeddings``, else a llama.cpp backbone's
+    ``n_ctx_train`` or its context size (``options.n_ctx``)."""
     n = getattr(engine, "context_length", None)
     if n is None:
         cfg = getattr(getattr(getattr(engine, "lm", None), "model", None), "config", None)
         n = getattr(cfg, "max_position_embeddings", None)
+    if n is None:
+        bb = getattr(engine, "backbone", None)
+        n = getattr(bb, "n_ctx_train", None) or getattr(getattr(bb, "options", None), "n_ctx", None)
     return int(n) if isinstance(n, int) and n > 0 else None
 
 

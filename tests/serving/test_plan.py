@@ -100,3 +100,17 @@ def test_text_deltas_hold_back_stop_prefixes_and_partial_utf8():
     raw = {1: "a", 2: "\ufffd", 3: "b"}  # an incomplete UTF-8 sequence decodes as U+FFFD until completed
     d = TextDeltas(lambda ids: "a\ufffd" if ids == [1, 2] else "".join(raw[i] for i in ids))
     assert d.feed([1]) == "a" and d.feed([2]) == "" and d.finish("a\xe9b") == "\xe9b"
+
+
+def test_model_context_sources():
+    from types import SimpleNamespace as NS
+
+    from serving.prepare import model_context
+
+    assert model_context(NS(context_length=512)) == 512
+    torch_engine = NS(lm=NS(model=NS(config=NS(max_position_embeddings=2048))))
+    assert model_context(torch_engine) == 2048
+    llama = NS(lm=NS(model=None), backbone=NS(options=NS(n_ctx=16384)))  # llama.cpp: no torch model
+    assert model_context(llama) == 16384
+    assert model_context(NS(lm=NS(model=None), backbone=NS(n_ctx_train=8192, options=NS(n_ctx=16384)))) == 8192
+    assert model_context(NS()) is None
