@@ -41,9 +41,10 @@ class SchemaJob:
 
     @property
     def key(self) -> str:
+        """The cache key: the JSON text with its key order kept (property order is the output's order)."""
         if self.kind == "tools":
-            return json.dumps([t.model_dump(mode="json") for t in self.tools], sort_keys=True)
-        return json.dumps([self.schema, self.strict], sort_keys=True)
+            return json.dumps([[t.function.name, t.function.parameters] for t in self.tools])
+        return json.dumps([self.schema, self.strict])
 
 
 @dataclass

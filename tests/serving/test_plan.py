@@ -114,3 +114,14 @@ def test_model_context_sources():
     assert model_context(llama) == 16384
     assert model_context(NS(lm=NS(model=None), backbone=NS(n_ctx_train=8192, options=NS(n_ctx=16384)))) == 8192
     assert model_context(NS()) is None
+
+
+def test_schema_cache_key_keeps_property_order():
+    def job(props):
+        return plan_request(_req(response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {
+            "type": "object", "properties": props}}})).schema
+
+    a, b = job({"x": {"type": "integer"}, "y": {"type": "integer"}}), job({"y": {"type": "integer"},
+                                                                            "x": {"type": "integer"}})
+    assert a.key != b.key  # the output writes properties in schema order: two different templates
+    assert a.key == job({"x": {"type": "integer"}, "y": {"type": "integer"}}).key
