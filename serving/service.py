@@ -54,6 +54,7 @@ class ChatService:
         self.metrics = Metrics()
         params, any_kw = _params(engine.generate)
         self._hooks = any_kw or "on_tokens" in params  # the engine streams committed tokens
+        self._should_stop = any_kw or "should_stop" in params  # ... and stops before its next forward when asked
         batcher = None
         if "batch" in params:  # explicit batch support (not merely **kwargs)
             from agentkit.engine.batch import Batcher
@@ -124,9 +125,12 @@ class ChatService:
         kw: dict[str, Any] = {"template": template, "on_draft": draft_hook}
         if self._hooks:
             kw["on_tokens"] = tokens_hook
+        if self._should_stop:
+            kw["should_stop"] = job.cancelled.is_set  # a cancelled job stops before its next forward
         if job.slot is not None:
             kw["batch"] = job.slot
         res = self.engine.generate(plan.messages, plan.config, **kw)
+        job.check()  # stopped early because the request was cancelled: its answer is already decided
         lp = None
         if plan.logprobs is not None and prompt_ids is not None:
             from .logprobs import token_logprobs
