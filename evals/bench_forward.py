@@ -101,14 +101,20 @@ def ar_tokens_per_s(engine: Engine, max_new: int) -> tuple[float, int]:
     return (s.output_tokens - 1) / decode_s, s.output_tokens
 
 
+_LLM = None
+
+
 def llama_reference(prompt_ids: list[int], max_new: int, threads: int | None, eos: set[int]) -> tuple[float, int]:
     """Plain llama.cpp: ``Llama.generate`` greedy on the same GGUF; tokens after the first per second."""
     from llama_cpp import Llama
 
     from agentkit.models.default import gguf_path
 
-    kw = {"n_threads": threads, "n_threads_batch": threads} if threads else {}
-    llm = Llama(str(gguf_path()), n_ctx=2048, verbose=False, **kw)
+    global _LLM
+    if _LLM is None:
+        kw = {"n_threads": threads, "n_threads_batch": threads} if threads else {}
+        _LLM = Llama(str(gguf_path()), n_ctx=2048, verbose=False, **kw)
+    llm = _LLM
     n, t1 = 0, 0.0
     for tok in llm.generate(prompt_ids, temp=0.0, top_k=1, reset=True):
         if tok in eos:
@@ -144,7 +150,7 @@ def main() -> None:
     ap.add_argument("--prefix", type=int, default=200)
     ap.add_argument("--repeats", type=int, default=9)
     ap.add_argument("--ar-tokens", type=int, default=64)
-    ap.add_argument("--ar-repeats", type=int, default=3, help="AR runs per backend (the best is reported)")
+    ap.add_argument("--ar-repeats", type=int, default=5, help="AR rounds (the median is reported)")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--bfcl", type=Path, default=None, help="BFCL data folder: also run BFCL per backend")
     ap.add_argument("--bfcl-limit", type=int, default=10, help="questions per BFCL file")
@@ -177,13 +183,18 @@ def main() -> None:
         if args.skip_forward:
             return
     table = forward_table({k: engines[k] for k in keys}, args.prefix, args.repeats)
-    ar = {k: max(ar_tokens_per_s(engines[k], args.ar_tokens) for _ in range(args.ar_repeats)) for k in keys}
-    ref, ref_n = None, 0
-    if available():
-        eng = engines[keys[0]]
-        prompt_ids = eng.encode_prompt(PROMPT)
-        ref, ref_n = max(llama_reference(prompt_ids, args.ar_tokens, args.threads, set(eng.lm.eos_ids))
-                         for _ in range(args.ar_repeats))
+    # AR rounds interleaved (each backend, then plain llama.cpp, per round) so that load drifts hit all alike;
+    # the median round of each is reported
+    runs: dict = {k: [] for k in keys}
+    refs: list[tuple[float, int]] = []
+    prompt_ids = engines[keys[0]].encode_prompt(PROMPT)
+    for _ in range(args.ar_repeats):
+        for k in keys:
+            runs[k].append(ar_tokens_per_s(engines[k], args.ar_tokens))
+        if available():
+            refs.append(llama_reference(prompt_ids, args.ar_tokens, args.threads, set(engines[keys[0]].lm.eos_ids)))
+    ar = {k: sorted(v)[len(v) // 2] for k, v in runs.items()}
+    ref, ref_n = sorted(refs)[len(refs) // 2] if refs else (None, 0)
     gbs = bandwidth_gb_s(args.threads)
     floor = {k: weight_bytes(engines[k]) / gbs / 1e6 for k in keys}  # ms to read the weights once
     rows = [{"backend": k[0], "dtype": k[1], "threads": args.threads, "ms_by_positions": table[k],
