@@ -31,7 +31,7 @@ serve_and_load() {  # NAME ARGS...
   sleep 3
 }
 echo "# $(date -u +%FT%TZ) $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)" >> "$TXT"
-for c in ${CONFIGS:-plain ray1 ray2}; do  # CONFIGS="ray2 ray1 plain" for a second pass in reverse order
+for c in ${CONFIGS-plain ray1 ray2}; do  # CONFIGS="ray2 ray1 plain" for a second pass in reverse order
   echo "# $(date -u +%T) load $(cut -d' ' -f1-3 /proc/loadavg)" >> "$TXT"
   case $c in
     plain) serve_and_load plain ;;
@@ -40,7 +40,7 @@ for c in ${CONFIGS:-plain ray1 ray2}; do  # CONFIGS="ray2 ray1 plain" for a seco
   esac
 done
 D=/work/shared/data/bfcl
-for how in ${EVALS:-local ray2}; do
+for how in ${EVALS-local ray2}; do
   extra=(); [ "$how" = ray2 ] && extra=(--ray local --workers 2)
   t0=$(date +%s.%N)
   agentkit eval bfcl --data "$D" --limit 20 --modes ar-constrained --threads 1 --out "$OUT.eval_$how.json" \
