@@ -85,6 +85,10 @@ def test_two_replicas_both_serve_and_label_metrics(url):
             if len(seen) == 2:
                 break
         assert len(seen) == 2, seen
+        with c.stream("POST", "/v1/chat/completions", json={**BODY, "stream": True}) as r:
+            assert r.status_code == 200 and r.headers["x-agentkit-replica"] in seen
+            events = [ln for ln in r.iter_lines() if ln.startswith("data: ")]
+        assert events[-1] == "data: [DONE]" and len(events) >= 3  # streaming passes through Serve
         health = c.get("/health")
         assert health.status_code == 200 and health.headers["x-agentkit-replica"] in seen
         m = c.get("/metrics")
