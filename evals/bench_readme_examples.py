@@ -48,10 +48,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--adapter", default=None)
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--backend", default="auto", help="EngineConfig.backend")
     a = ap.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
-    engine = Engine(EngineConfig(adapter_path=a.adapter, threads=a.threads))
+    engine = Engine(EngineConfig(adapter_path=a.adapter, threads=a.threads, backend=a.backend))
     print(f"adapter: {engine.adapter_path}")
     for name, prompt, template, n in cases():
         base = None

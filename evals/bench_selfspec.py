@@ -7,7 +7,7 @@ ar-constrained on the same questions in the same run. Writes one JSON line per r
 (partial results survive a kill). Asserts nothing.
 
     python evals/bench_selfspec.py --data ../shared/data/bfcl --limit 10 --threads 1 \
-        [--settings lookup,adapter:1,adapter:2] [--adapter DIR] [--out evals/results/selfspec.jsonl]
+        [--settings lookup,adapter:1,adapter:2] [--adapter DIR] [--backend torch] [--out evals/results/selfspec.jsonl]
 """
 
 from __future__ import annotations
@@ -59,11 +59,13 @@ def main() -> None:
     ap.add_argument("--settings", default="lookup,adapter:1,adapter:2")
     ap.add_argument("--adapter", default=None, help="adapter directory (default: the shipped one)")
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--backend", default="torch", help="EngineConfig.backend (torch: the drafter can share the cache)")
+    ap.add_argument("--dtype", default="auto")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
-    engine = Engine(EngineConfig(adapter_path=a.adapter, threads=a.threads))
+    engine = Engine(EngineConfig(adapter_path=a.adapter, threads=a.threads, backend=a.backend, dtype=a.dtype))
     sets = settings(a.settings)
     items = bfcl.load_bfcl(Path(a.data), limit=a.limit)
     rows: list[dict] = []

@@ -162,6 +162,26 @@ def self_distilled(lm, out: Path, *, calls: int = 0, extract: int = 0, edits: in
     return [r.tokenized() for r in train_recs], info
 
 
+def record_interrupted(out: Path, tr) -> None:
+    """A run killed before it could list itself (``runs.jsonl`` ends before the checkpoint this invocation resumed
+    from): list it now, from its checkpoint and the ``run_current.json`` it left (its command)."""
+    f = out / "runs.jsonl"
+    runs = [json.loads(x) for x in f.read_text().splitlines() if x.strip()] if f.is_file() else []
+    last = runs[-1] if runs else {"to_step": 0, "to_tokens": 0, "seconds_total": 0.0}
+    if tr.start_step <= last["to_step"]:
+        return
+    cur = out / "run_current.json"
+    prev = json.loads(cur.read_text()) if cur.is_file() else {}
+    seconds = sum(r["seconds"] for r in runs)
+    with f.open("a") as fh:
+        fh.write(json.dumps({"command": prev.get("command", "(not recorded)") + " (stopped: killed)",
+                             "from_step": last["to_step"], "to_step": tr.start_step,
+                             "from_tokens": last["to_tokens"], "to_tokens": tr.start_tokens,
+                             "generated_frac": 0.0, "eos_pad": tr.cfg.eos_pad,
+                             "seconds": round(max(0.0, tr.start_seconds - seconds), 1),
+                             "date": prev.get("date", time.strftime("%Y-%m-%d"))}) + "\n")
+
+
 def train_main(out_dir: str | Path, steps: int, *, n_examples: int = 4000, distill_n: int = 0,
                free_frac: float = 0.1, generated_frac: float = 0.0, threads: int | None = None,
                model: str | None = None, eval_n: int = 0, resume: bool = True, command: str = "",
@@ -185,8 +205,11 @@ def train_main(out_dir: str | Path, steps: int, *, n_examples: int = 4000, disti
         syn = syn + free * max(1, round(free_frac * len(syn) / len(free)))
     examples = [tokenize(e, lm.tokenizer, lm.eos_ids[0], lm.chat) for e in syn] + distilled
     t0 = time.time()
-    tr = train(lm, examples, cfg, out, resume=resume)
     command = command or f"python -m agentkit.training --out {out_dir} --steps {steps}"
+    (out / "run_current.json").write_text(json.dumps({"command": command, "date": time.strftime("%Y-%m-%d"),
+                                                      "self_distill": sd_info}) + "\n")
+    tr = train(lm, examples, cfg, out, resume=resume)
+    record_interrupted(out, tr)
     if tr.step_no > tr.start_step:  # one line per invocation that trained: the card lists them
         with (out / "runs.jsonl").open("a") as f:
             f.write(json.dumps({"command": command, "from_step": tr.start_step, "to_step": tr.step_no,

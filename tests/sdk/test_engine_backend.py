@@ -9,7 +9,7 @@ import pytest
 
 from agentkit.constrain.nodes import Lit, Slot, Template, seq
 from agentkit.errors import AgentRunError, UsageLimitExceeded
-from agentkit.sdk import Agent, EngineGenerator, Limits, _steps, tool
+from agentkit.sdk import Agent, EngineGenerator, Limits, RoutingPolicy, _steps, tool
 
 INT = r"-?(0|[1-9][0-9]{0,3})"
 
@@ -49,7 +49,8 @@ async def test_agent_tool_calls_on_tiny_engine_are_valid(tiny, mode):
 
 
 async def test_agent_tool_calls_on_tiny_engine_diffusion(tiny):
-    agent = Agent(tiny, tools=[add], limits=Limits(max_iterations=3))
+    diffusion = RoutingPolicy(plan="diffusion", tool_call="diffusion", tool_input="diffusion", extract="diffusion")
+    agent = Agent(tiny, tools=[add], limits=Limits(max_iterations=3), routing=diffusion)
     try:
         trace = (await agent.run("What is 2+3?")).trace
     except UsageLimitExceeded as e:
@@ -60,7 +61,7 @@ async def test_agent_tool_calls_on_tiny_engine_diffusion(tiny):
 
 
 async def test_canvas_drafts_stream_from_the_engine_thread(tiny):
-    agent = Agent(tiny, tools=[add], limits=Limits(max_iterations=1))
+    agent = Agent(tiny, tools=[add], limits=Limits(max_iterations=1), routing=RoutingPolicy.force("diffusion"))
     events = []
     with pytest.raises(AgentRunError):
         async for event in agent.run_stream("What is 2+3?"):

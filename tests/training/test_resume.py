@@ -80,3 +80,20 @@ def test_cpu_bf16_autocast_is_opt_in():
     assert tr.autocast._enabled and tr.autocast.fast_dtype == torch.bfloat16
     loss = tr.step(_batch(tiny_llama(0), tr, tr.cfg))
     assert loss == loss  # finite under CPU bf16 autocast
+
+
+def test_a_killed_run_is_listed_by_the_next_invocation(tmp_path):
+    from types import SimpleNamespace
+
+    from agentkit.training.__main__ import record_interrupted
+
+    (tmp_path / "runs.jsonl").write_text(json.dumps({"command": "first", "from_step": 0, "to_step": 350,
+                                                     "from_tokens": 0, "to_tokens": 312906, "seconds": 7140.0}) + "\n")
+    (tmp_path / "run_current.json").write_text(json.dumps({"command": "v3 cmd", "date": "2026-11-30"}))
+    tr = SimpleNamespace(start_step=420, start_tokens=400000, start_seconds=9000.0, cfg=TrainConfig())
+    record_interrupted(tmp_path, tr)
+    record_interrupted(tmp_path, tr)  # listed once
+    runs = [json.loads(x) for x in (tmp_path / "runs.jsonl").read_text().splitlines()]
+    assert len(runs) == 2 and runs[1]["command"].startswith("v3 cmd")
+    assert (runs[1]["from_step"], runs[1]["to_step"], runs[1]["to_tokens"]) == (350, 420, 400000)
+    assert runs[1]["seconds"] == 1860.0

@@ -1,0 +1,55 @@
+"""Routing by measurement: the calibrated mode, and the fallback when no calibration exists."""
+
+import itertools
+import warnings
+
+import pytest
+
+from agentkit import calibration as C
+from agentkit.errors import InvalidRequestError
+from agentkit.sdk import RoutingPolicy
+
+
+def _cal(**modes):
+    return C.Calibration(model="m", device="cpu",
+                         results=[C.ModeResult(k, 20, s, f, p) for k, (s, f, p) in modes.items()])
+
+
+def test_choose_is_the_fastest_at_equal_success_and_never_dominated():
+    assert C.choose(_cal(ar=(0.4, 9, 3000), diffusion=(0.4, 12, 4100), verify=(0.4, 8, 2900)).results) == "verify"
+    assert C.choose(_cal(ar=(0.4, 9, 3000), diffusion=(0.35, 6, 2000)).results) == "ar"  # faster but worse
+    assert C.choose(_cal(ar=(0.4, 9, 3000), diffusion=(0.35, 6, 2000)).results, tolerance=0.05) == "diffusion"
+    for perm in itertools.permutations([("ar", 0.4, 3000.0), ("diffusion", 0.45, 2500.0), ("verify", 0.3, 1000.0)]):
+        res = [C.ModeResult(m, 20, s, 1, p) for m, s, p in perm]
+        chosen = next(r for r in res if r.mode == C.choose(res))
+        assert not any(r.success > chosen.success and r.p50_ms < chosen.p50_ms for r in res)
+    with pytest.raises(InvalidRequestError):
+        C.choose([])
+
+
+def test_routing_picks_the_calibrated_mode(tmp_path):
+    cal = _cal(ar=(0.4, 9, 3000), verify=(0.4, 7, 2500))
+    C.path_for("my-model", "cpu", tmp_path).write_text(cal.to_json())
+    assert C.Calibration.from_json(cal.to_json()).structured == "verify"
+    policy = RoutingPolicy.calibrated("my-model", "cpu", tmp_path)
+    assert (policy.plan, policy.tool_call, policy.tool_input, policy.extract, policy.reply) == (
+        "verify", "verify", "verify", "verify", "ar")
+
+
+def test_missing_calibration_falls_back_to_ar_with_one_warning(tmp_path):
+    with pytest.warns(C.CalibrationWarning, match="no calibration") as rec:
+        assert RoutingPolicy.calibrated("unmeasured-model", "cuda", tmp_path).tool_call == C.FALLBACK == "ar"
+    assert len(rec) == 1 and "\n" not in str(rec[0].message)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the second lookup is silent
+        assert C.structured_mode("unmeasured-model", "cuda", tmp_path) == "ar"
+
+
+def test_the_default_policy_uses_the_shipped_calibration():
+    cal = C.load(None, "cpu")
+    assert cal is not None, "no calibration shipped for the default model on CPU (agentkit calibrate)"
+    assert RoutingPolicy().tool_call == cal.structured and RoutingPolicy().reply == "ar"
+    best = max(r.success for r in cal.results)
+    chosen = next(r for r in cal.results if r.mode == cal.structured)
+    assert chosen.success >= best - cal.tolerance
+    assert C.model_key("SmolLM2-135M-Instruct (embedded, Q4_1 dequantized)") == C.model_key(None)
