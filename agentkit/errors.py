@@ -8,8 +8,10 @@ The hierarchy::
     │   ├── InvalidRequestError      bad generation input (empty prompt, max_new_tokens < 1, ...)
     │   ├── UnsupportedModeError     the model cannot decode in the requested mode/sampler
     │   ├── UnsupportedSchemaError   a JSON Schema keyword the compiler cannot enforce (names keyword + pointer)
+    │   │   └── SchemaLimitError     building the constraint would pass a CompileLimits bound (names limit + pointer)
     │   ├── EditError                an edit response cannot be parsed or applied (names file + missing text)
     │   └── WorkspaceError           a workspace tool call was refused (path escape, size bound, command)
+    ├── CompileCancelled             a constraint build was cancelled by its caller (the request went away)
     └── AgentRunError                a run failed at run time (carries the trace so far)
         ├── UsageLimitExceeded       max iterations / tokens / time exceeded
         ├── UnexpectedModelBehavior  the model produced output that cannot be used
@@ -57,6 +59,25 @@ class UnsupportedSchemaError(UserError):
         self.detail = detail
         msg = f"unsupported schema keyword {keyword!r} at {self.pointer}"
         super().__init__(f"{msg}: {detail}" if detail else msg)
+
+
+class SchemaLimitError(UnsupportedSchemaError):
+    """Building a schema's constraint would pass one of the bounds of
+    :class:`~agentkit.constrain.limits.CompileLimits` (automaton states, build time, schema depth...).
+
+    ``limit`` is the name of the bound (``"max_states"``, ``"max_seconds"``...), ``value`` its setting,
+    ``pointer`` the JSON pointer of the subschema being built when it was reached.
+    """
+
+    def __init__(self, limit: str, pointer: str, value: object, detail: str = "") -> None:
+        super().__init__(limit, pointer, detail)
+        self.limit, self.value = limit, value
+        msg = f"schema at {self.pointer} exceeds CompileLimits.{limit}={value}"
+        Exception.__init__(self, f"{msg}: {detail}" if detail else msg)
+
+
+class CompileCancelled(AgentkitError):
+    """A constraint build was cancelled by its caller (``build_constraint(cancel=...)``) before it finished."""
 
 
 class EditError(UserError):

@@ -3,19 +3,30 @@
 Every path an agent names is relative to the workspace root; absolute paths, ``..`` escapes and symlinks
 resolving outside the root are refused with a ``WorkspaceError`` naming the path. File sizes, listings and
 outputs are bounded. Commands run without a shell, with a timeout, and only when their argv starts with an
-allow-listed prefix. This confines the *tools*, it is not an OS sandbox: the test command itself runs the
-repository's code with the caller's privileges.
+allow-listed prefix. Files with more than one hard link are refused (one could alias a file outside the root),
+names too long or not encodable are refused, ``.git/`` is read-only to the tools, and searches use RE2 (linear
+time: no catastrophic backtracking). Globs hold at most :data:`MAX_GLOB_STARS` ``**``.
+
+``run_tests`` runs the test command isolated by the OS where Linux user namespaces are available (``unshare`` from
+util-linux): no network (an empty network namespace), a PID namespace (nothing it starts survives the kill), every
+mount read-only except the workspace and a private temporary directory, and a clean environment (an allow-list,
+:data:`ENV_ALLOW`). Where ``unshare`` is missing or namespaces are disabled it falls back to a plain process group
+with the same clean environment and says so in the result's ``isolation`` field.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shlex
+import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
+from functools import lru_cache
 from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import IO
@@ -31,10 +42,38 @@ MAX_LIST_ENTRIES = 500
 MAX_SEARCH_MATCHES = 500
 MAX_LINE_SCAN = 2_000  # characters of a line that search_text looks at
 MAX_SHOWN_LINE = 200  # characters of a matching line that search_text shows
+MAX_GLOB_STARS = 4  # ``**`` in one glob
+MAX_GLOB_CHARS = 256
+MAX_NAME_BYTES = 255  # one path component (NAME_MAX)
+MAX_PATH_BYTES = 4096
+ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "SYSTEMROOT", "PYTHONHASHSEED")
+# pytest options that could point it outside the workspace or load arbitrary plugins/config
+REFUSED_OPTIONS = ("-o", "--override-ini", "-p", "-c", "--config-file", "--rootdir", "--confcutdir", "--basetemp",
+                   "--debug", "--junit-xml", "--junitxml", "--result-log", "--resultlog")
+
+try:  # linear-time regexes for agent-given patterns
+    import re2 as _re2
+except ImportError:  # pragma: no cover - google-re2 is a dependency
+    _re2 = None
 
 
-def _glob_regex(pattern: str) -> re.Pattern[str]:
-    """Compile a glob: ``*`` and ``?`` stay within one path segment, ``**/`` spans any number of directories."""
+def _compile_user_regex(pattern: str):
+    """An agent's regex compiled with RE2 (no backtracking); Python ``re`` only when RE2 is not installed."""
+    if _re2 is None:  # pragma: no cover
+        return re.compile(pattern)
+    opts = _re2.Options()
+    opts.log_errors = False
+    return _re2.compile(pattern, opts)
+
+
+def _glob_regex(pattern: str):
+    """Compile a glob: ``*`` and ``?`` stay within one path segment, ``**/`` spans any number of directories.
+    At most MAX_GLOB_STARS ``**`` (repeats collapse: ``**/**/`` is ``**/``); matched with RE2 (linear time)."""
+    while "**/**/" in pattern:
+        pattern = pattern.replace("**/**/", "**/")
+    if len(pattern) > MAX_GLOB_CHARS or pattern.count("**") > MAX_GLOB_STARS:
+        raise WorkspaceError(f"glob {pattern[:60]!r}: too complex (at most {MAX_GLOB_CHARS} characters and "
+                             f"{MAX_GLOB_STARS} '**')")
     out, i = [], 0
     while i < len(pattern):
         if pattern.startswith("**/", i):
@@ -56,7 +95,10 @@ def _glob_regex(pattern: str) -> re.Pattern[str]:
         else:
             out.append(re.escape(pattern[i]))
             i += 1
-    return re.compile("".join(out))
+    try:
+        return _compile_user_regex("".join(out))
+    except Exception as err:  # noqa: BLE001 -- re2.error / re.error
+        raise WorkspaceError(f"invalid glob {pattern!r}: {err}") from None
 
 
 def _glob_match(pattern: str, rel: str) -> bool:
@@ -111,6 +153,15 @@ class Workspace:
         """The absolute path of workspace-relative ``path``, refusing anything that leaves the root."""
         if not isinstance(path, str) or not path.strip() or "\x00" in path:
             raise WorkspaceError(f"invalid path {path!r}", str(path))
+        try:
+            raw = os.fsencode(path)
+            path.encode("utf-8")
+        except UnicodeEncodeError:
+            raise WorkspaceError(f"{_shown(path)}: not encodable as a file name (lone surrogate?)",
+                                 _shown(path)) from None
+        if len(raw) > MAX_PATH_BYTES or any(len(part) > MAX_NAME_BYTES for part in raw.split(b"/")):
+            raise WorkspaceError(f"{path[:80]!r}...: name too long (at most {MAX_NAME_BYTES} bytes a component, "
+                                 f"{MAX_PATH_BYTES} in all)", path[:80])
         if PurePosixPath(path).is_absolute() or Path(path).is_absolute():
             raise WorkspaceError(
                 f"{path!r}: absolute paths are not allowed; give a path relative to the workspace", path
@@ -139,13 +190,33 @@ class Workspace:
                         continue
                 yield p
 
+    def _writable(self, full: Path, path: str) -> None:
+        """Refuse writes under ``.git/`` (read-only to agents: hooks and config there run code)."""
+        if ".git" in full.relative_to(self.root).parts:
+            raise WorkspaceError(f"{path!r}: .git/ is read-only to the workspace tools", path)
+
     def _read_bytes(self, full: Path, path: str) -> bytes:
-        if not full.is_file():
-            raise WorkspaceError(f"{path!r}: no such file", path)
-        size = full.stat().st_size
-        if size > self.max_file_bytes:
-            raise WorkspaceError(f"{path!r}: file is {size} bytes, over the {self.max_file_bytes}-byte limit", path)
-        data = full.read_bytes()
+        """The file's bytes, read through one descriptor that is checked: a regular file, not a symlink, one hard
+        link only (a second link could be an outside file's), within the size limit, not binary."""
+        try:
+            fd = os.open(full, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        except OSError as err:
+            if err.errno == errno.ENAMETOOLONG:
+                raise WorkspaceError(f"{path[:80]!r}: name too long", path[:80]) from None
+            raise WorkspaceError(f"{path!r}: no such file", path) from None
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                raise WorkspaceError(f"{path!r}: no such file", path)
+            if st.st_nlink > 1:
+                raise WorkspaceError(f"{path!r}: file has {st.st_nlink} hard links; linked files are refused (one "
+                                     "link may be a file outside the workspace)", path)
+            if st.st_size > self.max_file_bytes:
+                raise WorkspaceError(f"{path!r}: file is {st.st_size} bytes, over the {self.max_file_bytes}-byte "
+                                     "limit", path)
+            data = f.read(self.max_file_bytes + 1)
+        if len(data) > self.max_file_bytes:
+            raise WorkspaceError(f"{path!r}: file grew over the {self.max_file_bytes}-byte limit", path)
         if b"\x00" in data[:8192]:
             raise WorkspaceError(f"{path!r}: binary file", path)
         return data
@@ -233,9 +304,13 @@ class Workspace:
             ``path:line: text`` entries; a last entry says when more matches were left out.
         """
         try:
-            rx = re.compile(regex)
-        except re.error as err:
-            raise WorkspaceError(f"invalid regex {regex!r}: {err}") from None
+            regex.encode("utf-8")
+            rx = _compile_user_regex(regex)
+        except UnicodeEncodeError:
+            raise WorkspaceError(f"invalid regex {_shown(regex)}: not encodable text") from None
+        except Exception as err:  # noqa: BLE001 -- re2.error (backreferences, lookaround: RE2 has neither)
+            raise WorkspaceError(f"invalid regex {regex!r} (RE2 syntax: no backreferences or lookaround): {err}") \
+                from None
         limit = max(1, min(max_matches, MAX_SEARCH_MATCHES))
         out: list[str] = []
         chars = 0
@@ -244,7 +319,7 @@ class Workspace:
             if not _glob_match(path_glob, rel):
                 continue
             try:
-                text = self._read_bytes(p, rel).decode("utf-8", errors="replace")
+                text = self._read_bytes(p.resolve() if p.is_symlink() else p, rel).decode("utf-8", errors="replace")
             except WorkspaceError:  # too big or binary: not searched
                 continue
             for n, line in enumerate(text.splitlines(), 1):
@@ -269,9 +344,14 @@ class Workspace:
             A one-line confirmation.
         """
         full = self.resolve(path)
+        self._writable(full, path)
         if full.exists() or full.is_symlink():
             raise WorkspaceError(f"{path!r}: already exists; change it with apply_edits", path)
-        data = content.encode("utf-8")
+        try:
+            data = content.encode("utf-8")
+        except UnicodeEncodeError as err:
+            raise WorkspaceError(f"{path!r}: content is not encodable as UTF-8 (character {err.start})", path) \
+                from None
         if len(data) > self.max_file_bytes:
             raise WorkspaceError(
                 f"{path!r}: content is {len(data)} bytes, over the {self.max_file_bytes}-byte limit", path
@@ -306,6 +386,7 @@ class Workspace:
         canon: list[Edit] = []
         for e in edits:
             full = self.resolve(e.path)
+            self._writable(full, e.path)
             rel = self.rel(full)
             if rel not in files:
                 fulls[rel], files[rel] = self._read_text(e.path)
@@ -313,7 +394,12 @@ class Workspace:
         notes: list[str] = []
         new = apply_edit_list(files, canon, notes)
         for rel, text in new.items():
-            if len(text.encode("utf-8")) > self.max_file_bytes:
+            try:
+                size = len(text.encode("utf-8"))
+            except UnicodeEncodeError as err:
+                raise WorkspaceError(f"{rel!r}: edited text is not encodable as UTF-8 (character {err.start})",
+                                     rel) from None
+            if size > self.max_file_bytes:
                 raise WorkspaceError(f"{rel!r}: edited file would exceed {self.max_file_bytes} bytes", rel)
         changed = []
         for rel, text in new.items():
@@ -341,13 +427,15 @@ class Workspace:
         if prefix is None:
             allowed = "; ".join(shlex.join(c) for c in self.allowed_commands)
             raise WorkspaceError(f"command {shlex.join(argv)!r} is not allowed (allowed prefixes: {allowed})")
-        for arg in argv[len(prefix) :]:
-            value = arg.split("=", 1)[1] if arg.startswith("-") and "=" in arg else arg
-            if value.startswith(("/", "~")) or ".." in PurePosixPath(value).parts:
-                raise WorkspaceError(f"argument {arg!r} points outside the workspace", value)
+        _check_args(argv[len(prefix) :])
         exe = [sys.executable, *argv[1:]] if argv[0] in ("python", "python3") else list(argv)
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
-        with tempfile.TemporaryFile() as out:
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryDirectory(prefix="agentkit-ws-") as tmp:
+            env = {k: v for k, v in os.environ.items() if k in ENV_ALLOW}
+            env.update(PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1", HOME=tmp, TMPDIR=tmp)
+            isolation = "unshare: no network, own PID namespace, read-only outside the workspace" if _unshare_ok() \
+                else "none: unshare or user namespaces unavailable (clean environment and process group only)"
+            if _unshare_ok():
+                exe = [*_UNSHARE, "sh", "-c", _SANDBOX_SH, "sandbox", str(self.root), tmp, *exe]
             try:
                 proc = subprocess.Popen(exe, cwd=self.root, stdin=subprocess.DEVNULL, stdout=out,
                                         stderr=subprocess.STDOUT, env=env, start_new_session=True)  # fmt: skip
@@ -367,7 +455,8 @@ class Workspace:
             output = self._read_output(out)
         if timed_out:
             output += f"\n[command timed out after {self.command_timeout_s} s and was killed]"
-        return {"command": shlex.join(argv), "exit_code": code, "timed_out": timed_out, "output": output}
+        return {"command": shlex.join(argv), "exit_code": code, "timed_out": timed_out, "output": output,
+                "isolation": isolation}
 
     def _read_output(self, out: IO[bytes]) -> str:
         limit = self.max_output_chars
@@ -398,6 +487,53 @@ class Workspace:
         """A search/replace ``Template`` over the current contents of ``paths`` (see ``agentkit.constrain.edits``)."""
         files = {self.rel(self.resolve(p)): self._read_text(p)[1] for p in paths}
         return search_replace_template(files, max_edits=max_edits, max_search_lines=max_search_lines)
+
+
+def _shown(text: str) -> str:
+    return repr(text.encode("utf-8", "backslashreplace").decode("utf-8")[:80])
+
+
+def _check_args(args: list[str]) -> None:
+    """Refuse arguments that name paths outside the workspace or options that reconfigure pytest (``-o``,
+    ``--override-ini``, ``-c``, ``--rootdir``...; ``-p`` only as ``-p no:NAME``)."""
+    for i, arg in enumerate(args):
+        value = arg.split("=", 1)[1] if arg.startswith("-") and "=" in arg else arg
+        if value.startswith(("/", "~")) or ".." in PurePosixPath(value).parts:
+            raise WorkspaceError(f"argument {arg!r} points outside the workspace", value)
+        if arg.startswith("-pno:") or (arg == "-p" and i + 1 < len(args) and args[i + 1].startswith("no:")):
+            continue  # -p no:NAME only disables a plugin
+        opt = arg.split("=", 1)[0]
+        if opt in REFUSED_OPTIONS or any(arg.startswith(o) for o in REFUSED_OPTIONS if len(o) == 2):
+            raise WorkspaceError(f"option {arg!r} is not allowed for the test command (refused: "
+                                 f"{', '.join(REFUSED_OPTIONS)}; -p only as -p no:NAME)", arg)
+
+
+# inside the namespaces: the workspace and a private tmp stay writable, every other mount becomes read-only
+_SANDBOX_SH = r"""
+set -e
+ws="$1"; tmp="$2"; shift 2
+mount --bind "$ws" "$ws"
+mount --bind "$tmp" "$tmp"
+for m in $(awk '{print $2}' /proc/self/mounts | sort -u); do
+  [ "$m" = "$ws" ] || [ "$m" = "$tmp" ] || mount -o remount,bind,ro "$m" 2>/dev/null || true
+done
+cd "$ws"
+exec "$@"
+"""
+_UNSHARE = ("unshare", "--user", "--map-root-user", "--mount", "--net", "--pid", "--fork", "--kill-child",
+            "--mount-proc")
+
+
+@lru_cache(maxsize=1)
+def _unshare_ok() -> bool:
+    """Whether ``unshare`` runs here with user, mount, network and PID namespaces (probed once)."""
+    if sys.platform != "linux" or shutil.which("unshare") is None or shutil.which("sh") is None:
+        return False
+    try:
+        return subprocess.run([*_UNSHARE, "sh", "-c", "mount --bind / / 2>/dev/null; exit 0"], timeout=10,
+                              stdin=subprocess.DEVNULL, capture_output=True).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
 
 
 def workspace_tools(ws: Workspace) -> list[Callable[..., object]]:

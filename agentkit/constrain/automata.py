@@ -3,8 +3,10 @@
 Used when string constraints have to be combined exactly: a ``pattern`` with ``minLength``/``maxLength``, two
 patterns (``allOf``), a pattern and a ``format``, ``not: {pattern}``, or "any string except these names" (keys of
 additional properties). Regex AST → NFA → DFA; intersection, complement and minimisation on DFAs; then back to a
-regex AST by state elimination. Every step is bounded (:data:`MAX_STATES`, :data:`MAX_AST`) and raises
-:class:`~agentkit.constrain.ecma_regex.PatternError` instead of running away.
+regex AST by state elimination. Every step is bounded (states: the active build's
+:attr:`~agentkit.constrain.limits.CompileLimits.max_states`, :data:`MAX_NFA`, :data:`MAX_AST`) and raises
+:class:`~agentkit.constrain.ecma_regex.PatternError` instead of running away; every loop also checks the build's
+deadline and cancel flag (:func:`agentkit.constrain.limits.current`).
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ from __future__ import annotations
 from bisect import bisect_right
 
 from .ecma_regex import ANY, EPS, PatternError, alt, cat, cs_and, cs_not, cs_or, cset, rep, size
+from .limits import current
 
-MAX_STATES = 4000
+MAX_STATES = 4000  # the default of CompileLimits.max_states (the active budget's value is what applies)
 MAX_AST = 20000
 MAX_NFA = 40000
 
@@ -36,7 +39,9 @@ class _NFA:
 
     def new(self) -> int:
         if len(self.eps) >= MAX_NFA:
-            raise PatternError("automaton too large")
+            raise PatternError(f"automaton too large (over {MAX_NFA} NFA states)")
+        if len(self.eps) % 1024 == 0:
+            current().check()
         self.eps.append([])
         self.edges.append([])
         return len(self.eps) - 1
@@ -90,8 +95,15 @@ class _NFA:
         raise PatternError(f"anchor {k} inside the pattern")
 
 
-def from_ast(n) -> DFA:
-    """Subset construction: the DFA of the AST's language (anchors must have been removed)."""
+def _too_large(limit: int) -> PatternError:
+    return PatternError(f"automaton too large (over {limit} states)")
+
+
+def from_ast(n, max_states: int | None = None) -> DFA:
+    """Subset construction: the DFA of the AST's language (anchors must have been removed); at most
+    ``max_states`` states (default: the active budget's ``max_states``)."""
+    b = current()
+    limit = b.limits.max_states if max_states is None else max_states
     nfa = _NFA()
     start, final = nfa.build(n)
 
@@ -112,6 +124,7 @@ def from_ast(n) -> DFA:
     while i < len(order):
         cur = order[i]
         i += 1
+        b.tick(64)
         edges = [e for s in cur for e in nfa.edges[s]]
         bounds = sorted({b for cs, _ in edges for lo, hi in cs for b in (lo, hi + 1)})
         segs: dict[int, set] = {}
@@ -127,8 +140,8 @@ def from_ast(n) -> DFA:
         row = []
         for tgt, ivs in by_target.items():
             if tgt not in index:
-                if len(order) >= MAX_STATES:
-                    raise PatternError("automaton too large")
+                if len(order) >= limit:
+                    raise _too_large(limit)
                 index[tgt] = len(order)
                 order.append(tgt)
             row.append((cs_or(tuple(ivs), ()), index[tgt]))
@@ -139,14 +152,17 @@ def from_ast(n) -> DFA:
 def length_dfa(lo: int, hi: int | None) -> DFA:
     """Strings of ``lo``..``hi`` characters."""
     top = lo if hi is None else hi
-    if top > MAX_STATES:
-        raise PatternError("length bound too large for an automaton")
+    if top > current().limits.max_states:
+        raise PatternError(f"length bound {top} too large for an automaton (over {current().limits.max_states} "
+                           "states)")
     trans = [[(ANY, i + 1)] if i < top else ([(ANY, i)] if hi is None else []) for i in range(top + 1)]
     return DFA(trans, [i >= lo for i in range(top + 1)])
 
 
 # -- operations -----------------------------------------------------------------------------------------------------
 def intersect(a: DFA, b: DFA) -> DFA:
+    budget = current()
+    limit = budget.limits.max_states
     index = {(0, 0): 0}
     order = [(0, 0)]
     trans = []
@@ -154,6 +170,7 @@ def intersect(a: DFA, b: DFA) -> DFA:
     while i < len(order):
         s1, s2 = order[i]
         i += 1
+        budget.tick(64)
         row: dict[int, tuple] = {}
         for c1, t1 in a.trans[s1]:
             for c2, t2 in b.trans[s2]:
@@ -162,8 +179,8 @@ def intersect(a: DFA, b: DFA) -> DFA:
                     continue
                 key = (t1, t2)
                 if key not in index:
-                    if len(order) >= MAX_STATES:
-                        raise PatternError("automaton too large")
+                    if len(order) >= limit:
+                        raise _too_large(limit)
                     index[key] = len(order)
                     order.append(key)
                 t = index[key]
@@ -217,7 +234,9 @@ def is_empty(a: DFA) -> bool:
 def minimize(a: DFA) -> DFA:
     """Moore partition refinement (state 0 stays the start)."""
     block = [int(f) for f in a.acc]
+    budget = current()
     while True:
+        budget.check()
         sigs: dict[tuple, int] = {}
         new = []
         for s, row in enumerate(a.trans):
@@ -269,7 +288,9 @@ def to_ast(a: DFA):
         if a.acc[s]:
             add(s, F, EPS)
     remaining = set(range(n))
+    budget = current()
     while remaining:
+        budget.tick(16)
         k = min(remaining, key=lambda s: (len(inc[s] - {s}) * len(set(out[s]) - {s}), s))
         remaining.discard(k)
         loop = out[k].pop(k, None)

@@ -42,6 +42,7 @@ from .dnf import ALL_TYPES, TOP, Flat, effective_types, vkey
 from .ecma_regex import ANY, PatternError, alt, cat, cset, max_len, min_len, rep
 from .formats import NumberDigits, cap_digits, format_ast, multiple_regex, number_regex
 from .json_regex import emit, search_ast
+from .limits import DEFAULT_LIMITS, Cancel, CompileLimits, FailureCache, budget, preflight
 from .matcher import tree_matches
 from .nodes import DEFAULT_SLOT_TOKENS, Choice, Lit, Node, Repeat, Slot, Template, seq
 from .normalize import Normalizer
@@ -297,7 +298,8 @@ def _schema_of(schema: Any) -> Any:
 
 
 def compile_schema(schema: dict | type, *, max_depth: int = 3, strict: bool = False,
-                   style: str | JsonStyle | None = None, digits: NumberDigits | None = DIGITS) -> Template:
+                   style: str | JsonStyle | None = None, digits: NumberDigits | None = DIGITS,
+                   limits: CompileLimits | None = None, cancel: Cancel | None = None) -> Template:
     """Compile a JSON Schema (or a pydantic model class) into a canvas template of canonical JSON in ``style``.
 
     ``style``: how the pinned punctuation is written, a name in :data:`~agentkit.constrain.canonical.STYLES`
@@ -309,15 +311,21 @@ def compile_schema(schema: dict | type, *, max_depth: int = 3, strict: bool = Fa
     ``max_depth``: how deep recursive ``$ref`` s unfold (turns of the longest reference cycle); free-form values
     nest at most ``2 * max_depth + 2`` levels. ``strict``: an object that lists properties but never mentions
     ``additionalProperties``/``patternProperties`` gets no other keys (what OpenAI-style strict tool schemas mean;
-    tighter than JSON Schema, never looser). Raises UnsupportedSchemaError for anything not enforceable exactly."""
+    tighter than JSON Schema, never looser). Raises UnsupportedSchemaError for anything not enforceable exactly.
+
+    ``limits``: bounds on the build (:class:`~agentkit.constrain.limits.CompileLimits`; defaults when None): past
+    one it raises SchemaLimitError naming the limit and the pointer. ``cancel``: an Event (or a callable) that stops
+    the build with CompileCancelled when set."""
     t0 = time.perf_counter()
     schema = _schema_of(schema)
     if not isinstance(schema, (dict, bool)):
         raise UnsupportedSchemaError("schema", "#", f"a schema must be an object or a boolean, not {schema!r}")
     st = json_style(style)
+    preflight(schema, limits)
     c = _Compiler(schema, max_depth, strict, st, digits)
     try:
-        root = c.value([(schema, "#")], [schema], "", 0)
+        with budget(limits, cancel):
+            root = c.value([(schema, "#")], [schema], "", 0)
     except RecursionError:
         raise UnsupportedSchemaError("$ref", "#", "schema nesting too deep") from None
     if root is None:
@@ -328,16 +336,27 @@ def compile_schema(schema: dict | type, *, max_depth: int = 3, strict: bool = Fa
 
 
 @lru_cache(maxsize=256)
-def _cached(key: str, max_depth: int, strict: bool, style: JsonStyle, digits: NumberDigits | None) -> Template:
-    return compile_schema(json.loads(key), max_depth=max_depth, strict=strict, style=style, digits=digits)
+def _cached(key: str, max_depth: int, strict: bool, style: JsonStyle, digits: NumberDigits | None,
+            limits: CompileLimits) -> Template:
+    return compile_schema(json.loads(key), max_depth=max_depth, strict=strict, style=style, digits=digits,
+                          limits=limits)
+
+
+_FAILED = FailureCache()  # schemas that failed to compile fail again at once
 
 
 def compile_schema_cached(schema: dict | type, *, max_depth: int = 3, strict: bool = False,
-                          style: str | JsonStyle | None = None, digits: NumberDigits | None = DIGITS) -> Template:
-    """:func:`compile_schema` with an LRU cache keyed on the schema's JSON text (property order kept)."""
+                          style: str | JsonStyle | None = None, digits: NumberDigits | None = DIGITS,
+                          limits: CompileLimits | None = None, cancel: Cancel | None = None) -> Template:
+    """:func:`compile_schema` with an LRU cache keyed on the schema's JSON text (property order kept) and the
+    options; a schema that failed fails again at once (a time-out for a minute, see FailureCache)."""
     schema = _schema_of(schema)
-    return _cached(json.dumps(schema, separators=(",", ":"), ensure_ascii=False), max_depth, strict,
-                   json_style(style), digits)
+    lim = limits or DEFAULT_LIMITS
+    preflight(schema, lim)  # before json.dumps: depth, NaN/inf and lone surrogates are refused here
+    args = (json.dumps(schema, separators=(",", ":"), ensure_ascii=False), max_depth, strict, json_style(style),
+            digits, lim)
+    with budget(lim, cancel):
+        return _FAILED.call(_cached, args)
 
 
 _unused = (ALL_TYPES, number_text)

@@ -21,6 +21,7 @@ from .canonical import child_schemas, item_schemas, order_names, pattern_matches
 from .dnf import Flat, effective_types, vkey
 from .ecma_regex import ANY, PatternError, alt, cset, literal, rep
 from .json_regex import emit, except_words_regex, search_ast
+from .limits import current
 from .nodes import DEFAULT_SLOT_TOKENS, Choice, Lit, Node, Repeat, Slot, seq
 
 MAX_REPEAT = 256  # larger counted repetitions in a slot regex raise (outlines-core DFAs grow with the count)
@@ -42,10 +43,25 @@ def _check_repeats(n, keyword: str, ptr: str) -> None:
 
 
 def _choice(opts: list) -> Node | None:
+    """A Choice of the distinct options (None when there are none). Linear in the options: literals (enum members,
+    the bulk of large choices) are compared by text through a set; other nodes by equality among themselves."""
     out: list = []
+    texts: set[str] = set()
+    others: list = []
+    budget = current()
     for o in opts:
-        if o is not None and o not in out:
-            out.append(o)
+        budget.tick(1024)
+        if o is None:
+            continue
+        if isinstance(o, Lit):
+            if o.text in texts:
+                continue
+            texts.add(o.text)
+        elif any(o is x or o == x for x in others):
+            continue
+        else:
+            others.append(o)
+        out.append(o)
     return None if not out else out[0] if len(out) == 1 else Choice(tuple(out))
 
 class Containers:

@@ -9,6 +9,7 @@ properties and items stay raw ``(schema, pointer)`` pairs, expanded when their o
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -51,9 +52,11 @@ def vkey(v: Any) -> str:
 def dec(v: Any, kw: str, ptr: str) -> Decimal:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise UnsupportedSchemaError(kw, ptr, f"not a number: {v!r}")
+    if isinstance(v, float) and not math.isfinite(v):  # 1e999 parses to inf; NaN/Infinity are not JSON
+        raise UnsupportedSchemaError(kw, ptr, f"{v!r} is not a finite JSON number")
     try:
         return Decimal(repr(v)) if isinstance(v, float) else Decimal(v)
-    except InvalidOperation:
+    except (InvalidOperation, ValueError):
         raise UnsupportedSchemaError(kw, ptr, f"bad number {v!r}") from None
 
 
@@ -269,9 +272,9 @@ def simple(s: dict, p: str, draft4: bool) -> Flat:
         kw["enum"] = (s["const"],) if "enum" not in kw else tuple(
             v for v in kw["enum"] if vkey(v) == vkey(s["const"]))
     if "minLength" in s:
-        kw["min_len"] = int(s["minLength"])
+        kw["min_len"] = _count(s, "minLength", p)
     if "maxLength" in s:
-        kw["max_len"] = int(s["maxLength"])
+        kw["max_len"] = _count(s, "maxLength", p)
     if isinstance(s.get("pattern"), str):
         kw["patterns"] = ((s["pattern"], p),)
     if isinstance(s.get("format"), str):
@@ -305,7 +308,7 @@ def simple(s: dict, p: str, draft4: bool) -> Flat:
     for name, attr in (("minProperties", "min_props"), ("maxProperties", "max_props"),
                        ("minItems", "min_items"), ("maxItems", "max_items")):
         if name in s:
-            kw[attr] = int(s[name])
+            kw[attr] = _count(s, name, p)
     deps = []
     for k in ("dependencies", "dependentRequired"):
         if isinstance(s.get(k), dict):
@@ -339,6 +342,15 @@ def simple(s: dict, p: str, draft4: bool) -> Flat:
         if k in s and s[k] is not True and not (k.startswith("unevaluated") and s[k] == {}):
             raise UnsupportedSchemaError(k, p)
     return Flat(**kw) if kw else TOP
+
+
+def _count(s: dict, name: str, p: str) -> int:
+    """A counting keyword's value (``minLength``, ``maxItems``...): a non-negative integer (``3.0`` too)."""
+    v = s[name]
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not v.is_integer()) \
+            or v < 0:
+        raise UnsupportedSchemaError(name, p, f"must be a non-negative integer, not {v!r}")
+    return int(v)
 
 
 def _esc(k: str) -> str:

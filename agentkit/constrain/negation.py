@@ -16,6 +16,7 @@ from ..errors import UnsupportedSchemaError
 from .dnf import ALL_TYPES, MAX_ALTS, TOP, Flat, simple
 from .ecma_regex import PatternError
 from .formats import format_ast
+from .limits import current
 
 _STRING_KW = ("minLength", "maxLength", "pattern", "format")
 _NUMBER_KW = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
@@ -40,6 +41,7 @@ class Negation:
 
         ``s`` is a conjunction, so its negation is the union of its parts' negations. A type-specific keyword holds
         for every value of another type, so its negation only contains values of its own type."""
+        current().check(p)
         if s is True:
             return []
         if s is False:

@@ -14,13 +14,14 @@ from typing import Any
 
 import jsonschema
 
-from ..errors import UnsupportedSchemaError
+from ..errors import SchemaLimitError, UnsupportedSchemaError
 from . import automata
 from .canonical import Resolver, pattern_matches
 from .dnf import ALL_TYPES, MAX_ALTS, TOP, Flat, effective_types, merge, quick_empty, simple
 from .ecma_regex import PatternError
 from .formats import format_ast, number_regex
 from .json_regex import search_ast
+from .limits import current
 from .negation import Negation, _list
 
 
@@ -39,6 +40,7 @@ class Normalizer(Negation):
 
     # -- DNF ----------------------------------------------------------------------------------------------------
     def dnf(self, conj, ctx: int) -> list[Flat]:
+        current().check(conj[0][1] if conj else None)  # every value compiled passes here: deadline, cancel
         flats = [TOP]
         for s, p in conj:
             flats = self.product(flats, self.dnf_one(s, p, ctx, frozenset(), flats if len(conj) > 1 else None), p)
@@ -47,6 +49,7 @@ class Normalizer(Negation):
         return flats
 
     def product(self, a: list[Flat], b: list[Flat], p: str) -> list[Flat]:
+        current().check(p)
         out: list[Flat] = []
         for x in a:
             for y in b:
@@ -63,6 +66,7 @@ class Normalizer(Negation):
 
     def dnf_one(self, s: Any, p: str, ctx: int, visiting: frozenset, context: list | None = None) -> list[Flat]:
         """DNF of ``s``; ``context`` (flats it will be conjoined with) only helps prove oneOf branches disjoint."""
+        current().check(p)
         if s is True:
             return [TOP]
         if s is False:
@@ -190,11 +194,14 @@ class Normalizer(Negation):
                         acc = self.product(acc, neg, p)
                 out += [f for f in acc if f not in out]
             return out
+        except SchemaLimitError:
+            raise
         except UnsupportedSchemaError as e:
             raise UnsupportedSchemaError("oneOf", p, f"branches may overlap and cannot be negated ({e})") from None
 
     # -- emptiness and disjointness -------------------------------------------------------------------------------
     def disjoint(self, a: Flat, b: Flat, ctx: int, depth: int = 2) -> bool:
+        current().tick(16)
         m = merge(a, b)
         return m is None or self.flat_empty(m, ctx, depth)
 
@@ -295,11 +302,14 @@ class Normalizer(Negation):
             return list(values)
         simple_conj = self._literal_only(conj)
         if simple_conj is None:
-            return [v for v in values if self.valid(v, conj, p)]
+            budget = current()
+            return [v for v in values if budget.tick(64) or self.valid(v, conj, p)]
         from .dnf import _type_of, vkey
 
         out = list(values)
-        for s in simple_conj:  # only type/enum/const/annotations: no need for a validator
+        budget = current()
+        for s in simple_conj:
+            budget.check()  # only type/enum/const/annotations: no need for a validator
             ts = s.get("type")
             ts = [ts] if isinstance(ts, str) else ts
             keys = {vkey(v) for v in s["enum"]} if isinstance(s.get("enum"), list) else None

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 
 import torch
 
+from .limits import Cancel, CompileLimits, budget
 from .nodes import Choice, Lit, Repeat, Seq, Slot, Template
-from .vocab import TokenVocab, slot_index
+from .vocab import SlotDFA, TokenVocab, slot_index
 
 
 @dataclass(frozen=True, eq=False)
@@ -45,7 +46,11 @@ END = ("end",)
 class TokenConstraint:
     """The template's language as a token automaton over ``vocab``."""
 
-    def __init__(self, template: Template, vocab: TokenVocab, tokenizer) -> None:
+    def __init__(self, template: Template, vocab: TokenVocab, tokenizer, *, limits: CompileLimits | None = None,
+                 cancel: Cancel | None = None) -> None:
+        """Builds every slot's token DFA now (a compile cost, not a decode cost) under ``limits`` (default
+        :class:`~agentkit.constrain.limits.CompileLimits`, or the budget of an enclosing build): raises
+        SchemaLimitError for a slot over a limit, CompileCancelled when ``cancel`` is set."""
         self.template, self.vocab, self.tokenizer = template, vocab, tokenizer
         self._conts: dict[tuple[int, int], _Cont] = {}
         self._tails: dict[tuple[int, int], _RepTail] = {}
@@ -60,12 +65,23 @@ class TokenConstraint:
         self._keep: list[object] = []  # keeps interned objects' ids stable
         self._cost: dict[int, float] = {}  # id(node or cont) -> tokens to produce it (budget bounds)
         self._state_cost: dict[frozenset, float] = {}
+        self._opts: dict[int, list] = {}  # id(Choice) -> the options its cost is taken over
         self._closing: dict[frozenset, list[tuple[float, int]]] = {}
         self._encoded: dict[str, list[int]] = {}
+        self._dfas: dict[str, SlotDFA] = {}  # this template's slot DFAs (never rebuilt mid-decode)
         t0 = time.perf_counter()
-        for slot in _slots(template.root):  # build every slot's token DFA now: a compile cost, not a decode cost
-            slot_index(slot.regex, vocab)
+        with budget(limits, cancel) as b:
+            for slot in _slots(template.root):
+                b.check(_pointer(slot.name))
+                if slot.regex not in self._dfas:
+                    self._dfas[slot.regex] = slot_index(slot.regex, vocab, _pointer(slot.name))
         self.index_ms = 1000 * (time.perf_counter() - t0)
+
+    def _dfa(self, regex: str) -> SlotDFA:
+        d = self._dfas.get(regex)
+        if d is None:  # pragma: no cover - every slot is built in __init__
+            d = self._dfas[regex] = slot_index(regex, self.vocab)
+        return d
 
     # -- public ---------------------------------------------------------------------------------------------
     def start(self) -> frozenset:
@@ -99,7 +115,7 @@ class TokenConstraint:
                 ids.update(self._spanning(th))
             else:
                 _, slot, s, count, _ = th
-                ids.update(slot_tokens(slot_index(slot.regex, self.vocab), s, count, slot))
+                ids.update(slot_tokens(self._dfa(slot.regex), s, count, slot))
         return ids
 
     def advance(self, state: frozenset, token: int) -> frozenset | None:
@@ -126,7 +142,7 @@ class TokenConstraint:
                     out.update(self._consume(self._close(cont), tb[len(data) - off:]))
             else:
                 _, slot, s, count, cont = th
-                nxt = slot_index(slot.regex, self.vocab).next(s, token)
+                nxt = self._dfa(slot.regex).next(s, token)
                 if nxt is not None:
                     out.update(self._slot_threads(slot, nxt, count + 1, cont))
         res = frozenset(out) if out else None
@@ -189,8 +205,12 @@ class TokenConstraint:
     def min_tokens(self, state: frozenset) -> float:
         c = self._state_cost.get(state)
         if c is None:
-            c = self._state_cost[state] = min((self._thread_cost(th) for th in state), default=math.inf)
+            c = self._state_cost[state] = min((self._thread_cost(th) for th in _cheapest(state, self._rem_len)),
+                                              default=math.inf)
         return c
+
+    def _rem_len(self, th) -> int:
+        return 0 if th is END or th[0] != "lit" else len(self._lit_bytes[id(th[1])]) - th[2]
 
     def fits(self, state: frozenset, token: int, budget: int) -> bool:
         """Whether ``token`` is allowed at ``state`` and still leaves a completion within ``budget`` tokens
@@ -236,39 +256,77 @@ class TokenConstraint:
             rem = self._lit_bytes[id(lit)][off:].decode("utf-8", errors="replace")
             return len(self._pieces(rem)) + self._cont_cost(cont)
         _, slot, s, _count, cont = th
-        return slot_index(slot.regex, self.vocab).close_distance(s) + self._cont_cost(cont)
+        return self._dfa(slot.regex).close_distance(s) + self._cont_cost(cont)
 
     def _cont_cost(self, cont: _Cont | None) -> float:
-        if cont is None:
-            return 0.0
-        c = self._cost.get(id(cont))
-        if c is None:
-            c = self._cost[id(cont)] = self._node_cost(cont.node) + self._cont_cost(cont.nxt)
-        return c
+        """Tokens to produce everything in ``cont`` (iterative: a chain of 1,000 optional properties is fine)."""
+        chain = []
+        c = cont
+        while c is not None and id(c) not in self._cost:
+            chain.append(c)
+            c = c.nxt
+        total = 0.0 if c is None else self._cost[id(c)]
+        for c in reversed(chain):
+            total = self._cost[id(c)] = self._node_cost(c.node) + total
+        return total
 
     def _node_cost(self, node) -> float:
+        """Tokens to produce ``node`` along a real path (post-order over the tree, with an explicit stack)."""
         c = self._cost.get(id(node))
         if c is not None:
             return c
+        stack = [node]
+        while stack:
+            n = stack[-1]
+            if id(n) in self._cost:
+                stack.pop()
+                continue
+            missing = [k for k in self._cost_kids(n) if id(k) not in self._cost]
+            if missing:
+                stack.extend(missing)
+                continue
+            self._cost[id(n)] = self._own_cost(n)
+            self._keep.append(n)
+            stack.pop()
+        return self._cost[id(node)]
+
+    def _cost_kids(self, node) -> list:
+        if isinstance(node, Seq):
+            return list(node.items)
+        if isinstance(node, Choice):
+            return self._cost_options(node)
+        if isinstance(node, Repeat):
+            return [node.item, self._sep(node)]
+        if isinstance(node, _RepTail):
+            return [node.rep.item, self._sep(node.rep)]
+        return []
+
+    def _cost_options(self, node: Choice) -> list:
+        """The options a Choice's cost is taken over: all of them, or for a large enum the shortest few literals
+        and every other option (the minimum over a subset is still the cost of a real path: an upper bound)."""
+        opts = self._opts.get(id(node))
+        if opts is None:
+            opts = self._opts[id(node)] = _cheapest(node.options, lambda o: len(o.text) if isinstance(o, Lit) else 0)
+        return opts
+
+    def _own_cost(self, node) -> float:
+        """``node``'s cost from its children's (already in ``_cost``)."""
+        cost = self._cost
         if isinstance(node, Lit):
-            c = float(len(self._pieces(node.text)))
-        elif isinstance(node, Slot):
-            index = slot_index(node.regex, self.vocab)
-            c = index.close_distance(index.initial())
-        elif isinstance(node, Seq):
-            c = sum(self._node_cost(i) for i in node.items)
-        elif isinstance(node, Choice):
-            c = min(self._node_cost(o) for o in node.options)
-        elif isinstance(node, Repeat):
-            c = node.min * self._node_cost(node.item) + max(0, node.min - 1) * self._node_cost(self._sep(node))
-        elif isinstance(node, _RepTail):
+            return float(len(self._pieces(node.text)))
+        if isinstance(node, Slot):
+            index = self._dfa(node.regex)
+            return index.close_distance(index.initial())
+        if isinstance(node, Seq):
+            return sum(cost[id(i)] for i in node.items)
+        if isinstance(node, Choice):
+            return min(cost[id(o)] for o in self._cost_options(node))
+        if isinstance(node, Repeat):
+            return node.min * cost[id(node.item)] + max(0, node.min - 1) * cost[id(self._sep(node))]
+        if isinstance(node, _RepTail):
             rep, more = node.rep, max(0, node.rep.min - node.count)
-            c = more * (self._node_cost(rep.item) + self._node_cost(self._sep(rep)))
-        else:  # pragma: no cover - nodes are a closed set
-            raise AssertionError(f"unknown template node {node!r}")
-        self._cost[id(node)] = c
-        self._keep.append(node)
-        return c
+            return more * (cost[id(rep.item)] + cost[id(self._sep(rep))])
+        raise AssertionError(f"unknown template node {node!r}")  # pragma: no cover - nodes are a closed set
 
     # -- tokens that cross a literal's end ------------------------------------------------------------------
     def _spanning(self, th: tuple) -> list[int]:
@@ -303,7 +361,7 @@ class TokenConstraint:
                     out.update(self._consume(self._close(cont), data[n:]))
             else:
                 _, slot, s, count, cont = th
-                index = slot_index(slot.regex, self.vocab)
+                index = self._dfa(slot.regex)
                 for n in range(len(data), 0, -1):
                     for t in self.vocab.by_bytes.get(data[:n], ()):
                         nxt = index.next(s, t)
@@ -349,7 +407,7 @@ class TokenConstraint:
         return th
 
     def _slot_threads(self, slot: Slot, s: int, count: int, cont: _Cont | None) -> set:
-        index = slot_index(slot.regex, self.vocab)
+        index = self._dfa(slot.regex)
         out: set = set()
         final = index.is_final(s)
         if not (final and count >= slot.max_tokens) and index.allowed(s):
@@ -359,46 +417,90 @@ class TokenConstraint:
         return out
 
     def _close(self, cont: _Cont | None) -> frozenset:
-        """Epsilon closure: every place reachable from ``cont`` without consuming a byte."""
-        key = id(cont)
-        if key in self._closure:
-            return self._closure[key]
-        self._closure[key] = frozenset()  # recursion guard (left recursion cannot occur in templates)
-        out: set = set()
+        """Epsilon closure: every place reachable from ``cont`` without consuming a byte.
+
+        Depth-first with an explicit stack (templates nest as deep as the schema, and a chain of optional
+        properties nests once per property): a continuation's closure is its own threads plus the closures of the
+        continuations it expands to. One still being computed counts as empty (left recursion cannot occur in
+        templates)."""
+        hit = self._closure.get(id(cont))
+        if hit is not None:
+            return hit
+        stack: list = [cont]
+        pending: dict[int, tuple[set, list]] = {}
+        while stack:
+            c = stack[-1]
+            k = id(c)
+            if k in self._closure:
+                stack.pop()
+                continue
+            if k not in pending:
+                pending[k] = direct_deps = self._expand(c)
+                missing = [d for d in direct_deps[1] if id(d) not in self._closure and id(d) not in pending]
+                if missing:
+                    stack.extend(missing)
+                    continue
+            direct, deps = pending.pop(k)
+            out = set(direct)
+            for d in deps:
+                out.update(self._closure.get(id(d), ()))
+            self._closure[k] = frozenset(out)
+            stack.pop()
+        return self._closure[id(cont)]
+
+    def _expand(self, cont: _Cont | None) -> tuple[set, list]:
+        """(threads ``cont`` starts with, continuations whose closures belong to its closure)."""
         if cont is None:
-            out.add(END)
-        else:
-            node, nxt = cont.node, cont.nxt
-            if isinstance(node, Lit):
-                out.update({self._thread("lit", node, 0, nxt)} if node.text else self._close(nxt))
-            elif isinstance(node, Slot):
-                index = slot_index(node.regex, self.vocab)
-                out.update(self._slot_threads(node, index.initial(), 0, nxt))
-            elif isinstance(node, Seq):
-                c = nxt
-                for item in reversed(node.items):
-                    c = self._cons(item, c)
-                out.update(self._close(c))
-            elif isinstance(node, Choice):
-                for opt in node.options:
-                    out.update(self._close(self._cons(opt, nxt)))
-            elif isinstance(node, Repeat):
-                if node.max != 0:
-                    out.update(self._close(self._cons(node.item, self._cons(self._tail(node, 1), nxt))))
-                if node.min == 0:
-                    out.update(self._close(nxt))
-            elif isinstance(node, _RepTail):
-                rep, n = node.rep, node.count
-                if n >= rep.min:
-                    out.update(self._close(nxt))
-                if rep.max is None or n < rep.max:
-                    again = self._cons(rep.item, self._cons(self._tail(rep, n + 1), nxt))
-                    out.update(self._close(self._cons(self._sep(rep), again)) if rep.sep else self._close(again))
-            else:  # pragma: no cover - nodes are a closed set
-                raise AssertionError(f"unknown template node {node!r}")
-        res = frozenset(out)
-        self._closure[key] = res
-        return res
+            return {END}, []
+        node, nxt = cont.node, cont.nxt
+        if isinstance(node, Lit):
+            return ({self._thread("lit", node, 0, nxt)}, []) if node.text else (set(), [nxt])
+        if isinstance(node, Slot):
+            index = self._dfa(node.regex)
+            s0 = index.initial()
+            final = index.is_final(s0)
+            own = {self._thread("slot", node, s0, 0, nxt)} if not (final and node.max_tokens <= 0) and \
+                index.allowed(s0) else set()
+            return own, [nxt] if final else []
+        if isinstance(node, Seq):
+            c = nxt
+            for item in reversed(node.items):
+                c = self._cons(item, c)
+            return set(), [c]
+        if isinstance(node, Choice):
+            return set(), [self._cons(opt, nxt) for opt in node.options]
+        if isinstance(node, Repeat):
+            deps = [self._cons(node.item, self._cons(self._tail(node, 1), nxt))] if node.max != 0 else []
+            return set(), deps + ([nxt] if node.min == 0 else [])
+        if isinstance(node, _RepTail):
+            rep, n = node.rep, node.count
+            deps = [nxt] if n >= rep.min else []
+            if rep.max is None or n < rep.max:
+                again = self._cons(rep.item, self._cons(self._tail(rep, n + 1), nxt))
+                deps.append(self._cons(self._sep(rep), again) if rep.sep else again)
+            return set(), deps
+        raise AssertionError(f"unknown template node {node!r}")  # pragma: no cover - nodes are a closed set
+
+
+COST_OPTIONS = 256  # a length-budget cost is a minimum over at most this many literal options (large enums)
+
+
+def _cheapest(items, size) -> list:
+    """``items``, or when there are more than COST_OPTIONS of them, the COST_OPTIONS smallest by ``size`` plus every
+    item whose size is 0 (not a literal)."""
+    items = list(items)
+    if len(items) <= COST_OPTIONS:
+        return items
+    sized = sorted(((size(x), i) for i, x in enumerate(items)))
+    keep = {i for n, i in sized[:COST_OPTIONS]} | {i for n, i in sized if n == 0}
+    return [items[i] for i in sorted(keep)]
+
+
+def _pointer(name: str) -> str:
+    """A slot's name (the instance pointer of its value, ``/a/0``) as a JSON pointer for errors."""
+    if name in ("", "/"):
+        return "#"
+    return "#" + name if name.startswith("/") else name
 
 
 def _slots(root) -> list[Slot]:

@@ -6,10 +6,17 @@ import bisect
 import math
 import weakref
 from dataclasses import dataclass, field
-from functools import lru_cache
+from collections import OrderedDict
+import threading
 
 import torch
 from outlines_core import Index, Vocabulary
+
+from ..errors import SchemaLimitError
+from . import limits
+from .automata import from_ast
+from .ecma_regex import PatternError, parse
+from .limits import CompileLimits
 
 
 def _byte_decoder() -> dict[str, int]:
@@ -49,11 +56,13 @@ class TokenVocab:
                                                                        if i not in eos])]
 
     def outlines_with_sentinel(self, sentinel: int) -> Vocabulary:
-        """outlines-core vocabulary of every ordinary token plus the end-of-slot sentinel (see SlotDFA)."""
+        """outlines-core vocabulary of every ordinary token plus the end-of-slot sentinel (id ``sentinel``) and the
+        start-of-slot marker (id ``sentinel + 1``) (see SlotDFA)."""
         if self._outlines is None:
             eos = self.eos_ids[0]
             table = {b: ids for b, ids in self.by_bytes.items() if eos not in ids and b"\x00" not in b}
             table[SENTINEL] = [sentinel]
+            table[START] = [sentinel + 1]
             self._outlines = Vocabulary(eos, table)
         return self._outlines
 
@@ -116,6 +125,7 @@ def token_vocab(tokenizer, eos_ids: tuple[int, ...] | None = None) -> TokenVocab
 
 
 SENTINEL = b"\x00\x00\x00"  # end-of-slot marker appended to every slot regex (see SlotDFA)
+START = b"\x00\x01"  # start-of-slot marker put before every slot regex (see SlotDFA)
 
 
 class SlotDFA:
@@ -125,18 +135,27 @@ class SlotDFA:
     ``1`` in ``[0-9]+(\\.[0-9]+)?`` the token ``.`` is missing). Compiling ``(?:regex)`` followed by a sentinel
     token avoids it; a state is final exactly when the sentinel may follow. Tokens holding a NUL byte are left out
     of slots (JSON strings cannot hold a raw NUL; code edits never need one), so no real token reaches the sentinel.
+
+    outlines-core also builds the *unanchored* search automaton of the regex (``.*?regex``), which it never uses
+    and which is exponential when a character can start the match at many places (``1[0-9]{17}``: 1.4 s,
+    ``[ab]*a[ab]{20}``: 2 million states). A start marker (``\\x00\\x01``, never inside a slot's text) in front
+    of the regex keeps that automaton as small as the anchored one; the slot starts in the state after it.
     """
 
     def __init__(self, regex: str, vocab: TokenVocab) -> None:
         self.sentinel = vocab.size  # a virtual id past the model's vocabulary
-        self.index = Index(f"(?:{regex})\\x00\\x00\\x00", vocab.outlines_with_sentinel(self.sentinel))
-        self.skip = set(vocab.eos_ids) | {self.sentinel}
+        self.start_token = vocab.size + 1  # the start marker's virtual id
+        self.index = Index(f"\\x00\\x01(?:{regex})\\x00\\x00\\x00", vocab.outlines_with_sentinel(self.sentinel))
+        self._initial = self.index.get_next_state(self.index.get_initial_state(), self.start_token)
+        assert self._initial is not None, "the start marker must lead into the slot"
+        self.skip = set(vocab.eos_ids) | {self.sentinel, self.start_token}
+        self.vocab = vocab
         self._allowed: dict[int, list[int]] = {}
         self._close: dict[int, float] = {}
         self._byte_tokens = vocab.byte_tokens
 
     def initial(self) -> int:
-        return self.index.get_initial_state()
+        return self._initial
 
     def allowed(self, state: int) -> list[int]:
         a = self._allowed.get(state)
@@ -187,15 +206,55 @@ class SlotDFA:
         return d
 
 
-@lru_cache(maxsize=1024)
-def _slot_dfa(regex: str, vocab_id: int) -> SlotDFA:
-    return SlotDFA(regex, _VOCAB_BY_ID[vocab_id])
+_CACHE_SIZE = 1024
+_DFAS: OrderedDict[tuple[str, int], SlotDFA] = OrderedDict()  # (regex, id(vocab)) -> SlotDFA, least recent first
+_REFUSED: OrderedDict[tuple[str, CompileLimits], SchemaLimitError] = OrderedDict()  # regexes over a limit
+_LOCK = threading.Lock()
 
 
-_VOCAB_BY_ID: dict[int, TokenVocab] = {}
+def slot_index(regex: str, vocab: TokenVocab, where: str = "") -> SlotDFA:
+    """Token DFA for ``regex`` over ``vocab`` (an LRU of 1,024 per process). A regex not yet built is first
+    checked against the active build's :class:`~agentkit.constrain.limits.CompileLimits` (its length, the states
+    of its automaton over characters); one over a limit raises :class:`~agentkit.errors.SchemaLimitError` naming
+    ``where`` (the slot's JSON pointer), and is remembered so that asking again costs nothing."""
+    key = (regex, id(vocab))
+    dfa = _DFAS.get(key)
+    if dfa is not None and dfa.vocab is vocab:
+        return dfa
+    b = limits.current()
+    b.check(where or None)
+    refused = _REFUSED.get((regex, b.limits))
+    if refused is not None:
+        raise SchemaLimitError(refused.limit, where or refused.pointer, refused.value, refused.detail)
+    try:
+        check_slot_regex(regex, b)
+    except SchemaLimitError as e:
+        with _LOCK:
+            _REFUSED[(regex, b.limits)] = e
+            while len(_REFUSED) > 256:
+                _REFUSED.popitem(last=False)
+        raise
+    dfa = SlotDFA(regex, vocab)  # native code: bounded by the check above, not interruptible
+    with _LOCK:
+        _DFAS[key] = dfa
+        while len(_DFAS) > _CACHE_SIZE:
+            _DFAS.popitem(last=False)
+    b.check()
+    return dfa
 
 
-def slot_index(regex: str, vocab: TokenVocab) -> SlotDFA:
-    """Token DFA for ``regex`` over ``vocab`` (cached per regex and vocabulary)."""
-    _VOCAB_BY_ID[id(vocab)] = vocab
-    return _slot_dfa(regex, id(vocab))
+def check_slot_regex(regex: str, b: limits.Budget) -> None:
+    """Raise SchemaLimitError when ``regex`` is too long or its automaton over characters has more than
+    ``max_slot_states`` states: its token index would take too long to build. A regex outside the syntax the
+    checker parses (none the compiler writes) is only length-checked."""
+    lim = b.limits
+    if len(regex) > lim.max_regex_chars:
+        raise b.fail("max_regex_chars", f"a slot regex of {len(regex)} characters")
+    try:
+        ast = parse(regex)
+    except (PatternError, RecursionError):
+        return
+    try:
+        from_ast(ast, max_states=lim.max_slot_states)
+    except PatternError as e:
+        raise b.fail("max_slot_states", f"a slot's automaton is too large to index ({e})") from None

@@ -15,6 +15,7 @@ import torch
 
 from ..config import DecodeConfig, EngineConfig
 from ..constrain.nodes import Template
+from ..constrain.limits import Cancel, CompileLimits
 from ..constrain.runtime import TokenConstraint
 from ..constrain.vocab import token_vocab
 from ..errors import InvalidRequestError, ModelNotFoundError, UnsupportedModeError, UserError
@@ -140,12 +141,19 @@ class Engine:
             ids = ids["input_ids"]
         return list(ids)
 
-    def constraint(self, template: Template) -> TokenConstraint:
-        """The token automaton of ``template`` (an LRU of the last 64: each holds per-state masks)."""
+    def constraint(self, template: Template, *, limits: CompileLimits | None = None,
+                   cancel: Cancel | None = None) -> TokenConstraint:
+        """The token automaton of ``template`` (an LRU of the last 64: each holds per-state masks). A new one is
+        built *outside* the engine's lock (other requests keep decoding), within ``limits`` (SchemaLimitError past
+        one) and stopping when ``cancel`` is set (CompileCancelled); see ``agentkit.constrain.build_constraint``."""
         with self.lock:
-            c = self._constraints.pop(id(template), None)
-            if c is None or c.template is not template:
-                c = TokenConstraint(template, self.vocab, self.tokenizer)
+            c = self._constraints.get(id(template))
+        if c is None or c.template is not template:
+            c = TokenConstraint(template, self.vocab, self.tokenizer, limits=limits, cancel=cancel)
+        with self.lock:
+            old = self._constraints.pop(id(template), None)
+            if old is not None and old.template is template:
+                c = old  # built by a concurrent call meanwhile: keep the one already in use
             self._constraints[id(template)] = c
             while len(self._constraints) > 64:
                 self._constraints.pop(next(iter(self._constraints)))
