@@ -192,10 +192,14 @@ class Trace:
 
 
 def append_jsonl(path: str | os.PathLike[str], records: list[IterationRecord]) -> None:
-    """Append ``records`` as JSON lines with one ``os.write`` on an ``O_APPEND`` fd, then fsync."""
+    """Append ``records`` as JSON lines with one ``os.write`` on an ``O_APPEND`` fd, then fsync.
+
+    Never raises on text: a lone surrogate (``"\\ud800"`` from a tool's error, say) is written as its JSON escape
+    (``\\ud800``, which reads back as the same string) and a value JSON cannot hold is written as its ``str``."""
     if not records:
         return
-    data = "".join(json.dumps(r.to_dict(), ensure_ascii=False) + "\n" for r in records).encode("utf-8")
+    text = "".join(json.dumps(r.to_dict(), ensure_ascii=False, default=str) + "\n" for r in records)
+    data = text.encode("utf-8", errors="backslashreplace")  # only lone surrogates: always inside a JSON string
     fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         size = os.fstat(fd).st_size

@@ -162,3 +162,17 @@ async def test_tool_arguments_and_results_are_clipped_in_the_jsonl(tmp_path):
     first = json.loads(path.read_text().splitlines()[0])
     assert first["tool_args"] == '{"n":0}'
     assert len(first["tool_result"]) == 500 and first["tool_result"].endswith("…")
+
+
+def test_writer_escapes_lone_surrogates_in_one_write(tmp_path, monkeypatch):
+    """A tool error holding "\\ud800" used to raise UnicodeEncodeError in the writer (and lose the trace)."""
+    rec = IterationRecord(1, "tool_call", "ar", tool="bad\ud800tool")
+    rec.error = "boom \ud800 and \udcff"
+    writes = []
+    real_write = os.write
+    monkeypatch.setattr(os, "write", lambda fd, data: writes.append(data) or real_write(fd, data))
+    path = tmp_path / "t.jsonl"
+    append_jsonl(path, [rec, IterationRecord(2, "reply", "ar")])
+    assert len(writes) == 1  # one write call for the whole batch of records
+    back = Trace.read_jsonl(path)
+    assert len(back) == 2 and back[0].tool == "bad\ud800tool" and back[0].error == "boom \ud800 and \udcff"
