@@ -42,7 +42,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--modes", default="ar-constrained:compact,ar-constrained:spaced,verify:spaced")
     ap.add_argument("--peers", default="outlines-xgrammar")
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--dtype", default=None, help="agentkit engine dtype (default: EngineConfig's)")
+    ap.add_argument("--dtype", default="auto", help="agentkit engine dtype (EngineConfig.dtype)")
+    ap.add_argument("--backend", default="torch",
+                    help="agentkit engine backend (torch: the same safetensors the Outlines peers run)")
     ap.add_argument("--peer-max-new-tokens", type=int, default=256)
     ap.add_argument("--out", default="evals/results/bfcl_peers.json")
     args = ap.parse_args(argv)
@@ -59,8 +61,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     torch.set_num_threads(args.threads)
     variants = [m.strip() for m in args.modes.split(",") if m.strip()]
-    ecfg = EngineConfig(threads=args.threads) if args.dtype is None else EngineConfig(threads=args.threads,
-                                                                                       dtype=args.dtype)
+    ecfg = EngineConfig(threads=args.threads, dtype=args.dtype, backend=args.backend)
     engine = Engine(ecfg) if variants else None
     peers = load_peers([p.strip() for p in args.peers.split(",") if p.strip()], threads=args.threads,
                        log=lambda m: print(m, file=sys.stderr))
@@ -68,7 +69,7 @@ def main(argv: list[str] | None = None) -> dict:
     items = bfcl.load_bfcl(Path(args.data), args.limit)
     ctx = RunContext(seed=0)
     result: dict = {"suite": "bfcl", "data": args.data, "limit": args.limit, "variants": names,
-                    "engine_dtype": resolve_dtype(ecfg.dtype, ecfg.device),
+                    "engine_dtype": resolve_dtype(ecfg.dtype, ecfg.device), "engine_backend": ecfg.backend,
                     "peer_max_new_tokens": args.peer_max_new_tokens,
                     "env": environment("python evals/peers.py " + " ".join(argv or sys.argv[1:])),
                     "partial": True, "items_done": 0, "items_total": len(items), "modes": {}, "items": []}
