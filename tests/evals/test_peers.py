@@ -72,4 +72,15 @@ def test_llama_cpp_peer_is_skipped_or_runs(monkeypatch):
         assert peers.load_peers(["llama-cpp"], log=lines.append) == {}
         assert len(lines) == 1 and "llama_cpp not installed" in lines[0]
     else:
-        pytest.skip("llama-cpp-python installed: its runner is exercised by evals/peers.py on the default model")
+        pytest.skip("llama-cpp-python installed: test_llama_cpp_peer_on_the_default_gguf runs it")
+
+
+@pytest.mark.model
+def test_llama_cpp_peer_on_the_default_gguf():
+    """Where llama-cpp-python is installed (it builds from source, ~8 min: not in the dev extra), its runner writes
+    a call under the closed schema on the default model's GGUF."""
+    pytest.importorskip("llama_cpp")
+    got = peers.load_peers(["llama-cpp"], log=pytest.skip)
+    row = peers.run_peer(got["llama-cpp"], ITEM, max_new_tokens=64)
+    assert row["valid"] and row["call"]["name"] == "area", row["text"]
+    assert 0 < row["stats"]["output_tokens"] <= 64 and row["stats"]["latency_ms"] > 0
