@@ -17,7 +17,6 @@ from agentkit.constrain.nodes import Choice, Lit, Repeat, Seq, Slot, Template
 from agentkit.errors import UnsupportedSchemaError
 
 
-
 @pytest.fixture(autouse=True)
 def compact_style(monkeypatch):
     """These tests spell the compiler's output as compact JSON (``{"a":1}``): run them in that style (the default

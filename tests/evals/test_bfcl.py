@@ -229,9 +229,8 @@ def test_real_gold_calls_are_in_the_call_template_language(real_items):
     pytest.importorskip("agentkit.constrain.bfcl_dialect")
     import json
 
-    from agentkit.evals.bfcl import compile_call
-
     from agentkit.constrain.canonical import STYLES
+    from agentkit.evals.bfcl import compile_call
 
     for style, st in STYLES.items():
         for it in filter(_expressible, real_items):
