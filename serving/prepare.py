@@ -26,6 +26,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+from agentkit.constrain.build import build_constraint
 from agentkit.constrain.limits import CompileLimits, budget
 from agentkit.constrain.nodes import Template
 from agentkit.errors import CompileCancelled, UserError
@@ -116,18 +117,13 @@ class Preparer:
                 self._templates.popitem(last=False)
         return t
 
-    def build_automata(self, template: Template, job: Job) -> None:
-        """Build the template's slot DFAs now, outside the engine's lock (the engine then finds them cached)."""
-        vocab = getattr(self.engine, "vocab", None)
-        if vocab is None:
-            return
-        from agentkit.constrain.runtime import _slots
-        from agentkit.constrain.vocab import slot_index
-
-        for slot in _slots(template.root):
-            job.check()
-            name = slot.name or ""
-            slot_index(slot.regex, vocab, "#" + name if name.startswith("/") else (name or "#"))
+    def build_automata(self, template: Template, job: Job, limits: CompileLimits) -> None:
+        """Build the template's token automaton now, outside the engine's lock, within ``limits`` and stopping
+        when the request is cancelled (``agentkit.constrain.build_constraint``); the engine then finds it ready."""
+        if getattr(self.engine, "vocab", None) is None or not hasattr(self.engine, "constraint"):
+            return  # a test double without a vocabulary: nothing to build
+        job.check()
+        build_constraint(template, engine=self.engine, limits=limits, cancel=job.cancelled)
 
     def prompt_ids(self, plan: Plan) -> list[int] | None:
         encode = getattr(self.engine, "encode_prompt", None)
@@ -155,7 +151,7 @@ class Preparer:
         try:
             with budget(limits, cancel=job.cancelled):
                 template = self.template(plan.schema)
-                self.build_automata(template, job)
+                self.build_automata(template, job, limits)
         except CompileCancelled:
             job.check()  # the request went away: Aborted (its answer, 504 or 499, is already decided)
             raise
