@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..errors import UnsupportedSchemaError
-from .dnf import ALL_TYPES, MAX_ALTS, TOP, Flat, simple
+from .dnf import ALL_TYPES, MAX_ALTS, TOP, Flat, _count, simple
 from .ecma_regex import PatternError
 from .formats import format_ast
 from .limits import current
@@ -64,10 +64,10 @@ class Negation:
         if "enum" in s or "const" in s:
             add(Flat(not_values=tuple(s["enum"]) if "enum" in s else (s["const"],)))
         if any(k in s for k in _STRING_KW):
-            if s.get("minLength", 0) > 0:
-                add(Flat(types=("string",), max_len=int(s["minLength"]) - 1))
+            if "minLength" in s and _count(s, "minLength", p) > 0:
+                add(Flat(types=("string",), max_len=_count(s, "minLength", p) - 1))
             if "maxLength" in s:
-                add(Flat(types=("string",), min_len=int(s["maxLength"]) + 1))
+                add(Flat(types=("string",), min_len=_count(s, "maxLength", p) + 1))
             if isinstance(s.get("pattern"), str):
                 add(Flat(types=("string",), not_patterns=((s["pattern"], p),)))
             if isinstance(s.get("format"), str) and self.format_enforced(s["format"], p):
@@ -109,10 +109,10 @@ class Negation:
                 neg = False if sub is False else self.synth({"not": sub})
                 add(Flat(types=("object",), required=(name,), oclauses=(({name: (neg, f"{p}/properties/{name}")},
                                                                           (), None, p),)))
-            if s.get("minProperties", 0) > 0:
-                add(Flat(types=("object",), max_props=int(s["minProperties"]) - 1))
+            if "minProperties" in s and _count(s, "minProperties", p) > 0:
+                add(Flat(types=("object",), max_props=_count(s, "minProperties", p) - 1))
             if "maxProperties" in s:
-                add(Flat(types=("object",), min_props=int(s["maxProperties"]) + 1))
+                add(Flat(types=("object",), min_props=_count(s, "maxProperties", p) + 1))
         if any(k in s for k in _ARRAY_KW):
             for k in ("prefixItems", "additionalItems", "uniqueItems"):
                 if k in s and s[k] not in (False, True, {}) or (k == "uniqueItems" and s.get(k) is True):
@@ -133,10 +133,10 @@ class Negation:
             if items is not None and items is not True and items != {}:
                 neg = True if items is False else self.synth({"not": items})
                 add(Flat(types=("array",), contains=((neg, f"{p}/items"),)))
-            if s.get("minItems", 0) > 0:
-                add(Flat(types=("array",), max_items=int(s["minItems"]) - 1))
+            if "minItems" in s and _count(s, "minItems", p) > 0:
+                add(Flat(types=("array",), max_items=_count(s, "minItems", p) - 1))
             if "maxItems" in s:
-                add(Flat(types=("array",), min_items=int(s["maxItems"]) + 1))
+                add(Flat(types=("array",), min_items=_count(s, "maxItems", p) + 1))
         for i, sub in enumerate(_list(s, "allOf", p)):
             add(*self.negate(sub, f"{p}/allOf/{i}", ctx, visiting))
         if "anyOf" in s:

@@ -12,7 +12,7 @@ import threading
 import torch
 from outlines_core import Index, Vocabulary
 
-from ..errors import SchemaLimitError
+from ..errors import SchemaLimitError, UnsupportedSchemaError
 from . import limits
 from .automata import from_ast
 from .ecma_regex import PatternError, parse
@@ -234,7 +234,11 @@ def slot_index(regex: str, vocab: TokenVocab, where: str = "") -> SlotDFA:
             while len(_REFUSED) > 256:
                 _REFUSED.popitem(last=False)
         raise
-    dfa = SlotDFA(regex, vocab)  # native code: bounded by the check above, not interruptible
+    try:
+        dfa = SlotDFA(regex, vocab)  # native code: bounded by the check above, not interruptible
+    except ValueError as e:  # outlines-core: regex over its NFA size limit, or no token spells a needed character
+        raise UnsupportedSchemaError("slot", where or b.where, f"the slot's token index cannot be built: "
+                                     f"{str(e)[:200]}") from None
     with _LOCK:
         _DFAS[key] = dfa
         while len(_DFAS) > _CACHE_SIZE:

@@ -29,6 +29,7 @@ from .llama_cpp import load_default as load_default_llama
 from .stats import GenerationResult
 
 Prompt = str | list[dict[str, str]]
+_CONSTRAINTS_LOCK = threading.Lock()  # guards every Engine's LRU of token automata (dict operations only)
 log = logging.getLogger("agentkit.engine")
 
 
@@ -146,11 +147,11 @@ class Engine:
         """The token automaton of ``template`` (an LRU of the last 64: each holds per-state masks). A new one is
         built *outside* the engine's lock (other requests keep decoding), within ``limits`` (SchemaLimitError past
         one) and stopping when ``cancel`` is set (CompileCancelled); see ``agentkit.constrain.build_constraint``."""
-        with self.lock:
+        with _CONSTRAINTS_LOCK:  # a lock of its own: a decode holding self.lock never delays a build
             c = self._constraints.get(id(template))
         if c is None or c.template is not template:
             c = TokenConstraint(template, self.vocab, self.tokenizer, limits=limits, cancel=cancel)
-        with self.lock:
+        with _CONSTRAINTS_LOCK:
             old = self._constraints.pop(id(template), None)
             if old is not None and old.template is template:
                 c = old  # built by a concurrent call meanwhile: keep the one already in use
