@@ -66,6 +66,7 @@ def _compile_user_regex(pattern: str):
     return _re2.compile(pattern, opts)
 
 
+@lru_cache(maxsize=64)
 def _glob_regex(pattern: str):
     """Compile a glob: ``*`` and ``?`` stay within one path segment, ``**/`` spans any number of directories.
     At most MAX_GLOB_STARS ``**`` (repeats collapse: ``**/**/`` is ``**/``); matched with RE2 (linear time)."""
