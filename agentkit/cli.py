@@ -300,11 +300,13 @@ def serve(
                                         "forward completing"),
     max_context: Optional[int] = typer.Option(None, help="cap on prompt + max_tokens in tokens (default: the "
                                               "model's context); over it is HTTP 400"),
-    compile_timeout_s: float = typer.Option(10.0, help="time limit of one schema build (then HTTP 400 naming "
-                                            "the limit); also cut to the request's time left"),
-    compile_max_states: int = typer.Option(4000, help="states of any automaton a schema build makes"),
-    compile_max_slot_states: int = typer.Option(1500, help="states of one slot's automaton before its token "
-                                                "index is built"),
+    compile_timeout_s: Optional[float] = typer.Option(None, help="time limit of one schema build (then HTTP 400 "
+                                                      "naming the limit; default: CompileLimits'); also cut to the "
+                                                      "request's time left"),
+    compile_max_states: Optional[int] = typer.Option(None, help="states of any automaton a schema build makes "
+                                                     "(default: CompileLimits')"),
+    compile_max_slot_states: Optional[int] = typer.Option(None, help="states of one slot's automaton before its "
+                                                          "token index is built (default: CompileLimits')"),
     threads: Optional[int] = typer.Option(None, help="torch threads (default: torch's own)"),
     log_level: str = typer.Option("info", help="uvicorn log level"),
     ray: bool = typer.Option(False, "--ray", help="serve as Ray Serve replicas (each one engine)"),
@@ -321,8 +323,9 @@ def serve(
     from .constrain.limits import CompileLimits
 
     try:
-        limits = CompileLimits(max_seconds=compile_timeout_s, max_states=compile_max_states,
-                               max_slot_states=compile_max_slot_states)
+        given = {"max_seconds": compile_timeout_s, "max_states": compile_max_states,
+                 "max_slot_states": compile_max_slot_states}
+        limits = CompileLimits(**{k: v for k, v in given.items() if v is not None})
         server = ServerConfig(api_key=api_key, max_batch=max_batch, max_queue=max_queue,
                               request_timeout_s=request_timeout_s, default_mode=default_mode,
                               prepare_workers=prepare_workers, ready_stall_s=ready_stall_s, max_context=max_context,

@@ -26,6 +26,10 @@ def test_serve_options_and_bad_values(monkeypatch):
     s = seen["server"]
     assert (s.max_queue, s.default_mode, s.request_timeout_s, seen["port"]) == (3, "ar", 9.0, 8123)
     assert (s.compile_limits.max_seconds, s.compile_limits.max_states) == (2.5, 99)
+    from agentkit.constrain.limits import CompileLimits
+
+    runner.invoke(app, ["serve"])
+    assert seen["server"].compile_limits == CompileLimits()  # the library's defaults unless given
     r = runner.invoke(app, ["serve", "--compile-timeout-s", "-1"])
     assert r.exit_code != 0 and "max_seconds" in r.output
     r = runner.invoke(app, ["serve", "--default-mode", "fast"])
