@@ -26,8 +26,8 @@ class EngineConfig:
     device: str = "cpu"
     threads: int | None = None  # torch.set_num_threads (and llama.cpp's threads); None leaves the default
     seed: int = 0
-    # "auto": llama.cpp for the embedded default model on CPU when llama-cpp-python is installed (the [llama]
-    # extra; faster per forward, see evals/bench_forward.py), torch otherwise
+    # "auto": torch, unless llama.cpp measured faster for the model and machine (agentkit/engine/llama_cpp.py:
+    # AUTO_PREFERS_LLAMA; not on this CPU for BFCL requests); "llama.cpp" needs the [llama] extra
     backend: str = "auto"
 
     def __post_init__(self) -> None:

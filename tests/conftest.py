@@ -38,8 +38,10 @@ def tiny():
 
 @pytest.fixture(scope="session")
 def default_engine():
-    """The embedded default model (SmolLM2-135M); built into the user cache on first use (~25 s)."""
+    """The embedded default model (SmolLM2-135M) on torch in float32 (its tests compare against transformers'
+    own generate and share its weights; llama.cpp and bf16 have tests/engine/test_backbone_llama.py and
+    test_dtype.py); built into the user cache on first use (~25 s)."""
     from agentkit.config import EngineConfig
     from agentkit.engine.engine import Engine
 
-    return Engine(EngineConfig())
+    return Engine(EngineConfig(backend="torch", dtype="float32"))

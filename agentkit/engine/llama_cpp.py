@@ -43,8 +43,13 @@ from .backbone import Backbone, Pass, cost_curve
 INSTALL_HINT = 'pip install "agentkit[llama]"  (builds llama-cpp-python from source: about 8 minutes on 2 cores)'
 
 
-# whether backend="auto" takes llama.cpp for the default GGUF on CPU: set from evals/bench_forward.py's figures
-AUTO_PREFERS_LLAMA = True
+# whether backend="auto" takes llama.cpp for the default GGUF on CPU. Measured here (1 thread, loaded 2-core EPYC;
+# evals/results/bench_forward*.txt): llama.cpp decodes 5.7x faster per AR token (1-token forward 41.7 vs 144 ms),
+# but its Q4_1 batch kernels make prefill slower (600 tokens: 13.9 s vs 9.5 s) and an 8-position pass 4.5x a 1-token
+# one, so BFCL requests (long prompts, jump-forward runs, verify blocks) took longer on it: ar-constrained p50 6.0 s
+# vs 3.3 s on torch fp32 at the same success. auto therefore stays on torch; pass backend="llama.cpp" for long
+# free-text generation.
+AUTO_PREFERS_LLAMA = False
 
 
 def available() -> bool:
@@ -255,7 +260,7 @@ def _quiet(L) -> None:
 
 def choose_backend(config) -> str:
     """``EngineConfig.backend`` resolved: ``auto`` is llama.cpp for the embedded default model on CPU when
-    llama-cpp-python is installed (the faster backend there: ``evals/bench_forward.py``), torch otherwise."""
+    llama-cpp-python is installed and :data:`AUTO_PREFERS_LLAMA` (measured: not on this machine), torch otherwise."""
     if config.backend == "torch":
         return "torch"
     default_gguf = config.model is None and config.device == "cpu"

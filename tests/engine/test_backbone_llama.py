@@ -10,7 +10,7 @@ from agentkit.config import DecodeConfig, EngineConfig
 from agentkit.engine.backbone import Backbone, Pass
 from agentkit.engine.batch import Batcher
 from agentkit.engine.engine import Engine
-from agentkit.engine.llama_cpp import LlamaBackbone, LlamaOptions, choose_backend
+from agentkit.engine.llama_cpp import AUTO_PREFERS_LLAMA, LlamaBackbone, LlamaOptions, choose_backend
 from agentkit.errors import UnsupportedModeError
 
 pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install 'agentkit[llama]')")
@@ -134,7 +134,7 @@ def test_batched_requests_decode_as_alone_up_to_near_ties(eng):
 
 
 def test_backend_choice_and_the_adapter_canvas(eng):
-    assert choose_backend(EngineConfig()) == "llama.cpp"
+    assert choose_backend(EngineConfig()) == ("llama.cpp" if AUTO_PREFERS_LLAMA else "torch")
     assert choose_backend(EngineConfig(backend="torch")) == "torch"
     with pytest.raises(UnsupportedModeError, match="default model"):
         choose_backend(EngineConfig(backend="llama.cpp", model="/some/dir"))
@@ -142,3 +142,10 @@ def test_backend_choice_and_the_adapter_canvas(eng):
         with pytest.raises(UnsupportedModeError, match="adapter"):
             eng.generate(PROMPTS[0], DecodeConfig(mode="diffusion", max_new_tokens=8))
     assert isinstance(eng.backbone, Backbone) and LlamaOptions().n_seq_max >= 32
+
+
+def test_a_llama_model_cannot_be_shared_as_torch_weights(eng):
+    from agentkit.errors import UserError
+
+    with pytest.raises(UserError, match="backend='torch'"):
+        Engine.from_loaded(eng.lm)
