@@ -70,6 +70,14 @@ def _pos(a: int, b: int | None) -> list[str]:
             out += _same_len(str(a), str(top))
             out.append(f"[1-9][0-9]{{{d},}}")
             break
+        if a == 10 ** (d - 1) and b >= top:  # every number of d digits, and maybe of a few more: one alternative
+            d2 = d
+            while b >= 10 ** (d2 + 1) - 1:
+                d2 += 1
+            out.append(_cls("0" if d == 1 and a == 0 else "1", "9") + ("" if d2 == 1 else
+                       f"[0-9]{{{d - 1}}}" if d2 == d else f"[0-9]{{{d - 1},{d2 - 1}}}"))
+            a = 10 ** d2
+            continue
         hi = min(b, top)
         out += _same_len(str(a), str(hi))
         a = hi + 1
@@ -134,13 +142,18 @@ def _mag(a: Decimal, a_ex: bool, b: Decimal | None, b_ex: bool, integer: bool, t
     ints = [] if nonint else int_alts(ilo, ihi)
     out = [f"(?:{'|'.join(ints)})(?:\\.0)?"] if ints and floats else ints
     if ints and floats and b is None:
-        out.append(BIG)
+        big = _big_from(a)
+        if big:
+            out.append(big)
     if integer:
         return out
     fa, ffa = _split(a)
+    if fa >= NO_FRACTION:  # no double this large has a fraction (repr writes them as 1.5e+16): nothing to add
+        return out
     # whole units strictly inside: any fraction
     mid_lo = fa + 1
     mid_hi = None if b is None else (int(b) - 1 if b == floor(b) else floor(b) - 1)
+    mid_hi = NO_FRACTION - 1 if mid_hi is None else min(mid_hi, NO_FRACTION - 1)
     if fa == (None if b is None else floor(b)) and b is not None:
         fb, ffb = _split(b)
         if ffb:  # both ends in the same unit [fa, fa+1)
@@ -157,11 +170,23 @@ def _mag(a: Decimal, a_ex: bool, b: Decimal | None, b_ex: bool, integer: bool, t
         out.append(f"{fa}\\.{FRAC}")
     if b is not None:
         fb, ffb = _split(b)
-        if ffb:
+        if ffb and fb < NO_FRACTION:
             out.append(f"{fb}\\.{_frac_le(ffb, not b_ex)}")
     if tiny and a == 0 and (b is None or b >= Decimal("0.0001")):
         out.append(TINY)
     return out
+
+
+NO_FRACTION = 10 ** 16  # from here up repr writes floats in exponent form: plain digits with a fraction never occur
+
+
+def _big_from(a: Decimal) -> str | None:
+    """Exponent forms (``1.5e+20``) of magnitudes above ``a``: all of BIG when ``a`` < 1e16; otherwise those with
+    an exponent above ``a``'s (the ones with ``a``'s own exponent are left out: tighter, never looser)."""
+    if a < NO_FRACTION:
+        return BIG
+    e = a.adjusted() + 1
+    return None if e > 307 else BIG.split("e\\+")[0] + "e\\+" + int_regex(e, 307)
 
 
 def number_regex(lo: Decimal | None, lo_ex: bool, hi: Decimal | None, hi_ex: bool, *, integer: bool = False,

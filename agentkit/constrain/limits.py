@@ -33,9 +33,10 @@ class CompileLimits:
     - ``max_seconds`` [10.0]: wall-clock time for the whole build, schema to token automaton. ``None``: no limit.
     - ``max_states`` [4000]: states of any automaton the compiler builds over characters (pattern intersections,
       ``not``, ``multipleOf``, the check of a slot).
-    - ``max_slot_states`` [1500]: states of one slot's automaton over characters before its token index is
-      built; the index costs about (states × UTF-8 width × vocabulary size), in native code that cannot be
-      interrupted, so this bounds the longest step of a build (~1-3 s for 1,500 states on a 49k vocabulary).
+    - ``max_slot_states`` [3000]: states of one slot's automaton over bytes (estimated before building: a state
+      that leaves on non-ASCII characters counts 3) before its token index is built; the index costs about
+      (byte states × vocabulary size), in native code that cannot be interrupted, so this bounds the longest step of
+      a build (a ``maxLength: 256`` string, ~2,300, takes ~2-6 s on a 49k vocabulary on a loaded 2-core CPU).
     - ``max_regex_chars`` [200_000]: length of one slot's regex.
     - ``max_schema_depth`` [128]: nesting of the schema document (objects and arrays); deeper schemas are refused
       up front instead of exhausting Python's recursion limit.
@@ -44,7 +45,7 @@ class CompileLimits:
 
     max_seconds: float | None = 10.0
     max_states: int = 4000
-    max_slot_states: int = 1500
+    max_slot_states: int = 3000
     max_regex_chars: int = 200_000
     max_schema_depth: int = 128
     max_enum: int = 100_000

@@ -259,6 +259,10 @@ def check_slot_regex(regex: str, b: limits.Budget) -> None:
     except (PatternError, RecursionError):
         return
     try:
-        from_ast(ast, max_states=lim.max_slot_states)
+        dfa = from_ast(ast, max_states=lim.max_slot_states)
     except PatternError as e:
         raise b.fail("max_slot_states", f"a slot's automaton is too large to index ({e})") from None
+    # the token index walks bytes: a state leaving on non-ASCII characters stands for ~3 (UTF-8 continuations)
+    weight = sum(3 if any(hi >= 0x80 for cs, _t in row for _lo, hi in cs) else 1 for row in dfa.trans)
+    if weight > lim.max_slot_states:
+        raise b.fail("max_slot_states", f"a slot's automaton is too large to index (~{weight} byte states)")
