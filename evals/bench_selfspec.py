@@ -7,7 +7,7 @@ ar-constrained on the same questions in the same run. Writes one JSON line per r
 (partial results survive a kill). Asserts nothing.
 
     python evals/bench_selfspec.py --data ../shared/data/bfcl --limit 10 --threads 1 \
-        [--settings lookup,adapter:1,adapter:2] [--adapter DIR] [--backend torch] [--out evals/results/selfspec.jsonl]
+        [--settings lookup,adapter:1,adapter:2,diffusion] [--adapter DIR] [--backend torch] [--out evals/results/selfspec.jsonl]
 """
 
 from __future__ import annotations
@@ -29,6 +29,9 @@ from agentkit.evals import bfcl
 def settings(spec: str) -> list[tuple[str, DecodeConfig]]:
     out = [("ar-constrained", DecodeConfig(mode="ar", max_new_tokens=256))]
     for s in spec.split(","):
+        if s == "diffusion":  # the adapter's own canvas, for comparison (not lossless)
+            out.append(("diffusion", DecodeConfig(mode="diffusion", max_new_tokens=256)))
+            continue
         draft, _, steps = s.partition(":")
         out.append((f"verify/{s}", DecodeConfig(mode="verify", draft=draft, draft_steps=int(steps or 1),
                                                 max_new_tokens=256)))

@@ -101,9 +101,9 @@ class Engine:
             if self._adapted is None:
                 from ..training.adapter import DEFAULT_DIR, apply_adapter, load_adapter
 
-                base, copy = self.lm, True
                 # an adapter trained with the LoRA on the block only reads a base-encoded prefix (SplitBackbone)
                 prefix_base = load_adapter(self.adapter_path or DEFAULT_DIR)[1].prefix == "base"
+                base, copy = self.lm, True
                 if base.model is None:  # llama.cpp backend: the adapter canvas needs the torch weights
                     if self.config.backend == "llama.cpp":
                         raise UnsupportedModeError(
