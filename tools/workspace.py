@@ -26,8 +26,8 @@ import stat
 import subprocess
 import sys
 import tempfile
-from functools import lru_cache
 from collections.abc import Callable, Iterator
+from functools import lru_cache
 from pathlib import Path, PurePosixPath
 from typing import IO
 
@@ -532,7 +532,7 @@ def _unshare_ok() -> bool:
         return False
     try:
         return subprocess.run([*_UNSHARE, "sh", "-c", "mount --bind / / 2>/dev/null; exit 0"], timeout=10,
-                              stdin=subprocess.DEVNULL, capture_output=True).returncode == 0
+                              stdin=subprocess.DEVNULL, capture_output=True, check=False).returncode == 0
     except (OSError, subprocess.SubprocessError):
         return False
 

@@ -68,7 +68,7 @@ Cancel = Callable[[], bool] | Any  # a callable returning True to stop, or anyth
 class Budget:
     """One build's limits, deadline and cancel flag. ``where`` is the JSON pointer being built (for errors)."""
 
-    __slots__ = ("limits", "deadline", "cancel", "where", "_ticks")
+    __slots__ = ("_ticks", "cancel", "deadline", "limits", "where")
 
     def __init__(self, limits: CompileLimits | None = None, cancel: Cancel | None = None) -> None:
         self.limits = limits or DEFAULT_LIMITS

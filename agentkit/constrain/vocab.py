@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import bisect
 import math
-import weakref
-from dataclasses import dataclass, field
-from collections import OrderedDict
 import threading
+import weakref
+from collections import OrderedDict
+from dataclasses import dataclass, field
 
 import torch
 from outlines_core import Index, Vocabulary

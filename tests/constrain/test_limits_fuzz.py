@@ -10,15 +10,15 @@ import time
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from agentkit.constrain import CompileLimits  # noqa: E402
-from agentkit.constrain.compiler import compile_schema  # noqa: E402
-from agentkit.constrain.runtime import TokenConstraint  # noqa: E402
-from agentkit.constrain.vocab import token_vocab  # noqa: E402
-from agentkit.errors import UnsupportedSchemaError  # noqa: E402
-from agentkit.models.tiny import tiny_tokenizer  # noqa: E402
+from agentkit.constrain import CompileLimits
+from agentkit.constrain.compiler import compile_schema
+from agentkit.constrain.runtime import TokenConstraint
+from agentkit.constrain.vocab import token_vocab
+from agentkit.errors import UnsupportedSchemaError
+from agentkit.models.tiny import tiny_tokenizer
 
 LIMITS = CompileLimits(max_seconds=3.0)
 BOUND_S = 8.0  # one example: compile + token automaton, with slack for a loaded CI machine
