@@ -126,7 +126,7 @@ async def _group(names: list[str], limit_s: float) -> list[dict]:
     import httpx
     import torch
 
-    from agentkit.models.tiny import tiny_engine
+    from agentkit.engine import tiny_engine
     from serving.app import create_app
 
     torch.set_num_threads(1)

@@ -67,7 +67,7 @@ async def main(a: argparse.Namespace) -> None:
 
     from agentkit.config import EngineConfig
     from agentkit.engine.engine import Engine
-    from agentkit.models.tiny import tiny_engine
+    from agentkit.engine import tiny_engine
     from serving.app import create_app
 
     torch.set_num_threads(a.threads)

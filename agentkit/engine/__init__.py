@@ -10,3 +10,11 @@ def default_engine(model: str | None = None):
     from .engine import Engine
 
     return Engine(EngineConfig(model=model))
+
+
+def tiny_engine(seed: int = 0, **kw):
+    """An ``Engine`` over a random 2-layer Llama (``agentkit.models.tiny.tiny_llama``): SDK, serving and Ray tests."""
+    from ..models.tiny import tiny_llama
+    from .engine import Engine
+
+    return Engine.from_loaded(tiny_llama(seed, **kw))

@@ -29,7 +29,7 @@ class RayEvalConfig:
     """Where and how the items run. ``address``: ``"local"`` (a Ray instance on this machine, 127.0.0.1) or a
     cluster address (``auto``, ``HOST:6379``, ``ray://HOST:10001``); a Ray already initialised in this process is
     used as it is. ``engine_factory``: ``"module:function"`` returning an engine, instead of loading ``model``
-    (tests use ``agentkit.models.tiny:tiny_engine``). ``runtime_env``: Ray's runtime environment for the workers
+    (tests use ``agentkit.engine:tiny_engine``). ``runtime_env``: Ray's runtime environment for the workers
     (e.g. ``{"pip": ["agentkit[ray]"]}`` or ``{"working_dir": "."}`` on a cluster without agentkit installed)."""
 
     address: str = "local"

@@ -62,13 +62,6 @@ def tiny_llama(seed: int = 0, *, layers: int = 2, hidden: int = 64, mask_token: 
     return wrap(model, tok, name=f"tiny-llama-{seed}", mask_token_id=tok.mask_token_id if mask_token else None)
 
 
-def tiny_engine(seed: int = 0, **kw):
-    """An ``Engine`` over :func:`tiny_llama` (for SDK and serving tests)."""
-    from ..engine.engine import Engine
-
-    return Engine.from_loaded(tiny_llama(seed, **kw))
-
-
 def tiny_diffusion_gemma(seed: int = 0, *, canvas_length: int = 8, sliding_window: int = 24) -> LoadedModel:
     """A random ~0.9 M-parameter ``DiffusionGemmaForBlockDiffusion`` over the tiny tokenizer.
 

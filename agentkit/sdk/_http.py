@@ -17,7 +17,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import fields
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import httpx
 from pydantic import BaseModel
@@ -27,7 +27,9 @@ from ..config import DecodeConfig
 from ..constrain.nodes import Template
 from ..engine.stats import DecodeStats, GenerationResult
 from ..errors import ModelHTTPError, UserError
-from ._generator import OnDraft
+
+if TYPE_CHECKING:  # _generator builds an HTTPGenerator for a URL: importing it here would be a cycle
+    from ._generator import OnDraft
 
 _STATS_FIELDS = {f.name for f in fields(DecodeStats)}
 log = logging.getLogger("agentkit.sdk.http")

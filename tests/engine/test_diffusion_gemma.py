@@ -248,6 +248,6 @@ def test_greedy_default_and_errors(lm, eng):
         with pytest.raises(UnsupportedModeError, match="uniform"):
             eng.generate("hi", DecodeConfig(mode="diffusion", sampler=sampler))
     with pytest.raises(UnsupportedModeError, match="diffusion_gemma"):
-        from agentkit.models.tiny import tiny_engine
+        from agentkit.engine import tiny_engine
 
         tiny_engine(0).generate("hi", DecodeConfig(mode="diffusion", sampler="uniform"))

@@ -21,11 +21,11 @@ KW = {"limit": 5, "seed": 0, "free_max_new_tokens": 24, "max_new_tokens": 96, "p
 def runs(ray_local, shared_data, tmp_path_factory):
     pytest.importorskip("agentkit.constrain.compiler")
     from agentkit.evals.distributed import RayEvalConfig, RayExecutor
-    from agentkit.models.tiny import tiny_engine
+    from agentkit.engine import tiny_engine
 
     d = tmp_path_factory.mktemp("ray_eval")
     local = run_eval("bfcl", shared_data / "bfcl", list(MODES), out=d / "local.json", engine=tiny_engine(0), **KW)
-    cfg = RayEvalConfig(address="local", workers=2, engine_factory="agentkit.models.tiny:tiny_engine",
+    cfg = RayEvalConfig(address="local", workers=2, engine_factory="agentkit.engine:tiny_engine",
                         num_cpus_per_worker=0.5)
     dist = run_eval("bfcl", shared_data / "bfcl", list(MODES), out=d / "ray.json", plot=d / "ray.png",
                     executor=RayExecutor(cfg), **KW)

@@ -29,7 +29,7 @@ SERVER = ServerConfig(max_batch=4, max_queue=32, request_timeout_s=TIMEOUT_S)
 def _config(replicas: int, port: int):
     from serving.ray_serve import RayServeConfig
 
-    return RayServeConfig(replicas=replicas, port=port, engine_factory="agentkit.models.tiny:tiny_engine",
+    return RayServeConfig(replicas=replicas, port=port, engine_factory="agentkit.engine:tiny_engine",
                           num_cpus_per_replica=0.5, threads=1, health_check_period_s=2.0)
 
 
@@ -177,7 +177,7 @@ def test_scale_down_drains_in_flight_requests(url):
 def test_app_builder_for_serve_config_files():
     from serving.ray_serve import app_builder, deployment_options
 
-    app = app_builder({"replicas": 3, "max_batch": 4, "max_queue": 8, "engine_factory": "agentkit.models.tiny:tiny_engine"})
+    app = app_builder({"replicas": 3, "max_batch": 4, "max_queue": 8, "engine_factory": "agentkit.engine:tiny_engine"})
     assert app is not None
     from agentkit.errors import UserError
 

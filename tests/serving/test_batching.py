@@ -28,7 +28,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 @pytest.fixture(scope="module")
 def engine():
-    from agentkit.models.tiny import tiny_engine
+    from agentkit.engine import tiny_engine
 
     return tiny_engine(0)
 

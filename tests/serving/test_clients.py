@@ -25,7 +25,7 @@ class City(BaseModel):
 
 @pytest.fixture(scope="module")
 def engine():
-    from agentkit.models.tiny import tiny_engine
+    from agentkit.engine import tiny_engine
 
     return tiny_engine(0)
 

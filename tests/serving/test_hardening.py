@@ -22,7 +22,7 @@ MSG = [{"role": "user", "content": "hi"}]
 
 @pytest.fixture(scope="module")
 def engine():
-    from agentkit.models.tiny import tiny_engine
+    from agentkit.engine import tiny_engine
 
     return tiny_engine(0)
 

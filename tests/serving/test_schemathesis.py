@@ -15,7 +15,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _app():
-    from agentkit.models.tiny import tiny_engine
+    from agentkit.engine import tiny_engine
 
     app = create_app(tiny_engine(0), request_timeout_s=10)
 

@@ -46,7 +46,7 @@ def _compiler():
 
 @pytest.fixture(scope="module")
 def engine():
-    from agentkit.models.tiny import tiny_engine
+    from agentkit.engine import tiny_engine
 
     return tiny_engine(0)
 
