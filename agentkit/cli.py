@@ -246,7 +246,7 @@ def calibrate(
     """Measure every mode on the same BFCL questions and write the calibration RoutingPolicy reads: structured
     steps use the fastest mode (p50) whose success is within --tolerance of the best."""
     try:
-        from .calibration import calibrate as run_calibration
+        from .evals.calibrate import calibrate as run_calibration
         from .calibration import path_for
         from .config import EngineConfig
         from .engine.engine import Engine

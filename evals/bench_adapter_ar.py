@@ -26,7 +26,7 @@ import torch
 
 from agentkit.config import DecodeConfig, EngineConfig
 from agentkit.engine.engine import Engine
-from agentkit.training.adapter import apply_adapter
+from agentkit.models.adapter import apply_adapter
 
 MODULES = ["json", "textwrap", "argparse", "logging", "unittest", "pathlib", "datetime", "collections", "difflib",
            "heapq", "bisect", "csv", "shutil", "subprocess", "tempfile", "fractions", "decimal", "statistics",

@@ -83,7 +83,7 @@ class Engine:
     def _adapter_file(self) -> Path | None:
         """``config.adapter_path`` checked, or the shipped adapter of the default model; resolved once (the
         filesystem is not asked again on every request)."""
-        from ..training.adapter import DEFAULT_DIR, FILE
+        from ..models.adapter import DEFAULT_DIR, FILE
 
         path = self.config.adapter_path
         if path is None:
@@ -99,7 +99,7 @@ class Engine:
         """Adapted weights (bidirectional canvas, mask token) for diffusion mode; built on first use."""
         with self.lock:
             if self._adapted is None:
-                from ..training.adapter import DEFAULT_DIR, apply_adapter, load_adapter
+                from ..models.adapter import DEFAULT_DIR, apply_adapter, load_adapter
 
                 # an adapter trained with the LoRA on the block only reads a base-encoded prefix (SplitBackbone)
                 prefix_base = load_adapter(self.adapter_path or DEFAULT_DIR)[1].prefix == "base"

@@ -141,7 +141,7 @@ def self_distilled(lm, out: Path, *, calls: int = 0, extract: int = 0, edits: in
     from ..constrain.canonical import json_style
     from ..engine.engine import Engine
     from . import distill as D
-    from .adapter import FILE
+    from ..models.adapter import FILE
 
     style = style or json_style(None).name  # the compiler's default, recorded
     has_adapter = (out / FILE).is_file()
@@ -226,7 +226,7 @@ def train_main(out_dir: str | Path, steps: int, *, n_examples: int = 4000, disti
             "runs": [json.loads(x) for x in (out / "runs.jsonl").read_text().splitlines() if x.strip()]
             if (out / "runs.jsonl").is_file() else []}
     if eval_n:
-        from .adapter import apply_adapter
+        from ..models.adapter import apply_adapter
 
         base = load_model(model)
         info["eval"] = evaluate(base, apply_adapter(base, out), eval_n)

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from ..models.loader import LoadedModel
-from .adapter import AdapterConfig, adapter_state, ensure_mask_token, inject_lora, save_adapter, suppress_mask_logit
+from ..models.adapter import AdapterConfig, adapter_state, ensure_mask_token, inject_lora, save_adapter, suppress_mask_logit
 from .data import Tokenized
 
 
@@ -275,7 +275,7 @@ class Trainer:
 
 
     def _resume_adapter(self, out: Path) -> bool:
-        from .adapter import FILE, load_adapter
+        from ..models.adapter import FILE, load_adapter
 
         if not (out / FILE).is_file() or not (out / "summary.json").is_file():
             return False

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from agentkit.models.tiny import tiny_llama
-from agentkit.training.adapter import load_adapter
+from agentkit.models.adapter import load_adapter
 from agentkit.training.data import synthetic, tokenize
 from agentkit.training.recipe import TrainConfig, Trainer, make_batch
 
@@ -60,7 +60,7 @@ def test_block_only_lora_leaves_the_prefix_to_the_base_weights():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
 def test_cuda_bf16_training_step_and_saved_adapter(tmp_path):
     """The command's ``--device cuda`` path: bf16 autocast with fp32 master weights, on a tiny model."""
-    from agentkit.training.adapter import apply_adapter
+    from agentkit.models.adapter import apply_adapter
 
     lm = tiny_llama(0)
     cfg = TrainConfig(steps=2, **{**CFG, "device": "cuda", "lora_prefix": False})

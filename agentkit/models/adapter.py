@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ..models.loader import LoadedModel, wrap
+from .loader import LoadedModel, wrap
 
 MASK_TOKEN = "<|mask|>"
 FILE = "adapter.safetensors"
