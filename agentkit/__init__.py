@@ -1,10 +1,15 @@
 """agentkit: an agent framework built around structured (constrained) block-diffusion decoding.
 
 The short public surface; everything else lives in its module (``agentkit.engine``, ``agentkit.constrain``,
-``agentkit.sdk``, ``agentkit.evals``).
+``agentkit.sdk``, ``agentkit.evals``, ``agentkit.serving``, ``agentkit.tools``). ``Engine``, ``default_engine`` and
+``compile_schema`` load torch or the compiler, so they are imported on first use; type checkers see them through
+the ``TYPE_CHECKING`` block.
 """
 
+from typing import TYPE_CHECKING
+
 from .config import DecodeConfig, EngineConfig
+from .constrain.nodes import Template
 from .errors import (
     AgentkitError,
     AgentRunError,
@@ -24,6 +29,7 @@ from .errors import (
 )
 from .sdk import (
     Agent,
+    FunctionModel,
     Limits,
     ModelMessagesTypeAdapter,
     ModelSettings,
@@ -31,11 +37,17 @@ from .sdk import (
     RunContext,
     RunResult,
     RunUsage,
+    TestModel,
     Trace,
     aextract,
     extract,
     tool,
 )
+
+if TYPE_CHECKING:
+    from .constrain.compiler import compile_schema_cached as compile_schema
+    from .engine import default_engine
+    from .engine.engine import Engine
 
 __version__ = "0.1.0"
 
@@ -66,6 +78,7 @@ __all__ = [
     "EditError",
     "Engine",
     "EngineConfig",
+    "FunctionModel",
     "InvalidRequestError",
     "Limits",
     "ModelHTTPError",
@@ -78,6 +91,8 @@ __all__ = [
     "RunResult",
     "RunUsage",
     "SchemaLimitError",
+    "Template",
+    "TestModel",
     "Trace",
     "UnexpectedModelBehavior",
     "UnsupportedModeError",

@@ -315,8 +315,8 @@ def serve(
     autoscale: Optional[str] = typer.Option(None, help="with --ray: MIN,MAX replicas, scaled on ongoing requests"),
 ) -> None:
     """Serve an OpenAI-compatible chat-completions endpoint with structured (constrained) decoding."""
-    from serving.cli import run as _run
-    from serving.config import ServerConfig
+    from agentkit.serving.cli import run as _run
+    from agentkit.serving.config import ServerConfig
 
     from .config import EngineConfig
 
@@ -345,7 +345,7 @@ def _serve_ray(server, *, model, threads, host, port, address, replicas, autosca
 
     try:
         require_ray()
-        from serving.ray_serve import RayServeConfig, parse_autoscale, run
+        from agentkit.serving.ray_serve import RayServeConfig, parse_autoscale, run
 
         cfg = RayServeConfig(replicas=replicas, autoscale=parse_autoscale(autoscale) if autoscale else None,
                              address=address, host=host, port=port, model=model, threads=threads)

@@ -68,7 +68,7 @@ async def main(a: argparse.Namespace) -> None:
     from agentkit.config import EngineConfig
     from agentkit.engine.engine import Engine
     from agentkit.engine import tiny_engine
-    from serving.app import create_app
+    from agentkit.serving.app import create_app
 
     torch.set_num_threads(a.threads)
     engine = tiny_engine(0) if a.tiny else Engine(EngineConfig(threads=a.threads))

@@ -25,7 +25,7 @@ from agentkit.constrain.edits import DIVIDER, REPLACE_MARK, file_lines, search_r
 from agentkit.constrain.nodes import Template
 from agentkit.errors import WorkspaceError
 from agentkit.sdk import Agent, Limits, RoutingPolicy, Tool
-from tools.workspace import Workspace
+from agentkit.tools.workspace import Workspace
 
 INSTRUCTIONS = """You are a coding assistant working inside one repository folder.
 Work in small steps: list the files, read the ones that matter, change code with apply_edits, then run_tests to

@@ -60,6 +60,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from agentkit import __version__
 from agentkit.constrain.nodes import Template
 
 from . import errors
@@ -87,7 +88,7 @@ def create_app(engine: Any, config: ServerConfig | None = None, *,
         yield
         svc.scheduler.close()
 
-    app = FastAPI(title="agentkit", version="0.1.0", description=__doc__, lifespan=lifespan)
+    app = FastAPI(title="agentkit", version=__version__, description=__doc__, lifespan=lifespan)
     app.state.service = svc
     app.state.scheduler = svc.scheduler
     app.state.metrics = svc.metrics

@@ -18,7 +18,7 @@ What a deployment is
   request timeout + 5 s) for its in-flight requests to finish before the app's shutdown closes the scheduler.
 - **Replica loss.** A request in flight on a replica whose process dies gets no response from the replica; Serve's
   proxy would answer a bare 500. :func:`proxy_middlewares` (installed on the proxy through
-  ``RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH=serving.ray_serve:proxy_middlewares``, which :func:`run` sets for a
+  ``RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH=agentkit.serving.ray_serve:proxy_middlewares``, which :func:`run` sets for a
   local Ray) turns every proxy-made 5xx (no ``x-agentkit-replica`` header: the app did not answer) into a 503 in
   the server's error body with ``Retry-After``. The proxy's own timeout (``request_timeout_s + 10``) is a backstop
   behind the app's 504, so no request hangs.
@@ -47,7 +47,7 @@ from .config import ServerConfig
 
 REPLICA_HEADER = "x-agentkit-replica"
 PROXY_CALLBACK_ENV = "RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH"
-PROXY_CALLBACK = "serving.ray_serve:proxy_middlewares"
+PROXY_CALLBACK = "agentkit.serving.ray_serve:proxy_middlewares"
 
 
 @dataclass
@@ -283,7 +283,7 @@ def application(server: ServerConfig, cfg: RayServeConfig) -> Any:
 
 def app_builder(args: dict[str, Any]) -> Any:
     """Serve's application builder, for a Serve config file or KubeRay's RayService ``serveConfigV2``
-    (``import_path: serving.ray_serve:app_builder``). ``args``: ``ServerConfig`` fields (``max_batch``,
+    (``import_path: agentkit.serving.ray_serve:app_builder``). ``args``: ``ServerConfig`` fields (``max_batch``,
     ``max_queue``, ``request_timeout_s``, ``api_key``, ...) and ``RayServeConfig`` fields (``replicas``, ``autoscale``
     as ``"MIN,MAX"``, ``model``, ``threads``, ``num_cpus_per_replica``, ...); an unknown key is a ``UserError``."""
     import dataclasses

@@ -78,7 +78,7 @@ def write_repo(files: dict[str, str], root: Path) -> None:
 def check_task(root: Path, check: dict[str, Any], timeout_s: float = 60) -> tuple[bool, str]:
     """Whether the repository at ``root`` passes ``check``; and why not (empty when it does)."""
     _repo_on_path()
-    from tools.workspace import Workspace
+    from agentkit.tools.workspace import Workspace
 
     texts = {p.relative_to(root).as_posix(): p.read_text(encoding="utf-8", errors="replace")
              for p in sorted(root.rglob("*.py")) if "__pycache__" not in p.parts}

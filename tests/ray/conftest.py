@@ -13,7 +13,7 @@ def ray_local():
     if ray.is_initialized():
         ray.shutdown()
     # Serve's HTTP proxy answers 503 + Retry-After for a replica that died (see serving/ray_serve.py)
-    os.environ.setdefault("RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH", "serving.ray_serve:proxy_middlewares")
+    os.environ.setdefault("RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH", "agentkit.serving.ray_serve:proxy_middlewares")
     os.environ.setdefault("RAY_worker_niceness", "0")  # as agentkit._ray.connect does for a local instance
     ray.init(address="local", num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1",
              log_to_driver=False, configure_logging=False)

@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("ray")
 
-from serving.config import ServerConfig
+from agentkit.serving.config import ServerConfig
 
 TIMEOUT_S = 20.0
 BODY = {"messages": [{"role": "user", "content": "What is the weather in Paris?"}], "max_tokens": 16}
@@ -27,7 +27,7 @@ SERVER = ServerConfig(max_batch=4, max_queue=32, request_timeout_s=TIMEOUT_S)
 
 
 def _config(replicas: int, port: int):
-    from serving.ray_serve import RayServeConfig
+    from agentkit.serving.ray_serve import RayServeConfig
 
     return RayServeConfig(replicas=replicas, port=port, engine_factory="agentkit.engine:tiny_engine",
                           num_cpus_per_replica=0.5, threads=1, health_check_period_s=2.0)
@@ -37,7 +37,7 @@ def _config(replicas: int, port: int):
 def url(ray_local):
     from ray import serve
 
-    from serving.ray_serve import start
+    from agentkit.serving.ray_serve import start
 
     port = _free_port()
     start(SERVER, _config(2, port))
@@ -150,7 +150,7 @@ def test_scale_down_drains_in_flight_requests(url):
     """A replica removed while requests run on it finishes them (graceful shutdown) before it stops."""
     from ray import serve
 
-    from serving.ray_serve import application
+    from agentkit.serving.ray_serve import application
 
     body = {**BODY, "max_tokens": 128}
     port = int(url.rsplit(":", 1)[1])
@@ -175,7 +175,7 @@ def test_scale_down_drains_in_flight_requests(url):
 
 
 def test_app_builder_for_serve_config_files():
-    from serving.ray_serve import app_builder, deployment_options
+    from agentkit.serving.ray_serve import app_builder, deployment_options
 
     app = app_builder({"replicas": 3, "max_batch": 4, "max_queue": 8, "engine_factory": "agentkit.engine:tiny_engine"})
     assert app is not None
@@ -183,7 +183,7 @@ def test_app_builder_for_serve_config_files():
 
     with pytest.raises(UserError, match="unknown application args"):
         app_builder({"replica": 3})
-    from serving.ray_serve import RayServeConfig
+    from agentkit.serving.ray_serve import RayServeConfig
 
     opts = deployment_options(ServerConfig(max_batch=4, max_queue=8), RayServeConfig(autoscale=(1, 4)))
     assert opts["autoscaling_config"]["target_ongoing_requests"] == 4 and "num_replicas" not in opts

@@ -378,7 +378,7 @@ async def test_engine_like_model_is_wrapped_and_run_in_a_thread():
 
 
 async def test_workspace_tools_mix_with_user_tools(tmp_path):
-    from tools.workspace import Workspace, workspace_tools
+    from agentkit.tools.workspace import Workspace, workspace_tools
 
     (tmp_path / "notes.txt").write_text("hello\n")
     agent = Agent(TestModel(call_tools=["list_files", "add"]), tools=[*workspace_tools(Workspace(tmp_path)), add])

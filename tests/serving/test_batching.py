@@ -11,7 +11,7 @@ import time
 import httpx
 import pytest
 
-from serving.app import create_app
+from agentkit.serving.app import create_app
 
 PERSON = {
     "type": "object",

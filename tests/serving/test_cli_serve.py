@@ -19,7 +19,7 @@ def test_serve_options_and_bad_values(monkeypatch):
     def fake_run(engine_config, server_config, **kw):
         seen.update(engine=engine_config, server=server_config, **kw)
 
-    monkeypatch.setattr("serving.cli.run", fake_run)
+    monkeypatch.setattr("agentkit.serving.cli.run", fake_run)
     r = runner.invoke(app, ["serve", "--port", "8123", "--max-queue", "3", "--default-mode", "ar",
                             "--request-timeout-s", "9", "--compile-timeout-s", "2.5", "--compile-max-states", "99"])
     assert r.exit_code == 0, r.output

@@ -13,7 +13,7 @@ from typing import Annotated
 import pytest
 from pydantic import BaseModel, Field
 
-from serving.app import create_app
+from agentkit.serving.app import create_app
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -14,7 +14,7 @@ import time
 import httpx
 import pytest
 
-from serving.app import create_app
+from agentkit.serving.app import create_app
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 MSG = [{"role": "user", "content": "hi"}]
@@ -274,7 +274,7 @@ async def test_logprobs_are_the_models_and_top_p_tiny_is_greedy(app):
 
 
 async def test_metrics_escape_label_values(app):
-    from serving.metrics import Metrics
+    from agentkit.serving.metrics import Metrics
 
     m = Metrics()
     m.request('a"b\\c\nd', 200, 0.1)

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from serving.errors import APIError
-from serving.plan import check_prompt_length, fit_max_tokens, plan_request, response_parts
-from serving.protocol import ChatRequest
-from serving.sse import Chunks, TextDeltas, event
+from agentkit.serving.errors import APIError
+from agentkit.serving.plan import check_prompt_length, fit_max_tokens, plan_request, response_parts
+from agentkit.serving.protocol import ChatRequest
+from agentkit.serving.sse import Chunks, TextDeltas, event
 
 MSG = [{"role": "user", "content": "hi"}]
 TOOL = {"type": "function", "function": {"name": "add", "parameters": {"type": "object", "properties": {
@@ -105,7 +105,7 @@ def test_text_deltas_hold_back_stop_prefixes_and_partial_utf8():
 def test_model_context_sources():
     from types import SimpleNamespace as NS
 
-    from serving.prepare import model_context
+    from agentkit.serving.prepare import model_context
 
     assert model_context(NS(context_length=512)) == 512
     torch_engine = NS(lm=NS(model=NS(config=NS(max_position_embeddings=2048))))

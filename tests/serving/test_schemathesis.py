@@ -9,7 +9,7 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 
-from serving.app import create_app
+from agentkit.serving.app import create_app
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

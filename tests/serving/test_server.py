@@ -14,7 +14,7 @@ import pytest
 
 from agentkit.constrain.nodes import Lit, Template
 from agentkit.errors import UnsupportedSchemaError
-from serving.app import create_app
+from agentkit.serving.app import create_app
 
 PERSON = {
     "type": "object",

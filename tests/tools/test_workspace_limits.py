@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from agentkit.errors import WorkspaceError
-from tools.workspace import Workspace, _unshare_ok
+from agentkit.tools.workspace import Workspace, _unshare_ok
 
 
 @pytest.fixture
