@@ -227,10 +227,6 @@ def trim(a: DFA) -> DFA | None:
     return DFA(trans, [a.acc[s] for s in keep])
 
 
-def is_empty(a: DFA) -> bool:
-    return trim(a) is None
-
-
 def minimize(a: DFA) -> DFA:
     """Moore partition refinement (state 0 stays the start)."""
     block = [int(f) for f in a.acc]

@@ -36,9 +36,9 @@ from typing import Any
 
 from ..errors import UnsupportedSchemaError
 from . import automata
-from .canonical import STYLES, JsonStyle, canonical_json, json_style, number_text
+from .canonical import STYLES, JsonStyle, canonical_json, json_style
 from .containers import Containers, _check_repeats, _choice
-from .dnf import ALL_TYPES, TOP, Flat, effective_types, vkey
+from .dnf import TOP, Flat, effective_types, vkey
 from .ecma_regex import ANY, PatternError, alt, cat, cset, max_len, min_len, rep
 from .formats import NumberDigits, cap_digits, format_ast, multiple_regex, number_regex
 from .json_regex import emit, search_ast
@@ -358,5 +358,3 @@ def compile_schema_cached(schema: dict | type, *, max_depth: int = 3, strict: bo
     with budget(lim, cancel):
         return _FAILED.call(_cached, args)
 
-
-_unused = (ALL_TYPES, number_text)

@@ -21,7 +21,6 @@ KNOWN_TYPES = set(ALL_TYPES) | {"integer"}
 MAX_ALTS = 256
 # assertion keywords we do not implement: anything else unknown is an annotation
 UNSUPPORTED = ("unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef", "dependentSchemas_",)
-FALSE = False
 
 
 def vkey(v: Any) -> str:
@@ -93,10 +92,6 @@ class Flat:
     deps: tuple = ()  # (name, (names required when name is present), ptr)
     need: tuple = ()  # (key spec, (schema, ptr)): some property with such a key must have such a value (from not)
     refs: frozenset = field(default_factory=frozenset)
-
-    def is_top(self) -> bool:
-        return self == TOP
-
 
 TOP = Flat()
 

@@ -182,23 +182,6 @@ def _escaped(ivs) -> list[str]:
     return alts
 
 
-def _hex_alt(codes: list[int]) -> str:
-    groups: dict[str, list[int]] = {}
-    for c in codes:
-        groups.setdefault(f"{c >> 4:x}", []).append(c & 15)
-    parts = []
-    for hi, lows in groups.items():
-        runs: list[list[int]] = []
-        for x in lows:
-            if runs and x == runs[-1][1] + 1 and x != 10:
-                runs[-1][1] = x
-            else:
-                runs.append([x, x])
-        body = "".join(f"{a:x}" if a == b else f"{a:x}{b:x}" if b == a + 1 else f"{a:x}-{b:x}" for a, b in runs)
-        parts.append(hi + (body if len(lows) == 1 else f"[{body}]"))
-    return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
-
-
 @lru_cache(maxsize=16384)
 def emit_set(ivs) -> tuple[str, bool]:
     """A set of code points as JSON-body regex; second value: whether it is a single atom."""

@@ -12,7 +12,7 @@ double its work), anything else (DiffusionGemma, a cache with sliding-window lay
 each thread its logits and the thread carries on.
 
 A request joins the live set at its first forward (its prompt templating and constraint compile do not hold
-anyone) and leaves it when its :class:`Slot` closes (finished, failed or cancelled); a request that arrives while
+anyone) and leaves it when its :class:`BatchSeat` closes (finished, failed or cancelled); a request that arrives while
 others are decoding is simply in the next forward. ``check`` (the server's cancellation test) runs before every
 call, so a cancelled request -- AR included -- aborts at its next forward.
 
@@ -48,7 +48,7 @@ class BatcherClosed(RuntimeError):
 class _Call:
     __slots__ = ("args", "bb", "done", "error", "item", "kind", "kwargs", "result", "slot", "t")
 
-    def __init__(self, slot: Slot, bb: Any, kind: str, args: tuple, kwargs: dict) -> None:
+    def __init__(self, slot: BatchSeat, bb: Any, kind: str, args: tuple, kwargs: dict) -> None:
         self.slot, self.bb, self.kind, self.args, self.kwargs = slot, bb, kind, args, kwargs
         self.item: Pass | None = None  # set when the call can join a batched forward
         self.result: Any = None
@@ -86,12 +86,12 @@ class Batcher:
         self._thread.start()
 
     # -- request side ---------------------------------------------------------------------------------------
-    def slot(self, check: Callable[[], None] | None = None, *, live: bool = False) -> Slot:
+    def slot(self, check: Callable[[], None] | None = None, *, live: bool = False) -> BatchSeat:
         """A seat for one request (use as a context manager). ``check`` raises to cancel the request; it runs
         before each of its forwards. ``live`` makes the seat count as live at once instead of at its first call
         (so the batcher waits for its first call too, as for any live request's: for tests that want full
         batches from the first forward)."""
-        s = Slot(self, check)
+        s = BatchSeat(self, check)
         if live:
             with self._cond:
                 self._join(s)
@@ -101,7 +101,7 @@ class Batcher:
     def live(self) -> int:
         return self._live
 
-    def _join(self, slot: Slot) -> None:
+    def _join(self, slot: BatchSeat) -> None:
         if self._closed:
             raise BatcherClosed("batcher is closed")
         if not slot._live:
@@ -118,7 +118,7 @@ class Batcher:
             raise call.error
         return call.result
 
-    def _leave(self, slot: Slot) -> None:
+    def _leave(self, slot: BatchSeat) -> None:
         with self._cond:
             if slot._live:
                 slot._live = False
@@ -217,7 +217,7 @@ class Batcher:
     def _run_batched(group: list[_Call]) -> None:
         try:
             outs = group[0].bb.forward_many([c.item for c in group])
-        except Exception:  # noqa: BLE001 -- one request's failure must not fail the others: run each alone
+        except Exception:
             log.warning("a batched forward of %d requests failed; running them one by one", len(group),
                         exc_info=True)
             for c in group:  # caches are only written after a successful forward, so each pass can rerun
@@ -227,7 +227,7 @@ class Batcher:
             c.result = o
 
 
-class Slot:
+class BatchSeat:
     """One request's seat at a :class:`Batcher`: wraps backbones, counts the batch size of each of its forwards,
     and leaves the live set when closed."""
 
@@ -248,10 +248,6 @@ class Slot:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    @property
-    def mean_batch(self) -> float:
-        return sum(self.sizes) / len(self.sizes) if self.sizes else 1.0
-
     def call(self, bb: Any, kind: str, args: tuple, kwargs: dict) -> Any:
         if self.check is not None:
             self.check()
@@ -267,10 +263,10 @@ class Slot:
 
 
 class BatchedBackbone:
-    """A backbone whose ``encode`` / ``denoise`` go through the request's :class:`Slot` (everything else is the
+    """A backbone whose ``encode`` / ``denoise`` go through the request's :class:`BatchSeat` (everything else is the
     wrapped backbone's)."""
 
-    def __init__(self, slot: Slot, bb: Any) -> None:
+    def __init__(self, slot: BatchSeat, bb: Any) -> None:
         self._slot, self._bb = slot, bb
 
     def __getattr__(self, name: str) -> Any:

@@ -14,14 +14,14 @@ from typing import Any
 import torch
 
 from ..config import DecodeConfig, EngineConfig
-from ..constrain.nodes import Template
 from ..constrain.limits import Cancel, CompileLimits
+from ..constrain.nodes import Template
 from ..constrain.runtime import TokenConstraint
 from ..constrain.vocab import token_vocab
 from ..errors import InvalidRequestError, ModelNotFoundError, UnsupportedModeError, UserError
 from ..models.loader import DIFFUSION_GEMMA, LoadedModel, load_model
 from .backbone import Backbone
-from .batch import Locked, Slot
+from .batch import BatchSeat, Locked
 from .decode import Decoder
 from .gemma import GemmaBackbone, gemma_sampler
 from .llama_cpp import LlamaOptions, choose_backend
@@ -169,7 +169,7 @@ class Engine:
         template: Template | None = None,
         raw: bool = False,
         on_draft: Callable[[list[int], list[bool]], None] | None = None,
-        batch: Slot | None = None,
+        batch: BatchSeat | None = None,
         on_tokens: Callable[[list[int]], None] | None = None,
         should_stop: Callable[[], bool] | None = None,
     ) -> GenerationResult:
