@@ -64,105 +64,136 @@ class Negation:
         if "enum" in s or "const" in s:
             add(Flat(not_values=tuple(s["enum"]) if "enum" in s else (s["const"],)))
         if any(k in s for k in _STRING_KW):
-            if "minLength" in s and _count(s, "minLength", p) > 0:
-                add(Flat(types=("string",), max_len=_count(s, "minLength", p) - 1))
-            if "maxLength" in s:
-                add(Flat(types=("string",), min_len=_count(s, "maxLength", p) + 1))
-            if isinstance(s.get("pattern"), str):
-                add(Flat(types=("string",), not_patterns=((s["pattern"], p),)))
-            if isinstance(s.get("format"), str) and self.format_enforced(s["format"], p):
-                add(Flat(types=("string",), not_formats=((s["format"], p),)))
+            add(*self._not_string(s, p))
         if any(k in s for k in _NUMBER_KW):
-            if "multipleOf" in s:
-                raise UnsupportedSchemaError("not", p, "not multipleOf")
-            f = simple({k: s[k] for k in _NUMBER_KW if k in s}, p, self.draft4)
-            if f.lo is not None:
-                add(Flat(types=("number",), hi=f.lo, hi_ex=not f.lo_ex))
-            if f.hi is not None:
-                add(Flat(types=("number",), lo=f.hi, lo_ex=not f.hi_ex))
+            add(*self._not_number(s, p))
         if any(k in s for k in _OBJECT_KW):
-            obj = ("object",)
-            addl = s.get("additionalProperties")
-            if addl is not None and addl is not True and addl != {}:  # some extra property breaks it
-                spec = ("extra", tuple(s.get("properties") or {}), tuple(s.get("patternProperties") or {}))
-                val = True if addl is False else self.synth({"not": addl})
-                add(Flat(types=obj, need=((spec, (val, f"{p}/additionalProperties")),)))
-            for rx, sub in (s.get("patternProperties") or {}).items():
-                if sub is not True and sub != {}:
-                    val = True if sub is False else self.synth({"not": sub})
-                    add(Flat(types=obj, need=((("pattern", rx), (val, f"{p}/patternProperties")),)))
-            if "propertyNames" in s and s["propertyNames"] not in (True, {}):
-                spec = ("pname", (s["propertyNames"], f"{p}/propertyNames"))
-                add(Flat(types=obj, need=((spec, (True, f"{p}/propertyNames")),)))
-            for k in ("dependencies", "dependentRequired", "dependentSchemas"):
-                for name, dep in (s.get(k) or {}).items():
-                    need = Flat(types=("object",), required=(name,))
-                    if isinstance(dep, list):
-                        add(*(replace(need, oclauses=(({d: (False, p)}, (), None, p),)) for d in dep))
-                    else:
-                        add(*self.product([need], self.negate(dep, f"{p}/{k}/{name}", ctx, visiting), p))
-            for name in s.get("required") or ():
-                add(Flat(types=("object",), oclauses=(({name: (False, p)}, (), None, p),)))
-            for name, sub in (s.get("properties") or {}).items():
-                if sub is True or sub == {}:
-                    continue
-                neg = False if sub is False else self.synth({"not": sub})
-                add(Flat(types=("object",), required=(name,), oclauses=(({name: (neg, f"{p}/properties/{name}")},
-                                                                          (), None, p),)))
-            if "minProperties" in s and _count(s, "minProperties", p) > 0:
-                add(Flat(types=("object",), max_props=_count(s, "minProperties", p) - 1))
-            if "maxProperties" in s:
-                add(Flat(types=("object",), min_props=_count(s, "maxProperties", p) + 1))
+            add(*self._not_object(s, p, ctx, visiting))
         if any(k in s for k in _ARRAY_KW):
-            for k in ("prefixItems", "additionalItems", "uniqueItems"):
-                if k in s and s[k] not in (False, True, {}) or (k == "uniqueItems" and s.get(k) is True):
-                    raise UnsupportedSchemaError("not", p, f"not {k}")
-            if "contains" in s:
-                if "minContains" in s or "maxContains" in s:
-                    raise UnsupportedSchemaError("not", p, "not minContains/maxContains")
-                c = s["contains"]
-                if c is True:
-                    add(Flat(types=("array",), max_items=0))
-                elif c is False:
-                    add(Flat(types=("array",)))
-                else:
-                    add(Flat(types=("array",), aclauses=(((), (self.synth({"not": c}), f"{p}/contains"), p),)))
-            items = s.get("items")
-            if isinstance(items, list):
-                raise UnsupportedSchemaError("not", p, "not items (tuple)")
-            if items is not None and items is not True and items != {}:
-                neg = True if items is False else self.synth({"not": items})
-                add(Flat(types=("array",), contains=((neg, f"{p}/items"),)))
-            if "minItems" in s and _count(s, "minItems", p) > 0:
-                add(Flat(types=("array",), max_items=_count(s, "minItems", p) - 1))
-            if "maxItems" in s:
-                add(Flat(types=("array",), min_items=_count(s, "maxItems", p) + 1))
-        for i, sub in enumerate(_list(s, "allOf", p)):
-            add(*self.negate(sub, f"{p}/allOf/{i}", ctx, visiting))
-        if "anyOf" in s:
-            acc = [TOP]
-            for i, sub in enumerate(_list(s, "anyOf", p)):
-                acc = self.product(acc, self.negate(sub, f"{p}/anyOf/{i}", ctx, visiting), p)
-            add(*acc)
-        if "not" in s:
-            add(*self.dnf_one(s["not"], f"{p}/not", ctx, visiting))
-        if isinstance(ref, str):
-            add(*self._ref(ref, p, ctx, visiting, negate=True))
-        if "oneOf" in s:  # none of the branches, or at least two of them
-            subs = _list(s, "oneOf", p)
-            acc = [TOP]
-            for i, sub in enumerate(subs):
-                acc = self.product(acc, self.negate(sub, f"{p}/oneOf/{i}", ctx, visiting), p)
-            add(*acc)
-            pos = [self.dnf_one(sub, f"{p}/oneOf/{i}", ctx, visiting) for i, sub in enumerate(subs)]
-            for i in range(len(pos)):
-                for j in range(i + 1, len(pos)):
-                    add(*self.product(pos[i], pos[j], p))
+            add(*self._not_array(s, p))
+        add(*self._not_combined(s, p, ctx, visiting))
         for k in ("if", "unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef"):
             if k in s:
                 raise UnsupportedSchemaError("not", p, f"not {k}")
         if len(out) > MAX_ALTS:
             raise UnsupportedSchemaError("not", p, "too many alternatives")
+        return out
+
+    def _not_string(self, s: dict, p: str) -> list[Flat | None]:
+        """``not`` of the string keywords (values of other types pass)."""
+        out: list[Flat | None] = []
+        if "minLength" in s and _count(s, "minLength", p) > 0:
+            out.append(Flat(types=("string",), max_len=_count(s, "minLength", p) - 1))
+        if "maxLength" in s:
+            out.append(Flat(types=("string",), min_len=_count(s, "maxLength", p) + 1))
+        if isinstance(s.get("pattern"), str):
+            out.append(Flat(types=("string",), not_patterns=((s["pattern"], p),)))
+        if isinstance(s.get("format"), str) and self.format_enforced(s["format"], p):
+            out.append(Flat(types=("string",), not_formats=((s["format"], p),)))
+        return out
+
+    def _not_number(self, s: dict, p: str) -> list[Flat | None]:
+        """``not`` of the number keywords."""
+        out: list[Flat | None] = []
+        if "multipleOf" in s:
+            raise UnsupportedSchemaError("not", p, "not multipleOf")
+        f = simple({k: s[k] for k in _NUMBER_KW if k in s}, p, self.draft4)
+        if f.lo is not None:
+            out.append(Flat(types=("number",), hi=f.lo, hi_ex=not f.lo_ex))
+        if f.hi is not None:
+            out.append(Flat(types=("number",), lo=f.hi, lo_ex=not f.hi_ex))
+        return out
+
+    def _not_object(self, s: dict, p: str, ctx: int, visiting: frozenset) -> list[Flat | None]:
+        """``not`` of the object keywords: some property, extra key or count breaks them."""
+        out: list[Flat | None] = []
+        obj = ("object",)
+        addl = s.get("additionalProperties")
+        if addl is not None and addl is not True and addl != {}:  # some extra property breaks it
+            spec = ("extra", tuple(s.get("properties") or {}), tuple(s.get("patternProperties") or {}))
+            val = True if addl is False else self.synth({"not": addl})
+            out.append(Flat(types=obj, need=((spec, (val, f"{p}/additionalProperties")),)))
+        for rx, sub in (s.get("patternProperties") or {}).items():
+            if sub is not True and sub != {}:
+                val = True if sub is False else self.synth({"not": sub})
+                out.append(Flat(types=obj, need=((("pattern", rx), (val, f"{p}/patternProperties")),)))
+        if "propertyNames" in s and s["propertyNames"] not in (True, {}):
+            spec = ("pname", (s["propertyNames"], f"{p}/propertyNames"))
+            out.append(Flat(types=obj, need=((spec, (True, f"{p}/propertyNames")),)))
+        for k in ("dependencies", "dependentRequired", "dependentSchemas"):
+            for name, dep in (s.get(k) or {}).items():
+                need = Flat(types=("object",), required=(name,))
+                if isinstance(dep, list):
+                    out.extend(replace(need, oclauses=(({d: (False, p)}, (), None, p),)) for d in dep)
+                else:
+                    out.extend(self.product([need], self.negate(dep, f"{p}/{k}/{name}", ctx, visiting), p))
+        for name in s.get("required") or ():
+            out.append(Flat(types=("object",), oclauses=(({name: (False, p)}, (), None, p),)))
+        for name, sub in (s.get("properties") or {}).items():
+            if sub is True or sub == {}:
+                continue
+            neg = False if sub is False else self.synth({"not": sub})
+            out.append(Flat(types=("object",), required=(name,), oclauses=(({name: (neg, f"{p}/properties/{name}")},
+                                                                      (), None, p),)))
+        if "minProperties" in s and _count(s, "minProperties", p) > 0:
+            out.append(Flat(types=("object",), max_props=_count(s, "minProperties", p) - 1))
+        if "maxProperties" in s:
+            out.append(Flat(types=("object",), min_props=_count(s, "maxProperties", p) + 1))
+        return out
+
+    def _not_array(self, s: dict, p: str) -> list[Flat | None]:
+        """``not`` of the array keywords."""
+        out: list[Flat | None] = []
+        for k in ("prefixItems", "additionalItems", "uniqueItems"):
+            if k in s and s[k] not in (False, True, {}) or (k == "uniqueItems" and s.get(k) is True):
+                raise UnsupportedSchemaError("not", p, f"not {k}")
+        if "contains" in s:
+            if "minContains" in s or "maxContains" in s:
+                raise UnsupportedSchemaError("not", p, "not minContains/maxContains")
+            c = s["contains"]
+            if c is True:
+                out.append(Flat(types=("array",), max_items=0))
+            elif c is False:
+                out.append(Flat(types=("array",)))
+            else:
+                out.append(Flat(types=("array",), aclauses=(((), (self.synth({"not": c}), f"{p}/contains"), p),)))
+        items = s.get("items")
+        if isinstance(items, list):
+            raise UnsupportedSchemaError("not", p, "not items (tuple)")
+        if items is not None and items is not True and items != {}:
+            neg = True if items is False else self.synth({"not": items})
+            out.append(Flat(types=("array",), contains=((neg, f"{p}/items"),)))
+        if "minItems" in s and _count(s, "minItems", p) > 0:
+            out.append(Flat(types=("array",), max_items=_count(s, "minItems", p) - 1))
+        if "maxItems" in s:
+            out.append(Flat(types=("array",), min_items=_count(s, "maxItems", p) + 1))
+        return out
+
+    def _not_combined(self, s: dict, p: str, ctx: int, visiting: frozenset) -> list[Flat | None]:
+        """``not`` of ``allOf`` / ``anyOf`` / ``not`` / ``$ref`` / ``oneOf`` (none of the branches, or two of them)."""
+        out: list[Flat | None] = []
+        for i, sub in enumerate(_list(s, "allOf", p)):
+            out.extend(self.negate(sub, f"{p}/allOf/{i}", ctx, visiting))
+        if "anyOf" in s:
+            acc = [TOP]
+            for i, sub in enumerate(_list(s, "anyOf", p)):
+                acc = self.product(acc, self.negate(sub, f"{p}/anyOf/{i}", ctx, visiting), p)
+            out.extend(acc)
+        if "not" in s:
+            out.extend(self.dnf_one(s["not"], f"{p}/not", ctx, visiting))
+        ref = s.get("$ref")
+        if isinstance(ref, str):
+            out.extend(self._ref(ref, p, ctx, visiting, negate=True))
+        if "oneOf" in s:  # none of the branches, or at least two of them
+            subs = _list(s, "oneOf", p)
+            acc = [TOP]
+            for i, sub in enumerate(subs):
+                acc = self.product(acc, self.negate(sub, f"{p}/oneOf/{i}", ctx, visiting), p)
+            out.extend(acc)
+            pos = [self.dnf_one(sub, f"{p}/oneOf/{i}", ctx, visiting) for i, sub in enumerate(subs)]
+            for i in range(len(pos)):
+                for j in range(i + 1, len(pos)):
+                    out.extend(self.product(pos[i], pos[j], p))
         return out
 
     def format_enforced(self, name: str, p: str) -> bool:

@@ -524,9 +524,11 @@ class Agent(Generic[DepsT, OutputT]):
 
     def _parse_call(self, value: Any) -> tuple[str, dict[str, Any]]:
         names = [t.name for t in self._tools] + [steps.FINAL_ANSWER]
-        if not isinstance(value, dict) or set(value) != {"tool", "arguments"}:
+        # the one call reader (agentkit.toolcall), held to the step's exact shape: no other keys, no aliases
+        call = steps.read_tool_call(value) if isinstance(value, dict) and set(value) == {"tool", "arguments"} else None
+        if call is None:
             raise steps.OutputError(f'expected {{"tool":NAME,"arguments":{{...}}}}, got {steps.compact(value)[:200]}')
-        name, args = value["tool"], value["arguments"]
+        name, args = call
         if name not in names:
             raise steps.OutputError(f"unknown tool {name!r}; the tools are {names}")
         if not isinstance(args, dict):

@@ -172,9 +172,15 @@ def test_replace_slot_accepts_bytewise_through_the_engine_slot_dfa():
 
 
 def test_whole_templates_compile_in_outlines_core():
+    """The whole templates' regexes compile into outlines-core indexes that accept real edits and refuse others."""
     vocab = byte_vocab()
-    Index(search_replace_template(FILES, max_edits=2, max_search_lines=3).regex, vocab)
-    Index(whole_file_template(["src/app.py", "notes.txt"]).regex, vocab)
+    sr = Index(search_replace_template(FILES, max_edits=2, max_search_lines=3).regex, vocab)
+    first = APP.splitlines(keepends=True)[0]
+    assert accepts(sr, block("src/app.py", first, "# new\n"))
+    assert not accepts(sr, block("src/app.py", "not a line of the file\n", "x\n"))
+    whole = Index(whole_file_template(["src/app.py", "notes.txt"]).regex, vocab)
+    assert accepts(whole, "notes.txt\n```\nhello\n```\n")
+    assert not accepts(whole, "other.txt\n```\nhello\n```\n")
 
 
 # ---------------------------------------------------------------- parse / apply

@@ -201,7 +201,6 @@ def test_real_gold_calls_score_one_and_wrong_values_zero(real_items):
 
 
 def test_real_gold_calls_validate_against_normalized_schema(real_items):
-    pytest.importorskip("agentkit.constrain.bfcl_dialect")
     from agentkit.evals.bfcl import build_prompt, validate_call
 
     for it in real_items:
@@ -225,8 +224,6 @@ def _canonical_number(v):
 def test_real_gold_calls_are_in_the_call_template_language(real_items):
     """The constrained modes can write the right answer: the gold call, as canonical JSON in each style (arguments
     in schema order), is in the compiled call template's language."""
-    pytest.importorskip("agentkit.constrain.compiler")
-    pytest.importorskip("agentkit.constrain.bfcl_dialect")
     import json
 
     from agentkit.constrain.canonical import STYLES

@@ -12,18 +12,13 @@ from agentkit.evals.runner import MODES, run_eval
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-@pytest.fixture(scope="module")
-def compiler():
-    pytest.importorskip("agentkit.constrain.compiler")
-    pytest.importorskip("agentkit.constrain.bfcl_dialect")
-
 MODE_KEYS = {"n", "task_success", "valid_rate", "decoder_forwards_mean", "encoder_forwards_mean", "forwards_mean",
              "tokens_per_forward", "tokens_per_forward_excl_pinned", "latency_ms_p50", "latency_ms_p95",
              "output_tokens_per_s", "compile_ms_mean"}
 
 
 @pytest.fixture(scope="module")
-def result(compiler, tiny, shared_data, tmp_path_factory):
+def result(tiny, shared_data, tmp_path_factory):
     d = tmp_path_factory.mktemp("eval")
     res = run_eval("bfcl", shared_data / "bfcl", list(MODES), limit=3, model=None, out=d / "r.json",
                    plot=d / "r.png", seed=0, engine=tiny, free_max_new_tokens=24, progress=False, quiet=True)
@@ -72,7 +67,7 @@ def test_markdown_table(result):
     assert table.count("\n") == 1 + len(MODES) and "| ar-constrained |" in table
 
 
-def test_interrupted_run_keeps_partial_file(compiler, tiny, shared_data, tmp_path, monkeypatch):
+def test_interrupted_run_keeps_partial_file(tiny, shared_data, tmp_path, monkeypatch):
     calls = {"n": 0}
     real = tiny.generate
 

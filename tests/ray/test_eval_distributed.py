@@ -19,7 +19,6 @@ KW = {"limit": 5, "seed": 0, "free_max_new_tokens": 24, "max_new_tokens": 96, "p
 
 @pytest.fixture(scope="module")
 def runs(ray_local, shared_data, tmp_path_factory):
-    pytest.importorskip("agentkit.constrain.compiler")
     from agentkit.evals.distributed import RayEvalConfig, RayExecutor
     from agentkit.engine import tiny_engine
 
