@@ -1,7 +1,8 @@
 """The agent SDK: tools, agents, extraction calls, per-iteration traces, and the generators behind them.
 
-Structured steps (plan, tool call, extraction) decode under a compiled template, routed to diffusion by default;
-free-text replies go to AR. Every iteration's cost is recorded in a ``Trace``.
+Structured steps (plan, tool call, extraction) decode under a compiled template, by default in the mode the
+calibration of the default model on CPU chose (``agentkit/calibration.py``; ``"ar"`` when none is found); free-text
+replies go to AR. Every iteration's cost is recorded in a ``Trace``.
 """
 
 from ..errors import ModelRetry

@@ -4,6 +4,7 @@ import json
 import pytest
 from pydantic import BaseModel
 
+from agentkit.calibration import structured_mode
 from agentkit.config import DecodeConfig
 from agentkit.constrain.nodes import Choice, Lit, Seq
 from agentkit.errors import UnexpectedModelBehavior, UsageLimitExceeded, UserError
@@ -65,10 +66,11 @@ async def test_test_model_calls_every_tool_once_then_replies():
     agent = Agent(TestModel(), tools=[add, shout])
     result = await agent.run("do things")
     assert result.output == '{"add":"0","shout":"A"}'
+    structured = RoutingPolicy().tool_call  # the calibrated default
     assert [(r.step, r.mode, r.tool) for r in result.trace] == [
-        ("tool_call", "diffusion", "add"),
-        ("tool_call", "diffusion", "shout"),
-        ("tool_call", "diffusion", "final_answer"),
+        ("tool_call", structured, "add"),
+        ("tool_call", structured, "shout"),
+        ("tool_call", structured, "final_answer"),
         ("reply", "ar", None),
     ]
 
@@ -104,12 +106,12 @@ async def test_tool_call_template_is_one_choice_over_tools_and_final_answer():
     template = tool_call_template([add, shout])
     assert isinstance(template.root, Seq)
     first, choice, last = template.root.items
-    assert first == Lit('{"tool":') and last == Lit("}")
+    assert first == Lit('{"tool":"') and last == Lit("}")  # the name's opening quote is pinned with the start
     assert isinstance(choice, Choice)
     heads = [o.items[0].text if isinstance(o, Seq) else o.text for o in choice.options]
-    # each option opens with its pinned name (merged with the pinned start of its arguments)
-    assert [h.split(",", 1)[0] for h in heads] == ['"add"', '"shout"', '"final_answer"']
-    assert all(h.startswith(f'{n},"arguments":') for h, n in zip(heads, ['"add"', '"shout"', '"final_answer"']))
+    # each option opens with the rest of its pinned name (merged with the pinned start of its arguments)
+    assert [h.split('"', 1)[0] for h in heads] == ["add", "shout", "final_answer"]
+    assert all(h.startswith(f'{n}","arguments":') for h, n in zip(heads, ["add", "shout", "final_answer"]))
     assert template.matches('{"tool":"final_answer","arguments":{}}')
     assert not template.matches('{"tool":"rm","arguments":{}}')
     assert template.meta["step"] == "tool_call"
@@ -207,8 +209,9 @@ async def test_output_type_runs_an_extract_step_with_validation_retry():
     agent = Agent(model, output_type=City)
     result = await agent.run("Oslo has 700k people")
     assert result.output == City(name="Oslo", population=700000)
+    structured = RoutingPolicy().extract  # the calibrated default
     assert [(r.step, r.mode, r.error) for r in result.trace] == [
-        ("extract", "diffusion", "population: Field required"), ("extract", "diffusion", None)]
+        ("extract", structured, "population: Field required"), ("extract", structured, None)]
     assert result.trace[1].retries == 1
     assert result.messages[-2] == {
         "role": "user", "content": "That answer was not usable: population: Field required. Answer again."}
@@ -243,17 +246,24 @@ async def test_routing_default_per_agent_and_per_call():
     def modes(result):
         return [r.mode for r in result.trace]
 
+    default = RoutingPolicy()
+    # structured steps default to the calibrated mode of the default model on CPU; replies to AR
+    assert (default.plan, default.tool_call, default.tool_input, default.extract, default.reply) == (
+        structured_mode(), structured_mode(), structured_mode(), structured_mode(), "ar")
     agent = Agent(TestModel(), tools=[add], plan=True)
-    assert modes(await agent.run("x")) == ["diffusion", "diffusion", "diffusion", "ar"]
+    assert modes(await agent.run("x")) == [default.plan, default.tool_call, default.tool_call, "ar"]
+    diffusion_agent = Agent(TestModel(), tools=[add], plan=True, routing=RoutingPolicy(tool_call="diffusion"))
+    assert modes(await diffusion_agent.run("x")) == [default.plan, "diffusion", "diffusion", "ar"]
     verify_agent = Agent(TestModel(), tools=[add], plan=True, routing=RoutingPolicy(tool_call="verify"))
-    assert modes(await verify_agent.run("x")) == ["diffusion", "verify", "verify", "ar"]
+    assert modes(await verify_agent.run("x")) == [default.plan, "verify", "verify", "ar"]
     assert modes(await verify_agent.run("x", mode="ar")) == ["ar"] * 4
     assert modes(await agent.run("x", routing=RoutingPolicy.force("verify"))) == ["verify"] * 4
 
 
 async def test_decode_config_sent_to_generator_carries_mode_and_base_settings():
     model = script(FINAL, "ok")
-    await Agent(model, tools=[add], decode=DecodeConfig(canvas_length=16, max_new_tokens=99)).run("x")
+    await Agent(model, tools=[add], decode=DecodeConfig(canvas_length=16, max_new_tokens=99),
+                routing=RoutingPolicy(tool_call="diffusion")).run("x")
     assert [(c.config.mode, c.config.canvas_length, c.config.max_new_tokens) for c in model.calls] == [
         ("diffusion", 16, 99), ("ar", 16, 99)]
 
@@ -303,7 +313,7 @@ def test_limits_validation():
 
 
 async def test_run_stream_yields_events_in_order():
-    agent = Agent(TestModel(), tools=[add])
+    agent = Agent(TestModel(), tools=[add], routing=RoutingPolicy(tool_call="diffusion"))  # canvas drafts
     events = [e async for e in agent.run_stream("go")]
     deltas = [e for e in events if isinstance(e, TextDelta)]
     assert "".join(d.delta for d in deltas if d.step == "reply") == '{"add":"0"}'
@@ -370,7 +380,7 @@ async def test_engine_like_model_is_wrapped_and_run_in_a_thread():
             value = FINAL if template is not None else None
             return GenerationResult(json.dumps(value) if value else "hi", [], DecodeStats(mode=config.mode), value)
 
-    agent = Agent(FakeEngine(), tools=[add])
+    agent = Agent(FakeEngine(), tools=[add], routing=RoutingPolicy(tool_call="diffusion"))
     assert isinstance(agent.generator, EngineGenerator)
     result = await agent.run("x")
     assert result.output == "hi"

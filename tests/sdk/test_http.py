@@ -9,7 +9,7 @@ import pytest
 from agentkit.config import DecodeConfig
 from agentkit.constrain.nodes import Lit, Template
 from agentkit.errors import ModelHTTPError, UserError
-from agentkit.sdk import Agent, HTTPGenerator, tool
+from agentkit.sdk import Agent, HTTPGenerator, RoutingPolicy, tool
 from agentkit.sdk._http import retry_after_s
 
 MESSAGES = [{"role": "user", "content": "hi"}]
@@ -173,7 +173,9 @@ async def test_agent_over_a_real_loopback_server():
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        agent = Agent(f"http://127.0.0.1:{server.server_port}", tools=[add])
+        # a structured mode other than the reply's, so the mode each body carries is told apart
+        agent = Agent(f"http://127.0.0.1:{server.server_port}", tools=[add],
+                      routing=RoutingPolicy(tool_call="diffusion"))
         assert isinstance(agent.generator, HTTPGenerator)
         result = await agent.run("2+3?")
         await agent.generator.aclose()

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from agentkit.engine.stats import DecodeStats
-from agentkit.sdk import Agent, FunctionModel, IterationRecord, TestModel, Trace, tool
+from agentkit.sdk import Agent, FunctionModel, IterationRecord, RoutingPolicy, TestModel, Trace, tool
 from agentkit.sdk._trace import append_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
@@ -31,7 +31,8 @@ def test_record_takes_counts_and_latency_split_from_stats():
 
 async def test_run_trace_fields():
     model = TestModel(ms_per_forward=2.0)
-    result = await Agent(model, tools=[add], name="calc").run("1+1")
+    # tool calls in diffusion (named: the default is calibrated), so the denoise/commit split is exercised
+    result = await Agent(model, tools=[add], name="calc", routing=RoutingPolicy(tool_call="diffusion")).run("1+1")
     first, final, reply = result.trace
     assert first.to_dict() | {"total_ms": 0, "queue_ms": 0, "tool_ms": 0, "compile_ms": 0} == {
         "iteration": 1, "step": "tool_call", "mode": "diffusion", "tool": "add",
