@@ -2,7 +2,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 from agentkit.errors import UnexpectedModelBehavior, UserError
-from agentkit.sdk import FunctionModel, TestModel, aextract, extract
+from agentkit.sdk import FunctionModel, RoutingPolicy, TestModel, aextract, extract
 
 
 class Invoice(BaseModel):
@@ -24,7 +24,7 @@ async def test_aextract_returns_validated_instance_and_sends_schema_prompt():
     invoice = await aextract(Invoice, "Invoice A-7, total 12.50 EUR", model=model)
     assert invoice == Invoice(number="A-7", total=12.5)
     info = model.calls[0]
-    assert (info.step, info.mode) == ("extract", "diffusion")
+    assert (info.step, info.mode) == ("extract", RoutingPolicy().extract)  # the calibrated default
     assert info.template.schema == Invoice.model_json_schema()
 
 
