@@ -155,14 +155,16 @@ class _Compiler(Containers, Normalizer):
             ranges = nxt
         alts = []
         floats = not (integer and self.draft4)  # draft 4: 3.0 is not an integer
+        # under an integer digit cap, float forms of integers only where a double is exact (see NumberDigits)
+        exact = integer and self.digits is not None and self.digits.integer is not None
         for lo, lx, hi, hx in ranges:
             try:
                 if mults:
                     if f.nonint:
                         raise UnsupportedSchemaError("multipleOf", p, "multipleOf on non-integers")
-                    r = multiple_regex(next(iter(mults)), lo, lx, hi, hx, integer, floats)
+                    r = multiple_regex(next(iter(mults)), lo, lx, hi, hx, integer, floats, exact)
                 else:
-                    r = number_regex(lo, lx, hi, hx, integer=integer, nonint=f.nonint, floats=floats)
+                    r = number_regex(lo, lx, hi, hx, integer=integer, nonint=f.nonint, floats=floats, exact=exact)
             except PatternError as e:
                 raise UnsupportedSchemaError("multipleOf", p, str(e)) from None
             if r is not None:

@@ -134,17 +134,21 @@ def _split(x: Decimal) -> tuple[int, str]:
 
 
 def _mag(a: Decimal, a_ex: bool, b: Decimal | None, b_ex: bool, integer: bool, tiny: bool,
-         nonint: bool = False, floats: bool = True) -> list[str]:
+         nonint: bool = False, floats: bool = True, exact: bool = False) -> list[str]:
     """Canonical magnitudes m (no sign) with a <(=) m <(=) b, a >= 0 (``floats``: integral values may also be
-    written as floats, ``3.0`` or ``1e+16``)."""
+    written as floats, ``3.0`` or ``1e+16``; with ``exact`` only up to EXACT_INT, see :func:`number_regex`)."""
     ilo = ceil(a) if not (a_ex and a == ceil(a)) else int(a) + 1
     ihi = None if b is None else (floor(b) if not (b_ex and b == floor(b)) else int(b) - 1)
     ints = [] if nonint else int_alts(ilo, ihi)
-    out = [f"(?:{'|'.join(ints)})(?:\\.0)?"] if ints and floats else ints
-    if ints and floats and b is None:
-        big = _big_from(a)
-        if big:
-            out.append(big)
+    if ints and floats and exact and (ihi is None or ihi > EXACT_INT):
+        small = int_alts(ilo, EXACT_INT)
+        out = ints + ([f"(?:{'|'.join(small)})\\.0"] if small else [])
+    else:
+        out = [f"(?:{'|'.join(ints)})(?:\\.0)?"] if ints and floats else ints
+        if ints and floats and b is None:
+            big = _big_from(a)
+            if big:
+                out.append(big)
     if integer:
         return out
     fa, ffa = _split(a)
@@ -177,6 +181,7 @@ def _mag(a: Decimal, a_ex: bool, b: Decimal | None, b_ex: bool, integer: bool, t
     return out
 
 
+EXACT_INT = 2 ** 53  # integers up to here are exact doubles (float forms of larger ones: see number_regex's exact)
 NO_FRACTION = 10 ** 16  # from here up repr writes floats in exponent form: plain digits with a fraction never occur
 
 
@@ -190,9 +195,11 @@ def _big_from(a: Decimal) -> str | None:
 
 
 def number_regex(lo: Decimal | None, lo_ex: bool, hi: Decimal | None, hi_ex: bool, *, integer: bool = False,
-                 tiny: bool = True, nonint: bool = False, floats: bool = True) -> str | None:
+                 tiny: bool = True, nonint: bool = False, floats: bool = True, exact: bool = False) -> str | None:
     """Canonical numbers in the range (integers only when ``integer``; without ``floats`` integral values only in
-    integer form, as draft 4 wants for ``integer``); None when no value is in range."""
+    integer form, as draft 4 wants for ``integer``; with ``exact`` integral values in float form only where a
+    double holds them exactly, |m| <= 2**53: ``3.0`` but never ``77777777777777777777.0`` or ``7.7e+19``, which
+    a reader parses to a double that is not the integer written); None when no value is in range."""
     alts: list[str] = []
     if lo is None or lo < 0:  # negative values -m, m in (max(0,-hi), -lo)
         if hi is None or hi >= 0:
@@ -201,11 +208,11 @@ def number_regex(lo: Decimal | None, lo_ex: bool, hi: Decimal | None, hi_ex: boo
             a, a_ex = -hi, hi_ex
         b, b_ex = (None, False) if lo is None else (-lo, lo_ex)
         if b is None or a < b or (a == b and not a_ex and not b_ex):
-            alts += ["\\-" + r for r in _mag(a, a_ex, b, b_ex, integer, tiny, nonint, floats) if r != "0"]
+            alts += ["\\-" + r for r in _mag(a, a_ex, b, b_ex, integer, tiny, nonint, floats, exact) if r != "0"]
     if hi is None or hi > 0 or (hi == 0 and not hi_ex):
         a, a_ex = (Decimal(0), False) if lo is None or lo < 0 else (lo, lo_ex)
         if hi is None or a < hi or (a == hi and not a_ex and not hi_ex):
-            alts += _mag(a, a_ex, hi, hi_ex, integer, tiny, nonint, floats)
+            alts += _mag(a, a_ex, hi, hi_ex, integer, tiny, nonint, floats, exact)
     return None if not alts else alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
 
 
@@ -219,20 +226,24 @@ def mod_dfa(k: int) -> DFA:
     return DFA(trans, [False, False, True] + [r == 0 for r in range(k)])
 
 
-def multiple_regex(step: Decimal, lo, lo_ex, hi, hi_ex, integer: bool, floats: bool = True) -> str | None:
-    """Canonical numbers in range that are multiples of ``step``; raises PatternError when not expressible."""
+def multiple_regex(step: Decimal, lo, lo_ex, hi, hi_ex, integer: bool, floats: bool = True,
+                   exact: bool = False) -> str | None:
+    """Canonical numbers in range that are multiples of ``step`` (``exact`` as in :func:`number_regex`; a range
+    of integer multiples that reaches past 2**53 then gets no float forms at all: tighter, never looser); raises
+    PatternError when not expressible."""
     if step <= 0:
         raise PatternError("multipleOf must be positive")
     if step == step.to_integral_value():
         k = int(step)
         if k == 1:
-            return number_regex(lo, lo_ex, hi, hi_ex, integer=True, floats=floats)
+            return number_regex(lo, lo_ex, hi, hi_ex, integer=True, floats=floats, exact=exact)
         rng = number_regex(lo, lo_ex, hi, hi_ex, integer=True, floats=False)
         if rng is None:
             return None
-        tail = "(?:\\.0)?" if floats else ""
         ilo = None if lo is None else (ceil(lo) if not (lo_ex and lo == ceil(lo)) else int(lo) + 1)
         ihi = None if hi is None else (floor(hi) if not (hi_ex and hi == floor(hi)) else int(hi) - 1)
+        inexact = exact and (ilo is None or ihi is None or max(abs(ilo), abs(ihi)) > EXACT_INT)
+        tail = "(?:\\.0)?" if floats and not inexact else ""
         if ilo is not None and ihi is not None and (ihi - ilo) // k <= ENUM_LIMIT:
             vals = [str(v) for v in range(ilo + (-ilo) % k, ihi + 1, k)]
             return None if not vals else "(?:" + "|".join(vals) + ")" + tail
@@ -243,7 +254,7 @@ def multiple_regex(step: Decimal, lo, lo_ex, hi, hi_ex, integer: bool, floats: b
     a = int(step.scaleb(d))
     if (10 ** d) % a == 0 and 10 ** d // a <= ENUM_LIMIT:  # 0.1, 0.25, 0.5, 0.01...: a set of fractions
         if integer:
-            return number_regex(lo, lo_ex, hi, hi_ex, integer=True, floats=floats)
+            return number_regex(lo, lo_ex, hi, hi_ex, integer=True, floats=floats, exact=exact)
         base = number_regex(lo, lo_ex, hi, hi_ex, tiny=False)
         if base is None:
             return None
@@ -328,8 +339,12 @@ class NumberDigits:
 
     ``integer``: digits before the point of a number with no upper bound on its magnitude (20: every 64-bit
     integer, so ids and counts copied from a prompt stay reachable); ``fraction``: digits after the point (8).
-    A bound the schema sets wins (``minimum: 1e20`` keeps its 21 digits). Without caps a small model can run into a
-    digit loop (``1234899999999999999999995``, ``1.5000000000000002``) that the slot's token budget cuts only late.
+    A bound the schema sets wins (``minimum: 1e20`` keeps its 21 digits). Under an ``integer`` cap an integer slot
+    writes an integral value in float form (``3.0``) only where a double holds it exactly (|m| <= 2**53), never
+    ``77777777777777777777.0`` or ``7.7e+19``: a JSON reader turns those into a double that is not the integer
+    written, and typed readers (pydantic's ``int``, int64 fields) refuse them; plain digits reach the same values.
+    Without caps a small model can run into a digit loop (``1234899999999999999999995``, ``1.5000000000000002``)
+    that the slot's token budget cuts only late.
     ``None`` for either: no cap there."""
 
     integer: int | None = 20

@@ -85,6 +85,22 @@ def test_digit_caps_are_configurable_and_schema_bounds_win():
         NumberDigits(integer=0)
 
 
+def test_capped_integers_are_never_inexact_floats():
+    """An integer slot writes ``3.0`` but no float form a double cannot hold (a random model once wrote
+    ``77777777777777777777.0``: JSON readers turn it into 7.777777777777777e+19 and pydantic's ``int`` refuses it);
+    the same magnitudes stay reachable in plain digits. Without caps the schema's whole language is kept."""
+    for schema in ({"type": "integer"}, {"type": "integer", "multipleOf": 7}, {"type": "integer", "minimum": 0}):
+        tpl = compile_schema(schema)
+        assert tpl.matches("7") and tpl.matches("7" * 20), schema
+        assert tpl.matches("7.0") == ("multipleOf" not in schema)  # open multiples: no float forms (tighter)
+        for bad in ("7" * 20 + ".0", "1e+16", "7.777777777777777e+19", str(2 ** 53 + 1) + ".0"):
+            assert not tpl.matches(bad), (schema, bad)
+    ints = compile_schema({"type": "integer"})
+    assert ints.matches(str(2 ** 53) + ".0") and ints.matches("-" + str(2 ** 53) + ".0")
+    assert compile_schema({"type": "integer"}, digits=None).matches("7.777777777777777e+19")
+    assert compile_schema({"type": "number"}).matches("7.5e+19")  # a number slot keeps its exponent forms
+
+
 def test_multiple_of_never_forces_long_digit_runs():
     """A multiple can always be closed within a digit or two of any prefix, and its slot's token budget is the
     integer cap (digits are single tokens in the default model's tokenizer)."""
