@@ -6,6 +6,7 @@ Templates are hand-built here (integer slots), so these tests do not depend on t
 import json
 
 import pytest
+from pydantic import BaseModel
 
 from agentkit.constrain.nodes import Lit, Slot, Template, seq
 from agentkit.errors import AgentRunError, UsageLimitExceeded
@@ -60,12 +61,21 @@ async def test_agent_tool_calls_on_tiny_engine_diffusion(tiny):
         r.step == "tool_call" for r in trace)
 
 
+class Pair(BaseModel):
+    a: int
+    b: int
+
+
 async def test_canvas_drafts_stream_from_the_engine_thread(tiny):
-    agent = Agent(tiny, tools=[add], limits=Limits(max_iterations=1), routing=RoutingPolicy.force("diffusion"))
+    # an extraction step under the hand-built template: its integer slots must be denoised on a canvas (a tool-call
+    # step may be decided without any canvas pass, when the model's first choice forces the rest)
+    agent = Agent(tiny, output_type=Pair, limits=Limits(max_iterations=1), routing=RoutingPolicy.force("diffusion"))
     events = []
-    with pytest.raises(AgentRunError):
-        async for event in agent.run_stream("What is 2+3?"):
+    try:
+        async for event in agent.run_stream("a is 2 and b is 3"):
             events.append(event)
+    except AgentRunError:
+        pass  # a random model may not give a valid Pair in one iteration; the drafts are what is tested
     assert events[0].kind == "step_started" and events[0].mode == "diffusion"
     drafts = [e for e in events if e.kind == "canvas_draft"]
     assert drafts and all(d.iteration == 1 and isinstance(d.text, str) for d in drafts)
