@@ -1,0 +1,72 @@
+"""The ``agentkit`` command through typer's runner: its commands, ``generate`` on a local model directory, and
+one ``error:`` line for bad arguments."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from agentkit.cli import app
+from agentkit.models.tiny import tiny_llama
+
+runner = CliRunner()
+
+
+def _json_line(out) -> dict:
+    """The command's JSON object (loading progress bars go to stderr, which the runner may mix in)."""
+    text = out.stdout
+    return json.loads(text[text.index('{"text"'):].splitlines()[0])
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    lm = tiny_llama(0)
+    d = tmp_path_factory.mktemp("tiny-model")
+    lm.model.save_pretrained(d)
+    lm.tokenizer.save_pretrained(d)
+    return d
+
+
+def test_help_lists_every_command():
+    out = runner.invoke(app, ["--help"])
+    assert out.exit_code == 0
+    for cmd in ("generate", "demo", "eval", "run", "serve", "calibrate"):
+        assert cmd in out.output
+
+
+@pytest.mark.parametrize("mode", ["ar", "verify"])
+def test_generate_on_a_local_model_directory_prints_one_json_object(model_dir, mode):
+    out = runner.invoke(app, ["generate", "hello", "--model", str(model_dir), "--mode", mode,
+                              "--max-new-tokens", "6", "--json"])
+    assert out.exit_code == 0, out.output
+    obj = _json_line(out)
+    assert obj["mode"] == mode and isinstance(obj["text"], str)
+    assert 1 <= obj["stats"]["output_tokens"] <= 6
+
+
+def test_generate_under_a_schema_gives_a_valid_value(model_dir, tmp_path):
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 9}},
+              "required": ["n"], "additionalProperties": False}
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(schema))
+    out = runner.invoke(app, ["generate", "a digit", "--model", str(model_dir), "--schema", str(path),
+                              "--max-new-tokens", "24", "--json"])
+    assert out.exit_code == 0, out.output
+    value = _json_line(out)["value"]
+    assert set(value) == {"n"} and 0 <= value["n"] <= 9
+
+
+def test_a_missing_model_directory_is_one_error_line(tmp_path):
+    out = runner.invoke(app, ["generate", "hi", "--model", str(tmp_path / "nope")])
+    assert out.exit_code != 0
+    lines = [ln for ln in out.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and "nope" in lines[0]
+
+
+def test_eval_with_missing_data_is_one_error_line(tmp_path):
+    out = runner.invoke(app, ["eval", "bfcl", "--data", str(tmp_path / "missing")])
+    assert out.exit_code != 0
+    lines = [ln for ln in out.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), out.output
