@@ -274,21 +274,7 @@ def simple(s: dict, p: str, draft4: bool) -> Flat:
         kw["patterns"] = ((s["pattern"], p),)
     if isinstance(s.get("format"), str):
         kw["formats"] = ((s["format"], p),)
-    for name, attr, is_lo in (("minimum", "lo", True), ("maximum", "hi", False)):
-        if name in s:
-            kw[attr] = dec(s[name], name, p)
-            ex = s.get("exclusiveMinimum" if is_lo else "exclusiveMaximum")
-            kw[attr + "_ex"] = ex is True
-    for name, is_lo in (("exclusiveMinimum", True), ("exclusiveMaximum", False)):
-        v = s.get(name)
-        if v is not None and not isinstance(v, bool):
-            x = dec(v, name, p)
-            cur = Flat(**{k: kw[k] for k in ("lo", "lo_ex", "hi", "hi_ex") if k in kw})
-            lo, lo_ex = _bound(cur.lo, cur.lo_ex, x, True, True) if is_lo else (cur.lo, cur.lo_ex)
-            hi, hi_ex = (cur.hi, cur.hi_ex) if is_lo else _bound(cur.hi, cur.hi_ex, x, True, False)
-            kw.update(lo=lo, lo_ex=lo_ex, hi=hi, hi_ex=hi_ex)
-    if "multipleOf" in s:
-        kw["mults"] = ((dec(s["multipleOf"], "multipleOf", p), p),)
+    _number_keywords(s, p, kw)
     if any(k in s for k in ("properties", "patternProperties", "additionalProperties")):
         props = s.get("properties") or {}
         pats = s.get("patternProperties") or {}
@@ -313,6 +299,34 @@ def simple(s: dict, p: str, draft4: bool) -> Flat:
         kw["deps"] = tuple(deps)
     if "propertyNames" in s:
         kw["pnames"] = ((s["propertyNames"], f"{p}/propertyNames"),)
+    _array_keywords(s, p, kw)
+    for k in UNSUPPORTED:
+        if k in s and s[k] is not True and not (k.startswith("unevaluated") and s[k] == {}):
+            raise UnsupportedSchemaError(k, p)
+    return Flat(**kw) if kw else TOP
+
+
+def _number_keywords(s: dict, p: str, kw: dict[str, Any]) -> None:
+    """``simple``'s number keywords: bounds (draft-4 boolean and later numeric exclusives) and ``multipleOf``."""
+    for name, attr, is_lo in (("minimum", "lo", True), ("maximum", "hi", False)):
+        if name in s:
+            kw[attr] = dec(s[name], name, p)
+            ex = s.get("exclusiveMinimum" if is_lo else "exclusiveMaximum")
+            kw[attr + "_ex"] = ex is True
+    for name, is_lo in (("exclusiveMinimum", True), ("exclusiveMaximum", False)):
+        v = s.get(name)
+        if v is not None and not isinstance(v, bool):
+            x = dec(v, name, p)
+            cur = Flat(**{k: kw[k] for k in ("lo", "lo_ex", "hi", "hi_ex") if k in kw})
+            lo, lo_ex = _bound(cur.lo, cur.lo_ex, x, True, True) if is_lo else (cur.lo, cur.lo_ex)
+            hi, hi_ex = (cur.hi, cur.hi_ex) if is_lo else _bound(cur.hi, cur.hi_ex, x, True, False)
+            kw.update(lo=lo, lo_ex=lo_ex, hi=hi, hi_ex=hi_ex)
+    if "multipleOf" in s:
+        kw["mults"] = ((dec(s["multipleOf"], "multipleOf", p), p),)
+
+
+def _array_keywords(s: dict, p: str, kw: dict[str, Any]) -> None:
+    """``simple``'s array keywords: items (tuple forms of every draft), ``uniqueItems``, ``contains``."""
     if any(k in s for k in ("items", "prefixItems", "additionalItems")):
         items, prefix = s.get("items"), s.get("prefixItems")
         if isinstance(prefix, list):
@@ -333,10 +347,6 @@ def simple(s: dict, p: str, draft4: bool) -> Flat:
         if mx is not None or mn != 1:
             raise UnsupportedSchemaError("minContains" if mn != 1 else "maxContains", p)
         kw["contains"] = ((s["contains"], f"{p}/contains"),)
-    for k in UNSUPPORTED:
-        if k in s and s[k] is not True and not (k.startswith("unevaluated") and s[k] == {}):
-            raise UnsupportedSchemaError(k, p)
-    return Flat(**kw) if kw else TOP
 
 
 def _count(s: dict, name: str, p: str) -> int:
