@@ -1,3 +1,7 @@
+import contextlib
+import socket
+import threading
+import time
 import warnings
 from pathlib import Path
 
@@ -45,3 +49,31 @@ def default_engine():
     from agentkit.engine.engine import Engine
 
     return Engine(EngineConfig(backend="torch", dtype="float32"))
+
+
+@contextlib.contextmanager
+def _on_loopback(app, log_level: str = "warning"):
+    """Serve ``app`` with uvicorn on an ephemeral 127.0.0.1 port in a thread; yields ``http://127.0.0.1:PORT``."""
+    import uvicorn
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    srv = uvicorn.Server(uvicorn.Config(app, log_level=log_level, lifespan="on"))
+    th = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
+    th.start()
+    deadline = time.monotonic() + 10
+    while not srv.started:
+        assert time.monotonic() < deadline, "uvicorn did not start within 10 s"
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        srv.should_exit = True
+        th.join(5)
+        sock.close()
+
+
+@pytest.fixture(scope="session")
+def on_loopback():
+    """``with on_loopback(app) as url:`` -- a real HTTP server for clients that need one (openai, pydantic-ai)."""
+    return _on_loopback

@@ -5,15 +5,11 @@ a structured ``output_type``, instructor (``instructor.from_openai``) with a ``r
 from __future__ import annotations
 
 import json
-import socket
-import threading
-import time
 from typing import Annotated
 
 import pytest
-from pydantic import BaseModel, Field
-
 from agentkit.serving.app import create_app
+from pydantic import BaseModel, Field
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -31,23 +27,9 @@ def engine():
 
 
 @pytest.fixture(scope="module")
-def base_url(engine):
-    import uvicorn
-
-    app = create_app(engine)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    srv = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-    t = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
-    t.start()
-    deadline = time.monotonic() + 10
-    while not srv.started:
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
-    srv.should_exit = True
-    t.join(5)
-    sock.close()
+def base_url(engine, on_loopback):
+    with on_loopback(create_app(engine)) as url:
+        yield url + "/v1"
 
 
 def test_openai_streams_content_deltas(base_url):

@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import threading
 import time
 
 import httpx
 import pytest
-
 from agentkit.serving.app import create_app
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -218,9 +216,7 @@ async def test_readiness_fails_while_the_engine_stalls(engine):
     app.state.scheduler.close()
 
 
-def test_500_keeps_the_connection_usable(engine):
-    import uvicorn
-
+def test_500_keeps_the_connection_usable(engine, on_loopback):
     class Broken:
         name, tokenizer = engine.name, engine.tokenizer
 
@@ -229,28 +225,13 @@ def test_500_keeps_the_connection_usable(engine):
                 raise RuntimeError("a bug")
             return engine.generate(messages, config, **kw)
 
-    app = create_app(Broken())
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    srv = uvicorn.Server(uvicorn.Config(app, log_level="critical", lifespan="on"))
-    th = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
-    th.start()
-    deadline = time.monotonic() + 10
-    while not srv.started:
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
-    try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{sock.getsockname()[1]}", timeout=20) as c:
-            r = c.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "boom"}]})
-            assert r.status_code == 500 and r.json()["error"]["code"] == "internal_error"
-            assert r.headers.get("connection", "").lower() != "close"
-            ok = c.post("/v1/chat/completions", json={"messages": MSG, "max_tokens": 2})
-            assert ok.status_code == 200
-            assert len(c._transport._pool.connections) == 1  # the same keep-alive connection served both
-    finally:
-        srv.should_exit = True
-        th.join(5)
-        sock.close()
+    with on_loopback(create_app(Broken()), log_level="critical") as url, httpx.Client(base_url=url, timeout=20) as c:
+        r = c.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "boom"}]})
+        assert r.status_code == 500 and r.json()["error"]["code"] == "internal_error"
+        assert r.headers.get("connection", "").lower() != "close"
+        ok = c.post("/v1/chat/completions", json={"messages": MSG, "max_tokens": 2})
+        assert ok.status_code == 200
+        assert len(c._transport._pool.connections) == 1  # the same keep-alive connection served both
 
 
 async def test_logprobs_are_the_models_and_top_p_tiny_is_greedy(app):

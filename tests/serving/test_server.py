@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import threading
 import time
 
 import httpx
 import jsonschema
 import pytest
+from agentkit.serving.app import create_app
 
 from agentkit.constrain.nodes import Lit, Template
 from agentkit.errors import UnsupportedSchemaError
-from agentkit.serving.app import create_app
 
 PERSON = {
     "type": "object",
@@ -375,24 +374,9 @@ async def test_sdk_http_generator(app):
 
 
 @pytest.fixture(scope="module")
-def server(engine):
-    import uvicorn
-
-    app = create_app(engine, api_key="k", compile_schema=_compiler())
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    srv = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-    t = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
-    t.start()
-    deadline = time.monotonic() + 10
-    while not srv.started:
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}/v1"
-    srv.should_exit = True
-    t.join(5)
-    sock.close()
+def server(engine, on_loopback):
+    with on_loopback(create_app(engine, api_key="k", compile_schema=_compiler())) as url:
+        yield url + "/v1"
 
 
 def test_openai_client_round_trip(server):
