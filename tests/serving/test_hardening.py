@@ -291,6 +291,8 @@ async def test_one_requests_failure_does_not_fail_its_batch(engine, monkeypatch)
         name, tokenizer, lock = engine.name, engine.tokenizer, engine.lock
 
         def generate(self, messages, config, *, batch=None, **kw):
+            with batch.batcher._cond:  # live before its first call, so the batcher waits for both prefills
+                batch.batcher._join(batch)
             assert gate.wait(10)
             return engine.generate(messages, config, batch=batch, **kw)
 
