@@ -64,10 +64,12 @@ class OutlinesPeer:
         self.tokenizer = tokenizer
         self.model = outlines.from_transformers(hf_model, tokenizer)
         self._generated = 0
+        self.last_prompt_ids: list[int] = []  # what the model was last given (tests: the chat template once)
         original = hf_model.generate
 
         def counting_generate(*args, **kw):  # outlines decodes the ids itself: record how many were new
             out = original(*args, **kw)
+            self.last_prompt_ids = kw["input_ids"][0].tolist()
             self._generated = int(out.shape[-1] - kw["input_ids"].shape[-1])
             return out
 
@@ -77,6 +79,7 @@ class OutlinesPeer:
         import json
 
         from outlines import Generator
+        from outlines.inputs import Chat
         from outlines.types import JsonSchema
 
         prompt = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
@@ -84,7 +87,9 @@ class OutlinesPeer:
         t0 = time.perf_counter()
         gen = Generator(self.model, JsonSchema(json.dumps(schema)), backend=self.backend)
         compile_ms = 1000 * (time.perf_counter() - t0)
-        text = gen(prompt, max_new_tokens=max_new_tokens, do_sample=False)
+        # a Chat, not the templated string: Outlines wraps a str in the chat template again, as one user message
+        # under the model's default system prompt (so the peer saw a different, doubly wrapped prompt)
+        text = gen(Chat(messages), max_new_tokens=max_new_tokens, do_sample=False)
         ms = 1000 * (time.perf_counter() - t0)
         finish = "length" if self._generated >= max_new_tokens else "stop"
         return PeerOutput(text, _stats(self._generated, ms, compile_ms, n_prompt, finish))

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from agentkit.evals import peers
-from agentkit.evals.bfcl import BfclItem
+from agentkit.evals.bfcl import BfclItem, build_prompt
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -36,6 +36,11 @@ def test_outlines_peer_writes_a_valid_call_on_a_tiny_model(name, tiny_hf):
     peer = peers.OutlinesPeer(name, *tiny_hf)
     row = peers.run_peer(peer, ITEM, max_new_tokens=64)
     st = row["stats"]
+    # the model is given agentkit's prompt through the chat template once, as the engine encodes it
+    tok = tiny_hf[1]
+    once = tok.apply_chat_template(build_prompt(ITEM), add_generation_prompt=True, tokenize=False)
+    assert peer.last_prompt_ids == tok(once, add_special_tokens=False)["input_ids"]
+    assert st["prompt_tokens"] == len(peer.last_prompt_ids)
     assert 0 < st["output_tokens"] <= 64 and st["latency_ms"] >= st["compile_ms"] > 0
     if row["finish_reason"] == "stop":  # a random model may run out of tokens inside a string
         value = json.loads(row["text"])
