@@ -5,9 +5,11 @@
         --peers outlines-xgrammar,outlines-llguidance,outlines-core,llama-cpp --threads 1 \
         --out evals/results/bfcl_peers_limit20.json
 
-A mode is ``MODE[:STYLE[:PROMPT]]`` (an ``agentkit eval`` mode, a JSON style of
-:mod:`agentkit.constrain.canonical` -- empty: the compiler's default -- and a system prompt of
-:data:`agentkit.evals.bfcl.PROMPTS`, ``default`` unless given). Items run item-major and the order of the variants rotates per item, as in
+A mode is ``MODE[:STYLE[:PROMPT[:DTYPE]]]`` (an ``agentkit eval`` mode, a JSON style of
+:mod:`agentkit.constrain.canonical` -- empty: the compiler's default --, a system prompt of
+:data:`agentkit.evals.bfcl.PROMPTS`, ``default`` unless given, and an engine dtype, ``--dtype`` unless given: one
+engine per dtype). ``--shard K/N`` runs items K, K+N, K+2N, ... of the list (two processes on two cores; merge their
+files with ``evals/merge_results.py``). Items run item-major and the order of the variants rotates per item, as in
 ``agentkit eval``. agentkit rows use the runner's decoding settings; their ``latency_ms`` here adds the template's
 compile (``compile_ms``: schema compile + token DFAs), as a peer's includes its own. Peers get 256 new tokens at
 most (``--peer-max-new-tokens``). Results (per-variant summaries with the same keys as ``agentkit eval``, and
@@ -47,7 +49,12 @@ def main(argv: list[str] | None = None) -> dict:
                     help="agentkit engine backend (torch: the same safetensors the Outlines peers run)")
     ap.add_argument("--peer-max-new-tokens", type=int, default=256)
     ap.add_argument("--out", default="evals/results/bfcl_peers.json")
+    ap.add_argument("--shard", default="0/1", help="K/N: every N-th item from the K-th")
     args = ap.parse_args(argv)
+    k, _, n = args.shard.partition("/")
+    shard, shards = int(k), int(n or 1)
+    if not 0 <= shard < shards:
+        ap.error(f"--shard {args.shard!r}: K must be in 0..N-1")
 
     import torch
 
@@ -62,13 +69,21 @@ def main(argv: list[str] | None = None) -> dict:
     torch.set_num_threads(args.threads)
     variants = [m.strip() for m in args.modes.split(",") if m.strip()]
     ecfg = EngineConfig(threads=args.threads, dtype=args.dtype, backend=args.backend)
-    engine = Engine(ecfg) if variants else None
+    engines: dict[str, Engine] = {}
+
+    def engine_for(dtype: str) -> Engine:
+        if dtype not in engines:
+            engines[dtype] = Engine(EngineConfig(threads=args.threads, dtype=dtype, backend=args.backend))
+        return engines[dtype]
+
+    for v in variants:
+        engine_for(v.split(":")[3] if v.count(":") >= 3 and v.split(":")[3] else args.dtype)
     peers = load_peers([p.strip() for p in args.peers.split(",") if p.strip()], threads=args.threads,
                        log=lambda m: print(m, file=sys.stderr))
     names = variants + list(peers)
-    items = bfcl.load_bfcl(Path(args.data), args.limit)
+    items = bfcl.load_bfcl(Path(args.data), args.limit)[shard::shards]
     ctx = RunContext(seed=0)
-    result: dict = {"suite": "bfcl", "data": args.data, "limit": args.limit, "variants": names,
+    result: dict = {"suite": "bfcl", "data": args.data, "limit": args.limit, "shard": args.shard, "variants": names,
                     "engine_dtype": resolve_dtype(ecfg.dtype, ecfg.device), "engine_backend": ecfg.backend,
                     "peer_max_new_tokens": args.peer_max_new_tokens,
                     "env": environment("python evals/peers.py " + " ".join(argv or sys.argv[1:])),
@@ -83,9 +98,9 @@ def main(argv: list[str] | None = None) -> dict:
                 if name in peers:
                     row = run_peer(peers[name], item, args.peer_max_new_tokens)
                 else:
-                    mode, _, rest = name.partition(":")
-                    style, _, prompt = rest.partition(":")
-                    row = _agentkit_row(engine, ctx, item, mode, style or None, prompt or "default")
+                    mode, style, prompt, dtype = (name.split(":") + ["", "", ""])[:4]
+                    row = _agentkit_row(engine_for(dtype or args.dtype), ctx, item, mode, style or None,
+                                        prompt or "default")
             except Exception as e:  # noqa: BLE001 -- recorded, counted, the run goes on
                 row = {"success": False, "valid": False, "error": f"{type(e).__name__}: {e}",
                        "error_type": "exception", "stats": None}

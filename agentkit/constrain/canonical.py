@@ -244,8 +244,24 @@ def _canon(v: Any, schemas: list, res: Resolver, st: JsonStyle = STYLES["compact
         return "[" + st.item_sep.join(_canon(x, item_schemas(schemas, res, i), res, st) for i, x in enumerate(v)) + "]"
     if v is None:
         return "null"
+    if isinstance(v, float) and v.is_integer() and abs(v) <= 2 ** 53 and _integer_place(schemas, res):
+        return str(int(v))  # an integral value where the schema wants an integer: integer slots write digits only
     if isinstance(v, (bool, int, float)):
         return number_text(v)
     if isinstance(v, str):
         return json.dumps(v, ensure_ascii=False)
     raise TypeError(f"not a JSON value: {type(v).__name__}")
+
+
+def _integer_place(schemas, res: Resolver) -> bool:
+    """Whether a schema at this place types its value as an integer (and not as any number)."""
+    root = res.root if isinstance(res.root, dict) else {}
+    sch = root.get("$schema") if isinstance(root.get("$schema"), str) else ""
+    if "draft-03" in sch or "draft-04" in sch:  # there 3.0 is not an integer: it stays invalid, as written
+        return False
+    for s in walk(schemas, res):
+        t = s.get("type")
+        types = t if isinstance(t, list) else [t] if isinstance(t, str) else []
+        if "integer" in types and "number" not in types:
+            return True
+    return False

@@ -40,7 +40,7 @@ from .canonical import STYLES, JsonStyle, canonical_json, json_style
 from .containers import Containers, _check_repeats, _choice
 from .dnf import TOP, Flat, effective_types, vkey
 from .ecma_regex import ANY, PatternError, alt, cat, cset, max_len, min_len, rep
-from .formats import NumberDigits, cap_digits, format_ast, multiple_regex, number_regex
+from .formats import TRAILING_ZEROS, NumberDigits, cap_digits, format_ast, multiple_regex, number_regex
 from .json_regex import emit, search_ast
 from .limits import DEFAULT_LIMITS, Cancel, CompileLimits, FailureCache, budget, preflight
 from .matcher import tree_matches
@@ -154,9 +154,10 @@ class _Compiler(Containers, Normalizer):
                     nxt.append((lo, lx, hi, hx))
             ranges = nxt
         alts = []
-        floats = not (integer and self.draft4)  # draft 4: 3.0 is not an integer
-        # under an integer digit cap, float forms of integers only where a double is exact (see NumberDigits)
-        exact = integer and self.digits is not None and self.digits.integer is not None
+        # an integer slot writes integers as digits only, never a float form (3.0): as the peers' grammars do, and
+        # so a model that starts "1." (meaning 1.2) is never trapped into "1.0" (canonical.number_text agrees)
+        floats = not integer
+        exact = False
         for lo, lx, hi, hx in ranges:
             try:
                 if mults:
@@ -174,7 +175,8 @@ class _Compiler(Containers, Normalizer):
         regex = alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
         tokens = NUMBER_TOKENS
         if self.digits is not None and self.digits.integer is not None:  # sign, digits (and point, fraction, exponent)
-            tokens = 1 + self.digits.integer + (0 if integer else 6 + (self.digits.fraction or NUMBER_TOKENS))
+            tokens = 1 + self.digits.integer + (0 if integer else 6 + (self.digits.fraction or NUMBER_TOKENS)
+                                                + TRAILING_ZEROS)
         if integer and f.lo is not None and f.hi is not None:
             tokens = max(len(str(int(f.lo))), len(str(int(f.hi)))) + 1
         return Slot(regex, tokens, iptr or "/")

@@ -2,9 +2,10 @@
 
 Numbers are written as ``json.dumps`` writes them (what :func:`agentkit.constrain.canonical.canonical_json`
 writes): integers as plain digits, floats as Python's ``repr`` (``0.25``, ``3.0``, ``1.5e-05``, ``1e+16``), never
-``-0``, never a trailing zero in a fraction (except the ``.0`` of an integral float). The regexes below accept exactly the canonical forms of the values in range, except
-that tiny numbers in exponent form are left out when a bound cuts through ``(-1e-4, 1e-4)`` (tighter, never
-looser).
+``-0``, never a trailing zero in a fraction (except the ``.0`` of an integral float). The regexes below accept the canonical
+forms of the values in range, and the same digits with up to :data:`TRAILING_ZEROS` zeros after a fraction (the
+same values), except that tiny numbers in exponent form are left out when a bound cuts through ``(-1e-4, 1e-4)``
+(tighter, never looser).
 
 Formats (JSON Schema's format-assertion vocabulary) are ECMA patterns matched against the whole decoded string.
 Each one is the RFC grammar or a strict subset of it (e.g. ``email`` is the dot-atom form, no quoted local parts;
@@ -25,6 +26,12 @@ from .ecma_regex import PatternError
 from .json_regex import emit, full_ast
 
 FRAC = "[0-9]*[1-9]"  # a canonical fraction: no trailing zero
+# after a fraction a number slot may also write up to this many zeros (1.8883340 as the prompt spells it: the value
+# is the canonical one's, so bounds hold); without them a model that wanted to stop after a zero had to write
+# another digit (BFCL multiple_5 wrote 1.88833402). The canonical form itself keeps none.
+TRAILING_ZEROS = 7
+ZEROS = f"0{{0,{TRAILING_ZEROS}}}"
+POINT_ZERO = f"\\.0{{1,{TRAILING_ZEROS + 1}}}"  # the .0 of an integral float (number slots), or .00...
 # exponents stop at 307: a double parses any of these without overflow to inf or underflow to 0 / subnormals
 TINY = "[1-9](?:\\.[0-9]*[1-9])?e\\-(?:0[5-9]|[1-9][0-9]|[12][0-9]{2}|30[0-7])"  # |x| < 1e-4, repr's exponent form
 BIG = "[1-9](?:\\.[0-9]*[1-9])?e\\+(?:1[6-9]|[2-9][0-9]|[12][0-9]{2}|30[0-7])"  # floats >= 1e16 (all integral)
@@ -142,9 +149,9 @@ def _mag(a: Decimal, a_ex: bool, b: Decimal | None, b_ex: bool, integer: bool, t
     ints = [] if nonint else int_alts(ilo, ihi)
     if ints and floats and exact and (ihi is None or ihi > EXACT_INT):
         small = int_alts(ilo, EXACT_INT)
-        out = ints + ([f"(?:{'|'.join(small)})\\.0"] if small else [])
+        out = ints + ([f"(?:{'|'.join(small)}){POINT_ZERO}"] if small else [])
     else:
-        out = [f"(?:{'|'.join(ints)})(?:\\.0)?"] if ints and floats else ints
+        out = [f"(?:{'|'.join(ints)})(?:{POINT_ZERO})?"] if ints and floats else ints
         if ints and floats and b is None:
             big = _big_from(a)
             if big:
@@ -165,17 +172,17 @@ def _mag(a: Decimal, a_ex: bool, b: Decimal | None, b_ex: bool, integer: bool, t
             hi_r = _frac_le(ffb, not b_ex)
             dfa = combine([full_ast(lo_r), full_ast(hi_r)])
             if dfa is not None:
-                out.append(f"{fa}\\.(?:{emit(to_ast(dfa))})")
+                out.append(f"{fa}\\.(?:{emit(to_ast(dfa))}){ZEROS}")
         return out
-    out += [f"{r}\\.{FRAC}" for r in int_alts(mid_lo, mid_hi)]
+    out += [f"{r}\\.{FRAC}{ZEROS}" for r in int_alts(mid_lo, mid_hi)]
     if ffa:  # a is not whole: I = fa needs 0.F >= frac(a)
-        out.append(f"{fa}\\.{_frac_ge(ffa, not a_ex)}")
+        out.append(f"{fa}\\.{_frac_ge(ffa, not a_ex)}{ZEROS}")
     else:  # I = fa, any non-zero fraction (m > a)
-        out.append(f"{fa}\\.{FRAC}")
+        out.append(f"{fa}\\.{FRAC}{ZEROS}")
     if b is not None:
         fb, ffb = _split(b)
         if ffb and fb < NO_FRACTION:
-            out.append(f"{fb}\\.{_frac_le(ffb, not b_ex)}")
+            out.append(f"{fb}\\.{_frac_le(ffb, not b_ex)}{ZEROS}")
     if tiny and a == 0 and (b is None or b >= Decimal("0.0001")):
         out.append(TINY)
     return out

@@ -85,20 +85,22 @@ def test_digit_caps_are_configurable_and_schema_bounds_win():
         NumberDigits(integer=0)
 
 
-def test_capped_integers_are_never_inexact_floats():
-    """An integer slot writes ``3.0`` but no float form a double cannot hold (a random model once wrote
-    ``77777777777777777777.0``: JSON readers turn it into 7.777777777777777e+19 and pydantic's ``int`` refuses it);
-    the same magnitudes stay reachable in plain digits. Without caps the schema's whole language is kept."""
+def test_integer_slots_write_digits_only():
+    """An integer slot writes plain digits, never a float form, as the peers' integer grammars do: ``3.0`` let a
+    model that started ``1.`` (meaning 1.2) only finish ``1.0`` (BFCL multiple_12), and large float forms such as
+    ``77777777777777777777.0`` read back as a double that is not the integer written. Every integer stays
+    reachable in digits, and the canonical form writes an integral float at an integer place as digits too."""
     for schema in ({"type": "integer"}, {"type": "integer", "multipleOf": 7}, {"type": "integer", "minimum": 0}):
-        tpl = compile_schema(schema)
-        assert tpl.matches("7") and tpl.matches("7" * 20), schema
-        assert tpl.matches("7.0") == ("multipleOf" not in schema)  # open multiples: no float forms (tighter)
-        for bad in ("7" * 20 + ".0", "1e+16", "7.777777777777777e+19", str(2 ** 53 + 1) + ".0"):
-            assert not tpl.matches(bad), (schema, bad)
-    ints = compile_schema({"type": "integer"})
-    assert ints.matches(str(2 ** 53) + ".0") and ints.matches("-" + str(2 ** 53) + ".0")
-    assert compile_schema({"type": "integer"}, digits=None).matches("7.777777777777777e+19")
-    assert compile_schema({"type": "number"}).matches("7.5e+19")  # a number slot keeps its exponent forms
+        for digits in (NumberDigits(), None):
+            tpl = compile_schema(schema, digits=digits)
+            assert tpl.matches("7") and tpl.matches("7" * 20), schema
+            for bad in ("7.0", "7" * 20 + ".0", "1e+16", "7.777777777777777e+19", str(2 ** 53) + ".0"):
+                assert not tpl.matches(bad), (schema, bad)
+            assert canonical_json(7.0, schema) == "7" and tpl.matches(canonical_json(7.0, schema))
+    assert compile_schema({"type": "number"}).matches("7.5e+19")  # a number slot keeps its float forms
+    assert compile_schema({"type": "number"}).matches("3.0") and canonical_json(3.0, {"type": "number"}) == "3.0"
+    draft4 = {"$schema": "http://json-schema.org/draft-04/schema#", "type": "integer"}
+    assert canonical_json(3.0, draft4) == "3.0" and not compile_schema(draft4).matches("3.0")  # invalid there
 
 
 def test_multiple_of_never_forces_long_digit_runs():
@@ -180,3 +182,18 @@ def test_call_template_shape_and_parser_keys():
     assert parse_call("no call here") is None
     with pytest.raises(ValueError, match="duplicate"):
         call_template([TOOLS[2], TOOLS[2]])
+
+
+def test_number_slots_may_end_a_fraction_with_zeros():
+    """A fraction may end with zeros, as a prompt may spell it (BFCL multiple_5: ``1.8883340``, where a model that
+    wanted to stop after the zero had to write another digit); the value is the canonical one's, so bounds hold,
+    and the canonical form keeps none."""
+    free = compile_schema({"type": "number"})
+    for text in ("1.8883340", "1.5000", "-0.250", "3.0", "3.00", "12.0"):
+        assert free.matches(text), text
+    assert not free.matches("1.5" + "0" * 8) and not free.matches("15.")  # bounded, and never a bare point
+    bounded = compile_schema({"type": "number", "minimum": 1.25, "exclusiveMaximum": 2.5})
+    assert bounded.matches("1.250") and bounded.matches("2.4990") and not bounded.matches("2.50")
+    assert not bounded.matches("1.240") and bounded.matches("2.0")
+    assert canonical_json(1.50, {"type": "number"}) == "1.5"
+    assert not compile_schema({"type": "integer"}).matches("15.0")
