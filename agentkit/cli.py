@@ -150,9 +150,15 @@ def eval_(
     ray: Optional[str] = typer.Option(None, "--ray", help="run items on Ray actors: 'local' (a Ray instance on this "
                                       "machine) or a cluster address (auto, HOST:6379, ray://HOST:10001)"),
     workers: int = typer.Option(2, help="with --ray: actors, each loading the model once"),
+    dtype: str = typer.Option("auto", help="engine dtype: auto | float32 | bfloat16 (auto: bf16 where the CPU "
+                              "has avx512_bf16/AMX, and on GPUs)"),
+    backend: str = typer.Option("auto", help="engine backend: auto | torch | llama.cpp"),
 ) -> None:
     """Run an evaluation suite; prints a markdown table and writes JSON (and plots)."""
     try:
+        from .config import EngineConfig
+
+        EngineConfig(dtype=dtype, backend=backend)  # a bad value is one error line now, not in a worker later
         data = _check_suite(suite, data)
         if suite == "coverage":
             from .constrain.coverage import run_coverage
@@ -170,9 +176,10 @@ def eval_(
             from .evals.distributed import RayEvalConfig, RayExecutor
 
             executor = RayExecutor(RayEvalConfig(address=ray, workers=workers, model=model, seed=seed,
-                                                 threads=threads or 1, adapter=str(adapter) if adapter else None))
+                                                 threads=threads or 1, adapter=str(adapter) if adapter else None,
+                                                 dtype=dtype, backend=backend))
         run_eval(suite, data, [m.strip() for m in modes.split(",") if m.strip()], limit, model, out, plot, seed,
-                 threads=threads, adapter=adapter, executor=executor)
+                 threads=threads, adapter=adapter, executor=executor, dtype=dtype, backend=backend)
     except Exception as e:  # noqa: BLE001 (one error line; --debug for the traceback)
         _fail(e)
 

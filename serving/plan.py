@@ -38,13 +38,14 @@ class SchemaJob:
     strict: bool = False
     tools: tuple[ToolDef, ...] = ()  # kind "tools"
     where: str = "response_format"
+    style: str | None = None  # the JSON style (AgentkitExt.json_style); None: the compiler's default
 
     @property
     def key(self) -> str:
         """The cache key: the JSON text with its key order kept (property order is the output's order)."""
         if self.kind == "tools":
-            return json.dumps([[t.function.name, t.function.parameters] for t in self.tools])
-        return json.dumps([self.schema, self.strict])
+            return json.dumps([[t.function.name, t.function.parameters] for t in self.tools] + [self.style])
+        return json.dumps([self.schema, self.strict, self.style])
 
 
 @dataclass
@@ -135,18 +136,19 @@ def _tools(req: ChatRequest) -> tuple[list[ToolDef], list[ToolDef], str | NamedT
 
 
 def _schema_job(req: ChatRequest, forced: list[ToolDef]) -> SchemaJob | None:
+    style = req.agentkit.json_style if req.agentkit else None
     if forced:
-        return SchemaJob("tools", tools=tuple(forced), where="tools")
+        return SchemaJob("tools", tools=tuple(forced), where="tools", style=style)
     rf = req.response_format
     if rf is None or rf.type == "text":
         return None
     if rf.type == "json_object":
-        return SchemaJob("response", schema={})
+        return SchemaJob("response", schema={}, style=style)
     if rf.json_schema is None:
         raise APIError(400, "response_format.json_schema is required for type json_schema",
                        param="response_format.json_schema")
     return SchemaJob("response", schema=rf.json_schema.schema_, strict=bool(rf.json_schema.strict),
-                     where="response_format.json_schema.schema")
+                     where="response_format.json_schema.schema", style=style)
 
 
 def decode_config(req: ChatRequest, mode: str, max_tokens: int) -> DecodeConfig:

@@ -87,11 +87,12 @@ class Preparer:
             self._compile = compile_schema_cached
         return self._compile
 
-    def compile_one(self, schema: Any, where: str, strict: bool = False) -> Template:
+    def compile_one(self, schema: Any, where: str, strict: bool = False, style: str | None = None) -> Template:
         if not isinstance(schema, dict):
             raise APIError(400, f"{where}: a JSON Schema must be an object", param=where)
+        kw = {"style": style} if style else {}  # a custom compile_schema need not know styles unless one is asked
         try:
-            return self.compiler()(schema, strict=True) if strict else self.compiler()(schema)
+            return self.compiler()(schema, strict=True, **kw) if strict else self.compiler()(schema, **kw)
         except UserError as e:
             raise user_error(e, where) from None
         except RecursionError:
@@ -107,10 +108,10 @@ class Preparer:
                 return t
         if sj.kind == "tools":  # each tool's parameters compiled here (errors name the tool), then one call template
             t = call_template([(tool.function.name, self.compile_one(tool.function.parameters or EMPTY_PARAMETERS,
-                                                                    f"tools[{i}].function.parameters"))
-                               for i, tool in enumerate(sj.tools)], meta={"step": "tool_call"})
+                                                                    f"tools[{i}].function.parameters", style=sj.style))
+                               for i, tool in enumerate(sj.tools)], style=sj.style, meta={"step": "tool_call"})
         else:
-            t = self.compile_one(sj.schema, sj.where, sj.strict)
+            t = self.compile_one(sj.schema, sj.where, sj.strict, sj.style)
         with self._lock:
             self._templates[key] = t
             while len(self._templates) > self._cache_size:

@@ -137,6 +137,8 @@ class AgentkitExt(BaseModel):
     sampler: Literal["auto", "jacobi", "mask", "uniform"] | None = None
     canvas: bool = True  # stream canvas draft events
     step: str | None = Field(default=None, max_length=64)  # a label (the SDK's step kind); decoding ignores it
+    # how the pinned JSON punctuation is written (agentkit.constrain.canonical.STYLES); None: the compiler's default
+    json_style: Literal["compact", "spaced"] | None = None
 
 
 class ChatRequest(BaseModel):

@@ -70,3 +70,35 @@ def test_eval_with_missing_data_is_one_error_line(tmp_path):
     assert out.exit_code != 0
     lines = [ln for ln in out.output.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:"), out.output
+
+
+def _bfcl_dir(tmp_path):
+    """One BFCL-format question (and its possible answer) in a folder of its own."""
+    d = tmp_path / "bfcl"
+    (d / "possible_answer").mkdir(parents=True)
+    q = {"id": "simple_python_0", "question": [[{"role": "user", "content": "Area of a triangle, base 10, height 5?"}]],
+         "function": [{"name": "area", "description": "Triangle area.", "parameters": {
+             "type": "dict", "properties": {"base": {"type": "integer"}, "height": {"type": "integer"}},
+             "required": ["base", "height"]}}]}
+    a = {"id": "simple_python_0", "ground_truth": [{"area": {"base": [10], "height": [5]}}]}
+    (d / "BFCL_v4_simple_python.json").write_text(json.dumps(q) + "\n")
+    (d / "possible_answer" / "BFCL_v4_simple_python.json").write_text(json.dumps(a) + "\n")
+    return d
+
+
+def test_eval_takes_the_engines_dtype_and_backend(model_dir, tmp_path):
+    out = tmp_path / "eval.json"
+    res = runner.invoke(app, ["eval", "bfcl", "--data", str(_bfcl_dir(tmp_path)), "--modes", "ar-constrained",
+                              "--model", str(model_dir), "--dtype", "bfloat16", "--backend", "torch",
+                              "--out", str(out), "--threads", "1"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(out.read_text())
+    assert doc["modes"]["ar-constrained"]["n"] == 1 and doc["modes"]["ar-constrained"]["valid_rate"] == 1.0
+    assert "--dtype bfloat16 --backend torch" in doc["env"]["command"]
+
+
+def test_eval_with_a_bad_dtype_is_one_error_line(tmp_path):
+    out = runner.invoke(app, ["eval", "bfcl", "--data", str(_bfcl_dir(tmp_path)), "--dtype", "float16"])
+    assert out.exit_code != 0
+    lines = [ln for ln in out.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and "dtype" in lines[0], out.output

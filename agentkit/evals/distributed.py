@@ -36,6 +36,8 @@ class RayEvalConfig:
     workers: int = 2
     model: str | None = None
     adapter: str | None = None
+    dtype: str = "auto"  # EngineConfig.dtype / .backend of each worker's engine
+    backend: str = "auto"
     seed: int = 0
     threads: int | None = 1
     num_cpus_per_worker: float = 1.0
@@ -75,7 +77,7 @@ class EvalWorker:
         if cfg.engine_factory:
             self.engine = _load_factory(cfg.engine_factory)()
         else:
-            self.engine = build_engine(cfg.model, cfg.seed, cfg.threads, cfg.adapter)
+            self.engine = build_engine(cfg.model, cfg.seed, cfg.threads, cfg.adapter, cfg.dtype, cfg.backend)
 
     def info(self) -> dict[str, str]:
         return {"model": getattr(self.engine, "name", "?"), "diffusion": diffusion_variant(self.engine)}

@@ -158,7 +158,7 @@ class Agent(Generic[DepsT, OutputT]):
         self.model_settings = settings_.merge(model_settings)
         self.output_retries = output_retries
         self.instrument = instrument
-        self._templates: dict[str, Template] = {}
+        self._templates: dict[tuple[str, str], Template] = {}  # by (step, JSON style)
         self._streams_tokens = "on_tokens" in _keywords(self.generator.generate)
 
     @classmethod
@@ -178,7 +178,8 @@ class Agent(Generic[DepsT, OutputT]):
         def register(fn: Callable[..., Any]) -> Tool:
             t = Tool(fn, name=name, description=description, retries=retries)
             self._tools = as_tools([*self._tools, t])
-            self._templates.pop("tool_call", None)
+            for key in [k for k in self._templates if k[0] == "tool_call"]:
+                del self._templates[key]
             return t
 
         return register(function) if function is not None else register
@@ -439,7 +440,7 @@ class Agent(Generic[DepsT, OutputT]):
                 raise UsageLimitExceeded(f"max_tokens={limits.max_tokens} reached ({run.tokens} used)", run.trace)
             max_new = min(max_new, limits.max_tokens - run.tokens)
         if template is None:
-            template, compile_ms = self._template(step)
+            template, compile_ms = self._template(step, run.settings.get("json_style", steps.STYLE))
         config = self._config(run, step, max_new)
         iteration = len(run.trace) + 1
         self._emit(run, lambda: StepStarted(iteration, step, config.mode))
@@ -507,19 +508,20 @@ class Agent(Generic[DepsT, OutputT]):
         run.trace.add(rec)
         end_iteration(run, rec)
 
-    def _template(self, step: str) -> tuple[Template | None, float]:
-        """The step's template (None for reply) and the ms spent compiling it now (0 once the agent has it)."""
+    def _template(self, step: str, style: str = steps.STYLE) -> tuple[Template | None, float]:
+        """The step's template (None for reply) in JSON ``style`` and the ms spent compiling it now (0 once the
+        agent has it)."""
         if step == "reply":
             return None, 0.0
-        if step in self._templates:
-            return self._templates[step], 0.0
+        if (step, style) in self._templates:
+            return self._templates[(step, style)], 0.0
         t0 = time.perf_counter()
         if step == "tool_call":
-            template = steps.tool_call_template(self._tools)
+            template = steps.tool_call_template(self._tools, style)
         else:
             schema = steps.Plan.model_json_schema() if step == "plan" else self._output.schema  # type: ignore[union-attr]
-            template = steps.for_step(steps.compile_template(schema), step)
-        self._templates[step] = template
+            template = steps.for_step(steps.compile_template(schema, style), step)
+        self._templates[(step, style)] = template
         return template, (time.perf_counter() - t0) * 1000
 
     def _parse_call(self, value: Any) -> tuple[str, dict[str, Any]]:

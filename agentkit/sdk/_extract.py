@@ -45,7 +45,7 @@ async def aextract(
     Returns an instance of the pydantic model, or the JSON value (validated with ``jsonschema``) for a schema dict;
     with ``return_usage=True`` a pair ``(output, RunUsage)``. ``mode``: None takes ``RoutingPolicy``'s calibrated
     mode for extraction (the fastest at equal success measured for the default model on this kind of device).
-    ``model_settings``: temperature, top_p, max_tokens, seed, mode for this call.
+    ``model_settings``: temperature, top_p, max_tokens, seed, mode, json_style for this call.
     Raises ``UnexpectedModelBehavior`` (with ``.trace``) when no valid output came back, ``UserError`` for a bad
     ``output_type``.
     """

@@ -6,13 +6,16 @@ from dataclasses import replace
 from typing import TypedDict
 
 from ..config import MODES, DecodeConfig, Mode
+from ..constrain.canonical import STYLES
 from ..errors import UserError
 
 
 class ModelSettings(TypedDict, total=False):
     """Settings for one call or for an agent's every call; a per-call value overrides the agent's.
 
-    ``max_tokens``: output tokens per model request; ``mode``: every step in this decoding mode.
+    ``max_tokens``: output tokens per model request; ``mode``: every step in this decoding mode; ``json_style``:
+    how structured steps write the pinned JSON punctuation, ``"compact"`` (the SDK's default: its prompts show
+    compact JSON) or ``"spaced"`` (as ``json.dumps`` writes it), see :data:`agentkit.constrain.canonical.STYLES`.
     """
 
     temperature: float
@@ -20,6 +23,7 @@ class ModelSettings(TypedDict, total=False):
     max_tokens: int
     seed: int
     mode: Mode
+    json_style: str
 
 
 KEYS = frozenset(ModelSettings.__annotations__)
@@ -39,6 +43,8 @@ def merge(*settings: ModelSettings | None) -> ModelSettings:
             raise UserError(f"unknown model_settings key(s) {unknown}; known: {sorted(KEYS)}")
         if "mode" in s and s["mode"] not in MODES:
             raise UserError(f"model_settings mode must be one of {MODES}, got {s['mode']!r}")
+        if "json_style" in s and s["json_style"] not in STYLES:
+            raise UserError(f"model_settings json_style must be one of {sorted(STYLES)}, got {s['json_style']!r}")
         out.update(s)  # type: ignore[typeddict-item]
     return out
 
@@ -46,8 +52,8 @@ def merge(*settings: ModelSettings | None) -> ModelSettings:
 def apply(config: DecodeConfig, settings: ModelSettings) -> DecodeConfig:
     """``config`` with the settings applied (validated by ``DecodeConfig``)."""
     names = {"temperature": "temperature", "top_p": "top_p", "max_tokens": "max_new_tokens", "seed": "seed",
-             "mode": "mode"}
-    return replace(config, **{names[k]: v for k, v in settings.items()})
+             "mode": "mode"}  # json_style is the template's, not the decoder's (Agent._template)
+    return replace(config, **{names[k]: v for k, v in settings.items() if k in names})
 
 
 def for_retry(config: DecodeConfig, retry: int) -> DecodeConfig:

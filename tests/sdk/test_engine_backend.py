@@ -15,7 +15,7 @@ from agentkit.sdk import Agent, EngineGenerator, Limits, RoutingPolicy, _steps, 
 INT = r"-?(0|[1-9][0-9]{0,3})"
 
 
-def int_object_template(schema):
+def int_object_template(schema, style=None):
     items = [Lit("{")]
     for i, key in enumerate(schema["properties"]):
         items += [Lit(("," if i else "") + json.dumps(key) + ":"), Slot(INT, max_tokens=6, name="/" + key)]

@@ -125,3 +125,26 @@ def test_schema_cache_key_keeps_property_order():
                                                                             "x": {"type": "integer"}})
     assert a.key != b.key  # the output writes properties in schema order: two different templates
     assert a.key == job({"x": {"type": "integer"}, "y": {"type": "integer"}}).key
+
+
+def test_json_style_reaches_the_compiled_template():
+    """``agentkit.json_style`` picks the pinned JSON's style of the response schema and of forced tool calls; it is
+    part of the template cache key; an unknown style is a 400 naming the field."""
+    from agentkit.constrain.matcher import tree_matches
+    from agentkit.serving.prepare import Preparer
+
+    rf = {"type": "json_schema", "json_schema": {"name": "x", "schema": {
+        "type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}}
+    prep = Preparer(engine=None)
+    jobs = {s: plan_request(_req(response_format=rf, agentkit={"json_style": s} if s else None)).schema
+            for s in (None, "compact", "spaced")}
+    assert len({j.key for j in jobs.values()}) == 3
+    def ok(job, text):
+        return tree_matches(prep.template(job), text)
+
+    assert ok(jobs["compact"], '{"a":1}') and not ok(jobs["compact"], '{"a": 1}')
+    assert ok(jobs["spaced"], '{"a": 1}') and ok(jobs[None], '{"a": 1}') and not ok(jobs["spaced"], '{"a":1}')
+    tools = plan_request(_req(tools=[TOOL], tool_choice="required", agentkit={"json_style": "compact"})).schema
+    assert ok(tools, '{"name":"add","arguments":{"a":1}}') and not ok(tools, '{"name": "add", "arguments": {"a": 1}}')
+    with pytest.raises(Exception, match="json_style"):
+        _req(agentkit={"json_style": "pretty"})
