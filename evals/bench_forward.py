@@ -1,6 +1,8 @@
 """Cost of one forward by positions, and AR tokens/s, for each backend and dtype, in one process.
 
-For every backend (torch float32, torch bfloat16, llama.cpp on the Q4_1 GGUF when llama-cpp-python is installed):
+For every backend (torch float32, torch bfloat16, llama.cpp on the Q4_1 GGUF when llama-cpp-python is installed,
+and the default ``EngineConfig()``: ``auto``, whose passes run on torch and whose free-text AR replies go to
+llama.cpp when its cost curve says so; its AR row names the backbone that ran):
 
 - ms per forward by positions (1, 2, 4, 8, 16, 32, 64) after a ~200-token prefix: a causal pass with logits at
   every position (a verify block's shape), cropped away afterwards; the median over ``--repeats`` rounds, the
@@ -94,11 +96,12 @@ def weight_bytes(engine: Engine) -> int:
     return n
 
 
-def ar_tokens_per_s(engine: Engine, max_new: int) -> tuple[float, int]:
+def ar_tokens_per_s(engine: Engine, max_new: int) -> tuple[float, int, str]:
+    """Free-text AR tokens/s after prefill, output tokens, and the backbone that ran it (auto may pick per request)."""
     res = engine.generate(PROMPT, DecodeConfig(mode="ar", max_new_tokens=max_new))
     s = res.stats
     decode_s = (s.latency_ms - s.prefill_ms) / 1000
-    return (s.output_tokens - 1) / decode_s, s.output_tokens
+    return (s.output_tokens - 1) / decode_s, s.output_tokens, s.backend
 
 
 _LLM = None
@@ -165,6 +168,9 @@ def main() -> None:
     default = EngineConfig(threads=args.threads)
     default_key = (("llama.cpp", "q4_1") if choose_backend(default) == "llama.cpp"
                    else ("torch", resolve_dtype(default.dtype, default.device)))
+    if default_key[0] == "torch" and available():  # auto: torch passes, free-text AR on llama.cpp when it pays
+        default_key = ("auto", default_key[1])
+        configs[default_key] = default
     engines = {k: Engine(c) for k, c in configs.items()}
     keys = [default_key] + [k for k in engines if k != default_key]
     if args.bfcl is not None:
@@ -188,6 +194,8 @@ def main() -> None:
     runs: dict = {k: [] for k in keys}
     refs: list[tuple[float, int]] = []
     prompt_ids = engines[keys[0]].encode_prompt(PROMPT)
+    for k in keys:  # warm-up (auto loads its llama.cpp backbone on the first free-text request)
+        ar_tokens_per_s(engines[k], 4)
     for _ in range(args.ar_repeats):
         for k in keys:
             runs[k].append(ar_tokens_per_s(engines[k], args.ar_tokens))
@@ -199,7 +207,7 @@ def main() -> None:
     floor = {k: weight_bytes(engines[k]) / gbs / 1e6 for k in keys}  # ms to read the weights once
     rows = [{"backend": k[0], "dtype": k[1], "threads": args.threads, "ms_by_positions": table[k],
              "weight_mb": round(weight_bytes(engines[k]) / 1e6, 1), "bandwidth_floor_ms": round(floor[k], 2),
-             "ar_tokens_per_s": round(ar[k][0], 2), "ar_tokens": ar[k][1],
+             "ar_tokens_per_s": round(ar[k][0], 2), "ar_tokens": ar[k][1], "ar_backend": ar[k][2],
              "llama_cpp_tokens_per_s": None if ref is None else round(ref, 2), "llama_cpp_tokens": ref_n,
              "default": k == default_key} for k in keys]
     print(f"threads={args.threads} prefix={args.prefix} repeats={args.repeats} cpu={platform.processor() or '?'} "
@@ -213,7 +221,8 @@ def main() -> None:
     for r in rows:
         ms = r["ms_by_positions"]
         vs = f"{r['ar_tokens_per_s'] / ref:.2f}x" if ref else "n/a"
-        print(f"| {r['backend']}{' (default)' if r['default'] else ''} | {r['dtype']} | "
+        ran = f" (AR ran on {r['ar_backend']})" if r["backend"] == "auto" else ""
+        print(f"| {r['backend']}{' (default)' if r['default'] else ''}{ran} | {r['dtype']} | "
               + " | ".join(f"{ms[str(p)]:.1f}" for p in POSITIONS)
               + f" | {ms['8'] / ms['1']:.2f} | {r['ar_tokens_per_s']:.1f} ({r['ar_tokens']} tok) | {vs} |")
     if ref is not None:

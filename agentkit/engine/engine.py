@@ -20,7 +20,7 @@ from ..constrain.runtime import TokenConstraint
 from ..constrain.vocab import token_vocab
 from ..errors import InvalidRequestError, ModelNotFoundError, UnsupportedModeError, UserError
 from ..models.loader import DIFFUSION_GEMMA, LoadedModel, load_model
-from .backbone import Backbone
+from .backbone import Backbone, cost_curve
 from .batch import BatchSeat, Locked
 from .decode import Decoder
 from .gemma import GemmaBackbone, gemma_sampler
@@ -65,6 +65,7 @@ class Engine:
         self.vocab = token_vocab(lm.tokenizer, lm.eos_ids)
         self._constraints: dict[int, TokenConstraint] = {}
         self._adapted: tuple[LoadedModel, Backbone] | None = None
+        self._llama: Backbone | None = None  # backend "auto": free-text AR on llama.cpp (free_text_backbone)
         # guards what concurrent generate() calls share: the tokenizer, the constraint LRU and the automata in it
         self.lock = threading.RLock()
         log.info("model %s ready (%s, %s, %s parameters)", lm.name, lm.kind, getattr(self.config, "dtype", "?"),
@@ -119,6 +120,26 @@ class Engine:
                     bb = SplitBackbone(self.backbone if base is self.lm else Backbone(base), bb)  # type: ignore
                 self._adapted = (lm, bb)
             return self._adapted
+
+    def free_text_backbone(self, cfg: DecodeConfig, prompt_tokens: int) -> Backbone | None:
+        """``backend="auto"`` on the embedded default model on CPU, llama-cpp-python installed: the llama.cpp
+        backbone for a free-text AR request (no template, base weights, not batched) when the cost curves
+        predict it finishes sooner there (:func:`~agentkit.engine.llama_cpp.prefer_llama`: replies longer than a
+        few dozen tokens); None keeps the engine's own backbone. Structured steps always stay on it (their long
+        prompts and wide passes are cheaper on torch). Loaded on first use (the GGUF is read as it is)."""
+        from . import llama_cpp
+
+        c = self.config
+        if (c.backend != "auto" or self.backend != "torch" or c.model is not None or not self.lm.meta.get("default")
+                or c.device != "cpu" or cfg.mode != "ar" or cfg.weights == "adapted" or not llama_cpp.available()):
+            return None
+        llama_curve = cost_curve("llama.cpp", "q4_1", self.lm)
+        if not llama_cpp.prefer_llama(self.backbone.cost_curve, llama_curve, prompt_tokens, cfg.max_new_tokens):
+            return None
+        with self.lock:
+            if self._llama is None:
+                self._llama = load_default_llama(LlamaOptions(threads=c.threads, n_seq_max=16))[1]
+            return self._llama
 
     @property
     def name(self) -> str:
@@ -194,6 +215,9 @@ class Engine:
                                        "has none (or the engine was built with adapter=False)")
         if adapted and self.adapter_path is not None:
             lm, backbone = self._diffusion_model()  # by default AR and verify keep the base weights
+        elif template is None and batch is None:
+            backbone = self.free_text_backbone(cfg, len(ids)) or backbone
+        backend = "llama.cpp" if backbone is self._llama else self.backend
         sampler = self._sampler(cfg, lm)
         constraint = self.constraint(template) if template is not None else None
         if batch is not None:
@@ -206,6 +230,7 @@ class Engine:
             sampler=sampler, on_draft=on_draft, on_tokens=on_tokens, drafter=self._drafter(cfg),
             should_stop=should_stop,
         )
+        dec.stats.backend = backend
         if template is not None:
             dec.stats.compile_ms = template.compile_ms + index_ms
         dec.prefill(ids)

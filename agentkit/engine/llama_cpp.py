@@ -43,12 +43,13 @@ from .backbone import Backbone, Pass, cost_curve
 INSTALL_HINT = 'pip install "agentkit[llama]"  (builds llama-cpp-python from source: about 8 minutes on 2 cores)'
 
 
-# whether backend="auto" takes llama.cpp for the default GGUF on CPU. Measured here (1 thread, loaded 2-core EPYC;
-# evals/results/bench_forward*.txt): llama.cpp decodes 5.7x faster per AR token (1-token forward 41.7 vs 144 ms),
-# but its Q4_1 batch kernels make prefill slower (600 tokens: 13.9 s vs 9.5 s) and an 8-position pass 4.5x a 1-token
-# one, so BFCL requests (long prompts, jump-forward runs, verify blocks) took longer on it: ar-constrained p50 6.0 s
-# vs 3.3 s on torch fp32 at the same success. auto therefore stays on torch; pass backend="llama.cpp" for long
-# free-text generation.
+# whether backend="auto" takes llama.cpp as the engine's backbone for the default GGUF on CPU. Measured here (1
+# thread, 2-core EPYC; evals/results/bench_forward*.txt): llama.cpp decodes 3-5x faster per AR token (1-token forward
+# 7 vs ~30 ms idle, 41.7 vs 133 ms under load), but its Q4_1 batch kernels make prefill slower (600 tokens: 2.9 s
+# idle) and an 8-position pass 4.5-7x a 1-token one, so BFCL requests (long prompts, jump-forward runs, verify blocks)
+# take longer on it: ar-constrained p50 1437 ms vs 678 ms on torch bf16 (idle, same success). auto therefore keeps
+# torch as the engine's backbone, and sends a free-text AR request to llama.cpp when the cost curves predict it
+# finishes sooner there (Engine.free_text_backbone, prefer_llama below): agent replies, not structured steps.
 AUTO_PREFERS_LLAMA = False
 
 
@@ -256,6 +257,21 @@ def _quiet(L) -> None:
     logger = logging.getLogger("llama-cpp-python")
     if logger.level == logging.NOTSET:
         logger.setLevel(logging.ERROR)
+
+
+def predicted_ms(curve: dict[int, float], prompt_tokens: int, new_tokens: int) -> float:
+    """A free-text AR request's time from a backbone's cost curve (ms per pass by positions): the prompt prefilled
+    in passes of the curve's widest length (pro rata), then one 1-position pass per new token."""
+    widest = max(curve)
+    return prompt_tokens / widest * curve[widest] + new_tokens * curve[min(curve)]
+
+
+def prefer_llama(torch_curve: dict[int, float], llama_curve: dict[int, float], prompt_tokens: int,
+                 new_tokens: int) -> bool:
+    """Whether a free-text AR request of ``prompt_tokens`` and up to ``new_tokens`` runs faster on llama.cpp than
+    on torch, by the two cost curves. llama.cpp's 1-token pass is ~3x cheaper on this CPU but its Q4_1 prefill
+    dearer, so long replies go to llama.cpp and short ones after a long prompt stay on torch."""
+    return predicted_ms(llama_curve, prompt_tokens, new_tokens) < predicted_ms(torch_curve, prompt_tokens, new_tokens)
 
 
 def choose_backend(config) -> str:

@@ -26,6 +26,7 @@ class DecodeStats:
     compile_ms: float = 0.0  # template compile + its token DFAs (first use of a template; not in latency_ms)
     latency_ms: float = 0.0  # whole call: prompt encoding, prefill, decoding (excludes compile_ms)
     finish_reason: str = "length"  # stop | length | template
+    backend: str = ""  # the backbone that ran the request: torch | llama.cpp (backend "auto" may pick per request)
 
     @property
     def forwards(self) -> int:

@@ -102,3 +102,15 @@ def test_a_flat_cost_curve_keeps_full_passes(mode):
         fixed, fw = _run(eng, prompt, DecodeConfig(mode=mode, max_new_tokens=40, sized_passes=False), FLAT)
         sized, sw = _run(eng, prompt, DecodeConfig(mode=mode, max_new_tokens=40), FLAT)
         assert sized.token_ids == fixed.token_ids and sw == fw
+
+
+def test_free_text_backend_choice_by_cost_curves():
+    """prefer_llama: llama.cpp when its cheaper 1-token passes repay its dearer prefill over the reply's length."""
+    from agentkit.engine.llama_cpp import predicted_ms, prefer_llama
+
+    torch_c = {1: 130.0, 64: 450.0}
+    llama_c = {1: 40.0, 64: 1060.0}
+    assert predicted_ms(torch_c, 640, 10) == 10 * 450.0 + 10 * 130.0
+    assert prefer_llama(torch_c, llama_c, 30, 200)  # a long reply to a short prompt
+    assert not prefer_llama(torch_c, llama_c, 600, 8)  # a short reply after a long prompt
+    assert not prefer_llama(torch_c, torch_c, 30, 200)  # a tie keeps torch
