@@ -33,7 +33,12 @@ TRAILING_ZEROS = 7
 ZEROS = f"0{{0,{TRAILING_ZEROS}}}"
 POINT_ZERO = f"\\.0{{1,{TRAILING_ZEROS + 1}}}"  # the .0 of an integral float (number slots), or .00...
 # exponents stop at 307: a double parses any of these without overflow to inf or underflow to 0 / subnormals
-TINY = "[1-9](?:\\.[0-9]*[1-9])?e\\-(?:0[5-9]|[1-9][0-9]|[12][0-9]{2}|30[0-7])"  # |x| < 1e-4, repr's exponent form
+# |x| < 1e-4, repr's exponent form, and the same exponent without its leading zero (1e-9 as a prompt spells it:
+# with only e-09 allowed, a model that wrote "1e-9" had to go on to 1e-90)
+TINY = "[1-9](?:\\.[0-9]*[1-9])?e\\-(?:0?[5-9]|[1-9][0-9]|[12][0-9]{2}|30[0-7])"
+# an unbounded number slot also takes the exponent forms of 1e-4 <= |x| < 1e16 (1e-3, 2.5e+6, 1e6), which repr
+# never writes but a model may: once "1e" is allowed (for tiny values) it must be able to finish what it meant
+MID_EXP = "[1-9](?:\\.[0-9]*[1-9])?e(?:\\-0?[1-4]|\\+?0?[0-9]|\\+?1[0-5])"
 BIG = "[1-9](?:\\.[0-9]*[1-9])?e\\+(?:1[6-9]|[2-9][0-9]|[12][0-9]{2}|30[0-7])"  # floats >= 1e16 (all integral)
 ENUM_LIMIT = 256  # multipleOf over a bounded range: enumerate up to this many values
 
@@ -185,6 +190,8 @@ def _mag(a: Decimal, a_ex: bool, b: Decimal | None, b_ex: bool, integer: bool, t
             out.append(f"{fb}\\.{_frac_le(ffb, not b_ex)}{ZEROS}")
     if tiny and a == 0 and (b is None or b >= Decimal("0.0001")):
         out.append(TINY)
+    if tiny and a == 0 and b is None:
+        out.append(MID_EXP)
     return out
 
 

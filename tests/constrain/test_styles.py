@@ -197,3 +197,18 @@ def test_number_slots_may_end_a_fraction_with_zeros():
     assert not bounded.matches("1.240") and bounded.matches("2.0")
     assert canonical_json(1.50, {"type": "number"}) == "1.5"
     assert not compile_schema({"type": "integer"}).matches("15.0")
+
+
+def test_exponent_forms_a_model_may_write_can_be_finished():
+    """Once ``1e`` is allowed (tiny values), what the model meant must stay reachable: ``1e-9`` (repr: 1e-09; a
+    model that wrote ``1e-9`` had to go on to ``1e-90``, BFCL simple_python_38), ``1e-3``, ``2.5e+6``, ``1e6``; a
+    bounded slot keeps only values in range."""
+    free = compile_schema({"type": "number"})
+    for text in ("1e-9", "1e-09", "1e-3", "2.5e+6", "1e6", "1e+16", "-1e-9", "1.5e-05"):
+        assert free.matches(text), text
+    assert not free.matches("1e-0") and not free.matches("1e") and not free.matches("1e+400")
+    bounded = compile_schema({"type": "number", "minimum": 0, "maximum": 1})
+    assert bounded.matches("1e-9") and not bounded.matches("1e6") and not bounded.matches("5e-1")
+    assert not compile_schema({"type": "integer"}).matches("1e6")
+    for text in ("1e-9", "1e-3", "2.5e+6", "1e6"):
+        assert json.loads(text) == float(text)

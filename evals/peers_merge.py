@@ -1,0 +1,94 @@
+"""Merge the shards of one ``evals/peers.py`` run (``--shard K/N``) into one result, table and plot.
+
+Only items finished in every variant of every shard are kept (an interrupted shard never gives one variant more
+items than another), so a run stopped early is summarized on the items all variants share, and says how many.
+Besides the per-variant summaries it counts, for each dtype, how many outputs of ``verify`` equal those of
+``ar-constrained`` (the lossless check), and splits success by BFCL file.
+
+    python evals/peers_merge.py evals/results/bfcl600_peers.s0.json evals/results/bfcl600_peers.s1.json \\
+        --out evals/results/bfcl600_peers.json --plot evals/results/bfcl600_peers.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from agentkit.evals.report import markdown_table, summarize, write_json_atomic
+
+
+def merge(paths: list[Path]) -> dict:
+    docs = [json.loads(Path(p).read_text()) for p in paths]
+    variants = docs[0]["variants"]
+    if any(d["variants"] != variants for d in docs):
+        raise SystemExit("the shards ran different variants")
+    rows = [r for d in docs for r in d["items"]]
+    seen = Counter((r["id"], r["mode"]) for r in rows)
+    if any(n > 1 for n in seen.values()):
+        raise SystemExit("shards overlap (an item ran twice in one variant)")
+    done = {i for i in {r["id"] for r in rows} if all((i, v) in seen for v in variants)}
+    rows = [r for r in rows if r["id"] in done]
+    res = {k: docs[0][k] for k in ("suite", "data", "engine_dtype", "engine_backend", "peer_max_new_tokens")}
+    res.update({"variants": variants, "shards": [str(p) for p in paths], "env": [d["env"] for d in docs],
+                "items_done": len(done), "items_total": sum(d["items_total"] for d in docs),
+                "partial": len(done) < sum(d["items_total"] for d in docs),
+                "modes": {v: summarize([r for r in rows if r["mode"] == v]) for v in variants}, "items": rows})
+    by = defaultdict(dict)
+    for r in rows:
+        by[r["id"]][r["mode"]] = r
+    res["verify_identical"] = {}
+    for v in variants:
+        if v.startswith("verify"):
+            twin = "ar-constrained" + v[len("verify"):]
+            if twin in variants:
+                same = sum(m[v].get("text") == m[twin].get("text") for m in by.values())
+                res["verify_identical"][f"{v} = {twin}"] = f"{same}/{len(by)}"
+    res["success_by_file"] = {v: {c: round(sum(r["success"] for r in rows if r["mode"] == v and r.get("category", "")
+                                              == c) / max(1, sum(1 for r in rows if r["mode"] == v
+                                                                 and r.get("category", "") == c)), 3)
+                                  for c in sorted({r.get("category", "") for r in rows if "category" in r})}
+                              for v in variants}
+    return res
+
+
+def plot(res: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for v, m in res["modes"].items():
+        peer = not (v.startswith("ar-constrained") or v.startswith("verify"))
+        ax.scatter(m["latency_ms_p50"] / 1000, m["task_success"], marker="s" if peer else "o", s=60)
+        ax.annotate(v, (m["latency_ms_p50"] / 1000, m["task_success"]), textcoords="offset points", xytext=(5, 4),
+                    fontsize=8)
+    ax.set_xlabel("p50 latency per request, s (compile included)")
+    ax.set_ylabel("BFCL success")
+    ax.set_title(f"BFCL, {res['items_done']} questions, one interleaved run (circles: agentkit, squares: peers)",
+                 fontsize=9)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("files", nargs="+", type=Path)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--plot", type=Path, default=None)
+    a = ap.parse_args()
+    res = merge(a.files)
+    write_json_atomic(a.out, res)
+    print(f"{res['items_done']} of {res['items_total']} items in every variant\n")
+    print(markdown_table(res))
+    print("\nverify = ar-constrained:", res["verify_identical"])
+    print("success by file:", json.dumps(res["success_by_file"]))
+    if a.plot:
+        plot(res, a.plot)
+
+
+if __name__ == "__main__":
+    main()
