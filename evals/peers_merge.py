@@ -61,7 +61,7 @@ def plot(res: dict, path: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for v, m in res["modes"].items():
-        peer = not (v.startswith("ar-constrained") or v.startswith("verify"))
+        peer = not v.startswith(("ar-constrained", "verify"))
         ax.scatter(m["latency_ms_p50"] / 1000, m["task_success"], marker="s" if peer else "o", s=60)
         ax.annotate(v, (m["latency_ms_p50"] / 1000, m["task_success"]), textcoords="offset points", xytext=(5, 4),
                     fontsize=8)

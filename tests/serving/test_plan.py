@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from agentkit.serving.errors import APIError
 from agentkit.serving.plan import check_prompt_length, fit_max_tokens, plan_request, response_parts
 from agentkit.serving.protocol import ChatRequest
@@ -130,8 +129,9 @@ def test_schema_cache_key_keeps_property_order():
 def test_json_style_reaches_the_compiled_template():
     """``agentkit.json_style`` picks the pinned JSON's style of the response schema and of forced tool calls; it is
     part of the template cache key; an unknown style is a 400 naming the field."""
-    from agentkit.constrain.matcher import tree_matches
     from agentkit.serving.prepare import Preparer
+
+    from agentkit.constrain.matcher import tree_matches
 
     rf = {"type": "json_schema", "json_schema": {"name": "x", "schema": {
         "type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}}
