@@ -123,15 +123,18 @@ class Engine:
 
     def free_text_backbone(self, cfg: DecodeConfig, prompt_tokens: int) -> Backbone | None:
         """``backend="auto"`` on the embedded default model on CPU, llama-cpp-python installed: the llama.cpp
-        backbone for a free-text AR request (no template, base weights, not batched) when the cost curves
+        backbone for a free-text request (no template, base weights, not batched; any mode but the adapter's
+        canvas, so verify and the causal canvas stay equal to AR) when the cost curves
         predict it finishes sooner there (:func:`~agentkit.engine.llama_cpp.prefer_llama`: replies longer than a
         few dozen tokens); None keeps the engine's own backbone. Structured steps always stay on it (their long
         prompts and wide passes are cheaper on torch). Loaded on first use (the GGUF is read as it is)."""
         from . import llama_cpp
 
         c = self.config
+        # decided on the request's lengths alone, never its mode: AR, verify and the causal canvas of one request
+        # run on the same backbone, so verify still equals AR within the engine
         if (c.backend != "auto" or self.backend != "torch" or c.model is not None or not self.lm.meta.get("default")
-                or c.device != "cpu" or cfg.mode != "ar" or cfg.weights == "adapted" or not llama_cpp.available()):
+                or c.device != "cpu" or cfg.weights == "adapted" or not llama_cpp.available()):
             return None
         llama_curve = cost_curve("llama.cpp", "q4_1", self.lm)
         if not llama_cpp.prefer_llama(self.backbone.cost_curve, llama_curve, prompt_tokens, cfg.max_new_tokens):

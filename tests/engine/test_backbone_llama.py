@@ -154,7 +154,7 @@ def test_a_llama_model_cannot_be_shared_as_torch_weights(eng):
 def test_auto_sends_long_free_text_to_llama_cpp(default_engine, eng):
     """backend "auto" (torch for the model): a free-text AR reply long enough to pay llama.cpp's dearer prefill runs
     on the llama.cpp backbone and writes what backend="llama.cpp" writes; structured steps, short replies after a
-    long prompt, other modes and an explicit backend="torch" stay on torch."""
+    long prompt and an explicit backend="torch" stay on torch; verify goes where AR goes."""
     e = Engine.from_loaded(default_engine.lm, EngineConfig(backend="auto"))  # the same torch weights
     assert e.backend == "torch"
     for p in PROMPTS[:2]:
@@ -165,7 +165,10 @@ def test_auto_sends_long_free_text_to_llama_cpp(default_engine, eng):
     assert torch_eng.generate(PROMPTS[0], DecodeConfig(mode="ar", max_new_tokens=48)).stats.backend == "torch"
     prompt = " ".join(["The history of computing spans calculators, mainframes and phones."] * 60)
     assert e.generate(prompt, DecodeConfig(mode="ar", max_new_tokens=2)).stats.backend == "torch"
-    assert e.generate(PROMPTS[0], DecodeConfig(mode="verify", max_new_tokens=48)).stats.backend == "torch"
+    # the choice never depends on the mode: verify (and the causal canvas) equal AR within the engine
+    v = e.generate(PROMPTS[0], DecodeConfig(mode="verify", max_new_tokens=48))
+    assert v.stats.backend == "llama.cpp"
+    assert v.token_ids == e.generate(PROMPTS[0], DecodeConfig(mode="ar", max_new_tokens=48)).token_ids
     from agentkit.constrain import compile_schema
 
     structured = e.generate(PROMPTS[0], DecodeConfig(mode="ar", max_new_tokens=48),
