@@ -23,20 +23,25 @@ from pathlib import Path
 from agentkit.evals.report import markdown_table, ratios, summarize, write_json_atomic
 
 
+def complete_rows(docs: list[dict], modes: list[str]) -> tuple[list[dict], set[str]]:
+    """The shards' rows of the items finished in every mode, and those items' ids; overlapping shards (an item
+    twice in one mode) are an error."""
+    rows = [r for d in docs for r in d["items"]]
+    seen = Counter((r["id"], r["mode"]) for r in rows)
+    dup = [k for k, n in seen.items() if n > 1]
+    if dup:
+        raise SystemExit(f"shards overlap: {dup[:5]} ...")
+    complete = {i for i in {r["id"] for r in rows} if all((i, m) in seen for m in modes)}
+    return [r for r in rows if r["id"] in complete], complete
+
+
 def merge(paths: list[Path]) -> dict:
     docs = [json.loads(Path(p).read_text()) for p in paths]
     suites = {d["suite"] for d in docs}
     if len(suites) != 1:
         raise SystemExit(f"cannot merge different suites: {sorted(suites)}")
     modes = list(dict.fromkeys(m for d in docs for m in d["modes"]))
-    rows = [r for d in docs for r in d["items"]]
-    seen = Counter((r["id"], r["mode"]) for r in rows)
-    dup = [k for k, n in seen.items() if n > 1]
-    if dup:
-        raise SystemExit(f"shards overlap: {dup[:5]} ...")
-    per_id = Counter(r["id"] for r in rows)
-    complete = {i for i, n in per_id.items() if n == len(modes)}
-    rows = [r for r in rows if r["id"] in complete]
+    rows, complete = complete_rows(docs, modes)
     out = dict(docs[0])
     out["items"] = rows
     out["modes"] = {m: summarize([r for r in rows if r["mode"] == m]) for m in modes}

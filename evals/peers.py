@@ -37,6 +37,11 @@ def _agentkit_row(engine, ctx, item, mode: str, style: str | None, prompt: str) 
             "finish_reason": res.stats.finish_reason, "stats": stats}
 
 
+def _variant(name: str) -> tuple[str, str, str, str]:
+    """``MODE[:STYLE[:PROMPT[:DTYPE]]]`` as four strings, the missing ones empty."""
+    return tuple((name.split(":") + ["", "", ""])[:4])  # type: ignore[return-value]
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", default="../shared/data/bfcl")
@@ -77,7 +82,7 @@ def main(argv: list[str] | None = None) -> dict:
         return engines[dtype]
 
     for v in variants:
-        engine_for(v.split(":")[3] if v.count(":") >= 3 and v.split(":")[3] else args.dtype)
+        engine_for(_variant(v)[3] or args.dtype)
     peers = load_peers([p.strip() for p in args.peers.split(",") if p.strip()], threads=args.threads,
                        log=lambda m: print(m, file=sys.stderr))
     names = variants + list(peers)
@@ -98,7 +103,7 @@ def main(argv: list[str] | None = None) -> dict:
                 if name in peers:
                     row = run_peer(peers[name], item, args.peer_max_new_tokens)
                 else:
-                    mode, style, prompt, dtype = (name.split(":") + ["", "", ""])[:4]
+                    mode, style, prompt, dtype = _variant(name)
                     row = _agentkit_row(engine_for(dtype or args.dtype), ctx, item, mode, style or None,
                                         prompt or "default")
             except Exception as e:  # noqa: BLE001 -- recorded, counted, the run goes on

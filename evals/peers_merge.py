@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections import Counter, defaultdict
+from collections import defaultdict
 from pathlib import Path
+
+from merge_results import complete_rows  # evals/merge_results.py (this script's folder is on sys.path)
 
 from agentkit.evals.report import markdown_table, summarize, write_json_atomic
 
@@ -24,12 +26,7 @@ def merge(paths: list[Path]) -> dict:
     variants = docs[0]["variants"]
     if any(d["variants"] != variants for d in docs):
         raise SystemExit("the shards ran different variants")
-    rows = [r for d in docs for r in d["items"]]
-    seen = Counter((r["id"], r["mode"]) for r in rows)
-    if any(n > 1 for n in seen.values()):
-        raise SystemExit("shards overlap (an item ran twice in one variant)")
-    done = {i for i in {r["id"] for r in rows} if all((i, v) in seen for v in variants)}
-    rows = [r for r in rows if r["id"] in done]
+    rows, done = complete_rows(docs, variants)
     res = {k: docs[0][k] for k in ("suite", "data", "engine_dtype", "engine_backend", "peer_max_new_tokens")}
     res.update({"variants": variants, "shards": [str(p) for p in paths], "env": [d["env"] for d in docs],
                 "items_done": len(done), "items_total": sum(d["items_total"] for d in docs),
@@ -45,11 +42,9 @@ def merge(paths: list[Path]) -> dict:
             if twin in variants:
                 same = sum(m[v].get("text") == m[twin].get("text") for m in by.values())
                 res["verify_identical"][f"{v} = {twin}"] = f"{same}/{len(by)}"
-    res["success_by_file"] = {v: {c: round(sum(r["success"] for r in rows if r["mode"] == v and r.get("category", "")
-                                              == c) / max(1, sum(1 for r in rows if r["mode"] == v
-                                                                 and r.get("category", "") == c)), 3)
-                                  for c in sorted({r.get("category", "") for r in rows if "category" in r})}
-                              for v in variants}
+    categories = sorted({r["category"] for r in rows if "category" in r})
+    res["success_by_file"] = {v: {c: round(summarize([r for r in rows if r["mode"] == v and r.get("category") == c])
+                                           ["task_success"], 3) for c in categories} for v in variants}
     return res
 
 

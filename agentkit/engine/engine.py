@@ -128,21 +128,30 @@ class Engine:
         predict it finishes sooner there (:func:`~agentkit.engine.llama_cpp.prefer_llama`: replies longer than a
         few dozen tokens); None keeps the engine's own backbone. Structured steps always stay on it (their long
         prompts and wide passes are cheaper on torch). Loaded on first use (the GGUF is read as it is)."""
-        from . import llama_cpp
+        from .llama_cpp import prefer_llama
 
-        c = self.config
         # decided on the request's lengths alone, never its mode: AR, verify and the causal canvas of one request
         # run on the same backbone, so verify still equals AR within the engine
-        if (c.backend != "auto" or self.backend != "torch" or c.model is not None or not self.lm.meta.get("default")
-                or c.device != "cpu" or cfg.weights == "adapted" or not llama_cpp.available()):
-            return None
-        llama_curve = cost_curve("llama.cpp", "q4_1", self.lm)
-        if not llama_cpp.prefer_llama(self.backbone.cost_curve, llama_curve, prompt_tokens, cfg.max_new_tokens):
+        curve = self._llama_curve
+        if (curve is None or cfg.weights == "adapted"
+                or not prefer_llama(self.backbone.cost_curve, curve, prompt_tokens, cfg.max_new_tokens)):
             return None
         with self.lock:
             if self._llama is None:
-                self._llama = load_default_llama(LlamaOptions(threads=c.threads, n_seq_max=16))[1]
+                self._llama = load_default_llama(LlamaOptions(threads=self.config.threads, n_seq_max=16))[1]
             return self._llama
+
+    @functools.cached_property
+    def _llama_curve(self) -> dict[int, float] | None:
+        """llama.cpp's cost curve where this engine may route free text there (backend auto on the default model on
+        CPU, torch loaded, llama-cpp-python installed); None elsewhere. Settled once, not on every request."""
+        from . import llama_cpp
+
+        c = self.config
+        if (c.backend != "auto" or self.backend != "torch" or c.model is not None or not self.lm.meta.get("default")
+                or c.device != "cpu" or not llama_cpp.available()):
+            return None
+        return cost_curve("llama.cpp", "q4_1", self.lm)
 
     @property
     def name(self) -> str:
