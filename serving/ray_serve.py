@@ -160,8 +160,9 @@ class ReplicaMiddleware:
 
 class ReplicaLossMiddleware:
     """On Serve's HTTP proxy: a 5xx the proxy made itself (the replica died or none is available: no
-    ``x-agentkit-replica`` header) -- or no response at all -- becomes a 503 with ``Retry-After`` and the server's
-    error body. Responses from a replica pass unchanged."""
+    ``x-agentkit-replica`` header), its 408 (the backstop timeout: a request routed to a replica that died without
+    Serve noticing gets no answer, not even the app's own 504) -- or no response at all -- becomes a 503 with
+    ``Retry-After`` and the server's error body. Responses from a replica pass unchanged."""
 
     def __init__(self, app: Any, retry_after_s: int = 1) -> None:
         self.app, self.retry_after_s = app, retry_after_s
@@ -174,7 +175,8 @@ class ReplicaLossMiddleware:
         async def guarded(msg: dict) -> None:
             if msg["type"] == "http.response.start":
                 names = {k.lower() for k, _ in msg.get("headers", [])}
-                if msg["status"] >= 500 and REPLICA_HEADER.encode() not in names:
+                proxy_made = REPLICA_HEADER.encode() not in names
+                if proxy_made and (msg["status"] >= 500 or msg["status"] == 408):  # 408: the proxy's backstop timeout
                     state["swallow"] = True
                     return
                 state["started"] = True

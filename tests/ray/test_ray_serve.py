@@ -75,6 +75,17 @@ def _running() -> int:
     return sum(n for s, n in st.replica_states.items() if str(s).endswith("RUNNING"))
 
 
+def _settled(n: int, within_s: float = 60.0) -> dict[str, str]:
+    """The app's replicas once Serve shows exactly ``n``, all running (a replica it is replacing shows as a third)."""
+    deadline = time.time() + within_s
+    while time.time() < deadline:
+        now = _replicas()
+        if len(now) == n and _running() == n:
+            return now
+        time.sleep(0.5)
+    pytest.fail(f"Serve did not settle at {n} running replicas: {_replicas()}, {_running()} running")
+
+
 def test_two_replicas_both_serve_and_label_metrics(url):
     seen: set[str] = set()
     with httpx.Client(base_url=url, timeout=TIMEOUT_S + 5) as c:
@@ -111,15 +122,24 @@ def test_32_concurrent_requests_no_5xx_none_lost(url):
 def test_killing_a_replica_mid_load(url):
     import ray
 
-    before = _replicas()
-    assert len(before) == 2
+    before = _settled(2)
     victim = min(before)
     name = before[victim]
     body = {**BODY, "max_tokens": 256}
 
     async def kill_soon() -> None:
-        await asyncio.sleep(0.3)
-        ray.kill(ray.get_actor(name, namespace="serve"), no_restart=True)
+        # Kill once the victim holds requests: a fixed delay raced the burst (CI saw the kill land before any
+        # request reached the victim, so every request went to the survivor and the path under test was not taken).
+        actor = ray.get_actor(name, namespace="serve")
+        deadline = time.monotonic() + TIMEOUT_S
+        while time.monotonic() < deadline:
+            ongoing = await asyncio.to_thread(ray.get, actor.get_num_ongoing_requests.remote())
+            if ongoing >= 2:
+                break
+            await asyncio.sleep(0.02)
+        else:
+            pytest.fail("no request reached the victim replica")
+        ray.kill(actor, no_restart=True)
 
     t0 = time.perf_counter()
     res = asyncio.run(_burst(url, 32, body, kill_soon))
