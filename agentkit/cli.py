@@ -153,12 +153,14 @@ def eval_(
     dtype: str = typer.Option("auto", help="engine dtype: auto | float32 | bfloat16 (auto: bf16 where the CPU "
                               "has avx512_bf16/AMX, and on GPUs)"),
     backend: str = typer.Option("auto", help="engine backend: auto | torch | llama.cpp"),
+    pass_width: Optional[int] = typer.Option(None, help="fixed-shape passes of N positions (verify and the causal "
+                                             "canvas then equal AR bit for bit in bf16); default: off"),
 ) -> None:
     """Run an evaluation suite; prints a markdown table and writes JSON (and plots)."""
     try:
         from .config import EngineConfig
 
-        EngineConfig(dtype=dtype, backend=backend)  # a bad value is one error line now, not in a worker later
+        EngineConfig(dtype=dtype, backend=backend, pass_width=pass_width)  # a bad value is one error line now, not in a worker later
         data = _check_suite(suite, data)
         if suite == "coverage":
             from .constrain.coverage import run_coverage
@@ -177,9 +179,10 @@ def eval_(
 
             executor = RayExecutor(RayEvalConfig(address=ray, workers=workers, model=model, seed=seed,
                                                  threads=threads or 1, adapter=str(adapter) if adapter else None,
-                                                 dtype=dtype, backend=backend))
+                                                 dtype=dtype, backend=backend, pass_width=pass_width))
         run_eval(suite, data, [m.strip() for m in modes.split(",") if m.strip()], limit, model, out, plot, seed,
-                 threads=threads, adapter=adapter, executor=executor, dtype=dtype, backend=backend)
+                 threads=threads, adapter=adapter, executor=executor, dtype=dtype, backend=backend,
+                 pass_width=pass_width)
     except Exception as e:  # noqa: BLE001 (one error line; --debug for the traceback)
         _fail(e)
 

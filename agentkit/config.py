@@ -29,12 +29,18 @@ class EngineConfig:
     # "auto": torch, unless llama.cpp measured faster for the model and machine (agentkit/engine/llama_cpp.py:
     # AUTO_PREFERS_LLAMA; not on this CPU for BFCL requests); "llama.cpp" needs the [llama] extra
     backend: str = "auto"
+    # fixed-shape passes (torch backend): every pass after the prompt is this many positions over a cache of fixed
+    # length, so no position's logits depend on how tokens were grouped into passes -- verify and the causal canvas
+    # then equal AR bit for bit in bf16 too (agentkit/engine/fixed.py). None: each pass as long as its tokens
+    pass_width: int | None = None
 
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:
             raise InvalidRequestError(f"EngineConfig.dtype must be one of {DTYPES}, got {self.dtype!r}")
         if self.backend not in BACKENDS:
             raise InvalidRequestError(f"EngineConfig.backend must be one of {BACKENDS}, got {self.backend!r}")
+        if self.pass_width is not None and not (isinstance(self.pass_width, int) and 1 <= self.pass_width <= 256):
+            raise InvalidRequestError(f"EngineConfig.pass_width must be an int in 1..256 or None, got {self.pass_width!r}")
 
 
 @dataclass

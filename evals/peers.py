@@ -5,10 +5,11 @@
         --peers outlines-xgrammar,outlines-llguidance,outlines-core,llama-cpp --threads 1 \
         --out evals/results/bfcl_peers_limit20.json
 
-A mode is ``MODE[:STYLE[:PROMPT[:DTYPE]]]`` (an ``agentkit eval`` mode, a JSON style of
+A mode is ``MODE[:STYLE[:PROMPT[:DTYPE[:WIDTH]]]]`` (an ``agentkit eval`` mode, a JSON style of
 :mod:`agentkit.constrain.canonical` -- empty: the compiler's default --, a system prompt of
-:data:`agentkit.evals.bfcl.PROMPTS`, ``default`` unless given, and an engine dtype, ``--dtype`` unless given: one
-engine per dtype). ``--shard K/N`` runs items K, K+N, K+2N, ... of the list (two processes on two cores; merge their
+:data:`agentkit.evals.bfcl.PROMPTS`, ``default`` unless given, an engine dtype, ``--dtype`` unless given, and
+``EngineConfig.pass_width``, none unless given: one engine per dtype and width; ``verify::::8`` is verify on
+fixed-shape passes of 8). ``--shard K/N`` runs items K, K+N, K+2N, ... of the list (two processes on two cores; merge their
 files with ``evals/merge_results.py``). Items run item-major and the order of the variants rotates per item, as in
 ``agentkit eval``. agentkit rows use the runner's decoding settings; their ``latency_ms`` here adds the template's
 compile (``compile_ms``: schema compile + token DFAs), as a peer's includes its own. Peers get 256 new tokens at
@@ -37,9 +38,14 @@ def _agentkit_row(engine, ctx, item, mode: str, style: str | None, prompt: str) 
             "finish_reason": res.stats.finish_reason, "stats": stats}
 
 
-def _variant(name: str) -> tuple[str, str, str, str]:
-    """``MODE[:STYLE[:PROMPT[:DTYPE]]]`` as four strings, the missing ones empty."""
-    return tuple((name.split(":") + ["", "", ""])[:4])  # type: ignore[return-value]
+def _variant(name: str) -> tuple[str, str, str, str, int | None]:
+    """``MODE[:STYLE[:PROMPT[:DTYPE[:WIDTH]]]]``: four strings, the missing ones empty, and the width or None."""
+    parts = (name.split(":") + [""] * 4)[:5]
+    try:
+        width = int(parts[4]) if parts[4] else None
+    except ValueError:
+        raise SystemExit(f"mode {name!r}: WIDTH must be an integer, got {parts[4]!r}") from None
+    return parts[0], parts[1], parts[2], parts[3], width
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -74,15 +80,17 @@ def main(argv: list[str] | None = None) -> dict:
     torch.set_num_threads(args.threads)
     variants = [m.strip() for m in args.modes.split(",") if m.strip()]
     ecfg = EngineConfig(threads=args.threads, dtype=args.dtype, backend=args.backend)
-    engines: dict[str, Engine] = {}
+    engines: dict[tuple[str, int | None], Engine] = {}
 
-    def engine_for(dtype: str) -> Engine:
-        if dtype not in engines:
-            engines[dtype] = Engine(EngineConfig(threads=args.threads, dtype=dtype, backend=args.backend))
-        return engines[dtype]
+    def engine_for(dtype: str, width: int | None) -> Engine:
+        if (dtype, width) not in engines:
+            engines[dtype, width] = Engine(EngineConfig(threads=args.threads, dtype=dtype, backend=args.backend,
+                                                        pass_width=width))
+        return engines[dtype, width]
 
     for v in variants:
-        engine_for(_variant(v)[3] or args.dtype)
+        _, _, _, dtype, width = _variant(v)
+        engine_for(dtype or args.dtype, width)
     peers = load_peers([p.strip() for p in args.peers.split(",") if p.strip()], threads=args.threads,
                        log=lambda m: print(m, file=sys.stderr))
     names = variants + list(peers)
@@ -103,8 +111,8 @@ def main(argv: list[str] | None = None) -> dict:
                 if name in peers:
                     row = run_peer(peers[name], item, args.peer_max_new_tokens)
                 else:
-                    mode, style, prompt, dtype = _variant(name)
-                    row = _agentkit_row(engine_for(dtype or args.dtype), ctx, item, mode, style or None,
+                    mode, style, prompt, dtype, width = _variant(name)
+                    row = _agentkit_row(engine_for(dtype or args.dtype, width), ctx, item, mode, style or None,
                                         prompt or "default")
             except Exception as e:  # noqa: BLE001 -- recorded, counted, the run goes on
                 row = {"success": False, "valid": False, "error": f"{type(e).__name__}: {e}",

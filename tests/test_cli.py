@@ -90,15 +90,16 @@ def test_eval_takes_the_engines_dtype_and_backend(model_dir, tmp_path):
     out = tmp_path / "eval.json"
     res = runner.invoke(app, ["eval", "bfcl", "--data", str(_bfcl_dir(tmp_path)), "--modes", "ar-constrained",
                               "--model", str(model_dir), "--dtype", "bfloat16", "--backend", "torch",
-                              "--out", str(out), "--threads", "1"])
+                              "--pass-width", "8", "--out", str(out), "--threads", "1"])
     assert res.exit_code == 0, res.output
     doc = json.loads(out.read_text())
     assert doc["modes"]["ar-constrained"]["n"] == 1 and doc["modes"]["ar-constrained"]["valid_rate"] == 1.0
-    assert "--dtype bfloat16 --backend torch" in doc["env"]["command"]
+    assert "--dtype bfloat16 --backend torch --pass-width 8" in doc["env"]["command"]
 
 
-def test_eval_with_a_bad_dtype_is_one_error_line(tmp_path):
-    out = runner.invoke(app, ["eval", "bfcl", "--data", str(_bfcl_dir(tmp_path)), "--dtype", "float16"])
+@pytest.mark.parametrize(("flag", "value", "name"), [("--dtype", "float16", "dtype"), ("--pass-width", "0", "pass_width")])
+def test_eval_with_a_bad_engine_option_is_one_error_line(tmp_path, flag, value, name):
+    out = runner.invoke(app, ["eval", "bfcl", "--data", str(_bfcl_dir(tmp_path)), flag, value])
     assert out.exit_code != 0
     lines = [ln for ln in out.output.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error:") and "dtype" in lines[0], out.output
+    assert len(lines) == 1 and lines[0].startswith("error:") and name in lines[0], out.output

@@ -63,7 +63,7 @@ class Decoder:
         self.mask_id, self.bidirectional, self.sampler = mask_token_id, bidirectional, sampler
         self.on_draft = on_draft
         self.on_tokens = on_tokens  # called with each run of tokens committed to the output (streaming)
-        self.cache = bb.new_cache()
+        self.cache = bb.new_cache(room=cfg.max_new_tokens + cfg.canvas_length)
         self.stats = DecodeStats(mode=cfg.mode)
         self.gen = torch.Generator().manual_seed(cfg.seed) if cfg.seed is not None else None
         self.out: list[int] = []

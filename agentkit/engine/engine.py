@@ -42,6 +42,9 @@ class Engine:
             torch.set_num_threads(self.config.threads)
         self.backend = choose_backend(self.config)
         if self.backend == "llama.cpp":
+            if self.config.pass_width:
+                raise UnsupportedModeError("EngineConfig.pass_width (fixed-shape passes) is a torch backbone option; "
+                                           "use backend='torch' or 'auto' with it")
             lm, bb = load_default_llama(LlamaOptions(threads=self.config.threads))
             self._init(lm, bb)
         else:
@@ -61,7 +64,7 @@ class Engine:
     def _init(self, lm: LoadedModel, backbone: Backbone | None = None) -> None:
         self.lm = lm
         self.tokenizer = lm.tokenizer
-        self.backbone = backbone or (GemmaBackbone(lm) if lm.kind == DIFFUSION_GEMMA else Backbone(lm))
+        self.backbone = backbone or self._backbone(lm)
         self.vocab = token_vocab(lm.tokenizer, lm.eos_ids)
         self._constraints: dict[int, TokenConstraint] = {}
         self._adapted: tuple[LoadedModel, Backbone] | None = None
@@ -71,6 +74,18 @@ class Engine:
         log.info("model %s ready (%s, %s, %s parameters)", lm.name, lm.kind, getattr(self.config, "dtype", "?"),
                  f"{sum(p.numel() for p in lm.model.parameters()) / 1e6:.1f} M"
                  if getattr(lm, "model", None) is not None else "?")
+
+    def _backbone(self, lm: LoadedModel) -> Backbone:
+        if lm.kind == DIFFUSION_GEMMA:
+            if self.config.pass_width:
+                raise UnsupportedModeError("EngineConfig.pass_width (fixed-shape passes) runs causal LMs on torch; "
+                                           "DiffusionGemma's encoder-decoder has its own passes")
+            return GemmaBackbone(lm)
+        if self.config.pass_width:
+            from .fixed import FixedShapeBackbone
+
+            return FixedShapeBackbone(lm, self.config.pass_width)
+        return Backbone(lm)
 
     # -- block-diffusion adapter ------------------------------------------------------------------------------
     @property
@@ -117,7 +132,8 @@ class Engine:
                 if prefix_base:
                     from .selfspec import SplitBackbone
 
-                    bb = SplitBackbone(self.backbone if base is self.lm else Backbone(base), bb)  # type: ignore
+                    shared = base is self.lm and type(self.backbone) is Backbone  # its caches are the adapter's kind
+                    bb = SplitBackbone(self.backbone if shared else Backbone(base), bb)  # type: ignore
                 self._adapted = (lm, bb)
             return self._adapted
 

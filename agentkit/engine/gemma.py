@@ -63,7 +63,7 @@ class GemmaBackbone(Backbone):
         self.device = next(lm.model.parameters()).device
         self.shift = False  # the decoder predicts each canvas position from its own output
 
-    def new_cache(self) -> DynamicCache:
+    def new_cache(self, room: int = 0) -> DynamicCache:
         cache = DynamicCache(config=self.model.config.get_text_config(decoder=True))
         # Sliding-window layers keep only their window; recording lets verify roll a pass back (``crop``).
         # ``_settle`` trims back to the window before every pass, so each pass sees what transformers' cache holds.

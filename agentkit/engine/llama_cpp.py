@@ -130,7 +130,7 @@ class LlamaBackbone(Backbone):
         weakref.finalize(self, _close, L, self._model, self._ctx, self._batch)
 
     # -- sequences --------------------------------------------------------------------------------------------
-    def new_cache(self) -> SeqCache:
+    def new_cache(self, room: int = 0) -> SeqCache:
         with self._lock:
             self._reap()
             if not self._free:

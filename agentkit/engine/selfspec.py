@@ -45,8 +45,8 @@ class SyncBackbone:
         self.pending: list[int] = []
         self.extra_forwards = 0  # SplitBackbone: pending tokens need their own (base-weights) pass
 
-    def new_cache(self):
-        return self.bb.new_cache()
+    def new_cache(self, room: int = 0):
+        return self.bb.new_cache(room)
 
     def denoise(self, ids, cache, rows, bidirectional: bool) -> torch.Tensor:
         if not self.pending:
@@ -81,8 +81,8 @@ class SplitBackbone:
         self.shift, self.device, self.model = base.shift, base.device, base.model
         self.crop = base.crop
 
-    def new_cache(self):
-        return self.base.new_cache()
+    def new_cache(self, room: int = 0):
+        return self.base.new_cache(room)
 
     def encode(self, ids, cache, rows=(-1,)) -> torch.Tensor:
         return self.base.encode(ids, cache, rows)

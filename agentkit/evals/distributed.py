@@ -38,6 +38,7 @@ class RayEvalConfig:
     adapter: str | None = None
     dtype: str = "auto"  # EngineConfig.dtype / .backend of each worker's engine
     backend: str = "auto"
+    pass_width: int | None = None  # EngineConfig.pass_width
     seed: int = 0
     threads: int | None = 1
     num_cpus_per_worker: float = 1.0
@@ -77,7 +78,8 @@ class EvalWorker:
         if cfg.engine_factory:
             self.engine = _load_factory(cfg.engine_factory)()
         else:
-            self.engine = build_engine(cfg.model, cfg.seed, cfg.threads, cfg.adapter, cfg.dtype, cfg.backend)
+            self.engine = build_engine(cfg.model, cfg.seed, cfg.threads, cfg.adapter, cfg.dtype, cfg.backend,
+                                       cfg.pass_width)
 
     def info(self) -> dict[str, str]:
         return {"model": getattr(self.engine, "name", "?"), "diffusion": diffusion_variant(self.engine)}

@@ -202,11 +202,14 @@ def _token_text(tok, t: int) -> str:
     return text if text else "[M]"
 
 
-def _command(suite, data, modes, limit, model, out, plot, seed, adapter=None, dtype="auto", backend="auto") -> str:
+def _command(suite, data, modes, limit, model, out, plot, seed, adapter=None, dtype="auto", backend="auto",
+             pass_width=None) -> str:
     parts = ["agentkit", "eval", suite, "--data", str(data), "--modes", ",".join(modes)]
     for name, v in (("--dtype", dtype), ("--backend", backend)):
         if v != "auto":
             parts += [name, v]
+    if pass_width:
+        parts += ["--pass-width", str(pass_width)]
     if limit is not None:
         parts += ["--limit", str(limit)]
     if model:
@@ -244,14 +247,15 @@ def _canvas_key(row: dict, index: int) -> tuple:
 
 
 def build_engine(model: str | None = None, seed: int = 0, threads: int | None = None,
-                 adapter: str | Path | None = None, dtype: str = "auto", backend: str = "auto"):
-    """The engine an eval run loads (once per process: the local run's, or each Ray worker's); ``dtype`` and
-    ``backend`` as in :class:`~agentkit.config.EngineConfig`."""
+                 adapter: str | Path | None = None, dtype: str = "auto", backend: str = "auto",
+                 pass_width: int | None = None):
+    """The engine an eval run loads (once per process: the local run's, or each Ray worker's); ``dtype``,
+    ``backend`` and ``pass_width`` as in :class:`~agentkit.config.EngineConfig`."""
     from ..config import EngineConfig
     from ..engine.engine import Engine
 
     return Engine(EngineConfig(model=model, seed=seed, threads=threads, dtype=dtype, backend=backend,
-                               adapter_path=str(adapter) if adapter else None))
+                               pass_width=pass_width, adapter_path=str(adapter) if adapter else None))
 
 
 @dataclass
@@ -377,19 +381,20 @@ def run_eval(suite: str, data: Path, modes: list[str], limit: int | None = None,
              out: Path = Path("eval.json"), plot: Path | None = None, seed: int = 0, engine=None, *,
              max_new_tokens: int = 512, free_max_new_tokens: int = 128, canvas_length: int = 32,
              threads: int | None = None, progress: bool = True, quiet: bool = False,
-             adapter: str | Path | None = None, executor=None, dtype: str = "auto", backend: str = "auto") -> dict:
+             adapter: str | Path | None = None, executor=None, dtype: str = "auto", backend: str = "auto",
+             pass_width: int | None = None) -> dict:
     """Run ``suite`` over ``data`` in each of ``modes`` (item-major, one engine), write ``out`` (JSON, rewritten
     after every item), print a markdown table, and write plots when ``plot`` is given (``plot``, and siblings
     ``.tpf.png`` and ``.canvas.png``). ``limit``: at most this many items per data file. ``threads``: torch threads
     (None: torch's default; on a shared, loaded CPU 1 thread is several times faster than 2). ``adapter``: the
     block-diffusion adapter directory diffusion mode uses (None: the one shipped for the default model). ``dtype``,
-    ``backend``: the engine's (:class:`~agentkit.config.EngineConfig`), when the run builds it.
+    ``backend``, ``pass_width``: the engine's (:class:`~agentkit.config.EngineConfig`), when the run builds it.
     ``executor``: where items run (default: a :class:`LocalExecutor` on ``engine``, or on one built from
     ``model``/``adapter``); rows come back per item and are summarized here, the same for every executor. Returns
     the results."""
     data, out = Path(data), Path(out)
     modes = list(modes)  # empty: the suite's own default set
-    command = _command(suite, data, modes, limit, model, out, plot, seed, adapter, dtype, backend)
+    command = _command(suite, data, modes, limit, model, out, plot, seed, adapter, dtype, backend, pass_width)
     impl = get_suite(suite)
     random.seed(seed)
     import torch
@@ -422,7 +427,7 @@ def run_eval(suite: str, data: Path, modes: list[str], limit: int | None = None,
     items = impl.load(data, limit)
     if executor is None:
         if engine is None:
-            engine = build_engine(model, seed, threads, adapter, dtype, backend)
+            engine = build_engine(model, seed, threads, adapter, dtype, backend, pass_width)
         elif threads:
             torch.set_num_threads(threads)
         executor = LocalExecutor(engine)

@@ -1,0 +1,112 @@
+"""Fixed-shape passes (agentkit/engine/fixed.py): a position's logits do not depend on how tokens were grouped."""
+
+import pytest
+import torch
+
+from agentkit.config import DecodeConfig, EngineConfig
+from agentkit.constrain.compiler import compile_schema
+from agentkit.engine.backbone import Backbone
+from agentkit.engine.engine import Engine
+from agentkit.engine.fixed import FixedShapeBackbone
+from agentkit.errors import InvalidRequestError, UnsupportedModeError
+from agentkit.models.tiny import tiny_llama
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+PROMPTS = ["hello there", "def add(a, b): return", "The quick brown fox", '{"name":"Alice","age":']
+SCHEMA = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
+                                           "age": {"type": "integer"}}, "required": ["name", "age"]}
+
+
+def _engine(seed: int, dtype: torch.dtype, width: int | None) -> Engine:
+    lm = tiny_llama(seed)
+    lm.model.to(dtype)
+    return Engine.from_loaded(lm, EngineConfig(pass_width=width))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_position_is_computed_the_same_in_any_grouping(dtype):
+    eng = _engine(3, dtype, 8)
+    bb = eng.backbone
+    assert isinstance(bb, FixedShapeBackbone)
+    ids = list(range(5, 45))
+    prompt, rest = ids[:20], ids[20:]
+
+    def run(groups: list[int]) -> torch.Tensor:
+        cache = bb.new_cache(room=len(rest))
+        bb.encode(prompt, cache)
+        out, i = [], 0
+        for g in groups:
+            out.append(bb.encode(rest[i:i + g], cache, rows=list(range(g))))
+            i += g
+        assert cache.get_seq_length() == len(ids)
+        return torch.cat(out)
+
+    one_by_one = run([1] * 20)
+    assert torch.equal(one_by_one, run([8, 8, 4]))
+    dynamic = Backbone(eng.lm)  # the same model with passes as long as their tokens: the grouping shows
+    caches = [dynamic.new_cache(), dynamic.new_cache()]
+    for c in caches:
+        dynamic.encode(prompt, c)
+    singles = torch.cat([dynamic.encode([t], caches[0], rows=[0]) for t in rest])
+    grouped = torch.cat([dynamic.encode(rest[i:i + 8], caches[1], rows=list(range(len(rest[i:i + 8]))))
+                         for i in range(0, 20, 8)])
+    assert not torch.equal(singles, grouped)
+    assert torch.equal(one_by_one, run([3, 6, 11]))  # 11: two passes (8 + 3)
+    # a canvas pass leaves the cache as it was, and reads what the writing passes wrote
+    cache = bb.new_cache(room=len(rest))
+    bb.encode(prompt + rest[:5], cache)
+    canvas = bb.denoise(rest[5:12], cache, rows=list(range(7)), bidirectional=False)
+    assert cache.get_seq_length() == 25
+    cache2 = bb.new_cache(room=len(rest))
+    bb.encode(prompt + rest[:5], cache2)
+    assert torch.equal(canvas, bb.encode(rest[5:12], cache2, rows=list(range(7))))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_verify_and_the_causal_canvas_equal_ar_bit_for_bit(dtype, seed):
+    eng = _engine(seed, dtype, 8)
+    for prompt in PROMPTS:
+        for kw in ({}, {"template": compile_schema(SCHEMA)}):
+            ar = eng.generate(prompt, DecodeConfig(mode="ar", max_new_tokens=24), raw=True, **kw)
+            for mode, canvas in (("verify", 32), ("verify", 8), ("diffusion", 8)):
+                other = eng.generate(prompt, DecodeConfig(mode=mode, max_new_tokens=24, canvas_length=canvas),
+                                     raw=True, **kw)
+                assert other.token_ids == ar.token_ids, (prompt, mode, canvas, kw)
+
+
+def test_fixed_shapes_give_the_dynamic_passes_tokens_in_float32():
+    dyn, fixed = _engine(1, torch.float32, None), _engine(1, torch.float32, 8)
+    for prompt in PROMPTS:
+        cfg = DecodeConfig(mode="ar", max_new_tokens=24)
+        assert fixed.generate(prompt, cfg, raw=True).token_ids == dyn.generate(prompt, cfg, raw=True).token_ids
+
+
+def test_a_request_past_its_room_still_decodes():
+    eng = _engine(2, torch.float32, 4)
+    bb = eng.backbone
+    cache = bb.new_cache()  # no room given
+    bb.encode(list(range(5, 15)), cache)
+    first = cache.capacity
+    for t in range(100):
+        bb.encode([5 + t % 50], cache)
+    assert cache.get_seq_length() == 110 and cache.capacity > first
+
+
+def test_bad_pass_width_is_a_typed_error():
+    for bad in (0, -1, 1000, 2.5, "8"):
+        with pytest.raises(InvalidRequestError, match="pass_width"):
+            EngineConfig(pass_width=bad)
+
+
+def test_pass_width_on_llama_cpp_is_refused():
+    with pytest.raises(UnsupportedModeError, match="pass_width"):
+        Engine(EngineConfig(backend="llama.cpp", pass_width=8))
+
+
+def test_verify_blocks_fill_one_pass():
+    bb = _engine(1, torch.float32, 8).backbone
+    from agentkit.engine.sizing import DRAFT, EXACT, pass_length
+
+    assert bb.cost_curve[1] == bb.cost_curve[8] < bb.cost_curve[16]
+    assert pass_length([EXACT] + [DRAFT] * 31, 0.3, bb.cost_curve) == 8
