@@ -5,12 +5,13 @@ and round by the number of rows, attention by the number of keys. So a verify bl
 compute the same position slightly differently, near ties resolve differently, and verify parts from AR (38 of 40
 BFCL questions identical with the dynamic passes of :class:`~agentkit.engine.backbone.Backbone`).
 
-Here every pass after the prompt is exactly ``width`` positions (the tokens, then padding), over a KV cache of a
-fixed length per request (``FixedCache.capacity``: the prompt, the request's room and one pass, rounded up), each
-row masked to the positions it may see. A longer run of tokens is cut into ``width``-position passes. Every
-position is then computed by the same kernels on the same numbers whatever the mode, so verify and the causal
-canvas equal AR bit for bit in every dtype (``tests/engine/test_fixed.py``); the output head is row-independent
-(``refined_logits``: a bf16 matmul per row block and per-row float32 refinement) and runs over all ``width`` rows.
+Here every pass after the prompt is exactly ``width`` positions (the tokens, then padding), and its attention
+reads the cached positions rounded up to a multiple of 64 (from preallocated buffers, ``FixedCache.capacity``: the
+prompt, the request's room and one pass), each row masked to the positions it may see. A longer run of tokens is
+cut into ``width``-position passes. Every position is then computed by the same kernels on the same numbers
+whatever the mode -- masked keys past a row's position change none of its bits, measured -- so verify and the
+causal canvas equal AR bit for bit in every dtype (``tests/engine/test_fixed.py``); the output head is
+row-independent (``refined_logits``) and runs over all ``width`` rows.
 
 The prompt is one pass as long as itself (the same in every mode). A bidirectional canvas (the adapter's) is one
 pass of its own length padded to a multiple of ``width``: a diffusion draft is a different distribution anyway.
@@ -25,12 +26,29 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-from transformers import StaticCache
+from transformers.cache_utils import Cache, StaticLayer
 
 from ..models.loader import LoadedModel
 from .backbone import Backbone
 
-ROUND = 64  # capacities are rounded up to a multiple of this (few distinct attention shapes)
+ROUND = 64  # attention reads the cached positions rounded up to a multiple of this; capacities are rounded too
+
+
+class _Layer(StaticLayer):
+    """transformers' static layer (writes at ``cumulative_length``, which the backbone sets before each pass) that
+    hands attention only its first ``visible`` positions: a pass reads what it may see rounded up to ``ROUND``,
+    not the whole capacity. Masked keys past a row's position change nothing in its result (measured: the same
+    bits for 384 to 2112 keys), so the rounding keeps passes exact and short prompts cheap."""
+
+    visible = 0
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        keys, values = super().update(key_states, value_states, *args, **kwargs)
+        return keys[:, :, : self.visible], values[:, :, : self.visible]
+
+
+def _new_cache(config, capacity: int) -> Cache:
+    return Cache(layers=[_Layer(max_cache_len=capacity) for _ in range(config.num_hidden_layers)])
 
 
 class FixedCache:
@@ -41,7 +59,7 @@ class FixedCache:
 
     def __init__(self, room: int) -> None:
         self.room, self.length, self.capacity = room, 0, 0
-        self.hf: StaticCache | None = None
+        self.hf: Cache | None = None
 
     def get_seq_length(self) -> int:
         return self.length
@@ -117,8 +135,9 @@ class FixedShapeBackbone(Backbone):
         if start + width > cache.capacity:
             self._grow(cache, start + width)
         pos = torch.arange(start, start + width, device=dev)
-        keys = torch.arange(cache.capacity, device=dev)
-        mask = keys[None, :] <= pos[:, None]  # causal over everything cached and this pass  [width, C]
+        visible = min(cache.capacity, -(-(start + width) // ROUND) * ROUND)
+        keys = torch.arange(visible, device=dev)
+        mask = keys[None, :] <= pos[:, None]  # causal over everything cached and this pass  [width, visible]
         if bidirectional:
             mask[:n, : start + n] = True
         mask = mask[None, None]
@@ -126,6 +145,7 @@ class FixedShapeBackbone(Backbone):
             dtype = self.model.dtype
             mask = torch.zeros(mask.shape, dtype=dtype, device=dev).masked_fill_(~mask, torch.finfo(dtype).min)
         for layer in cache.hf.layers:  # transformers' static layers write at their own running length
+            layer.visible = visible
             if layer.is_initialized:
                 layer.cumulative_length.fill_(start)
         x = torch.tensor([ids + [ids[-1]] * (width - n)], dtype=torch.long, device=dev)
@@ -136,13 +156,14 @@ class FixedShapeBackbone(Backbone):
 
     def _allocate(self, cache: FixedCache, first: int) -> None:
         cache.capacity = -(-(first + cache.room + self.width) // ROUND) * ROUND
-        cache.hf = StaticCache(config=self.model.config, max_cache_len=cache.capacity)
+        cache.hf = _new_cache(self.model.config, cache.capacity)
 
     def _grow(self, cache: FixedCache, need: int) -> None:
-        """A request past its room (a caller that gave none): a larger buffer; shapes change from here on."""
+        """A request past its room (a caller that gave none): a larger buffer. Passes keep their shapes (attention
+        reads by position, not by capacity), so this changes no result."""
         old = cache.hf
         cache.capacity = -(-(need + cache.room + self.width) // ROUND) * ROUND
-        cache.hf = StaticCache(config=self.model.config, max_cache_len=cache.capacity)
+        cache.hf = _new_cache(self.model.config, cache.capacity)
         for src, dst in zip(old.layers, cache.hf.layers):
             if src.is_initialized:
                 dst.lazy_initialization(src.keys, src.values)
