@@ -318,6 +318,10 @@ def serve(
     compile_max_slot_states: Optional[int] = typer.Option(None, help="states of one slot's automaton before its "
                                                           "token index is built (default: CompileLimits')"),
     threads: Optional[int] = typer.Option(None, help="torch threads (default: torch's own)"),
+    dtype: str = typer.Option("auto", help="engine dtype: auto | float32 | bfloat16"),
+    backend: str = typer.Option("auto", help="engine backend: auto | torch | llama.cpp"),
+    pass_width: Optional[int] = typer.Option(None, help="fixed-shape passes of N positions: verify equals AR bit "
+                                             "for bit in bf16, but requests' forwards are not batched together"),
     log_level: str = typer.Option("info", help="uvicorn log level"),
     ray: bool = typer.Option(False, "--ray", help="serve as Ray Serve replicas (each one engine)"),
     ray_address: str = typer.Option("local", help="with --ray: 'local' (start Ray here) or a cluster address"),
@@ -340,16 +344,16 @@ def serve(
                               request_timeout_s=request_timeout_s, default_mode=default_mode,
                               prepare_workers=prepare_workers, ready_stall_s=ready_stall_s, max_context=max_context,
                               compile_limits=limits)
+        engine = EngineConfig(model=model, threads=threads, dtype=dtype, backend=backend, pass_width=pass_width)
     except (AgentkitError, ValueError) as e:
         _fail(e)
     if ray:
-        _serve_ray(server, model=model, threads=threads, host=host, port=port, address=ray_address,
-                   replicas=replicas, autoscale=autoscale)
+        _serve_ray(server, engine, host=host, port=port, address=ray_address, replicas=replicas, autoscale=autoscale)
         return
-    _run(EngineConfig(model=model, threads=threads), server, host=host, port=port, log_level=log_level)
+    _run(engine, server, host=host, port=port, log_level=log_level)
 
 
-def _serve_ray(server, *, model, threads, host, port, address, replicas, autoscale) -> None:
+def _serve_ray(server, engine, *, host, port, address, replicas, autoscale) -> None:
     """``agentkit serve --ray`` (see ``serving/ray_serve.py``)."""
     from ._ray import require_ray
 
@@ -358,7 +362,8 @@ def _serve_ray(server, *, model, threads, host, port, address, replicas, autosca
         from agentkit.serving.ray_serve import RayServeConfig, parse_autoscale, run
 
         cfg = RayServeConfig(replicas=replicas, autoscale=parse_autoscale(autoscale) if autoscale else None,
-                             address=address, host=host, port=port, model=model, threads=threads)
+                             address=address, host=host, port=port, model=engine.model, threads=engine.threads,
+                             dtype=engine.dtype, backend=engine.backend, pass_width=engine.pass_width)
     except AgentkitError as e:
         _fail(e)
     run(server, cfg)

@@ -64,6 +64,9 @@ class RayServeConfig:
     port: int = 8000
     model: str | None = None
     threads: int | None = None
+    dtype: str = "auto"  # EngineConfig.dtype / .backend / .pass_width of every replica's engine
+    backend: str = "auto"
+    pass_width: int | None = None
     engine_factory: str | None = None
     num_cpus_per_replica: float = 1.0
     graceful_shutdown_timeout_s: float | None = None  # None: the request timeout + 5 s
@@ -85,6 +88,14 @@ class RayServeConfig:
             raise UserError(f"num_cpus_per_replica must be >= 0, got {self.num_cpus_per_replica}")
         if self.engine_factory is not None and ":" not in self.engine_factory:
             raise UserError(f"engine_factory must be 'module:function', got {self.engine_factory!r}")
+        self.engine_config()  # a bad dtype / backend / pass_width is an error here, not in every replica
+
+    def engine_config(self):
+        """The :class:`~agentkit.config.EngineConfig` every replica loads (unless ``engine_factory``)."""
+        from agentkit.config import EngineConfig
+
+        return EngineConfig(model=self.model, threads=self.threads, dtype=self.dtype, backend=self.backend,
+                            pass_width=self.pass_width)
 
 
 def parse_autoscale(text: str) -> tuple[int, int]:
@@ -212,29 +223,27 @@ def proxy_middlewares() -> list:
 # -- the deployment ------------------------------------------------------------------------------------------------
 
 
-def _build_engine(model: str | None, threads: int | None, engine_factory: str | None) -> Any:
+def _build_engine(engine: Any, engine_factory: str | None) -> Any:
     if engine_factory:
         import importlib
 
         module, _, name = engine_factory.partition(":")
         return getattr(importlib.import_module(module), name)()
-    from agentkit.config import EngineConfig
     from agentkit.engine.engine import Engine
 
-    return Engine(EngineConfig(model=model, threads=threads))
+    return Engine(engine)
 
 
 @serve.ingress()
 class AgentkitServer:
     """One replica: one engine, the unchanged app on it (see the module docstring)."""
 
-    def __init__(self, server: ServerConfig, model: str | None = None, threads: int | None = None,
-                 engine_factory: str | None = None) -> None:
-        if threads:
+    def __init__(self, server: ServerConfig, engine: Any, engine_factory: str | None = None) -> None:
+        if engine.threads:  # an EngineConfig
             import torch
 
-            torch.set_num_threads(threads)
-        self.server, self.engine = server, _build_engine(model, threads, engine_factory)
+            torch.set_num_threads(engine.threads)
+        self.server, self.engine = server, _build_engine(engine, engine_factory)
         ctx = serve.get_replica_context()
         self.replica = ctx.replica_id.unique_id if ctx is not None else f"pid-{os.getpid()}"
 
@@ -280,7 +289,7 @@ def application(server: ServerConfig, cfg: RayServeConfig) -> Any:
     """The bound Serve application (``serve.run`` it). Only the engine's settings are the replicas' arguments, so
     running it again with other replica counts rescales without restarting the replicas."""
     dep = serve.deployment(AgentkitServer).options(**deployment_options(server, cfg))
-    return dep.bind(server, cfg.model, cfg.threads, cfg.engine_factory)
+    return dep.bind(server, cfg.engine_config(), cfg.engine_factory)
 
 
 def app_builder(args: dict[str, Any]) -> Any:

@@ -103,3 +103,12 @@ def test_eval_with_a_bad_engine_option_is_one_error_line(tmp_path, flag, value, 
     assert out.exit_code != 0
     lines = [ln for ln in out.output.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:") and name in lines[0], out.output
+
+
+@pytest.mark.parametrize(("flag", "value", "name"), [("--dtype", "float16", "dtype"), ("--backend", "onnx", "backend"),
+                                                     ("--pass-width", "0", "pass_width")])
+def test_serve_with_a_bad_engine_option_is_one_error_line(flag, value, name):
+    out = runner.invoke(app, ["serve", flag, value])
+    assert out.exit_code != 0
+    lines = [ln for ln in out.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and name in lines[0], out.output

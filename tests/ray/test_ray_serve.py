@@ -208,3 +208,15 @@ def test_app_builder_for_serve_config_files():
     opts = deployment_options(ServerConfig(max_batch=4, max_queue=8), RayServeConfig(autoscale=(1, 4)))
     assert opts["autoscaling_config"]["target_ongoing_requests"] == 4 and "num_replicas" not in opts
     assert opts["max_ongoing_requests"] == 4 + 8 + 8
+
+
+def test_replicas_load_the_engine_options_given():
+    from agentkit.errors import InvalidRequestError
+    from agentkit.serving.ray_serve import RayServeConfig, app_builder
+
+    cfg = RayServeConfig(dtype="float32", backend="torch", pass_width=8, model="/m", threads=1)
+    e = cfg.engine_config()
+    assert (e.dtype, e.backend, e.pass_width, e.model, e.threads) == ("float32", "torch", 8, "/m", 1)
+    with pytest.raises(InvalidRequestError, match="pass_width"):
+        RayServeConfig(pass_width=0)
+    assert app_builder({"pass_width": 8, "dtype": "bfloat16", "engine_factory": "agentkit.engine:tiny_engine"})
