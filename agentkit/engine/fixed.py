@@ -13,7 +13,7 @@ whatever the mode -- masked keys past a row's position change none of its bits, 
 causal canvas equal AR bit for bit in every dtype (``tests/engine/test_fixed.py``); the output head is
 row-independent (``refined_logits``) and runs over all ``width`` rows.
 
-The prompt is one pass as long as itself (the same in every mode). A bidirectional canvas (the adapter's) is one
+The prompt is one plain causal pass as long as itself (the same in every mode), copied into the buffers. A bidirectional canvas (the adapter's) is one
 pass of its own length padded to a multiple of ``width``: a diffusion draft is a different distribution anyway.
 
 Cost (``evals/bench_fixed.py``): a ``width``-8 pass costs about a 1-token dynamic pass in bf16 on this CPU, but a
@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
+from transformers import DynamicCache
 from transformers.cache_utils import Cache, StaticLayer
 
 from ..models.loader import LoadedModel
@@ -108,9 +109,8 @@ class FixedShapeBackbone(Backbone):
         want = [r + n if r < 0 else r for r in rows]
         assert all(0 <= r < n for r in want), "row index out of range"
         if cache.hf is None:  # the prompt: one pass of its own length, the same in every mode
-            self._allocate(cache, n)
-            spans = [(0, n, n)]
-        elif bidirectional:  # the canvas attends to all of itself: one pass
+            return self._logits(self._prefill(ids, cache), want)
+        if bidirectional:  # the canvas attends to all of itself: one pass
             spans = [(0, n, -(-n // w) * w)]
         else:
             spans = [(s, min(s + w, n), w) for s in range(0, n, w)]
@@ -154,9 +154,22 @@ class FixedShapeBackbone(Backbone):
         cache.length = start + n
         return hidden
 
-    def _allocate(self, cache: FixedCache, first: int) -> None:
-        cache.capacity = -(-(first + cache.room + self.width) // ROUND) * ROUND
+    @torch.inference_mode()
+    def _prefill(self, ids: list[int], cache: FixedCache) -> torch.Tensor:
+        """The prompt: a plain causal pass (transformers' own causal attention, which skips the masked half) into a
+        growing cache, whose keys/values are then copied into the request's buffers. It is the same pass in every
+        mode, so how it is computed does not matter for exactness; only the passes after it must share a shape."""
+        n = len(ids)
+        cache.capacity = -(-(n + cache.room + self.width) // ROUND) * ROUND
         cache.hf = _new_cache(self.model.config, cache.capacity)
+        scratch = DynamicCache(config=self.model.config)
+        hidden = self._run(ids, scratch, None)
+        for src, dst in zip(scratch.layers, cache.hf.layers):
+            dst.lazy_initialization(src.keys, src.values)
+            dst.keys[:, :, :n] = src.keys
+            dst.values[:, :, :n] = src.values
+        cache.length = n
+        return hidden
 
     def _grow(self, cache: FixedCache, need: int) -> None:
         """A request past its room (a caller that gave none): a larger buffer. Passes keep their shapes (attention
