@@ -6,7 +6,9 @@ import asyncio
 
 import pytest
 
-from serving.ray_serve import REPLICA_HEADER, ReplicaLossMiddleware
+pytest.importorskip("ray")
+
+from agentkit.serving.ray_serve import REPLICA_HEADER, ReplicaLossMiddleware  # noqa: E402
 
 
 def _run(status: int | None, replica: bool) -> list[dict]:
