@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("ray")
 
-from agentkit.serving.ray_serve import REPLICA_HEADER, ReplicaLossMiddleware  # noqa: E402
+from agentkit.serving.ray_serve import REPLICA_HEADER, ReplicaLossMiddleware
 
 
 def _run(status: int | None, replica: bool) -> list[dict]:
