@@ -6,19 +6,22 @@ compute the same position slightly differently, near ties resolve differently, a
 BFCL questions identical with the dynamic passes of :class:`~agentkit.engine.backbone.Backbone`).
 
 Here every pass after the prompt is exactly ``width`` positions (the tokens, then padding), and its attention
-reads the cached positions rounded up to a multiple of 64 (from preallocated buffers, ``FixedCache.capacity``: the
-prompt, the request's room and one pass), each row masked to the positions it may see. A longer run of tokens is
-cut into ``width``-position passes. Every position is then computed by the same kernels on the same numbers
-whatever the mode -- masked keys past a row's position change none of its bits, measured -- so verify and the
-causal canvas equal AR bit for bit in every dtype (``tests/engine/test_fixed.py``); the output head is
+reads the cached positions rounded up to a multiple of :data:`ROUND` = 512 (from preallocated buffers,
+``FixedCache.capacity``: the prompt, the request's room and one pass), each row masked to the positions it may see.
+512 is torch's CPU flash-attention key block: a key count below it is one block of that size, whose matmuls round
+differently (rows computed over 320 keys and over 384 differ in their last bits, measured on the default model),
+while whole blocks of masked keys past a row add exact zeros. A longer run of tokens is cut into ``width``-position
+passes. Every position is then computed by the same kernels on the same numbers whatever the mode, so verify and
+the causal canvas equal AR bit for bit in every dtype (``tests/engine/test_fixed.py``); the output head is
 row-independent (``refined_logits``) and runs over all ``width`` rows.
 
-The prompt is one plain causal pass as long as itself (the same in every mode), copied into the buffers. A bidirectional canvas (the adapter's) is one
-pass of its own length padded to a multiple of ``width``: a diffusion draft is a different distribution anyway.
+The prompt is one plain causal pass as long as itself (the same in every mode), copied into the buffers. A
+bidirectional canvas (the adapter's) is one pass of its own length padded to a multiple of ``width``: a diffusion
+draft is a different distribution anyway.
 
 Cost (``evals/bench_fixed.py``): a ``width``-8 pass costs about a 1-token dynamic pass in bf16 on this CPU, but a
-pinned run longer than ``width`` takes several passes, and attention reads the whole capacity. Continuous batching
-does not take these caches (``batchable`` is False): a request on this backbone runs its passes alone.
+pinned run longer than ``width`` takes several passes, and a short context's attention reads 512 keys. Continuous
+batching does not take these caches (``batchable`` is False): a request on this backbone runs its passes alone.
 """
 
 from __future__ import annotations
@@ -32,14 +35,14 @@ from transformers.cache_utils import Cache, StaticLayer
 from ..models.loader import LoadedModel
 from .backbone import Backbone
 
-ROUND = 64  # attention reads the cached positions rounded up to a multiple of this; capacities are rounded too
+ROUND = 512  # attention reads the cached positions rounded up to a multiple of this (torch's CPU flash-attention
+# key block); capacities are rounded too
 
 
 class _Layer(StaticLayer):
     """transformers' static layer (writes at ``cumulative_length``, which the backbone sets before each pass) that
     hands attention only its first ``visible`` positions: a pass reads what it may see rounded up to ``ROUND``,
-    not the whole capacity. Masked keys past a row's position change nothing in its result (measured: the same
-    bits for 384 to 2112 keys), so the rounding keeps passes exact and short prompts cheap."""
+    not the whole capacity (whole masked key blocks change no bits; see the module docstring)."""
 
     visible = 0
 

@@ -104,3 +104,28 @@ def test_pinned_runs_are_the_same_taken_whole_or_token_by_token(default_engine):
     for t in tok.encode('{"city":"Rome","stops":', add_special_tokens=False):
         seam = c.advance(seam, t)
     assert c.forced(seam) == [] and c.allowed(seam)[tok.encode('["', add_special_tokens=False)[0]]
+
+
+def test_fixed_shape_passes_are_exact_in_bf16_across_key_blocks(default_engine):
+    """bf16, pass_width 8: a position gets the same bits one token a pass or grouped, including groupings whose
+    passes read different key counts (320 vs 384: below 512 they differ on this model unless rounded to a block)."""
+    from agentkit.engine.fixed import FixedShapeBackbone
+    from agentkit.models.loader import load_model
+
+    bb = FixedShapeBackbone(load_model(dtype="bfloat16"), 8)
+    text = " ".join(["The history of computing spans calculators, mainframes and phones."] * 40)
+    ids = default_engine.tokenizer.encode(text, add_special_tokens=False)[:329]
+    prompt, rest = ids[:305], ids[305:]
+
+    def run(groups: list[int]) -> torch.Tensor:
+        cache = bb.new_cache(room=len(rest))
+        bb.encode(prompt, cache)
+        out, i = [], 0
+        for g in groups:
+            out.append(bb.encode(rest[i:i + g], cache, rows=list(range(g))))
+            i += g
+        return torch.cat(out)
+
+    one_by_one = run([1] * 24)
+    for groups in ([5, 1, 8, 2, 8], [8, 8, 8]):
+        assert torch.equal(one_by_one, run(groups)), groups
