@@ -41,6 +41,9 @@ class EngineConfig:
             raise InvalidRequestError(f"EngineConfig.backend must be one of {BACKENDS}, got {self.backend!r}")
         if self.pass_width is not None and not (isinstance(self.pass_width, int) and 1 <= self.pass_width <= 256):
             raise InvalidRequestError(f"EngineConfig.pass_width must be an int in 1..256 or None, got {self.pass_width!r}")
+        if self.pass_width is not None and self.backend == "llama.cpp":
+            raise InvalidRequestError("EngineConfig.pass_width (fixed-shape passes) is a torch backbone option; use "
+                                      "backend='torch' or 'auto' with it")
 
 
 @dataclass

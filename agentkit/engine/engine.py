@@ -40,11 +40,9 @@ class Engine:
         self.config = config or EngineConfig()
         if self.config.threads:
             torch.set_num_threads(self.config.threads)
-        self.backend = choose_backend(self.config)
+        # fixed-shape passes are a torch backbone (EngineConfig refuses them with backend="llama.cpp")
+        self.backend = "torch" if self.config.pass_width else choose_backend(self.config)
         if self.backend == "llama.cpp":
-            if self.config.pass_width:
-                raise UnsupportedModeError("EngineConfig.pass_width (fixed-shape passes) is a torch backbone option; "
-                                           "use backend='torch' or 'auto' with it")
             lm, bb = load_default_llama(LlamaOptions(threads=self.config.threads))
             self._init(lm, bb)
         else:

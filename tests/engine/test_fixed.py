@@ -8,7 +8,7 @@ from agentkit.constrain.compiler import compile_schema
 from agentkit.engine.backbone import Backbone
 from agentkit.engine.engine import Engine
 from agentkit.engine.fixed import FixedShapeBackbone
-from agentkit.errors import InvalidRequestError, UnsupportedModeError
+from agentkit.errors import InvalidRequestError
 from agentkit.models.tiny import tiny_llama
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -100,8 +100,8 @@ def test_bad_pass_width_is_a_typed_error():
 
 
 def test_pass_width_on_llama_cpp_is_refused():
-    with pytest.raises(UnsupportedModeError, match="pass_width"):
-        Engine(EngineConfig(backend="llama.cpp", pass_width=8))
+    with pytest.raises(InvalidRequestError, match="pass_width"):
+        EngineConfig(backend="llama.cpp", pass_width=8)
 
 
 def test_verify_blocks_fill_one_pass():
