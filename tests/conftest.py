@@ -77,3 +77,23 @@ def _on_loopback(app, log_level: str = "warning"):
 def on_loopback():
     """``with on_loopback(app) as url:`` -- a real HTTP server for clients that need one (openai, pydantic-ai)."""
     return _on_loopback
+
+
+def _grouped_logits(bb, prompt: list[int], rest: list[int], groups: list[int]):
+    """Logits at every position of ``rest``, encoded after ``prompt`` in passes of ``groups`` tokens each."""
+    import torch
+
+    cache = bb.new_cache(room=len(rest))
+    bb.encode(prompt, cache)
+    out, i = [], 0
+    for g in groups:
+        out.append(bb.encode(rest[i:i + g], cache, rows=list(range(g))))
+        i += g
+    assert cache.get_seq_length() == len(prompt) + len(rest)
+    return torch.cat(out)
+
+
+@pytest.fixture(scope="session")
+def grouped_logits():
+    """``grouped_logits(backbone, prompt, rest, groups)``: ``rest``'s logits, encoded in passes of ``groups``."""
+    return _grouped_logits

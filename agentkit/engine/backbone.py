@@ -93,6 +93,15 @@ class Backbone:
             return self.head(hidden).float()
         return refined_logits(hidden, self.head.weight)  # [k, V]
 
+    def attention_mask(self, allowed: torch.Tensor) -> torch.Tensor:
+        """A 4-D boolean mask (True: may attend) as this model's attention takes it: as it is for sdpa, additive
+        (0 / dtype min) for eager attention, which adds the mask to the scores."""
+        if getattr(self.model.config, "_attn_implementation", None) != "eager":
+            return allowed
+        dtype = self.model.dtype
+        return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill_(~allowed,
+                                                                                         torch.finfo(dtype).min)
+
     def new_cache(self, room: int = 0) -> DynamicCache:
         """A request's KV cache; ``room``: new tokens it may add after the prompt (a fixed-size cache sizes itself
         by it, a growing one ignores it)."""
@@ -186,9 +195,7 @@ class Backbone:
             mask[b, 0, :q, P - p:P] = True
             mask[b, 0, :q, P:P + q] = True if it.bidirectional and not it.write else tril[:q, :q]
             mask[b, 0, q:, P:] = diag[q:]
-        if cfg._attn_implementation == "eager":  # eager attention adds the mask to the scores
-            dtype = self.model.dtype
-            mask = torch.zeros(mask.shape, dtype=dtype, device=dev).masked_fill_(~mask, torch.finfo(dtype).min)
+        mask = self.attention_mask(mask)
         batch_cache = DynamicCache(config=cfg)
         if P:
             for layer in range(len(items[0].cache.layers)):

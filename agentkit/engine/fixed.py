@@ -51,8 +51,8 @@ class _Layer(StaticLayer):
         return keys[:, :, : self.visible], values[:, :, : self.visible]
 
 
-def _new_cache(config, capacity: int) -> Cache:
-    return Cache(layers=[_Layer(max_cache_len=capacity) for _ in range(config.num_hidden_layers)])
+def _round_up(n: int, to: int = ROUND) -> int:
+    return -(-n // to) * to
 
 
 class FixedCache:
@@ -114,7 +114,7 @@ class FixedShapeBackbone(Backbone):
         if cache.hf is None:  # the prompt: one pass of its own length, the same in every mode
             return self._logits(self._prefill(ids, cache), want)
         if bidirectional:  # the canvas attends to all of itself: one pass
-            spans = [(0, n, -(-n // w) * w)]
+            spans = [(0, n, _round_up(n, w))]
         else:
             spans = [(s, min(s + w, n), w) for s in range(0, n, w)]
         logits: dict[int, torch.Tensor] = {}
@@ -135,18 +135,15 @@ class FixedShapeBackbone(Backbone):
         """One pass of ``width`` positions (``ids`` then padding) from ``cache.length`` on; the real tokens' keys
         and values stay (``cache.length`` advances by ``len(ids)``). Returns the hidden states ``[width, H]``."""
         n, start, dev = len(ids), cache.length, self.device
-        if start + width > cache.capacity:
-            self._grow(cache, start + width)
+        if start + width > cache.capacity:  # a request past its room (a caller that gave none): a larger buffer;
+            self._reallocate(cache, start + width, cache.hf.layers)  # attention reads by position: no result changes
         pos = torch.arange(start, start + width, device=dev)
-        visible = min(cache.capacity, -(-(start + width) // ROUND) * ROUND)
+        visible = min(cache.capacity, _round_up(start + width))
         keys = torch.arange(visible, device=dev)
         mask = keys[None, :] <= pos[:, None]  # causal over everything cached and this pass  [width, visible]
         if bidirectional:
             mask[:n, : start + n] = True
-        mask = mask[None, None]
-        if self.model.config._attn_implementation == "eager":  # eager attention adds the mask to the scores
-            dtype = self.model.dtype
-            mask = torch.zeros(mask.shape, dtype=dtype, device=dev).masked_fill_(~mask, torch.finfo(dtype).min)
+        mask = self.attention_mask(mask[None, None])
         for layer in cache.hf.layers:  # transformers' static layers write at their own running length
             layer.visible = visible
             if layer.is_initialized:
@@ -162,25 +159,17 @@ class FixedShapeBackbone(Backbone):
         """The prompt: a plain causal pass (transformers' own causal attention, which skips the masked half) into a
         growing cache, whose keys/values are then copied into the request's buffers. It is the same pass in every
         mode, so how it is computed does not matter for exactness; only the passes after it must share a shape."""
-        n = len(ids)
-        cache.capacity = -(-(n + cache.room + self.width) // ROUND) * ROUND
-        cache.hf = _new_cache(self.model.config, cache.capacity)
         scratch = DynamicCache(config=self.model.config)
         hidden = self._run(ids, scratch, None)
-        for src, dst in zip(scratch.layers, cache.hf.layers):
-            dst.lazy_initialization(src.keys, src.values)
-            dst.keys[:, :, :n] = src.keys
-            dst.values[:, :, :n] = src.values
-        cache.length = n
+        self._reallocate(cache, len(ids), scratch.layers)
+        cache.length = len(ids)
         return hidden
 
-    def _grow(self, cache: FixedCache, need: int) -> None:
-        """A request past its room (a caller that gave none): a larger buffer. Passes keep their shapes (attention
-        reads by position, not by capacity), so this changes no result."""
-        old = cache.hf
-        cache.capacity = -(-(need + cache.room + self.width) // ROUND) * ROUND
-        cache.hf = _new_cache(self.model.config, cache.capacity)
-        for src, dst in zip(old.layers, cache.hf.layers):
+    def _reallocate(self, cache: FixedCache, need: int, layers) -> None:
+        """New buffers for ``need`` positions plus the request's room and one pass, holding ``layers``' keys/values."""
+        cache.capacity = _round_up(need + cache.room + self.width)
+        cache.hf = Cache(layers=[_Layer(max_cache_len=cache.capacity) for _ in layers])
+        for src, dst in zip(layers, cache.hf.layers):
             if src.is_initialized:
                 dst.lazy_initialization(src.keys, src.values)
                 dst.keys[:, :, : src.keys.shape[2]] = src.keys

@@ -64,10 +64,7 @@ class SyncBackbone:
         mask[0, 0, n:, past:past + n] = True  # the canvas sees every pending token
         inner = torch.ones(t, t, dtype=torch.bool, device=dev)
         mask[0, 0, n:, past + n:] = inner if bidirectional else inner.tril()
-        if getattr(self.bb.model.config, "_attn_implementation", None) == "eager":
-            dtype = self.bb.model.dtype
-            mask = torch.zeros(mask.shape, dtype=dtype, device=dev).masked_fill_(~mask, torch.finfo(dtype).min)
-        hidden = self.bb._run(pend + list(ids), cache, mask)
+        hidden = self.bb._run(pend + list(ids), cache, self.bb.attention_mask(mask))
         self.bb.crop(cache, past + n)  # keep the pending tokens' keys/values, drop the canvas
         return self.bb._logits(hidden, [n + r for r in rows])
 

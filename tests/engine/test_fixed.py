@@ -24,7 +24,7 @@ def _engine(seed: int, dtype: torch.dtype, width: int | None) -> Engine:
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_a_position_is_computed_the_same_in_any_grouping(dtype):
+def test_a_position_is_computed_the_same_in_any_grouping(dtype, grouped_logits):
     eng = _engine(3, dtype, 8)
     bb = eng.backbone
     assert isinstance(bb, FixedShapeBackbone)
@@ -32,25 +32,12 @@ def test_a_position_is_computed_the_same_in_any_grouping(dtype):
     prompt, rest = ids[:20], ids[20:]
 
     def run(groups: list[int]) -> torch.Tensor:
-        cache = bb.new_cache(room=len(rest))
-        bb.encode(prompt, cache)
-        out, i = [], 0
-        for g in groups:
-            out.append(bb.encode(rest[i:i + g], cache, rows=list(range(g))))
-            i += g
-        assert cache.get_seq_length() == len(ids)
-        return torch.cat(out)
+        return grouped_logits(bb, prompt, rest, groups)
 
     one_by_one = run([1] * 20)
     assert torch.equal(one_by_one, run([8, 8, 4]))
     dynamic = Backbone(eng.lm)  # the same model with passes as long as their tokens: the grouping shows
-    caches = [dynamic.new_cache(), dynamic.new_cache()]
-    for c in caches:
-        dynamic.encode(prompt, c)
-    singles = torch.cat([dynamic.encode([t], caches[0], rows=[0]) for t in rest])
-    grouped = torch.cat([dynamic.encode(rest[i:i + 8], caches[1], rows=list(range(len(rest[i:i + 8]))))
-                         for i in range(0, 20, 8)])
-    assert not torch.equal(singles, grouped)
+    assert not torch.equal(grouped_logits(dynamic, prompt, rest, [1] * 20), grouped_logits(dynamic, prompt, rest, [8, 8, 4]))
     assert torch.equal(one_by_one, run([3, 6, 11]))  # 11: two passes (8 + 3)
     # a canvas pass leaves the cache as it was, and reads what the writing passes wrote
     cache = bb.new_cache(room=len(rest))
@@ -113,7 +100,7 @@ def test_verify_blocks_fill_one_pass():
 
 
 @pytest.mark.parametrize("prompt_len", [305, 505])
-def test_passes_whose_key_counts_differ_still_agree(prompt_len):
+def test_passes_whose_key_counts_differ_still_agree(prompt_len, grouped_logits):
     """A grouping whose passes start on either side of a key-count boundary (320 vs 384 keys, 512 vs 576) gives the
     same bits: attention reads whole 512-key blocks."""
     bb = _engine(4, torch.bfloat16, 8).backbone
@@ -121,13 +108,7 @@ def test_passes_whose_key_counts_differ_still_agree(prompt_len):
     prompt, rest = ids[:prompt_len], ids[prompt_len:]
 
     def run(groups: list[int]) -> torch.Tensor:
-        cache = bb.new_cache(room=len(rest))
-        bb.encode(prompt, cache)
-        out, i = [], 0
-        for g in groups:
-            out.append(bb.encode(rest[i:i + g], cache, rows=list(range(g))))
-            i += g
-        return torch.cat(out)
+        return grouped_logits(bb, prompt, rest, groups)
 
     one_by_one = run([1] * 24)
     for groups in ([5, 1, 8, 2, 8], [8, 8, 8], [3, 6, 7, 8]):

@@ -106,7 +106,7 @@ def test_pinned_runs_are_the_same_taken_whole_or_token_by_token(default_engine):
     assert c.forced(seam) == [] and c.allowed(seam)[tok.encode('["', add_special_tokens=False)[0]]
 
 
-def test_fixed_shape_passes_are_exact_in_bf16_across_key_blocks(default_engine):
+def test_fixed_shape_passes_are_exact_in_bf16_across_key_blocks(default_engine, grouped_logits):
     """bf16, pass_width 8: a position gets the same bits one token a pass or grouped, including groupings whose
     passes read different key counts (320 vs 384: below 512 they differ on this model unless rounded to a block)."""
     from agentkit.engine.fixed import FixedShapeBackbone
@@ -118,13 +118,7 @@ def test_fixed_shape_passes_are_exact_in_bf16_across_key_blocks(default_engine):
     prompt, rest = ids[:305], ids[305:]
 
     def run(groups: list[int]) -> torch.Tensor:
-        cache = bb.new_cache(room=len(rest))
-        bb.encode(prompt, cache)
-        out, i = [], 0
-        for g in groups:
-            out.append(bb.encode(rest[i:i + g], cache, rows=list(range(g))))
-            i += g
-        return torch.cat(out)
+        return grouped_logits(bb, prompt, rest, groups)
 
     one_by_one = run([1] * 24)
     for groups in ([5, 1, 8, 2, 8], [8, 8, 8]):
