@@ -12,6 +12,7 @@ Sampler = Literal["auto", "jacobi", "mask", "uniform"]
 MODES: tuple[str, ...] = ("ar", "diffusion", "verify")
 DTYPES: tuple[str, ...] = ("auto", "float32", "bfloat16")
 BACKENDS: tuple[str, ...] = ("auto", "torch", "llama.cpp")
+ATTENTIONS: tuple[str, ...] = ("auto", "sdpa")
 
 
 @dataclass
@@ -33,12 +34,18 @@ class EngineConfig:
     # length, so no position's logits depend on how tokens were grouped into passes -- verify and the causal canvas
     # then equal AR bit for bit in bf16 too (agentkit/engine/fixed.py). None: each pass as long as its tokens
     pass_width: int | None = None
+    # "auto": on CPU a one-token step without a mask (AR on a growing cache) computes attention as two float32
+    # matmuls instead of torch's flash kernel, 5x cheaper there (agentkit/engine/attention.py); every other pass is
+    # transformers' sdpa. "sdpa": transformers' sdpa for every pass
+    attention: str = "auto"
 
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:
             raise InvalidRequestError(f"EngineConfig.dtype must be one of {DTYPES}, got {self.dtype!r}")
         if self.backend not in BACKENDS:
             raise InvalidRequestError(f"EngineConfig.backend must be one of {BACKENDS}, got {self.backend!r}")
+        if self.attention not in ATTENTIONS:
+            raise InvalidRequestError(f"EngineConfig.attention must be one of {ATTENTIONS}, got {self.attention!r}")
         if self.pass_width is not None and not (isinstance(self.pass_width, int) and 1 <= self.pass_width <= 256):
             raise InvalidRequestError(f"EngineConfig.pass_width must be an int in 1..256 or None, got {self.pass_width!r}")
         if self.pass_width is not None and self.backend == "llama.cpp":

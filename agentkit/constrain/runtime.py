@@ -337,9 +337,28 @@ class TokenConstraint:
             _, lit, off, cont = th
             rem = self._lit_bytes[id(lit)][off:]
             nxt = self._close(cont)
-            hit = [t for t, tb in self.vocab.with_prefix(rem) if len(tb) > len(rem) and self._consume(nxt, tb[len(rem):])]
+            groups = self.vocab.continuing(rem)
+            firsts = self._first_bytes(nxt)
+            cands = groups.values() if firsts is None else [groups[b] for b in firsts if b in groups]
+            hit = sorted(t for toks in cands for t, tb in toks if self._consume(nxt, tb[len(rem):]))
             self._span[key] = hit
         return hit
+
+    def _first_bytes(self, state: frozenset) -> set[int] | None:
+        """The bytes anything read from ``state`` can start with (a filter that keeps every token ``_consume``
+        accepts); None where a thread cannot say."""
+        out: set[int] = set()
+        for th in state:
+            if th is END:
+                continue
+            if th[0] == "lit":
+                lb, off = self._lit_bytes[id(th[1])], th[2]
+                if off >= len(lb):
+                    return None
+                out.add(lb[off])
+            else:
+                out |= self._dfa(th[1].regex).first_bytes(th[2])
+        return out
 
     def _consume(self, state: frozenset, data: bytes) -> set:
         """Threads after reading raw ``data`` from ``state`` (slots read it as whole tokens)."""

@@ -45,6 +45,7 @@ class TokenVocab:
     _sorted: list | None = None
     _sorted_keys: list | None = None
     byte_tokens: list[int] = field(default_factory=list)  # one token per single byte the vocabulary spells alone
+    _continuing: OrderedDict = field(default_factory=OrderedDict, repr=False)
 
     def __post_init__(self) -> None:
         for i, b in enumerate(self.token_bytes):
@@ -85,6 +86,20 @@ class TokenVocab:
                 break
             out.append((i, b))
         return out
+
+    def continuing(self, data: bytes) -> dict[int, list[tuple[int, bytes]]]:
+        """(id, bytes) of every token that starts with ``data`` and runs past it, grouped by the first byte after
+        ``data`` (an LRU of 4,096 per vocabulary: pinned text ends in few distinct ways)."""
+        hit = self._continuing.get(data)
+        if hit is None:
+            hit = {}
+            for i, b in self.with_prefix(data):
+                if len(b) > len(data):
+                    hit.setdefault(b[len(data)], []).append((i, b))
+            self._continuing[data] = hit
+            while len(self._continuing) > 4096:
+                self._continuing.popitem(last=False)
+        return hit
 
     def mask(self, ids) -> torch.Tensor:
         m = torch.zeros(self.size, dtype=torch.bool)
@@ -151,6 +166,7 @@ class SlotDFA:
         self.skip = set(vocab.eos_ids) | {self.sentinel, self.start_token}
         self.vocab = vocab
         self._allowed: dict[int, list[int]] = {}
+        self._first: dict[int, frozenset[int]] = {}
         self._close: dict[int, float] = {}
         self._byte_tokens = vocab.byte_tokens
 
@@ -162,6 +178,14 @@ class SlotDFA:
         if a is None:
             a = self._allowed[state] = [t for t in self.index.get_allowed_tokens(state) if t not in self.skip]
         return a
+
+    def first_bytes(self, state: int) -> frozenset[int]:
+        """The bytes an allowed token from ``state`` can start with."""
+        f = self._first.get(state)
+        if f is None:
+            tb = self.vocab.token_bytes
+            f = self._first[state] = frozenset(tb[t][0] for t in self.allowed(state) if t < len(tb) and tb[t])
+        return f
 
     def next(self, state: int, token: int) -> int | None:
         return None if token in self.skip else self.index.get_next_state(state, token)

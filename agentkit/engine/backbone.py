@@ -25,6 +25,7 @@ from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
 from ..models.loader import LoadedModel
+from .attention import SDPA_LIKE
 from .sizing import DEFAULT_CURVE
 
 # ms per forward by positions after a 200-token prefix on the default model, 1 thread
@@ -154,7 +155,7 @@ class Backbone:
         cls = type(self)
         if cls.encode is not Backbone.encode or cls.denoise is not Backbone.denoise:
             return False
-        if getattr(self.model.config, "_attn_implementation", None) not in ("sdpa", "eager"):
+        if getattr(self.model.config, "_attn_implementation", None) not in (*SDPA_LIKE, "eager"):
             return False
         return cache is None or all(type(layer) is DynamicLayer for layer in cache.layers)
 

@@ -20,6 +20,7 @@ from ..constrain.runtime import TokenConstraint
 from ..constrain.vocab import token_vocab
 from ..errors import InvalidRequestError, ModelNotFoundError, UnsupportedModeError, UserError
 from ..models.loader import DIFFUSION_GEMMA, LoadedModel, load_model
+from .attention import use_fast_decode_attention
 from .backbone import Backbone, cost_curve
 from .batch import BatchSeat, Locked
 from .decode import Decoder
@@ -79,6 +80,8 @@ class Engine:
                 raise UnsupportedModeError("EngineConfig.pass_width (fixed-shape passes) runs causal LMs on torch; "
                                            "DiffusionGemma's encoder-decoder has its own passes")
             return GemmaBackbone(lm)
+        if getattr(self.config, "attention", "auto") == "auto":
+            use_fast_decode_attention(lm.model)
         if self.config.pass_width:
             from .fixed import FixedShapeBackbone
 
