@@ -5,11 +5,12 @@
         --peers outlines-xgrammar,outlines-llguidance,outlines-core,llama-cpp --threads 1 \
         --out evals/results/bfcl_peers_limit20.json
 
-A mode is ``MODE[:STYLE[:PROMPT[:DTYPE[:WIDTH]]]]`` (an ``agentkit eval`` mode, a JSON style of
-:mod:`agentkit.constrain.canonical` -- empty: the compiler's default --, a system prompt of
-:data:`agentkit.evals.bfcl.PROMPTS`, ``default`` unless given, an engine dtype, ``--dtype`` unless given, and
-``EngineConfig.pass_width``, none unless given: one engine per dtype and width; ``verify::::8`` is verify on
-fixed-shape passes of 8). ``--shard K/N`` runs items K, K+N, K+2N, ... of the list (two processes on two cores; merge their
+A mode is ``MODE[:STYLE[:PROMPT[:DTYPE[:WIDTH[:BACKEND[:ATTENTION]]]]]]`` (an ``agentkit eval`` mode, a JSON style
+of :mod:`agentkit.constrain.canonical` -- empty: the compiler's default --, a system prompt of
+:data:`agentkit.evals.bfcl.PROMPTS`, ``default`` unless given, then ``EngineConfig`` fields, each ``--dtype``,
+none, ``--backend`` and ``auto`` unless given: dtype, ``pass_width``, backend, attention; one engine per distinct
+set. ``verify::::8`` is verify on fixed-shape passes of 8, ``ar-constrained:::::llama.cpp`` runs on the llama.cpp
+backbone, ``ar-constrained::::::sdpa`` with transformers' sdpa for decode steps too). ``--shard K/N`` runs items K, K+N, K+2N, ... of the list (two processes on two cores; merge their
 files with ``evals/merge_results.py``). Items run item-major and the order of the variants rotates per item, as in
 ``agentkit eval``. agentkit rows use the runner's decoding settings; their ``latency_ms`` here adds the template's
 compile (``compile_ms``: schema compile + token DFAs), as a peer's includes its own. Peers get 256 new tokens at
@@ -38,14 +39,18 @@ def _agentkit_row(engine, ctx, item, mode: str, style: str | None, prompt: str) 
             "finish_reason": res.stats.finish_reason, "stats": stats}
 
 
-def _variant(name: str) -> tuple[str, str, str, str, int | None]:
-    """``MODE[:STYLE[:PROMPT[:DTYPE[:WIDTH]]]]``: four strings, the missing ones empty, and the width or None."""
-    parts = (name.split(":") + [""] * 4)[:5]
+def _variant(name: str) -> tuple[str, str, str, tuple[str, int | None, str, str]]:
+    """``MODE[:STYLE[:PROMPT[:DTYPE[:WIDTH[:BACKEND[:ATTENTION]]]]]]``: mode, style, prompt (empty when missing) and
+    the engine key (dtype, width or None, backend, attention; empty strings where missing)."""
+    parts = name.split(":")
+    if len(parts) > 7:
+        raise SystemExit(f"mode {name!r}: at most 7 ':'-separated fields")
+    parts += [""] * (7 - len(parts))
     try:
         width = int(parts[4]) if parts[4] else None
     except ValueError:
         raise SystemExit(f"mode {name!r}: WIDTH must be an integer, got {parts[4]!r}") from None
-    return parts[0], parts[1], parts[2], parts[3], width
+    return parts[0], parts[1], parts[2], (parts[3], width, parts[5], parts[6])
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -80,17 +85,19 @@ def main(argv: list[str] | None = None) -> dict:
     torch.set_num_threads(args.threads)
     variants = [m.strip() for m in args.modes.split(",") if m.strip()]
     ecfg = EngineConfig(threads=args.threads, dtype=args.dtype, backend=args.backend)
-    engines: dict[tuple[str, int | None], Engine] = {}
+    engines: dict[tuple, Engine] = {}
 
-    def engine_for(dtype: str, width: int | None) -> Engine:
-        if (dtype, width) not in engines:
-            engines[dtype, width] = Engine(EngineConfig(threads=args.threads, dtype=dtype, backend=args.backend,
-                                                        pass_width=width))
-        return engines[dtype, width]
+    def engine_for(key: tuple[str, int | None, str, str]) -> Engine:
+        dtype, width, backend, attention = key
+        cfg = EngineConfig(threads=args.threads, dtype=dtype or args.dtype, backend=backend or args.backend,
+                           pass_width=width, attention=attention or "auto")
+        k = (cfg.dtype, cfg.pass_width, cfg.backend, cfg.attention)
+        if k not in engines:
+            engines[k] = Engine(cfg)
+        return engines[k]
 
     for v in variants:
-        _, _, _, dtype, width = _variant(v)
-        engine_for(dtype or args.dtype, width)
+        engine_for(_variant(v)[3])
     peers = load_peers([p.strip() for p in args.peers.split(",") if p.strip()], threads=args.threads,
                        log=lambda m: print(m, file=sys.stderr))
     names = variants + list(peers)
@@ -111,9 +118,8 @@ def main(argv: list[str] | None = None) -> dict:
                 if name in peers:
                     row = run_peer(peers[name], item, args.peer_max_new_tokens)
                 else:
-                    mode, style, prompt, dtype, width = _variant(name)
-                    row = _agentkit_row(engine_for(dtype or args.dtype, width), ctx, item, mode, style or None,
-                                        prompt or "default")
+                    mode, style, prompt, key = _variant(name)
+                    row = _agentkit_row(engine_for(key), ctx, item, mode, style or None, prompt or "default")
             except Exception as e:  # noqa: BLE001 -- recorded, counted, the run goes on
                 row = {"success": False, "valid": False, "error": f"{type(e).__name__}: {e}",
                        "error_type": "exception", "stats": None}
