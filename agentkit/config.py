@@ -13,6 +13,7 @@ MODES: tuple[str, ...] = ("ar", "diffusion", "verify")
 DTYPES: tuple[str, ...] = ("auto", "float32", "bfloat16")
 BACKENDS: tuple[str, ...] = ("auto", "torch", "llama.cpp")
 ATTENTIONS: tuple[str, ...] = ("auto", "sdpa")
+Q4_STEPS: tuple[str, ...] = ("auto", "off")
 
 
 @dataclass
@@ -38,6 +39,10 @@ class EngineConfig:
     # matmuls instead of torch's flash kernel, 5x cheaper there (agentkit/engine/attention.py); every other pass is
     # transformers' sdpa. "sdpa": transformers' sdpa for every pass
     attention: str = "auto"
+    # "auto": where the checkpoint's layer weights are 4-bit groups (the embedded Q4_1 model) and the engine runs
+    # bf16 on CPU, passes of up to 8 positions read those 4-bit weights (torch's int4 kernel; agentkit/models/q4.py),
+    # longer ones the dense weights. "off": dense weights for every pass
+    q4_steps: str = "auto"
 
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:
@@ -46,6 +51,8 @@ class EngineConfig:
             raise InvalidRequestError(f"EngineConfig.backend must be one of {BACKENDS}, got {self.backend!r}")
         if self.attention not in ATTENTIONS:
             raise InvalidRequestError(f"EngineConfig.attention must be one of {ATTENTIONS}, got {self.attention!r}")
+        if self.q4_steps not in Q4_STEPS:
+            raise InvalidRequestError(f"EngineConfig.q4_steps must be one of {Q4_STEPS}, got {self.q4_steps!r}")
         if self.pass_width is not None and not (isinstance(self.pass_width, int) and 1 <= self.pass_width <= 256):
             raise InvalidRequestError(f"EngineConfig.pass_width must be an int in 1..256 or None, got {self.pass_width!r}")
         if self.pass_width is not None and self.backend == "llama.cpp":

@@ -5,12 +5,13 @@
         --peers outlines-xgrammar,outlines-llguidance,outlines-core,llama-cpp --threads 1 \
         --out evals/results/bfcl_peers_limit20.json
 
-A mode is ``MODE[:STYLE[:PROMPT[:DTYPE[:WIDTH[:BACKEND[:ATTENTION]]]]]]`` (an ``agentkit eval`` mode, a JSON style
-of :mod:`agentkit.constrain.canonical` -- empty: the compiler's default --, a system prompt of
+A mode is ``MODE[:STYLE[:PROMPT[:DTYPE[:WIDTH[:BACKEND[:ATTENTION[:Q4]]]]]]]`` (an ``agentkit eval`` mode, a JSON
+style of :mod:`agentkit.constrain.canonical` -- empty: the compiler's default --, a system prompt of
 :data:`agentkit.evals.bfcl.PROMPTS`, ``default`` unless given, then ``EngineConfig`` fields, each ``--dtype``,
-none, ``--backend`` and ``auto`` unless given: dtype, ``pass_width``, backend, attention; one engine per distinct
-set. ``verify::::8`` is verify on fixed-shape passes of 8, ``ar-constrained:::::llama.cpp`` runs on the llama.cpp
-backbone, ``ar-constrained::::::sdpa`` with transformers' sdpa for decode steps too). ``--shard K/N`` runs items K, K+N, K+2N, ... of the list (two processes on two cores; merge their
+none, ``--backend``, ``auto`` and ``auto`` unless given: dtype, ``pass_width``, backend, attention, q4_steps; one
+engine per distinct set. ``verify::::8`` is verify on fixed-shape passes of 8, ``ar-constrained:::::llama.cpp``
+runs on the llama.cpp backbone, ``ar-constrained::::::sdpa:off`` as the engine ran before the decode-step attention
+and the 4-bit short passes). ``--shard K/N`` runs items K, K+N, K+2N, ... of the list (two processes on two cores; merge their
 files with ``evals/merge_results.py``). Items run item-major and the order of the variants rotates per item, as in
 ``agentkit eval``. agentkit rows use the runner's decoding settings; their ``latency_ms`` here adds the template's
 compile (``compile_ms``: schema compile + token DFAs), as a peer's includes its own. Peers get 256 new tokens at
@@ -39,18 +40,18 @@ def _agentkit_row(engine, ctx, item, mode: str, style: str | None, prompt: str) 
             "finish_reason": res.stats.finish_reason, "stats": stats}
 
 
-def _variant(name: str) -> tuple[str, str, str, tuple[str, int | None, str, str]]:
-    """``MODE[:STYLE[:PROMPT[:DTYPE[:WIDTH[:BACKEND[:ATTENTION]]]]]]``: mode, style, prompt (empty when missing) and
-    the engine key (dtype, width or None, backend, attention; empty strings where missing)."""
+def _variant(name: str) -> tuple[str, str, str, tuple[str, int | None, str, str, str]]:
+    """``MODE[:STYLE[:PROMPT[:DTYPE[:WIDTH[:BACKEND[:ATTENTION[:Q4]]]]]]]``: mode, style, prompt (empty when missing)
+    and the engine key (dtype, width or None, backend, attention, q4_steps; empty strings where missing)."""
     parts = name.split(":")
-    if len(parts) > 7:
-        raise SystemExit(f"mode {name!r}: at most 7 ':'-separated fields")
-    parts += [""] * (7 - len(parts))
+    if len(parts) > 8:
+        raise SystemExit(f"mode {name!r}: at most 8 ':'-separated fields")
+    parts += [""] * (8 - len(parts))
     try:
         width = int(parts[4]) if parts[4] else None
     except ValueError:
         raise SystemExit(f"mode {name!r}: WIDTH must be an integer, got {parts[4]!r}") from None
-    return parts[0], parts[1], parts[2], (parts[3], width, parts[5], parts[6])
+    return parts[0], parts[1], parts[2], (parts[3], width, parts[5], parts[6], parts[7])
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -87,11 +88,11 @@ def main(argv: list[str] | None = None) -> dict:
     ecfg = EngineConfig(threads=args.threads, dtype=args.dtype, backend=args.backend)
     engines: dict[tuple, Engine] = {}
 
-    def engine_for(key: tuple[str, int | None, str, str]) -> Engine:
-        dtype, width, backend, attention = key
+    def engine_for(key: tuple[str, int | None, str, str, str]) -> Engine:
+        dtype, width, backend, attention, q4 = key
         cfg = EngineConfig(threads=args.threads, dtype=dtype or args.dtype, backend=backend or args.backend,
-                           pass_width=width, attention=attention or "auto")
-        k = (cfg.dtype, cfg.pass_width, cfg.backend, cfg.attention)
+                           pass_width=width, attention=attention or "auto", q4_steps=q4 or "auto")
+        k = (cfg.dtype, cfg.pass_width, cfg.backend, cfg.attention, cfg.q4_steps)
         if k not in engines:
             engines[k] = Engine(cfg)
         return engines[k]

@@ -20,6 +20,8 @@ from ..constrain.runtime import TokenConstraint
 from ..constrain.vocab import token_vocab
 from ..errors import InvalidRequestError, ModelNotFoundError, UnsupportedModeError, UserError
 from ..models.loader import DIFFUSION_GEMMA, LoadedModel, load_model
+from ..models.q4 import MAX_ROWS as Q4_MAX_ROWS
+from ..models.q4 import safetensors_source, use_q4_steps
 from .attention import use_fast_decode_attention
 from .backbone import Backbone, cost_curve
 from .batch import BatchSeat, Locked
@@ -82,6 +84,9 @@ class Engine:
             return GemmaBackbone(lm)
         if getattr(self.config, "attention", "auto") == "auto":
             use_fast_decode_attention(lm.model)
+        if getattr(self.config, "q4_steps", "auto") == "auto" and lm.meta.get("weights"):
+            n = use_q4_steps(lm.model, safetensors_source(lm.meta["weights"]))
+            log.info("%d linear layers read 4-bit weights in passes of up to %d positions", n, Q4_MAX_ROWS)
         if self.config.pass_width:
             from .fixed import FixedShapeBackbone
 

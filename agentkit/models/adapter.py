@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from .loader import LoadedModel, wrap
+from .q4 import dense_linears
 
 MASK_TOKEN = "<|mask|>"
 FILE = "adapter.safetensors"
@@ -164,6 +165,7 @@ def apply_adapter(lm: LoadedModel, path: str | Path | None = None, *, copy_model
     modifies ``lm.model`` in place (saves memory; the base weights are then gone)."""
     state, cfg = load_adapter(DEFAULT_DIR if path is None else path)
     model = copy.deepcopy(lm.model) if copy_model else lm.model
+    dense_linears(model)  # merged weights: a 4-bit copy of the base weights would be stale
     tok = copy.deepcopy(lm.tokenizer)
     tid = ensure_mask_token(model, tok, cfg.mask_token)
     if cfg.mask_token_id >= 0 and tid != cfg.mask_token_id:

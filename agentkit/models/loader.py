@@ -100,4 +100,6 @@ def load_model(path: str | None = None, *, dtype: str = "float32", device: str =
     else:
         model = AutoModelForCausalLM.from_pretrained(directory, dtype=torch_dtype, local_files_only=True)
     model.to(device)
-    return wrap(model, tokenizer, name=name, meta={"default": path is None})
+    weights = directory / "model.safetensors"
+    return wrap(model, tokenizer, name=name,
+                meta={"default": path is None, "weights": str(weights) if weights.is_file() else None})

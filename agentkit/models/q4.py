@@ -1,0 +1,112 @@
+"""Short passes on the checkpoint's own 4-bit weights.
+
+The embedded default model is a Q4_1 GGUF: every linear weight of its decoder layers is, per group of 32 inputs,
+``d * q + m`` with ``q`` in 0..15. The engine runs it from the dequantized values in bf16, 2 bytes a weight, so a
+one-token step reads ~210 MB of layer weights and is bound by memory bandwidth. torch's CPU int4 kernel
+(``_weight_int4pack_mm_for_cpu``: 4-bit values, a bf16 scale and zero per group) reads a quarter of that. Measured
+over the default model's 210 linear layers, 1 thread (``python evals/bench_q4.py``): 3.9x faster for 1 row, 1.7x for
+8, 3x slower for a 300-token prompt. So a pass of up to :data:`MAX_ROWS` positions (AR steps, short verify blocks,
+fixed-shape passes of 8) runs on the 4-bit weights and a longer one (the prompt, long pinned runs, batches) on the
+dense ones; both are kept.
+
+The 4-bit form is recovered exactly from the float32 checkpoint: per group, ``m`` is the minimum, ``d`` a fifteenth
+of the range, and every value must be ``d * q + m`` for an integer ``q`` (a layer that is not is left dense: any
+other checkpoint is unchanged). The kernel computes ``(q - 8) * d + (m + 8 d)`` with ``d`` and the zero rounded to
+bf16, where the dense path rounds each weight to bf16: the same weights up to bf16 rounding, in a different place,
+so greedy tokens can part at near ties between the two paths (a pass's kernel depends only on its row count, so
+fixed-shape passes stay exact).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+GROUP = 32
+MAX_ROWS = 8  # passes of at most this many positions use the 4-bit weights (bench_q4: 1.7x at 8 rows)
+
+
+def q4_groups(w: torch.Tensor, group: int = GROUP) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+    """``(q, d, m)`` with ``w == d * q + m`` per group of ``group`` inputs exactly (q int in 0..15, d and m [N, K /
+    group]), or None if ``w`` (float32 [N, K]) is not such a 4-bit group quantization."""
+    n, k = w.shape
+    if k % group or w.dtype != torch.float32:
+        return None
+    g = w.view(n, k // group, group)
+    m = g.min(-1).values
+    d = (g.max(-1).values - m) / 15
+    q = ((g - m[..., None]) / torch.where(d == 0, 1.0, d)[..., None]).round_()
+    if q.min() < 0 or q.max() > 15:
+        return None
+    # GGUF stores d in float16 (then d * q is exact in float32); the range of a group can miss 15 d by an ulp
+    for dd in (d.half().float(), d):
+        if torch.equal(torch.addcmul(m[..., None], q, dd[..., None]), g):
+            return q.view(n, k).to(torch.int32), dd, m
+    return None
+
+
+class Q4Linear(torch.nn.Module):
+    """A bias-free ``nn.Linear`` that keeps its dense weight and a 4-bit copy; passes of at most ``max_rows`` rows
+    (in the 4-bit scales' dtype) use the copy."""
+
+    def __init__(self, dense: torch.nn.Linear, q: torch.Tensor, d: torch.Tensor, m: torch.Tensor,
+                 max_rows: int = MAX_ROWS) -> None:
+        super().__init__()
+        self.weight = dense.weight
+        self.in_features, self.out_features, self.max_rows = dense.in_features, dense.out_features, max_rows
+        self.register_buffer("packed", torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 2), persistent=False)
+        zero = m + 8 * d  # the kernel reads (q - 8) * d + zero
+        scales = torch.stack([d.t(), zero.t()], -1).to(dense.weight.dtype).contiguous()  # [K / group, N, 2]
+        self.register_buffer("scales", scales, persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rows = x.numel() // self.in_features
+        if rows > self.max_rows or x.dtype != self.scales.dtype:
+            return torch.nn.functional.linear(x, self.weight)
+        out = torch.ops.aten._weight_int4pack_mm_for_cpu(x.reshape(rows, self.in_features), self.packed, GROUP,
+                                                         self.scales)
+        return out.view(*x.shape[:-1], self.out_features)
+
+
+def use_q4_steps(model: torch.nn.Module, source: Callable[[str], torch.Tensor | None],
+                 max_rows: int = MAX_ROWS) -> int:
+    """Replace each bias-free linear layer of ``model``'s decoder layers whose float32 weight (``source(name)``,
+    the checkpoint's tensor for parameter ``name``; None: unknown) is a 4-bit group quantization by a
+    :class:`Q4Linear`. Only for a bf16 model on CPU (the kernel's fast path); returns how many were replaced."""
+    p = next(model.parameters())
+    if p.dtype != torch.bfloat16 or p.device.type != "cpu":
+        return 0
+    swaps = []
+    for name, mod in model.named_modules():
+        if type(mod) is not torch.nn.Linear or mod.bias is not None or ".layers." not in f".{name}":
+            continue
+        w = source(f"{name}.weight")
+        found = q4_groups(w) if w is not None and tuple(w.shape) == tuple(mod.weight.shape) else None
+        if found is not None:
+            swaps.append((name, Q4Linear(mod, *found, max_rows=max_rows)))
+    for name, new in swaps:
+        parent, _, attr = name.rpartition(".")
+        setattr(model.get_submodule(parent) if parent else model, attr, new)
+    return len(swaps)
+
+
+def safetensors_source(path) -> Callable[[str], torch.Tensor | None]:
+    """``source`` for :func:`use_q4_steps` reading float32 tensors from a safetensors file."""
+    from safetensors import safe_open
+
+    f = safe_open(str(path), "pt")
+    names = set(f.keys())
+    return lambda name: f.get_tensor(name) if name in names else None
+
+
+def dense_linears(model: torch.nn.Module) -> int:
+    """Put plain ``nn.Linear`` layers (the dense weights) back where :func:`use_q4_steps` put :class:`Q4Linear`
+    ones, before weights are changed (an adapter merged in); returns how many."""
+    swaps = [(name, mod) for name, mod in model.named_modules() if isinstance(mod, Q4Linear)]
+    for name, mod in swaps:
+        lin = torch.nn.Linear(mod.in_features, mod.out_features, bias=False, device="meta")
+        lin.weight = mod.weight
+        parent, _, attr = name.rpartition(".")
+        setattr(model.get_submodule(parent) if parent else model, attr, lin)
+    return len(swaps)

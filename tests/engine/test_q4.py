@@ -1,0 +1,113 @@
+"""Short passes on a checkpoint's 4-bit weights (agentkit/models/q4.py)."""
+
+import pytest
+import torch
+
+from agentkit.config import DecodeConfig, EngineConfig
+from agentkit.engine.engine import Engine
+from agentkit.errors import InvalidRequestError
+from agentkit.models.q4 import GROUP, MAX_ROWS, Q4Linear, dense_linears, q4_groups, use_q4_steps
+from agentkit.models.tiny import tiny_llama
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+PROMPTS = ["hello there", "def add(a, b): return", '{"name":"Alice","age":']
+
+
+def _quantize(w: torch.Tensor) -> torch.Tensor:
+    """``w`` rounded to a Q4_1 group quantization (per group of 32 inputs: d * q + m, q in 0..15, d and m in
+    float16, as GGUF stores them)."""
+    n, k = w.shape
+    g = w.view(n, k // GROUP, GROUP)
+    m = g.min(-1, keepdim=True).values.half().float()
+    d = ((g.max(-1, keepdim=True).values - m) / 15).half().float()
+    return (d * ((g - m) / d).round().clamp(0, 15) + m).view(n, k)
+
+
+def _q4_tiny(seed: int = 5, dtype: torch.dtype = torch.bfloat16):
+    """A tiny Llama whose layer weights are 4-bit groups (as the embedded Q4_1 model's are), in ``dtype``, and its
+    float32 checkpoint."""
+    lm = tiny_llama(seed)
+    source = {}
+    with torch.no_grad():
+        for name, mod in lm.model.named_modules():
+            if type(mod) is torch.nn.Linear and ".layers." in f".{name}":
+                mod.weight.copy_(_quantize(mod.weight))
+                source[f"{name}.weight"] = mod.weight.detach().clone()
+    lm.model.to(dtype)
+    return lm, source
+
+
+def test_the_4bit_form_is_recovered_exactly_or_not_at_all():
+    w = _quantize(torch.randn(48, 64))
+    q, d, m = q4_groups(w)
+    assert q.min() >= 0 and q.max() <= 15
+    assert torch.equal((q.view(48, 2, 32) * d[..., None] + m[..., None]).view(48, 64), w)
+    assert q4_groups(torch.randn(48, 64)) is None  # not a 4-bit quantization
+    assert q4_groups(w.bfloat16()) is None and q4_groups(torch.randn(48, 40)) is None
+
+
+def test_short_passes_read_the_4bit_weights_and_long_ones_the_dense():
+    lm, source = _q4_tiny()
+    n = use_q4_steps(lm.model, source.get)
+    layers = [m for m in lm.model.modules() if isinstance(m, Q4Linear)]
+    assert n == len(layers) == 2 * 7
+    lin = layers[0]
+    w = source[next(k for k in source)].float()
+    for rows in (1, 3, MAX_ROWS):
+        x = torch.randn(rows, lin.in_features).bfloat16()
+        torch.testing.assert_close(lin(x).float(), x.float() @ w.t(), atol=0.05, rtol=0.02)
+    x = torch.randn(MAX_ROWS + 1, lin.in_features).bfloat16()
+    assert torch.equal(lin(x), torch.nn.functional.linear(x, lin.weight))
+
+
+def test_other_checkpoints_and_float32_models_are_left_dense():
+    lm = tiny_llama(5)
+    lm.model.to(torch.bfloat16)
+    src = {n: p.detach().float() for n, p in lm.model.named_parameters()}  # not 4-bit groups
+    assert use_q4_steps(lm.model, src.get) == 0
+    lm32, source = _q4_tiny(dtype=torch.float32)
+    assert use_q4_steps(lm32.model, source.get) == 0  # the int4 kernel is only fast in bf16
+
+
+@pytest.mark.parametrize("mode", ["ar", "verify"])
+def test_greedy_tokens_are_the_dense_models_within_bf16_tolerance(mode):
+    """Not bit for bit (the kernel rounds scales, the dense path weights): every token the 4-bit engine picks must
+    be the dense engine's argmax on the same prefix or within bf16 rounding of it."""
+    lm, source = _q4_tiny()
+    dense = Engine.from_loaded(lm)
+    lm4, source4 = _q4_tiny()
+    use_q4_steps(lm4.model, source4.get)
+    fast = Engine.from_loaded(lm4)
+    for prompt in PROMPTS:
+        ids = dense.encode_prompt(prompt, raw=True)
+        out = fast.generate(prompt, DecodeConfig(mode=mode, max_new_tokens=16), raw=True).token_ids
+        seq = ids + out
+        logits = dense.backbone.encode(seq, dense.backbone.new_cache(), rows=list(range(len(ids) - 1, len(seq) - 1)))
+        for step, tok in enumerate(out):
+            assert logits[step].max() - logits[step][tok] < 0.1, (prompt, step)
+
+
+def test_verify_equals_ar_bit_for_bit_on_fixed_passes_of_8():
+    lm, source = _q4_tiny()
+    use_q4_steps(lm.model, source.get)
+    eng = Engine.from_loaded(lm, EngineConfig(pass_width=MAX_ROWS))
+    for prompt in PROMPTS:
+        ar = eng.generate(prompt, DecodeConfig(mode="ar", max_new_tokens=20), raw=True).token_ids
+        ver = eng.generate(prompt, DecodeConfig(mode="verify", max_new_tokens=20), raw=True).token_ids
+        assert ver == ar
+
+
+def test_dense_linears_puts_the_dense_layers_back():
+    lm, source = _q4_tiny()
+    use_q4_steps(lm.model, source.get)
+    x = torch.randn(1, 5, 64).bfloat16()
+    want = lm.model.model.layers[0].mlp.up_proj.weight
+    assert dense_linears(lm.model) == 14
+    up = lm.model.model.layers[0].mlp.up_proj
+    assert type(up) is torch.nn.Linear and up.weight is want
+    assert torch.equal(up(x), torch.nn.functional.linear(x, want))
+
+
+def test_an_unknown_q4_setting_is_a_typed_error():
+    with pytest.raises(InvalidRequestError, match="q4_steps"):
+        EngineConfig(q4_steps="on")
