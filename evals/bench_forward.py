@@ -1,6 +1,6 @@
 """Cost of one forward by positions, and AR tokens/s, for each backend and dtype, in one process.
 
-For every backend (torch float32, torch bfloat16, llama.cpp on the Q4_1 GGUF when llama-cpp-python is installed,
+For every backend (torch float32, torch bfloat16 with and without its 4-bit short passes, llama.cpp on the Q4_1 GGUF when llama-cpp-python is installed,
 and the default ``EngineConfig()``: ``auto``, whose passes run on torch and whose free-text AR replies go to
 llama.cpp when its cost curve says so; its AR row names the backbone that ran):
 
@@ -35,6 +35,7 @@ from agentkit.config import DecodeConfig, EngineConfig
 from agentkit.engine.engine import Engine
 from agentkit.engine.llama_cpp import available, choose_backend
 from agentkit.models.loader import resolve_dtype
+from agentkit.models.q4 import Q4Linear
 
 POSITIONS = (1, 2, 4, 8, 16, 32, 64)
 PROMPT = ("Write a detailed, step by step explanation of how a hash map works, with its collision handling, "
@@ -82,14 +83,19 @@ def bandwidth_gb_s(threads: int, mb: int = 512, repeats: int = 5) -> float:
 
 
 def weight_bytes(engine: Engine) -> int:
-    """Bytes of weights one forward reads: every parameter once (the tied embedding as the output head; its
-    row lookups are negligible), plus the fp32 head copy a bf16 model keeps; the GGUF's size for llama.cpp."""
+    """Bytes of weights a one-position forward reads: every parameter once (the tied embedding as the output head;
+    its row lookups are negligible; 4-bit layers: their 4-bit copy), plus the fp32 head copy a bf16 model keeps;
+    the GGUF's size for llama.cpp."""
     bb = engine.backbone
     if engine.backend == "llama.cpp":
         from agentkit.models.default import gguf_path
 
         return gguf_path().stat().st_size
     n = sum(p.numel() * p.element_size() for p in engine.lm.model.parameters())
+    for m in engine.lm.model.modules():  # a 1-position pass reads the 4-bit copy instead of the dense weight
+        if isinstance(m, Q4Linear):
+            n -= m.weight.numel() * m.weight.element_size()
+            n += sum(b.numel() * b.element_size() for b in (m.packed, m.scales))
     head_w = getattr(bb, "_head_w", None)
     if head_w is not None:
         n += head_w.numel() * head_w.element_size() - bb.head.weight.numel() * bb.head.weight.element_size()
@@ -162,7 +168,9 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     configs = {("torch", "float32"): EngineConfig(backend="torch", dtype="float32", threads=args.threads),
-               ("torch", "bfloat16"): EngineConfig(backend="torch", dtype="bfloat16", threads=args.threads)}
+               ("torch", "bfloat16"): EngineConfig(backend="torch", dtype="bfloat16", threads=args.threads),
+               ("torch", "bfloat16, q4_steps=off"): EngineConfig(backend="torch", dtype="bfloat16", q4_steps="off",
+                                                                  threads=args.threads)}
     if available():
         configs[("llama.cpp", "q4_1")] = EngineConfig(backend="llama.cpp", threads=args.threads)
     default = EngineConfig(threads=args.threads)
