@@ -25,6 +25,7 @@ from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
 from ..models.loader import LoadedModel
+from ..models.q4 import Q4Linear
 from .attention import SDPA_LIKE
 from .sizing import DEFAULT_CURVE
 
@@ -80,7 +81,10 @@ class Backbone:
         self.head = lm.model.get_output_embeddings()
         self.device = next(lm.model.parameters()).device
         self.shift = True  # position i is predicted from the output at i-1 (AR head; Dream/Fast-dLLM v2)
-        self.cost_curve = cost_curve("torch", str(self.model.dtype).removeprefix("torch."), lm)
+        dtype = str(self.model.dtype).removeprefix("torch.")
+        if any(isinstance(m, Q4Linear) for m in self.model.modules()):
+            dtype += "+q4"  # short passes on 4-bit weights: its own curve
+        self.cost_curve = cost_curve("torch", dtype, lm)
         # A low-precision model's logits: the head matmul in its own dtype (bf16 on the default model: 3.4 ms a row
         # against 13.3 ms in float32, 1 thread -- the fp32 head was a third of an AR step), then the REFINED
         # candidates -- the top ones of each row -- recomputed exactly in float32. bf16 logits alone tie often

@@ -106,13 +106,19 @@ def test_pinned_runs_are_the_same_taken_whole_or_token_by_token(default_engine):
     assert c.forced(seam) == [] and c.allowed(seam)[tok.encode('["', add_special_tokens=False)[0]]
 
 
-def test_fixed_shape_passes_are_exact_in_bf16_across_key_blocks(default_engine, grouped_logits):
+@pytest.mark.parametrize("q4", [False, True])
+def test_fixed_shape_passes_are_exact_in_bf16_across_key_blocks(default_engine, grouped_logits, q4):
     """bf16, pass_width 8: a position gets the same bits one token a pass or grouped, including groupings whose
-    passes read different key counts (320 vs 384: below 512 they differ on this model unless rounded to a block)."""
+    passes read different key counts (320 vs 384: below 512 they differ on this model unless rounded to a block),
+    also with the layers on their 4-bit weights (passes of 8 rows: all on the int4 kernel)."""
     from agentkit.engine.fixed import FixedShapeBackbone
     from agentkit.models.loader import load_model
+    from agentkit.models.q4 import safetensors_source, use_q4_steps
 
-    bb = FixedShapeBackbone(load_model(dtype="bfloat16"), 8)
+    lm = load_model(dtype="bfloat16")
+    if q4:
+        assert use_q4_steps(lm.model, safetensors_source(lm.meta["weights"])) == 210
+    bb = FixedShapeBackbone(lm, 8)
     text = " ".join(["The history of computing spans calculators, mainframes and phones."] * 40)
     ids = default_engine.tokenizer.encode(text, add_special_tokens=False)[:329]
     prompt, rest = ids[:305], ids[305:]
