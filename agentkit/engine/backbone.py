@@ -29,12 +29,14 @@ from ..models.q4 import Q4Linear
 from .attention import SDPA_LIKE
 from .sizing import DEFAULT_CURVE
 
-# ms per forward by positions after a 200-token prefix on the default model, 1 thread
-# (python evals/bench_forward.py --threads 1; evals/results/bench_forward.json); other models: DEFAULT_CURVE's shape
+# ms per forward by positions after a 200-token prefix on the default model, 1 thread, one run with a BFCL eval on
+# the other core (python evals/bench_forward.py --threads 1; evals/results/bench_forward_s7.json); other models:
+# DEFAULT_CURVE's shape. "+q4": passes of up to 8 positions on the 4-bit weights (agentkit/models/q4.py)
 SHIPPED_CURVES: dict[tuple[str, str], dict[int, float]] = {
-    ("llama.cpp", "q4_1"): {1: 41.71, 2: 62.72, 4: 110.9, 8: 187.49, 16: 311.8, 32: 579.92, 64: 1066.9},
-    ("torch", "float32"): {1: 144.28, 2: 262.53, 4: 242.4, 8: 273.9, 16: 339.24, 32: 545.27, 64: 900.81},
-    ("torch", "bfloat16"): {1: 132.97, 2: 171.24, 4: 167.25, 8: 175.76, 16: 215.48, 32: 305.41, 64: 448.78},
+    ("llama.cpp", "q4_1"): {1: 8.36, 2: 18.77, 4: 32.07, 8: 51.64, 16: 89.07, 32: 169.99, 64: 303.85},
+    ("torch", "float32"): {1: 42.06, 2: 65.92, 4: 62.32, 8: 72.79, 16: 97.32, 32: 149.37, 64: 243.98},
+    ("torch", "bfloat16"): {1: 28.99, 2: 31.29, 4: 32.54, 8: 35.78, 16: 43.64, 32: 59.45, 64: 102.02},
+    ("torch", "bfloat16+q4"): {1: 16.73, 2: 19.73, 4: 21.47, 8: 28.84, 16: 45.13, 32: 61.53, 64: 97.59},
 }
 
 
