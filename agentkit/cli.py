@@ -322,6 +322,9 @@ def serve(
     backend: str = typer.Option("auto", help="engine backend: auto | torch | llama.cpp"),
     pass_width: Optional[int] = typer.Option(None, help="fixed-shape passes of N positions: verify equals AR bit "
                                              "for bit in bf16, but requests' forwards are not batched together"),
+    attention: str = typer.Option("auto", help="auto (one-token decode steps on CPU as float32 matmuls) | sdpa"),
+    q4_steps: str = typer.Option("auto", help="auto (passes of up to 8 positions on the GGUF's 4-bit weights in a "
+                                 "bf16 CPU engine) | off"),
     log_level: str = typer.Option("info", help="uvicorn log level"),
     ray: bool = typer.Option(False, "--ray", help="serve as Ray Serve replicas (each one engine)"),
     ray_address: str = typer.Option("local", help="with --ray: 'local' (start Ray here) or a cluster address"),
@@ -344,7 +347,8 @@ def serve(
                               request_timeout_s=request_timeout_s, default_mode=default_mode,
                               prepare_workers=prepare_workers, ready_stall_s=ready_stall_s, max_context=max_context,
                               compile_limits=limits)
-        engine = EngineConfig(model=model, threads=threads, dtype=dtype, backend=backend, pass_width=pass_width)
+        engine = EngineConfig(model=model, threads=threads, dtype=dtype, backend=backend, pass_width=pass_width,
+                              attention=attention, q4_steps=q4_steps)
     except (AgentkitError, ValueError) as e:
         _fail(e)
     if ray:
@@ -363,7 +367,8 @@ def _serve_ray(server, engine, *, host, port, address, replicas, autoscale) -> N
 
         cfg = RayServeConfig(replicas=replicas, autoscale=parse_autoscale(autoscale) if autoscale else None,
                              address=address, host=host, port=port, model=engine.model, threads=engine.threads,
-                             dtype=engine.dtype, backend=engine.backend, pass_width=engine.pass_width)
+                             dtype=engine.dtype, backend=engine.backend, pass_width=engine.pass_width,
+                             attention=engine.attention, q4_steps=engine.q4_steps)
     except AgentkitError as e:
         _fail(e)
     run(server, cfg)

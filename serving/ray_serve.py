@@ -64,9 +64,11 @@ class RayServeConfig:
     port: int = 8000
     model: str | None = None
     threads: int | None = None
-    dtype: str = "auto"  # EngineConfig.dtype / .backend / .pass_width of every replica's engine
+    dtype: str = "auto"  # EngineConfig.dtype / .backend / .pass_width / .attention / .q4_steps of every replica
     backend: str = "auto"
     pass_width: int | None = None
+    attention: str = "auto"
+    q4_steps: str = "auto"
     engine_factory: str | None = None
     num_cpus_per_replica: float = 1.0
     graceful_shutdown_timeout_s: float | None = None  # None: the request timeout + 5 s
@@ -88,14 +90,14 @@ class RayServeConfig:
             raise UserError(f"num_cpus_per_replica must be >= 0, got {self.num_cpus_per_replica}")
         if self.engine_factory is not None and ":" not in self.engine_factory:
             raise UserError(f"engine_factory must be 'module:function', got {self.engine_factory!r}")
-        self.engine_config()  # a bad dtype / backend / pass_width is an error here, not in every replica
+        self.engine_config()  # a bad engine option is an error here, not in every replica
 
     def engine_config(self):
         """The :class:`~agentkit.config.EngineConfig` every replica loads (unless ``engine_factory``)."""
         from agentkit.config import EngineConfig
 
         return EngineConfig(model=self.model, threads=self.threads, dtype=self.dtype, backend=self.backend,
-                            pass_width=self.pass_width)
+                            pass_width=self.pass_width, attention=self.attention, q4_steps=self.q4_steps)
 
 
 def parse_autoscale(text: str) -> tuple[int, int]:
