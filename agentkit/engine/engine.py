@@ -86,7 +86,8 @@ class Engine:
             use_fast_decode_attention(lm.model)
         if getattr(self.config, "q4_steps", "auto") == "auto" and lm.meta.get("weights"):
             n = use_q4_steps(lm.model, safetensors_source(lm.meta["weights"]))
-            log.info("%d linear layers read 4-bit weights in passes of up to %d positions", n, Q4_MAX_ROWS)
+            if n:
+                log.info("%d linear layers read 4-bit weights in passes of up to %d positions", n, Q4_MAX_ROWS)
         if self.config.pass_width:
             from .fixed import FixedShapeBackbone
 
