@@ -14,8 +14,6 @@ The default model in bfloat16, 1 thread, rounds interleaved (median over ``--rep
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import torch
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
@@ -23,19 +21,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from agentkit.config import EngineConfig
 from agentkit.engine.attention import decode_step_attention
 from agentkit.engine.engine import Engine
-
-
-def _interleaved(fns: dict, repeats: int) -> dict[str, float]:
-    """Median ms of each function, the rounds interleaved so that load drifts hit every one alike."""
-    ts: dict[str, list[float]] = {k: [] for k in fns}
-    for f in fns.values():
-        f()
-    for _ in range(repeats):
-        for k, f in fns.items():
-            t0 = time.perf_counter()
-            f()
-            ts[k].append(1000 * (time.perf_counter() - t0))
-    return {k: statistics.median(v) for k, v in ts.items()}
+from agentkit.evals.timing import interleaved_ms
 
 
 class _Layer(torch.nn.Module):
@@ -48,7 +34,7 @@ def _layer_row(k_len: int, repeats: int, g: torch.Generator) -> None:
     k, v = torch.randn(2, 1, 3, k_len, 64, generator=g).bfloat16()
     fns = {"sdpa": lambda: sdpa_attention_forward(_Layer(), q, k, v, None, scaling=0.125),
            "step": lambda: decode_step_attention(_Layer(), q, k, v, None, scaling=0.125)}
-    ms = _interleaved(fns, repeats)
+    ms = interleaved_ms(fns, repeats)
     diff = (fns["sdpa"]()[0].float() - fns["step"]()[0].float()).abs().max().item()
     print(f"{k_len} | {ms['sdpa']:.3f} | {ms['step']:.3f} | {ms['step'] / ms['sdpa']:.2f} | {diff:.2e}")
 
@@ -63,7 +49,7 @@ def _step_row(engines: dict[str, Engine], ids: list[int], repeats: int, steps: i
         engines[a].backbone.encode([ids[-1]], caches[a])
         engines[a].backbone.crop(caches[a], n)
 
-    ms = _interleaved({a: (lambda a=a: step(a)) for a in engines}, repeats)
+    ms = interleaved_ms({a: (lambda a=a: step(a)) for a in engines}, repeats)
     agree, last = 0, ids[-1]
     for _ in range(steps):  # both engines continue the same (sdpa's) text
         picks = {a: int(e.backbone.encode([last], caches[a])[0].argmax()) for a, e in engines.items()}

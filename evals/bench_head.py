@@ -18,27 +18,13 @@ vocabulary ruled out (a constraint that removes the model's favourites).
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import torch
 
 from agentkit.config import EngineConfig
 from agentkit.engine.backbone import refined_logits
 from agentkit.engine.engine import Engine
-
-
-def _interleaved(fns: dict, repeats: int) -> dict[str, float]:
-    """Median ms of each function, the rounds interleaved so that load drifts hit every one alike."""
-    ts: dict[str, list[float]] = {k: [] for k in fns}
-    for f in fns.values():
-        f()
-    for _ in range(repeats):
-        for k, f in fns.items():
-            t0 = time.perf_counter()
-            f()
-            ts[k].append(1000 * (time.perf_counter() - t0))
-    return {k: statistics.median(v) for k, v in ts.items()}
+from agentkit.evals.timing import interleaved_ms
 
 
 def main() -> None:
@@ -68,7 +54,7 @@ def main() -> None:
             return h
         hidden = body()
         fns = {"body": body, **{k: (lambda f=f, h=hidden: f(h)) for k, f in heads.items()}}
-        hm = _interleaved(fns, a.repeats)
+        hm = interleaved_ms(fns, a.repeats)
         b = hm["body"]
         print(f"| {p} | {b:.1f} | {hm['float32']:.1f} | {hm['refined']:.1f} | {hm['bf16']:.1f} | "
               f"{(b + hm['refined']) / (b + hm['float32']):.2f} |")

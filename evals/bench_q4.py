@@ -14,27 +14,13 @@ Rounds interleaved, median over ``--repeats``:
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import torch
 
 from agentkit.config import EngineConfig
 from agentkit.engine.engine import Engine
-from agentkit.models.q4 import Q4Linear
-
-
-def _interleaved(fns: dict, repeats: int) -> dict[str, float]:
-    """Median ms of each function, the rounds interleaved so that load drifts hit every one alike."""
-    ts: dict[str, list[float]] = {k: [] for k in fns}
-    for f in fns.values():
-        f()
-    for _ in range(repeats):
-        for k, f in fns.items():
-            t0 = time.perf_counter()
-            f()
-            ts[k].append(1000 * (time.perf_counter() - t0))
-    return {k: statistics.median(v) for k, v in ts.items()}
+from agentkit.evals.timing import interleaved_ms
+from agentkit.models.q4 import GROUP, Q4Linear
 
 
 @torch.inference_mode()
@@ -47,9 +33,9 @@ def _layers_row(layers: list[Q4Linear], rows: int, repeats: int) -> None:
 
     def q4() -> None:
         for m in layers:
-            torch.ops.aten._weight_int4pack_mm_for_cpu(xs[m.in_features], m.packed, 32, m.scales)
+            torch.ops.aten._weight_int4pack_mm_for_cpu(xs[m.in_features], m.packed, GROUP, m.scales)
 
-    ms = _interleaved({"dense": dense, "q4": q4}, repeats)
+    ms = interleaved_ms({"dense": dense, "q4": q4}, repeats)
     print(f"{rows} | {ms['dense']:.1f} | {ms['q4']:.1f} | {ms['dense'] / ms['q4']:.2f}x")
 
 
@@ -64,7 +50,7 @@ def _pass_row(engines: dict[str, Engine], prompt: list[int], rows: int, repeats:
         engines[k].backbone.encode(block, caches[k], rows=[-1])
         engines[k].backbone.crop(caches[k], len(prompt))
 
-    return _interleaved({k: (lambda k=k: run(k)) for k in engines}, repeats)
+    return interleaved_ms({k: (lambda k=k: run(k)) for k in engines}, repeats)
 
 
 def _agreement(engines: dict[str, Engine], ref: Engine, prompt: list[int], cont: list[int]) -> dict[str, int]:

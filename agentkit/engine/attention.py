@@ -21,14 +21,15 @@ from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 NAME = "agentkit-sdpa"
 SDPA_LIKE = ("sdpa", NAME)  # attention implementations that take sdpa's boolean 4-D masks
+_SDPA_ONLY = ("softcap", "sliding_window", "position_bias", "s_aux")  # options only sdpa's own path handles
 
 
 def decode_step_attention(module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                           attention_mask: torch.Tensor | None, dropout: float = 0.0, scaling: float | None = None,
                           is_causal: bool | None = None, **kwargs) -> tuple[torch.Tensor, None]:
     """transformers' attention signature: query [B, H, Q, D], key/value [B, KVH, K, D] -> ([B, Q, H, D], None)."""
-    plain = all(kwargs.get(k) is None for k in ("softcap", "sliding_window", "position_bias", "s_aux"))
-    if query.shape[2] != 1 or attention_mask is not None or dropout or not plain or query.device.type != "cpu":
+    if (query.shape[2] != 1 or attention_mask is not None or dropout or query.device.type != "cpu"
+            or any(kwargs.get(k) is not None for k in _SDPA_ONLY)):
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       is_causal=is_causal, **kwargs)
     b, h, _, d = query.shape

@@ -82,9 +82,9 @@ class Engine:
                 raise UnsupportedModeError("EngineConfig.pass_width (fixed-shape passes) runs causal LMs on torch; "
                                            "DiffusionGemma's encoder-decoder has its own passes")
             return GemmaBackbone(lm)
-        if getattr(self.config, "attention", "auto") == "auto":
+        if self.config.attention == "auto":
             use_fast_decode_attention(lm.model)
-        if getattr(self.config, "q4_steps", "auto") == "auto" and lm.meta.get("weights"):
+        if self.config.q4_steps == "auto" and lm.meta.get("weights"):
             n = use_q4_steps(lm.model, safetensors_source(lm.meta["weights"]))
             if n:
                 log.info("%d linear layers read 4-bit weights in passes of up to %d positions", n, Q4_MAX_ROWS)
