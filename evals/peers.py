@@ -5,13 +5,15 @@
         --peers outlines-xgrammar,outlines-llguidance,outlines-core,llama-cpp --threads 1 \
         --out evals/results/bfcl_peers_limit20.json
 
-A mode is ``MODE[:STYLE[:PROMPT[:DTYPE[:WIDTH[:BACKEND[:ATTENTION[:Q4]]]]]]]`` (an ``agentkit eval`` mode, a JSON
+A mode is ``MODE[:STYLE[:PROMPT[:DTYPE[:WIDTH[:BACKEND[:ATTENTION[:Q4[:GREEDY]]]]]]]]`` (an ``agentkit eval`` mode, a JSON
 style of :mod:`agentkit.constrain.canonical` -- empty: the compiler's default --, a system prompt of
 :data:`agentkit.evals.bfcl.PROMPTS`, ``default`` unless given, then ``EngineConfig`` fields, each ``--dtype``,
 none, ``--backend``, ``auto`` and ``auto`` unless given: dtype, ``pass_width``, backend, attention, q4_steps; one
 engine per distinct set. ``verify::::8`` is verify on fixed-shape passes of 8, ``ar-constrained:::::llama.cpp``
 runs on the llama.cpp backbone, ``ar-constrained::::::sdpa:off`` as the engine ran before the decode-step attention
-and the 4-bit short passes). ``--shard K/N`` runs items K, K+N, K+2N, ... of the list (two processes on two cores; merge their
+and the 4-bit short passes; GREEDY is ``DecodeConfig.greedy``, ``byte`` unless given:
+``ar-constrained:spaced-schema-order:::::::token`` decodes as agentkit did before byte greedy and required-first
+members). ``--shard K/N`` runs items K, K+N, K+2N, ... of the list (two processes on two cores; merge their
 files with ``evals/merge_results.py``). Items run item-major and the order of the variants rotates per item, as in
 ``agentkit eval``. agentkit rows use the runner's decoding settings; their ``latency_ms`` here adds the template's
 compile (``compile_ms``: schema compile + token DFAs), as a peer's includes its own. Peers get 256 new tokens at
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 
@@ -40,18 +43,21 @@ def _agentkit_row(engine, ctx, item, mode: str, style: str | None, prompt: str) 
             "finish_reason": res.stats.finish_reason, "stats": stats}
 
 
-def _variant(name: str) -> tuple[str, str, str, tuple[str, int | None, str, str, str]]:
-    """``MODE[:STYLE[:PROMPT[:DTYPE[:WIDTH[:BACKEND[:ATTENTION[:Q4]]]]]]]``: mode, style, prompt (empty when missing)
-    and the engine key (dtype, width or None, backend, attention, q4_steps; empty strings where missing)."""
+def _variant(name: str) -> tuple[str, str, str, tuple[str, int | None, str, str, str], str]:
+    """``MODE[:STYLE[:PROMPT[:DTYPE[:WIDTH[:BACKEND[:ATTENTION[:Q4[:GREEDY]]]]]]]]``: mode, style, prompt (empty when
+    missing), the engine key (dtype, width or None, backend, attention, q4_steps; empty strings where missing) and
+    the greedy rule (``byte`` when missing)."""
     parts = name.split(":")
-    if len(parts) > 8:
-        raise SystemExit(f"mode {name!r}: at most 8 ':'-separated fields")
-    parts += [""] * (8 - len(parts))
+    if len(parts) > 9:
+        raise SystemExit(f"mode {name!r}: at most 9 ':'-separated fields")
+    parts += [""] * (9 - len(parts))
     try:
         width = int(parts[4]) if parts[4] else None
     except ValueError:
         raise SystemExit(f"mode {name!r}: WIDTH must be an integer, got {parts[4]!r}") from None
-    return parts[0], parts[1], parts[2], (parts[3], width, parts[5], parts[6], parts[7])
+    if parts[8] not in ("", "byte", "token"):
+        raise SystemExit(f"mode {name!r}: GREEDY must be 'byte' or 'token', got {parts[8]!r}")
+    return parts[0], parts[1], parts[2], (parts[3], width, parts[5], parts[6], parts[7]), parts[8] or "byte"
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -119,8 +125,9 @@ def main(argv: list[str] | None = None) -> dict:
                 if name in peers:
                     row = run_peer(peers[name], item, args.peer_max_new_tokens)
                 else:
-                    mode, style, prompt, key = _variant(name)
-                    row = _agentkit_row(engine_for(key), ctx, item, mode, style or None, prompt or "default")
+                    mode, style, prompt, key, greedy = _variant(name)
+                    row = _agentkit_row(engine_for(key), replace(ctx, greedy=greedy), item, mode, style or None,
+                                        prompt or "default")
             except Exception as e:  # noqa: BLE001 -- recorded, counted, the run goes on
                 row = {"success": False, "valid": False, "error": f"{type(e).__name__}: {e}",
                        "error_type": "exception", "stats": None}

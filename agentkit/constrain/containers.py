@@ -3,7 +3,7 @@
 Arrays: prefix items, then a ``Repeat`` of the rest within ``minItems``/``maxItems``; ``contains`` as a union over
 where the first witness sits; ``uniqueItems`` only over a few literal items (all orders enumerated).
 
-Objects: members in schema order (:func:`~agentkit.constrain.canonical.order_names`), then additional properties.
+Objects: members in the style's order (:func:`~agentkit.constrain.canonical.order_names`), then additional properties.
 Without counting constraints the layout is linear in size (:func:`_linear_body`); ``minProperties``/
 ``maxProperties``, presence dependencies and the "some property must..." conditions that ``not`` produces use a
 memoised chain over (member, started, count, pending, blocked, witnessed) states, which stays a DAG.
@@ -152,7 +152,7 @@ class Containers:
 
     # -- objects ------------------------------------------------------------------------------------------------
     def object(self, f: Flat, order: list, iptr: str, ctx: int) -> Node | None:
-        names = order_names(order, self.res)
+        names = order_names(order, self.res, self.style.required_first)
         names += [r for r in f.required if r not in names]
         required, rules = _closure(set(f.required), [(a, ds) for a, ds, _p in f.deps])
         members = []  # (key literal, value node, required, name)

@@ -46,6 +46,7 @@ class TokenVocab:
     _sorted_keys: list | None = None
     byte_tokens: list[int] = field(default_factory=list)  # one token per single byte the vocabulary spells alone
     _continuing: OrderedDict = field(default_factory=OrderedDict, repr=False)
+    _first_bytes: torch.Tensor | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         for i, b in enumerate(self.token_bytes):
@@ -55,6 +56,13 @@ class TokenVocab:
         eos = set(self.eos_ids)
         self.byte_tokens = [ids[0] for b in range(1, 256) if (ids := [i for i in self.by_bytes.get(bytes([b]), ())
                                                                        if i not in eos])]
+
+    @property
+    def first_bytes(self) -> torch.Tensor:
+        """[size] long: each token's first byte, 256 for a token without bytes (EOS, special tokens)."""
+        if self._first_bytes is None:
+            self._first_bytes = torch.tensor([b[0] if b else 256 for b in self.token_bytes], dtype=torch.long)
+        return self._first_bytes
 
     def outlines_with_sentinel(self, sentinel: int) -> Vocabulary:
         """outlines-core vocabulary of every ordinary token plus the end-of-slot sentinel (id ``sentinel``) and the

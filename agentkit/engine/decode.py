@@ -17,7 +17,7 @@ from ..errors import InvalidRequestError
 from .backbone import Backbone
 from .draft import lookup
 from .gemma import denoise_uniform
-from .sampler import pick
+from .sampler import greedy_by_byte, masked_logits, pick
 from .sizing import DEFAULT_CURVE, DRAFT, EXACT, PINNED, AcceptRate, pass_length
 from .stats import DecodeStats
 
@@ -103,6 +103,12 @@ class Decoder:
         allowed = self._allowed(state)
         t, conf, ent = pick(logits[None], None if allowed is None else allowed[None], self.cfg.temperature,
                             self.cfg.top_k, self.gen, self.cfg.top_p)
+        if allowed is not None and self.cfg.temperature == 0 and self.cfg.greedy == "byte":
+            t0 = time.perf_counter()
+            best = greedy_by_byte(logits, allowed, self.c.vocab.first_bytes, self.c.vocab.token_bytes)
+            self.stats.constraint_ms += 1000 * (time.perf_counter() - t0)
+            if best != int(t[0]):  # its share of the allowed mass, as pick reports the argmax's
+                t[0], conf[0] = best, torch.softmax(masked_logits(logits, allowed).float(), -1)[best]
         if allowed is not None and budget is not None and not self.c.fits(state, int(t[0]), budget):
             t0 = time.perf_counter()
             closing = self.c.closing(state, budget)

@@ -79,6 +79,7 @@ class RunContext:
     max_new_tokens: int = 512  # constrained modes: the template ends the output long before this
     free_max_new_tokens: int = 128  # unconstrained AR: enough for a call, bounds the prose
     canvas_length: int = 32
+    greedy: str = "byte"  # DecodeConfig.greedy: "byte" (the default) or "token" (a plain argmax)
     on_draft: Callable[[list[int], list[bool]], None] | None = None  # set by the runner for diffusion calls
     frames: list[tuple[list[int], list[bool]]] = field(default_factory=list)
 
@@ -88,7 +89,7 @@ class RunContext:
         if mode not in ENGINE_MODE:
             raise ValueError(f"unknown mode {mode!r}; expected one of {MODES}")
         return DecodeConfig(
-            mode=ENGINE_MODE[mode], seed=self.seed, canvas_length=self.canvas_length,
+            mode=ENGINE_MODE[mode], seed=self.seed, canvas_length=self.canvas_length, greedy=self.greedy,
             max_new_tokens=self.free_max_new_tokens if mode == "ar" else self.max_new_tokens,
         )
 

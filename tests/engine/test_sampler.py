@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from agentkit.config import DecodeConfig
-from agentkit.engine.sampler import logits_to_probs, nucleus, pick
+from agentkit.engine.sampler import greedy_by_byte, logits_to_probs, nucleus, pick
 from agentkit.errors import InvalidRequestError
 
 
@@ -47,3 +47,75 @@ def test_engine_top_p_narrows_sampled_text(tiny):
     hot = tiny.generate("abc", DecodeConfig(max_new_tokens=8, temperature=5.0, top_p=1e-6, seed=3)).text
     assert hot == greedy
     assert tiny.generate("abc", DecodeConfig(max_new_tokens=8, temperature=5.0, seed=3)).text != greedy
+
+
+# -- greedy over bytes ------------------------------------------------------------------------------------------
+
+BYTES = [b",", b"}", b"}}", b"7", b"ab", b"abc", b"ax", None]  # token id -> bytes (7: EOS, no bytes)
+
+
+def _greedy(probs: list[float], allowed=None, k: int = 64) -> int:
+    logits = torch.log(torch.tensor(probs))
+    first = torch.tensor([b[0] if b else 256 for b in BYTES])
+    ok = torch.ones(len(probs), dtype=torch.bool) if allowed is None else torch.tensor(allowed)
+    return greedy_by_byte(logits, ok, first, BYTES, k=k)
+
+
+def test_greedy_by_byte_weighs_two_spellings_of_one_choice_together():
+    # "," is the likeliest token, but "}" and "}}" both start with "}", which holds more of the mass
+    probs = [0.33, 0.25, 0.24, 0.08, 0.03, 0.03, 0.02, 0.02]
+    assert pick(torch.log(torch.tensor(probs))[None])[0].item() == 0
+    assert _greedy(probs) == 1  # byte "}", then "}" alone (0.25) against "}" + "}" (0.24)
+    assert _greedy([0.33, 0.2, 0.25, 0.08, 0.05, 0.05, 0.02, 0.02]) == 2
+
+
+def test_greedy_by_byte_descends_byte_by_byte_and_a_token_may_end_first():
+    # byte "a" (0.5) beats "," (0.3); then "b" (0.35) beats "x" (0.15); then "ab" ending (0.15) loses to "c" (0.2)
+    assert _greedy([0.3, 0.1, 0.05, 0.05, 0.15, 0.2, 0.15, 0.0]) == 5
+    assert _greedy([0.3, 0.1, 0.05, 0.05, 0.25, 0.1, 0.15, 0.0]) == 4  # "ab" ending (0.25) beats "abc" (0.1)
+
+
+def test_greedy_by_byte_reads_only_allowed_tokens():
+    probs = [0.38, 0.2, 0.2, 0.22, 0.0, 0.0, 0.0, 0.0]
+    assert _greedy(probs) == 1  # 0.38 < 0.2 + 0.2
+    assert _greedy(probs, [True, True, False, True, False, False, False, False]) == 0  # "}}" ruled out
+
+
+def test_greedy_by_byte_keeps_an_argmax_over_half_the_allowed_mass():
+    assert _greedy([0.1, 0.6, 0.2, 0.1, 0.0, 0.0, 0.0, 0.0]) == 1
+    # 0.3 of an allowed 0.5: the argmax, although "}" + "}}" would hold 0.4 of everything
+    assert _greedy([0.3, 0.2, 0.2, 0.1, 0.1, 0.05, 0.05, 0.0], [True, False, False, True, True, False, False, False]) == 0
+
+
+def test_greedy_setting_is_checked():
+    assert DecodeConfig().greedy == "byte"
+    with pytest.raises(InvalidRequestError, match="greedy"):
+        DecodeConfig(greedy="argmax")
+
+
+@pytest.mark.parametrize("mode", ["verify", "diffusion"])
+@pytest.mark.parametrize("greedy", ["byte", "token"])
+def test_verify_and_causal_canvas_equal_ar_under_each_greedy(tiny, mode, greedy):
+    from agentkit.constrain.compiler import compile_schema
+
+    tpl = compile_schema({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "boolean"},
+                                                           "c": {"type": "array", "items": {"type": "string"}}},
+                          "required": ["a"], "additionalProperties": False}, style="compact")
+    for prompt in ("data:", "x", "{"):
+        ar = tiny.generate(prompt, DecodeConfig(mode="ar", max_new_tokens=60, greedy=greedy), template=tpl, raw=True)
+        other = tiny.generate(prompt, DecodeConfig(mode=mode, max_new_tokens=60, canvas_length=8, greedy=greedy),
+                              template=tpl, raw=True)
+        assert other.token_ids == ar.token_ids, (prompt, ar.text, other.text)
+
+
+def test_byte_greedy_changes_picks_on_a_tiny_model(tiny):
+    # the byte rule is live in decoding: over a few prompts some template output differs from token greedy's
+    from agentkit.constrain.compiler import compile_schema
+
+    tpl = compile_schema({"type": "object", "properties": {"s": {"type": "string", "maxLength": 12},
+                                                           "n": {"type": "integer"}},
+                          "required": ["s", "n"], "additionalProperties": False}, style="compact")
+    outs = {g: [tiny.generate(p, DecodeConfig(mode="ar", max_new_tokens=40, greedy=g), template=tpl, raw=True).text
+                for p in ("a", "b", "c", "d", "e", "f")] for g in ("byte", "token")}
+    assert outs["byte"] != outs["token"]
+    assert all(tpl.matches(t) for t in outs["byte"] + outs["token"])

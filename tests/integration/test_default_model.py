@@ -106,6 +106,30 @@ def test_pinned_runs_are_the_same_taken_whole_or_token_by_token(default_engine):
     assert c.forced(seam) == [] and c.allowed(seam)[tok.encode('["', add_special_tokens=False)[0]]
 
 
+
+def test_byte_greedy_weighs_spellings_of_one_closing_together(default_engine):
+    # after '"heat": 5' the object may close ('}' then the pinned '}', or '}}' in one token) or take another
+    # argument (','): byte greedy weighs the two closing spellings together
+    from agentkit.constrain.compiler import compile_schema
+    from agentkit.engine.sampler import greedy_by_byte
+    from agentkit.toolcall import call_template
+
+    tpl = compile_schema({"type": "object", "properties": {"heat": {"type": "integer"}, "iso": {"type": "boolean"}},
+                          "required": ["heat"], "additionalProperties": False})
+    c = default_engine.constraint(call_template([("f", tpl)]))
+    tok = default_engine.tokenizer
+    s = c.start()
+    for t in tok.encode('{"name": "f", "arguments": {"heat": 5', add_special_tokens=False):
+        s = c.advance(s, t)
+    close, close2, comma = (tok.convert_tokens_to_ids(x) for x in ("}", "}}", ","))
+    allowed = c.allowed(s)
+    assert allowed[close] and allowed[close2] and allowed[comma]
+    logits = torch.full((len(tok),), -30.0)
+    logits[[comma, close, close2]] = torch.log(torch.tensor([0.4, 0.3, 0.29]))
+    assert greedy_by_byte(logits, allowed, c.vocab.first_bytes, c.vocab.token_bytes) == close
+    assert int(logits.masked_fill(~allowed, float("-inf")).argmax()) == comma
+
+
 @pytest.mark.parametrize("q4", [False, True])
 def test_fixed_shape_passes_are_exact_in_bf16_across_key_blocks(default_engine, grouped_logits, q4):
     """bf16, pass_width 8: a position gets the same bits one token a pass or grouped, including groupings whose
