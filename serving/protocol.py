@@ -138,7 +138,9 @@ class AgentkitExt(BaseModel):
     canvas: bool = True  # stream canvas draft events
     step: str | None = Field(default=None, max_length=64)  # a label (the SDK's step kind); decoding ignores it
     # how the pinned JSON punctuation is written (agentkit.constrain.canonical.STYLES); None: the compiler's default
-    json_style: Literal["compact", "spaced"] | None = None
+    json_style: Literal["compact", "spaced", "spaced-schema-order"] | None = None
+    # how a greedy structured step picks a token (agentkit.config.DecodeConfig.greedy); None: "byte"
+    greedy: Literal["byte", "token"] | None = None
 
 
 class ChatRequest(BaseModel):

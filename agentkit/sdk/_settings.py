@@ -15,7 +15,9 @@ class ModelSettings(TypedDict, total=False):
 
     ``max_tokens``: output tokens per model request; ``mode``: every step in this decoding mode; ``json_style``:
     how structured steps write the pinned JSON punctuation, ``"compact"`` (the SDK's default: its prompts show
-    compact JSON) or ``"spaced"`` (as ``json.dumps`` writes it), see :data:`agentkit.constrain.canonical.STYLES`.
+    compact JSON) or ``"spaced"`` (as ``json.dumps`` writes it), see :data:`agentkit.constrain.canonical.STYLES`;
+    ``greedy``: how a greedy structured step picks a token, ``"byte"`` (the default: byte by byte, each byte's
+    tokens weighed together) or ``"token"`` (a plain argmax), see ``DecodeConfig.greedy``.
     """
 
     temperature: float
@@ -24,6 +26,7 @@ class ModelSettings(TypedDict, total=False):
     seed: int
     mode: Mode
     json_style: str
+    greedy: str
 
 
 KEYS = frozenset(ModelSettings.__annotations__)
@@ -45,6 +48,8 @@ def merge(*settings: ModelSettings | None) -> ModelSettings:
             raise UserError(f"model_settings mode must be one of {MODES}, got {s['mode']!r}")
         if "json_style" in s and s["json_style"] not in STYLES:
             raise UserError(f"model_settings json_style must be one of {sorted(STYLES)}, got {s['json_style']!r}")
+        if "greedy" in s and s["greedy"] not in ("byte", "token"):
+            raise UserError(f"model_settings greedy must be 'byte' or 'token', got {s['greedy']!r}")
         out.update(s)  # type: ignore[typeddict-item]
     return out
 
@@ -52,7 +57,7 @@ def merge(*settings: ModelSettings | None) -> ModelSettings:
 def apply(config: DecodeConfig, settings: ModelSettings) -> DecodeConfig:
     """``config`` with the settings applied (validated by ``DecodeConfig``)."""
     names = {"temperature": "temperature", "top_p": "top_p", "max_tokens": "max_new_tokens", "seed": "seed",
-             "mode": "mode"}  # json_style is the template's, not the decoder's (Agent._template)
+             "mode": "mode", "greedy": "greedy"}  # json_style is the template's, not the decoder's (Agent._template)
     return replace(config, **{names[k]: v for k, v in settings.items() if k in names})
 
 

@@ -70,5 +70,15 @@ async def test_json_style_setting_picks_the_templates_style():
     assert styles == ["compact", "spaced", "compact"]
     assert model.calls[1].template.matches('{"x": 2}') and not model.calls[1].template.matches('{"x":2}')
     assert model.calls[1].config.mode == model.calls[0].config.mode  # a template setting, not a decoder one
-    with pytest.raises(UserError, match=r"json_style must be one of \['compact', 'spaced'\]"):
+    with pytest.raises(UserError, match=r"json_style must be one of \['compact', 'spaced', 'spaced-schema-order'\]"):
         Agent(recorder(), model_settings={"json_style": "pretty"})
+
+
+def test_greedy_setting_reaches_the_decode_config():
+    from agentkit.config import DecodeConfig
+    from agentkit.sdk._settings import apply, merge
+
+    assert apply(DecodeConfig(), merge({"greedy": "token"})).greedy == "token"
+    assert apply(DecodeConfig(), merge({})).greedy == "byte"
+    with pytest.raises(UserError, match="greedy must be 'byte' or 'token'"):
+        merge({"greedy": "argmax"})

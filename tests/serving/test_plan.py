@@ -148,3 +148,12 @@ def test_json_style_reaches_the_compiled_template():
     assert ok(tools, '{"name":"add","arguments":{"a":1}}') and not ok(tools, '{"name": "add", "arguments": {"a": 1}}')
     with pytest.raises(Exception, match="json_style"):
         _req(agentkit={"json_style": "pretty"})
+
+
+def test_greedy_reaches_the_decode_config():
+    from agentkit.serving.plan import decode_config
+
+    assert decode_config(_req(), "ar", 8).greedy == "byte"
+    assert decode_config(_req(agentkit={"greedy": "token"}), "ar", 8).greedy == "token"
+    with pytest.raises(Exception, match="greedy"):
+        _req(agentkit={"greedy": "argmax"})
