@@ -14,6 +14,7 @@ DTYPES: tuple[str, ...] = ("auto", "float32", "bfloat16")
 BACKENDS: tuple[str, ...] = ("auto", "torch", "llama.cpp")
 ATTENTIONS: tuple[str, ...] = ("auto", "sdpa")
 Q4_STEPS: tuple[str, ...] = ("auto", "off")
+GREEDY: tuple[str, ...] = ("byte", "token")  # DecodeConfig.greedy
 
 
 @dataclass
@@ -107,7 +108,7 @@ class DecodeConfig:
     draft_steps: int = 1
 
     def __post_init__(self) -> None:
-        if self.greedy not in ("byte", "token"):
+        if self.greedy not in GREEDY:
             raise InvalidRequestError(f"greedy must be 'byte' or 'token', got {self.greedy!r}")
         if self.draft not in ("lookup", "adapter"):
             raise InvalidRequestError(f"draft must be 'lookup' or 'adapter', got {self.draft!r}")

@@ -47,6 +47,8 @@ def _variant(name: str) -> tuple[str, str, str, tuple[str, int | None, str, str,
     """``MODE[:STYLE[:PROMPT[:DTYPE[:WIDTH[:BACKEND[:ATTENTION[:Q4[:GREEDY]]]]]]]]``: mode, style, prompt (empty when
     missing), the engine key (dtype, width or None, backend, attention, q4_steps; empty strings where missing) and
     the greedy rule (``byte`` when missing)."""
+    from agentkit.config import GREEDY
+
     parts = name.split(":")
     if len(parts) > 9:
         raise SystemExit(f"mode {name!r}: at most 9 ':'-separated fields")
@@ -55,7 +57,7 @@ def _variant(name: str) -> tuple[str, str, str, tuple[str, int | None, str, str,
         width = int(parts[4]) if parts[4] else None
     except ValueError:
         raise SystemExit(f"mode {name!r}: WIDTH must be an integer, got {parts[4]!r}") from None
-    if parts[8] not in ("", "byte", "token"):
+    if parts[8] and parts[8] not in GREEDY:
         raise SystemExit(f"mode {name!r}: GREEDY must be 'byte' or 'token', got {parts[8]!r}")
     return parts[0], parts[1], parts[2], (parts[3], width, parts[5], parts[6], parts[7]), parts[8] or "byte"
 

@@ -64,6 +64,7 @@ def json_style(style: str | JsonStyle | None) -> JsonStyle:
         raise UnsupportedSchemaError("style", "#", f"unknown JSON style {name!r}; known: {', '.join(STYLES)}")
     return STYLES[name]
 _FOLLOW_ONE = ("if", "then", "else", "not")
+_FOLLOW_DEPS = ("dependentSchemas", "dependencies")
 
 
 class Resolver:
@@ -119,8 +120,10 @@ class Resolver:
         return self._names
 
 
-def walk(schemas, res: Resolver) -> list[dict]:
-    """The dict schemas reachable at one place, in a fixed pre-order, each once."""
+def walk(schemas, res: Resolver, always: bool = False) -> list[dict]:
+    """The dict schemas reachable at one place, in a fixed pre-order, each once; ``always``: only those that apply
+    to every value there (reached through ``$ref`` and ``allOf``)."""
+    lists, ones, deps = (("allOf",), (), ()) if always else (_FOLLOW_LISTS, _FOLLOW_ONE, _FOLLOW_DEPS)
     out: list[dict] = []
     seen: set[int] = set()
 
@@ -134,13 +137,13 @@ def walk(schemas, res: Resolver) -> list[dict]:
                 visit(res.resolve(s["$ref"], "#")[0])
             except UnsupportedSchemaError:
                 pass
-        for k in _FOLLOW_LISTS:
+        for k in lists:
             if isinstance(s.get(k), list):
                 for sub in s[k]:
                     visit(sub)
-        for k in _FOLLOW_ONE:
+        for k in ones:
             visit(s.get(k))
-        for k in ("dependentSchemas", "dependencies"):
+        for k in deps:
             if isinstance(s.get(k), dict):
                 for sub in s[k].values():
                     visit(sub)
@@ -163,24 +166,8 @@ def order_names(schemas, res: Resolver, required_first: bool = False) -> list[st
 def always_required(schemas, res: Resolver) -> set[str]:
     """The names every object at this place must have: ``required`` of the schemas reached through ``$ref`` and
     ``allOf`` only (a name required in one ``anyOf`` branch is not)."""
-    out: set[str] = set()
-    seen: set[int] = set()
-    stack = list(schemas)
-    while stack:
-        s = stack.pop()
-        if not isinstance(s, dict) or id(s) in seen:
-            continue
-        seen.add(id(s))
-        if isinstance(s.get("required"), list):
-            out.update(r for r in s["required"] if isinstance(r, str))
-        if isinstance(s.get("$ref"), str):
-            try:
-                stack.append(res.resolve(s["$ref"], "#")[0])
-            except UnsupportedSchemaError:
-                pass
-        if isinstance(s.get("allOf"), list):
-            stack.extend(s["allOf"])
-    return out
+    return {r for s in walk(schemas, res, always=True) if isinstance(s.get("required"), list)
+            for r in s["required"] if isinstance(r, str)}
 
 
 def _schema_order(schemas, res: Resolver) -> list[str]:

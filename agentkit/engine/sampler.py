@@ -66,7 +66,6 @@ def pick(
     return tokens, conf, entropy
 
 
-
 def greedy_by_byte(logits: torch.Tensor, allowed: torch.Tensor, first_bytes: torch.Tensor,
                    token_bytes: list[bytes | None], k: int = 64) -> int:
     """Greedy over bytes, not tokens. logits, allowed: [V]; first_bytes: [V'] long, each token's first byte (256:

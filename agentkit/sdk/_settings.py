@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TypedDict
 
-from ..config import MODES, DecodeConfig, Mode
+from ..config import GREEDY, MODES, DecodeConfig, Mode
 from ..constrain.canonical import STYLES
 from ..errors import UserError
 
@@ -48,7 +48,7 @@ def merge(*settings: ModelSettings | None) -> ModelSettings:
             raise UserError(f"model_settings mode must be one of {MODES}, got {s['mode']!r}")
         if "json_style" in s and s["json_style"] not in STYLES:
             raise UserError(f"model_settings json_style must be one of {sorted(STYLES)}, got {s['json_style']!r}")
-        if "greedy" in s and s["greedy"] not in ("byte", "token"):
+        if "greedy" in s and s["greedy"] not in GREEDY:
             raise UserError(f"model_settings greedy must be 'byte' or 'token', got {s['greedy']!r}")
         out.update(s)  # type: ignore[typeddict-item]
     return out
