@@ -325,6 +325,7 @@ def serve(
     attention: str = typer.Option("auto", help="auto (one-token decode steps on CPU as float32 matmuls) | sdpa"),
     q4_steps: str = typer.Option("auto", help="auto (passes of up to 8 positions on the GGUF's 4-bit weights in a "
                                  "bf16 CPU engine) | off"),
+    prepack: str = typer.Option("auto", help="auto (a bf16 CPU engine's weights prepacked once for oneDNN) | off"),
     log_level: str = typer.Option("info", help="uvicorn log level"),
     ray: bool = typer.Option(False, "--ray", help="serve as Ray Serve replicas (each one engine)"),
     ray_address: str = typer.Option("local", help="with --ray: 'local' (start Ray here) or a cluster address"),
@@ -348,7 +349,7 @@ def serve(
                               prepare_workers=prepare_workers, ready_stall_s=ready_stall_s, max_context=max_context,
                               compile_limits=limits)
         engine = EngineConfig(model=model, threads=threads, dtype=dtype, backend=backend, pass_width=pass_width,
-                              attention=attention, q4_steps=q4_steps)
+                              attention=attention, q4_steps=q4_steps, prepack=prepack)
     except (AgentkitError, ValueError) as e:
         _fail(e)
     if ray:
@@ -368,7 +369,7 @@ def _serve_ray(server, engine, *, host, port, address, replicas, autoscale) -> N
         cfg = RayServeConfig(replicas=replicas, autoscale=parse_autoscale(autoscale) if autoscale else None,
                              address=address, host=host, port=port, model=engine.model, threads=engine.threads,
                              dtype=engine.dtype, backend=engine.backend, pass_width=engine.pass_width,
-                             attention=engine.attention, q4_steps=engine.q4_steps)
+                             attention=engine.attention, q4_steps=engine.q4_steps, prepack=engine.prepack)
     except AgentkitError as e:
         _fail(e)
     run(server, cfg)

@@ -14,6 +14,7 @@ DTYPES: tuple[str, ...] = ("auto", "float32", "bfloat16")
 BACKENDS: tuple[str, ...] = ("auto", "torch", "llama.cpp")
 ATTENTIONS: tuple[str, ...] = ("auto", "sdpa")
 Q4_STEPS: tuple[str, ...] = ("auto", "off")
+PREPACK: tuple[str, ...] = ("auto", "off")
 GREEDY: tuple[str, ...] = ("byte", "token")  # DecodeConfig.greedy
 
 
@@ -44,6 +45,10 @@ class EngineConfig:
     # bf16 on CPU, passes of up to 8 positions read those 4-bit weights (torch's int4 kernel; agentkit/models/q4.py),
     # longer ones the dense weights. "off": dense weights for every pass
     q4_steps: str = "auto"
+    # "auto": a bf16 model on CPU keeps its decoder layers' dense weights also prepacked for oneDNN (its AMX/AVX-512
+    # layout, reordered once instead of on every pass; agentkit/models/packed.py): prompts and passes too long for
+    # the 4-bit weights run on them. "off": nn.Linear, which reorders the weight on every call
+    prepack: str = "auto"
 
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:
@@ -54,6 +59,8 @@ class EngineConfig:
             raise InvalidRequestError(f"EngineConfig.attention must be one of {ATTENTIONS}, got {self.attention!r}")
         if self.q4_steps not in Q4_STEPS:
             raise InvalidRequestError(f"EngineConfig.q4_steps must be one of {Q4_STEPS}, got {self.q4_steps!r}")
+        if self.prepack not in PREPACK:
+            raise InvalidRequestError(f"EngineConfig.prepack must be one of {PREPACK}, got {self.prepack!r}")
         if self.pass_width is not None and not (isinstance(self.pass_width, int) and 1 <= self.pass_width <= 256):
             raise InvalidRequestError(f"EngineConfig.pass_width must be an int in 1..256 or None, got {self.pass_width!r}")
         if self.pass_width is not None and self.backend == "llama.cpp":

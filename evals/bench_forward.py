@@ -7,6 +7,7 @@ llama.cpp when its cost curve says so; its AR row names the backbone that ran):
 - ms per forward by positions (1, 2, 4, 8, 16, 32, 64) after a ~200-token prefix: a causal pass with logits at
   every position (a verify block's shape), cropped away afterwards; the median over ``--repeats`` rounds, the
   rounds interleaved over positions and backends so that load drifts hit every row alike;
+- ms to encode a 512-token prompt into an empty cache (a request's prefill), interleaved the same way;
 - AR decoding tokens/s of ``Engine.generate(mode="ar")`` on the default model (free text, greedy): output tokens
   after the first over the time after prefill;
 - the reference: plain llama.cpp (``llama_cpp.Llama.generate``, greedy) on the same GGUF, prompt and threads,
@@ -16,8 +17,8 @@ llama.cpp when its cost curve says so; its AR row names the backbone that ran):
 
 ``--json FILE`` writes one object per backend and dtype, the default backend first::
 
-    {"backend": ..., "dtype": ..., "threads": ..., "ms_by_positions": {"1": ms, ...}, "ar_tokens_per_s": ...,
-     "llama_cpp_tokens_per_s": ...}
+    {"backend": ..., "dtype": ..., "threads": ..., "ms_by_positions": {"1": ms, ...}, "prompt_ms": {"512": ms},
+     "ar_tokens_per_s": ..., "llama_cpp_tokens_per_s": ...}
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from agentkit.models.loader import resolve_dtype
 from agentkit.models.q4 import Q4Linear
 
 POSITIONS = (1, 2, 4, 8, 16, 32, 64)
+PROMPT_TOKENS = 512  # a prefill as long as a BFCL prompt with a few functions
 PROMPT = ("Write a detailed, step by step explanation of how a hash map works, with its collision handling, "
           "resizing and the cost of each operation.")
 
@@ -69,6 +71,20 @@ def forward_table(engines: dict[str, Engine], prefix: int, repeats: int) -> dict
             for key, eng in engines.items():
                 samples[key][p].append(time_forward(eng, caches[key], ids[key], p))
     return {k: {str(p): round(statistics.median(v[p]), 2) for p in POSITIONS} for k, v in samples.items()}
+
+
+def prompt_table(engines: dict[str, Engine], tokens: int, repeats: int) -> dict[str, float]:
+    """ms to encode a ``tokens``-long prompt into an empty cache (a request's prefill), per engine: the median of
+    ``repeats`` rounds interleaved over the engines."""
+    samples: dict[str, list[float]] = {k: [] for k in engines}
+    for r in range(repeats + 1):  # the first round warms up
+        for key, eng in engines.items():
+            ids = prefix_ids(eng, tokens)
+            t0 = time.perf_counter()
+            eng.backbone.encode(ids, eng.backbone.new_cache(tokens))
+            if r:
+                samples[key].append(1000 * (time.perf_counter() - t0))
+    return {k: round(statistics.median(v), 1) for k, v in samples.items()}
 
 
 def bandwidth_gb_s(threads: int, mb: int = 512, repeats: int = 5) -> float:
@@ -115,14 +131,13 @@ _LLM = None
 
 def llama_reference(prompt_ids: list[int], max_new: int, threads: int | None, eos: set[int]) -> tuple[float, int]:
     """Plain llama.cpp: ``Llama.generate`` greedy on the same GGUF; tokens after the first per second."""
-    from llama_cpp import Llama
-
+    from agentkit.engine.llama_cpp import plain_llama
     from agentkit.models.default import gguf_path
 
     global _LLM
     if _LLM is None:
         kw = {"n_threads": threads, "n_threads_batch": threads} if threads else {}
-        _LLM = Llama(str(gguf_path()), n_ctx=2048, verbose=False, **kw)
+        _LLM = plain_llama(gguf_path(), n_ctx=2048, verbose=False, **kw)
     llm = _LLM
     n, t1 = 0, 0.0
     for tok in llm.generate(prompt_ids, temp=0.0, top_k=1, reset=True):
@@ -169,6 +184,8 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     configs = {("torch", "float32"): EngineConfig(backend="torch", dtype="float32", threads=args.threads),
                ("torch", "bfloat16"): EngineConfig(backend="torch", dtype="bfloat16", threads=args.threads),
+               ("torch", "bfloat16, prepack=off"): EngineConfig(backend="torch", dtype="bfloat16", prepack="off",
+                                                                 threads=args.threads),
                ("torch", "bfloat16, q4_steps=off"): EngineConfig(backend="torch", dtype="bfloat16", q4_steps="off",
                                                                   threads=args.threads)}
     if available():
@@ -197,6 +214,7 @@ def main() -> None:
         if args.skip_forward:
             return
     table = forward_table({k: engines[k] for k in keys}, args.prefix, args.repeats)
+    prompts = prompt_table({k: engines[k] for k in keys}, PROMPT_TOKENS, max(3, args.repeats // 2))
     # AR rounds interleaved (each backend, then plain llama.cpp, per round) so that load drifts hit all alike;
     # the median round of each is reported
     runs: dict = {k: [] for k in keys}
@@ -214,6 +232,7 @@ def main() -> None:
     gbs = bandwidth_gb_s(args.threads)
     floor = {k: weight_bytes(engines[k]) / gbs / 1e6 for k in keys}  # ms to read the weights once
     rows = [{"backend": k[0], "dtype": k[1], "threads": args.threads, "ms_by_positions": table[k],
+             "prompt_ms": {str(PROMPT_TOKENS): prompts[k]},
              "weight_mb": round(weight_bytes(engines[k]) / 1e6, 1), "bandwidth_floor_ms": round(floor[k], 2),
              "ar_tokens_per_s": round(ar[k][0], 2), "ar_tokens": ar[k][1], "ar_backend": ar[k][2],
              "llama_cpp_tokens_per_s": None if ref is None else round(ref, 2), "llama_cpp_tokens": ref_n,
@@ -224,17 +243,18 @@ def main() -> None:
         print(f"  {r['backend']} {r['dtype']}: {r['weight_mb']} MB of weights per forward -> bandwidth floor "
               f"{r['bandwidth_floor_ms']} ms; 1-position forward {r['ms_by_positions']['1']} ms "
               f"({r['ms_by_positions']['1'] / r['bandwidth_floor_ms']:.1f}x the floor)")
-    print("| backend | dtype | " + " | ".join(f"{p} pos ms" for p in POSITIONS) + " | 8/1 | AR tok/s | vs llama.cpp |")
-    print("|---|---|" + "---|" * (len(POSITIONS) + 3))
+    print("| backend | dtype | " + " | ".join(f"{p} pos ms" for p in POSITIONS)
+          + f" | 8/1 | {PROMPT_TOKENS}-token prompt ms | AR tok/s | vs llama.cpp |")
+    print("|---|---|" + "---|" * (len(POSITIONS) + 4))
     for r in rows:
         ms = r["ms_by_positions"]
         vs = f"{r['ar_tokens_per_s'] / ref:.2f}x" if ref else "n/a"
         ran = f" (AR ran on {r['ar_backend']})" if r["backend"] == "auto" else ""
         print(f"| {r['backend']}{' (default)' if r['default'] else ''}{ran} | {r['dtype']} | "
               + " | ".join(f"{ms[str(p)]:.1f}" for p in POSITIONS)
-              + f" | {ms['8'] / ms['1']:.2f} | {r['ar_tokens_per_s']:.1f} ({r['ar_tokens']} tok) | {vs} |")
+              + f" | {ms['8'] / ms['1']:.2f} | {r['prompt_ms'][str(PROMPT_TOKENS)]:.0f} | {r['ar_tokens_per_s']:.1f} ({r['ar_tokens']} tok) | {vs} |")
     if ref is not None:
-        print(f"| plain llama.cpp (Llama.generate) | q4_1 | | | | | | | | | {ref:.1f} ({ref_n} tok) | 1.00x |")
+        print(f"| plain llama.cpp (Llama.generate) | q4_1 | | | | | | | | | | {ref:.1f} ({ref_n} tok) | 1.00x |")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(rows, indent=1) + "\n")

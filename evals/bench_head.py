@@ -38,7 +38,7 @@ def main() -> None:
     bb = eng.backbone
     w, w32 = bb.head.weight, bb.head.weight.detach().float()
     heads = {"float32": lambda h: torch.nn.functional.linear(h.float(), w32),
-             "refined": lambda h: refined_logits(h, w),
+             "refined": lambda h: refined_logits(h, bb.head),
              "bf16": lambda h: torch.nn.functional.linear(h, w).float()}
     text = " ".join(["The history of computing spans calculators, mainframes and phones."] * 40)
     ids = eng.tokenizer.encode(text, add_special_tokens=False)[:264]

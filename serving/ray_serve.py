@@ -64,11 +64,12 @@ class RayServeConfig:
     port: int = 8000
     model: str | None = None
     threads: int | None = None
-    dtype: str = "auto"  # EngineConfig.dtype / .backend / .pass_width / .attention / .q4_steps of every replica
+    dtype: str = "auto"  # EngineConfig.dtype / .backend / .pass_width / .attention / .q4_steps / .prepack of each replica
     backend: str = "auto"
     pass_width: int | None = None
     attention: str = "auto"
     q4_steps: str = "auto"
+    prepack: str = "auto"
     engine_factory: str | None = None
     num_cpus_per_replica: float = 1.0
     graceful_shutdown_timeout_s: float | None = None  # None: the request timeout + 5 s
@@ -97,7 +98,8 @@ class RayServeConfig:
         from agentkit.config import EngineConfig
 
         return EngineConfig(model=self.model, threads=self.threads, dtype=self.dtype, backend=self.backend,
-                            pass_width=self.pass_width, attention=self.attention, q4_steps=self.q4_steps)
+                            pass_width=self.pass_width, attention=self.attention, q4_steps=self.q4_steps,
+                            prepack=self.prepack)
 
 
 def parse_autoscale(text: str) -> tuple[int, int]:

@@ -25,6 +25,7 @@ from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
 from ..models.loader import LoadedModel
+from ..models.packed import PackedLinear
 from ..models.q4 import Q4Linear
 from .attention import SDPA_LIKE
 from .sizing import DEFAULT_CURVE
@@ -52,15 +53,16 @@ def cost_curve(backend: str, dtype: str, lm: LoadedModel) -> dict[int, float]:
 REFINED = 64  # candidates per row whose logits are recomputed in float32 (see refined_logits)
 
 
-def refined_logits(hidden: torch.Tensor, weight: torch.Tensor, k: int = REFINED) -> torch.Tensor:
-    """Output-head logits ``[rows, V]`` in float32: the matmul in ``weight``'s dtype (bf16: one rounding per
-    logit, so near-equal logits tie), then each row's top ``k`` recomputed as float32 dot products of the same
+def refined_logits(hidden: torch.Tensor, head: torch.nn.Linear, k: int = REFINED) -> torch.Tensor:
+    """Output-head logits ``[rows, V]`` in float32: the bias-free ``head``'s matmul in its weight's dtype (bf16:
+    one rounding per logit, so near-equal logits tie; a :class:`~agentkit.models.packed.PackedLinear` head runs
+    it on its prepacked weight), then each row's top ``k`` recomputed as float32 dot products of the same
     values. A greedy pick among the refined tokens is a float32 head's (a coarse value is within one bf16 rounding
     of the exact one, far less than the gap down to the 64th); where a constraint rules out all of them, the pick
     is made on the coarse values (``evals/bench_head.py`` counts how often that changes one)."""
-    coarse = torch.nn.functional.linear(hidden, weight).float()  # [r, V]
+    coarse = head(hidden).float()  # [r, V]
     top = coarse.topk(min(k, coarse.shape[-1]), dim=-1).indices  # [r, k]
-    exact = torch.einsum("rh,rkh->rk", hidden.float(), weight[top].float())  # [r, k]
+    exact = torch.einsum("rh,rkh->rk", hidden.float(), head.weight[top].float())  # [r, k]
     return coarse.scatter_(-1, top, exact)
 
 
@@ -86,19 +88,22 @@ class Backbone:
         dtype = str(self.model.dtype).removeprefix("torch.")
         if any(isinstance(m, Q4Linear) for m in self.model.modules()):
             dtype += "+q4"  # short passes on 4-bit weights: its own curve
+        if any(isinstance(m, PackedLinear) or getattr(m, "packed_dense", None) is not None
+               for m in self.model.modules()):
+            dtype += "+packed"  # longer passes on prepacked weights (models/packed.py): its own curve
         self.cost_curve = cost_curve("torch", dtype, lm)
         # A low-precision model's logits: the head matmul in its own dtype (bf16 on the default model: 3.4 ms a row
         # against 13.3 ms in float32, 1 thread -- the fp32 head was a third of an AR step), then the REFINED
         # candidates -- the top ones of each row -- recomputed exactly in float32. bf16 logits alone tie often
         # enough to change greedy picks (and break verify == AR); the refined ones are float32 dot products of the
         # same bf16 values, so greedy picks match a float32 head wherever the pick is among them.
-        plain = type(self.head) is torch.nn.Linear and self.head.bias is None
+        plain = type(self.head) in (torch.nn.Linear, PackedLinear) and self.head.bias is None
         self._refine = plain and self.head.weight.dtype != torch.float32
 
     def _head(self, hidden: torch.Tensor) -> torch.Tensor:
         if not self._refine:
             return self.head(hidden).float()
-        return refined_logits(hidden, self.head.weight)  # [k, V]
+        return refined_logits(hidden, self.head)  # [k, V]
 
     def attention_mask(self, allowed: torch.Tensor) -> torch.Tensor:
         """A 4-D boolean mask (True: may attend) as this model's attention takes it: as it is for sdpa, additive

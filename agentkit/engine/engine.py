@@ -20,6 +20,7 @@ from ..constrain.runtime import TokenConstraint
 from ..constrain.vocab import token_vocab
 from ..errors import InvalidRequestError, ModelNotFoundError, UnsupportedModeError, UserError
 from ..models.loader import DIFFUSION_GEMMA, LoadedModel, load_model
+from ..models.packed import use_packed_weights
 from ..models.q4 import MAX_ROWS as Q4_MAX_ROWS
 from ..models.q4 import safetensors_source, use_q4_steps
 from .attention import use_fast_decode_attention
@@ -88,6 +89,8 @@ class Engine:
             n = use_q4_steps(lm.model, safetensors_source(lm.meta["weights"]))
             if n:
                 log.info("%d linear layers read 4-bit weights in passes of up to %d positions", n, Q4_MAX_ROWS)
+        if self.config.prepack == "auto" and (n := use_packed_weights(lm.model)):
+            log.info("%d linear layers read weights prepacked for oneDNN in longer passes", n)
         if self.config.pass_width:
             from .fixed import FixedShapeBackbone
 

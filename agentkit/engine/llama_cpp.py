@@ -58,6 +58,38 @@ def available() -> bool:
     return importlib.util.find_spec("llama_cpp") is not None
 
 
+def model_params(defaults):
+    """llama.cpp model parameters for the embedded Q4_1 GGUF: its defaults without the *extra buffer types*
+    (weights repacked for a CPU feature). On x86 the only one that takes Q4_1 is ggml's AMX backend, and with
+    llama-cpp-python 0.3.36 built ``GGML_NATIVE=ON`` on an AMX CPU (Intel Xeon, 4th gen and later) it kills the
+    process with SIGILL (``tilezero`` in ``ggml_backend_amx_mul_mat``, on an AMX Xeon VM this project ran on);
+    without it Q4_1 runs on the same AVX-512 kernels as on a CPU without AMX. ``defaults``: llama-cpp-python's
+    ``llama_model_default_params``."""
+    mp = defaults()
+    if hasattr(mp, "use_extra_bufts"):
+        mp.use_extra_bufts = False
+    return mp
+
+
+_PARAMS_LOCK = threading.Lock()
+
+
+def plain_llama(model_path: str | Path, **kwargs):
+    """``llama_cpp.Llama(model_path, **kwargs)`` (the high-level API: the llama.cpp peer, the plain reference of
+    ``evals/bench_forward.py``) loaded with :func:`model_params`: ``Llama`` takes no model parameters beyond its
+    own arguments, so its default-parameter call is swapped while it loads."""
+    import llama_cpp as L
+    from llama_cpp import llama_cpp as low
+
+    with _PARAMS_LOCK:
+        default = low.llama_model_default_params
+        low.llama_model_default_params = lambda: model_params(default)
+        try:
+            return L.Llama(model_path=str(model_path), **kwargs)
+        finally:
+            low.llama_model_default_params = default
+
+
 @dataclass
 class LlamaOptions:
     """The llama.cpp context: ``n_ctx`` KV cells shared by all sequences (one per live request, at most
@@ -108,7 +140,7 @@ class LlamaBackbone(Backbone):
         self.cost_curve = cost_curve("llama.cpp", "q4_1", lm)
         _quiet(L)
         L.llama_backend_init()
-        mp = L.llama_model_default_params()
+        mp = model_params(L.llama_model_default_params)
         self._model = L.llama_model_load_from_file(str(gguf).encode(), mp)
         if not self._model:
             raise ModelNotFoundError(f"llama.cpp could not load {str(gguf)!r}")

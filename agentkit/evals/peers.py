@@ -101,9 +101,9 @@ class LlamaCppPeer:
     name = "llama-cpp"
 
     def __init__(self, gguf: str, threads: int | None = None) -> None:
-        from llama_cpp import Llama
+        from ..engine.llama_cpp import plain_llama
 
-        self.llm = Llama(model_path=str(gguf), n_ctx=4096, n_threads=threads or 1, verbose=False, seed=0)
+        self.llm = plain_llama(gguf, n_ctx=4096, n_threads=threads or 1, verbose=False, seed=0)
 
     def generate(self, messages: list[dict], schema: dict, max_new_tokens: int) -> PeerOutput:
         t0 = time.perf_counter()

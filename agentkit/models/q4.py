@@ -23,6 +23,8 @@ from collections.abc import Callable
 
 import torch
 
+from .packed import PackedLinear, packed_linear
+
 GROUP = 32
 MAX_ROWS = 8  # passes of at most this many positions use the 4-bit weights (bench_q4: 1.6x at 8 rows)
 
@@ -59,10 +61,13 @@ class Q4Linear(torch.nn.Module):
         zero = m + 8 * d  # the kernel reads (q - 8) * d + zero
         scales = torch.stack([d.t(), zero.t()], -1).to(dense.weight.dtype).contiguous()  # [K / group, N, 2]
         self.register_buffer("scales", scales, persistent=False)
+        self.packed_dense: torch.Tensor | None = None  # the dense weight prepacked for oneDNN (models/packed.py)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.numel() // self.in_features
         if rows > self.max_rows or x.dtype != self.scales.dtype:
+            if self.packed_dense is not None and x.dtype == self.weight.dtype:
+                return packed_linear(x, self.packed_dense, self.out_features)
             return torch.nn.functional.linear(x, self.weight)
         out = torch.ops.aten._weight_int4pack_mm_for_cpu(x.reshape(rows, self.in_features), self.packed, GROUP,
                                                          self.scales)
@@ -102,11 +107,13 @@ def safetensors_source(path) -> Callable[[str], torch.Tensor | None]:
 
 def dense_linears(model: torch.nn.Module) -> int:
     """Put plain ``nn.Linear`` layers (the dense weights) back where :func:`use_q4_steps` put :class:`Q4Linear`
-    ones, before weights are changed (an adapter merged in); returns how many."""
-    swaps = [(name, mod) for name, mod in model.named_modules() if isinstance(mod, Q4Linear)]
+    ones and :func:`~agentkit.models.packed.use_packed_weights` :class:`~agentkit.models.packed.PackedLinear` ones,
+    before weights are changed (an adapter merged in: a 4-bit or packed copy would be stale); returns how many."""
+    swaps = [(name, mod) for name, mod in model.named_modules() if isinstance(mod, (Q4Linear, PackedLinear))]
     for name, mod in swaps:
-        lin = torch.nn.Linear(mod.in_features, mod.out_features, bias=False, device="meta")
-        lin.weight = mod.weight
+        bias = getattr(mod, "bias", None)
+        lin = torch.nn.Linear(mod.in_features, mod.out_features, bias=bias is not None, device="meta")
+        lin.weight, lin.bias = mod.weight, bias
         parent, _, attr = name.rpartition(".")
         setattr(model.get_submodule(parent) if parent else model, attr, lin)
     return len(swaps)

@@ -174,3 +174,21 @@ def test_auto_sends_long_free_text_to_llama_cpp(default_engine, eng):
     structured = e.generate(PROMPTS[0], DecodeConfig(mode="ar", max_new_tokens=48),
                             template=compile_schema({"type": "object", "properties": {"a": {"type": "string"}}}))
     assert structured.stats.backend == "torch"
+
+
+def test_the_high_level_llama_loads_with_the_same_model_parameters():
+    """The peer and the plain reference load through ``plain_llama``: no extra (AMX-repacked) weight buffers, the
+    llama-cpp-python default restored afterwards, and it decodes."""
+    import llama_cpp
+    from llama_cpp import llama_cpp as low
+
+    from agentkit.engine.llama_cpp import model_params, plain_llama
+    from agentkit.models.default import gguf_path
+
+    default = low.llama_model_default_params
+    assert model_params(default).use_extra_bufts is False
+    llm = plain_llama(gguf_path(), n_ctx=256, n_threads=1, verbose=False)
+    assert low.llama_model_default_params is default and llm.model_params.use_extra_bufts is False
+    assert isinstance(llm, llama_cpp.Llama)
+    out = llm.create_completion("The capital of France is", max_tokens=3, temperature=0.0)
+    assert out["choices"][0]["text"].strip()

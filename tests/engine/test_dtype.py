@@ -79,13 +79,24 @@ def test_the_refined_bf16_head_picks_what_a_float32_head_picks(seed):
     """refined_logits: bf16 matmul, then each row's top candidates as float32 dot products. Its greedy picks --
     unconstrained and with the favourites ruled out down to the refined set's edge -- are a float32 head's, where
     a plain bf16 head ties and picks otherwise on some rows."""
-    from agentkit.engine.backbone import REFINED, refined_logits
+    from agentkit.engine.backbone import refined_logits
+    from agentkit.models.packed import PackedLinear, prepack_available
 
     g = torch.Generator().manual_seed(seed)
     weight = (torch.randn(4096, 64, generator=g) * 0.5).bfloat16()
     hidden = torch.randn(512, 64, generator=g).bfloat16()
     exact = torch.nn.functional.linear(hidden.float(), weight.float())
-    refined = refined_logits(hidden, weight)
+    head = torch.nn.Linear(64, 4096, bias=False, dtype=torch.bfloat16)
+    head.weight = torch.nn.Parameter(weight, requires_grad=False)
+    for h in [head] + ([PackedLinear(head)] if prepack_available() else []):  # the coarse matmul packed or not
+        _assert_refined_is_float32s(refined_logits(hidden, h), exact)
+    plain = torch.nn.functional.linear(hidden, weight).float()
+    assert not torch.equal(plain.argmax(-1), exact.argmax(-1)) or seed != 0  # why the refinement exists
+
+
+def _assert_refined_is_float32s(refined: torch.Tensor, exact: torch.Tensor) -> None:
+    from agentkit.engine.backbone import REFINED
+
     assert refined.dtype == torch.float32 and refined.shape == exact.shape
     assert torch.equal(refined.argmax(-1), exact.argmax(-1))
     top = exact.topk(REFINED // 2, -1).indices  # well inside the refined set (its edge may differ)
@@ -93,8 +104,6 @@ def test_the_refined_bf16_head_picks_what_a_float32_head_picks(seed):
     for drop in (1, 8, REFINED // 2):  # a constraint that rules out the model's first ``drop`` favourites
         ruled_out = torch.zeros_like(exact, dtype=torch.bool).scatter_(-1, exact.topk(drop, -1).indices, True)
         assert torch.equal(refined.masked_fill(ruled_out, -1e9).argmax(-1), exact.masked_fill(ruled_out, -1e9).argmax(-1))
-    plain = torch.nn.functional.linear(hidden, weight).float()
-    assert not torch.equal(plain.argmax(-1), exact.argmax(-1)) or seed != 0  # why the refinement exists
 
 
 def test_a_bf16_engine_uses_the_refined_head():

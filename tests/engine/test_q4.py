@@ -1,4 +1,5 @@
-"""Short passes on a checkpoint's 4-bit weights (agentkit/models/q4.py)."""
+"""Short passes on a checkpoint's 4-bit weights (agentkit/models/q4.py) and long ones on weights prepacked for oneDNN
+(agentkit/models/packed.py)."""
 
 import pytest
 import torch
@@ -6,10 +7,12 @@ import torch
 from agentkit.config import DecodeConfig, EngineConfig
 from agentkit.engine.engine import Engine
 from agentkit.errors import InvalidRequestError
+from agentkit.models.packed import PackedLinear, prepack_available, use_packed_weights
 from agentkit.models.q4 import GROUP, MAX_ROWS, Q4Linear, dense_linears, q4_groups, use_q4_steps
 from agentkit.models.tiny import tiny_llama
 
 pytestmark = pytest.mark.usefixtures("one_thread")
+needs_prepack = pytest.mark.skipif(not prepack_available(), reason="this torch has no oneDNN prepacking")
 PROMPTS = ["hello there", "def add(a, b): return", '{"name":"Alice","age":']
 
 
@@ -111,3 +114,86 @@ def test_dense_linears_puts_the_dense_layers_back():
 def test_an_unknown_q4_setting_is_a_typed_error():
     with pytest.raises(InvalidRequestError, match="q4_steps"):
         EngineConfig(q4_steps="on")
+
+
+# -- prepacked dense weights ------------------------------------------------------------------------------------
+def _bf16_tiny(seed: int = 5):
+    lm = tiny_llama(seed)
+    lm.model.to(torch.bfloat16)
+    return lm
+
+
+@needs_prepack
+def test_packed_layers_compute_what_the_plain_ones_do():
+    lm = _bf16_tiny()
+    plain = {n: m for n, m in lm.model.named_modules() if type(m) is torch.nn.Linear and ".layers." in f".{n}"}
+    names = sorted(dict(lm.model.state_dict()))
+    head = lm.model.get_output_embeddings()
+    assert use_packed_weights(lm.model) == len(plain) + 1 == 2 * 7 + 1  # the layers and the output head
+    assert sorted(dict(lm.model.state_dict())) == names  # same parameters, same names
+    for name, old in plain.items():
+        new = lm.model.get_submodule(name)
+        assert isinstance(new, PackedLinear) and new.weight is old.weight
+        for rows in (1, 8, 77):
+            x = torch.randn(2, rows, new.in_features).bfloat16()
+            torch.testing.assert_close(new(x), torch.nn.functional.linear(x, old.weight), atol=1e-2, rtol=1e-2)
+    packed_head = lm.model.get_output_embeddings()
+    assert isinstance(packed_head, PackedLinear) and packed_head.weight is head.weight
+    assert packed_head.weight is lm.model.get_input_embeddings().weight  # still tied
+
+
+@needs_prepack
+def test_float32_models_are_left_as_they_are():
+    lm = tiny_llama(5)
+    assert use_packed_weights(lm.model) == 0
+    assert not any(isinstance(m, PackedLinear) for m in lm.model.modules())
+
+
+@needs_prepack
+def test_4bit_layers_get_the_packed_copy_for_their_long_passes():
+    lm, source = _q4_tiny()
+    use_q4_steps(lm.model, source.get)
+    assert use_packed_weights(lm.model) == 15
+    lin = next(m for m in lm.model.modules() if isinstance(m, Q4Linear))
+    assert lin.packed_dense is not None
+    x = torch.randn(MAX_ROWS + 5, lin.in_features).bfloat16()
+    torch.testing.assert_close(lin(x), torch.nn.functional.linear(x, lin.weight), atol=1e-2, rtol=1e-2)
+    assert dense_linears(lm.model) == 15  # undone before an adapter merge: the copies would be stale
+    assert not any(isinstance(m, (Q4Linear, PackedLinear)) for m in lm.model.modules())
+
+
+@needs_prepack
+def test_dense_linears_puts_plain_layers_back_with_their_bias():
+    lm = _bf16_tiny()
+    use_packed_weights(lm.model)
+    up = lm.model.model.layers[0].mlp.up_proj
+    want = up.weight
+    assert dense_linears(lm.model) == 15
+    back = lm.model.model.layers[0].mlp.up_proj
+    assert type(back) is torch.nn.Linear and back.weight is want and back.bias is None
+    lin = torch.nn.Linear(64, 32).bfloat16()
+    holder = torch.nn.Module()
+    holder.layers = torch.nn.ModuleList([torch.nn.Module()])
+    holder.layers[0].proj = lin
+    assert use_packed_weights(holder) == 1 and isinstance(holder.layers[0].proj, PackedLinear)
+    x = torch.randn(5, 64).bfloat16()
+    torch.testing.assert_close(holder.layers[0].proj(x), lin(x), atol=1e-2, rtol=1e-2)  # the bias is added
+    assert dense_linears(holder) == 1 and holder.layers[0].proj.bias is lin.bias
+
+
+@needs_prepack
+@pytest.mark.parametrize("mode", ["ar", "verify"])
+def test_packed_greedy_tokens_do_not_change(mode):
+    """Same weights, another layout: the packed engine writes the plain engine's greedy tokens."""
+    plain = Engine.from_loaded(_bf16_tiny(), EngineConfig(prepack="off"))
+    packed = Engine.from_loaded(_bf16_tiny(), EngineConfig(prepack="auto"))
+    assert any(isinstance(m, PackedLinear) for m in packed.lm.model.modules())
+    assert not any(isinstance(m, PackedLinear) for m in plain.lm.model.modules())
+    for prompt in PROMPTS:
+        cfg = DecodeConfig(mode=mode, max_new_tokens=16)
+        assert packed.generate(prompt, cfg, raw=True).token_ids == plain.generate(prompt, cfg, raw=True).token_ids
+
+
+def test_prepack_setting_is_checked():
+    with pytest.raises(InvalidRequestError, match="prepack"):
+        EngineConfig(prepack="always")
