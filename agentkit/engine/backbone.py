@@ -30,14 +30,18 @@ from ..models.q4 import Q4Linear
 from .attention import SDPA_LIKE
 from .sizing import DEFAULT_CURVE
 
-# ms per forward by positions after a 200-token prefix on the default model, 1 thread, one run with a BFCL eval on
-# the other core (python evals/bench_forward.py --threads 1; evals/results/bench_forward_s7.json); other models:
-# DEFAULT_CURVE's shape. "+q4": passes of up to 8 positions on the 4-bit weights (agentkit/models/q4.py)
+# ms per forward by positions after a 200-token prefix on the default model, 1 thread, on an otherwise idle 2-core
+# Xeon (python evals/bench_forward.py --threads 1; evals/results/bench_forward_s9.json; plain bfloat16, with
+# neither of the two below: bench_forward_s7.json, another machine); other models: DEFAULT_CURVE's shape.
+# "+q4": passes of up to 8 positions on the 4-bit weights (agentkit/models/q4.py); "+packed": weights prepacked for
+# oneDNN (agentkit/models/packed.py)
 SHIPPED_CURVES: dict[tuple[str, str], dict[int, float]] = {
-    ("llama.cpp", "q4_1"): {1: 8.36, 2: 18.77, 4: 32.07, 8: 51.64, 16: 89.07, 32: 169.99, 64: 303.85},
-    ("torch", "float32"): {1: 42.06, 2: 65.92, 4: 62.32, 8: 72.79, 16: 97.32, 32: 149.37, 64: 243.98},
+    ("llama.cpp", "q4_1"): {1: 22.81, 2: 35.73, 4: 64.76, 8: 112.23, 16: 217.88, 32: 453.67, 64: 553.48},
+    ("torch", "float32"): {1: 52.7, 2: 61.15, 4: 106.23, 8: 113.38, 16: 119.15, 32: 156.62, 64: 226.49},
     ("torch", "bfloat16"): {1: 28.99, 2: 31.29, 4: 32.54, 8: 35.78, 16: 43.64, 32: 59.45, 64: 102.02},
-    ("torch", "bfloat16+q4"): {1: 16.73, 2: 19.73, 4: 21.47, 8: 28.84, 16: 45.13, 32: 61.53, 64: 97.59},
+    ("torch", "bfloat16+packed"): {1: 47.26, 2: 51.26, 4: 50.91, 8: 54.72, 16: 57.76, 32: 76.37, 64: 116.8},
+    ("torch", "bfloat16+q4"): {1: 30.89, 2: 38.63, 4: 41.45, 8: 57.52, 16: 71.84, 32: 90.67, 64: 121.06},
+    ("torch", "bfloat16+q4+packed"): {1: 29.44, 2: 36.25, 4: 40.32, 8: 54.28, 16: 61.87, 32: 75.86, 64: 100.72},
 }
 
 
