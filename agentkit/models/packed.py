@@ -7,24 +7,37 @@ passes do for CPU inference) and ``torch.ops.mkldnn._linear_pointwise`` multipli
 the same bf16 weights; only the layout changes (row results can differ from ``nn.Linear``'s in the last bit at
 some row counts, as two oneDNN blockings do).
 
-The engine prepacks the decoder layers' linear weights of a bf16 model on CPU (``EngineConfig.prepack="auto"``):
-plain ``nn.Linear`` layers become :class:`PackedLinear`, and a :class:`~agentkit.models.q4.Q4Linear` (4-bit short
-passes) gets the packed copy for its long passes. The packed copy is kept beside the dense weight (the adapter merge
-and anything reading ``.weight`` see the plain tensor): 2 bytes a weight more. Figures: README, "Prepacked weights".
+The engine prepacks the decoder layers' linear weights and the output head of a bf16 model on CPU
+(``EngineConfig.prepack="auto"``): plain ``nn.Linear`` layers become :class:`PackedLinear`, and a
+:class:`~agentkit.models.q4.Q4Linear` (4-bit short passes) gets the packed copy for its long passes. The packed copy
+is kept beside the dense weight (the adapter merge and anything reading ``.weight`` see the plain tensor): 2 bytes a
+weight more. Figures: README, "Prepacked weights".
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 
 ROWS_HINT = 512  # the row count oneDNN picks its packed layout for (a prompt's); other counts run on it as well
 
 
+@functools.cache
 def prepack_available() -> bool:
-    """Whether this torch has oneDNN and the two private ops used here."""
+    """Whether this torch has oneDNN and the two private ops used here, and this CPU runs their bf16 path (oneDNN
+    refuses it without avx512bw/vl/dq or avx_ne_convert, e.g. on an AVX2-only AMD EPYC: checked once, on a tiny
+    weight)."""
     ops = torch.ops.mkldnn
-    return (torch.backends.mkldnn.is_available() and hasattr(ops, "_reorder_linear_weight")
-            and hasattr(ops, "_linear_pointwise"))
+    if not (torch.backends.mkldnn.is_available() and hasattr(ops, "_reorder_linear_weight")
+            and hasattr(ops, "_linear_pointwise")):
+        return False
+    try:
+        w = torch.ones(16, 32, dtype=torch.bfloat16)
+        out = packed_linear(torch.ones(2, 32, dtype=torch.bfloat16), pack(w), 16)
+    except RuntimeError:
+        return False
+    return bool((out == 32).all())
 
 
 def pack(weight: torch.Tensor) -> torch.Tensor:
@@ -40,26 +53,52 @@ def packed_linear(x: torch.Tensor, packed: torch.Tensor, out_features: int,
     return out.view(*x.shape[:-1], out_features)
 
 
-class PackedLinear(torch.nn.Linear):
+class PackedCopy:
+    """For a module holding a packed copy of its ``weight`` in the attribute named ``packed_slot`` (a plain
+    attribute, not a buffer: a oneDNN-packed tensor is opaque, it cannot be copied, moved or saved). Copies and
+    pickles of the module (``copy.deepcopy`` of a model, as the adapter merge makes) leave it out and pack the
+    copied weight again; ``usable`` says whether an input may take the packed path."""
+
+    packed_slot = "packed"
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_repack"] = state.get(self.packed_slot) is not None
+        state[self.packed_slot] = None
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        repack = state.pop("_repack", False)
+        super().__setstate__(state)  # type: ignore[misc]
+        if repack:
+            setattr(self, self.packed_slot, pack(self.weight))  # type: ignore[attr-defined]
+
+    def usable(self, x: torch.Tensor) -> bool:
+        packed = getattr(self, self.packed_slot)
+        return packed is not None and x.dtype == packed.dtype == self.weight.dtype  # type: ignore[attr-defined]
+
+
+class PackedLinear(PackedCopy, torch.nn.Linear):
     """An ``nn.Linear`` (same ``weight`` and ``bias`` parameters, same state-dict names) whose forward reads a
-    prepacked copy of its weight; inputs in another dtype than the weight's take the plain path."""
+    prepacked copy of its weight; an input in another dtype takes the plain path."""
 
     def __init__(self, dense: torch.nn.Linear) -> None:
         torch.nn.Module.__init__(self)
         self.in_features, self.out_features = dense.in_features, dense.out_features
         self.weight, self.bias = dense.weight, dense.bias
-        self.register_buffer("packed", pack(dense.weight), persistent=False)
+        self.packed: torch.Tensor | None = pack(dense.weight)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dtype != self.weight.dtype:
+        if not self.usable(x):
             return torch.nn.functional.linear(x, self.weight, self.bias)
         return packed_linear(x, self.packed, self.out_features, self.bias)
 
 
 def use_packed_weights(model: torch.nn.Module) -> int:
     """Prepack the linear weights of ``model``'s decoder layers and its output head (a bf16 model on CPU with
-    oneDNN; anything else is left as it is): plain ``nn.Linear`` layers become :class:`PackedLinear`; a layer with a ``packed_dense``
-    slot (:class:`~agentkit.models.q4.Q4Linear`) gets the packed copy there, for its long passes. Returns how many layers were packed."""
+    oneDNN; anything else is left as it is): plain ``nn.Linear`` layers become :class:`PackedLinear`; a
+    :class:`PackedCopy` layer whose copy is not made yet (:class:`~agentkit.models.q4.Q4Linear`: for its long
+    passes) gets it. Returns how many layers were packed."""
     p = next(model.parameters())
     if p.dtype != torch.bfloat16 or p.device.type != "cpu" or not prepack_available():
         return 0
@@ -67,8 +106,8 @@ def use_packed_weights(model: torch.nn.Module) -> int:
     for name, mod in model.named_modules():
         if ".layers." not in f".{name}":
             continue
-        if getattr(mod, "packed_dense", False) is None:  # a Q4Linear: its long passes read the packed copy
-            mod.packed_dense = pack(mod.weight)
+        if isinstance(mod, PackedCopy) and getattr(mod, mod.packed_slot) is None:
+            setattr(mod, mod.packed_slot, pack(mod.weight))
             n += 1
         elif type(mod) is torch.nn.Linear:
             swaps.append((name, PackedLinear(mod)))
