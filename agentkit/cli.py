@@ -324,7 +324,8 @@ def serve(
                                              "for bit in bf16, but requests' forwards are not batched together"),
     attention: str = typer.Option("auto", help="auto (one-token decode steps on CPU as float32 matmuls) | sdpa"),
     q4_steps: str = typer.Option("auto", help="auto (passes of up to 8 positions on the GGUF's 4-bit weights in a "
-                                 "bf16 CPU engine) | off"),
+                                 "bf16 CPU engine, or a float32 one where dtype auto chose float32) | on (any CPU "
+                                 "dtype) | off"),
     prepack: str = typer.Option("auto", help="auto (a bf16 CPU engine's weights prepacked once for oneDNN) | off"),
     log_level: str = typer.Option("info", help="uvicorn log level"),
     ray: bool = typer.Option(False, "--ray", help="serve as Ray Serve replicas (each one engine)"),

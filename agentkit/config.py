@@ -13,7 +13,7 @@ MODES: tuple[str, ...] = ("ar", "diffusion", "verify")
 DTYPES: tuple[str, ...] = ("auto", "float32", "bfloat16")
 BACKENDS: tuple[str, ...] = ("auto", "torch", "llama.cpp")
 ATTENTIONS: tuple[str, ...] = ("auto", "sdpa")
-Q4_STEPS: tuple[str, ...] = ("auto", "off")
+Q4_STEPS: tuple[str, ...] = ("auto", "on", "off")
 PREPACK: tuple[str, ...] = ("auto", "off")
 GREEDY: tuple[str, ...] = ("byte", "token")  # DecodeConfig.greedy
 
@@ -42,8 +42,10 @@ class EngineConfig:
     # transformers' sdpa. "sdpa": transformers' sdpa for every pass
     attention: str = "auto"
     # "auto": where the checkpoint's layer weights are 4-bit groups (the embedded Q4_1 model) and the engine runs
-    # bf16 on CPU, passes of up to 8 positions read those 4-bit weights (torch's int4 kernel; agentkit/models/q4.py),
-    # longer ones the dense weights. "off": dense weights for every pass
+    # on CPU in bf16, or in float32 chosen by dtype="auto" (a CPU without native bf16), passes of up to 8 positions
+    # read those 4-bit weights (torch's int4 kernel, bf16 activations; agentkit/models/q4.py), longer ones the dense
+    # weights; an explicit dtype="float32" keeps float32 arithmetic. "on": the same in any CPU dtype (float32
+    # included). "off": dense weights for every pass
     q4_steps: str = "auto"
     # "auto": a bf16 model on CPU keeps its decoder layers' dense weights also prepacked for oneDNN (its AMX/AVX-512
     # layout, reordered once instead of on every pass; agentkit/models/packed.py): prompts and passes too long for

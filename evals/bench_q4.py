@@ -1,14 +1,16 @@
-"""What the 4-bit short passes (agentkit/models/q4.py) buy on the default model, bf16, 1 thread.
+"""What the 4-bit short passes (agentkit/models/q4.py) buy on the default model, bf16 (or ``--dtype float32``:
+the 4-bit passes then take bf16 inputs and return float32), 1 thread.
 
 Rounds interleaved, median over ``--repeats``:
 
 - the model's 210 decoder linear layers run one after another on R rows, dense bf16 weights against the 4-bit
   weights with torch's int4 kernel (``Q4Linear`` with ``max_rows`` above R), for R = 1, 2, 4, 8, 16, 32, 300;
 - a whole pass of R positions after a 200-token prompt on two engines that differ only in
-  ``EngineConfig.q4_steps`` (``off``, ``auto``), and over ``--steps`` teacher-forced one-token steps of a BFCL
+  ``EngineConfig.q4_steps`` (``off``, ``on``), and over ``--steps`` teacher-forced one-token steps of a BFCL
   prompt's continuation, how often each engine's greedy pick equals a float32 engine's.
 
     python evals/bench_q4.py --threads 1
+    python evals/bench_q4.py --threads 1 --dtype float32
 """
 
 from __future__ import annotations
@@ -25,15 +27,17 @@ from agentkit.models.q4 import GROUP, Q4Linear
 
 @torch.inference_mode()
 def _layers_row(layers: list[Q4Linear], rows: int, repeats: int) -> None:
-    xs = {k: torch.randn(rows, k).bfloat16() for k in {m.in_features for m in layers}}
+    dtype = layers[0].weight.dtype
+    xs = {k: torch.randn(rows, k).to(dtype) for k in {m.in_features for m in layers}}
 
     def dense() -> None:
         for m in layers:
             torch.nn.functional.linear(xs[m.in_features], m.weight)
 
-    def q4() -> None:
+    def q4() -> None:  # as Q4Linear.forward does: bf16 inputs (a no-op in bf16), output in the layer's dtype
         for m in layers:
-            torch.ops.aten._weight_int4pack_mm_for_cpu(xs[m.in_features], m.packed, GROUP, m.scales)
+            a = xs[m.in_features].to(m.scales.dtype)
+            torch.ops.aten._weight_int4pack_mm_for_cpu(a, m.packed, GROUP, m.scales).to(dtype)
 
     ms = interleaved_ms({"dense": dense, "q4": q4}, repeats)
     print(f"{rows} | {ms['dense']:.1f} | {ms['q4']:.1f} | {ms['dense'] / ms['q4']:.2f}x")
@@ -71,22 +75,24 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float32"))
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
-    engines = {q: Engine(EngineConfig(dtype="bfloat16", backend="torch", threads=a.threads, q4_steps=q))
-               for q in ("off", "auto")}
-    layers = [m for m in engines["auto"].backbone.model.modules() if isinstance(m, Q4Linear)]
-    print(f"{len(layers)} linear layers on 4-bit weights")
-    print("all layers on R rows (ms): R | dense bf16 | 4-bit | speed-up")
+    # "on" as "auto" in a bf16 engine, and also in a float32 one
+    engines = {q: Engine(EngineConfig(dtype=a.dtype, backend="torch", threads=a.threads, q4_steps=q))
+               for q in ("off", "on")}
+    layers = [m for m in engines["on"].backbone.model.modules() if isinstance(m, Q4Linear)]
+    print(f"{len(layers)} linear layers on 4-bit weights, {a.dtype} engine")
+    print(f"all layers on R rows (ms): R | dense {a.dtype} | 4-bit | speed-up")
     for rows in (1, 2, 4, 8, 16, 32, 300):
         _layers_row(layers, rows, a.repeats)
-    tok = engines["auto"].tokenizer
+    tok = engines["on"].tokenizer
     text = " ".join(["The history of computing spans calculators, mainframes and phones."] * 40)
     ids = tok.encode(text, add_special_tokens=False)
-    print("a pass of R positions after a 200-token prompt (ms): R | q4_steps=off | auto | ratio")
+    print("a pass of R positions after a 200-token prompt (ms): R | q4_steps=off | on | ratio")
     for rows in (1, 2, 4, 8, 16, 32):
         ms = _pass_row(engines, ids[:200 + rows], rows, a.repeats)
-        print(f"{rows} | {ms['off']:.1f} | {ms['auto']:.1f} | {ms['auto'] / ms['off']:.2f}")
+        print(f"{rows} | {ms['off']:.1f} | {ms['on']:.1f} | {ms['on'] / ms['off']:.2f}")
     ref = Engine(EngineConfig(dtype="float32", backend="torch", threads=a.threads))
     prompt = ref.encode_prompt([{"role": "user", "content": "Write a short story about a lighthouse keeper."}])
     cache = ref.backbone.new_cache()

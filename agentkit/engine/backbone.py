@@ -24,31 +24,56 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
-from ..models.loader import LoadedModel
+from ..models.loader import BF16_CPU_FLAGS, LoadedModel, cpu_flags
 from ..models.packed import PackedLinear
 from ..models.q4 import Q4Linear
 from .attention import SDPA_LIKE
 from .sizing import DEFAULT_CURVE
 
-# ms per forward by positions after a 200-token prefix on the default model, 1 thread, on an otherwise idle 2-core
-# Xeon (python evals/bench_forward.py --threads 1; evals/results/bench_forward_s9.json; plain bfloat16, with
-# neither of the two below: bench_forward_s7.json, another machine); other models: DEFAULT_CURVE's shape.
-# "+q4": passes of up to 8 positions on the 4-bit weights (agentkit/models/q4.py); "+packed": weights prepacked for
-# oneDNN (agentkit/models/packed.py)
-SHIPPED_CURVES: dict[tuple[str, str], dict[int, float]] = {
-    ("llama.cpp", "q4_1"): {1: 22.81, 2: 35.73, 4: 64.76, 8: 112.23, 16: 217.88, 32: 453.67, 64: 553.48},
-    ("torch", "float32"): {1: 52.7, 2: 61.15, 4: 106.23, 8: 113.38, 16: 119.15, 32: 156.62, 64: 226.49},
-    ("torch", "bfloat16"): {1: 28.99, 2: 31.29, 4: 32.54, 8: 35.78, 16: 43.64, 32: 59.45, 64: 102.02},
-    ("torch", "bfloat16+packed"): {1: 47.26, 2: 51.26, 4: 50.91, 8: 54.72, 16: 57.76, 32: 76.37, 64: 116.8},
-    ("torch", "bfloat16+q4"): {1: 30.89, 2: 38.63, 4: 41.45, 8: 57.52, 16: 71.84, 32: 90.67, 64: 121.06},
-    ("torch", "bfloat16+q4+packed"): {1: 29.44, 2: 36.25, 4: 40.32, 8: 54.28, 16: 61.87, 32: 75.86, 64: 100.72},
+# ms per forward by positions after a 200-token prefix on the default model, 1 thread, measured with
+# ``python evals/bench_forward.py --threads 1`` on one machine of each CPU kind (:func:`cpu_kind`); other models:
+# DEFAULT_CURVE's shape.
+# - "bf16" (native bf16 dot products: avx512_bf16 / AMX): an otherwise idle 2-core Xeon with AMX
+#   (evals/results/bench_forward_s9.json; plain bfloat16, with neither of the two below: bench_forward_s7.json, a
+#   2-core EPYC with avx512_bf16). "+q4": passes of up to 8 positions on the 4-bit weights (agentkit/models/q4.py);
+#   "+packed": weights prepacked for oneDNN (agentkit/models/packed.py)
+# - "avx2" (no native bf16, so the engine runs float32 there): a 2-core AMD EPYC (Zen 3) without AVX-512
+#   (evals/results/bench_forward_s10.json, the test suite on the other core)
+SHIPPED_CURVES: dict[str, dict[tuple[str, str], dict[int, float]]] = {
+    "bf16": {
+        ("llama.cpp", "q4_1"): {1: 22.81, 2: 35.73, 4: 64.76, 8: 112.23, 16: 217.88, 32: 453.67, 64: 553.48},
+        ("torch", "float32"): {1: 52.7, 2: 61.15, 4: 106.23, 8: 113.38, 16: 119.15, 32: 156.62, 64: 226.49},
+        ("torch", "bfloat16"): {1: 28.99, 2: 31.29, 4: 32.54, 8: 35.78, 16: 43.64, 32: 59.45, 64: 102.02},
+        ("torch", "bfloat16+packed"): {1: 47.26, 2: 51.26, 4: 50.91, 8: 54.72, 16: 57.76, 32: 76.37, 64: 116.8},
+        ("torch", "bfloat16+q4"): {1: 30.89, 2: 38.63, 4: 41.45, 8: 57.52, 16: 71.84, 32: 90.67, 64: 121.06},
+        ("torch", "bfloat16+q4+packed"): {1: 29.44, 2: 36.25, 4: 40.32, 8: 54.28, 16: 61.87, 32: 75.86, 64: 100.72},
+    },
+    "avx2": {
+        ("llama.cpp", "q4_1"): {1: 30.7, 2: 54.28, 4: 93.08, 8: 182.08, 16: 316.46, 32: 612.8, 64: 1017.3},
+        ("torch", "float32"): {1: 173.11, 2: 231.88, 4: 270.96, 8: 329.71, 16: 419.04, 32: 566.18, 64: 717.71},
+        ("torch", "bfloat16"): {1: 102.02, 2: 145.02, 4: 292.54, 8: 457.86, 16: 936.81, 32: 1625.34, 64: 2977.8},
+        ("torch", "bfloat16+q4"): {1: 99.18, 2: 99.77, 4: 163.03, 8: 282.66, 16: 891.51, 32: 1490.45, 64: 3023.51},
+    },
 }
 
 
-def cost_curve(backend: str, dtype: str, lm: LoadedModel) -> dict[int, float]:
-    """The cost curve that sizes verify blocks and canvas passes (``agentkit/engine/sizing.py``)."""
-    curve = SHIPPED_CURVES.get((backend, dtype)) if lm.meta.get("default") else None
-    curve, out, low = curve or DEFAULT_CURVE, {}, float("inf")
+def cpu_kind(flags: set[str] | None = None) -> str:
+    """Which machine's shipped cost curves apply to this CPU: ``bf16`` where it has native bf16 dot products
+    (avx512_bf16 / AMX, where ``dtype="auto"`` runs bfloat16), ``avx2`` otherwise (float32): the relative cost of
+    a pass, and of llama.cpp against torch, differ by several times between the two."""
+    flags = cpu_flags() if flags is None else flags
+    return "bf16" if any(f in flags for f in BF16_CPU_FLAGS) else "avx2"
+
+
+def cost_curve(backend: str, dtype: str, lm: LoadedModel, kind: str | None = None) -> dict[int, float]:
+    """The cost curve that sizes verify blocks and canvas passes (``agentkit/engine/sizing.py``) and routes free
+    text between backends: the shipped one for this CPU kind (``kind``, default :func:`cpu_kind`) on the default
+    model, DEFAULT_CURVE's shape otherwise."""
+    table = SHIPPED_CURVES.get(kind or cpu_kind(), {}) if lm.meta.get("default") else {}
+    # an unmeasured combination reads the nearest measured one: "+packed", then "+q4" dropped
+    names = [dtype, dtype.replace("+packed", ""), dtype.split("+")[0]]
+    curve = next((table[(backend, d)] for d in names if (backend, d) in table), DEFAULT_CURVE)
+    out, low = {}, float("inf")
     for n in sorted(curve, reverse=True):  # non-decreasing: a longer pass never costs less (noise aside)
         low = out[n] = min(low, curve[n])
     return dict(sorted(out.items()))

@@ -85,8 +85,9 @@ class Engine:
             return GemmaBackbone(lm)
         if self.config.attention == "auto":
             use_fast_decode_attention(lm.model)
-        if self.config.q4_steps == "auto" and lm.meta.get("weights"):
-            n = use_q4_steps(lm.model, safetensors_source(lm.meta["weights"]))
+        if self.config.q4_steps != "off" and lm.meta.get("weights"):
+            float32 = self.config.q4_steps == "on" or self.config.dtype == "auto"  # float32 was auto's choice
+            n = use_q4_steps(lm.model, safetensors_source(lm.meta["weights"]), float32=float32)
             if n:
                 log.info("%d linear layers read 4-bit weights in passes of up to %d positions", n, Q4_MAX_ROWS)
         if self.config.prepack == "auto" and (n := use_packed_weights(lm.model)):

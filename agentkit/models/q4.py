@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 import torch
 
-from .packed import PackedLinear, packed_linear
+from .packed import PackedCopy, PackedLinear, packed_linear
 
 GROUP = 32
 MAX_ROWS = 8  # passes of at most this many positions use the 4-bit weights (bench_q4: 1.6x at 8 rows)
@@ -48,9 +48,14 @@ def q4_groups(w: torch.Tensor, group: int = GROUP) -> tuple[torch.Tensor, torch.
     return None
 
 
-class Q4Linear(torch.nn.Module):
+class Q4Linear(PackedCopy, torch.nn.Module):
     """A bias-free ``nn.Linear`` that keeps its dense weight and a 4-bit copy; passes of at most ``max_rows`` rows
-    (in the 4-bit scales' dtype) use the copy."""
+    in the layer's dtype use the copy, longer ones the dense weight (prepacked for oneDNN once
+    :func:`~agentkit.models.packed.use_packed_weights` has run). The kernel's scales are always bf16 (its fast
+    path on every x86 CPU, AVX2 included; with float32 scales it runs a scalar reference loop, ~15x slower): in a
+    float32 model a short pass rounds its input to bf16 for the kernel and returns float32."""
+
+    packed_slot = "packed_dense"
 
     def __init__(self, dense: torch.nn.Linear, q: torch.Tensor, d: torch.Tensor, m: torch.Tensor,
                  max_rows: int = MAX_ROWS) -> None:
@@ -59,28 +64,30 @@ class Q4Linear(torch.nn.Module):
         self.in_features, self.out_features, self.max_rows = dense.in_features, dense.out_features, max_rows
         self.register_buffer("packed", torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 2), persistent=False)
         zero = m + 8 * d  # the kernel reads (q - 8) * d + zero
-        scales = torch.stack([d.t(), zero.t()], -1).to(dense.weight.dtype).contiguous()  # [K / group, N, 2]
+        scales = torch.stack([d.t(), zero.t()], -1).to(torch.bfloat16).contiguous()  # [K / group, N, 2]
         self.register_buffer("scales", scales, persistent=False)
         self.packed_dense: torch.Tensor | None = None  # the dense weight prepacked for oneDNN (models/packed.py)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.numel() // self.in_features
-        if rows > self.max_rows or x.dtype != self.scales.dtype:
-            if self.packed_dense is not None and x.dtype == self.weight.dtype:
+        if rows > self.max_rows or x.dtype != self.weight.dtype:
+            if self.usable(x):
                 return packed_linear(x, self.packed_dense, self.out_features)
             return torch.nn.functional.linear(x, self.weight)
-        out = torch.ops.aten._weight_int4pack_mm_for_cpu(x.reshape(rows, self.in_features), self.packed, GROUP,
-                                                         self.scales)
-        return out.view(*x.shape[:-1], self.out_features)
+        a = x.reshape(rows, self.in_features).to(self.scales.dtype)  # [rows, K] bf16 (a no-op in a bf16 model)
+        out = torch.ops.aten._weight_int4pack_mm_for_cpu(a, self.packed, GROUP, self.scales)
+        return out.to(x.dtype).view(*x.shape[:-1], self.out_features)
 
 
 def use_q4_steps(model: torch.nn.Module, source: Callable[[str], torch.Tensor | None],
-                 max_rows: int = MAX_ROWS) -> int:
+                 max_rows: int = MAX_ROWS, float32: bool = False) -> int:
     """Replace each bias-free linear layer of ``model``'s decoder layers whose float32 weight (``source(name)``,
     the checkpoint's tensor for parameter ``name``; None: unknown) is a 4-bit group quantization by a
-    :class:`Q4Linear`. Only for a bf16 model on CPU (the kernel's fast path); returns how many were replaced."""
+    :class:`Q4Linear`. For a bf16 model on CPU, and a float32 one when ``float32`` (the engine asks for it where
+    float32 was its ``dtype="auto"`` choice: a CPU without native bf16, where the kernel's bf16 path still reads
+    a quarter of the bytes; an explicit float32 engine keeps float32 arithmetic); returns how many were replaced."""
     p = next(model.parameters())
-    if p.dtype != torch.bfloat16 or p.device.type != "cpu":
+    if p.dtype not in ((torch.bfloat16, torch.float32) if float32 else (torch.bfloat16,)) or p.device.type != "cpu":
         return 0
     swaps = []
     for name, mod in model.named_modules():

@@ -114,3 +114,36 @@ def test_free_text_backend_choice_by_cost_curves():
     assert prefer_llama(torch_c, llama_c, 30, 200)  # a long reply to a short prompt
     assert not prefer_llama(torch_c, llama_c, 600, 8)  # a short reply after a long prompt
     assert not prefer_llama(torch_c, torch_c, 30, 200)  # a tie keeps torch
+
+
+def test_shipped_cost_curves_follow_the_cpu_kind():
+    """A CPU with native bf16 (avx512_bf16 / AMX) and one without read their own measured curves; another model reads
+    DEFAULT_CURVE's shape on either; every curve is non-decreasing."""
+    from types import SimpleNamespace
+
+    from agentkit.engine.backbone import SHIPPED_CURVES, cost_curve, cpu_kind
+    from agentkit.engine.sizing import DEFAULT_CURVE
+
+    assert cpu_kind({"avx2", "avx512_bf16"}) == "bf16" and cpu_kind({"amx_bf16"}) == "bf16"
+    assert cpu_kind({"avx2", "fma"}) == "avx2" and cpu_kind(set()) == "avx2"
+    default, other = SimpleNamespace(meta={"default": True}), SimpleNamespace(meta={})
+    for kind, table in SHIPPED_CURVES.items():
+        assert ("torch", "float32") in table and ("llama.cpp", "q4_1") in table
+        for (backend, dtype), shipped in table.items():
+            got = cost_curve(backend, dtype, default, kind)
+            assert set(got) == set(shipped) and got[1] == min(shipped.values())
+            assert all(got[a] <= got[b] for a, b in zip(sorted(got), sorted(got)[1:]))
+        assert cost_curve("torch", "float32", other, kind) == DEFAULT_CURVE
+    assert cost_curve("torch", "float32", default, "bf16") != cost_curve("torch", "float32", default, "avx2")
+
+
+def test_an_unmeasured_engine_reads_the_nearest_measured_curve():
+    from types import SimpleNamespace
+
+    from agentkit.engine.backbone import SHIPPED_CURVES, cost_curve
+
+    default = SimpleNamespace(meta={"default": True})
+    assert cost_curve("torch", "float32+q4+packed", default, "avx2") == cost_curve("torch", "float32", default, "avx2")
+    assert cost_curve("torch", "bfloat16+q4+packed", default, "avx2") == cost_curve("torch", "bfloat16+q4", default,
+                                                                                    "avx2")
+    assert ("torch", "bfloat16+q4+packed") in SHIPPED_CURVES["bf16"]

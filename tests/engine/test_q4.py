@@ -69,17 +69,50 @@ def test_other_checkpoints_and_float32_models_are_left_dense():
     src = {n: p.detach().float() for n, p in lm.model.named_parameters()}  # not 4-bit groups
     assert use_q4_steps(lm.model, src.get) == 0
     lm32, source = _q4_tiny(dtype=torch.float32)
-    assert use_q4_steps(lm32.model, source.get) == 0  # the int4 kernel is only fast in bf16
+    assert use_q4_steps(lm32.model, source.get) == 0  # float32 arithmetic unless asked (float32=True)
 
 
+def test_a_float32_model_runs_short_passes_on_the_4bit_weights_with_bf16_inputs():
+    lm, source = _q4_tiny(dtype=torch.float32)
+    assert use_q4_steps(lm.model, source.get, float32=True) == 14
+    lin = next(m for m in lm.model.modules() if isinstance(m, Q4Linear))
+    w = source[next(k for k in source)]
+    assert lin.scales.dtype == torch.bfloat16  # the kernel's fast path on every x86 CPU
+    for rows in (1, MAX_ROWS):
+        x = torch.randn(1, rows, lin.in_features)
+        out = lin(x)
+        assert out.dtype == torch.float32 and out.shape == (1, rows, lin.out_features)
+        torch.testing.assert_close(out, x @ w.t(), atol=0.05, rtol=0.02)  # bf16 inputs and scales
+        assert not torch.equal(out, x @ w.t())  # ... so not the dense float32 product
+    x = torch.randn(MAX_ROWS + 1, lin.in_features)
+    assert torch.equal(lin(x), torch.nn.functional.linear(x, lin.weight))  # longer passes: float32, dense
+
+
+@pytest.mark.parametrize("dtype, q4", [("auto", True), ("float32", False)])
+def test_the_engine_takes_4bit_passes_in_float32_only_where_auto_chose_float32(tmp_path, monkeypatch, dtype, q4):
+    """dtype="auto" that resolved to float32 (a CPU without native bf16) takes the 4-bit short passes; an explicit
+    dtype="float32" keeps float32 arithmetic."""
+    from safetensors.torch import save_file
+
+    lm, source = _q4_tiny(dtype=torch.float32)
+    save_file(source, tmp_path / "w.safetensors")
+    lm.meta["weights"] = str(tmp_path / "w.safetensors")
+    eng = Engine.from_loaded(lm, EngineConfig(dtype=dtype))
+    assert any(isinstance(m, Q4Linear) for m in eng.lm.model.modules()) is q4
+    assert eng.backbone.cost_curve  # an unmeasured "float32+q4" still gets a curve
+    out = eng.generate(PROMPTS[0], DecodeConfig(mode="ar", max_new_tokens=8), raw=True)
+    assert len(out.token_ids) == 8
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 @pytest.mark.parametrize("mode", ["ar", "verify"])
-def test_greedy_tokens_are_the_dense_models_within_bf16_tolerance(mode):
-    """Not bit for bit (the kernel rounds scales, the dense path weights): every token the 4-bit engine picks must
-    be the dense engine's argmax on the same prefix or within bf16 rounding of it."""
-    lm, source = _q4_tiny()
+def test_greedy_tokens_are_the_dense_models_within_bf16_tolerance(mode, dtype):
+    """Not bit for bit (the kernel rounds scales, the dense path weights; in a float32 model, inputs too): every
+    token the 4-bit engine picks must be the dense engine's argmax on the same prefix or within bf16 rounding of it."""
+    lm, source = _q4_tiny(dtype=dtype)
     dense = Engine.from_loaded(lm)
-    lm4, source4 = _q4_tiny()
-    use_q4_steps(lm4.model, source4.get)
+    lm4, source4 = _q4_tiny(dtype=dtype)
+    use_q4_steps(lm4.model, source4.get, float32=True)
     fast = Engine.from_loaded(lm4)
     for prompt in PROMPTS:
         ids = dense.encode_prompt(prompt, raw=True)
@@ -197,3 +230,23 @@ def test_packed_greedy_tokens_do_not_change(mode):
 def test_prepack_setting_is_checked():
     with pytest.raises(InvalidRequestError, match="prepack"):
         EngineConfig(prepack="always")
+
+
+@needs_prepack
+def test_copies_of_a_packed_model_pack_their_own_weights():
+    """oneDNN's packed tensors are opaque (no storage to copy): a deep copy (the adapter merge copies the model)
+    or a pickle packs the copied weights again and computes the same."""
+    import copy
+    import pickle
+
+    lm, source = _q4_tiny()
+    use_q4_steps(lm.model, source.get)
+    use_packed_weights(lm.model)
+    x = torch.randint(0, 100, (1, 12))
+    with torch.no_grad():
+        want = lm.model(x).logits
+        for twin in (copy.deepcopy(lm.model), pickle.loads(pickle.dumps(lm.model))):
+            head, q4 = twin.get_output_embeddings(), next(m for m in twin.modules() if isinstance(m, Q4Linear))
+            assert head.packed is not None and q4.packed_dense is not None
+            assert head.weight is twin.get_input_embeddings().weight
+            assert torch.equal(twin(x).logits, want)
