@@ -108,7 +108,7 @@ def test_eval_with_a_bad_engine_option_is_one_error_line(tmp_path, flag, value, 
 @pytest.mark.parametrize(("flag", "value", "name"), [("--dtype", "float16", "dtype"), ("--backend", "onnx", "backend"),
                                                      ("--pass-width", "0", "pass_width"),
                                                      ("--attention", "flash", "attention"),
-                                                     ("--q4-steps", "on", "q4_steps"),
+                                                     ("--q4-steps", "always", "q4_steps"),
                                                      ("--prepack", "always", "prepack")])
 def test_serve_with_a_bad_engine_option_is_one_error_line(flag, value, name):
     out = runner.invoke(app, ["serve", flag, value])

@@ -146,7 +146,7 @@ def test_dense_linears_puts_the_dense_layers_back():
 
 def test_an_unknown_q4_setting_is_a_typed_error():
     with pytest.raises(InvalidRequestError, match="q4_steps"):
-        EngineConfig(q4_steps="on")
+        EngineConfig(q4_steps="always")
 
 
 # -- prepacked dense weights ------------------------------------------------------------------------------------
