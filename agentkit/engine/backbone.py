@@ -38,7 +38,8 @@ from .sizing import DEFAULT_CURVE
 #   2-core EPYC with avx512_bf16). "+q4": passes of up to 8 positions on the 4-bit weights (agentkit/models/q4.py);
 #   "+packed": weights prepacked for oneDNN (agentkit/models/packed.py)
 # - "avx2" (no native bf16, so the engine runs float32 there): a 2-core AMD EPYC (Zen 3) without AVX-512
-#   (evals/results/bench_forward_s10.json, the test suite on the other core)
+#   (evals/results/bench_forward_s10b.json, a BFCL shard on the other core); "float32+q4": float32 with the 4-bit
+#   short passes, what dtype="auto" runs there
 SHIPPED_CURVES: dict[str, dict[tuple[str, str], dict[int, float]]] = {
     "bf16": {
         ("llama.cpp", "q4_1"): {1: 22.81, 2: 35.73, 4: 64.76, 8: 112.23, 16: 217.88, 32: 453.67, 64: 553.48},
@@ -49,10 +50,11 @@ SHIPPED_CURVES: dict[str, dict[tuple[str, str], dict[int, float]]] = {
         ("torch", "bfloat16+q4+packed"): {1: 29.44, 2: 36.25, 4: 40.32, 8: 54.28, 16: 61.87, 32: 75.86, 64: 100.72},
     },
     "avx2": {
-        ("llama.cpp", "q4_1"): {1: 30.7, 2: 54.28, 4: 93.08, 8: 182.08, 16: 316.46, 32: 612.8, 64: 1017.3},
-        ("torch", "float32"): {1: 173.11, 2: 231.88, 4: 270.96, 8: 329.71, 16: 419.04, 32: 566.18, 64: 717.71},
-        ("torch", "bfloat16"): {1: 102.02, 2: 145.02, 4: 292.54, 8: 457.86, 16: 936.81, 32: 1625.34, 64: 2977.8},
-        ("torch", "bfloat16+q4"): {1: 99.18, 2: 99.77, 4: 163.03, 8: 282.66, 16: 891.51, 32: 1490.45, 64: 3023.51},
+        ("torch", "float32+q4"): {1: 79.94, 2: 119.02, 4: 139.32, 8: 190.86, 16: 297.86, 32: 423.1, 64: 577.84},
+        ("torch", "float32"): {1: 126.65, 2: 201.09, 4: 210.42, 8: 236.0, 16: 300.66, 32: 414.02, 64: 571.02},
+        ("torch", "bfloat16+q4"): {1: 70.81, 2: 87.41, 4: 119.55, 8: 194.5, 16: 686.35, 32: 1244.74, 64: 2330.43},
+        ("torch", "bfloat16"): {1: 82.36, 2: 122.21, 4: 203.91, 8: 348.82, 16: 702.0, 32: 1204.67, 64: 2344.16},
+        ("llama.cpp", "q4_1"): {1: 26.28, 2: 46.67, 4: 74.07, 8: 130.88, 16: 266.49, 32: 488.39, 64: 840.72},
     },
 }
 

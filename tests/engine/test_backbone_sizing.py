@@ -143,7 +143,10 @@ def test_an_unmeasured_engine_reads_the_nearest_measured_curve():
     from agentkit.engine.backbone import SHIPPED_CURVES, cost_curve
 
     default = SimpleNamespace(meta={"default": True})
-    assert cost_curve("torch", "float32+q4+packed", default, "avx2") == cost_curve("torch", "float32", default, "avx2")
+    assert cost_curve("torch", "float32+packed", default, "avx2") == cost_curve("torch", "float32", default, "avx2")
+    assert cost_curve("torch", "float32+q4+packed", default, "avx2") == cost_curve("torch", "float32+q4", default,
+                                                                                   "avx2")
+    assert cost_curve("torch", "float32+q4", default, "bf16") == cost_curve("torch", "float32", default, "bf16")
     assert cost_curve("torch", "bfloat16+q4+packed", default, "avx2") == cost_curve("torch", "bfloat16+q4", default,
                                                                                     "avx2")
     assert ("torch", "bfloat16+q4+packed") in SHIPPED_CURVES["bf16"]
