@@ -50,7 +50,8 @@ class Engine:
             lm, bb = load_default_llama(LlamaOptions(threads=self.config.threads))
             self._init(lm, bb)
         else:
-            self._init(load_model(self.config.model, dtype=self.config.dtype, device=self.config.device))
+            lm = load_model(self.config.model, dtype=self.config.dtype, device=self.config.device)
+            self._init(lm, chose_dtype=self.config.dtype == "auto")
 
     @classmethod
     def from_loaded(cls, lm: LoadedModel, config: EngineConfig | None = None) -> Engine:
@@ -63,10 +64,12 @@ class Engine:
         self._init(lm)
         return self
 
-    def _init(self, lm: LoadedModel, backbone: Backbone | None = None) -> None:
+    def _init(self, lm: LoadedModel, backbone: Backbone | None = None, chose_dtype: bool = False) -> None:
+        """``chose_dtype``: this engine loaded ``lm`` in the dtype ``auto`` chose (``from_loaded`` shares a model
+        loaded elsewhere: its float32 arithmetic is left as it is)."""
         self.lm = lm
         self.tokenizer = lm.tokenizer
-        self.backbone = backbone or self._backbone(lm)
+        self.backbone = backbone or self._backbone(lm, chose_dtype)
         self.vocab = token_vocab(lm.tokenizer, lm.eos_ids)
         self._constraints: dict[int, TokenConstraint] = {}
         self._adapted: tuple[LoadedModel, Backbone] | None = None
@@ -77,7 +80,7 @@ class Engine:
                  f"{sum(p.numel() for p in lm.model.parameters()) / 1e6:.1f} M"
                  if getattr(lm, "model", None) is not None else "?")
 
-    def _backbone(self, lm: LoadedModel) -> Backbone:
+    def _backbone(self, lm: LoadedModel, chose_dtype: bool = False) -> Backbone:
         if lm.kind == DIFFUSION_GEMMA:
             if self.config.pass_width:
                 raise UnsupportedModeError("EngineConfig.pass_width (fixed-shape passes) runs causal LMs on torch; "
@@ -86,7 +89,7 @@ class Engine:
         if self.config.attention == "auto":
             use_fast_decode_attention(lm.model)
         if self.config.q4_steps != "off" and lm.meta.get("weights"):
-            float32 = self.config.q4_steps == "on" or self.config.dtype == "auto"  # float32 was auto's choice
+            float32 = self.config.q4_steps == "on" or chose_dtype  # float32 was auto's choice for this engine
             n = use_q4_steps(lm.model, safetensors_source(lm.meta["weights"]), float32=float32)
             if n:
                 log.info("%d linear layers read 4-bit weights in passes of up to %d positions", n, Q4_MAX_ROWS)

@@ -88,16 +88,18 @@ def test_a_float32_model_runs_short_passes_on_the_4bit_weights_with_bf16_inputs(
     assert torch.equal(lin(x), torch.nn.functional.linear(x, lin.weight))  # longer passes: float32, dense
 
 
-@pytest.mark.parametrize("dtype, q4", [("auto", True), ("float32", False)])
-def test_the_engine_takes_4bit_passes_in_float32_only_where_auto_chose_float32(tmp_path, monkeypatch, dtype, q4):
-    """dtype="auto" that resolved to float32 (a CPU without native bf16) takes the 4-bit short passes; an explicit
-    dtype="float32" keeps float32 arithmetic."""
+@pytest.mark.parametrize("q4_steps, q4", [("auto", False), ("on", True), ("off", False)])
+def test_a_shared_float32_model_keeps_float32_unless_asked(tmp_path, q4_steps, q4):
+    """Engine.from_loaded shares a model loaded elsewhere (tests and the adapter share weights this way): its
+    float32 was not this engine's dtype="auto" choice, so only q4_steps="on" swaps in the 4-bit layers (the
+    engine that loads the model itself with dtype auto on a CPU without native bf16 takes them:
+    tests/integration/test_default_model.py)."""
     from safetensors.torch import save_file
 
     lm, source = _q4_tiny(dtype=torch.float32)
     save_file(source, tmp_path / "w.safetensors")
     lm.meta["weights"] = str(tmp_path / "w.safetensors")
-    eng = Engine.from_loaded(lm, EngineConfig(dtype=dtype))
+    eng = Engine.from_loaded(lm, EngineConfig(q4_steps=q4_steps))
     assert any(isinstance(m, Q4Linear) for m in eng.lm.model.modules()) is q4
     assert eng.backbone.cost_curve  # an unmeasured "float32+q4" still gets a curve
     out = eng.generate(PROMPTS[0], DecodeConfig(mode="ar", max_new_tokens=8), raw=True)

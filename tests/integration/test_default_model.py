@@ -153,3 +153,21 @@ def test_fixed_shape_passes_are_exact_in_bf16_across_key_blocks(default_engine, 
     one_by_one = run([1] * 24)
     for groups in ([5, 1, 8, 2, 8], [8, 8, 8]):
         assert torch.equal(one_by_one, run(groups)), groups
+
+
+def test_dtype_auto_takes_the_4bit_short_passes_in_its_own_dtype(default_engine):
+    """The engine that loads the default model with dtype="auto" runs bf16 where the CPU has native bf16 and float32
+    elsewhere, with the 4-bit short passes in either; an explicit float32 engine (the default_engine fixture) has
+    none."""
+    from agentkit.config import EngineConfig
+    from agentkit.engine.engine import Engine
+    from agentkit.models.loader import resolve_dtype
+    from agentkit.models.q4 import Q4Linear
+
+    eng = Engine(EngineConfig(backend="torch"))
+    assert str(eng.lm.model.dtype) == f"torch.{resolve_dtype('auto')}"
+    assert sum(isinstance(m, Q4Linear) for m in eng.lm.model.modules()) == 210
+    out = eng.generate("What is 12 times 3?", DecodeConfig(mode="ar", max_new_tokens=8))
+    assert 1 <= len(out.token_ids) <= 8 and out.text.strip()
+    shared = Engine.from_loaded(default_engine.lm, EngineConfig(adapter=False))  # dtype auto, a model loaded elsewhere
+    assert not any(isinstance(m, Q4Linear) for m in shared.lm.model.modules())
