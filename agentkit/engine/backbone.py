@@ -18,13 +18,14 @@ bidirectional inside its new tokens), the new tokens are right-padded to the lon
 from __future__ import annotations
 
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from typing import NamedTuple
 
 import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
-from ..models.loader import BF16_CPU_FLAGS, LoadedModel, cpu_flags
+from ..models.loader import LoadedModel, native_bf16
 from ..models.packed import PackedLinear
 from ..models.q4 import Q4Linear
 from .attention import SDPA_LIKE
@@ -59,12 +60,11 @@ SHIPPED_CURVES: dict[str, dict[tuple[str, str], dict[int, float]]] = {
 }
 
 
-def cpu_kind(flags: set[str] | None = None) -> str:
+def cpu_kind(flags: AbstractSet[str] | None = None) -> str:
     """Which machine's shipped cost curves apply to this CPU: ``bf16`` where it has native bf16 dot products
     (avx512_bf16 / AMX, where ``dtype="auto"`` runs bfloat16), ``avx2`` otherwise (float32): the relative cost of
     a pass, and of llama.cpp against torch, differ by several times between the two."""
-    flags = cpu_flags() if flags is None else flags
-    return "bf16" if any(f in flags for f in BF16_CPU_FLAGS) else "avx2"
+    return "bf16" if native_bf16(flags) else "avx2"
 
 
 def cost_curve(backend: str, dtype: str, lm: LoadedModel, kind: str | None = None) -> dict[int, float]:

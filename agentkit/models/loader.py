@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,27 +52,33 @@ def wrap(model, tokenizer, name: str = "in-memory", **kw) -> LoadedModel:
 BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
 
 
-def cpu_flags(path: str = "/proc/cpuinfo") -> set[str]:
-    """The CPU feature flags (Linux ``/proc/cpuinfo``; empty elsewhere)."""
+@functools.cache
+def cpu_flags(path: str = "/proc/cpuinfo") -> frozenset[str]:
+    """The CPU feature flags (Linux ``/proc/cpuinfo``; empty elsewhere), read once."""
     try:
         with open(path) as f:
             for line in f:
                 if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
+                    return frozenset(line.split(":", 1)[1].split())
     except OSError:
         pass
-    return set()
+    return frozenset()
 
 
-def resolve_dtype(dtype: str, device: str = "cpu", flags: set[str] | None = None) -> str:
+def native_bf16(flags: AbstractSet[str] | None = None) -> bool:
+    """Whether the CPU (``flags``, default :func:`cpu_flags`) has native bf16 dot products (avx512_bf16 / AMX)."""
+    flags = cpu_flags() if flags is None else flags
+    return any(f in flags for f in BF16_CPU_FLAGS)
+
+
+def resolve_dtype(dtype: str, device: str = "cpu", flags: AbstractSet[str] | None = None) -> str:
     """``auto`` -> ``bfloat16`` on a GPU or on a CPU with native bf16 dot products (avx512_bf16 / AMX),
     ``float32`` otherwise (a CPU without them emulates bf16 matmuls, slower than fp32)."""
     if dtype != "auto":
         return dtype
     if not device.startswith("cpu"):
         return "bfloat16"
-    flags = cpu_flags() if flags is None else flags
-    return "bfloat16" if any(f in flags for f in BF16_CPU_FLAGS) else "float32"
+    return "bfloat16" if native_bf16(flags) else "float32"
 
 
 def load_model(path: str | None = None, *, dtype: str = "float32", device: str = "cpu") -> LoadedModel:
