@@ -15,6 +15,7 @@ BACKENDS: tuple[str, ...] = ("auto", "torch", "llama.cpp")
 ATTENTIONS: tuple[str, ...] = ("auto", "sdpa")
 Q4_STEPS: tuple[str, ...] = ("auto", "on", "off")
 PREPACK: tuple[str, ...] = ("auto", "off")
+ROW_EXACT: tuple[str, ...] = ("auto", "off")
 GREEDY: tuple[str, ...] = ("byte", "token")  # DecodeConfig.greedy
 
 
@@ -51,6 +52,12 @@ class EngineConfig:
     # layout, reordered once instead of on every pass; agentkit/models/packed.py): prompts and passes too long for
     # the 4-bit weights run on them. "off": nn.Linear, which reorders the weight on every call
     prepack: str = "auto"
+    # "auto": where a pass's rows can be computed independently of each other (torch on CPU with the 4-bit layers,
+    # the step attention and the int8 coarse head: agentkit/engine/backbone.py, Backbone.exact_rows), passes after
+    # the prompt run in pieces of at most 8 positions, each position getting the logits of the one-token AR step at
+    # it -- verify and the causal canvas then equal AR bit for bit whatever their pass sizes. "off": every pass in
+    # one piece (longer ones on the dense weights)
+    row_exact: str = "auto"
 
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:
@@ -63,6 +70,8 @@ class EngineConfig:
             raise InvalidRequestError(f"EngineConfig.q4_steps must be one of {Q4_STEPS}, got {self.q4_steps!r}")
         if self.prepack not in PREPACK:
             raise InvalidRequestError(f"EngineConfig.prepack must be one of {PREPACK}, got {self.prepack!r}")
+        if self.row_exact not in ROW_EXACT:
+            raise InvalidRequestError(f"EngineConfig.row_exact must be one of {ROW_EXACT}, got {self.row_exact!r}")
         if self.pass_width is not None and not (isinstance(self.pass_width, int) and 1 <= self.pass_width <= 256):
             raise InvalidRequestError(f"EngineConfig.pass_width must be an int in 1..256 or None, got {self.pass_width!r}")
         if self.pass_width is not None and self.backend == "llama.cpp":

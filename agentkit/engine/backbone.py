@@ -25,11 +25,13 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
+from ..models.head import Int8Head, int8_head_available
 from ..models.loader import LoadedModel, native_bf16
 from ..models.packed import PackedLinear
 from ..models.q4 import Q4Linear
+from .attention import NAME as STEP_ATTENTION
 from .attention import SDPA_LIKE
-from .sizing import DEFAULT_CURVE
+from .sizing import DEFAULT_CURVE, pieced_curve
 
 # ms per forward by positions after a 200-token prefix on the default model, 1 thread, measured with
 # ``python evals/bench_forward.py --threads 1`` on one machine of each CPU kind (:func:`cpu_kind`); other models:
@@ -84,17 +86,32 @@ def cost_curve(backend: str, dtype: str, lm: LoadedModel, kind: str | None = Non
 REFINED = 64  # candidates per row whose logits are recomputed in float32 (see refined_logits)
 
 
-def refined_logits(hidden: torch.Tensor, head: torch.nn.Linear, k: int = REFINED) -> torch.Tensor:
+def refined_logits(hidden: torch.Tensor, head: torch.nn.Linear, k: int = REFINED,
+                   coarse: Int8Head | None = None) -> torch.Tensor:
     """Output-head logits ``[rows, V]`` in float32: the bias-free ``head``'s matmul in its weight's dtype (bf16:
     one rounding per logit, so near-equal logits tie; a :class:`~agentkit.models.packed.PackedLinear` head runs
     it on its prepacked weight), then each row's top ``k`` recomputed as float32 dot products of the same
     values. A greedy pick among the refined tokens is a float32 head's (a coarse value is within one bf16 rounding
     of the exact one, far less than the gap down to the 64th); where a constraint rules out all of them, the pick
-    is made on the coarse values (``evals/bench_head.py`` counts how often that changes one)."""
-    coarse = head(hidden).float()  # [r, V]
-    top = coarse.topk(min(k, coarse.shape[-1]), dim=-1).indices  # [r, k]
+    is made on the coarse values (``evals/bench_head.py`` counts how often that changes one). ``coarse``: an int8
+    copy of the head (agentkit/models/head.py) ranks instead of the head's own matmul."""
+    rough = head(hidden).float() if coarse is None else coarse(hidden)  # [r, V]
+    top = rough.topk(min(k, rough.shape[-1]), dim=-1).indices  # [r, k]
     exact = torch.einsum("rh,rkh->rk", hidden.float(), head.weight[top].float())  # [r, k]
-    return coarse.scatter_(-1, top, exact)
+    return rough.scatter_(-1, top, exact)
+
+
+def row_exact_width(model: torch.nn.Module, coarse: Int8Head | None) -> int:
+    """The longest pass (positions) whose every row ``model`` computes independently of the others, or 0: its
+    decoder layers' linear layers all 4-bit (:class:`Q4Linear`, whose kernel runs rows one by one up to its
+    ``max_rows``), attention the stepwise one (``agentkit-sdpa``) on CPU, and an int8 coarse head."""
+    if coarse is None or getattr(model.config, "_attn_implementation", None) != STEP_ATTENTION:
+        return 0
+    linears = [m for name, m in model.named_modules()
+               if ".layers." in f".{name}" and isinstance(m, (torch.nn.Linear, Q4Linear, PackedLinear))]
+    if not linears or not all(type(m) is Q4Linear for m in linears):
+        return 0
+    return min(m.max_rows for m in linears)
 
 
 class Pass(NamedTuple):
@@ -109,7 +126,11 @@ class Pass(NamedTuple):
 
 
 class Backbone:
-    def __init__(self, lm: LoadedModel) -> None:
+    exact_rows = 0  # row-exact passes up to this many positions (0: none); see __init__
+    coarse: Int8Head | None = None
+
+    def __init__(self, lm: LoadedModel, row_exact: bool = True) -> None:
+        """``row_exact``: use :attr:`exact_rows` where the model allows it (``EngineConfig.row_exact``)."""
         self.lm = lm
         self.model = lm.model
         self.body = getattr(lm.model, lm.model.base_model_prefix)
@@ -129,12 +150,24 @@ class Backbone:
         # enough to change greedy picks (and break verify == AR); the refined ones are float32 dot products of the
         # same bf16 values, so greedy picks match a float32 head wherever the pick is among them.
         plain = type(self.head) in (torch.nn.Linear, PackedLinear) and self.head.bias is None
-        self._refine = plain and self.head.weight.dtype != torch.float32
+        # On CPU the coarse ranking runs on an int8 copy of the head (a quarter of float32's bytes, half of bf16's;
+        # its rows independent of each other), in float32 models too: the refined candidates stay exact.
+        self.coarse = (Int8Head(self.head.weight) if plain and self.device.type == "cpu" and int8_head_available()
+                       else None)
+        self._refine = plain and (self.coarse is not None or self.head.weight.dtype != torch.float32)
+        # Row-exact passes: where every op of a pass of up to ``exact_rows`` positions computes each row on its own
+        # (the 4-bit layers' kernel, the stepwise attention, the int8 coarse head; elementwise ops and row norms
+        # are so anyway), a position's logits do not depend on how many positions its pass had. Passes after the
+        # prompt are then cut into pieces of at most that many, so verify blocks and causal canvases give every
+        # position the logits of the AR step at it, bit for bit, whatever their sizes. 0: not available.
+        self.exact_rows = row_exact_width(lm.model, self.coarse) if row_exact else 0
+        if self.exact_rows:
+            self.cost_curve = pieced_curve(self.cost_curve, self.exact_rows)
 
     def _head(self, hidden: torch.Tensor) -> torch.Tensor:
         if not self._refine:
             return self.head(hidden).float()
-        return refined_logits(hidden, self.head)  # [k, V]
+        return refined_logits(hidden, self.head, coarse=self.coarse)  # [k, V]
 
     def attention_mask(self, allowed: torch.Tensor) -> torch.Tensor:
         """A 4-D boolean mask (True: may attend) as this model's attention takes it: as it is for sdpa, additive
@@ -151,10 +184,22 @@ class Backbone:
         return DynamicCache(config=self.model.config)
 
     @torch.inference_mode()
-    def _run(self, ids: Sequence[int], cache: DynamicCache, mask: torch.Tensor | None) -> torch.Tensor:
+    def _run(self, ids: Sequence[int], cache: DynamicCache, mask: torch.Tensor | None,
+             causal_rows: bool = False) -> torch.Tensor:
         x = torch.tensor([list(ids)], dtype=torch.long, device=self.device)  # [1, T]
-        out = self.body(input_ids=x, cache=cache, attention_mask=mask, use_cache=True)
+        kw = {"causal_rows": True} if causal_rows else {}
+        out = self.body(input_ids=x, cache=cache, attention_mask=mask, use_cache=True, **kw)
         return out.last_hidden_state[0]  # [T, H]
+
+    def _causal(self, ids: Sequence[int], cache: DynamicCache) -> torch.Tensor:
+        """A causal pass appending ``ids`` to the cache -> hidden [T, H]; after the prompt, with row-exact passes,
+        in pieces of at most :attr:`exact_rows` positions."""
+        step = self.exact_rows
+        if not step or cache.get_seq_length() == 0:
+            return self._run(ids, cache, None)  # the prompt: one pass on the dense weights
+        ids = list(ids)
+        parts = [self._run(ids[i:i + step], cache, None, causal_rows=True) for i in range(0, len(ids), step)]
+        return parts[0] if len(parts) == 1 else torch.cat(parts)
 
     def _logits(self, hidden: torch.Tensor, rows: Sequence[int]) -> torch.Tensor:
         if not len(rows):
@@ -165,7 +210,7 @@ class Backbone:
     def encode(self, ids: Sequence[int], cache: DynamicCache, rows: Sequence[int] = (-1,)) -> torch.Tensor:
         """Causal pass over ``ids`` appended to the cache; logits at ``rows`` (indices into ``ids``)."""
         assert len(ids) > 0
-        hidden = self._run(ids, cache, None)
+        hidden = self._causal(ids, cache)
         return self._logits(hidden, rows)
 
     def denoise(
@@ -173,11 +218,12 @@ class Backbone:
     ) -> torch.Tensor:
         """Canvas pass: reads the cache, leaves it unchanged; logits at ``rows``."""
         past = cache.get_seq_length()
-        mask = None
         if bidirectional:
             t = len(ids)
             mask = torch.ones((1, 1, t, past + t), dtype=torch.bool, device=self.device)  # [B, 1, Q, K]
-        hidden = self._run(ids, cache, mask)
+            hidden = self._run(ids, cache, mask)
+        else:
+            hidden = self._causal(ids, cache)
         self.crop(cache, past)
         return self._logits(hidden, rows)
 

@@ -99,7 +99,7 @@ class Engine:
             from .fixed import FixedShapeBackbone
 
             return FixedShapeBackbone(lm, self.config.pass_width)
-        return Backbone(lm)
+        return Backbone(lm, row_exact=self.config.row_exact != "off")
 
     # -- block-diffusion adapter ------------------------------------------------------------------------------
     @property

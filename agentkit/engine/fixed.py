@@ -73,7 +73,7 @@ class FixedShapeBackbone(Backbone):
     """:class:`Backbone` whose passes have one shape (see the module docstring); ``width`` positions a pass."""
 
     def __init__(self, lm: LoadedModel, width: int = 8) -> None:
-        super().__init__(lm)
+        super().__init__(lm, row_exact=False)  # its own exactness: one shape for every pass
         if width < 1:
             raise ValueError(f"pass width must be >= 1, got {width}")
         self.width = width

@@ -36,6 +36,18 @@ def interpolate(curve: Mapping[int, float], n: int) -> float:
     return y0 + (y1 - y0) * (n - x0) / (x1 - x0)
 
 
+def pieced_curve(curve: Mapping[int, float], piece: int) -> dict[int, float]:
+    """The cost curve of a backbone that runs a pass longer than ``piece`` positions as pieces of ``piece`` (its
+    row-exact passes, ``Backbone.exact_rows``): ``curve`` up to ``piece``, then whole pieces plus the rest."""
+    out = {n: ms for n, ms in curve.items() if n <= piece}
+    out[piece] = interpolate(curve, piece)
+    for n in sorted(curve):
+        if n > piece:
+            whole, rest = divmod(n, piece)
+            out[n] = whole * out[piece] + (interpolate(curve, rest) if rest else 0.0)
+    return dict(sorted(out.items()))
+
+
 class AcceptRate:
     """Running share of drafted positions that were accepted (a Beta(1, 1) prior: 0.5 before any evidence)."""
 

@@ -62,6 +62,30 @@ def tiny_llama(seed: int = 0, *, layers: int = 2, hidden: int = 64, mask_token: 
     return wrap(model, tok, name=f"tiny-llama-{seed}", mask_token_id=tok.mask_token_id if mask_token else None)
 
 
+def quantize_q4_1(w: torch.Tensor) -> torch.Tensor:
+    """``w`` rounded to a Q4_1 group quantization (per group of 32 inputs: d * q + m, q in 0..15, d and m in
+    float16, as GGUF stores them)."""
+    n, k = w.shape
+    g = w.view(n, k // 32, 32)
+    m = g.min(-1, keepdim=True).values.half().float()
+    d = ((g.max(-1, keepdim=True).values - m) / 15).half().float()
+    return (d * ((g - m) / d).round().clamp(0, 15) + m).view(n, k)
+
+
+def tiny_q4_llama(seed: int = 5, dtype: torch.dtype = torch.bfloat16) -> tuple[LoadedModel, dict[str, torch.Tensor]]:
+    """A tiny Llama whose layer weights are 4-bit groups (as the embedded Q4_1 model's are), in ``dtype``, and its
+    float32 checkpoint."""
+    lm = tiny_llama(seed)
+    source = {}
+    with torch.no_grad():
+        for name, mod in lm.model.named_modules():
+            if type(mod) is torch.nn.Linear and ".layers." in f".{name}":
+                mod.weight.copy_(quantize_q4_1(mod.weight))
+                source[f"{name}.weight"] = mod.weight.detach().clone()
+    lm.model.to(dtype)
+    return lm, source
+
+
 def tiny_diffusion_gemma(seed: int = 0, *, canvas_length: int = 8, sliding_window: int = 24) -> LoadedModel:
     """A random ~0.9 M-parameter ``DiffusionGemmaForBlockDiffusion`` over the tiny tokenizer.
 

@@ -106,7 +106,36 @@ def _assert_refined_is_float32s(refined: torch.Tensor, exact: torch.Tensor) -> N
         assert torch.equal(refined.masked_fill(ruled_out, -1e9).argmax(-1), exact.masked_fill(ruled_out, -1e9).argmax(-1))
 
 
-def test_a_bf16_engine_uses_the_refined_head():
-    eng = _tiny(1, torch.bfloat16)
-    assert eng.backbone._refine
-    assert not _tiny(1, torch.float32).backbone._refine
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_int8_coarse_head_refined_picks_what_a_float32_head_picks(seed):
+    """The int8 copy (agentkit/models/head.py) only ranks: after the refinement the picks -- unconstrained and with
+    the favourites ruled out down to the refined set's edge -- are the float32 head's, and its rows do not depend
+    on how many rows the call has."""
+    from agentkit.engine.backbone import refined_logits
+    from agentkit.models.head import MAX_ROWS, Int8Head, int8_head_available
+
+    if not int8_head_available():
+        pytest.skip("torch's int8 weight kernel does not run on this CPU")
+    g = torch.Generator().manual_seed(seed)
+    head = torch.nn.Linear(64, 4096, bias=False)
+    head.weight = torch.nn.Parameter(torch.randn(4096, 64, generator=g) * 0.5, requires_grad=False)
+    hidden = torch.randn(512, 64, generator=g)
+    coarse = Int8Head(head.weight)
+    assert coarse.q.dtype == torch.int8 and coarse.scale.dtype == torch.bfloat16
+    rough = coarse(hidden)
+    assert rough.dtype == torch.float32 and rough.shape == (512, 4096)
+    assert not torch.equal(rough, head(hidden))  # it is a coarse copy, not the head
+    _assert_refined_is_float32s(refined_logits(hidden, head, coarse=coarse), head(hidden))
+    one_by_one = torch.cat([coarse(hidden[i:i + 1]) for i in range(MAX_ROWS + 3)])
+    assert torch.equal(one_by_one, rough[:MAX_ROWS + 3])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_cpu_engines_rank_on_the_int8_head_and_refine(dtype):
+    from agentkit.models.head import int8_head_available
+
+    bb = _tiny(1, dtype).backbone
+    if not int8_head_available():
+        assert bb.coarse is None and bb._refine == (dtype == torch.bfloat16)
+        return
+    assert bb.coarse is not None and bb._refine

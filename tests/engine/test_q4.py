@@ -8,40 +8,16 @@ from agentkit.config import DecodeConfig, EngineConfig
 from agentkit.engine.engine import Engine
 from agentkit.errors import InvalidRequestError
 from agentkit.models.packed import PackedLinear, prepack_available, use_packed_weights
-from agentkit.models.q4 import GROUP, MAX_ROWS, Q4Linear, dense_linears, q4_groups, use_q4_steps
-from agentkit.models.tiny import tiny_llama
+from agentkit.models.q4 import MAX_ROWS, Q4Linear, dense_linears, q4_groups, use_q4_steps
+from agentkit.models.tiny import quantize_q4_1, tiny_llama, tiny_q4_llama
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 needs_prepack = pytest.mark.skipif(not prepack_available(), reason="this torch has no oneDNN prepacking")
 PROMPTS = ["hello there", "def add(a, b): return", '{"name":"Alice","age":']
 
 
-def _quantize(w: torch.Tensor) -> torch.Tensor:
-    """``w`` rounded to a Q4_1 group quantization (per group of 32 inputs: d * q + m, q in 0..15, d and m in
-    float16, as GGUF stores them)."""
-    n, k = w.shape
-    g = w.view(n, k // GROUP, GROUP)
-    m = g.min(-1, keepdim=True).values.half().float()
-    d = ((g.max(-1, keepdim=True).values - m) / 15).half().float()
-    return (d * ((g - m) / d).round().clamp(0, 15) + m).view(n, k)
-
-
-def _q4_tiny(seed: int = 5, dtype: torch.dtype = torch.bfloat16):
-    """A tiny Llama whose layer weights are 4-bit groups (as the embedded Q4_1 model's are), in ``dtype``, and its
-    float32 checkpoint."""
-    lm = tiny_llama(seed)
-    source = {}
-    with torch.no_grad():
-        for name, mod in lm.model.named_modules():
-            if type(mod) is torch.nn.Linear and ".layers." in f".{name}":
-                mod.weight.copy_(_quantize(mod.weight))
-                source[f"{name}.weight"] = mod.weight.detach().clone()
-    lm.model.to(dtype)
-    return lm, source
-
-
 def test_the_4bit_form_is_recovered_exactly_or_not_at_all():
-    w = _quantize(torch.randn(48, 64))
+    w = quantize_q4_1(torch.randn(48, 64))
     q, d, m = q4_groups(w)
     assert q.min() >= 0 and q.max() <= 15
     assert torch.equal((q.view(48, 2, 32) * d[..., None] + m[..., None]).view(48, 64), w)
@@ -50,7 +26,7 @@ def test_the_4bit_form_is_recovered_exactly_or_not_at_all():
 
 
 def test_short_passes_read_the_4bit_weights_and_long_ones_the_dense():
-    lm, source = _q4_tiny()
+    lm, source = tiny_q4_llama()
     n = use_q4_steps(lm.model, source.get)
     layers = [m for m in lm.model.modules() if isinstance(m, Q4Linear)]
     assert n == len(layers) == 2 * 7
@@ -68,12 +44,12 @@ def test_other_checkpoints_and_float32_models_are_left_dense():
     lm.model.to(torch.bfloat16)
     src = {n: p.detach().float() for n, p in lm.model.named_parameters()}  # not 4-bit groups
     assert use_q4_steps(lm.model, src.get) == 0
-    lm32, source = _q4_tiny(dtype=torch.float32)
+    lm32, source = tiny_q4_llama(dtype=torch.float32)
     assert use_q4_steps(lm32.model, source.get) == 0  # float32 arithmetic unless asked (float32=True)
 
 
 def test_a_float32_model_runs_short_passes_on_the_4bit_weights_with_bf16_inputs():
-    lm, source = _q4_tiny(dtype=torch.float32)
+    lm, source = tiny_q4_llama(dtype=torch.float32)
     assert use_q4_steps(lm.model, source.get, float32=True) == 14
     lin = next(m for m in lm.model.modules() if isinstance(m, Q4Linear))
     w = source[next(k for k in source)]
@@ -96,7 +72,7 @@ def test_a_shared_float32_model_keeps_float32_unless_asked(tmp_path, q4_steps, q
     tests/integration/test_default_model.py)."""
     from safetensors.torch import save_file
 
-    lm, source = _q4_tiny(dtype=torch.float32)
+    lm, source = tiny_q4_llama(dtype=torch.float32)
     save_file(source, tmp_path / "w.safetensors")
     lm.meta["weights"] = str(tmp_path / "w.safetensors")
     eng = Engine.from_loaded(lm, EngineConfig(q4_steps=q4_steps))
@@ -111,9 +87,9 @@ def test_a_shared_float32_model_keeps_float32_unless_asked(tmp_path, q4_steps, q
 def test_greedy_tokens_are_the_dense_models_within_bf16_tolerance(mode, dtype):
     """Not bit for bit (the kernel rounds scales, the dense path weights; in a float32 model, inputs too): every
     token the 4-bit engine picks must be the dense engine's argmax on the same prefix or within bf16 rounding of it."""
-    lm, source = _q4_tiny(dtype=dtype)
+    lm, source = tiny_q4_llama(dtype=dtype)
     dense = Engine.from_loaded(lm)
-    lm4, source4 = _q4_tiny(dtype=dtype)
+    lm4, source4 = tiny_q4_llama(dtype=dtype)
     use_q4_steps(lm4.model, source4.get, float32=True)
     fast = Engine.from_loaded(lm4)
     for prompt in PROMPTS:
@@ -126,7 +102,7 @@ def test_greedy_tokens_are_the_dense_models_within_bf16_tolerance(mode, dtype):
 
 
 def test_verify_equals_ar_bit_for_bit_on_fixed_passes_of_8():
-    lm, source = _q4_tiny()
+    lm, source = tiny_q4_llama()
     use_q4_steps(lm.model, source.get)
     eng = Engine.from_loaded(lm, EngineConfig(pass_width=MAX_ROWS))
     for prompt in PROMPTS:
@@ -136,7 +112,7 @@ def test_verify_equals_ar_bit_for_bit_on_fixed_passes_of_8():
 
 
 def test_dense_linears_puts_the_dense_layers_back():
-    lm, source = _q4_tiny()
+    lm, source = tiny_q4_llama()
     use_q4_steps(lm.model, source.get)
     x = torch.randn(1, 5, 64).bfloat16()
     want = lm.model.model.layers[0].mlp.up_proj.weight
@@ -186,7 +162,7 @@ def test_float32_models_are_left_as_they_are():
 
 @needs_prepack
 def test_4bit_layers_get_the_packed_copy_for_their_long_passes():
-    lm, source = _q4_tiny()
+    lm, source = tiny_q4_llama()
     use_q4_steps(lm.model, source.get)
     assert use_packed_weights(lm.model) == 15
     lin = next(m for m in lm.model.modules() if isinstance(m, Q4Linear))
@@ -241,7 +217,7 @@ def test_copies_of_a_packed_model_pack_their_own_weights():
     import copy
     import pickle
 
-    lm, source = _q4_tiny()
+    lm, source = tiny_q4_llama()
     use_q4_steps(lm.model, source.get)
     use_packed_weights(lm.model)
     x = torch.randint(0, 100, (1, 12))

@@ -1,0 +1,76 @@
+"""Row-exact passes (Backbone.exact_rows): a position's logits do not depend on how many positions its pass had, so
+verify and the causal canvas equal AR bit for bit without fixed-shape passes."""
+
+import pytest
+import torch
+
+from agentkit.config import DecodeConfig, EngineConfig
+from agentkit.engine.backbone import Backbone
+from agentkit.engine.engine import Engine
+from agentkit.engine.sizing import interpolate, pieced_curve
+from agentkit.errors import InvalidRequestError
+from agentkit.models.head import int8_head_available
+from agentkit.models.q4 import MAX_ROWS, use_q4_steps
+from agentkit.models.tiny import tiny_llama, tiny_q4_llama
+
+pytestmark = [pytest.mark.usefixtures("one_thread"),
+              pytest.mark.skipif(not int8_head_available(), reason="torch's int8 weight kernel does not run here")]
+DTYPES = [torch.float32, torch.bfloat16]
+PROMPTS = ["hello there", "def add(a, b): return", '{"name":"Alice","age":', "The quick brown fox"]
+
+
+def _engine(dtype: torch.dtype, seed: int = 5, **config) -> Engine:
+    lm, source = tiny_q4_llama(seed, dtype=dtype)
+    use_q4_steps(lm.model, source.get, float32=True)
+    return Engine.from_loaded(lm, EngineConfig(**config))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_pass_gives_each_position_the_logits_of_one_token_steps(dtype):
+    bb = _engine(dtype).backbone
+    assert bb.exact_rows == MAX_ROWS
+    g = torch.Generator().manual_seed(0)
+    prompt = torch.randint(0, 200, (11,), generator=g).tolist()
+    new = torch.randint(0, 200, (3 * MAX_ROWS + 3,), generator=g).tolist()  # several pieces and a rest
+    one, whole, canvas = bb.new_cache(), bb.new_cache(), bb.new_cache()
+    for c in (one, whole, canvas):
+        bb.encode(prompt, c)
+    steps = torch.cat([bb.encode([t], one) for t in new])
+    rows = list(range(len(new)))
+    assert torch.equal(bb.encode(new, whole, rows=rows), steps)
+    assert whole.get_seq_length() == one.get_seq_length() == len(prompt) + len(new)
+    assert torch.equal(bb.denoise(new, canvas, rows=rows, bidirectional=False), steps)  # a causal canvas pass
+    assert canvas.get_seq_length() == len(prompt)  # ... leaves the cache as it was
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("seed", [5, 6])
+@pytest.mark.parametrize(("mode", "canvas"), [("verify", 32), ("diffusion", 32), ("diffusion", 12)])
+def test_verify_and_the_causal_canvas_equal_ar_bit_for_bit_at_any_pass_size(dtype, seed, mode, canvas):
+    eng = _engine(dtype, seed)
+    assert eng.backbone.exact_rows and not eng.lm.bidirectional  # a causal LM: diffusion is the causal canvas
+    for prompt in PROMPTS:
+        ar = eng.generate(prompt, DecodeConfig(mode="ar", max_new_tokens=24), raw=True)
+        other = eng.generate(prompt, DecodeConfig(mode=mode, max_new_tokens=24, canvas_length=canvas), raw=True)
+        assert other.token_ids == ar.token_ids, prompt
+
+
+def test_without_row_exact_kernels_passes_are_one_piece():
+    assert _engine(torch.float32, row_exact="off").backbone.exact_rows == 0
+    assert _engine(torch.float32, attention="sdpa").backbone.exact_rows == 0  # torch's kernel: not per row
+    assert Engine.from_loaded(tiny_llama(1)).backbone.exact_rows == 0  # dense float32 layers
+    lm, source = tiny_q4_llama()
+    use_q4_steps(lm.model, source.get)
+    assert Backbone(lm, row_exact=False).exact_rows == 0
+    with pytest.raises(InvalidRequestError, match="row_exact"):
+        EngineConfig(row_exact="on")
+
+
+def test_pieced_curve_costs_long_passes_as_pieces():
+    curve = {1: 10.0, 4: 16.0, 8: 20.0, 16: 24.0, 32: 30.0}
+    out = pieced_curve(curve, 8)
+    assert {n: out[n] for n in (1, 4, 8)} == {1: 10.0, 4: 16.0, 8: 20.0}
+    assert out[16] == 40.0 and out[32] == 80.0
+    assert pieced_curve({1: 10.0, 16: 40.0}, 8) == {1: 10.0, 8: interpolate({1: 10.0, 16: 40.0}, 8), 16: 2 * interpolate({1: 10.0, 16: 40.0}, 8)}
+    assert pieced_curve({1: 10.0, 20: 40.0}, 8)[20] == 2 * interpolate({1: 10.0, 20: 40.0}, 8) + interpolate(
+        {1: 10.0, 20: 40.0}, 4)
