@@ -5,7 +5,7 @@
         --peers outlines-xgrammar,outlines-llguidance,outlines-core,llama-cpp --threads 1 \
         --out evals/results/bfcl_peers_limit20.json
 
-A mode is ``MODE[:STYLE[:PROMPT[:DTYPE[:WIDTH[:BACKEND[:ATTENTION[:Q4[:GREEDY[:PREPACK]]]]]]]]]`` (an ``agentkit eval`` mode, a JSON
+A mode is ``MODE[:STYLE[:PROMPT[:DTYPE[:WIDTH[:BACKEND[:ATTENTION[:Q4[:GREEDY[:PREPACK[:ROWS]]]]]]]]]]`` (an ``agentkit eval`` mode, a JSON
 style of :mod:`agentkit.constrain.canonical` -- empty: the compiler's default --, a system prompt of
 :data:`agentkit.evals.bfcl.PROMPTS`, ``default`` unless given, then ``EngineConfig`` fields, each ``--dtype``,
 none, ``--backend``, ``auto`` and ``auto`` unless given: dtype, ``pass_width``, backend, attention, q4_steps; one
@@ -14,7 +14,8 @@ runs on the llama.cpp backbone, ``ar-constrained::::::sdpa:off`` as the engine r
 and the 4-bit short passes; GREEDY is ``DecodeConfig.greedy``, ``byte`` unless given:
 ``ar-constrained:spaced-schema-order:::::::token`` decodes as agentkit did before byte greedy and required-first
 members; PREPACK is ``EngineConfig.prepack``, ``auto`` unless given: ``ar-constrained:::::::::off`` runs without
-the prepacked weights). ``--shard K/N`` runs items K, K+N, K+2N, ... of the list (two processes on two cores; merge their
+the prepacked weights; ROWS is ``EngineConfig.row_exact``, ``auto`` unless given:
+``verify::::::::::off`` verifies in one pass per block, as before the row-exact passes). ``--shard K/N`` runs items K, K+N, K+2N, ... of the list (two processes on two cores; merge their
 files with ``evals/merge_results.py``). Items run item-major and the order of the variants rotates per item, as in
 ``agentkit eval``. agentkit rows use the runner's decoding settings; their ``latency_ms`` here adds the template's
 compile (``compile_ms``: schema compile + token DFAs), as a peer's includes its own. Peers get 256 new tokens at
@@ -44,23 +45,23 @@ def _agentkit_row(engine, ctx, item, mode: str, style: str | None, prompt: str) 
             "finish_reason": res.stats.finish_reason, "stats": stats}
 
 
-def _variant(name: str) -> tuple[str, str, str, tuple[str, int | None, str, str, str, str], str]:
-    """``MODE[:STYLE[:PROMPT[:DTYPE[:WIDTH[:BACKEND[:ATTENTION[:Q4[:GREEDY[:PREPACK]]]]]]]]]``: mode, style, prompt
-    (empty when missing), the engine key (dtype, width or None, backend, attention, q4_steps, prepack; empty strings
-    where missing) and the greedy rule (``byte`` when missing)."""
+def _variant(name: str) -> tuple[str, str, str, tuple[str, int | None, str, str, str, str, str], str]:
+    """``MODE[:STYLE[:PROMPT[:DTYPE[:WIDTH[:BACKEND[:ATTENTION[:Q4[:GREEDY[:PREPACK[:ROWS]]]]]]]]]]``: mode, style,
+    prompt (empty when missing), the engine key (dtype, width or None, backend, attention, q4_steps, prepack,
+    row_exact; empty strings where missing) and the greedy rule (``byte`` when missing)."""
     from agentkit.config import GREEDY
 
     parts = name.split(":")
-    if len(parts) > 10:
-        raise SystemExit(f"mode {name!r}: at most 10 ':'-separated fields")
-    parts += [""] * (10 - len(parts))
+    if len(parts) > 11:
+        raise SystemExit(f"mode {name!r}: at most 11 ':'-separated fields")
+    parts += [""] * (11 - len(parts))
     try:
         width = int(parts[4]) if parts[4] else None
     except ValueError:
         raise SystemExit(f"mode {name!r}: WIDTH must be an integer, got {parts[4]!r}") from None
     if parts[8] and parts[8] not in GREEDY:
         raise SystemExit(f"mode {name!r}: GREEDY must be 'byte' or 'token', got {parts[8]!r}")
-    return parts[0], parts[1], parts[2], (parts[3], width, parts[5], parts[6], parts[7], parts[9]), parts[8] or "byte"
+    return parts[0], parts[1], parts[2], (parts[3], width, parts[5], parts[6], parts[7], parts[9], parts[10]), parts[8] or "byte"
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -97,12 +98,12 @@ def main(argv: list[str] | None = None) -> dict:
     ecfg = EngineConfig(threads=args.threads, dtype=args.dtype, backend=args.backend)
     engines: dict[tuple, Engine] = {}
 
-    def engine_for(key: tuple[str, int | None, str, str, str, str]) -> Engine:
-        dtype, width, backend, attention, q4, prepack = key
+    def engine_for(key: tuple[str, int | None, str, str, str, str, str]) -> Engine:
+        dtype, width, backend, attention, q4, prepack, rows = key
         cfg = EngineConfig(threads=args.threads, dtype=dtype or args.dtype, backend=backend or args.backend,
                            pass_width=width, attention=attention or "auto", q4_steps=q4 or "auto",
-                           prepack=prepack or "auto")
-        k = (cfg.dtype, cfg.pass_width, cfg.backend, cfg.attention, cfg.q4_steps, cfg.prepack)
+                           prepack=prepack or "auto", row_exact=rows or "auto")
+        k = (cfg.dtype, cfg.pass_width, cfg.backend, cfg.attention, cfg.q4_steps, cfg.prepack, cfg.row_exact)
         if k not in engines:
             engines[k] = Engine(cfg)
         return engines[k]

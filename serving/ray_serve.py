@@ -64,12 +64,14 @@ class RayServeConfig:
     port: int = 8000
     model: str | None = None
     threads: int | None = None
-    dtype: str = "auto"  # EngineConfig.dtype / .backend / .pass_width / .attention / .q4_steps / .prepack of each replica
+    # EngineConfig.dtype / .backend / .pass_width / .attention / .q4_steps / .prepack / .row_exact of each replica
+    dtype: str = "auto"
     backend: str = "auto"
     pass_width: int | None = None
     attention: str = "auto"
     q4_steps: str = "auto"
     prepack: str = "auto"
+    row_exact: str = "auto"
     engine_factory: str | None = None
     num_cpus_per_replica: float = 1.0
     graceful_shutdown_timeout_s: float | None = None  # None: the request timeout + 5 s
@@ -99,7 +101,7 @@ class RayServeConfig:
 
         return EngineConfig(model=self.model, threads=self.threads, dtype=self.dtype, backend=self.backend,
                             pass_width=self.pass_width, attention=self.attention, q4_steps=self.q4_steps,
-                            prepack=self.prepack)
+                            prepack=self.prepack, row_exact=self.row_exact)
 
 
 def parse_autoscale(text: str) -> tuple[int, int]:

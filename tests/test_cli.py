@@ -109,7 +109,8 @@ def test_eval_with_a_bad_engine_option_is_one_error_line(tmp_path, flag, value, 
                                                      ("--pass-width", "0", "pass_width"),
                                                      ("--attention", "flash", "attention"),
                                                      ("--q4-steps", "always", "q4_steps"),
-                                                     ("--prepack", "always", "prepack")])
+                                                     ("--prepack", "always", "prepack"),
+                                                     ("--row-exact", "on", "row_exact")])
 def test_serve_with_a_bad_engine_option_is_one_error_line(flag, value, name):
     out = runner.invoke(app, ["serve", flag, value])
     assert out.exit_code != 0

@@ -155,7 +155,7 @@ def test_fixed_shape_passes_are_exact_in_bf16_across_key_blocks(default_engine, 
         assert torch.equal(one_by_one, run(groups)), groups
 
 
-def test_dtype_auto_takes_the_4bit_short_passes_in_its_own_dtype(default_engine):
+def test_dtype_auto_takes_the_4bit_short_passes_in_its_own_dtype(default_engine, grouped_logits):
     """The engine that loads the default model with dtype="auto" runs bf16 where the CPU has native bf16 and float32
     elsewhere, with the 4-bit short passes in either; an explicit float32 engine (the default_engine fixture) has
     none."""
@@ -169,5 +169,14 @@ def test_dtype_auto_takes_the_4bit_short_passes_in_its_own_dtype(default_engine)
     assert sum(isinstance(m, Q4Linear) for m in eng.lm.model.modules()) == 210
     out = eng.generate("What is 12 times 3?", DecodeConfig(mode="ar", max_new_tokens=8))
     assert 1 <= len(out.token_ids) <= 8 and out.text.strip()
+    # row-exact passes (Backbone.exact_rows): a position's logits are the same one token a pass or grouped, in
+    # groups of any size (longer ones are cut into pieces of 8)
+    assert eng.backbone.exact_rows == 8
+    ids = eng.encode_prompt("Call get_weather for Paris as JSON.")
+    rest = eng.tokenizer.encode('{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}',
+                                add_special_tokens=False)[:22]
+    one_by_one = grouped_logits(eng.backbone, ids, rest, [1] * len(rest))
+    for groups in ([5, 1, 8, 2, 6], [22]):
+        assert torch.equal(one_by_one, grouped_logits(eng.backbone, ids, rest, groups)), groups
     shared = Engine.from_loaded(default_engine.lm, EngineConfig(adapter=False))  # dtype auto, a model loaded elsewhere
     assert not any(isinstance(m, Q4Linear) for m in shared.lm.model.modules())
