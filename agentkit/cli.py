@@ -329,6 +329,8 @@ def serve(
     prepack: str = typer.Option("auto", help="auto (a bf16 CPU engine's weights prepacked once for oneDNN) | off"),
     row_exact: str = typer.Option("auto", help="auto (on the 4-bit CPU engine, passes after the prompt in pieces of "
                                   "8 positions on per-row kernels: verify equals AR bit for bit) | off"),
+    prefix_cache: int = typer.Option(0, help="keep the KV caches of the last N requests and encode only what a new "
+                                     "prompt adds to the longest common prefix (agent loops); 0: off"),
     log_level: str = typer.Option("info", help="uvicorn log level"),
     ray: bool = typer.Option(False, "--ray", help="serve as Ray Serve replicas (each one engine)"),
     ray_address: str = typer.Option("local", help="with --ray: 'local' (start Ray here) or a cluster address"),
@@ -352,7 +354,8 @@ def serve(
                               prepare_workers=prepare_workers, ready_stall_s=ready_stall_s, max_context=max_context,
                               compile_limits=limits)
         engine = EngineConfig(model=model, threads=threads, dtype=dtype, backend=backend, pass_width=pass_width,
-                              attention=attention, q4_steps=q4_steps, prepack=prepack, row_exact=row_exact)
+                              attention=attention, q4_steps=q4_steps, prepack=prepack, row_exact=row_exact,
+                              prefix_cache=prefix_cache)
     except (AgentkitError, ValueError) as e:
         _fail(e)
     if ray:
@@ -373,7 +376,7 @@ def _serve_ray(server, engine, *, host, port, address, replicas, autoscale) -> N
                              address=address, host=host, port=port, model=engine.model, threads=engine.threads,
                              dtype=engine.dtype, backend=engine.backend, pass_width=engine.pass_width,
                              attention=engine.attention, q4_steps=engine.q4_steps, prepack=engine.prepack,
-                             row_exact=engine.row_exact)
+                             row_exact=engine.row_exact, prefix_cache=engine.prefix_cache)
     except AgentkitError as e:
         _fail(e)
     run(server, cfg)

@@ -58,6 +58,11 @@ class EngineConfig:
     # it -- verify and the causal canvas then equal AR bit for bit whatever their pass sizes. "off": every pass in
     # one piece (longer ones on the dense weights)
     row_exact: str = "auto"
+    # keep the KV caches of the last N requests (their prompt and output) and copy the longest common prefix into a
+    # new request's cache, encoding only the rest of its prompt: an agent's next iteration resends the whole
+    # conversation (agentkit/engine/prefix.py). 0: off. Off by default: reused keys/values come from a different
+    # grouping of the prompt into passes, so logits can differ from a fresh encode's in the last bits
+    prefix_cache: int = 0
 
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:
@@ -70,6 +75,9 @@ class EngineConfig:
             raise InvalidRequestError(f"EngineConfig.q4_steps must be one of {Q4_STEPS}, got {self.q4_steps!r}")
         if self.prepack not in PREPACK:
             raise InvalidRequestError(f"EngineConfig.prepack must be one of {PREPACK}, got {self.prepack!r}")
+        if not isinstance(self.prefix_cache, int) or isinstance(self.prefix_cache, bool) or self.prefix_cache < 0:
+            raise InvalidRequestError(f"EngineConfig.prefix_cache must be an int >= 0 (requests kept), got "
+                                      f"{self.prefix_cache!r}")
         if self.row_exact not in ROW_EXACT:
             raise InvalidRequestError(f"EngineConfig.row_exact must be one of {ROW_EXACT}, got {self.row_exact!r}")
         if self.pass_width is not None and not (isinstance(self.pass_width, int) and 1 <= self.pass_width <= 256):

@@ -64,7 +64,8 @@ class RayServeConfig:
     port: int = 8000
     model: str | None = None
     threads: int | None = None
-    # EngineConfig.dtype / .backend / .pass_width / .attention / .q4_steps / .prepack / .row_exact of each replica
+    # EngineConfig.dtype / .backend / .pass_width / .attention / .q4_steps / .prepack / .row_exact / .prefix_cache
+    # of each replica
     dtype: str = "auto"
     backend: str = "auto"
     pass_width: int | None = None
@@ -72,6 +73,7 @@ class RayServeConfig:
     q4_steps: str = "auto"
     prepack: str = "auto"
     row_exact: str = "auto"
+    prefix_cache: int = 0
     engine_factory: str | None = None
     num_cpus_per_replica: float = 1.0
     graceful_shutdown_timeout_s: float | None = None  # None: the request timeout + 5 s
@@ -101,7 +103,8 @@ class RayServeConfig:
 
         return EngineConfig(model=self.model, threads=self.threads, dtype=self.dtype, backend=self.backend,
                             pass_width=self.pass_width, attention=self.attention, q4_steps=self.q4_steps,
-                            prepack=self.prepack, row_exact=self.row_exact)
+                            prepack=self.prepack, row_exact=self.row_exact,
+                            prefix_cache=self.prefix_cache)
 
 
 def parse_autoscale(text: str) -> tuple[int, int]:

@@ -191,11 +191,11 @@ class Backbone:
         out = self.body(input_ids=x, cache=cache, attention_mask=mask, use_cache=True, **kw)
         return out.last_hidden_state[0]  # [T, H]
 
-    def _causal(self, ids: Sequence[int], cache: DynamicCache) -> torch.Tensor:
+    def _causal(self, ids: Sequence[int], cache: DynamicCache, whole: bool = False) -> torch.Tensor:
         """A causal pass appending ``ids`` to the cache -> hidden [T, H]; after the prompt, with row-exact passes,
-        in pieces of at most :attr:`exact_rows` positions."""
+        in pieces of at most :attr:`exact_rows` positions (``whole``: one pass anyway)."""
         step = self.exact_rows
-        if not step or cache.get_seq_length() == 0:
+        if not step or whole or cache.get_seq_length() == 0:
             return self._run(ids, cache, None)  # the prompt: one pass on the dense weights
         ids = list(ids)
         parts = [self._run(ids[i:i + step], cache, None, causal_rows=True) for i in range(0, len(ids), step)]
@@ -207,10 +207,12 @@ class Backbone:
         with torch.inference_mode():
             return self._head(hidden[list(rows)])  # [k, V]
 
-    def encode(self, ids: Sequence[int], cache: DynamicCache, rows: Sequence[int] = (-1,)) -> torch.Tensor:
-        """Causal pass over ``ids`` appended to the cache; logits at ``rows`` (indices into ``ids``)."""
+    def encode(self, ids: Sequence[int], cache: DynamicCache, rows: Sequence[int] = (-1,),
+               whole: bool = False) -> torch.Tensor:
+        """Causal pass over ``ids`` appended to the cache; logits at ``rows`` (indices into ``ids``). ``whole``: one
+        pass, not row-exact pieces, like a prompt's (the rest of a prompt whose start came from a prefix cache)."""
         assert len(ids) > 0
-        hidden = self._causal(ids, cache)
+        hidden = self._causal(ids, cache, whole)
         return self._logits(hidden, rows)
 
     def denoise(

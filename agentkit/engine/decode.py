@@ -54,11 +54,12 @@ class Decoder:
 
     def __init__(self, bb: Backbone, cfg: DecodeConfig, constraint: TokenConstraint | None, eos_ids, *,
                  mask_token_id: int | None = None, bidirectional: bool = False, sampler: str = "jacobi",
-                 on_draft=None, on_tokens=None, drafter=None, should_stop=None) -> None:
+                 on_draft=None, on_tokens=None, drafter=None, should_stop=None, prefix=None) -> None:
         self.bb, self.cfg, self.c = bb, cfg, constraint
         self.should_stop = should_stop  # checked before each forward: True stops decoding there (timeout, cancel)
         self.halted = False
         self.drafter = drafter  # verify: a selfspec.Drafter (adapter drafts); None: prompt-lookup drafts
+        self.prefix = prefix  # a prefix.PrefixCache: the prompt's longest prefix held there is copied, not encoded
         self.eos = set(eos_ids)
         self.mask_id, self.bidirectional, self.sampler = mask_token_id, bidirectional, sampler
         self.on_draft = on_draft
@@ -145,8 +146,14 @@ class Decoder:
         for t in forced:
             self.state = self._advance(self.state, t)
         self._emit(forced, pinned=len(forced))
-        self.logits = self.bb.encode(prompt_ids + forced, self.cache)[0]
+        seq = prompt_ids + forced
+        reused = self.prefix.restore(seq, self.cache) if self.prefix is not None else 0
+        if reused and self.bb.exact_rows:  # the rest of the prompt: one pass, as a fresh prompt's would be
+            self.logits = self.bb.encode(seq[reused:], self.cache, whole=True)[0]
+        else:
+            self.logits = self.bb.encode(seq[reused:], self.cache)[0]
         self.stats.prompt_tokens = len(prompt_ids)
+        self.stats.reused_prompt_tokens = reused
         self.prompt = list(prompt_ids)
         self.stats.encoder_forwards += 1
         self.stats.prefill_ms += 1000 * (time.perf_counter() - t0)

@@ -30,6 +30,7 @@ from .decode import Decoder
 from .gemma import GemmaBackbone, gemma_sampler
 from .llama_cpp import LlamaOptions, choose_backend
 from .llama_cpp import load_default as load_default_llama
+from .prefix import PrefixCache
 from .stats import GenerationResult
 
 Prompt = str | list[dict[str, str]]
@@ -74,6 +75,8 @@ class Engine:
         self._constraints: dict[int, TokenConstraint] = {}
         self._adapted: tuple[LoadedModel, Backbone] | None = None
         self._llama: Backbone | None = None  # backend "auto": free-text AR on llama.cpp (free_text_backbone)
+        # earlier requests' KV caches, for prompts that start the same way (agentkit/engine/prefix.py)
+        self.prefixes = PrefixCache(self.config.prefix_cache) if self.config.prefix_cache else None
         # guards what concurrent generate() calls share: the tokenizer, the constraint LRU and the automata in it
         self.lock = threading.RLock()
         log.info("model %s ready (%s, %s, %s parameters)", lm.name, lm.kind, getattr(self.config, "dtype", "?"),
@@ -261,6 +264,7 @@ class Engine:
             backbone = self.free_text_backbone(cfg, len(ids)) or backbone
         backend = "llama.cpp" if backbone is self._llama else self.backend
         sampler = self._sampler(cfg, lm)
+        prefix = self.prefixes if backbone is self.backbone else None  # the base weights' caches only
         constraint = self.constraint(template) if template is not None else None
         if batch is not None:
             backbone = batch.wrap(backbone)
@@ -270,7 +274,7 @@ class Engine:
             backbone, cfg, constraint, lm.eos_ids,
             mask_token_id=lm.mask_token_id, bidirectional=lm.bidirectional and cfg.mode != "ar",
             sampler=sampler, on_draft=on_draft, on_tokens=on_tokens, drafter=self._drafter(cfg),
-            should_stop=should_stop,
+            should_stop=should_stop, prefix=prefix,
         )
         dec.stats.backend = backend
         if template is not None:
@@ -280,6 +284,8 @@ class Engine:
             {"ar": dec.ar, "diffusion": dec.diffusion, "verify": dec.verify}[cfg.mode]()
         else:
             dec.stats.finish_reason = dec._finish_reason()
+        if prefix is not None:  # the cache holds the prompt and the output committed so far, in that order
+            prefix.store(dec.prompt + dec.out, dec.cache)
         with self.lock:
             text = self.tokenizer.decode(dec.out, skip_special_tokens=False)
         if cfg.stop:

@@ -10,6 +10,7 @@ from typing import Any
 class DecodeStats:
     mode: str = "ar"
     prompt_tokens: int = 0
+    reused_prompt_tokens: int = 0  # of those, copied from an earlier request's KV cache (EngineConfig.prefix_cache)
     output_tokens: int = 0
     pinned_tokens: int = 0  # placed from a template, never predicted
     slot_tokens: int = 0  # predicted under a constraint (or free tokens when unconstrained)

@@ -217,10 +217,10 @@ def test_replicas_load_the_engine_options_given():
     from agentkit.serving.ray_serve import RayServeConfig, app_builder
 
     cfg = RayServeConfig(dtype="float32", backend="torch", pass_width=8, model="/m", threads=1, attention="sdpa",
-                         q4_steps="off", row_exact="off")
+                         q4_steps="off", row_exact="off", prefix_cache=4)
     e = cfg.engine_config()
     assert (e.dtype, e.backend, e.pass_width, e.model, e.threads) == ("float32", "torch", 8, "/m", 1)
-    assert (e.attention, e.q4_steps, e.row_exact) == ("sdpa", "off", "off")
+    assert (e.attention, e.q4_steps, e.row_exact, e.prefix_cache) == ("sdpa", "off", "off", 4)
     with pytest.raises(InvalidRequestError, match="pass_width"):
         RayServeConfig(pass_width=0)
     assert app_builder({"pass_width": 8, "dtype": "bfloat16", "engine_factory": "agentkit.engine:tiny_engine"})
