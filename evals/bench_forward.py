@@ -1,6 +1,7 @@
 """Cost of one forward by positions, and AR tokens/s, for each backend and dtype, in one process.
 
-For every backend (torch float32, torch bfloat16 with and without its 4-bit short passes, llama.cpp on the Q4_1 GGUF when llama-cpp-python is installed,
+For every backend (torch float32, torch bfloat16 with and without its 4-bit short passes, the default dtype's torch
+engine with ``row_exact="off"`` (every pass in one piece), llama.cpp on the Q4_1 GGUF when llama-cpp-python is installed,
 and the default ``EngineConfig()``: ``auto``, whose passes run on torch and whose free-text AR replies go to
 llama.cpp when its cost curve says so; its AR row names the backbone that ran):
 
@@ -188,6 +189,10 @@ def main() -> None:
                                                                  threads=args.threads),
                ("torch", "bfloat16, q4_steps=off"): EngineConfig(backend="torch", dtype="bfloat16", q4_steps="off",
                                                                   threads=args.threads)}
+    # the default's torch engine with every pass in one piece (EngineConfig.row_exact="off": longer passes on the
+    # dense weights, not pieces of 8)
+    configs[("torch", f"{resolve_dtype('auto')}, row_exact=off")] = EngineConfig(backend="torch", row_exact="off",
+                                                                               threads=args.threads)
     if available():
         configs[("llama.cpp", "q4_1")] = EngineConfig(backend="llama.cpp", threads=args.threads)
     default = EngineConfig(threads=args.threads)

@@ -103,7 +103,8 @@ def build_agent(root: str | os.PathLike[str] | None = None, model: Any = None, *
     """The coding agent over the workspace ``root`` (default ``$AGENTKIT_WORKSPACE`` or the current directory).
 
     ``model``: an Engine, a Generator (e.g. a scripted ``FunctionModel``) or an http(s) URL; default the
-    embedded model. Structured steps go to diffusion by default, the closing summary to AR.
+    embedded model, with prompt-prefix reuse (``EngineConfig.prefix_cache``: each step encodes only what the
+    conversation gained since the last one). Structured steps go to diffusion by default, the closing summary to AR.
     Tools: ``list_files``, ``read_file``, ``apply_edits`` (templated), ``run_tests``; ``extra_tools`` adds
     ``search_text`` and ``write_file``. They are kept few and terse, and outputs short (``max_output_chars``),
     because every step re-reads the whole conversation (prefill dominates a small model's step on a CPU).
@@ -113,7 +114,7 @@ def build_agent(root: str | os.PathLike[str] | None = None, model: Any = None, *
     if model is None:
         from agentkit.engine import default_engine
 
-        model = default_engine()
+        model = default_engine(prefix_cache=8)
 
     def list_files() -> list[str]:
         """List the files of the repository."""

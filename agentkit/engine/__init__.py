@@ -4,12 +4,13 @@ from functools import lru_cache
 
 
 @lru_cache(maxsize=4)
-def default_engine(model: str | None = None):
-    """A process-wide ``Engine`` for ``model`` (None: the embedded default model), loaded on first use."""
+def default_engine(model: str | None = None, prefix_cache: int = 0):
+    """A process-wide ``Engine`` for ``model`` (None: the embedded default model), loaded on first use;
+    ``prefix_cache``: ``EngineConfig.prefix_cache`` (an agent's engine: each step resends the conversation)."""
     from ..config import EngineConfig
     from .engine import Engine
 
-    return Engine(EngineConfig(model=model))
+    return Engine(EngineConfig(model=model, prefix_cache=prefix_cache))
 
 
 def tiny_engine(seed: int = 0, **kw):
