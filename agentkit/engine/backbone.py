@@ -108,10 +108,16 @@ def row_exact_width(model: torch.nn.Module, coarse: Int8Head | None) -> int:
     if coarse is None or getattr(model.config, "_attn_implementation", None) != STEP_ATTENTION:
         return 0
     linears = [m for name, m in model.named_modules()
-               if ".layers." in f".{name}" and isinstance(m, (torch.nn.Linear, Q4Linear, PackedLinear))]
+               if ".layers." in f".{name}" and isinstance(m, (torch.nn.Linear, Q4Linear))]
     if not linears or not all(type(m) is Q4Linear for m in linears):
         return 0
     return min(m.max_rows for m in linears)
+
+
+def dynamic_layers_only(cache: DynamicCache) -> bool:
+    """Whether every layer of ``cache`` is a plain growing full-attention ``DynamicLayer`` (no sliding window, no
+    static buffers): the caches whose positions can be batched, copied out and copied back."""
+    return all(type(layer) is DynamicLayer for layer in cache.layers)
 
 
 class Pass(NamedTuple):
@@ -247,7 +253,7 @@ class Backbone:
             return False
         if getattr(self.model.config, "_attn_implementation", None) not in (*SDPA_LIKE, "eager"):
             return False
-        return cache is None or all(type(layer) is DynamicLayer for layer in cache.layers)
+        return cache is None or dynamic_layers_only(cache)
 
     def encode_many(self, items: Sequence[tuple[Sequence[int], DynamicCache, Sequence[int]]]) -> list[torch.Tensor]:
         """``encode`` for several requests in one forward: ``[(ids, cache, rows), ...]`` -> logits per request."""

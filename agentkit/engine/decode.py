@@ -148,10 +148,8 @@ class Decoder:
         self._emit(forced, pinned=len(forced))
         seq = prompt_ids + forced
         reused = self.prefix.restore(seq, self.cache) if self.prefix is not None else 0
-        if reused and self.bb.exact_rows:  # the rest of the prompt: one pass, as a fresh prompt's would be
-            self.logits = self.bb.encode(seq[reused:], self.cache, whole=True)[0]
-        else:
-            self.logits = self.bb.encode(seq[reused:], self.cache)[0]
+        whole = {"whole": True} if reused and self.bb.exact_rows else {}  # the prompt's rest: one pass, as ever
+        self.logits = self.bb.encode(seq[reused:], self.cache, **whole)[0]
         self.stats.prompt_tokens = len(prompt_ids)
         self.stats.reused_prompt_tokens = reused
         self.prompt = list(prompt_ids)

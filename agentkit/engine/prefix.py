@@ -15,28 +15,26 @@ and why the evals, which compare modes on identical prompts, leave it off.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 
 import torch
 from transformers import DynamicCache
-from transformers.cache_utils import DynamicLayer
+
+from .backbone import dynamic_layers_only
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     """Length of the longest common prefix of two token sequences."""
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
+    return len(os.path.commonprefix([list(a), list(b)]))
 
 
 def reusable(cache) -> bool:
     """Whether ``cache`` is a plain growing transformers cache (full-attention ``DynamicLayer``s), the kind whose
     first positions can be copied out and back."""
-    return type(cache) is DynamicCache and all(type(layer) is DynamicLayer for layer in cache.layers)
+    return type(cache) is DynamicCache and dynamic_layers_only(cache)
 
 
 class PrefixCache:
@@ -63,7 +61,7 @@ class PrefixCache:
                 m = common_prefix(key, ids)
                 if m > n:
                     best, n = key, m
-            n = min(n, len(ids) - 1, len(best) if best else 0)
+            n = min(n, len(ids) - 1)
             if best is None or n < self.min_tokens:
                 return 0
             self._store.move_to_end(best)
