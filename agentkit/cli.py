@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import NoReturn, Optional
+from typing import NoReturn
 
 import typer
 from rich.console import Console
@@ -24,7 +24,7 @@ def _options(debug: bool = typer.Option(False, "--debug", help="print the full t
     _DEBUG = debug
 
 
-def _engine(model: Optional[str], adapter: bool = True):
+def _engine(model: str | None, adapter: bool = True):
     from .config import EngineConfig
     from .engine.engine import Engine
 
@@ -62,13 +62,13 @@ def _fail(e: BaseException) -> NoReturn:
 def generate(
     prompt: str = typer.Argument(..., help="the user message"),
     mode: str = typer.Option("ar", help="ar | diffusion | verify"),
-    model: Optional[str] = typer.Option(None, help="local Hugging Face model directory (default: embedded SmolLM2)"),
+    model: str | None = typer.Option(None, help="local Hugging Face model directory (default: embedded SmolLM2)"),
     max_new_tokens: int = typer.Option(128, help="output token budget"),
     canvas_length: int = typer.Option(32, help="canvas positions per block (diffusion/verify)"),
     sampler: str = typer.Option("auto", help="auto | jacobi | mask | uniform"),
-    schema: Optional[Path] = typer.Option(None, help="JSON Schema file: constrain the output to it"),
+    schema: Path | None = typer.Option(None, help="JSON Schema file: constrain the output to it"),
     temperature: float = typer.Option(0.0, help="0 = greedy"),
-    seed: Optional[int] = typer.Option(None, help="sampling seed"),
+    seed: int | None = typer.Option(None, help="sampling seed"),
     no_adapter: bool = typer.Option(False, "--no-adapter", help="plain causal canvas even if an adapter exists"),
     weights: str = typer.Option("auto", help="auto (adapter for diffusion only) | base | adapted (adapter in "
                                              "every mode, e.g. AR on the adapted weights)"),
@@ -99,7 +99,7 @@ def generate(
 
 @app.command()
 def demo(
-    model: Optional[str] = typer.Option(None, help="local model directory (default: embedded SmolLM2)"),
+    model: str | None = typer.Option(None, help="local model directory (default: embedded SmolLM2)"),
     mode: str = typer.Option("diffusion", help="mode for the structured step"),
 ) -> None:
     """One structured extraction and one free-form reply on the default model, with decoding statistics."""
@@ -137,23 +137,23 @@ def demo(
 @app.command("eval")
 def eval_(
     suite: str = typer.Argument(..., help="bfcl | coverage | validity | agent"),
-    data: Optional[Path] = typer.Option(None, help="data folder (agent: default evals/coding_tasks)"),
+    data: Path | None = typer.Option(None, help="data folder (agent: default evals/coding_tasks)"),
     modes: str = typer.Option("", help="comma-separated modes (default: the suite's own set)"),
-    limit: Optional[int] = typer.Option(None, help="at most N items per file"),
-    model: Optional[str] = typer.Option(None, help="local model directory (default: embedded SmolLM2)"),
+    limit: int | None = typer.Option(None, help="at most N items per file"),
+    model: str | None = typer.Option(None, help="local model directory (default: embedded SmolLM2)"),
     out: Path = typer.Option(Path("eval.json"), help="results JSON"),
-    plot: Optional[Path] = typer.Option(None, help="PNG plot path"),
+    plot: Path | None = typer.Option(None, help="PNG plot path"),
     seed: int = typer.Option(0, help="seed"),
-    threads: Optional[int] = typer.Option(None, help="torch threads (1 is fastest on a loaded CPU)"),
-    adapter: Optional[Path] = typer.Option(None, help="block-diffusion adapter dir for diffusion mode (default: "
+    threads: int | None = typer.Option(None, help="torch threads (1 is fastest on a loaded CPU)"),
+    adapter: Path | None = typer.Option(None, help="block-diffusion adapter dir for diffusion mode (default: "
                                            "the one shipped for the default model)"),
-    ray: Optional[str] = typer.Option(None, "--ray", help="run items on Ray actors: 'local' (a Ray instance on this "
+    ray: str | None = typer.Option(None, "--ray", help="run items on Ray actors: 'local' (a Ray instance on this "
                                       "machine) or a cluster address (auto, HOST:6379, ray://HOST:10001)"),
     workers: int = typer.Option(2, help="with --ray: actors, each loading the model once"),
     dtype: str = typer.Option("auto", help="engine dtype: auto | float32 | bfloat16 (auto: bf16 where the CPU "
                               "has avx512_bf16/AMX, and on GPUs)"),
     backend: str = typer.Option("auto", help="engine backend: auto | torch | llama.cpp"),
-    pass_width: Optional[int] = typer.Option(None, help="fixed-shape passes of N positions (verify and the causal "
+    pass_width: int | None = typer.Option(None, help="fixed-shape passes of N positions (verify and the causal "
                                              "canvas then equal AR bit for bit in bf16); default: off"),
 ) -> None:
     """Run an evaluation suite; prints a markdown table and writes JSON (and plots)."""
@@ -248,18 +248,18 @@ def calibrate(
     limit: int = typer.Option(10, help="questions per BFCL file"),
     modes: str = typer.Option("ar,diffusion,verify", help="comma-separated modes to measure"),
     tolerance: float = typer.Option(0.0, help="success within this of the best counts as equal"),
-    model: Optional[str] = typer.Option(None, help="local model directory (default: embedded SmolLM2)"),
+    model: str | None = typer.Option(None, help="local model directory (default: embedded SmolLM2)"),
     device: str = typer.Option("cpu", help="device the engine runs on (the calibration's key)"),
-    threads: Optional[int] = typer.Option(None, help="torch threads"),
-    out: Optional[Path] = typer.Option(None, help="calibration JSON (default: agentkit/calibrations/<model>.<device>.json)"),
+    threads: int | None = typer.Option(None, help="torch threads"),
+    out: Path | None = typer.Option(None, help="calibration JSON (default: agentkit/calibrations/<model>.<device>.json)"),
 ) -> None:
     """Measure every mode on the same BFCL questions and write the calibration RoutingPolicy reads: structured
     steps use the fastest mode (p50) whose success is within --tolerance of the best."""
     try:
-        from .evals.calibrate import calibrate as run_calibration
         from .calibration import path_for
         from .config import EngineConfig
         from .engine.engine import Engine
+        from .evals.calibrate import calibrate as run_calibration
 
         engine = Engine(EngineConfig(model=model, device=device, threads=threads))
         cal = run_calibration(engine, data, limit=limit, modes=tuple(m for m in modes.split(",") if m),
@@ -278,8 +278,8 @@ def calibrate(
 def run(
     target: str = typer.Argument(..., help="SCRIPT_OR_MODULE:AGENT (an Agent, or a callable returning one)"),
     task: str = typer.Argument(..., help="the task for the agent"),
-    trace: Optional[Path] = typer.Option(None, help="append one JSON line per iteration to this file"),
-    mode: Optional[str] = typer.Option(None, help="force every step into ar | diffusion | verify"),
+    trace: Path | None = typer.Option(None, help="append one JSON line per iteration to this file"),
+    mode: str | None = typer.Option(None, help="force every step into ar | diffusion | verify"),
 ) -> None:
     """Run an agent on a task; prints its output and the per-iteration trace table."""
     try:
@@ -295,32 +295,32 @@ def run(
 
 @app.command()
 def serve(
-    model: Optional[str] = typer.Option(None, help="local model directory (default: embedded SmolLM2)"),
+    model: str | None = typer.Option(None, help="local model directory (default: embedded SmolLM2)"),
     host: str = typer.Option("127.0.0.1", help="bind address (loopback by default)"),
     port: int = typer.Option(8000, help="port"),
-    api_key: Optional[str] = typer.Option(None, help="require this bearer token on every request"),
+    api_key: str | None = typer.Option(None, help="require this bearer token on every request"),
     max_batch: int = typer.Option(8, help="requests decoded concurrently, their forwards batched"),
     max_queue: int = typer.Option(64, help="requests that may wait for a slot (then HTTP 429)"),
     request_timeout_s: float = typer.Option(120.0, help="per-request timeout, arrival to result, schema "
                                             "compilation included (then HTTP 504)"),
-    default_mode: Optional[str] = typer.Option(None, help="ar | diffusion | verify for every request without "
+    default_mode: str | None = typer.Option(None, help="ar | diffusion | verify for every request without "
                                                "agentkit.mode (default: diffusion for structured output, ar else)"),
     prepare_workers: int = typer.Option(2, help="threads compiling schemas, apart from decoding"),
     ready_stall_s: float = typer.Option(30.0, help="/health/ready fails when requests wait this long with no "
                                         "forward completing"),
-    max_context: Optional[int] = typer.Option(None, help="cap on prompt + max_tokens in tokens (default: the "
+    max_context: int | None = typer.Option(None, help="cap on prompt + max_tokens in tokens (default: the "
                                               "model's context); over it is HTTP 400"),
-    compile_timeout_s: Optional[float] = typer.Option(None, help="time limit of one schema build (then HTTP 400 "
+    compile_timeout_s: float | None = typer.Option(None, help="time limit of one schema build (then HTTP 400 "
                                                       "naming the limit; default: CompileLimits'); also cut to the "
                                                       "request's time left"),
-    compile_max_states: Optional[int] = typer.Option(None, help="states of any automaton a schema build makes "
+    compile_max_states: int | None = typer.Option(None, help="states of any automaton a schema build makes "
                                                      "(default: CompileLimits')"),
-    compile_max_slot_states: Optional[int] = typer.Option(None, help="states of one slot's automaton before its "
+    compile_max_slot_states: int | None = typer.Option(None, help="states of one slot's automaton before its "
                                                           "token index is built (default: CompileLimits')"),
-    threads: Optional[int] = typer.Option(None, help="torch threads (default: torch's own)"),
+    threads: int | None = typer.Option(None, help="torch threads (default: torch's own)"),
     dtype: str = typer.Option("auto", help="engine dtype: auto | float32 | bfloat16"),
     backend: str = typer.Option("auto", help="engine backend: auto | torch | llama.cpp"),
-    pass_width: Optional[int] = typer.Option(None, help="fixed-shape passes of N positions: verify equals AR bit "
+    pass_width: int | None = typer.Option(None, help="fixed-shape passes of N positions: verify equals AR bit "
                                              "for bit in bf16, but requests' forwards are not batched together"),
     attention: str = typer.Option("auto", help="auto (one-token decode steps on CPU as float32 matmuls) | sdpa"),
     q4_steps: str = typer.Option("auto", help="auto (passes of up to 8 positions on the GGUF's 4-bit weights in a "
@@ -335,14 +335,13 @@ def serve(
     ray: bool = typer.Option(False, "--ray", help="serve as Ray Serve replicas (each one engine)"),
     ray_address: str = typer.Option("local", help="with --ray: 'local' (start Ray here) or a cluster address"),
     replicas: int = typer.Option(1, help="with --ray: fixed number of replicas"),
-    autoscale: Optional[str] = typer.Option(None, help="with --ray: MIN,MAX replicas, scaled on ongoing requests"),
+    autoscale: str | None = typer.Option(None, help="with --ray: MIN,MAX replicas, scaled on ongoing requests"),
 ) -> None:
     """Serve an OpenAI-compatible chat-completions endpoint with structured (constrained) decoding."""
     from agentkit.serving.cli import run as _run
     from agentkit.serving.config import ServerConfig
 
     from .config import EngineConfig
-
     from .constrain.limits import CompileLimits
 
     try:

@@ -3,7 +3,10 @@
 Only items finished in every variant of every shard are kept (an interrupted shard never gives one variant more
 items than another), so a run stopped early is summarized on the items all variants share, and says how many.
 Besides the per-variant summaries it counts, for each dtype, how many outputs of ``verify`` equal those of
-``ar-constrained`` (the lossless check), and splits success by BFCL file.
+``ar-constrained`` (the lossless check), splits success by BFCL file, and pairs every variant with the first one
+question by question: how many it alone got right (won), how many only the first did (lost), and the exact
+two-sided sign test's p-value on those discordant questions (a success gap of a few questions in 600 is often
+within chance: p well above 0.05).
 
     python evals/peers_merge.py evals/results/bfcl600_peers.s0.json evals/results/bfcl600_peers.s1.json \\
         --out evals/results/bfcl600_peers.json --plot evals/results/bfcl600_peers.png
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from collections import defaultdict
 from pathlib import Path
 
@@ -45,7 +49,26 @@ def merge(paths: list[Path]) -> dict:
     categories = sorted({r["category"] for r in rows if "category" in r})
     res["success_by_file"] = {v: {c: round(summarize([r for r in rows if r["mode"] == v and r.get("category") == c])
                                            ["task_success"], 3) for c in categories} for v in variants}
+    first = variants[0]
+    res["paired_with_first"] = {v: paired(by, first, v) for v in variants[1:]}
     return res
+
+
+def sign_test(won: int, lost: int) -> float:
+    """Exact two-sided sign test: the chance of a split of ``won + lost`` discordant pairs at least this uneven if
+    either side were equally likely to win each."""
+    n, k = won + lost, min(won, lost)
+    if n == 0:
+        return 1.0
+    return min(1.0, 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n)
+
+
+def paired(by: dict[str, dict[str, dict]], first: str, other: str) -> dict:
+    """``other`` against ``first`` on the questions both ran: won / lost (success on one side only) and p."""
+    both = [m for m in by.values() if first in m and other in m]
+    won = sum(bool(m[other]["success"]) and not m[first]["success"] for m in both)
+    lost = sum(bool(m[first]["success"]) and not m[other]["success"] for m in both)
+    return {"n": len(both), "won": won, "lost": lost, "sign_test_p": round(sign_test(won, lost), 4)}
 
 
 def plot(res: dict, path: Path) -> None:
@@ -81,6 +104,8 @@ def main() -> None:
     print(markdown_table(res))
     print("\nverify = ar-constrained:", res["verify_identical"])
     print("success by file:", json.dumps(res["success_by_file"]))
+    print(f"against {res['variants'][0]} (won / lost / sign-test p):",
+          json.dumps(res["paired_with_first"]))
     if a.plot:
         plot(res, a.plot)
 

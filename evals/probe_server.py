@@ -125,9 +125,9 @@ async def _one(client, name: str, limit_s: float) -> dict:
 async def _group(names: list[str], limit_s: float) -> list[dict]:
     import httpx
     import torch
+    from agentkit.serving.app import create_app
 
     from agentkit.engine import tiny_engine
-    from agentkit.serving.app import create_app
 
     torch.set_num_threads(1)
     app = create_app(tiny_engine(0), request_timeout_s=max(1.0, limit_s - 5))  # a 504 comes before the hang bound

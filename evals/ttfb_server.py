@@ -64,11 +64,11 @@ def _serve(app):
 async def main(a: argparse.Namespace) -> None:
     import httpx
     import torch
+    from agentkit.serving.app import create_app
 
     from agentkit.config import EngineConfig
-    from agentkit.engine.engine import Engine
     from agentkit.engine import tiny_engine
-    from agentkit.serving.app import create_app
+    from agentkit.engine.engine import Engine
 
     torch.set_num_threads(a.threads)
     engine = tiny_engine(0) if a.tiny else Engine(EngineConfig(threads=a.threads))

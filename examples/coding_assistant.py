@@ -20,12 +20,13 @@ if __package__ in (None, ""):  # run as a script: make the repository's top-leve
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
+from agentkit.tools.workspace import Workspace
+
 from agentkit.config import DecodeConfig
 from agentkit.constrain.edits import DIVIDER, REPLACE_MARK, file_lines, search_replace_template
 from agentkit.constrain.nodes import Template
 from agentkit.errors import WorkspaceError
 from agentkit.sdk import Agent, Limits, RoutingPolicy, Tool
-from agentkit.tools.workspace import Workspace
 
 INSTRUCTIONS = """You are a coding assistant working inside one repository folder.
 Work in small steps: list the files, read the ones that matter, change code with apply_edits, then run_tests to

@@ -140,8 +140,8 @@ def self_distilled(lm, out: Path, *, calls: int = 0, extract: int = 0, edits: in
     from ..config import EngineConfig
     from ..constrain.canonical import json_style
     from ..engine.engine import Engine
-    from . import distill as D
     from ..models.adapter import FILE
+    from . import distill as D
 
     style = style or json_style(None).name  # the compiler's default, recorded
     has_adapter = (out / FILE).is_file()

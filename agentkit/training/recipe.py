@@ -21,8 +21,15 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from ..models.adapter import (
+    AdapterConfig,
+    adapter_state,
+    ensure_mask_token,
+    inject_lora,
+    save_adapter,
+    suppress_mask_logit,
+)
 from ..models.loader import LoadedModel
-from ..models.adapter import AdapterConfig, adapter_state, ensure_mask_token, inject_lora, save_adapter, suppress_mask_logit
 from .data import Tokenized
 
 

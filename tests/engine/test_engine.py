@@ -1,5 +1,7 @@
 """Engine behaviour on tiny random models: cache reuse, exactness of each mode, pinned positions, errors."""
 
+import itertools
+
 import pytest
 import torch
 
@@ -105,7 +107,7 @@ def test_final_and_pinned_positions_never_change_during_denoising(seed):
     assert snaps, "the canvas was denoised at least once"
     c = eng.constraint(tpl)
     assert c.forced(c.start())  # the opening '{"name":"' is pinned into the cache before any step
-    for (a, fa), (b, fb) in zip(snaps, snaps[1:]):
+    for (a, fa), (b, fb) in itertools.pairwise(snaps):
         if len(a) == len(b) and sum(fb) >= sum(fa):  # same block (a new block starts with fewer final positions)
             assert all(x == y for x, y, f in zip(a, b, fa) if f)
     # pinned tokens were never predicted: fewer forwards than predicted (slot) tokens + 1 per block

@@ -87,7 +87,7 @@ def test_a_shared_float32_model_keeps_float32_unless_asked(tmp_path, q4_steps, q
 def test_greedy_tokens_are_the_dense_models_within_bf16_tolerance(mode, dtype):
     """Not bit for bit (the kernel rounds scales, the dense path weights; in a float32 model, inputs too): every
     token the 4-bit engine picks must be the dense engine's argmax on the same prefix or within bf16 rounding of it."""
-    lm, source = tiny_q4_llama(dtype=dtype)
+    lm, _ = tiny_q4_llama(dtype=dtype)
     dense = Engine.from_loaded(lm)
     lm4, source4 = tiny_q4_llama(dtype=dtype)
     use_q4_steps(lm4.model, source4.get, float32=True)

@@ -9,8 +9,8 @@ from agentkit.engine.backbone import Backbone
 from agentkit.engine.engine import Engine
 from agentkit.engine.selfspec import MIN_DRAFT, Drafter, SyncBackbone
 from agentkit.errors import InvalidRequestError, UnsupportedModeError
-from agentkit.models.tiny import tiny_llama
 from agentkit.models.adapter import apply_adapter
+from agentkit.models.tiny import tiny_llama
 from agentkit.training.recipe import TrainConfig, Trainer
 
 pytestmark = pytest.mark.usefixtures("one_thread")

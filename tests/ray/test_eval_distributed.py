@@ -19,8 +19,8 @@ KW = {"limit": 5, "seed": 0, "free_max_new_tokens": 24, "max_new_tokens": 96, "p
 
 @pytest.fixture(scope="module")
 def runs(ray_local, shared_data, tmp_path_factory):
-    from agentkit.evals.distributed import RayEvalConfig, RayExecutor
     from agentkit.engine import tiny_engine
+    from agentkit.evals.distributed import RayEvalConfig, RayExecutor
 
     d = tmp_path_factory.mktemp("ray_eval")
     local = run_eval("bfcl", shared_data / "bfcl", list(MODES), out=d / "local.json", engine=tiny_engine(0), **KW)

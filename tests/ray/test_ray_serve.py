@@ -35,9 +35,8 @@ def _config(replicas: int, port: int):
 
 @pytest.fixture(scope="module")
 def url(ray_local):
-    from ray import serve
-
     from agentkit.serving.ray_serve import start
+    from ray import serve
 
     port = _free_port()
     start(SERVER, _config(2, port))
@@ -170,9 +169,8 @@ def test_killing_a_replica_mid_load(url):
 
 def test_scale_down_drains_in_flight_requests(url):
     """A replica removed while requests run on it finishes them (graceful shutdown) before it stops."""
-    from ray import serve
-
     from agentkit.serving.ray_serve import application
+    from ray import serve
 
     body = {**BODY, "max_tokens": 128}
     port = int(url.rsplit(":", 1)[1])
@@ -213,8 +211,9 @@ def test_app_builder_for_serve_config_files():
 
 
 def test_replicas_load_the_engine_options_given():
-    from agentkit.errors import InvalidRequestError
     from agentkit.serving.ray_serve import RayServeConfig, app_builder
+
+    from agentkit.errors import InvalidRequestError
 
     cfg = RayServeConfig(dtype="float32", backend="torch", pass_width=8, model="/m", threads=1, attention="sdpa",
                          q4_steps="off", row_exact="off", prefix_cache=4)

@@ -10,7 +10,6 @@ import time
 
 import httpx
 import pytest
-
 from agentkit.serving.app import create_app
 
 PERSON = {

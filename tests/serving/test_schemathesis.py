@@ -7,9 +7,8 @@ import contextlib
 
 import pytest
 import schemathesis
-from hypothesis import HealthCheck, settings
-
 from agentkit.serving.app import create_app
+from hypothesis import HealthCheck, settings
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -9,9 +9,9 @@ import typing
 from pathlib import Path
 
 import pytest
+from agentkit.tools.workspace import Workspace, workspace_tools
 
 from agentkit.errors import EditError, UserError, WorkspaceError
-from agentkit.tools.workspace import Workspace, workspace_tools
 
 APP = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"
 TESTS = "from src.app import add, sub\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\ndef test_sub():\n    assert sub(2, 3) == -1\n"

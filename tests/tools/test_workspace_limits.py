@@ -8,9 +8,9 @@ import time
 from pathlib import Path
 
 import pytest
+from agentkit.tools.workspace import Workspace, _unshare_ok
 
 from agentkit.errors import WorkspaceError
-from agentkit.tools.workspace import Workspace, _unshare_ok
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ from agentkit.config import DecodeConfig
 from agentkit.constrain.nodes import Lit, Slot, Template, seq
 from agentkit.engine.engine import Engine
 from agentkit.errors import InvalidRequestError
-from agentkit.models.tiny import tiny_llama
 from agentkit.models.adapter import apply_adapter, load_adapter
+from agentkit.models.tiny import tiny_llama
 from agentkit.training.data import Tokenized, synthetic, tokenize
 from agentkit.training.recipe import TrainConfig, Trainer, block_diffusion_mask, make_batch, make_row, train
 

@@ -7,8 +7,8 @@ import random
 import pytest
 import torch
 
-from agentkit.models.tiny import tiny_llama
 from agentkit.models.adapter import load_adapter
+from agentkit.models.tiny import tiny_llama
 from agentkit.training.data import synthetic, tokenize
 from agentkit.training.recipe import TrainConfig, Trainer, make_batch
 
