@@ -103,6 +103,9 @@ class DecodeConfig:
     # each byte, so a choice the vocabulary spells several ways ("}" before a pinned "}", and "}}") is weighed as
     # one (agentkit/engine/sampler.py greedy_by_byte; BFCL 600: won 14, lost 9 against "token", a plain argmax)
     greedy: str = "byte"
+    # under a template: a logit bonus for tokens that continue, inside a JSON string value, a span of the prompt
+    # (agentkit/engine/copy.py); 0: off. The output is still greedy (or sampled) under the constraint
+    copy_bias: float = 0.0
     top_k: int | None = None
     top_p: float | None = None  # nucleus sampling (with temperature > 0); None or 1.0: off
     seed: int | None = None
@@ -136,6 +139,8 @@ class DecodeConfig:
     def __post_init__(self) -> None:
         if self.greedy not in GREEDY:
             raise InvalidRequestError(f"greedy must be 'byte' or 'token', got {self.greedy!r}")
+        if not isinstance(self.copy_bias, int | float) or not 0 <= self.copy_bias < float("inf"):
+            raise InvalidRequestError(f"copy_bias must be a finite number >= 0, got {self.copy_bias!r}")
         if self.draft not in ("lookup", "adapter"):
             raise InvalidRequestError(f"draft must be 'lookup' or 'adapter', got {self.draft!r}")
         if not isinstance(self.draft_steps, int) or self.draft_steps < 1:

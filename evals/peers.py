@@ -15,7 +15,8 @@ and the 4-bit short passes; GREEDY is ``DecodeConfig.greedy``, ``byte`` unless g
 ``ar-constrained:spaced-schema-order:::::::token`` decodes as agentkit did before byte greedy and required-first
 members; PREPACK is ``EngineConfig.prepack``, ``auto`` unless given: ``ar-constrained:::::::::off`` runs without
 the prepacked weights; ROWS is ``EngineConfig.row_exact``, ``auto`` unless given:
-``verify::::::::::off`` verifies in one pass per block, as before the row-exact passes). ``--shard K/N`` runs items K, K+N, K+2N, ... of the list (two processes on two cores; merge their
+``verify::::::::::off`` verifies in one pass per block, as before the row-exact passes; a ``+FIELD=VALUE`` suffix sets
+a decoding field: ``ar-constrained+copy_bias=2`` decodes with the copy prior of :mod:`agentkit.engine.copy`). ``--shard K/N`` runs items K, K+N, K+2N, ... of the list (two processes on two cores; merge their
 files with ``evals/merge_results.py``). Items run item-major and the order of the variants rotates per item, as in
 ``agentkit eval``. agentkit rows use the runner's decoding settings; their ``latency_ms`` here adds the template's
 compile (``compile_ms``: schema compile + token DFAs), as a peer's includes its own. Peers get 256 new tokens at
@@ -45,13 +46,15 @@ def _agentkit_row(engine, ctx, item, mode: str, style: str | None, prompt: str) 
             "finish_reason": res.stats.finish_reason, "stats": stats}
 
 
-def _variant(name: str) -> tuple[str, str, str, tuple[str, int | None, str, str, str, str, str], str]:
-    """``MODE[:STYLE[:PROMPT[:DTYPE[:WIDTH[:BACKEND[:ATTENTION[:Q4[:GREEDY[:PREPACK[:ROWS]]]]]]]]]]``: mode, style,
-    prompt (empty when missing), the engine key (dtype, width or None, backend, attention, q4_steps, prepack,
-    row_exact; empty strings where missing) and the greedy rule (``byte`` when missing)."""
+def _variant(name: str) -> tuple[str, str, str, tuple[str, int | None, str, str, str, str, str], dict]:
+    """``MODE[:STYLE[:PROMPT[:DTYPE[:WIDTH[:BACKEND[:ATTENTION[:Q4[:GREEDY[:PREPACK[:ROWS]]]]]]]]]][+FIELD=VALUE...]``:
+    mode, style, prompt (empty when missing), the engine key (dtype, width or None, backend, attention, q4_steps,
+    prepack, row_exact; empty strings where missing) and the decoding settings of the run context (``greedy``,
+    ``byte`` when missing, and each ``+FIELD=VALUE``: ``+copy_bias=2`` decodes with ``DecodeConfig.copy_bias=2``)."""
     from agentkit.config import GREEDY
 
-    parts = name.split(":")
+    head, *extra = name.split("+")
+    parts = head.split(":")
     if len(parts) > 11:
         raise SystemExit(f"mode {name!r}: at most 11 ':'-separated fields")
     parts += [""] * (11 - len(parts))
@@ -61,7 +64,20 @@ def _variant(name: str) -> tuple[str, str, str, tuple[str, int | None, str, str,
         raise SystemExit(f"mode {name!r}: WIDTH must be an integer, got {parts[4]!r}") from None
     if parts[8] and parts[8] not in GREEDY:
         raise SystemExit(f"mode {name!r}: GREEDY must be 'byte' or 'token', got {parts[8]!r}")
-    return parts[0], parts[1], parts[2], (parts[3], width, parts[5], parts[6], parts[7], parts[9], parts[10]), parts[8] or "byte"
+    settings: dict = {"greedy": parts[8] or "byte"}
+    for e in extra:
+        field, eq, value = e.partition("=")
+        if field not in CONTEXT_FIELDS or not eq:
+            raise SystemExit(f"mode {name!r}: +{e!r} must be +FIELD=VALUE with FIELD one of {sorted(CONTEXT_FIELDS)}")
+        try:
+            settings[field] = CONTEXT_FIELDS[field](value)
+        except ValueError:
+            raise SystemExit(f"mode {name!r}: {field} must be a {CONTEXT_FIELDS[field].__name__}, got {value!r}") from None
+    key = (parts[3], width, parts[5], parts[6], parts[7], parts[9], parts[10])
+    return parts[0], parts[1], parts[2], key, settings
+
+
+CONTEXT_FIELDS = {"copy_bias": float}  # RunContext fields a variant may set with +FIELD=VALUE
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -130,8 +146,8 @@ def main(argv: list[str] | None = None) -> dict:
                 if name in peers:
                     row = run_peer(peers[name], item, args.peer_max_new_tokens)
                 else:
-                    mode, style, prompt, key, greedy = _variant(name)
-                    row = _agentkit_row(engine_for(key), replace(ctx, greedy=greedy), item, mode, style or None,
+                    mode, style, prompt, key, settings = _variant(name)
+                    row = _agentkit_row(engine_for(key), replace(ctx, **settings), item, mode, style or None,
                                         prompt or "default")
             except Exception as e:  # noqa: BLE001 -- recorded, counted, the run goes on
                 row = {"success": False, "valid": False, "error": f"{type(e).__name__}: {e}",

@@ -141,6 +141,8 @@ class AgentkitExt(BaseModel):
     json_style: Literal["compact", "spaced", "spaced-schema-order"] | None = None
     # how a greedy structured step picks a token (agentkit.config.DecodeConfig.greedy); None: "byte"
     greedy: Literal["byte", "token"] | None = None
+    # logit bonus for tokens that copy a span of the prompt inside a JSON string (DecodeConfig.copy_bias); None: 0
+    copy_bias: float | None = Field(default=None, ge=0, le=100)
 
 
 class ChatRequest(BaseModel):

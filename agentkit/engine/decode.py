@@ -7,6 +7,7 @@ Read top to bottom: ``prefill`` -> one of ``ar`` / ``diffusion`` / ``verify``. E
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -15,6 +16,7 @@ from ..config import DecodeConfig
 from ..constrain.runtime import TokenConstraint
 from ..errors import InvalidRequestError
 from .backbone import Backbone
+from .copy import CopyPrior
 from .draft import lookup
 from .gemma import denoise_uniform
 from .sampler import greedy_by_byte, masked_logits, pick
@@ -75,6 +77,7 @@ class Decoder:
         self.prompt: list[int] = []
         self.accept = AcceptRate()  # drafted positions accepted so far (sizes verify blocks and canvas passes)
         self._open_before: list[int] = []  # causal canvas: open positions fed to the last pass
+        self._copy: CopyPrior | None = None  # DecodeConfig.copy_bias: the prompt indexed once, at the first pick
 
     # -- constraint helpers ---------------------------------------------------------------------------------
     def _forced(self, state) -> list[int]:
@@ -98,10 +101,14 @@ class Decoder:
         """``tok`` is allowed at ``state`` and leaves the template a way to finish within ``budget`` tokens."""
         return self.c is None or bool(self._allowed(state)[tok]) and self.c.fits(state, tok, budget)
 
-    def _pick(self, logits: torch.Tensor, state, budget: int | None = None) -> tuple[int, float, float]:
+    def _pick(self, logits: torch.Tensor, state, budget: int | None = None,
+              tail: Sequence[int] = ()) -> tuple[int, float, float]:
         """Sample under the constraint; ``budget`` (tokens left, this one included) makes the template close in
-        time: a token that would leave no completion within it is redrawn from the closing tokens."""
+        time: a token that would leave no completion within it is redrawn from the closing tokens. ``tail``: the
+        tokens between the output so far and this pick (a block's earlier positions), for the copy prior."""
         allowed = self._allowed(state)
+        if allowed is not None and self.cfg.copy_bias:
+            logits = self._copy_bias(logits, allowed, tail)
         t, conf, ent = pick(logits[None], None if allowed is None else allowed[None], self.cfg.temperature,
                             self.cfg.top_k, self.gen, self.cfg.top_p)
         if allowed is not None and self.cfg.temperature == 0 and self.cfg.greedy == "byte":
@@ -117,6 +124,16 @@ class Decoder:
             t, conf, ent = pick(logits[None], closing[None], self.cfg.temperature, self.cfg.top_k, self.gen,
                                 self.cfg.top_p)
         return int(t[0]), float(conf[0]), float(ent[0])
+
+    def _copy_bias(self, logits: torch.Tensor, allowed: torch.Tensor, tail: Sequence[int]) -> torch.Tensor:
+        t0 = time.perf_counter()
+        tb = self.c.vocab.token_bytes
+        if self._copy is None:
+            self._copy = CopyPrior(self.prompt, tb)
+        out = b"".join(tb[int(t)] or b"" for t in (*self.out, *tail) if int(t) < len(tb))
+        biased = self._copy.bias(logits, allowed, out, self.cfg.copy_bias)
+        self.stats.constraint_ms += 1000 * (time.perf_counter() - t0)
+        return biased
 
     def _emit(self, toks: list[int], pinned: int = 0) -> None:
         self.out.extend(toks)
@@ -277,7 +294,7 @@ class Decoder:
             if block.frozen[j] and self._fits(state, block.tok[j], self.budget - j):
                 t = block.tok[j]
             elif j in pred:
-                t, block.conf[j], block.ent[j] = self._pick(pred[j], state, self.budget - j)
+                t, block.conf[j], block.ent[j] = self._pick(pred[j], state, self.budget - j, block.tok[:j])
                 block.frozen[j] = False
                 changed |= block.tok[j] != t
                 block.tok[j] = t
@@ -334,7 +351,9 @@ class Decoder:
                     t, _, _ = self._pick(self.logits, state, self.budget)
                 elif drafts or (drafts := lookup(self.prompt + self.out + block, self.cfg.canvas_length)):
                     t = drafts.pop(0)
-                    if not self._fits(state, t, self.budget - len(block)):
+                    # a draft must only lead somewhere the template can finish: no allowed-token mask is built for
+                    # states off greedy's path (a draft the mask rules out is rejected by the check anyway)
+                    if self.c is not None and not self.c.fits(state, t, self.budget - len(block)):
                         break
                 else:
                     break
@@ -361,7 +380,7 @@ class Decoder:
             pinned_kept += 1 if self._forced(self.state) else 0
             while keep < len(block) and not self._complete(state) and block[keep - 1] not in self.eos:
                 forced = self._forced(state)
-                want = forced[0] if forced else self._pick(logits[keep - 1], state, self.budget - keep)[0]
+                want = forced[0] if forced else self._pick(logits[keep - 1], state, self.budget - keep, block[:keep])[0]
                 if want != block[keep]:
                     break
                 pinned_kept += 1 if forced else 0

@@ -17,7 +17,9 @@ class ModelSettings(TypedDict, total=False):
     how structured steps write the pinned JSON punctuation, ``"compact"`` (the SDK's default: its prompts show
     compact JSON) or ``"spaced"`` (as ``json.dumps`` writes it), see :data:`agentkit.constrain.canonical.STYLES`;
     ``greedy``: how a greedy structured step picks a token, ``"byte"`` (the default: byte by byte, each byte's
-    tokens weighed together) or ``"token"`` (a plain argmax), see ``DecodeConfig.greedy``.
+    tokens weighed together) or ``"token"`` (a plain argmax), see ``DecodeConfig.greedy``; ``copy_bias``: a logit
+    bonus for tokens that copy a span of the prompt inside a JSON string value (0, the default: off), see
+    ``DecodeConfig.copy_bias``.
     """
 
     temperature: float
@@ -27,6 +29,7 @@ class ModelSettings(TypedDict, total=False):
     mode: Mode
     json_style: str
     greedy: str
+    copy_bias: float
 
 
 KEYS = frozenset(ModelSettings.__annotations__)
@@ -57,7 +60,7 @@ def merge(*settings: ModelSettings | None) -> ModelSettings:
 def apply(config: DecodeConfig, settings: ModelSettings) -> DecodeConfig:
     """``config`` with the settings applied (validated by ``DecodeConfig``)."""
     names = {"temperature": "temperature", "top_p": "top_p", "max_tokens": "max_new_tokens", "seed": "seed",
-             "mode": "mode", "greedy": "greedy"}  # json_style is the template's, not the decoder's (Agent._template)
+             "mode": "mode", "greedy": "greedy", "copy_bias": "copy_bias"}  # json_style is the template's, not the decoder's (Agent._template)
     return replace(config, **{names[k]: v for k, v in settings.items() if k in names})
 
 

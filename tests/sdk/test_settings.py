@@ -82,3 +82,13 @@ def test_greedy_setting_reaches_the_decode_config():
     assert apply(DecodeConfig(), merge({})).greedy == "byte"
     with pytest.raises(UserError, match="greedy must be 'byte' or 'token'"):
         merge({"greedy": "argmax"})
+
+
+def test_copy_bias_setting_reaches_the_decode_config():
+    from agentkit.config import DecodeConfig
+    from agentkit.sdk._settings import apply, merge
+
+    assert apply(DecodeConfig(), merge({"copy_bias": 2.0})).copy_bias == 2.0
+    assert apply(DecodeConfig(), merge({})).copy_bias == 0.0
+    with pytest.raises(UserError, match="copy_bias must be a finite number >= 0"):
+        apply(DecodeConfig(), merge({"copy_bias": -1.0}))

@@ -157,3 +157,12 @@ def test_greedy_reaches_the_decode_config():
     assert decode_config(_req(agentkit={"greedy": "token"}), "ar", 8).greedy == "token"
     with pytest.raises(Exception, match="greedy"):
         _req(agentkit={"greedy": "argmax"})
+
+
+def test_copy_bias_reaches_the_decode_config():
+    from agentkit.serving.plan import decode_config
+
+    assert decode_config(_req(), "ar", 8).copy_bias == 0.0
+    assert decode_config(_req(agentkit={"copy_bias": 2}), "ar", 8).copy_bias == 2.0
+    with pytest.raises(Exception, match="copy_bias"):
+        _req(agentkit={"copy_bias": -1})

@@ -1,0 +1,104 @@
+"""A copy prior for JSON string values: tokens that continue a span of the prompt get a logit bonus.
+
+Tool calls and extractions copy most of their string values from the context (a city, a title, an id), and a
+small model garbles them: on the default model's 600 BFCL questions, 137 of the 168 calls that failed on a string
+value held a wrong string where the right one stood verbatim in the question (``Liverly F.C.`` for
+``Liverpool F.C.``, ``PS4`` for ``PlayStation``). ``DecodeConfig.copy_bias`` adds a bonus to the logit of every
+allowed token, among the likeliest, whose bytes continue what the value holds so far as the prompt continues it:
+
+- at a value's first byte, any word of the prompt may begin (the bonus tilts towards the prompt's words, it picks
+  none of them);
+- after that, the value so far must occur in the prompt starting at a word start, matched case-insensitively, and
+  the token must continue one such occurrence; where an occurrence ends at a word boundary the closing quote gets
+  the bonus too, so where a copy stops stays the model's choice.
+
+Only inside a JSON string (an odd count of unescaped quotes in the output), only with a template: everything else,
+and the mask, are untouched. The bonus is part of the pick rule, so verify and the causal canvas, which call the
+same pick with the same context, stay equal to ar-constrained under it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+MAX_SPAN = 32  # bytes of a prompt continuation a token is checked against
+TOP = 64  # the likeliest allowed tokens considered for the bonus
+
+
+def _word(b: int) -> bool:
+    return chr(b).isalnum() or b >= 0x80  # a byte of a word (non-ASCII: part of a multi-byte letter)
+
+
+def open_string(out: bytes) -> bytes | None:
+    """The bytes of the JSON string ``out`` ends inside (after its opening quote), or None outside a string."""
+    start, escaped = None, False
+    for i, b in enumerate(out):
+        if start is not None and escaped:
+            escaped = False
+        elif start is not None and b == 0x5C:  # backslash inside a string
+            escaped = True
+        elif b == 0x22:  # a quote opens or closes
+            start = i + 1 if start is None else None
+    return None if start is None else out[start:]
+
+
+class CopyPrior:
+    """The prompt's text, lowercased, indexed for :meth:`bonus_tokens`."""
+
+    def __init__(self, prompt: Sequence[int], token_bytes: Sequence[bytes | None]) -> None:
+        self.token_bytes = token_bytes
+        self.text = b"".join(token_bytes[t] or b"\n" if t < len(token_bytes) else b"\n" for t in prompt).lower()
+        t = self.text
+        self.starts = [i for i in range(len(t)) if _word(t[i]) and (i == 0 or not _word(t[i - 1]))]
+        self._first: set[bytes] | None = None
+
+    def _first_prefixes(self) -> set[bytes]:
+        if self._first is None:
+            self._first = {self.text[i:i + n] for i in self.starts for n in range(1, MAX_SPAN + 1)}
+        return self._first
+
+    def continuations(self, value: bytes) -> list[bytes]:
+        """What follows ``value`` (lowercased) at each of its occurrences in the prompt that begin a word."""
+        value = value.lower()
+        out, t, i = [], self.text, self.text.find(value)
+        while i >= 0:
+            if i == 0 or not _word(t[i - 1]):
+                out.append(t[i + len(value):i + len(value) + MAX_SPAN])
+            i = t.find(value, i + 1)
+        return out
+
+    def copies(self, value: bytes, token: bytes, conts: list[bytes] | None) -> bool:
+        """Whether ``token`` continues a copy of the prompt after ``value`` (``conts``: its continuations)."""
+        tok = token.lower()
+        if not tok:
+            return False
+        if not value:
+            return tok in self._first_prefixes()
+        if tok[:1] == b'"':  # closing the value where a copied span ends at a word boundary
+            return any(c == b"" or not _word(c[0]) for c in conts or ())
+        return any(c.startswith(tok) for c in conts or ())
+
+    def bias(self, logits: torch.Tensor, allowed: torch.Tensor, out: bytes, bonus: float) -> torch.Tensor:
+        """``logits`` [V] with ``bonus`` added where a token among the ``TOP`` likeliest allowed ones copies from
+        the prompt, inside a JSON string value; ``logits`` itself when there is nothing to add."""
+        value = open_string(out)
+        if value is None or bonus == 0:
+            return logits
+        conts = self.continuations(value) if value else None
+        if value and not conts:
+            return logits  # the value so far is no copy of the prompt: nothing to continue
+        n = min(allowed.shape[-1], logits.shape[-1])
+        z = logits[:n].masked_fill(~allowed[:n], float("-inf"))
+        k = min(TOP, int(allowed[:n].sum()))
+        if k == 0:
+            return logits
+        top = torch.topk(z, k).indices.tolist()
+        hit = [t for t in top if t < len(self.token_bytes) and self.token_bytes[t] is not None
+               and self.copies(value, self.token_bytes[t], conts)]
+        if not hit:
+            return logits
+        out_logits = logits.clone()
+        out_logits[hit] += bonus
+        return out_logits

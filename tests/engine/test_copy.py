@@ -1,0 +1,95 @@
+"""The copy prior (DecodeConfig.copy_bias, agentkit/engine/copy.py): which tokens it favours, that it leaves
+everything outside JSON strings alone, and that verify and the causal canvas still equal ar-constrained under it."""
+
+import json
+
+import pytest
+import torch
+
+from agentkit.config import DecodeConfig
+from agentkit.constrain.compiler import compile_schema
+from agentkit.engine import copy as copy_mod
+from agentkit.engine.copy import CopyPrior, open_string
+from agentkit.engine.engine import Engine
+from agentkit.errors import InvalidRequestError
+from agentkit.models.tiny import tiny_llama
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+SCHEMA = {"type": "object", "properties": {"place": {"type": "string"}, "guests": {"type": "integer"}},
+          "required": ["place", "guests"], "additionalProperties": False}
+PROMPT = "Book a table for four at Marigold Bistro, Main Street."
+
+
+def test_open_string_finds_the_value_being_written():
+    assert open_string(b'{"a": "Mari') == b"Mari"
+    assert open_string(b'{"a": "x", "b": ') is None
+    assert open_string(b'{"a": "say \\"hi') == b'say \\"hi'  # an escaped quote does not close it
+    assert open_string(b'{"a": "x\\\\", "b": "') == b""  # an escaped backslash does not escape the quote
+    assert open_string(b"") is None
+
+
+def _prior(text: str) -> CopyPrior:
+    words = [w.encode() for w in ("Book", " a", " table", " at", " Marigold", " Bistro", ",", " Main", " Street", ".")]
+    vocab = words + [b"Mar", b"igold", b"Mari", b"gold", b'"', b'",', b"Bis", b"tro", b"x", b" Street"]
+    ids = list(range(10)) if text == "default" else []
+    return CopyPrior(ids, vocab), vocab
+
+
+def test_which_tokens_copy():
+    prior, vocab = _prior("default")
+    assert prior.text == b"book a table at marigold bistro, main street."
+    assert prior.copies(b"", b"Mar", None) and prior.copies(b"", b"bis", None)  # a word may begin anywhere
+    assert not prior.copies(b"", b"igold", None)  # not at a word start
+    conts = prior.continuations(b"Mari")
+    assert conts == [b"gold bistro, main street."]
+    assert prior.copies(b"Mari", b"gold", conts) and not prior.copies(b"Mari", b"x", conts)
+    assert not prior.copies(b"Mari", b'"', conts)  # mid-word: the copy would stop inside a word
+    conts = prior.continuations(b"marigold")
+    assert prior.copies(b"marigold", b'"', conts) and prior.copies(b"marigold", b'",', conts)  # may end here
+    assert prior.continuations(b"igold") == []  # occurrences must begin a word
+
+
+def test_bias_adds_the_bonus_inside_strings_only():
+    prior, vocab = _prior("default")
+    logits = torch.zeros(len(vocab))
+    allowed = torch.ones(len(vocab), dtype=torch.bool)
+    inside = prior.bias(logits, allowed, b'{"place": "Mari', 3.0)
+    assert inside[vocab.index(b"gold")] == 3.0 and inside[vocab.index(b"x")] == 0.0
+    assert torch.equal(logits, torch.zeros(len(vocab)))  # the caller's logits are not changed
+    assert prior.bias(logits, allowed, b'{"place": "x", "guests": ', 3.0) is logits  # outside a string
+    assert prior.bias(logits, allowed, b'{"place": "zzz', 3.0) is logits  # no copy to continue
+    allowed[vocab.index(b"gold")] = False
+    assert prior.bias(logits, allowed, b'{"place": "Mari', 3.0)[vocab.index(b"gold")] == 0.0  # masked stays out
+
+
+def test_copy_bias_is_validated():
+    with pytest.raises(InvalidRequestError, match="copy_bias"):
+        DecodeConfig(copy_bias=-1.0)
+    with pytest.raises(InvalidRequestError, match="copy_bias"):
+        DecodeConfig(copy_bias=float("inf"))
+
+
+def _value(eng: Engine, mode: str, bias: float) -> tuple[str, dict]:
+    res = eng.generate(PROMPT, DecodeConfig(mode=mode, max_new_tokens=48, copy_bias=bias),
+                       template=compile_schema(SCHEMA), raw=True)  # raw: the prompt is PROMPT, no chat template
+    return res.text, json.loads(res.text)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_large_bonus_makes_string_values_prompt_spans(seed, monkeypatch):
+    """With every allowed token considered and a bonus far above any logit gap, each string value is a span of
+    the prompt beginning at a word (case aside): the prior always has a copy to offer, and only copies."""
+    monkeypatch.setattr(copy_mod, "TOP", 10**6)
+    eng = Engine.from_loaded(tiny_llama(seed))
+    _, value = _value(eng, "ar", 1e4)
+    place = value["place"].lower()
+    text = eng.tokenizer.decode(eng.tokenizer.encode(PROMPT, add_special_tokens=False)).lower()
+    assert place and any(text[i:].startswith(place) for i in range(len(text)) if i == 0 or not text[i - 1].isalnum())
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_verify_and_the_causal_canvas_equal_ar_under_the_prior(seed):
+    eng = Engine.from_loaded(tiny_llama(seed))
+    ar, _ = _value(eng, "ar", 4.0)
+    assert _value(eng, "verify", 4.0)[0] == ar
+    assert _value(eng, "diffusion", 4.0)[0] == ar  # a causal LM: diffusion is the causal canvas
