@@ -28,15 +28,15 @@ def test_open_string_finds_the_value_being_written():
     assert open_string(b"") is None
 
 
-def _prior(text: str) -> CopyPrior:
+def _prior() -> tuple[CopyPrior, list[bytes]]:
+    """A prompt of ten word tokens and a vocabulary with other spellings of its words."""
     words = [w.encode() for w in ("Book", " a", " table", " at", " Marigold", " Bistro", ",", " Main", " Street", ".")]
     vocab = words + [b"Mar", b"igold", b"Mari", b"gold", b'"', b'",', b"Bis", b"tro", b"x", b" Street"]
-    ids = list(range(10)) if text == "default" else []
-    return CopyPrior(ids, vocab), vocab
+    return CopyPrior(list(range(10)), vocab), vocab
 
 
 def test_which_tokens_copy():
-    prior, vocab = _prior("default")
+    prior, _ = _prior()
     assert prior.text == b"book a table at marigold bistro, main street."
     assert prior.copies(b"", b"Mar", None) and prior.copies(b"", b"bis", None)  # a word may begin anywhere
     assert not prior.copies(b"", b"igold", None)  # not at a word start
@@ -50,7 +50,7 @@ def test_which_tokens_copy():
 
 
 def test_bias_adds_the_bonus_inside_strings_only():
-    prior, vocab = _prior("default")
+    prior, vocab = _prior()
     logits = torch.zeros(len(vocab))
     allowed = torch.ones(len(vocab), dtype=torch.bool)
     inside = prior.bias(logits, allowed, b'{"place": "Mari', 3.0)
