@@ -106,6 +106,7 @@ class DecodeConfig:
     # under a template: a logit bonus for tokens that continue, inside a JSON string value, a span of the prompt
     # (agentkit/engine/copy.py); 0: off. The output is still greedy (or sampled) under the constraint
     copy_bias: float = 0.0
+    copy_from: str = "prompt"  # the copy prior's source: "prompt" (all of it) or "user" (the last user message)
     top_k: int | None = None
     top_p: float | None = None  # nucleus sampling (with temperature > 0); None or 1.0: off
     seed: int | None = None
@@ -141,6 +142,8 @@ class DecodeConfig:
             raise InvalidRequestError(f"greedy must be 'byte' or 'token', got {self.greedy!r}")
         if not isinstance(self.copy_bias, int | float) or not 0 <= self.copy_bias < float("inf"):
             raise InvalidRequestError(f"copy_bias must be a finite number >= 0, got {self.copy_bias!r}")
+        if self.copy_from not in ("prompt", "user"):
+            raise InvalidRequestError(f"copy_from must be 'prompt' or 'user', got {self.copy_from!r}")
         if self.draft not in ("lookup", "adapter"):
             raise InvalidRequestError(f"draft must be 'lookup' or 'adapter', got {self.draft!r}")
         if not isinstance(self.draft_steps, int) or self.draft_steps < 1:

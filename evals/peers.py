@@ -77,7 +77,7 @@ def _variant(name: str) -> tuple[str, str, str, tuple[str, int | None, str, str,
     return parts[0], parts[1], parts[2], key, settings
 
 
-CONTEXT_FIELDS = {"copy_bias": float}  # RunContext fields a variant may set with +FIELD=VALUE
+CONTEXT_FIELDS = {"copy_bias": float, "copy_from": str}  # RunContext fields a variant may set with +FIELD=VALUE
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -143,6 +143,7 @@ class AgentkitExt(BaseModel):
     greedy: Literal["byte", "token"] | None = None
     # logit bonus for tokens that copy a span of the prompt inside a JSON string (DecodeConfig.copy_bias); None: 0
     copy_bias: float | None = Field(default=None, ge=0, le=100)
+    copy_from: Literal["prompt", "user"] | None = None  # the copy prior's source (DecodeConfig.copy_from)
 
 
 class ChatRequest(BaseModel):

@@ -12,6 +12,9 @@ allowed token, among the likeliest, whose bytes continue what the value holds so
   the token must continue one such occurrence; where an occurrence ends at a word boundary the closing quote gets
   the bonus too, so where a copy stops stays the model's choice.
 
+The text copied from is the whole prompt, or with ``DecodeConfig.copy_from="user"`` the last user message only
+(not the system prompt, so not the schema's or the functions' own names and descriptions).
+
 Only inside a JSON string (an odd count of unescaped quotes in the output), only with a template: everything else,
 and the mask, are untouched. The bonus is part of the pick rule, so verify and the causal canvas, which call the
 same pick with the same context, stay equal to ar-constrained under it.
@@ -47,12 +50,18 @@ def open_string(out: bytes) -> bytes | None:
 class CopyPrior:
     """The prompt's text, lowercased, indexed for :meth:`bonus_tokens`."""
 
-    def __init__(self, prompt: Sequence[int], token_bytes: Sequence[bytes | None]) -> None:
+    def __init__(self, text: bytes, token_bytes: Sequence[bytes | None]) -> None:
+        """``text``: what values may be copied from; ``token_bytes``: each token's bytes (None: a special one)."""
         self.token_bytes = token_bytes
-        self.text = b"".join(token_bytes[t] or b"\n" if t < len(token_bytes) else b"\n" for t in prompt).lower()
-        t = self.text
+        self.text = t = text.lower()
         self.starts = [i for i in range(len(t)) if _word(t[i]) and (i == 0 or not _word(t[i - 1]))]
         self._first: set[bytes] | None = None
+
+    @classmethod
+    def from_tokens(cls, prompt: Sequence[int], token_bytes: Sequence[bytes | None]) -> CopyPrior:
+        """Copies from the prompt's own text (special tokens as line breaks)."""
+        text = b"".join(token_bytes[t] or b"\n" if t < len(token_bytes) else b"\n" for t in prompt)
+        return cls(text, token_bytes)
 
     def _first_prefixes(self) -> set[bytes]:
         if self._first is None:

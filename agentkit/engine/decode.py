@@ -56,7 +56,8 @@ class Decoder:
 
     def __init__(self, bb: Backbone, cfg: DecodeConfig, constraint: TokenConstraint | None, eos_ids, *,
                  mask_token_id: int | None = None, bidirectional: bool = False, sampler: str = "jacobi",
-                 on_draft=None, on_tokens=None, drafter=None, should_stop=None, prefix=None) -> None:
+                 on_draft=None, on_tokens=None, drafter=None, should_stop=None, prefix=None,
+                 copy_text: str | None = None) -> None:
         self.bb, self.cfg, self.c = bb, cfg, constraint
         self.should_stop = should_stop  # checked before each forward: True stops decoding there (timeout, cancel)
         self.halted = False
@@ -77,7 +78,8 @@ class Decoder:
         self.prompt: list[int] = []
         self.accept = AcceptRate()  # drafted positions accepted so far (sizes verify blocks and canvas passes)
         self._open_before: list[int] = []  # causal canvas: open positions fed to the last pass
-        self._copy: CopyPrior | None = None  # DecodeConfig.copy_bias: the prompt indexed once, at the first pick
+        self._copy: CopyPrior | None = None  # DecodeConfig.copy_bias: its source indexed once, at the first pick
+        self.copy_text = copy_text  # the copy prior's source text; None: the prompt
 
     # -- constraint helpers ---------------------------------------------------------------------------------
     def _forced(self, state) -> list[int]:
@@ -129,7 +131,8 @@ class Decoder:
         t0 = time.perf_counter()
         tb = self.c.vocab.token_bytes
         if self._copy is None:
-            self._copy = CopyPrior(self.prompt, tb)
+            self._copy = (CopyPrior.from_tokens(self.prompt, tb) if self.copy_text is None
+                          else CopyPrior(self.copy_text.encode(), tb))
         out = b"".join(tb[int(t)] or b"" for t in (*self.out, *tail) if int(t) < len(tb))
         biased = self._copy.bias(logits, allowed, out, self.cfg.copy_bias)
         self.stats.constraint_ms += 1000 * (time.perf_counter() - t0)

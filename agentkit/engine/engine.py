@@ -274,7 +274,7 @@ class Engine:
             backbone, cfg, constraint, lm.eos_ids,
             mask_token_id=lm.mask_token_id, bidirectional=lm.bidirectional and cfg.mode != "ar",
             sampler=sampler, on_draft=on_draft, on_tokens=on_tokens, drafter=self._drafter(cfg),
-            should_stop=should_stop, prefix=prefix,
+            should_stop=should_stop, prefix=prefix, copy_text=_copy_text(prompt, cfg),
         )
         dec.stats.backend = backend
         if template is not None:
@@ -331,3 +331,14 @@ class Engine:
         if sampler == "uniform":
             raise UnsupportedModeError("the uniform-noise sampler is available for diffusion_gemma models only")
         return sampler
+
+
+def _copy_text(prompt: Prompt, cfg: DecodeConfig) -> str | None:
+    """The copy prior's source (``DecodeConfig.copy_from``): None for the whole prompt, else the last user
+    message's text (a plain-string prompt is all user text)."""
+    if not cfg.copy_bias or cfg.copy_from == "prompt":
+        return None
+    if isinstance(prompt, str):
+        return prompt
+    return next((m.get("content") or "" for m in reversed(prompt) if m.get("role") == "user"), "")
+

@@ -19,7 +19,8 @@ class ModelSettings(TypedDict, total=False):
     ``greedy``: how a greedy structured step picks a token, ``"byte"`` (the default: byte by byte, each byte's
     tokens weighed together) or ``"token"`` (a plain argmax), see ``DecodeConfig.greedy``; ``copy_bias``: a logit
     bonus for tokens that copy a span of the prompt inside a JSON string value (0, the default: off), see
-    ``DecodeConfig.copy_bias``.
+    ``DecodeConfig.copy_bias``; ``copy_from``: what it copies from, ``"prompt"`` (all of it) or ``"user"`` (the last
+    user message).
     """
 
     temperature: float
@@ -30,6 +31,7 @@ class ModelSettings(TypedDict, total=False):
     json_style: str
     greedy: str
     copy_bias: float
+    copy_from: str
 
 
 KEYS = frozenset(ModelSettings.__annotations__)
@@ -60,7 +62,7 @@ def merge(*settings: ModelSettings | None) -> ModelSettings:
 def apply(config: DecodeConfig, settings: ModelSettings) -> DecodeConfig:
     """``config`` with the settings applied (validated by ``DecodeConfig``)."""
     names = {"temperature": "temperature", "top_p": "top_p", "max_tokens": "max_new_tokens", "seed": "seed",
-             "mode": "mode", "greedy": "greedy", "copy_bias": "copy_bias"}  # json_style is the template's, not the decoder's (Agent._template)
+             "mode": "mode", "greedy": "greedy", "copy_bias": "copy_bias", "copy_from": "copy_from"}  # json_style is the template's, not the decoder's (Agent._template)
     return replace(config, **{names[k]: v for k, v in settings.items() if k in names})
 
 

@@ -32,7 +32,7 @@ def _prior() -> tuple[CopyPrior, list[bytes]]:
     """A prompt of ten word tokens and a vocabulary with other spellings of its words."""
     words = [w.encode() for w in ("Book", " a", " table", " at", " Marigold", " Bistro", ",", " Main", " Street", ".")]
     vocab = words + [b"Mar", b"igold", b"Mari", b"gold", b'"', b'",', b"Bis", b"tro", b"x", b" Street"]
-    return CopyPrior(list(range(10)), vocab), vocab
+    return CopyPrior.from_tokens(list(range(10)), vocab), vocab
 
 
 def test_which_tokens_copy():
@@ -67,6 +67,8 @@ def test_copy_bias_is_validated():
         DecodeConfig(copy_bias=-1.0)
     with pytest.raises(InvalidRequestError, match="copy_bias"):
         DecodeConfig(copy_bias=float("inf"))
+    with pytest.raises(InvalidRequestError, match="copy_from must be 'prompt' or 'user'"):
+        DecodeConfig(copy_from="system")
 
 
 def _value(eng: Engine, mode: str, bias: float) -> tuple[str, dict]:
@@ -93,3 +95,15 @@ def test_verify_and_the_causal_canvas_equal_ar_under_the_prior(seed):
     ar, _ = _value(eng, "ar", 4.0)
     assert _value(eng, "verify", 4.0)[0] == ar
     assert _value(eng, "diffusion", 4.0)[0] == ar  # a causal LM: diffusion is the causal canvas
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_copy_from_user_copies_from_the_last_user_message_only(seed, monkeypatch):
+    monkeypatch.setattr(copy_mod, "TOP", 10**6)
+    eng = Engine.from_loaded(tiny_llama(seed))
+    messages = [{"role": "system", "content": "Zebra quokka xylophone."}, {"role": "user", "content": PROMPT}]
+    res = eng.generate(messages, DecodeConfig(mode="ar", max_new_tokens=48, copy_bias=1e4, copy_from="user"),
+                       template=compile_schema(SCHEMA))
+    place = json.loads(res.text)["place"].lower()
+    text = PROMPT.lower()
+    assert place and any(text[i:].startswith(place) for i in range(len(text)) if i == 0 or not text[i - 1].isalnum())

@@ -92,3 +92,4 @@ def test_copy_bias_setting_reaches_the_decode_config():
     assert apply(DecodeConfig(), merge({})).copy_bias == 0.0
     with pytest.raises(UserError, match="copy_bias must be a finite number >= 0"):
         apply(DecodeConfig(), merge({"copy_bias": -1.0}))
+    assert apply(DecodeConfig(), merge({"copy_from": "user"})).copy_from == "user"

@@ -166,3 +166,6 @@ def test_copy_bias_reaches_the_decode_config():
     assert decode_config(_req(agentkit={"copy_bias": 2}), "ar", 8).copy_bias == 2.0
     with pytest.raises(Exception, match="copy_bias"):
         _req(agentkit={"copy_bias": -1})
+    assert decode_config(_req(agentkit={"copy_bias": 2, "copy_from": "user"}), "ar", 8).copy_from == "user"
+    with pytest.raises(Exception, match="copy_from"):
+        _req(agentkit={"copy_from": "system"})
