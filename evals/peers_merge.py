@@ -23,6 +23,7 @@ from pathlib import Path
 from merge_results import complete_rows  # evals/merge_results.py (this script's folder is on sys.path)
 
 from agentkit.evals.report import markdown_table, summarize, write_json_atomic
+from agentkit.evals.runner import ENGINE_MODE
 
 
 def merge(paths: list[Path]) -> dict:
@@ -78,10 +79,12 @@ def plot(res: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
+    seen: dict[float, int] = {}  # variants at the same success: their labels stacked, not overprinted
     for v, m in res["modes"].items():
-        peer = not v.startswith(("ar-constrained", "verify"))
+        k = seen[round(m["task_success"], 3)] = seen.get(round(m["task_success"], 3), -1) + 1
+        peer = v.split(":")[0].split("+")[0] not in ENGINE_MODE  # an agentkit mode, in any variant, or a peer
         ax.scatter(m["latency_ms_p50"] / 1000, m["task_success"], marker="s" if peer else "o", s=60)
-        ax.annotate(v, (m["latency_ms_p50"] / 1000, m["task_success"]), textcoords="offset points", xytext=(5, 4),
+        ax.annotate(v, (m["latency_ms_p50"] / 1000, m["task_success"]), textcoords="offset points", xytext=(5, 4 - 11 * k),
                     fontsize=8)
     ax.set_xlabel("p50 latency per request, s (compile included)")
     ax.set_ylabel("BFCL success")
