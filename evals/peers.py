@@ -16,7 +16,7 @@ and the 4-bit short passes; GREEDY is ``DecodeConfig.greedy``, ``byte`` unless g
 members; PREPACK is ``EngineConfig.prepack``, ``auto`` unless given: ``ar-constrained:::::::::off`` runs without
 the prepacked weights; ROWS is ``EngineConfig.row_exact``, ``auto`` unless given:
 ``verify::::::::::off`` verifies in one pass per block, as before the row-exact passes; a ``+FIELD=VALUE`` suffix sets
-a decoding field: ``ar-constrained+copy_bias=2`` decodes with the copy prior of :mod:`agentkit.engine.copy`). ``--shard K/N`` runs items K, K+N, K+2N, ... of the list (two processes on two cores; merge their
+a decoding field: ``ar-constrained+copy_bias=0`` decodes without the copy prior of :mod:`agentkit.engine.copy`). ``--shard K/N`` runs items K, K+N, K+2N, ... of the list (two processes on two cores; merge their
 files with ``evals/merge_results.py``). Items run item-major and the order of the variants rotates per item, as in
 ``agentkit eval``. agentkit rows use the runner's decoding settings; their ``latency_ms`` here adds the template's
 compile (``compile_ms``: schema compile + token DFAs), as a peer's includes its own. Peers get 256 new tokens at

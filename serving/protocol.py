@@ -141,7 +141,7 @@ class AgentkitExt(BaseModel):
     json_style: Literal["compact", "spaced", "spaced-schema-order"] | None = None
     # how a greedy structured step picks a token (agentkit.config.DecodeConfig.greedy); None: "byte"
     greedy: Literal["byte", "token"] | None = None
-    # logit bonus for tokens that copy a span of the prompt inside a JSON string (DecodeConfig.copy_bias); None: 0
+    # logit bonus for tokens that copy a span of the prompt inside a JSON string (DecodeConfig.copy_bias); None: its default, 2
     copy_bias: float | None = Field(default=None, ge=0, le=100)
     copy_from: Literal["prompt", "user"] | None = None  # the copy prior's source (DecodeConfig.copy_from)
 

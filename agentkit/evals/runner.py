@@ -80,8 +80,8 @@ class RunContext:
     free_max_new_tokens: int = 128  # unconstrained AR: enough for a call, bounds the prose
     canvas_length: int = 32
     greedy: str = "byte"  # DecodeConfig.greedy: "byte" (the default) or "token" (a plain argmax)
-    copy_bias: float = 0.0  # DecodeConfig.copy_bias (agentkit/engine/copy.py); 0: off
-    copy_from: str = "prompt"  # DecodeConfig.copy_from: "prompt" or "user"
+    copy_bias: float = 2.0  # DecodeConfig.copy_bias (agentkit/engine/copy.py); 0: off
+    copy_from: str = "user"  # DecodeConfig.copy_from: "prompt" or "user"
     on_draft: Callable[[list[int], list[bool]], None] | None = None  # set by the runner for diffusion calls
     frames: list[tuple[list[int], list[bool]]] = field(default_factory=list)
 

@@ -18,9 +18,9 @@ class ModelSettings(TypedDict, total=False):
     compact JSON) or ``"spaced"`` (as ``json.dumps`` writes it), see :data:`agentkit.constrain.canonical.STYLES`;
     ``greedy``: how a greedy structured step picks a token, ``"byte"`` (the default: byte by byte, each byte's
     tokens weighed together) or ``"token"`` (a plain argmax), see ``DecodeConfig.greedy``; ``copy_bias``: a logit
-    bonus for tokens that copy a span of the prompt inside a JSON string value (0, the default: off), see
+    bonus for tokens that copy a span of the prompt inside a JSON string value (default 2; 0: off), see
     ``DecodeConfig.copy_bias``; ``copy_from``: what it copies from, ``"prompt"`` (all of it) or ``"user"`` (the last
-    user message).
+    user message, the default).
     """
 
     temperature: float

@@ -162,7 +162,7 @@ def test_greedy_reaches_the_decode_config():
 def test_copy_bias_reaches_the_decode_config():
     from agentkit.serving.plan import decode_config
 
-    assert decode_config(_req(), "ar", 8).copy_bias == 0.0
+    assert decode_config(_req(), "ar", 8).copy_bias == 2.0  # DecodeConfig's default
     assert decode_config(_req(agentkit={"copy_bias": 2}), "ar", 8).copy_bias == 2.0
     with pytest.raises(Exception, match="copy_bias"):
         _req(agentkit={"copy_bias": -1})
