@@ -20,7 +20,8 @@ p50 latency. The bonus (2) was chosen on the first 50 questions of each file, wh
 
 Only inside a JSON string (an odd count of unescaped quotes in the output), only with a template: everything else,
 and the mask, are untouched. The bonus is part of the pick rule, so verify and the causal canvas, which call the
-same pick with the same context, stay equal to ar-constrained under it.
+same pick with the same context, stay equal to ar-constrained under it (the adapter drafter's walk too; DiffusionGemma's
+uniform sampler has its own pick and no copy prior).
 """
 
 from __future__ import annotations
