@@ -30,6 +30,8 @@ from collections.abc import Sequence
 
 import torch
 
+from .sampler import masked_logits
+
 MAX_SPAN = 32  # bytes of a prompt continuation a token is checked against
 TOP = 64  # the likeliest allowed tokens considered for the bonus
 
@@ -52,7 +54,7 @@ def open_string(out: bytes) -> bytes | None:
 
 
 class CopyPrior:
-    """The prompt's text, lowercased, indexed for :meth:`bonus_tokens`."""
+    """The source text, lowercased, indexed for :meth:`bias`."""
 
     def __init__(self, text: bytes, token_bytes: Sequence[bytes | None]) -> None:
         """``text``: what values may be copied from; ``token_bytes``: each token's bytes (None: a special one)."""
@@ -102,12 +104,10 @@ class CopyPrior:
         conts = self.continuations(value) if value else None
         if value and not conts:
             return logits  # the value so far is no copy of the prompt: nothing to continue
-        n = min(allowed.shape[-1], logits.shape[-1])
-        z = logits[:n].masked_fill(~allowed[:n], float("-inf"))
-        k = min(TOP, int(allowed[:n].sum()))
+        k = min(TOP, int(allowed.sum()))
         if k == 0:
             return logits
-        top = torch.topk(z, k).indices.tolist()
+        top = torch.topk(masked_logits(logits, allowed), k).indices.tolist()
         hit = [t for t in top if t < len(self.token_bytes) and self.token_bytes[t] is not None
                and self.copies(value, self.token_bytes[t], conts)]
         if not hit:

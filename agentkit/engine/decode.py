@@ -78,8 +78,8 @@ class Decoder:
         self.prompt: list[int] = []
         self.accept = AcceptRate()  # drafted positions accepted so far (sizes verify blocks and canvas passes)
         self._open_before: list[int] = []  # causal canvas: open positions fed to the last pass
-        self._copy: CopyPrior | None = None  # DecodeConfig.copy_bias: its source indexed once, at the first pick
         self.copy_text = copy_text  # the copy prior's source text; None: the prompt
+        self._copy: CopyPrior | None = None  # DecodeConfig.copy_bias: its source indexed once, at prefill
 
     # -- constraint helpers ---------------------------------------------------------------------------------
     def _forced(self, state) -> list[int]:
@@ -109,7 +109,7 @@ class Decoder:
         time: a token that would leave no completion within it is redrawn from the closing tokens. ``tail``: the
         tokens between the output so far and this pick (a block's earlier positions), for the copy prior."""
         allowed = self._allowed(state)
-        if allowed is not None and self.cfg.copy_bias:
+        if allowed is not None and self._copy is not None:
             logits = self._copy_bias(logits, allowed, tail)
         t, conf, ent = pick(logits[None], None if allowed is None else allowed[None], self.cfg.temperature,
                             self.cfg.top_k, self.gen, self.cfg.top_p)
@@ -130,9 +130,6 @@ class Decoder:
     def _copy_bias(self, logits: torch.Tensor, allowed: torch.Tensor, tail: Sequence[int]) -> torch.Tensor:
         t0 = time.perf_counter()
         tb = self.c.vocab.token_bytes
-        if self._copy is None:
-            self._copy = (CopyPrior.from_tokens(self.prompt, tb) if self.copy_text is None
-                          else CopyPrior(self.copy_text.encode(), tb))
         out = b"".join(tb[int(t)] or b"" for t in (*self.out, *tail) if int(t) < len(tb))
         biased = self._copy.bias(logits, allowed, out, self.cfg.copy_bias)
         self.stats.constraint_ms += 1000 * (time.perf_counter() - t0)
@@ -173,6 +170,10 @@ class Decoder:
         self.stats.prompt_tokens = len(prompt_ids)
         self.stats.reused_prompt_tokens = reused
         self.prompt = list(prompt_ids)
+        if self.c is not None and self.cfg.copy_bias:
+            tb = self.c.vocab.token_bytes
+            self._copy = (CopyPrior.from_tokens(self.prompt, tb) if self.copy_text is None
+                          else CopyPrior(self.copy_text.encode(), tb))
         self.stats.encoder_forwards += 1
         self.stats.prefill_ms += 1000 * (time.perf_counter() - t0)
         if self._complete(self.state) or self.budget <= 0:

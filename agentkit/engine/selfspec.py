@@ -120,8 +120,7 @@ class Drafter:
                                sampler="mask")
         sub = self.sub
         sub.state, sub.out, sub.prompt, sub.logits = dec.state, dec.out, dec.prompt, dec.logits
-        # the copy prior picks as the verifier's does (position 0 is its exact pick), on this request's prompt
-        sub.copy_text, sub._copy = dec.copy_text, dec._copy
+        sub._copy = dec._copy  # the verifier's copy prior (built at its prefill): position 0 is its exact pick
         sub.stats = dec.stats  # constraint time is the request's
         if self.shared:
             sub.cache = dec.cache  # read only: a canvas pass crops what it appended
