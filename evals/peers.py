@@ -77,7 +77,14 @@ def _variant(name: str) -> tuple[str, str, str, tuple[str, int | None, str, str,
     return parts[0], parts[1], parts[2], key, settings
 
 
-CONTEXT_FIELDS = {"copy_bias": float, "copy_from": str}  # RunContext fields a variant may set with +FIELD=VALUE
+def _flag(value: str) -> bool:
+    if value not in ("0", "1", "true", "false"):
+        raise ValueError(value)
+    return value in ("1", "true")
+
+
+_flag.__name__ = "flag (0 or 1)"
+CONTEXT_FIELDS = {"copy_bias": float, "copy_from": str, "copy_numbers": _flag}  # RunContext fields a variant may set with +FIELD=VALUE
 
 
 def main(argv: list[str] | None = None) -> dict:

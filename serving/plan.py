@@ -156,7 +156,7 @@ def decode_config(req: ChatRequest, mode: str, max_tokens: int) -> DecodeConfig:
     kw: dict[str, Any] = {"mode": mode, "max_new_tokens": max_tokens,
                           "temperature": req.temperature if req.temperature is not None else 0.0,
                           "top_p": req.top_p, "top_k": req.top_k, "seed": req.seed, "stop": req.stop or []}
-    for k in ("canvas_length", "max_denoising_steps", "sampler", "greedy", "copy_bias", "copy_from"):
+    for k in ("canvas_length", "max_denoising_steps", "sampler", "greedy", "copy_bias", "copy_from", "copy_numbers"):
         if getattr(ext, k) is not None:
             kw[k] = getattr(ext, k)
     try:

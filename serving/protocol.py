@@ -144,6 +144,7 @@ class AgentkitExt(BaseModel):
     # logit bonus for tokens that copy a span of the prompt inside a JSON string (DecodeConfig.copy_bias); None: its default, 2
     copy_bias: float | None = Field(default=None, ge=0, le=100)
     copy_from: Literal["prompt", "user"] | None = None  # the copy prior's source (DecodeConfig.copy_from)
+    copy_numbers: bool | None = None  # the copy prior in number slots too (DecodeConfig.copy_numbers); None: on
 
 
 class ChatRequest(BaseModel):

@@ -82,6 +82,7 @@ class RunContext:
     greedy: str = "byte"  # DecodeConfig.greedy: "byte" (the default) or "token" (a plain argmax)
     copy_bias: float = 2.0  # DecodeConfig.copy_bias (agentkit/engine/copy.py); 0: off
     copy_from: str = "user"  # DecodeConfig.copy_from: "prompt" or "user"
+    copy_numbers: bool = True  # DecodeConfig.copy_numbers
     on_draft: Callable[[list[int], list[bool]], None] | None = None  # set by the runner for diffusion calls
     frames: list[tuple[list[int], list[bool]]] = field(default_factory=list)
 
@@ -92,7 +93,7 @@ class RunContext:
             raise ValueError(f"unknown mode {mode!r}; expected one of {MODES}")
         return DecodeConfig(
             mode=ENGINE_MODE[mode], seed=self.seed, canvas_length=self.canvas_length, greedy=self.greedy,
-            copy_bias=self.copy_bias, copy_from=self.copy_from,
+            copy_bias=self.copy_bias, copy_from=self.copy_from, copy_numbers=self.copy_numbers,
             max_new_tokens=self.free_max_new_tokens if mode == "ar" else self.max_new_tokens,
         )
 

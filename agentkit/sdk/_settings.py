@@ -20,7 +20,8 @@ class ModelSettings(TypedDict, total=False):
     tokens weighed together) or ``"token"`` (a plain argmax), see ``DecodeConfig.greedy``; ``copy_bias``: a logit
     bonus for tokens that copy a span of the prompt inside a JSON string value (default 2; 0: off), see
     ``DecodeConfig.copy_bias``; ``copy_from``: what it copies from, ``"prompt"`` (all of it) or ``"user"`` (the last
-    user message, the default).
+    user message, the default); ``copy_numbers``: the same bonus for digits that go on along a number the source
+    writes (default on), see ``DecodeConfig.copy_numbers``.
     """
 
     temperature: float
@@ -32,6 +33,7 @@ class ModelSettings(TypedDict, total=False):
     greedy: str
     copy_bias: float
     copy_from: str
+    copy_numbers: bool
 
 
 KEYS = frozenset(ModelSettings.__annotations__)
@@ -62,7 +64,8 @@ def merge(*settings: ModelSettings | None) -> ModelSettings:
 def apply(config: DecodeConfig, settings: ModelSettings) -> DecodeConfig:
     """``config`` with the settings applied (validated by ``DecodeConfig``)."""
     names = {"temperature": "temperature", "top_p": "top_p", "max_tokens": "max_new_tokens", "seed": "seed",
-             "mode": "mode", "greedy": "greedy", "copy_bias": "copy_bias", "copy_from": "copy_from"}  # json_style is the template's, not the decoder's (Agent._template)
+             "mode": "mode", "greedy": "greedy", "copy_bias": "copy_bias", "copy_from": "copy_from",
+             "copy_numbers": "copy_numbers"}  # json_style is the template's, not the decoder's (Agent._template)
     return replace(config, **{names[k]: v for k, v in settings.items() if k in names})
 
 

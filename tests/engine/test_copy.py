@@ -9,7 +9,7 @@ import torch
 from agentkit.config import DecodeConfig
 from agentkit.constrain.compiler import compile_schema
 from agentkit.engine import copy as copy_mod
-from agentkit.engine.copy import CopyPrior, open_string
+from agentkit.engine.copy import CopyPrior, open_number, open_string, source_numbers
 from agentkit.engine.engine import Engine
 from agentkit.errors import InvalidRequestError
 from agentkit.models.tiny import tiny_llama
@@ -18,6 +18,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 SCHEMA = {"type": "object", "properties": {"place": {"type": "string"}, "guests": {"type": "integer"}},
           "required": ["place", "guests"], "additionalProperties": False}
 PROMPT = "Book a table for four at Marigold Bistro, Main Street."
+NUMBERS = "Book a table for 12 at Marigold Bistro, 3 Main Street, within $1,500."
 
 
 def test_open_string_finds_the_value_being_written():
@@ -62,6 +63,36 @@ def test_bias_adds_the_bonus_inside_strings_only():
     assert prior.bias(logits, allowed, b'{"place": "Mari', 3.0)[vocab.index(b"gold")] == 0.0  # masked stays out
 
 
+def test_source_numbers_are_written_as_json_writes_them():
+    assert source_numbers(b"within $200,000, x = -2, [1,2] at 43.65, -79.38 in 2019-2020") == {
+        b"200000", b"-2", b"2", b"1", b"43.65", b"-79.38", b"79.38", b"2019", b"-2020", b"2020"}
+    assert source_numbers(b"1,2345 and 12,345,678") == {b"1", b"2345", b"12345678"}  # a group is three digits
+    assert source_numbers(b"no digits here") == set()
+
+
+def test_open_number_finds_the_digits_being_written():
+    assert open_number(b'{"a": ') == b"" and open_number(b'{"a": [1, -2') == b"-2"
+    assert open_number(b'{"a": 20') == b"20" and open_number(b'{"a":20') == b"20"
+    assert open_number(b'{"a": "20') is None  # inside a string
+    assert open_number(b'{"a"') is None and open_number(b'{"a": 1e5') is None  # after a key, an exponent
+
+
+def test_which_tokens_copy_a_number():
+    vocab = [b"2", b"00", b"000", b"0", b",", b"}", b"5", b"-", b'"', b"0,"]
+    prior = CopyPrior(b"Within $200,000, from x = -2.", vocab)
+    assert not prior.copies_number(b"", b"2") and not prior.copies_number(b"", b"-")  # which number: the model's
+    assert prior.copies_number(b"200", b"000") and not prior.copies_number(b"200", b"00,")
+    assert prior.copies_number(b"200", b"00") and not prior.copies_number(b"200", b",")  # 200 is no number here
+    assert prior.copies_number(b"200000", b",") and prior.copies_number(b"20000", b"0,")  # ends where one ends
+    assert prior.copies_number(b"-2", b"}") and prior.copies_number(b"-", b"2") and not prior.copies_number(b"-", b"5")
+    logits, allowed = torch.zeros(len(vocab)), torch.ones(len(vocab), dtype=torch.bool)
+    after = prior.bias(logits, allowed, b'{"budget": 200', 3.0)
+    assert [v for v, x in zip(vocab, after.tolist()) if x] == [b"00", b"000", b"0"]
+    assert prior.bias(logits, allowed, b'{"budget": 200', 3.0, numbers=False) is logits
+    assert prior.bias(logits, allowed, b'{"budget": 7', 3.0) is logits  # no source number begins with 7
+    assert prior.bias(logits, allowed, b'{"budget": ', 3.0) is logits  # nor does the prior pick the first digit
+
+
 def test_copy_bias_is_validated():
     with pytest.raises(InvalidRequestError, match="copy_bias"):
         DecodeConfig(copy_bias=-1.0)
@@ -69,10 +100,12 @@ def test_copy_bias_is_validated():
         DecodeConfig(copy_bias=float("inf"))
     with pytest.raises(InvalidRequestError, match="copy_from must be 'prompt' or 'user'"):
         DecodeConfig(copy_from="system")
+    with pytest.raises(InvalidRequestError, match="copy_numbers must be true or false"):
+        DecodeConfig(copy_numbers="yes")
 
 
-def _value(eng: Engine, mode: str, bias: float) -> tuple[str, dict]:
-    res = eng.generate(PROMPT, DecodeConfig(mode=mode, max_new_tokens=48, copy_bias=bias),
+def _value(eng: Engine, mode: str, bias: float, prompt: str = PROMPT) -> tuple[str, dict]:
+    res = eng.generate(prompt, DecodeConfig(mode=mode, max_new_tokens=48, copy_bias=bias),
                        template=compile_schema(SCHEMA), raw=True)  # raw: the prompt is PROMPT, no chat template
     return res.text, json.loads(res.text)
 
@@ -89,12 +122,33 @@ def test_a_large_bonus_makes_string_values_prompt_spans(seed, monkeypatch):
     assert place and any(text[i:].startswith(place) for i in range(len(text)) if i == 0 or not text[i - 1].isalnum())
 
 
+def test_a_large_bonus_makes_number_values_the_prompts_numbers(monkeypatch):
+    """The number's first token is the model's; where it begins one of the prompt's numbers, a bonus far above
+    any logit gap makes the rest follow one of them to its end (the tiny vocabulary has multi-digit tokens)."""
+    monkeypatch.setattr(copy_mod, "TOP", 10**6)
+    prompt = "Tables 0, 12, 23, 34, 45, 56, 67, 78, 89, 90 or -7 at Marigold Bistro, within $1,500."
+    numbers = {0, 12, 23, 34, 45, 56, 67, 78, 89, 90, -7, 7, 1500}
+    checked = 0
+    for seed in range(6):
+        eng = Engine.from_loaded(tiny_llama(seed))
+        res = eng.generate(prompt, DecodeConfig(mode="ar", max_new_tokens=48, copy_bias=1e4),
+                           template=compile_schema(SCHEMA), raw=True)
+        pieces = [eng.tokenizer.decode([t]) for t in res.token_ids]
+        at = next(i for i in range(len(pieces)) if "".join(pieces[:i]).endswith('"guests": '))
+        first = pieces[at]
+        if any(str(n).startswith(first) for n in numbers):
+            checked += 1
+            assert json.loads(res.text)["guests"] in numbers, (seed, first, res.text)
+    assert checked >= 2  # the property was put to the test
+
+
 @pytest.mark.parametrize("seed", [0, 3])
-def test_verify_and_the_causal_canvas_equal_ar_under_the_prior(seed):
+@pytest.mark.parametrize("prompt", [PROMPT, NUMBERS])
+def test_verify_and_the_causal_canvas_equal_ar_under_the_prior(seed, prompt):
     eng = Engine.from_loaded(tiny_llama(seed))
-    ar, _ = _value(eng, "ar", 4.0)
-    assert _value(eng, "verify", 4.0)[0] == ar
-    assert _value(eng, "diffusion", 4.0)[0] == ar  # a causal LM: diffusion is the causal canvas
+    ar, _ = _value(eng, "ar", 4.0, prompt)
+    assert _value(eng, "verify", 4.0, prompt)[0] == ar
+    assert _value(eng, "diffusion", 4.0, prompt)[0] == ar  # a causal LM: diffusion is the causal canvas
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

@@ -93,3 +93,6 @@ def test_copy_bias_setting_reaches_the_decode_config():
     with pytest.raises(UserError, match="copy_bias must be a finite number >= 0"):
         apply(DecodeConfig(), merge({"copy_bias": -1.0}))
     assert apply(DecodeConfig(), merge({"copy_from": "user"})).copy_from == "user"
+    assert apply(DecodeConfig(), merge({"copy_numbers": False})).copy_numbers is False
+    with pytest.raises(UserError, match="copy_numbers must be true or false"):
+        apply(DecodeConfig(), merge({"copy_numbers": 1}))

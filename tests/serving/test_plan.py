@@ -169,3 +169,7 @@ def test_copy_bias_reaches_the_decode_config():
     assert decode_config(_req(agentkit={"copy_bias": 2, "copy_from": "user"}), "ar", 8).copy_from == "user"
     with pytest.raises(Exception, match="copy_from"):
         _req(agentkit={"copy_from": "system"})
+    assert decode_config(_req(), "ar", 8).copy_numbers is True
+    assert decode_config(_req(agentkit={"copy_numbers": False}), "ar", 8).copy_numbers is False
+    with pytest.raises(Exception, match="copy_numbers"):
+        _req(agentkit={"copy_numbers": "sometimes"})
