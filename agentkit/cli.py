@@ -155,6 +155,8 @@ def eval_(
     backend: str = typer.Option("auto", help="engine backend: auto | torch | llama.cpp"),
     pass_width: int | None = typer.Option(None, help="fixed-shape passes of N positions (verify and the causal "
                                              "canvas then equal AR bit for bit in bf16); default: off"),
+    prompt: str = typer.Option("default", help="bfcl: the system prompt (default | expert | example, see "
+                               "agentkit.evals.bfcl.PROMPTS)"),
 ) -> None:
     """Run an evaluation suite; prints a markdown table and writes JSON (and plots)."""
     try:
@@ -182,7 +184,7 @@ def eval_(
                                                  dtype=dtype, backend=backend, pass_width=pass_width))
         run_eval(suite, data, [m.strip() for m in modes.split(",") if m.strip()], limit, model, out, plot, seed,
                  threads=threads, adapter=adapter, executor=executor, dtype=dtype, backend=backend,
-                 pass_width=pass_width)
+                 pass_width=pass_width, prompt=prompt)
     except Exception as e:  # noqa: BLE001 (one error line; --debug for the traceback)
         _fail(e)
 

@@ -182,7 +182,16 @@ EXPERT_PROMPT = (
     "Please make sure the parameter type is correct.\n"
     '{{"name": "func_name", "arguments": {{"argument1": "value1", "argument2": "value2"}}}}'
 )
-PROMPTS = {"default": SYSTEM_PROMPT, "expert": EXPERT_PROMPT}
+# the default prompt with one worked example (a function the item does not have): values copied as the request
+# writes them, numbers as numbers, an optional argument the request does not mention left out
+EXAMPLE_PROMPT = SYSTEM_PROMPT + (
+    "\n\nFor example, given the function "
+    '{{"name": "book_table", "parameters": {{"type": "object", "properties": {{"restaurant": {{"type": "string"}}, '
+    '"guests": {{"type": "integer"}}, "time": {{"type": "string"}}}}, "required": ["restaurant", "guests"]}}}} '
+    "and the request \"Book a table for 12 at Marigold Bistro\", the reply is:\n"
+    '{{"name": "book_table", "arguments": {{"restaurant": "Marigold Bistro", "guests": 12}}}}'
+)
+PROMPTS = {"default": SYSTEM_PROMPT, "expert": EXPERT_PROMPT, "example": EXAMPLE_PROMPT}
 
 
 def build_prompt(item: BfclItem, prompt: str = "default") -> list[dict[str, str]]:

@@ -83,6 +83,7 @@ class RunContext:
     copy_bias: float = 2.0  # DecodeConfig.copy_bias (agentkit/engine/copy.py); 0: off
     copy_from: str = "user"  # DecodeConfig.copy_from: "prompt" or "user"
     copy_numbers: bool = True  # DecodeConfig.copy_numbers
+    prompt: str = "default"  # bfcl: the system prompt, a name in agentkit.evals.bfcl.PROMPTS
     on_draft: Callable[[list[int], list[bool]], None] | None = None  # set by the runner for diffusion calls
     frames: list[tuple[list[int], list[bool]]] = field(default_factory=list)
 
@@ -208,8 +209,10 @@ def _token_text(tok, t: int) -> str:
 
 
 def _command(suite, data, modes, limit, model, out, plot, seed, adapter=None, dtype="auto", backend="auto",
-             pass_width=None) -> str:
+             pass_width=None, prompt="default") -> str:
     parts = ["agentkit", "eval", suite, "--data", str(data), "--modes", ",".join(modes)]
+    if prompt != "default":
+        parts += ["--prompt", prompt]
     for name, v in (("--dtype", dtype), ("--backend", backend)):
         if v != "auto":
             parts += [name, v]
@@ -271,10 +274,12 @@ class RunSettings:
     max_new_tokens: int = 512
     free_max_new_tokens: int = 128
     canvas_length: int = 32
+    prompt: str = "default"
 
     def context(self) -> RunContext:
         return RunContext(seed=self.seed, max_new_tokens=self.max_new_tokens,
-                          free_max_new_tokens=self.free_max_new_tokens, canvas_length=self.canvas_length)
+                          free_max_new_tokens=self.free_max_new_tokens, canvas_length=self.canvas_length,
+                          prompt=self.prompt)
 
 
 @dataclass
@@ -387,19 +392,28 @@ def run_eval(suite: str, data: Path, modes: list[str], limit: int | None = None,
              max_new_tokens: int = 512, free_max_new_tokens: int = 128, canvas_length: int = 32,
              threads: int | None = None, progress: bool = True, quiet: bool = False,
              adapter: str | Path | None = None, executor=None, dtype: str = "auto", backend: str = "auto",
-             pass_width: int | None = None) -> dict:
+             pass_width: int | None = None, prompt: str = "default") -> dict:
     """Run ``suite`` over ``data`` in each of ``modes`` (item-major, one engine), write ``out`` (JSON, rewritten
     after every item), print a markdown table, and write plots when ``plot`` is given (``plot``, and siblings
     ``.tpf.png`` and ``.canvas.png``). ``limit``: at most this many items per data file. ``threads``: torch threads
     (None: torch's default; on a shared, loaded CPU 1 thread is several times faster than 2). ``adapter``: the
     block-diffusion adapter directory diffusion mode uses (None: the one shipped for the default model). ``dtype``,
     ``backend``, ``pass_width``: the engine's (:class:`~agentkit.config.EngineConfig`), when the run builds it.
+    ``prompt``: bfcl's system prompt, a name in :data:`agentkit.evals.bfcl.PROMPTS`.
     ``executor``: where items run (default: a :class:`LocalExecutor` on ``engine``, or on one built from
     ``model``/``adapter``); rows come back per item and are summarized here, the same for every executor. Returns
     the results."""
     data, out = Path(data), Path(out)
     modes = list(modes)  # empty: the suite's own default set
-    command = _command(suite, data, modes, limit, model, out, plot, seed, adapter, dtype, backend, pass_width)
+    command = _command(suite, data, modes, limit, model, out, plot, seed, adapter, dtype, backend, pass_width, prompt)
+    if prompt != "default":
+        from ..errors import UserError
+        from .bfcl import PROMPTS
+
+        if suite != "bfcl":
+            raise UserError(f"--prompt chooses bfcl's system prompt; suite {suite!r} has none")
+        if prompt not in PROMPTS:
+            raise UserError(f"unknown bfcl prompt {prompt!r}; known: {', '.join(PROMPTS)}")
     impl = get_suite(suite)
     random.seed(seed)
     import torch
@@ -437,7 +451,7 @@ def run_eval(suite: str, data: Path, modes: list[str], limit: int | None = None,
             torch.set_num_threads(threads)
         executor = LocalExecutor(engine)
     settings = RunSettings(seed=seed, max_new_tokens=max_new_tokens, free_max_new_tokens=free_max_new_tokens,
-                           canvas_length=canvas_length)
+                           canvas_length=canvas_length, prompt=prompt)
     command = " ".join([command, *executor.command_args])
     info = executor.info()
     result: dict[str, Any] = {
@@ -474,7 +488,7 @@ def _bfcl_suite() -> Suite:
                 return {"success": False, "valid": False, "error": f"compile: {type(prepared).__name__}: {prepared}",
                         "error_type": "compile", "stats": None}
             template = prepared.template()
-        res = ctx.generate(engine, bfcl.build_prompt(item), mode, template=template)
+        res = ctx.generate(engine, bfcl.build_prompt(item, ctx.prompt), mode, template=template)
         row = {"category": item.category, **bfcl.evaluate(item, res.text, res.value), "text": res.text[:2000],
                "finish_reason": res.stats.finish_reason, "stats": res.stats}
         if mode.startswith("diffusion") and ctx.frames:

@@ -103,3 +103,20 @@ def test_unknown_suite_and_registered_suite(tiny, tmp_path):
     res = run_eval("toy", tmp_path, ["ar", "verify"], limit=2, out=tmp_path / "t.json", engine=tiny,
                    free_max_new_tokens=4, max_new_tokens=4, progress=False, quiet=True)
     assert res["modes"]["ar"]["task_success"] == 0.5 and res["ratios_vs_ar_constrained"] == {}
+
+
+def test_the_bfcl_prompt_is_a_run_setting(tiny, shared_data, tmp_path, monkeypatch):
+    from agentkit.errors import UserError
+    from agentkit.evals import bfcl
+
+    seen = []
+    build = bfcl.build_prompt
+    monkeypatch.setattr(bfcl, "build_prompt", lambda item, prompt="default": seen.append(prompt) or build(item, prompt))
+    res = run_eval("bfcl", shared_data / "bfcl", ["ar-constrained"], limit=1, out=tmp_path / "r.json", engine=tiny,
+                   prompt="example", progress=False, quiet=True)
+    assert seen == ["example", "example"] and "--prompt example" in res["env"]["command"]
+    with pytest.raises(UserError, match="unknown bfcl prompt 'chatty'; known: default, expert, example"):
+        run_eval("bfcl", shared_data / "bfcl", ["ar-constrained"], limit=1, out=tmp_path / "r.json", engine=tiny,
+                 prompt="chatty", quiet=True)
+    with pytest.raises(UserError, match="--prompt chooses bfcl's system prompt"):
+        run_eval("coverage", shared_data / "maskbench", [], limit=1, out=tmp_path / "r.json", prompt="example")
