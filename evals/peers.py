@@ -100,6 +100,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--peer-max-new-tokens", type=int, default=256)
     ap.add_argument("--out", default="evals/results/bfcl_peers.json")
     ap.add_argument("--shard", default="0/1", help="K/N: every N-th item from the K-th")
+    ap.add_argument("--from-item", type=int, default=0,
+                    help="skip this shard's first N items (another process took them: a slow shard's tail on a "
+                         "freed core)")
     args = ap.parse_args(argv)
     k, _, n = args.shard.partition("/")
     shard, shards = int(k), int(n or 1)
@@ -136,9 +139,10 @@ def main(argv: list[str] | None = None) -> dict:
     peers = load_peers([p.strip() for p in args.peers.split(",") if p.strip()], threads=args.threads,
                        log=lambda m: print(m, file=sys.stderr))
     names = variants + list(peers)
-    items = bfcl.load_bfcl(Path(args.data), args.limit)[shard::shards]
+    items = bfcl.load_bfcl(Path(args.data), args.limit)[shard::shards][args.from_item:]
     ctx = RunContext(seed=0)
-    result: dict = {"suite": "bfcl", "data": args.data, "limit": args.limit, "shard": args.shard, "variants": names,
+    result: dict = {"suite": "bfcl", "data": args.data, "limit": args.limit, "shard": args.shard,
+                    "from_item": args.from_item, "variants": names,
                     "engine_dtype": resolve_dtype(ecfg.dtype, ecfg.device), "engine_backend": ecfg.backend,
                     "peer_max_new_tokens": args.peer_max_new_tokens,
                     "env": environment("python evals/peers.py " + " ".join(argv or sys.argv[1:])),
