@@ -70,8 +70,11 @@ def source_numbers(text: bytes) -> set[bytes]:
 def open_number(out: bytes) -> bytes | None:
     """The digits of the number ``out`` ends inside (``b""`` where a value may begin), or None: inside a string,
     or after something no number follows."""
-    if open_string(out) is not None:
-        return None
+    return None if open_string(out) is not None else _number_tail(out)
+
+
+def _number_tail(out: bytes) -> bytes | None:
+    """:func:`open_number` for an ``out`` known to end outside a string."""
     i = len(out)
     while i and out[i - 1] in NUMBER_BYTES:
         i -= 1
@@ -155,7 +158,7 @@ class CopyPrior:
             return logits
         value = open_string(out)
         if value is None:
-            digits = open_number(out) if numbers and self.numbers else None
+            digits = _number_tail(out) if numbers and self.numbers else None  # outside a string: no second scan
             if not digits or not any(n.startswith(digits) for n in self.numbers):
                 return logits  # no number begun, or one that copies none of the source's
             return self._add(logits, allowed, bonus, lambda tok: self.copies_number(digits, tok))
