@@ -155,8 +155,8 @@ def eval_(
     backend: str = typer.Option("auto", help="engine backend: auto | torch | llama.cpp"),
     pass_width: int | None = typer.Option(None, help="fixed-shape passes of N positions (verify and the causal "
                                              "canvas then equal AR bit for bit in bf16); default: off"),
-    prompt: str = typer.Option("default", help="bfcl: the system prompt (default | expert | example, see "
-                               "agentkit.evals.bfcl.PROMPTS)"),
+    prompt: str = typer.Option("default", help="bfcl: the system prompt (default | plain | expert | example | "
+                               "rules, see agentkit.evals.bfcl.PROMPTS)"),
 ) -> None:
     """Run an evaluation suite; prints a markdown table and writes JSON (and plots)."""
     try:

@@ -164,14 +164,22 @@ def load_bfcl(data: Path, limit: int | None = None) -> list[BfclItem]:
 
 # -- prompt and template -----------------------------------------------------------------------------------------
 
-SYSTEM_PROMPT = (
+# the instructions every prompt below starts with (session 12's default, ``PROMPTS["plain"]``)
+PLAIN_PROMPT = (
     "You are a function-calling assistant. You can call the following function{s}:\n{functions}\n\n"
     "Answer the user's request with exactly one function call, written as JSON in this form:\n"
     '{{"name": "<function name>", "arguments": {{"<argument>": <value>, ...}}}}\n'
     "Reply with the JSON only."
 )
-
-
+# the default: the instructions and one short worked example (a function no item has) showing a value copied as the
+# request writes it, a number as a number, and an optional argument the request does not mention left out (78 more
+# prompt tokens than plain). On all 600 BFCL questions 0.422 against plain's 0.405, 30 won / 20 lost, at 1.17x the
+# p50 (README, "The system prompt"; evals/results/s14/prompts600.json)
+SYSTEM_PROMPT = PLAIN_PROMPT + (
+    "\n\nFor example, for the request \"Book a table for 12 at Marigold Bistro\" and a function book_table with the "
+    "arguments restaurant, guests and an optional time, the reply is:\n"
+    '{{"name": "book_table", "arguments": {{"restaurant": "Marigold Bistro", "guests": 12}}}}'
+)
 # the function-calling system prompt SmolLM2-Instruct's model card gives (tools in <tools>, calls as JSON), asking
 # for one call
 EXPERT_PROMPT = (
@@ -182,16 +190,21 @@ EXPERT_PROMPT = (
     "Please make sure the parameter type is correct.\n"
     '{{"name": "func_name", "arguments": {{"argument1": "value1", "argument2": "value2"}}}}'
 )
-# the default prompt with one worked example (a function the item does not have): values copied as the request
-# writes them, numbers as numbers, an optional argument the request does not mention left out
-EXAMPLE_PROMPT = SYSTEM_PROMPT + (
+# plain with the worked example spelled out as the function's JSON Schema (142 more tokens than plain: 0.415)
+EXAMPLE_PROMPT = PLAIN_PROMPT + (
     "\n\nFor example, given the function "
     '{{"name": "book_table", "parameters": {{"type": "object", "properties": {{"restaurant": {{"type": "string"}}, '
     '"guests": {{"type": "integer"}}, "time": {{"type": "string"}}}}, "required": ["restaurant", "guests"]}}}} '
     "and the request \"Book a table for 12 at Marigold Bistro\", the reply is:\n"
     '{{"name": "book_table", "arguments": {{"restaurant": "Marigold Bistro", "guests": 12}}}}'
 )
-PROMPTS = {"default": SYSTEM_PROMPT, "expert": EXPERT_PROMPT, "example": EXAMPLE_PROMPT}
+# plain with the example's lessons as one sentence and no example (24 more tokens: 0.412)
+RULES_PROMPT = PLAIN_PROMPT + (
+    "\nUse the values the request gives, written as it writes them, and leave out optional arguments it does not "
+    "mention."
+)
+PROMPTS = {"default": SYSTEM_PROMPT, "plain": PLAIN_PROMPT, "expert": EXPERT_PROMPT, "example": EXAMPLE_PROMPT,
+           "rules": RULES_PROMPT}
 
 
 def build_prompt(item: BfclItem, prompt: str = "default") -> list[dict[str, str]]:

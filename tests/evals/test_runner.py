@@ -115,7 +115,7 @@ def test_the_bfcl_prompt_is_a_run_setting(tiny, shared_data, tmp_path, monkeypat
     res = run_eval("bfcl", shared_data / "bfcl", ["ar-constrained"], limit=1, out=tmp_path / "r.json", engine=tiny,
                    prompt="example", progress=False, quiet=True)
     assert seen == ["example", "example"] and "--prompt example" in res["env"]["command"]
-    with pytest.raises(UserError, match="unknown bfcl prompt 'chatty'; known: default, expert, example"):
+    with pytest.raises(UserError, match="unknown bfcl prompt 'chatty'; known: default, plain, expert, example, rules"):
         run_eval("bfcl", shared_data / "bfcl", ["ar-constrained"], limit=1, out=tmp_path / "r.json", engine=tiny,
                  prompt="chatty", quiet=True)
     with pytest.raises(UserError, match="--prompt chooses bfcl's system prompt"):
