@@ -238,3 +238,29 @@ def test_real_gold_calls_are_in_the_call_template_language(real_items):
             template = compile_call(it, style=style).template()
             assert template.matches(text), (style, it.id, text)
             assert not template.matches(text.replace('"name"' + st.key_sep + '"', '"name"' + st.key_sep + '"x', 1))
+
+
+def test_every_prompt_formats_and_its_worked_example_is_a_default_style_call(shared_data):
+    """Each system prompt formats for real items; where it shows a worked call, the call is written the way the
+    default template pins JSON (spaced, as json.dumps writes it), so the example does not teach another style, and
+    its function is none of the benchmark's (the example cannot hand over an answer)."""
+    import json
+    import re
+
+    from agentkit.constrain.canonical import DEFAULT_STYLE, STYLES
+    from agentkit.evals.bfcl import PROMPTS, build_prompt
+
+    items = load_bfcl(shared_data / "bfcl")
+    names = {f["name"] for it in items for f in it.functions}
+    st = STYLES[DEFAULT_STYLE]
+    shown = 0
+    for key in PROMPTS:
+        system = build_prompt(items[0], key)[0]["content"]
+        assert "{" not in system.split("\n")[0] and items[0].functions[0]["name"] in system, key
+        for line in system.splitlines():
+            if re.fullmatch(r'\{"name": "[^"<]+", "arguments": .*\}', line):
+                call = json.loads(line)
+                assert json.dumps(call, separators=(st.item_sep, st.key_sep), ensure_ascii=False) == line, key
+                assert call["name"] not in names, (key, call["name"])
+                shown += 1
+    assert shown >= 2  # the default and "example" show one
