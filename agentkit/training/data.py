@@ -16,15 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..constrain.nodes import Lit, Slot, Template, seq
+from ..evals.bfcl import PLAIN_PROMPT
 from .specs import random_function, request
 
-# Same wording as the BFCL prompt of agentkit.evals, so the adapter sees the layout it is evaluated with.
-TOOL_SYSTEM = (
-    "You are a function-calling assistant. You can call the following function{s}:\n{functions}\n\n"
-    "Answer the user's request with exactly one function call, written as JSON in this form:\n"
-    '{{"name": "<function name>", "arguments": {{"<argument>": <value>, ...}}}}\n'
-    "Reply with the JSON only."
-)
+# The BFCL eval's plain system prompt: the shipped adapter was distilled on it (model card), and this data must
+# keep reproducing that run (tests/training/test_data.py). The eval's default now adds a worked example
+# (agentkit.evals.bfcl.SYSTEM_PROMPT); a new distillation run should train on that and update the card and digests.
+TOOL_SYSTEM = PLAIN_PROMPT
 EXTRACT_SYSTEM = (
     "Extract the requested fields from the user's text. Reply with one JSON object matching this schema:\n{schema}\n"
     "Reply with the JSON only."
