@@ -164,7 +164,7 @@ def load_bfcl(data: Path, limit: int | None = None) -> list[BfclItem]:
 
 # -- prompt and template -----------------------------------------------------------------------------------------
 
-# the instructions every prompt below starts with (session 12's default, ``PROMPTS["plain"]``)
+# the instructions the other prompts but "expert" start with (the default until session 14, ``PROMPTS["plain"]``)
 PLAIN_PROMPT = (
     "You are a function-calling assistant. You can call the following function{s}:\n{functions}\n\n"
     "Answer the user's request with exactly one function call, written as JSON in this form:\n"

@@ -263,4 +263,4 @@ def test_every_prompt_formats_and_its_worked_example_is_a_default_style_call(sha
                 assert json.dumps(call, separators=(st.item_sep, st.key_sep), ensure_ascii=False) == line, key
                 assert call["name"] not in names, (key, call["name"])
                 shown += 1
-    assert shown >= 2  # the default and "example" show one
+    assert shown >= 3  # the default, "example", and "expert" (its form line)
