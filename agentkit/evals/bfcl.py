@@ -171,14 +171,15 @@ PLAIN_PROMPT = (
     '{{"name": "<function name>", "arguments": {{"<argument>": <value>, ...}}}}\n'
     "Reply with the JSON only."
 )
+# the worked example's call (a function no BFCL item has), shown by the default and by "example"
+_EXAMPLE_CALL = '{{"name": "book_table", "arguments": {{"restaurant": "Marigold Bistro", "guests": 12}}}}'
 # the default: the instructions and one short worked example (a function no item has) showing a value copied as the
 # request writes it, a number as a number, and an optional argument the request does not mention left out (78 more
 # prompt tokens than plain). On all 600 BFCL questions 0.422 against plain's 0.405, 30 won / 20 lost, at 1.17x the
 # p50 (README, "The system prompt"; evals/results/s14/prompts600.json)
 SYSTEM_PROMPT = PLAIN_PROMPT + (
     "\n\nFor example, for the request \"Book a table for 12 at Marigold Bistro\" and a function book_table with the "
-    "arguments restaurant, guests and an optional time, the reply is:\n"
-    '{{"name": "book_table", "arguments": {{"restaurant": "Marigold Bistro", "guests": 12}}}}'
+    "arguments restaurant, guests and an optional time, the reply is:\n" + _EXAMPLE_CALL
 )
 # the function-calling system prompt SmolLM2-Instruct's model card gives (tools in <tools>, calls as JSON), asking
 # for one call
@@ -195,8 +196,7 @@ EXAMPLE_PROMPT = PLAIN_PROMPT + (
     "\n\nFor example, given the function "
     '{{"name": "book_table", "parameters": {{"type": "object", "properties": {{"restaurant": {{"type": "string"}}, '
     '"guests": {{"type": "integer"}}, "time": {{"type": "string"}}}}, "required": ["restaurant", "guests"]}}}} '
-    "and the request \"Book a table for 12 at Marigold Bistro\", the reply is:\n"
-    '{{"name": "book_table", "arguments": {{"restaurant": "Marigold Bistro", "guests": 12}}}}'
+    "and the request \"Book a table for 12 at Marigold Bistro\", the reply is:\n" + _EXAMPLE_CALL
 )
 # plain with the example's lessons as one sentence and no example (24 more tokens: 0.412)
 RULES_PROMPT = PLAIN_PROMPT + (
