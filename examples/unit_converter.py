@@ -1,69 +1,73 @@
-"""A small tool-using agent: unit conversions. Tool calls decode under each tool's schema (diffusion by default);
-the final reply is free text (AR).
+"""A small tool-using agent: unit conversions. The tool call decodes under the tool's schema in diffusion mode
+(on the default model it reads the units' direction right where ar-constrained swaps them); the final reply is
+free text (AR).
 
-    python examples/unit_converter.py "How many kilometres is 26.2 miles?"
-    agentkit run examples/unit_converter.py:agent "Convert 100 Fahrenheit to Celsius" --trace trace.jsonl
+    python examples/unit_converter.py "How many km is 26.2 miles?"
+    agentkit run examples/unit_converter.py:agent "Convert 100 F to C" --trace trace.jsonl
+
+One tool with the units as the question writes them ("miles", "F", "kg") suits a small model better than one tool
+per quantity with enum units: it copies the words it reads instead of choosing among look-alike codes.
 """
 
 from __future__ import annotations
 
 import sys
-from typing import Literal
 
-from agentkit.engine import default_engine
-from agentkit.sdk import Agent, Limits, ModelRetry, tool
+from agentkit import Agent, Limits, ModelRetry, RoutingPolicy, default_engine, tool
 
-_LENGTH = {"m": 1.0, "km": 1000.0, "cm": 0.01, "mm": 0.001, "mile": 1609.344, "yard": 0.9144, "foot": 0.3048,
-           "inch": 0.0254}
-_MASS = {"kg": 1.0, "g": 0.001, "lb": 0.45359237, "oz": 0.028349523125}
-
-
-@tool
-def convert_length(value: float, from_unit: Literal["m", "km", "cm", "mm", "mile", "yard", "foot", "inch"],
-                   to_unit: Literal["m", "km", "cm", "mm", "mile", "yard", "foot", "inch"]) -> float:
-    """Convert a length between units.
-
-    Args:
-        value: the length to convert
-        from_unit: unit of ``value``
-        to_unit: unit to convert to
-    """
-    return round(value * _LENGTH[from_unit] / _LENGTH[to_unit], 4)
+# unit -> (quantity, factor to the quantity's base unit); temperatures are converted apart
+_UNITS = {
+    "m": ("length", 1.0), "km": ("length", 1000.0), "cm": ("length", 0.01), "mm": ("length", 0.001),
+    "mile": ("length", 1609.344), "yard": ("length", 0.9144), "foot": ("length", 0.3048),
+    "inch": ("length", 0.0254), "kg": ("mass", 1.0), "g": ("mass", 0.001), "lb": ("mass", 0.45359237),
+    "oz": ("mass", 0.028349523125), "C": ("temperature", 0.0), "F": ("temperature", 0.0),
+    "K": ("temperature", 0.0),
+}
+_ALIASES = {
+    "meter": "m", "metre": "m", "kilometer": "km", "kilometre": "km", "centimeter": "cm", "centimetre": "cm",
+    "millimeter": "mm", "millimetre": "mm", "mi": "mile", "yd": "yard", "feet": "foot", "ft": "foot",
+    "in": "inch", "inches": "inch", "kilogram": "kg", "kilo": "kg", "gram": "g", "pound": "lb", "lbs": "lb",
+    "ounce": "oz", "celsius": "C", "centigrade": "C", "fahrenheit": "F", "kelvin": "K",
+}
 
 
-@tool
-def convert_mass(value: float, from_unit: Literal["kg", "g", "lb", "oz"], to_unit: Literal["kg", "g", "lb", "oz"]) -> float:
-    """Convert a mass between units.
-
-    Args:
-        value: the mass to convert
-        from_unit: unit of ``value``
-        to_unit: unit to convert to
-    """
-    return round(value * _MASS[from_unit] / _MASS[to_unit], 4)
+def unit(name: str) -> str:
+    """The canonical unit for a name as people write it ("miles", "Fahrenheit", "kgs")."""
+    key = name.strip().rstrip(".").replace("°", "")
+    for cand in (key, key.lower(), key.upper(), key.lower().rstrip("s"), key.lower().removesuffix("es")):
+        if cand in _UNITS:
+            return cand
+        if cand in _ALIASES:
+            return _ALIASES[cand]
+    raise ModelRetry(f"unknown unit {name!r}; use one of {', '.join(_UNITS)}")
 
 
 @tool
-def convert_temperature(value: float, from_unit: Literal["C", "F", "K"], to_unit: Literal["C", "F", "K"]) -> float:
-    """Convert a temperature between Celsius (C), Fahrenheit (F) and Kelvin (K).
+def convert(value: float, from_unit: str, to_unit: str) -> float:
+    """Convert a length, mass or temperature from one unit to another.
 
     Args:
-        value: the temperature to convert
-        from_unit: scale of ``value``
-        to_unit: scale to convert to
+        value: the number to convert, as the question writes it
+        from_unit: the unit of that number, as the question writes it (e.g. miles, kg, F)
+        to_unit: the unit the question asks for (e.g. km, lb, C)
     """
-    if from_unit == "K" and value < 0:
-        raise ModelRetry("a Kelvin temperature cannot be negative")
-    c = {"C": value, "F": (value - 32) * 5 / 9, "K": value - 273.15}[from_unit]
-    return round({"C": c, "F": c * 9 / 5 + 32, "K": c + 273.15}[to_unit], 2)
+    src, dst = unit(from_unit), unit(to_unit)
+    kind = _UNITS[src][0]
+    if _UNITS[dst][0] != kind:
+        raise ModelRetry(f"cannot convert {kind} ({src}) to {_UNITS[dst][0]} ({dst})")
+    if kind == "temperature":
+        c = {"C": value, "F": (value - 32) * 5 / 9, "K": value - 273.15}[src]
+        return round({"C": c, "F": c * 9 / 5 + 32, "K": c + 273.15}[dst], 2)
+    return round(value * _UNITS[src][1] / _UNITS[dst][1], 2)
 
 
 def build_agent(model=None) -> Agent:
     return Agent(
         model if model is not None else default_engine(),
-        tools=[convert_length, convert_mass, convert_temperature],
-        instructions="You convert units. Call one conversion tool with the numbers from the question, "
+        tools=[convert],
+        instructions="You convert units. Call the convert tool with the number and the units from the question, "
                      "then answer in one short sentence.",
+        routing=RoutingPolicy(tool_call="diffusion"),
         limits=Limits(max_iterations=4),
         name="unit-converter",
     )
@@ -80,7 +84,7 @@ agent = _LazyAgent()
 
 
 if __name__ == "__main__":
-    task = sys.argv[1] if len(sys.argv) > 1 else "How many kilometres is 26.2 miles?"
+    task = sys.argv[1] if len(sys.argv) > 1 else "How many km is 26.2 miles?"
     result = build_agent().run_sync(task)
     print(result.output)
     print(result.trace.render())

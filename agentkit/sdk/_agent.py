@@ -24,6 +24,7 @@ from ..config import MODES, DecodeConfig, Mode
 from ..constrain.nodes import Template
 from ..engine.stats import GenerationResult
 from ..errors import AgentRunError, ModelRetry, UnexpectedModelBehavior, UsageLimitExceeded, UserError
+from . import _repeat as repeat_
 from . import _settings as settings_
 from . import _steps as steps
 from ._callbacks import draft_callback, token_callback
@@ -41,6 +42,7 @@ from ._messages import (
     UserPromptPart,
     to_chat,
 )
+from ._repeat import OnRepeat, RepeatKey
 from ._otel import Instrumentation, as_instrumentation, end_iteration, end_run, start_iteration
 from ._result import RunResult, RunState
 from ._settings import ModelSettings
@@ -122,7 +124,9 @@ class Agent(Generic[DepsT, OutputT]):
     a ``RunContext`` first and instruction functions read as ``ctx.deps``. ``instructions``: a string, a function
     of the ``RunContext`` (dynamic), or a list of them; ``@agent.instructions`` adds more. ``model_settings``:
     defaults for every call (``ModelSettings``); a run's own override them. ``instrument``: OpenTelemetry spans
-    (``True`` or an ``Instrumentation``; default: ``Agent.instrument_all``'s setting).
+    (``True`` or an ``Instrumentation``; default: ``Agent.instrument_all``'s setting). ``on_repeat`` and
+    ``repeat``: what a call of a tool that already returned a result does (``_repeat.py``): by default an identical
+    call, or one that feeds the tool's own result back to it, is not executed and the run goes to its answer step.
     """
 
     _instrument_default: bool | Instrumentation = False
@@ -143,7 +147,10 @@ class Agent(Generic[DepsT, OutputT]):
         model_settings: ModelSettings | None = None,
         output_retries: int = 1,
         instrument: bool | Instrumentation | None = None,
+        on_repeat: OnRepeat = "answer",
+        repeat: RepeatKey = "feedback",
     ) -> None:
+        repeat_.check(on_repeat, repeat)
         self.generator = as_generator(model)
         self._tools = as_tools(tools)
         self._instructions: list[Instructions] = _instruction_list(instructions)
@@ -158,6 +165,8 @@ class Agent(Generic[DepsT, OutputT]):
         self.model_settings = settings_.merge(model_settings)
         self.output_retries = output_retries
         self.instrument = instrument
+        self.on_repeat: OnRepeat = on_repeat
+        self.repeat: RepeatKey = repeat
         self._templates: dict[tuple[str, str], Template] = {}  # by (step, JSON style)
         self._streams_tokens = "on_tokens" in _keywords(self.generator.generate)
 
@@ -259,7 +268,8 @@ class Agent(Generic[DepsT, OutputT]):
         return RunResult(output, run.trace, run.messages, run.plan, run.run_id, run.new_message_index, run.usage)
 
     async def _timed(self, run: RunState) -> Any:
-        system = steps.system_prompt(await self._instruction_text(run), self._tools)
+        run.instructions = await self._instruction_text(run)
+        system = steps.system_prompt(run.instructions, self._tools)
         run.messages.append(ModelRequest(parts=[UserPromptPart(content=run.prompt)], instructions=system,
                                          run_id=run.run_id))
         timeout = asyncio.timeout(run.limits.timeout_s)
@@ -293,15 +303,28 @@ class Agent(Generic[DepsT, OutputT]):
         if self._tools:
             while await self._tool_step(run):
                 pass
+        results = steps.results_text(list(run.results.calls.values()))
         if self._output is not None:
-            return await self._structured(run, "extract", self._output, steps.extract_prompt(self._output))
-        prompt = steps.reply_prompt() if self._tools else None
-        result, rec, t0 = await self._generate(run, "reply", prompt)
+            return await self._structured(run, "extract", self._output,
+                                          results + steps.extract_prompt(self._output))
+        chat = self._answer_chat(run, results) if self._tools else None
+        result, rec, t0 = await self._generate(run, "reply", None, chat=chat)
         text = result.text
         self._emit(run, lambda: Reply(rec.iteration, text))
         run.messages.append(self._response(run, TextPart(content=text), "reply", result))
         self._finish(run, rec, t0)
         return text
+
+    def _answer_chat(self, run: RunState, results: str) -> list[dict[str, str]]:
+        """What the free-text answer step of a run with tools is sent: the instructions without the tools' specs,
+        the earlier runs' text turns, then the task with the tool results and the request for a plain answer. No
+        JSON call is in view, so the reply is text (a small model imitates the calls it sees)."""
+        chat = [{"role": "system", "content": run.instructions or steps.DEFAULT_INSTRUCTIONS}]
+        for m in to_chat(run.messages[:run.new_message_index]):
+            if m["role"] != "system" and not m["content"].startswith("{"):
+                chat.append(m)
+        chat.append({"role": "user", "content": steps.reply_prompt(run.prompt, results)})
+        return chat
 
     async def _tool_step(self, run: RunState) -> bool:
         """One tool-call iteration; False when the model chose ``final_answer``."""
@@ -314,11 +337,15 @@ class Agent(Generic[DepsT, OutputT]):
         run.output_failures = 0
         rec.tool = name
         call = ToolCallPart(tool_name=name, args=args)
-        run.messages.append(self._response(run, call, "tool_call", result))
         if name == steps.FINAL_ANSWER:
+            run.messages.append(self._response(run, call, "tool_call", result))
             run.failures = 0
             self._finish(run, rec, t0)
             return False
+        earlier = run.results.earlier(name, args, self.repeat) if self.on_repeat != "allow" else None
+        if earlier is not None:
+            return self._repeated(run, rec, t0, call, result, earlier)
+        run.messages.append(self._response(run, call, "tool_call", result))
         tool = next(t for t in self._tools if t.name == name)
         error = None
         if tool.templated:
@@ -329,6 +356,7 @@ class Agent(Generic[DepsT, OutputT]):
         rec.tool_ms = (time.perf_counter() - t_tool) * 1000
         if error is None:
             run.failures = run.tool_failures[name] = 0
+            run.results.add(name, args, text)
             part: Any = ToolReturnPart(tool_name=name, content=text, tool_call_id=call.tool_call_id)
             rec.tool_result = clip(text)
         else:
@@ -346,6 +374,22 @@ class Agent(Generic[DepsT, OutputT]):
                 f"tool {name!r} failed {run.tool_failures[name]} time(s) in a row (retries={tool.retries}); "
                 f"last error: {error}", run.trace)
         return True
+
+    def _repeated(self, run: RunState, rec: IterationRecord, t0: float, call: ToolCallPart,
+                  result: GenerationResult, earlier: tuple[str, Any, str]) -> bool:
+        """A call that repeats one that already returned a result (``_repeat.py``): not executed. ``"answer"``
+        (or a second repeat in a row): on to the answer step; ``"retry"``: the model is told and asked again."""
+        rec.tool_args = clip(steps.compact(call.args))
+        rec.error = f"repeated call of {call.tool_name} not executed (on_repeat={self.on_repeat!r})"
+        run.results.in_a_row += 1
+        answer = self.on_repeat == "answer" or run.results.in_a_row > 1
+        log.info("run %s: %s; %s", run.run_id, rec.error, "answering" if answer else "asking again")
+        if not answer:
+            run.messages.append(self._response(run, call, "tool_call", result))
+            run.messages.append(ModelRequest(parts=[RetryPromptPart(
+                content=repeat_.retry_text(call.tool_name, earlier[2]), tool_call_id=call.tool_call_id)]))
+        self._finish(run, rec, t0)
+        return not answer
 
     async def _tool_input(self, run: RunState, tool: Tool, rec: IterationRecord, t0: float,
                           ) -> tuple[dict[str, Any], str | None, IterationRecord, float]:
@@ -422,11 +466,13 @@ class Agent(Generic[DepsT, OutputT]):
         return settings_.for_retry(config, run.failures) if run.failures else config
 
     async def _generate(self, run: RunState, step: str, prompt: str | None, template: Template | None = None,
-                        compile_ms: float = 0.0) -> tuple[GenerationResult, IterationRecord, float]:
+                        compile_ms: float = 0.0, chat: list[dict[str, str]] | None = None,
+                        ) -> tuple[GenerationResult, IterationRecord, float]:
         """Check the limits, then one generation for ``step``; returns its result, its record and start time.
 
         ``template``: the step's template when it is built per call (``tool_input``), with its ``compile_ms``; its
         ``meta["max_new_tokens"]``, when set, replaces the agent's (a one-off template may know its longest output).
+        ``chat``: the messages to send instead of the conversation with ``prompt`` (the answer step's own view).
         """
         t0 = time.perf_counter()
         limits = run.limits
@@ -446,7 +492,8 @@ class Agent(Generic[DepsT, OutputT]):
         self._emit(run, lambda: StepStarted(iteration, step, config.mode))
         start_iteration(run, iteration, step, config.mode)
         t_gen = time.perf_counter()
-        result = await self._call_model(run, step, iteration, config, template, prompt, t0)
+        chat = chat if chat is not None else to_chat_with_prompt(run.messages, prompt)
+        result = await self._call_model(run, step, iteration, config, template, chat, t0)
         wall_ms = (time.perf_counter() - t_gen) * 1000
         rec = IterationRecord(iteration, step, config.mode, run_id=run.run_id, agent=self.name, retries=run.failures)
         rec.add_stats(result.stats)
@@ -456,7 +503,7 @@ class Agent(Generic[DepsT, OutputT]):
         return result, rec, t0
 
     async def _call_model(self, run: RunState, step: str, iteration: int, config: DecodeConfig,
-                          template: Template | None, prompt: str | None, t0: float) -> GenerationResult:
+                          template: Template | None, chat: list[dict[str, str]], t0: float) -> GenerationResult:
         """The generator call, in a ``chat`` span; a cancelled call (timeout) leaves a partial trace record."""
         kwargs: dict[str, Any] = {}
         stream = token_callback(run.emit, self.generator, iteration, step) if self._streams_tokens else None
@@ -470,7 +517,7 @@ class Agent(Generic[DepsT, OutputT]):
             "agentkit.mode": config.mode, "agentkit.step": step}) if otel else None
         log.debug("run %s: %s step (iteration %d, %s) starts", run.run_id, step, iteration, config.mode)
         try:
-            result = await self.generator.generate(to_chat_with_prompt(run.messages, prompt), config, template,
+            result = await self.generator.generate(chat, config, template,
                                                    draft_callback(run.emit, self.generator, iteration), **kwargs)
         except asyncio.CancelledError as e:
             self._partial(run, step, iteration, config.mode, t0, getattr(e, "partial", None))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -107,7 +108,13 @@ class TestModel(_Fake):
             if m["role"] == "user" and m["content"].startswith("Tool ") and " returned: " in m["content"]:
                 head, _, body = m["content"].partition(" returned: ")
                 results[head[len("Tool "):]] = body
+            elif m["role"] == "user":  # the answer step's restated results (``_steps.results_text``)
+                for found in _RESULT_LINE.finditer(m["content"]):
+                    results[found.group(1)] = found.group(2)
         return compact(results) if results else "success (no tool calls)"
+
+
+_RESULT_LINE = re.compile(r"^(?:- |.*: )?(\w+)\(.*?\) returned (.*)$", re.M)
 
 
 class FunctionModel(_Fake):

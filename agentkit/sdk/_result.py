@@ -9,6 +9,7 @@ from typing import Any, Generic, TypeVar
 from ._context import RunContext, RunUsage
 from ._events import AgentEvent
 from ._messages import ModelMessage, ModelMessagesTypeAdapter, to_chat
+from ._repeat import Results
 from ._settings import ModelSettings
 from ._steps import Plan
 from ._trace import Trace
@@ -73,6 +74,8 @@ class RunState:
     tool_failures: dict[str, int] = field(default_factory=dict)  # per tool, in a row
     plan: Plan | None = None
     spans: dict[str, Any] = field(default_factory=dict)  # OpenTelemetry: "run", "iteration"
+    instructions: str | None = None  # the run's instruction text (without the tools' specs)
+    results: Results = field(default_factory=Results)  # the calls that returned a result (``_repeat.py``)
 
     def context(self, tool_name: str | None = None, model: Any = None) -> RunContext[Any]:
         retry = self.tool_failures.get(tool_name, 0) if tool_name else self.failures

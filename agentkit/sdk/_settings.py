@@ -71,8 +71,10 @@ def apply(config: DecodeConfig, settings: ModelSettings) -> DecodeConfig:
 
 def for_retry(config: DecodeConfig, retry: int) -> DecodeConfig:
     """A retry's config: sampled at ``RETRY_TEMPERATURE`` at least, seeded per retry (reproducible, different);
-    verify mode reproduces greedy AR, so a retry routed there samples in AR instead."""
+    verify mode reproduces greedy AR, so a retry routed there samples in AR instead; a diffusion step's retry
+    decodes in AR too (a canvas that garbled a value tends to garble it again: a second decode in the other
+    distribution is the one that differs)."""
     temperature = max(config.temperature, RETRY_TEMPERATURE)
     seed = (config.seed or 0) + retry
-    mode = "ar" if config.mode == "verify" else config.mode
+    mode = "ar" if config.mode in ("verify", "diffusion") else config.mode
     return replace(config, temperature=temperature, seed=seed, mode=mode)

@@ -165,8 +165,11 @@ def compact(value: Any) -> str:
 # prompts ------------------------------------------------------------------------------------------------------
 
 
+DEFAULT_INSTRUCTIONS = "You are a helpful assistant."
+
+
 def system_prompt(instructions: str | None, tools: list[Tool]) -> str:
-    parts = [instructions or "You are a helpful assistant."]
+    parts = [instructions or DEFAULT_INSTRUCTIONS]
     if tools:
         specs = "\n".join(compact(t.spec) for t in tools)
         parts.append(
@@ -202,8 +205,28 @@ def tool_input_prompt(tool: Tool) -> str:
     return tool.input_prompt or f"Now write the input of {tool.name}: {tool.description}"
 
 
-def reply_prompt() -> str:
-    return "Now answer the task in plain text, using the tool results above."
+def results_text(calls: list[tuple[str, Any, str]]) -> str:
+    """The results so far, each with its call, as the answer step reads them; empty when no call returned one."""
+    if not calls:
+        return ""
+    lines = [f"{tool}({_call_args(args)}) returned {text}" for tool, args, text in calls]
+    if len(lines) == 1:
+        return f"Use this tool result in your answer: {lines[0]}\n"
+    return "Use these tool results in your answer:\n" + "\n".join(f"- {x}" for x in lines) + "\n"
+
+
+def _call_args(args: Any) -> str:
+    if not isinstance(args, dict):
+        return compact(args)
+    return ", ".join(f"{k}={compact(v)}" for k, v in args.items())
+
+
+def reply_prompt(task: str, results: str) -> str:
+    """The answer step's user message after tool calls: the task, the results, and a one-sentence answer (the
+    wording that carried the result into the answer most often on the default model)."""
+    if not results:
+        return f"{task}\n\nAnswer in one or two plain sentences."
+    return f"{task}\n\n{results}Answer in one sentence that gives the result."
 
 
 def observation(tool: str, text: str, *, error: bool = False) -> str:

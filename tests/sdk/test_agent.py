@@ -93,9 +93,10 @@ async def test_message_format_for_tool_calls():
         {"role": "assistant", "content": '{"tool":"final_answer","arguments":{}}'},
         {"role": "assistant", "content": "It is 5."},
     ]
-    # the reply step's prompt is a user message in what is sent, not in the history
-    assert sent[2][-1] == {"role": "user",
-                           "content": "Now answer the task in plain text, using the tool results above."}
+    # the answer step sees no JSON call: the instructions (no tool specs), then the task with the results restated
+    assert sent[2] == [{"role": "system", "content": "Be terse."},
+                       {"role": "user", "content": "2+3?\n\nUse this tool result in your answer: add(a=2, b=3) "
+                                                   "returned 5\nAnswer in one sentence that gives the result."}]
     assert sent[1][-1] == {"role": "user", "content": "Tool add returned: 5"}
     reply_info = model.calls[-1]
     assert (reply_info.step, reply_info.mode, reply_info.template) == ("reply", "ar", None)
@@ -276,7 +277,7 @@ def test_routing_rejects_unknown_mode():
 async def test_max_iterations_raises_with_trace_so_far():
     model = FunctionModel(lambda messages, info: call("add", a=1, b=1))
     with pytest.raises(UsageLimitExceeded) as exc:
-        await Agent(model, tools=[add], limits=Limits(max_iterations=3)).run("loop")
+        await Agent(model, tools=[add], limits=Limits(max_iterations=3), on_repeat="allow").run("loop")
     assert str(exc.value) == "max_iterations=3 reached"
     assert len(exc.value.trace) == 3
 

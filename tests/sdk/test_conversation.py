@@ -95,7 +95,7 @@ async def test_stream_continues_a_conversation():
 async def test_run_errors_carry_the_messages_so_far():
     model = FunctionModel(lambda m, i: {"tool": "add", "arguments": {"a": 1, "b": 1}})
     with pytest.raises(UsageLimitExceeded) as exc:
-        await Agent(model, tools=[add], limits=Limits(max_iterations=2)).run("loop")
+        await Agent(model, tools=[add], limits=Limits(max_iterations=2), on_repeat="allow").run("loop")
     parts = [type(p).__name__ for m in exc.value.messages for p in m.parts]
     assert parts == ["UserPromptPart", "ToolCallPart", "ToolReturnPart", "ToolCallPart", "ToolReturnPart"]
 
