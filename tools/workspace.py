@@ -16,9 +16,11 @@ with the same clean environment and says so in the result's ``isolation`` field.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
+import secrets
 import shlex
 import shutil
 import signal
@@ -30,6 +32,8 @@ from collections.abc import Callable, Iterator
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
 from typing import IO
+
+from agentkit.tools.beneath import DIR_FLAGS, FILE_FLAGS, Resolved, changed, resolve_beneath
 
 from agentkit.constrain.edits import Edit, parse_edits, search_replace_template
 from agentkit.constrain.edits import apply_edits as apply_edit_list
@@ -150,8 +154,8 @@ class Workspace:
 
     # ------------------------------------------------------------------ paths
 
-    def resolve(self, path: str) -> Path:
-        """The absolute path of workspace-relative ``path``, refusing anything that leaves the root."""
+    def _parts(self, path: str) -> list[str]:
+        """The lexically normalised components of workspace-relative ``path``; refuses bad names and escapes."""
         if not isinstance(path, str) or not path.strip() or "\x00" in path:
             raise WorkspaceError(f"invalid path {path!r}", str(path))
         try:
@@ -170,41 +174,70 @@ class Workspace:
         norm = os.path.normpath(path)
         if norm == ".." or norm.startswith("../"):
             raise WorkspaceError(f"{path!r}: escapes the workspace root", path)
-        full = (self.root / norm).resolve()
-        if full != self.root and self.root not in full.parents:
-            raise WorkspaceError(f"{path!r}: resolves outside the workspace root (through a symlink)", path)
-        return full
+        return [p for p in norm.split("/") if p not in ("", ".")]
+
+    def _walk(self, path: str, *, create_dirs: bool = False) -> Resolved:
+        """Resolve ``path`` race-free from a descriptor of the root (see ``agentkit.tools.beneath``)."""
+        return resolve_beneath(str(self.root), self._parts(path), path, create_dirs=create_dirs)
+
+    def resolve(self, path: str) -> Path:
+        """The absolute path of workspace-relative ``path`` (symlinks inside resolved), refusing anything that
+        leaves the root. Informational: the tools themselves never open a path string (see ``_walk``)."""
+        with self._walk(path) as r:
+            return self.root.joinpath(*r.parts)
 
     def rel(self, full: Path) -> str:
         """Workspace-relative posix form of an absolute path inside the root."""
         return full.relative_to(self.root).as_posix() or "."
 
-    def _iter_files(self, base: Path) -> Iterator[Path]:
-        """Files under ``base`` in sorted order, skipping tool/VCS directories and links leading outside."""
-        for dirpath, dirnames, filenames in os.walk(base):
-            dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
-            for name in sorted(filenames):
-                p = Path(dirpath, name)
-                if p.is_symlink():
-                    target = p.resolve()
-                    if self.root not in target.parents or not target.is_file():
+    def _iter_files(self, base_rel: str) -> Iterator[str]:
+        """Workspace-relative paths of the files under ``base_rel`` in sorted order, skipping tool/VCS directories
+        and symlinks that lead outside or to no regular file. Walked by descriptors (``os.fwalk``): a directory
+        swapped for a symlink mid-walk is not descended into."""
+        with self._walk(base_rel) as r:
+            base_fd = os.open(r.name or ".", DIR_FLAGS, dir_fd=r.dir_fd)
+            prefix = r.parts
+        try:
+            for dirpath, dirnames, filenames, dir_fd in os.fwalk(".", dir_fd=base_fd):
+                dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
+                here = [*prefix, *[p for p in dirpath.split("/") if p not in ("", ".")]]
+                for name in sorted(filenames):
+                    rel = "/".join([*here, name])
+                    if self._linked_file_outside(name, dir_fd, rel):
                         continue
-                yield p
+                    yield rel
+        finally:
+            os.close(base_fd)
 
-    def _writable(self, full: Path, path: str) -> None:
+    def _linked_file_outside(self, name: str, dir_fd: int, rel: str) -> bool:
+        """Whether ``name`` is a symlink that does not resolve to a regular file inside the root."""
+        try:
+            if not stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode):
+                return False
+            with self._walk(rel) as r:
+                return not stat.S_ISREG(os.stat(r.name, dir_fd=r.dir_fd, follow_symlinks=False).st_mode)
+        except (OSError, WorkspaceError):
+            return True
+
+    def _writable(self, parts: list[str], path: str) -> None:
         """Refuse writes under ``.git/`` (read-only to agents: hooks and config there run code)."""
-        if ".git" in full.relative_to(self.root).parts:
+        if ".git" in parts:
             raise WorkspaceError(f"{path!r}: .git/ is read-only to the workspace tools", path)
 
-    def _read_bytes(self, full: Path, path: str) -> bytes:
-        """The file's bytes, read through one descriptor that is checked: a regular file, not a symlink, one hard
-        link only (a second link could be an outside file's), within the size limit, not binary."""
-        try:
-            fd = os.open(full, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-        except OSError as err:
-            if err.errno == errno.ENAMETOOLONG:
-                raise WorkspaceError(f"{path[:80]!r}: name too long", path[:80]) from None
-            raise WorkspaceError(f"{path!r}: no such file", path) from None
+    def _read_bytes(self, path: str) -> tuple[str, bytes]:
+        """The canonical relative path and bytes of a file, read through one descriptor opened race-free and then
+        checked: a regular file, not a symlink, one hard link only (a second link could be an outside file's),
+        within the size limit, not binary."""
+        with self._walk(path) as r:
+            try:
+                fd = os.open(r.name, os.O_RDONLY | FILE_FLAGS, dir_fd=r.dir_fd)
+            except OSError as err:
+                if err.errno == errno.ELOOP:  # became a symlink after the walk looked at it
+                    raise changed(path) from None
+                if err.errno == errno.ENAMETOOLONG:
+                    raise WorkspaceError(f"{path[:80]!r}: name too long", path[:80]) from None
+                raise WorkspaceError(f"{path!r}: no such file", path) from None
+            rel = r.rel
         with os.fdopen(fd, "rb") as f:
             st = os.fstat(f.fileno())
             if not stat.S_ISREG(st.st_mode):
@@ -220,12 +253,12 @@ class Workspace:
             raise WorkspaceError(f"{path!r}: file grew over the {self.max_file_bytes}-byte limit", path)
         if b"\x00" in data[:8192]:
             raise WorkspaceError(f"{path!r}: binary file", path)
-        return data
+        return rel, data
 
-    def _read_text(self, path: str) -> tuple[Path, str]:
-        full = self.resolve(path)
+    def _read_text(self, path: str) -> tuple[str, str]:
+        rel, data = self._read_bytes(path)
         try:
-            return full, self._read_bytes(full, path).decode("utf-8")
+            return rel, data.decode("utf-8")
         except UnicodeDecodeError:
             raise WorkspaceError(f"{path!r}: not UTF-8 text", path) from None
 
@@ -242,14 +275,16 @@ class Workspace:
         Returns:
             Sorted workspace-relative paths; a last entry says how many more were left out.
         """
-        base = self.resolve(subdir)
-        if not base.is_dir():
-            raise WorkspaceError(f"{subdir!r}: not a directory", subdir)
+        _check_types("list_files", subdir=(subdir, str), pattern=(pattern, str))
+        with self._walk(subdir) as r:
+            st = _stat_at(r)
+            if st is None or not stat.S_ISDIR(st.st_mode):
+                raise WorkspaceError(f"{subdir!r}: not a directory", subdir)
+            base = "" if not r.parts else r.rel + "/"
         out, chars, more = [], 0, 0
-        for p in self._iter_files(base):
-            if not _glob_match(pattern, p.relative_to(base).as_posix()):
+        for rel in self._iter_files(subdir):
+            if not _glob_match(pattern, rel[len(base):]):
                 continue
-            rel = self.rel(p)
             if len(out) >= MAX_LIST_ENTRIES or chars + len(rel) + 1 > self.max_output_chars:
                 more += 1
                 continue
@@ -273,6 +308,8 @@ class Workspace:
         Returns:
             The text, cut to the output limit with a note saying where to continue.
         """
+        _check_types("read_file", path=(path, str), start_line=(start_line, int | None),
+                     end_line=(end_line, int | None), line_numbers=(line_numbers, bool))
         _, text = self._read_text(path)
         lines = text.splitlines(keepends=True)
         if not lines:
@@ -304,6 +341,7 @@ class Workspace:
         Returns:
             ``path:line: text`` entries; a last entry says when more matches were left out.
         """
+        _check_types("search_text", regex=(regex, str), path_glob=(path_glob, str), max_matches=(max_matches, int))
         try:
             regex.encode("utf-8")
             rx = _compile_user_regex(regex)
@@ -315,13 +353,12 @@ class Workspace:
         limit = max(1, min(max_matches, MAX_SEARCH_MATCHES))
         out: list[str] = []
         chars = 0
-        for p in self._iter_files(self.root):
-            rel = self.rel(p)
+        for rel in self._iter_files("."):
             if not _glob_match(path_glob, rel):
                 continue
             try:
-                text = self._read_bytes(p.resolve() if p.is_symlink() else p, rel).decode("utf-8", errors="replace")
-            except WorkspaceError:  # too big or binary: not searched
+                text = self._read_bytes(rel)[1].decode("utf-8", errors="replace")
+            except WorkspaceError:  # too big, binary or changed meanwhile: not searched
                 continue
             for n, line in enumerate(text.splitlines(), 1):
                 if rx.search(line[:MAX_LINE_SCAN]) is None:
@@ -344,10 +381,9 @@ class Workspace:
         Returns:
             A one-line confirmation.
         """
-        full = self.resolve(path)
-        self._writable(full, path)
-        if full.exists() or full.is_symlink():
-            raise WorkspaceError(f"{path!r}: already exists; change it with apply_edits", path)
+        _check_types("write_file", path=(path, str), content=(content, str))
+        parts = self._parts(path)
+        self._writable(parts, path)
         try:
             data = content.encode("utf-8")
         except UnicodeEncodeError as err:
@@ -357,11 +393,20 @@ class Workspace:
             raise WorkspaceError(
                 f"{path!r}: content is {len(data)} bytes, over the {self.max_file_bytes}-byte limit", path
             )
-        full.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        with self._walk(path, create_dirs=True) as r:
+            self._writable(r.parts, path)
+            if r.exists or not r.name:
+                raise WorkspaceError(f"{path!r}: already exists; change it with apply_edits", path)
+            try:
+                fd = os.open(r.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | FILE_FLAGS, 0o644, dir_fd=r.dir_fd)
+            except FileExistsError:
+                raise WorkspaceError(f"{path!r}: already exists; change it with apply_edits", path) from None
+            except OSError as err:
+                raise WorkspaceError(f"{path!r}: cannot create: {err.strerror}", path) from None
+            rel = r.rel
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        return f"wrote {self.rel(full)} ({len(content.splitlines())} lines, {len(data)} bytes)"
+        return f"wrote {rel} ({len(content.splitlines())} lines, {len(data)} bytes)"
 
     def apply_edits(self, edits: str) -> str:
         """Apply SEARCH/REPLACE edit blocks to existing files; all of them or, on any error, none.
@@ -375,6 +420,7 @@ class Workspace:
         Returns:
             A summary of the files changed, with a note for each SEARCH text found more than once.
         """
+        _check_types("apply_edits", edits=(edits, str))
         parsed = parse_edits(edits)
         if not parsed:
             raise EditError(f"no edit block found: expected a path line, then {'<<<<<<< SEARCH'!r} ... >>>>>>> REPLACE")
@@ -383,14 +429,12 @@ class Workspace:
     def apply_edit_list(self, edits: list[Edit]) -> str:
         """Apply parsed ``Edit`` objects (see ``apply_edits``); not an agent tool."""
         files: dict[str, str] = {}
-        fulls: dict[str, Path] = {}
         canon: list[Edit] = []
         for e in edits:
-            full = self.resolve(e.path)
-            self._writable(full, e.path)
-            rel = self.rel(full)
-            if rel not in files:
-                fulls[rel], files[rel] = self._read_text(e.path)
+            self._writable(self._parts(e.path), e.path)
+            rel, text = self._read_text(e.path)
+            self._writable(rel.split("/"), e.path)
+            files.setdefault(rel, text)
             canon.append(Edit(rel, e.search, e.replace))
         notes: list[str] = []
         new = apply_edit_list(files, canon, notes)
@@ -406,16 +450,30 @@ class Workspace:
         for rel, text in new.items():
             if text == files[rel]:
                 continue
-            full = fulls[rel]
-            fd, tmp = tempfile.mkstemp(dir=full.parent, prefix=f".{full.name}.", suffix=".tmp")
-            with os.fdopen(fd, "wb") as f:
-                f.write(text.encode("utf-8"))
-            os.chmod(tmp, full.stat().st_mode & 0o7777)
-            os.replace(tmp, full)
+            self._replace(rel, text.encode("utf-8"))
             delta = text.count("\n") - files[rel].count("\n")
             changed.append(f"{rel} ({delta:+d} lines)")
         summary = f"applied {len(edits)} edit(s); changed: {', '.join(changed) or 'nothing'}"
         return "\n".join([summary, *notes])
+
+    def _replace(self, rel: str, data: bytes) -> None:
+        """Write ``data`` to a temporary file beside ``rel`` and rename it over ``rel``, all by directory
+        descriptor (a parent swapped for a symlink meanwhile fails the walk instead of being followed)."""
+        with self._walk(rel) as r:
+            st = _stat_at(r)
+            if st is None or not stat.S_ISREG(st.st_mode):
+                raise changed(rel)
+            tmp = f".{r.name[:200]}.{secrets.token_hex(6)}.tmp"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | FILE_FLAGS, 0o600, dir_fd=r.dir_fd)
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                    os.fchmod(f.fileno(), st.st_mode & 0o7777)
+                os.replace(tmp, r.name, src_dir_fd=r.dir_fd, dst_dir_fd=r.dir_fd)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp, dir_fd=r.dir_fd)
+                raise
 
     def run_command(self, argv: list[str]) -> dict[str, object]:
         """Run an allow-listed command in the workspace root (no shell, bounded time and output); not a tool.
@@ -486,8 +544,30 @@ class Workspace:
 
     def edit_template(self, paths: list[str], max_edits: int = 4, max_search_lines: int = 20) -> Template:
         """A search/replace ``Template`` over the current contents of ``paths`` (see ``agentkit.constrain.edits``)."""
-        files = {self.rel(self.resolve(p)): self._read_text(p)[1] for p in paths}
+        files = dict(self._read_text(p) for p in paths)
         return search_replace_template(files, max_edits=max_edits, max_search_lines=max_search_lines)
+
+
+def _stat_at(r: Resolved) -> os.stat_result | None:
+    """``lstat`` of a resolved entry (the root itself when ``r.name`` is empty); None when missing."""
+    try:
+        return os.stat(r.name or ".", dir_fd=r.dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+
+
+def _check_types(tool: str, **args: tuple[object, object]) -> None:
+    """A typed error for an argument of the wrong type (``read_file("a.txt", "1")``), naming tool, argument and
+    the type given; ``bool`` is not accepted where an ``int`` is asked."""
+    for name, (value, want) in args.items():
+        if isinstance(value, bool) and want is not bool:
+            ok = False
+        else:
+            ok = isinstance(value, want)  # type: ignore[arg-type]
+        if not ok:
+            shown = getattr(want, "__name__", None) or str(want).replace("NoneType", "None")
+            raise WorkspaceError(f"{tool}: argument {name!r} must be {shown}, got {type(value).__name__} "
+                                 f"{value!r:.60}")
 
 
 def _shown(text: str) -> str:
