@@ -7,11 +7,14 @@ allow-listed prefix. Files with more than one hard link are refused (one could a
 names too long or not encodable are refused, ``.git/`` is read-only to the tools, and searches use RE2 (linear
 time: no catastrophic backtracking). Globs hold at most :data:`MAX_GLOB_STARS` ``**``.
 
-``run_tests`` runs the test command isolated by the OS where Linux user namespaces are available (``unshare`` from
-util-linux): no network (an empty network namespace), a PID namespace (nothing it starts survives the kill), every
-mount read-only except the workspace and a private temporary directory, and a clean environment (an allow-list,
-:data:`ENV_ALLOW`). Where ``unshare`` is missing or namespaces are disabled it falls back to a plain process group
-with the same clean environment and says so in the result's ``isolation`` field.
+File tools never open a path string: each path is walked component by component from a descriptor of the root
+(``agentkit.tools.beneath``), so a directory swapped for a symlink mid-call is never followed; every failure, a symlink
+loop or an argument of the wrong type included, is a ``WorkspaceError``.
+
+``run_tests`` runs the test command in an OS sandbox (``agentkit.tools.sandbox``: bubblewrap where it runs, else
+``unshare``, else a plain process group; ``Workspace.isolation`` and each result say which) with a clean environment
+(an allow-list), resource limits (``agentkit.tools.limits.SandboxLimits``) and the workspace's control paths
+(``.git``, venvs) read-only. See docs/sandbox.md.
 """
 
 from __future__ import annotations
@@ -22,7 +25,6 @@ import os
 import re
 import secrets
 import shlex
-import shutil
 import signal
 import stat
 import subprocess
@@ -33,7 +35,10 @@ from functools import lru_cache
 from pathlib import Path, PurePosixPath
 from typing import IO
 
+from agentkit.tools import control_paths
 from agentkit.tools.beneath import DIR_FLAGS, FILE_FLAGS, Resolved, changed, resolve_beneath
+from agentkit.tools.limits import PidsCgroup, SandboxLimits, describe_hit, limits_hit
+from agentkit.tools.sandbox import DESCRIPTIONS, pick_mode, prepare
 
 from agentkit.constrain.edits import Edit, parse_edits, search_replace_template
 from agentkit.constrain.edits import apply_edits as apply_edit_list
@@ -50,7 +55,6 @@ MAX_GLOB_STARS = 4  # ``**`` in one glob
 MAX_GLOB_CHARS = 256
 MAX_NAME_BYTES = 255  # one path component (NAME_MAX)
 MAX_PATH_BYTES = 4096
-ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "SYSTEMROOT", "PYTHONHASHSEED")
 # pytest options that could point it outside the workspace or load arbitrary plugins/config
 REFUSED_OPTIONS = ("-o", "--override-ini", "-p", "-c", "--config-file", "--rootdir", "--confcutdir", "--basetemp",
                    "--debug", "--junit-xml", "--junitxml", "--result-log", "--resultlog")
@@ -131,6 +135,12 @@ class Workspace:
         allowed_commands: argv prefixes that may be run; the first is the test command of ``run_tests``.
             A leading ``python``/``python3`` runs the current interpreter.
         command_timeout_s: wall-clock limit of a command; its whole process group is killed after it.
+        limits: memory, process, file-size, CPU and /tmp limits of a command (``SandboxLimits``; its defaults).
+        isolation: the sandbox of commands: ``"auto"`` (the best available: bwrap, then unshare, then none) or
+            one of ``"bwrap"``, ``"unshare"``, ``"none"`` (an unavailable one is an error). The mode chosen is
+            ``self.isolation``; what it enforces is in ``agentkit.tools.sandbox`` and docs/sandbox.md.
+        sandbox_ro_paths: more host paths the tests need, bound read-only into the bwrap sandbox (by default only
+            system dirs and the Python installation, venv and ``sys.path`` are).
     """
 
     def __init__(
@@ -141,6 +151,9 @@ class Workspace:
         max_output_chars: int = 8_000,
         allowed_commands: tuple[tuple[str, ...], ...] = (("python", "-m", "pytest"),),
         command_timeout_s: float = 60,
+        limits: SandboxLimits | None = None,
+        isolation: str = "auto",
+        sandbox_ro_paths: tuple[str, ...] = (),
     ) -> None:
         if not Path(root).is_dir():
             raise WorkspaceError(f"workspace root {str(root)!r} is not a directory", str(root))
@@ -151,6 +164,9 @@ class Workspace:
         if not self.allowed_commands or not all(self.allowed_commands):
             raise WorkspaceError("allowed_commands needs at least one non-empty argv prefix")
         self.command_timeout_s = command_timeout_s
+        self.limits = limits or SandboxLimits()
+        self.isolation = pick_mode(isolation)
+        self.sandbox_ro_paths = tuple(sandbox_ro_paths)
 
     # ------------------------------------------------------------------ paths
 
@@ -476,46 +492,64 @@ class Workspace:
                 raise
 
     def run_command(self, argv: list[str]) -> dict[str, object]:
-        """Run an allow-listed command in the workspace root (no shell, bounded time and output); not a tool.
+        """Run an allow-listed command in the workspace root (no shell, bounded time, output and resources, in the
+        sandbox of ``self.isolation``); not a tool.
 
-        Returns ``{"command", "exit_code", "timed_out", "output"}``; a timed-out command has a negative code.
+        Returns ``{"command", "exit_code", "timed_out", "output", "isolation", "limits_hit", "control_paths"}``: a
+        timed-out or killed command has a negative code; ``limits_hit`` names the ``SandboxLimits`` fields that
+        stopped it; ``control_paths`` says what the run did to ``.git`` and other control paths (and what was undone).
         """
-        if not argv or not all(isinstance(a, str) for a in argv):
+        exe = self._checked_argv(argv)
+        before = control_paths.take(self.root)
+        cgroup = PidsCgroup(self.limits.max_processes)
+        try:
+            with tempfile.TemporaryFile() as out, tempfile.TemporaryDirectory(prefix="agentkit-ws-") as tmp:
+                run = prepare(self.isolation, self.root, tmp, exe, self.limits, cgroup, self.sandbox_ro_paths)
+                code, timed_out = self._run(run.argv, run.env, out)
+                output = self._read_output(out)
+            hit = limits_hit(self.limits, code, timed_out, output, cgroup)
+        finally:
+            cgroup.remove()
+        notes = control_paths.settle(self.root, before, restore=self.isolation == "none")
+        if timed_out:
+            output += f"\n[command timed out after {self.command_timeout_s} s and was killed]"
+        if hit:
+            output += describe_hit(self.limits, hit)
+        if notes:
+            output += "\n[sandbox: " + "; ".join(notes) + "]"
+        return {"command": shlex.join(argv), "exit_code": code, "timed_out": timed_out, "output": output,
+                "isolation": DESCRIPTIONS[self.isolation], "limits_hit": hit, "control_paths": notes}  # fmt: skip
+
+    def _checked_argv(self, argv: list[str]) -> list[str]:
+        """The argv to execute for ``argv`` (a leading ``python`` is this interpreter), after the allow-list."""
+        if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
             raise WorkspaceError(f"invalid command {argv!r}")
         prefix = next((c for c in self.allowed_commands if tuple(argv[: len(c)]) == c), None)
         if prefix is None:
             allowed = "; ".join(shlex.join(c) for c in self.allowed_commands)
             raise WorkspaceError(f"command {shlex.join(argv)!r} is not allowed (allowed prefixes: {allowed})")
         _check_args(argv[len(prefix) :])
-        exe = [sys.executable, *argv[1:]] if argv[0] in ("python", "python3") else list(argv)
-        with tempfile.TemporaryFile() as out, tempfile.TemporaryDirectory(prefix="agentkit-ws-") as tmp:
-            env = {k: v for k, v in os.environ.items() if k in ENV_ALLOW}
-            env.update(PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1", HOME=tmp, TMPDIR=tmp)
-            isolation = "unshare: no network, own PID namespace, read-only outside the workspace" if _unshare_ok() \
-                else "none: unshare or user namespaces unavailable (clean environment and process group only)"
-            if _unshare_ok():
-                exe = [*_UNSHARE, "sh", "-c", _SANDBOX_SH, "sandbox", str(self.root), tmp, *exe]
-            try:
-                proc = subprocess.Popen(exe, cwd=self.root, stdin=subprocess.DEVNULL, stdout=out,
-                                        stderr=subprocess.STDOUT, env=env, start_new_session=True)  # fmt: skip
-            except OSError as err:
-                raise WorkspaceError(f"cannot run {argv[0]!r}: {err}") from None
-            timed_out = False
-            try:
-                code = proc.wait(timeout=self.command_timeout_s)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-            finally:
-                try:  # the whole group: a hung test, and whatever it started
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                code = proc.wait()
-            output = self._read_output(out)
-        if timed_out:
-            output += f"\n[command timed out after {self.command_timeout_s} s and was killed]"
-        return {"command": shlex.join(argv), "exit_code": code, "timed_out": timed_out, "output": output,
-                "isolation": isolation}
+        return [sys.executable, *argv[1:]] if argv[0] in ("python", "python3") else list(argv)
+
+    def _run(self, argv: list[str], env: dict[str, str], out: IO[bytes]) -> tuple[int, bool]:
+        """Run to completion or the timeout; the whole process group is killed either way."""
+        try:
+            proc = subprocess.Popen(argv, cwd=self.root, stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.STDOUT, env=env, start_new_session=True)  # fmt: skip
+        except (OSError, subprocess.SubprocessError) as err:
+            raise WorkspaceError(f"cannot run {argv[-1]!r} in the {self.isolation!r} sandbox: {err}") from None
+        timed_out = False
+        try:
+            proc.wait(timeout=self.command_timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        finally:
+            try:  # the whole group: a hung test, and whatever it started
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            code = proc.wait()
+        return code, timed_out
 
     def _read_output(self, out: IO[bytes]) -> str:
         limit = self.max_output_chars
@@ -587,34 +621,6 @@ def _check_args(args: list[str]) -> None:
         if opt in REFUSED_OPTIONS or any(arg.startswith(o) for o in REFUSED_OPTIONS if len(o) == 2):
             raise WorkspaceError(f"option {arg!r} is not allowed for the test command (refused: "
                                  f"{', '.join(REFUSED_OPTIONS)}; -p only as -p no:NAME)", arg)
-
-
-# inside the namespaces: the workspace and a private tmp stay writable, every other mount becomes read-only
-_SANDBOX_SH = r"""
-set -e
-ws="$1"; tmp="$2"; shift 2
-mount --bind "$ws" "$ws"
-mount --bind "$tmp" "$tmp"
-for m in $(awk '{print $2}' /proc/self/mounts | sort -u); do
-  [ "$m" = "$ws" ] || [ "$m" = "$tmp" ] || mount -o remount,bind,ro "$m" 2>/dev/null || true
-done
-cd "$ws"
-exec "$@"
-"""
-_UNSHARE = ("unshare", "--user", "--map-root-user", "--mount", "--net", "--pid", "--fork", "--kill-child",
-            "--mount-proc")
-
-
-@lru_cache(maxsize=1)
-def _unshare_ok() -> bool:
-    """Whether ``unshare`` runs here with user, mount, network and PID namespaces (probed once)."""
-    if sys.platform != "linux" or shutil.which("unshare") is None or shutil.which("sh") is None:
-        return False
-    try:
-        return subprocess.run([*_UNSHARE, "sh", "-c", "mount --bind / / 2>/dev/null; exit 0"], timeout=10,
-                              stdin=subprocess.DEVNULL, capture_output=True, check=False).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        return False
 
 
 def workspace_tools(ws: Workspace) -> list[Callable[..., object]]:
