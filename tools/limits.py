@@ -175,6 +175,25 @@ def limits_hit(limits: SandboxLimits, code: int, timed_out: bool, output: str, c
     return hit
 
 
+def enforcement(limits: SandboxLimits, mode: str, cgroup: PidsCgroup) -> dict[str, str]:
+    """How each limit is enforced in this run (or why it is not), for the result."""
+    out = {}
+    for name, how in (("memory_bytes", "RLIMIT_AS"), ("max_file_bytes", "RLIMIT_FSIZE"), ("cpu_seconds", "RLIMIT_CPU")):
+        out[name] = f"{how}={getattr(limits, name)}" if getattr(limits, name) is not None else "not set"
+    n = limits.max_processes
+    ways = []
+    if n is not None and cgroup.path is not None:
+        ways.append(f"pids.max={n} (cgroup)")
+    if n is not None and mode != "none" and os.getuid() != 0:
+        ways.append(f"RLIMIT_NPROC={n} (in the sandbox's user namespace)")
+    out["max_processes"] = " and ".join(ways) or ("not set" if n is None else
+                                                   "not enforced (uid 0 is exempt from RLIMIT_NPROC, or no user "
+                                                   "namespace; and no pids cgroup could be made)")  # fmt: skip
+    out["tmp_bytes"] = (f"tmpfs size={limits.tmp_bytes}" if mode == "bwrap" else
+                        "not enforced (the private temporary directory lies on the host's /tmp)")  # fmt: skip
+    return out
+
+
 def describe_hit(limits: SandboxLimits, hit: list[str]) -> str:
     shown = ", ".join(f"{name}={getattr(limits, name)}" for name in hit)
     return f"\n[sandbox: the run was stopped by a resource limit: {shown} (see SandboxLimits)]"

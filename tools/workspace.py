@@ -37,7 +37,7 @@ from typing import IO
 
 from agentkit.tools import control_paths
 from agentkit.tools.beneath import DIR_FLAGS, FILE_FLAGS, Resolved, changed, resolve_beneath
-from agentkit.tools.limits import PidsCgroup, SandboxLimits, describe_hit, limits_hit
+from agentkit.tools.limits import PidsCgroup, SandboxLimits, describe_hit, enforcement, limits_hit
 from agentkit.tools.sandbox import DESCRIPTIONS, pick_mode, prepare
 
 from agentkit.constrain.edits import Edit, parse_edits, search_replace_template
@@ -495,9 +495,10 @@ class Workspace:
         """Run an allow-listed command in the workspace root (no shell, bounded time, output and resources, in the
         sandbox of ``self.isolation``); not a tool.
 
-        Returns ``{"command", "exit_code", "timed_out", "output", "isolation", "limits_hit", "control_paths"}``: a
-        timed-out or killed command has a negative code; ``limits_hit`` names the ``SandboxLimits`` fields that
-        stopped it; ``control_paths`` says what the run did to ``.git`` and other control paths (and what was undone).
+        Returns ``{"command", "exit_code", "timed_out", "output", "isolation", "limits_hit", "limits",
+        "control_paths"}``: a timed-out or killed command has a negative code; ``limits_hit`` names the
+        ``SandboxLimits`` fields that stopped it, ``limits`` how each is enforced here; ``control_paths`` says what
+        the run did to ``.git`` and other control paths (and what was undone).
         """
         exe = self._checked_argv(argv)
         before = control_paths.take(self.root)
@@ -508,6 +509,7 @@ class Workspace:
                 code, timed_out = self._run(run.argv, run.env, out)
                 output = self._read_output(out)
             hit = limits_hit(self.limits, code, timed_out, output, cgroup)
+            enforced = enforcement(self.limits, self.isolation, cgroup)
         finally:
             cgroup.remove()
         notes = control_paths.settle(self.root, before, restore=self.isolation == "none")
@@ -518,7 +520,8 @@ class Workspace:
         if notes:
             output += "\n[sandbox: " + "; ".join(notes) + "]"
         return {"command": shlex.join(argv), "exit_code": code, "timed_out": timed_out, "output": output,
-                "isolation": DESCRIPTIONS[self.isolation], "limits_hit": hit, "control_paths": notes}  # fmt: skip
+                "isolation": DESCRIPTIONS[self.isolation], "limits_hit": hit, "limits": enforced,
+                "control_paths": notes}  # fmt: skip
 
     def _checked_argv(self, argv: list[str]) -> list[str]:
         """The argv to execute for ``argv`` (a leading ``python`` is this interpreter), after the allow-list."""
@@ -572,6 +575,8 @@ class Workspace:
             ``exit_code`` (0 when all tests pass; negative when killed), ``timed_out``, and the ``output``
             (head and tail kept when long).
         """
+        if args is not None and (not isinstance(args, list) or not all(isinstance(a, str) for a in args)):
+            raise WorkspaceError(f"run_tests: argument 'args' must be a list of strings or None, got {args!r:.80}")
         return self.run_command([*self.allowed_commands[0], *(args or [])])
 
     # ------------------------------------------------------------------ helpers for constrained decoding
