@@ -1,7 +1,7 @@
 """The symlink-swap race against the workspace file tools (issue 36, item 5).
 
 A swapper process exchanges a directory inside the workspace (``d``, holding ``f.txt`` = INSIDE) with a symlink to a
-directory outside it (``l`` -> outside/, holding ``f.txt`` = SECRET and ``only_outside.txt``) in a tight loop
+directory outside it (``l`` -> outside/, holding ``f.txt`` = INSIDE, SECRET and ``only_outside.txt``) in a tight loop
 (``renameat2(RENAME_EXCHANGE)`` through ctypes; three renames where libc lacks it) while this process calls
 ``read_file``, ``write_file``, ``list_files``, ``search_text`` and ``apply_edits`` on paths under ``d/``.
 Counts: calls, successes, typed errors (``AgentkitError``: ``WorkspaceError``, ``EditError``), untyped errors, and reads, listings or writes that
@@ -26,6 +26,7 @@ from pathlib import Path
 
 from agentkit.errors import AgentkitError
 
+OUTSIDE_TEXT = "INSIDE\nSECRET\n"  # an edit of d/f.txt (INSIDE -> INSIDE, edited) would apply here too
 SWAPPER = r"""
 import ctypes, os, sys, time
 a, b, stop = os.fsencode(sys.argv[1]), os.fsencode(sys.argv[2]), time.monotonic() + float(sys.argv[3])
@@ -48,7 +49,7 @@ def _setup(base: Path) -> tuple[Path, Path]:
     (root / "d").mkdir(parents=True)
     outside.mkdir()
     (root / "d" / "f.txt").write_text("INSIDE\n")
-    (outside / "f.txt").write_text("SECRET\n")
+    (outside / "f.txt").write_text(OUTSIDE_TEXT)
     (outside / "only_outside.txt").write_text("SECRET\n")
     (root / "l").symlink_to(outside, target_is_directory=True)
     return root, outside
@@ -72,7 +73,7 @@ def _one(ws, i: int, counts: Counter) -> None:
         ("write", lambda: ws.write_file(f"d/w{i}.txt", "x\n")),
         ("list", lambda: ws.list_files("d")),
         ("search", lambda: ws.search_text("SECRET|INSIDE", "d/**")),
-        ("edit", lambda: ws.apply_edits(f"d/f.txt\n<<<<<<< SEARCH\nINSIDE\n=======\nINSIDE\n>>>>>>> REPLACE\n")),
+        ("edit", lambda: ws.apply_edits("d/f.txt\n<<<<<<< SEARCH\nINSIDE\n=======\nINSIDE\nedited\n>>>>>>> REPLACE\n")),
     )
     for kind, call in calls:
         counts["calls"] += 1
@@ -87,7 +88,7 @@ def _one(ws, i: int, counts: Counter) -> None:
             counts[f"untyped:{type(err).__name__}"] += 1
             continue
         counts["ok"] += 1
-        if "SECRET" in str(out) or "only_outside" in str(out):
+        if kind != "edit" and ("SECRET" in str(out) or "only_outside" in str(out)):
             counts[f"outside_{kind}s"] += 1
 
 
@@ -107,7 +108,8 @@ def race(seconds: float, impl: str | None = None) -> dict[str, object]:
             i += 1
         swaps, how = (swapper.stdout.read().split() + ["0", "?"])[:2]
         leaked = sorted(set(os.listdir(outside)) - {"f.txt", "only_outside.txt"})
-        counts["outside_writes"] += len(leaked) + ((outside / "f.txt").read_text() != "SECRET\n")
+        counts["outside_writes"] += len(leaked)
+        counts["outside_edits"] += (outside / "f.txt").read_text() != OUTSIDE_TEXT
         for key in ("outside_reads", "outside_lists", "outside_searchs", "outside_edits", "untyped_errors"):
             counts[key] += 0
         return {"seconds": round(time.monotonic() - t0, 2), "swaps": int(swaps), "swap_call": how,

@@ -66,7 +66,7 @@ def resolve_beneath(root: str, rel_parts: list[str], path: str, *, create_dirs: 
     ``create_dirs`` creates missing directories on the way (not the last component). The last component may be
     missing (``exists`` is then False); a missing directory on the way is a "no such file" error.
     """
-    stack = [_open_dir(root, None, path)]
+    stack = [open_dir(root, None, path)]
     names: list[str] = []
     todo = list(reversed(rel_parts))  # a stack: the next component is todo[-1]
     links = 0
@@ -103,7 +103,7 @@ def resolve_beneath(root: str, rel_parts: list[str], path: str, *, create_dirs: 
                 if not create_dirs:
                     raise WorkspaceError(f"{path!r}: no such file or directory", path)
                 _mkdir(part, stack[-1], path)
-            stack.append(_open_dir(part, stack[-1], path))
+            stack.append(open_dir(part, stack[-1], path))
             names.append(part)
         return Resolved(stack.pop(), "", names)
     finally:
@@ -111,7 +111,8 @@ def resolve_beneath(root: str, rel_parts: list[str], path: str, *, create_dirs: 
             os.close(fd)
 
 
-def _open_dir(name: str, dir_fd: int | None, path: str) -> int:
+def open_dir(name: str, dir_fd: int | None, path: str) -> int:
+    """``name`` (relative to ``dir_fd``) opened as a directory without following a symlink; typed errors."""
     try:
         return os.open(name, DIR_FLAGS, dir_fd=dir_fd)
     except OSError as err:

@@ -36,7 +36,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO
 
 from agentkit.tools import control_paths
-from agentkit.tools.beneath import DIR_FLAGS, FILE_FLAGS, Resolved, changed, resolve_beneath
+from agentkit.tools.beneath import FILE_FLAGS, Resolved, changed, open_dir, resolve_beneath
 from agentkit.tools.limits import PidsCgroup, SandboxLimits, describe_hit, enforcement, limits_hit
 from agentkit.tools.sandbox import DESCRIPTIONS, pick_mode, prepare
 
@@ -211,7 +211,7 @@ class Workspace:
         and symlinks that lead outside or to no regular file. Walked by descriptors (``os.fwalk``): a directory
         swapped for a symlink mid-walk is not descended into."""
         with self._walk(base_rel) as r:
-            base_fd = os.open(r.name or ".", DIR_FLAGS, dir_fd=r.dir_fd)
+            base_fd = open_dir(r.name or ".", r.dir_fd, base_rel)
             prefix = r.parts
         try:
             for dirpath, dirnames, filenames, dir_fd in os.fwalk(".", dir_fd=base_fd):
