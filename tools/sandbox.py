@@ -89,8 +89,9 @@ ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "SYSTEMROOT", "
 
 
 def bwrap_argv(root: Path, tmp: str, inner: list[str], limits: SandboxLimits, ro_paths: tuple[str, ...]) -> list[str]:
-    """bubblewrap's argv; order matters: ``/tmp`` first (the workspace may lie under the host's /tmp), then the
-    workspace read-write, then what must stay read-only inside it (Python dirs, control paths)."""
+    """bubblewrap's argv; order matters (a later mount covers an earlier one): ``/tmp`` and the read-only Python
+    dirs first (the workspace may lie under either), then the workspace read-write, then what must stay read-only
+    inside it (Python dirs there, control paths)."""
     a = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
          "--hostname", "sandbox"]  # fmt: skip
     for d in SYSTEM_DIRS:
@@ -101,11 +102,12 @@ def bwrap_argv(root: Path, tmp: str, inner: list[str], limits: SandboxLimits, ro
     a += [x for f in ETC_FILES if os.path.exists(f) for x in ("--ro-bind", f, f)]
     a += ["--ro-bind", *_identity_file(tmp, "passwd"), "--ro-bind", *_identity_file(tmp, "group")]
     a += ["--proc", "/proc", "--dev", "/dev", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
+    ro = [p for p in _minimal(python_paths() + [os.path.abspath(p) for p in ro_paths])
+          if p not in ("/", "/tmp") and not any(p == d or p.startswith(d + "/") for d in SYSTEM_DIRS)]  # fmt: skip
+    inside = [p for p in ro if p.startswith(str(root) + "/")]
+    a += [x for p in ro if p not in inside for x in ("--ro-bind", p, p)]  # a parent of the workspace included
     a += ["--bind", str(root), str(root)]
-    for p in _minimal(python_paths() + [os.path.abspath(p) for p in ro_paths]):
-        if p in ("/", "/tmp") or any(p == d or p.startswith(d + "/") for d in SYSTEM_DIRS):
-            continue
-        a += ["--ro-bind", p, p]
+    a += [x for p in inside for x in ("--ro-bind", p, p)]
     for name in CONTROL_PATHS:
         if os.path.lexists(root / name):
             a += ["--ro-bind", str(root / name), str(root / name)]
