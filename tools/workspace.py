@@ -7,20 +7,24 @@ allow-listed prefix. Files with more than one hard link are refused (one could a
 names too long or not encodable are refused, ``.git/`` is read-only to the tools, and searches use RE2 (linear
 time: no catastrophic backtracking). Globs hold at most :data:`MAX_GLOB_STARS` ``**``.
 
-``run_tests`` runs the test command isolated by the OS where Linux user namespaces are available (``unshare`` from
-util-linux): no network (an empty network namespace), a PID namespace (nothing it starts survives the kill), every
-mount read-only except the workspace and a private temporary directory, and a clean environment (an allow-list,
-:data:`ENV_ALLOW`). Where ``unshare`` is missing or namespaces are disabled it falls back to a plain process group
-with the same clean environment and says so in the result's ``isolation`` field.
+File tools never open a path string: each path is walked component by component from a descriptor of the root
+(``agentkit.tools.beneath``), so a directory swapped for a symlink mid-call is never followed; every failure, a symlink
+loop or an argument of the wrong type included, is a ``WorkspaceError``.
+
+``run_tests`` runs the test command in an OS sandbox (``agentkit.tools.sandbox``: bubblewrap where it runs, else
+``unshare``, else a plain process group; ``Workspace.isolation`` and each result say which) with a clean environment
+(an allow-list), resource limits (``agentkit.tools.limits.SandboxLimits``) and the workspace's control paths
+(``.git``, venvs) read-only. See docs/sandbox.md.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
+import secrets
 import shlex
-import shutil
 import signal
 import stat
 import subprocess
@@ -30,6 +34,11 @@ from collections.abc import Callable, Iterator
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
 from typing import IO
+
+from agentkit.tools import control_paths
+from agentkit.tools.beneath import FILE_FLAGS, Resolved, changed, open_dir, resolve_beneath
+from agentkit.tools.limits import PidsCgroup, SandboxLimits, describe_hit, enforcement, limits_hit
+from agentkit.tools.sandbox import DESCRIPTIONS, pick_mode, prepare
 
 from agentkit.constrain.edits import Edit, parse_edits, search_replace_template
 from agentkit.constrain.edits import apply_edits as apply_edit_list
@@ -46,7 +55,6 @@ MAX_GLOB_STARS = 4  # ``**`` in one glob
 MAX_GLOB_CHARS = 256
 MAX_NAME_BYTES = 255  # one path component (NAME_MAX)
 MAX_PATH_BYTES = 4096
-ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "SYSTEMROOT", "PYTHONHASHSEED")
 # pytest options that could point it outside the workspace or load arbitrary plugins/config
 REFUSED_OPTIONS = ("-o", "--override-ini", "-p", "-c", "--config-file", "--rootdir", "--confcutdir", "--basetemp",
                    "--debug", "--junit-xml", "--junitxml", "--result-log", "--resultlog")
@@ -127,6 +135,12 @@ class Workspace:
         allowed_commands: argv prefixes that may be run; the first is the test command of ``run_tests``.
             A leading ``python``/``python3`` runs the current interpreter.
         command_timeout_s: wall-clock limit of a command; its whole process group is killed after it.
+        limits: memory, process, file-size, CPU and /tmp limits of a command (``SandboxLimits``; its defaults).
+        isolation: the sandbox of commands: ``"auto"`` (the best available: bwrap, then unshare, then none) or
+            one of ``"bwrap"``, ``"unshare"``, ``"none"`` (an unavailable one is an error). The mode chosen is
+            ``self.isolation``; what it enforces is in ``agentkit.tools.sandbox`` and docs/sandbox.md.
+        sandbox_ro_paths: more host paths the tests need, bound read-only into the bwrap sandbox (by default only
+            system dirs and the Python installation, venv and ``sys.path`` are).
     """
 
     def __init__(
@@ -137,6 +151,9 @@ class Workspace:
         max_output_chars: int = 8_000,
         allowed_commands: tuple[tuple[str, ...], ...] = (("python", "-m", "pytest"),),
         command_timeout_s: float = 60,
+        limits: SandboxLimits | None = None,
+        isolation: str = "auto",
+        sandbox_ro_paths: tuple[str, ...] = (),
     ) -> None:
         if not Path(root).is_dir():
             raise WorkspaceError(f"workspace root {str(root)!r} is not a directory", str(root))
@@ -147,11 +164,14 @@ class Workspace:
         if not self.allowed_commands or not all(self.allowed_commands):
             raise WorkspaceError("allowed_commands needs at least one non-empty argv prefix")
         self.command_timeout_s = command_timeout_s
+        self.limits = limits or SandboxLimits()
+        self.isolation = pick_mode(isolation)
+        self.sandbox_ro_paths = tuple(sandbox_ro_paths)
 
     # ------------------------------------------------------------------ paths
 
-    def resolve(self, path: str) -> Path:
-        """The absolute path of workspace-relative ``path``, refusing anything that leaves the root."""
+    def _parts(self, path: str) -> list[str]:
+        """The lexically normalised components of workspace-relative ``path``; refuses bad names and escapes."""
         if not isinstance(path, str) or not path.strip() or "\x00" in path:
             raise WorkspaceError(f"invalid path {path!r}", str(path))
         try:
@@ -170,41 +190,70 @@ class Workspace:
         norm = os.path.normpath(path)
         if norm == ".." or norm.startswith("../"):
             raise WorkspaceError(f"{path!r}: escapes the workspace root", path)
-        full = (self.root / norm).resolve()
-        if full != self.root and self.root not in full.parents:
-            raise WorkspaceError(f"{path!r}: resolves outside the workspace root (through a symlink)", path)
-        return full
+        return [p for p in norm.split("/") if p not in ("", ".")]
+
+    def _walk(self, path: str, *, create_dirs: bool = False) -> Resolved:
+        """Resolve ``path`` race-free from a descriptor of the root (see ``agentkit.tools.beneath``)."""
+        return resolve_beneath(str(self.root), self._parts(path), path, create_dirs=create_dirs)
+
+    def resolve(self, path: str) -> Path:
+        """The absolute path of workspace-relative ``path`` (symlinks inside resolved), refusing anything that
+        leaves the root. Informational: the tools themselves never open a path string (see ``_walk``)."""
+        with self._walk(path) as r:
+            return self.root.joinpath(*r.parts)
 
     def rel(self, full: Path) -> str:
         """Workspace-relative posix form of an absolute path inside the root."""
         return full.relative_to(self.root).as_posix() or "."
 
-    def _iter_files(self, base: Path) -> Iterator[Path]:
-        """Files under ``base`` in sorted order, skipping tool/VCS directories and links leading outside."""
-        for dirpath, dirnames, filenames in os.walk(base):
-            dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
-            for name in sorted(filenames):
-                p = Path(dirpath, name)
-                if p.is_symlink():
-                    target = p.resolve()
-                    if self.root not in target.parents or not target.is_file():
+    def _iter_files(self, base_rel: str) -> Iterator[str]:
+        """Workspace-relative paths of the files under ``base_rel`` in sorted order, skipping tool/VCS directories
+        and symlinks that lead outside or to no regular file. Walked by descriptors (``os.fwalk``): a directory
+        swapped for a symlink mid-walk is not descended into."""
+        with self._walk(base_rel) as r:
+            base_fd = open_dir(r.name or ".", r.dir_fd, base_rel)
+            prefix = r.parts
+        try:
+            for dirpath, dirnames, filenames, dir_fd in os.fwalk(".", dir_fd=base_fd):
+                dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
+                here = [*prefix, *[p for p in dirpath.split("/") if p not in ("", ".")]]
+                for name in sorted(filenames):
+                    rel = "/".join([*here, name])
+                    if self._linked_file_outside(name, dir_fd, rel):
                         continue
-                yield p
+                    yield rel
+        finally:
+            os.close(base_fd)
 
-    def _writable(self, full: Path, path: str) -> None:
+    def _linked_file_outside(self, name: str, dir_fd: int, rel: str) -> bool:
+        """Whether ``name`` is a symlink that does not resolve to a regular file inside the root."""
+        try:
+            if not stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode):
+                return False
+            with self._walk(rel) as r:
+                return not stat.S_ISREG(os.stat(r.name, dir_fd=r.dir_fd, follow_symlinks=False).st_mode)
+        except (OSError, WorkspaceError):
+            return True
+
+    def _writable(self, parts: list[str], path: str) -> None:
         """Refuse writes under ``.git/`` (read-only to agents: hooks and config there run code)."""
-        if ".git" in full.relative_to(self.root).parts:
+        if ".git" in parts:
             raise WorkspaceError(f"{path!r}: .git/ is read-only to the workspace tools", path)
 
-    def _read_bytes(self, full: Path, path: str) -> bytes:
-        """The file's bytes, read through one descriptor that is checked: a regular file, not a symlink, one hard
-        link only (a second link could be an outside file's), within the size limit, not binary."""
-        try:
-            fd = os.open(full, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-        except OSError as err:
-            if err.errno == errno.ENAMETOOLONG:
-                raise WorkspaceError(f"{path[:80]!r}: name too long", path[:80]) from None
-            raise WorkspaceError(f"{path!r}: no such file", path) from None
+    def _read_bytes(self, path: str) -> tuple[str, bytes]:
+        """The canonical relative path and bytes of a file, read through one descriptor opened race-free and then
+        checked: a regular file, not a symlink, one hard link only (a second link could be an outside file's),
+        within the size limit, not binary."""
+        with self._walk(path) as r:
+            try:
+                fd = os.open(r.name, os.O_RDONLY | FILE_FLAGS, dir_fd=r.dir_fd)
+            except OSError as err:
+                if err.errno == errno.ELOOP:  # became a symlink after the walk looked at it
+                    raise changed(path) from None
+                if err.errno == errno.ENAMETOOLONG:
+                    raise WorkspaceError(f"{path[:80]!r}: name too long", path[:80]) from None
+                raise WorkspaceError(f"{path!r}: no such file", path) from None
+            rel = r.rel
         with os.fdopen(fd, "rb") as f:
             st = os.fstat(f.fileno())
             if not stat.S_ISREG(st.st_mode):
@@ -220,12 +269,12 @@ class Workspace:
             raise WorkspaceError(f"{path!r}: file grew over the {self.max_file_bytes}-byte limit", path)
         if b"\x00" in data[:8192]:
             raise WorkspaceError(f"{path!r}: binary file", path)
-        return data
+        return rel, data
 
-    def _read_text(self, path: str) -> tuple[Path, str]:
-        full = self.resolve(path)
+    def _read_text(self, path: str) -> tuple[str, str]:
+        rel, data = self._read_bytes(path)
         try:
-            return full, self._read_bytes(full, path).decode("utf-8")
+            return rel, data.decode("utf-8")
         except UnicodeDecodeError:
             raise WorkspaceError(f"{path!r}: not UTF-8 text", path) from None
 
@@ -242,14 +291,16 @@ class Workspace:
         Returns:
             Sorted workspace-relative paths; a last entry says how many more were left out.
         """
-        base = self.resolve(subdir)
-        if not base.is_dir():
-            raise WorkspaceError(f"{subdir!r}: not a directory", subdir)
+        _check_types("list_files", subdir=(subdir, str), pattern=(pattern, str))
+        with self._walk(subdir) as r:
+            st = _stat_at(r)
+            if st is None or not stat.S_ISDIR(st.st_mode):
+                raise WorkspaceError(f"{subdir!r}: not a directory", subdir)
+            base = "" if not r.parts else r.rel + "/"
         out, chars, more = [], 0, 0
-        for p in self._iter_files(base):
-            if not _glob_match(pattern, p.relative_to(base).as_posix()):
+        for rel in self._iter_files(subdir):
+            if not _glob_match(pattern, rel[len(base):]):
                 continue
-            rel = self.rel(p)
             if len(out) >= MAX_LIST_ENTRIES or chars + len(rel) + 1 > self.max_output_chars:
                 more += 1
                 continue
@@ -273,6 +324,8 @@ class Workspace:
         Returns:
             The text, cut to the output limit with a note saying where to continue.
         """
+        _check_types("read_file", path=(path, str), start_line=(start_line, int | None),
+                     end_line=(end_line, int | None), line_numbers=(line_numbers, bool))
         _, text = self._read_text(path)
         lines = text.splitlines(keepends=True)
         if not lines:
@@ -304,6 +357,7 @@ class Workspace:
         Returns:
             ``path:line: text`` entries; a last entry says when more matches were left out.
         """
+        _check_types("search_text", regex=(regex, str), path_glob=(path_glob, str), max_matches=(max_matches, int))
         try:
             regex.encode("utf-8")
             rx = _compile_user_regex(regex)
@@ -315,13 +369,12 @@ class Workspace:
         limit = max(1, min(max_matches, MAX_SEARCH_MATCHES))
         out: list[str] = []
         chars = 0
-        for p in self._iter_files(self.root):
-            rel = self.rel(p)
+        for rel in self._iter_files("."):
             if not _glob_match(path_glob, rel):
                 continue
             try:
-                text = self._read_bytes(p.resolve() if p.is_symlink() else p, rel).decode("utf-8", errors="replace")
-            except WorkspaceError:  # too big or binary: not searched
+                text = self._read_bytes(rel)[1].decode("utf-8", errors="replace")
+            except WorkspaceError:  # too big, binary or changed meanwhile: not searched
                 continue
             for n, line in enumerate(text.splitlines(), 1):
                 if rx.search(line[:MAX_LINE_SCAN]) is None:
@@ -344,10 +397,9 @@ class Workspace:
         Returns:
             A one-line confirmation.
         """
-        full = self.resolve(path)
-        self._writable(full, path)
-        if full.exists() or full.is_symlink():
-            raise WorkspaceError(f"{path!r}: already exists; change it with apply_edits", path)
+        _check_types("write_file", path=(path, str), content=(content, str))
+        parts = self._parts(path)
+        self._writable(parts, path)
         try:
             data = content.encode("utf-8")
         except UnicodeEncodeError as err:
@@ -357,11 +409,20 @@ class Workspace:
             raise WorkspaceError(
                 f"{path!r}: content is {len(data)} bytes, over the {self.max_file_bytes}-byte limit", path
             )
-        full.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        with self._walk(path, create_dirs=True) as r:
+            self._writable(r.parts, path)
+            if r.exists or not r.name:
+                raise WorkspaceError(f"{path!r}: already exists; change it with apply_edits", path)
+            try:
+                fd = os.open(r.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | FILE_FLAGS, 0o644, dir_fd=r.dir_fd)
+            except FileExistsError:
+                raise WorkspaceError(f"{path!r}: already exists; change it with apply_edits", path) from None
+            except OSError as err:
+                raise WorkspaceError(f"{path!r}: cannot create: {err.strerror}", path) from None
+            rel = r.rel
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        return f"wrote {self.rel(full)} ({len(content.splitlines())} lines, {len(data)} bytes)"
+        return f"wrote {rel} ({len(content.splitlines())} lines, {len(data)} bytes)"
 
     def apply_edits(self, edits: str) -> str:
         """Apply SEARCH/REPLACE edit blocks to existing files; all of them or, on any error, none.
@@ -375,6 +436,7 @@ class Workspace:
         Returns:
             A summary of the files changed, with a note for each SEARCH text found more than once.
         """
+        _check_types("apply_edits", edits=(edits, str))
         parsed = parse_edits(edits)
         if not parsed:
             raise EditError(f"no edit block found: expected a path line, then {'<<<<<<< SEARCH'!r} ... >>>>>>> REPLACE")
@@ -383,14 +445,12 @@ class Workspace:
     def apply_edit_list(self, edits: list[Edit]) -> str:
         """Apply parsed ``Edit`` objects (see ``apply_edits``); not an agent tool."""
         files: dict[str, str] = {}
-        fulls: dict[str, Path] = {}
         canon: list[Edit] = []
         for e in edits:
-            full = self.resolve(e.path)
-            self._writable(full, e.path)
-            rel = self.rel(full)
-            if rel not in files:
-                fulls[rel], files[rel] = self._read_text(e.path)
+            self._writable(self._parts(e.path), e.path)
+            rel, text = self._read_text(e.path)
+            self._writable(rel.split("/"), e.path)
+            files.setdefault(rel, text)
             canon.append(Edit(rel, e.search, e.replace))
         notes: list[str] = []
         new = apply_edit_list(files, canon, notes)
@@ -406,58 +466,93 @@ class Workspace:
         for rel, text in new.items():
             if text == files[rel]:
                 continue
-            full = fulls[rel]
-            fd, tmp = tempfile.mkstemp(dir=full.parent, prefix=f".{full.name}.", suffix=".tmp")
-            with os.fdopen(fd, "wb") as f:
-                f.write(text.encode("utf-8"))
-            os.chmod(tmp, full.stat().st_mode & 0o7777)
-            os.replace(tmp, full)
+            self._replace(rel, text.encode("utf-8"))
             delta = text.count("\n") - files[rel].count("\n")
             changed.append(f"{rel} ({delta:+d} lines)")
         summary = f"applied {len(edits)} edit(s); changed: {', '.join(changed) or 'nothing'}"
         return "\n".join([summary, *notes])
 
-    def run_command(self, argv: list[str]) -> dict[str, object]:
-        """Run an allow-listed command in the workspace root (no shell, bounded time and output); not a tool.
+    def _replace(self, rel: str, data: bytes) -> None:
+        """Write ``data`` to a temporary file beside ``rel`` and rename it over ``rel``, all by directory
+        descriptor (a parent swapped for a symlink meanwhile fails the walk instead of being followed)."""
+        with self._walk(rel) as r:
+            st = _stat_at(r)
+            if st is None or not stat.S_ISREG(st.st_mode):
+                raise changed(rel)
+            tmp = f".{r.name[:200]}.{secrets.token_hex(6)}.tmp"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | FILE_FLAGS, 0o600, dir_fd=r.dir_fd)
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                    os.fchmod(f.fileno(), st.st_mode & 0o7777)
+                os.replace(tmp, r.name, src_dir_fd=r.dir_fd, dst_dir_fd=r.dir_fd)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp, dir_fd=r.dir_fd)
+                raise
 
-        Returns ``{"command", "exit_code", "timed_out", "output"}``; a timed-out command has a negative code.
+    def run_command(self, argv: list[str]) -> dict[str, object]:
+        """Run an allow-listed command in the workspace root (no shell, bounded time, output and resources, in the
+        sandbox of ``self.isolation``); not a tool.
+
+        Returns ``{"command", "exit_code", "timed_out", "output", "isolation", "limits_hit", "limits",
+        "control_paths"}``: a timed-out or killed command has a negative code; ``limits_hit`` names the
+        ``SandboxLimits`` fields that stopped it, ``limits`` how each is enforced here; ``control_paths`` says what
+        the run did to ``.git`` and other control paths (and what was undone).
         """
-        if not argv or not all(isinstance(a, str) for a in argv):
+        exe = self._checked_argv(argv)
+        before = control_paths.take(self.root)
+        cgroup = PidsCgroup(self.limits.max_processes)
+        try:
+            with tempfile.TemporaryFile() as out, tempfile.TemporaryDirectory(prefix="agentkit-ws-") as tmp:
+                run = prepare(self.isolation, self.root, tmp, exe, self.limits, cgroup, self.sandbox_ro_paths)
+                code, timed_out = self._run(run.argv, run.env, out)
+                output = self._read_output(out)
+            hit = limits_hit(self.limits, code, timed_out, output, cgroup)
+            enforced = enforcement(self.limits, self.isolation, cgroup)
+        finally:
+            cgroup.remove()
+        notes = control_paths.settle(self.root, before, restore=self.isolation == "none")
+        if timed_out:
+            output += f"\n[command timed out after {self.command_timeout_s} s and was killed]"
+        if hit:
+            output += describe_hit(self.limits, hit)
+        if notes:
+            output += "\n[sandbox: " + "; ".join(notes) + "]"
+        return {"command": shlex.join(argv), "exit_code": code, "timed_out": timed_out, "output": output,
+                "isolation": DESCRIPTIONS[self.isolation], "limits_hit": hit, "limits": enforced,
+                "control_paths": notes}  # fmt: skip
+
+    def _checked_argv(self, argv: list[str]) -> list[str]:
+        """The argv to execute for ``argv`` (a leading ``python`` is this interpreter), after the allow-list."""
+        if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
             raise WorkspaceError(f"invalid command {argv!r}")
         prefix = next((c for c in self.allowed_commands if tuple(argv[: len(c)]) == c), None)
         if prefix is None:
             allowed = "; ".join(shlex.join(c) for c in self.allowed_commands)
             raise WorkspaceError(f"command {shlex.join(argv)!r} is not allowed (allowed prefixes: {allowed})")
         _check_args(argv[len(prefix) :])
-        exe = [sys.executable, *argv[1:]] if argv[0] in ("python", "python3") else list(argv)
-        with tempfile.TemporaryFile() as out, tempfile.TemporaryDirectory(prefix="agentkit-ws-") as tmp:
-            env = {k: v for k, v in os.environ.items() if k in ENV_ALLOW}
-            env.update(PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1", HOME=tmp, TMPDIR=tmp)
-            isolation = "unshare: no network, own PID namespace, read-only outside the workspace" if _unshare_ok() \
-                else "none: unshare or user namespaces unavailable (clean environment and process group only)"
-            if _unshare_ok():
-                exe = [*_UNSHARE, "sh", "-c", _SANDBOX_SH, "sandbox", str(self.root), tmp, *exe]
-            try:
-                proc = subprocess.Popen(exe, cwd=self.root, stdin=subprocess.DEVNULL, stdout=out,
-                                        stderr=subprocess.STDOUT, env=env, start_new_session=True)  # fmt: skip
-            except OSError as err:
-                raise WorkspaceError(f"cannot run {argv[0]!r}: {err}") from None
-            timed_out = False
-            try:
-                code = proc.wait(timeout=self.command_timeout_s)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-            finally:
-                try:  # the whole group: a hung test, and whatever it started
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                code = proc.wait()
-            output = self._read_output(out)
-        if timed_out:
-            output += f"\n[command timed out after {self.command_timeout_s} s and was killed]"
-        return {"command": shlex.join(argv), "exit_code": code, "timed_out": timed_out, "output": output,
-                "isolation": isolation}
+        return [sys.executable, *argv[1:]] if argv[0] in ("python", "python3") else list(argv)
+
+    def _run(self, argv: list[str], env: dict[str, str], out: IO[bytes]) -> tuple[int, bool]:
+        """Run to completion or the timeout; the whole process group is killed either way."""
+        try:
+            proc = subprocess.Popen(argv, cwd=self.root, stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.STDOUT, env=env, start_new_session=True)  # fmt: skip
+        except (OSError, subprocess.SubprocessError) as err:
+            raise WorkspaceError(f"cannot run {argv[-1]!r} in the {self.isolation!r} sandbox: {err}") from None
+        timed_out = False
+        try:
+            proc.wait(timeout=self.command_timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        finally:
+            try:  # the whole group: a hung test, and whatever it started
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            code = proc.wait()
+        return code, timed_out
 
     def _read_output(self, out: IO[bytes]) -> str:
         limit = self.max_output_chars
@@ -480,14 +575,38 @@ class Workspace:
             ``exit_code`` (0 when all tests pass; negative when killed), ``timed_out``, and the ``output``
             (head and tail kept when long).
         """
+        if args is not None and (not isinstance(args, list) or not all(isinstance(a, str) for a in args)):
+            raise WorkspaceError(f"run_tests: argument 'args' must be a list of strings or None, got {args!r:.80}")
         return self.run_command([*self.allowed_commands[0], *(args or [])])
 
     # ------------------------------------------------------------------ helpers for constrained decoding
 
     def edit_template(self, paths: list[str], max_edits: int = 4, max_search_lines: int = 20) -> Template:
         """A search/replace ``Template`` over the current contents of ``paths`` (see ``agentkit.constrain.edits``)."""
-        files = {self.rel(self.resolve(p)): self._read_text(p)[1] for p in paths}
+        files = dict(self._read_text(p) for p in paths)
         return search_replace_template(files, max_edits=max_edits, max_search_lines=max_search_lines)
+
+
+def _stat_at(r: Resolved) -> os.stat_result | None:
+    """``lstat`` of a resolved entry (the root itself when ``r.name`` is empty); None when missing."""
+    try:
+        return os.stat(r.name or ".", dir_fd=r.dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+
+
+def _check_types(tool: str, **args: tuple[object, object]) -> None:
+    """A typed error for an argument of the wrong type (``read_file("a.txt", "1")``), naming tool, argument and
+    the type given; ``bool`` is not accepted where an ``int`` is asked."""
+    for name, (value, want) in args.items():
+        if isinstance(value, bool) and want is not bool:
+            ok = False
+        else:
+            ok = isinstance(value, want)  # type: ignore[arg-type]
+        if not ok:
+            shown = getattr(want, "__name__", None) or str(want).replace("NoneType", "None")
+            raise WorkspaceError(f"{tool}: argument {name!r} must be {shown}, got {type(value).__name__} "
+                                 f"{value!r:.60}")
 
 
 def _shown(text: str) -> str:
@@ -507,34 +626,6 @@ def _check_args(args: list[str]) -> None:
         if opt in REFUSED_OPTIONS or any(arg.startswith(o) for o in REFUSED_OPTIONS if len(o) == 2):
             raise WorkspaceError(f"option {arg!r} is not allowed for the test command (refused: "
                                  f"{', '.join(REFUSED_OPTIONS)}; -p only as -p no:NAME)", arg)
-
-
-# inside the namespaces: the workspace and a private tmp stay writable, every other mount becomes read-only
-_SANDBOX_SH = r"""
-set -e
-ws="$1"; tmp="$2"; shift 2
-mount --bind "$ws" "$ws"
-mount --bind "$tmp" "$tmp"
-for m in $(awk '{print $2}' /proc/self/mounts | sort -u); do
-  [ "$m" = "$ws" ] || [ "$m" = "$tmp" ] || mount -o remount,bind,ro "$m" 2>/dev/null || true
-done
-cd "$ws"
-exec "$@"
-"""
-_UNSHARE = ("unshare", "--user", "--map-root-user", "--mount", "--net", "--pid", "--fork", "--kill-child",
-            "--mount-proc")
-
-
-@lru_cache(maxsize=1)
-def _unshare_ok() -> bool:
-    """Whether ``unshare`` runs here with user, mount, network and PID namespaces (probed once)."""
-    if sys.platform != "linux" or shutil.which("unshare") is None or shutil.which("sh") is None:
-        return False
-    try:
-        return subprocess.run([*_UNSHARE, "sh", "-c", "mount --bind / / 2>/dev/null; exit 0"], timeout=10,
-                              stdin=subprocess.DEVNULL, capture_output=True, check=False).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        return False
 
 
 def workspace_tools(ws: Workspace) -> list[Callable[..., object]]:
