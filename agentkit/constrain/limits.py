@@ -85,7 +85,9 @@ class Budget:
         if self.cancel is not None and _cancelled(self.cancel):
             raise CompileCancelled(f"constraint build cancelled at {self.where}")
         if self.deadline is not None and time.monotonic() > self.deadline:
-            raise SchemaLimitError("max_seconds", self.where, self.limits.max_seconds,
+            # the pointer is the whole schema's: where the build had got to depends on the machine's load, and the
+            # same schema must get the same error every time
+            raise SchemaLimitError("max_seconds", "#", self.limits.max_seconds,
                                    "building the constraint took too long")
 
     def tick(self, every: int = 256) -> None:
