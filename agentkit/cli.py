@@ -335,7 +335,7 @@ def serve(
                                                 "to the slow lane (default 1.0)"),
     failure_ttl_s: float | None = typer.Option(None, help="a schema whose build timed out is refused at once for "
                                                   "this long (default 600; other failures: always)"),
-    max_body_bytes: int | None = typer.Option(None, help="request body bound (default 4 MiB): HTTP 413 before "
+    max_body_bytes: int | None = typer.Option(None, help="request body bound (default 8 MiB): HTTP 413 before "
                                                  "reading"),
     header_timeout_s: float | None = typer.Option(None, help="a request head must arrive within this (default 10); "
                                                      "then the connection is closed"),

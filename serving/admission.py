@@ -29,9 +29,9 @@ _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 class WorkBudgetFull(Exception):
-    def __init__(self, message: str, retry_after_s: int) -> None:
+    def __init__(self, message: str, retry_after_s: int, code: str = "work_budget_spent") -> None:
         super().__init__(message)
-        self.retry_after_s = retry_after_s
+        self.retry_after_s, self.code = retry_after_s, code
 
 
 def check_bounds(plan: Plan, cfg: Any) -> None:
@@ -87,7 +87,7 @@ class WorkBudget:
         mem = self.memory_over()
         if mem is not None:
             raise WorkBudgetFull(f"server memory is {mem:.0f} MiB, over its bound of {self.max_memory_mb:g} MiB "
-                                 "(server setting --max-memory-mb); retry later", retry_after_s)
+                                 "(server setting --max-memory-mb); retry later", retry_after_s, "memory_over")
         with self._lock:
             if self.used + work > self.limit:
                 raise WorkBudgetFull(f"the server's work budget is spent: {self.used} of {self.limit} positions in "

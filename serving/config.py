@@ -32,7 +32,7 @@ class ServerConfig:
     fast_lane_s: float = 1.0
     failure_ttl_s: float = 600.0  # a schema whose build timed out is refused at once for this long (others: always)
     # connections (serving/connections.py; uvicorn and the app's middleware)
-    max_body_bytes: int = 4 * 2**20  # request body; Content-Length over it: 413 before reading (chunked: on passing)
+    max_body_bytes: int = 8 * 2**20  # request body; Content-Length over it: 413 before reading (chunked: on passing)
     header_timeout_s: float = 10.0  # a connection's request head must arrive within this; then it is closed
     body_timeout_s: float = 30.0  # each body chunk must arrive within this; then 408
     keep_alive_s: float = 5.0  # idle keep-alive connections are closed after this

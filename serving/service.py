@@ -111,7 +111,7 @@ class ChatService:
             self.budget.charge(work, self.scheduler.retry_after_s)
         except WorkBudgetFull as e:
             self.metrics.reject("work_budget")
-            raise APIError(429, str(e), "rate_limit_error", "work_budget_spent",
+            raise APIError(429, str(e), "rate_limit_error", e.code,
                            headers={"Retry-After": str(e.retry_after_s)}) from None
         try:
             job = self.scheduler.submit(lambda job: self._decode(job, plan, on_tokens, on_draft), prepare,
