@@ -8,7 +8,8 @@
 - **Body** (:class:`ConnectionLimits`, an ASGI middleware in front of the app): the API key is checked *before* the
   body is read (401 without reading it); a ``Content-Length`` over ``max_body_bytes`` is a 413 before reading; a
   chunked body is a 413 as soon as it passes the bound; each body chunk must arrive within ``body_timeout_s``
-  (else 408). ``/health`` and ``/health/ready`` need no key.
+  (else 408). The body is read here, whole, before the app runs (the app reads it from memory), so these answers
+  never depend on how the framework parses bodies. ``/health`` and ``/health/ready`` need no key.
 """
 
 from __future__ import annotations
@@ -36,12 +37,6 @@ def unauthorized() -> APIError:
                     "invalid_api_key", headers={"WWW-Authenticate": "Bearer"})
 
 
-class _BodyError(Exception):
-    def __init__(self, error: APIError) -> None:
-        super().__init__(error.message)
-        self.error = error
-
-
 class ConnectionLimits:
     """ASGI middleware: auth before the body, a body-size bound checked before reading, a per-chunk read timeout."""
 
@@ -58,19 +53,13 @@ class ConnectionLimits:
         if early is not None:
             await early.response()(scope, receive, send)
             return
-        started = False
-
-        async def send_(message: dict) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, self._receive(receive), send_)
-        except _BodyError as e:
-            if started:
-                raise
-            await e.error.response()(scope, receive, send)
+        body = await self._read_body(receive)
+        if isinstance(body, APIError):
+            await body.response()(scope, receive, send)
+            return
+        if body is None:  # the client left before its body was in
+            return
+        await self.app(scope, _replay(body, receive), send)
 
     def _refuse(self, scope: dict, headers: dict[str, str]) -> APIError | None:
         if self.api_key is not None and scope.get("path") not in OPEN_PATHS \
@@ -90,29 +79,39 @@ class ConnectionLimits:
                              f"{self.max_body_bytes} bytes (server setting --max-body-bytes)", param="body",
                         code="body_too_large", limit="max_body_bytes", limit_value=self.max_body_bytes)
 
-    def _receive(self, receive: Any) -> Any:
-        seen, done = 0, False
-
-        async def receive_() -> dict:
-            nonlocal seen, done
-            if done:  # the body is in: what follows is the disconnect, which may take as long as the response
-                return await receive()
+    async def _read_body(self, receive: Any) -> bytes | APIError | None:
+        """The whole body (at most ``max_body_bytes``; the app then reads it from memory), an error (408, 413), or
+        None when the client disconnected first."""
+        parts, seen = [], 0
+        while True:
             try:
                 message = await asyncio.wait_for(receive(), self.body_timeout_s)
             except asyncio.TimeoutError:
-                raise _BodyError(APIError(408, f"the request body did not arrive within {self.body_timeout_s:g} s "
-                                               "per chunk (server setting --body-timeout-s)", param="body",
-                                          code="body_timeout")) from None
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.max_body_bytes:
-                    raise _BodyError(self._too_large(seen))
-                done = not message.get("more_body", False)
-            else:
-                done = True
-            return message
+                return APIError(408, f"the request body did not arrive within {self.body_timeout_s:g} s per chunk "
+                                     "(server setting --body-timeout-s)", param="body", code="body_timeout")
+            if message["type"] != "http.request":
+                return None
+            chunk = message.get("body", b"")
+            seen += len(chunk)
+            if seen > self.max_body_bytes:
+                return self._too_large(seen)
+            parts.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(parts)
 
-        return receive_
+
+def _replay(body: bytes, receive: Any) -> Any:
+    """A ``receive`` giving ``body`` once, then the connection's own messages (the disconnect)."""
+    sent = False
+
+    async def receive_() -> dict:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return receive_
 
 
 def head_timeout_protocol(header_timeout_s: float) -> type[H11Protocol]:
