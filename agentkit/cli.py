@@ -326,7 +326,7 @@ def serve(
     max_request_work: int | None = typer.Option(None, help="one request's estimated positions (max_tokens x steps "
                                                    "+ prompt + template; default 65536); over it is HTTP 400"),
     max_work: int | None = typer.Option(None, help="estimated positions of all requests in flight (default "
-                                           "262144); then HTTP 429 + Retry-After"),
+                                           "524288); then HTTP 429 + Retry-After"),
     max_memory_mb: float | None = typer.Option(None, help="resident memory bound: over it new requests get HTTP "
                                                   "429 and /health/ready 503 (default: off)"),
     small_schema_chars: int | None = typer.Option(None, help="schemas of at most this many JSON characters are "

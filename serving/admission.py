@@ -5,7 +5,7 @@
   and the bound, before anything is queued.
 - **Work** (:func:`estimate_work`): an upper bound on the positions the request makes the model process: AR
   ``max_tokens``; diffusion / verify ``max_tokens`` x the steps a block may take (at most its canvas) -- plus the
-  prompt's tokens (estimated from its characters) and the template's size (the schema's JSON text / 4). Over
+  prompt's tokens (estimated from its characters) and the template's size (the schema's JSON text / 16). Over
   ``max_request_work`` the request is a 400 naming the estimate and the bound.
 - **Budget** (:class:`WorkBudget`): the work of the requests in flight (admitted, not finished) is held under
   ``max_work``; a request that would pass it is a 429 with ``Retry-After``. With ``max_memory_mb`` set, a new
@@ -24,6 +24,7 @@ from typing import Any
 from .errors import APIError
 from .plan import Plan
 
+TEMPLATE_CHARS = 16  # schema JSON characters per unit of template work (a template node per ~16 characters)
 SMALL_REQUEST_WORK = 16 + 64  # a 16-token AR answer to a short prompt: what readiness must be able to take
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -52,7 +53,7 @@ def estimate_work(plan: Plan, prompt_chars: int) -> int:
     out = c.max_new_tokens
     if plan.mode != "ar":
         out *= max(1, min(c.max_denoising_steps, c.canvas_length))
-    template = len(plan.schema.key) // 4 if plan.schema is not None else 0
+    template = len(plan.schema.key) // TEMPLATE_CHARS if plan.schema is not None else 0
     return out + math.ceil(prompt_chars / 4) + template
 
 

@@ -24,7 +24,7 @@ class ServerConfig:
     max_canvas_length: int = 64  # agentkit.canvas_length at most this (the model's useful block); over: 400
     max_denoising_steps: int = 64  # agentkit.max_denoising_steps at most this; over: 400
     max_request_work: int = 65_536  # one request's estimated positions (max_tokens x steps + prompt + template); 400
-    max_work: int = 262_144  # estimated positions of all requests in flight; a request over it: 429 + Retry-After
+    max_work: int = 524_288  # estimated positions of all requests in flight; a request over it: 429 + Retry-After
     max_memory_mb: float | None = None  # resident memory over this: new requests 429, /health/ready 503 (None: off)
     # the preparation pool's fair queue: schemas whose JSON text is at most this many characters go to a lane of
     # their own (cached schemas skip preparation); a build there over fast_lane_s moves to the slow lane

@@ -22,7 +22,9 @@ What this module does
   that builds never hold a decoding slot and never starve inference; a preparing job counts against the queue
   bound like a waiting one and against its own timeout. A job cancelled while it prepares (timeout, disconnect)
   leaves the queue at once; its build, if it cannot be interrupted, is abandoned and its result dropped (the
-  builds themselves are bounded by the compiler's limits, so an abandoned one ends soon).
+  builds themselves are bounded by the compiler's limits, so an abandoned one ends soon). Two lanes keep the
+  pool fair: a job submitted with ``lane="fast"`` (a small schema) is built on a thread of its own, cut to a
+  time slice; past it (:class:`SliceExpired`) it is queued again on the slow lane, where large schemas are built.
 - **Readiness.** :attr:`Scheduler.stalled_s` is how long requests have waited for the engine without any forward
   completing (:meth:`progress` is called after each forward); ``/health/ready`` fails past a bound.
 - **Timeouts.** :meth:`Scheduler.wait` bounds the time from arrival to result. On expiry the job is cancelled:
