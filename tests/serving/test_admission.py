@@ -251,3 +251,15 @@ async def wait_for(cond, limit_s: float = 30.0) -> None:
     while not cond():
         assert time.monotonic() < deadline, "condition never held"
         await asyncio.sleep(0.01)
+
+
+async def test_a_wide_anyof_of_objects_is_refused_before_compiling_with_a_fixed_pointer(engine):
+    schema = {"anyOf": [{"type": "object", "properties": {f"k{i}": {"type": "integer"}, "v": {"type": "string"}},
+                         "required": [f"k{i}"]} for i in range(200)]}
+    app = _app(engine)
+    async with _client(app) as c:
+        rs = [await c.post("/v1/chat/completions", json=_schema_body(schema, mode=m)) for m in ("diffusion", "ar")]
+    app.state.scheduler.close()
+    for r in rs:
+        err = r.json()["error"]
+        assert r.status_code == 400 and err["limit"] == "max_branch_names" and err["pointer"] == "#/anyOf"
