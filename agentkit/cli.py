@@ -319,6 +319,9 @@ def serve(
                                                      "(default: CompileLimits')"),
     compile_max_slot_states: int | None = typer.Option(None, help="states of one slot's automaton before its "
                                                           "token index is built (default: CompileLimits')"),
+    compile_max_branch_names: int | None = typer.Option(None, help="branches x property names of one anyOf/oneOf "
+                                                           "of objects, refused before compiling (default: "
+                                                           "CompileLimits', 16000)"),
     max_canvas_length: int | None = typer.Option(None, help="bound on agentkit.canvas_length (default 64); over "
                                                     "it is HTTP 400"),
     max_denoising_steps: int | None = typer.Option(None, help="bound on agentkit.max_denoising_steps (default 64); "
@@ -373,7 +376,7 @@ def serve(
 
     try:
         given = {"max_seconds": compile_timeout_s, "max_states": compile_max_states,
-                 "max_slot_states": compile_max_slot_states}
+                 "max_slot_states": compile_max_slot_states, "max_branch_names": compile_max_branch_names}
         limits = CompileLimits(**{k: v for k, v in given.items() if v is not None})
         admission = {"max_canvas_length": max_canvas_length, "max_denoising_steps": max_denoising_steps,
                      "max_request_work": max_request_work, "max_work": max_work, "max_memory_mb": max_memory_mb,
