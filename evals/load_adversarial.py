@@ -116,13 +116,15 @@ async def post(client: httpx.AsyncClient, kind: str, body: dict) -> dict:
         except ValueError:
             j = {}
         code = (j.get("error") or {}).get("code") if isinstance(j, dict) else None
-        answer = None
+        answer, stats = None, None
         if status == 200:
             answer = j["choices"][0]["message"].get("content")
+            st = j.get("agentkit_stats") or {}
+            stats = {k: round(st[k], 1) for k in ("queue_ms", "prepare_ms", "constraint_ms") if k in st}
     except httpx.HTTPError as e:
-        status, code, answer = None, type(e).__name__, None
+        status, code, answer, stats = None, type(e).__name__, None, None
     return {"kind": kind, "status": status, "code": code, "seconds": round(time.perf_counter() - t, 3),
-            "answer": (answer[:80] if isinstance(answer, str) else answer)}
+            "answer": (answer[:80] if isinstance(answer, str) else answer), "stats": stats}
 
 
 async def valid_schedule(client: httpx.AsyncClient, n: int, gap_s: float) -> list[dict]:

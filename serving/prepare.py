@@ -21,8 +21,6 @@ client as a 4xx before any response byte is sent, streaming or not.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import threading
 import time
 from collections import OrderedDict
@@ -175,22 +173,16 @@ class Preparer:
         return template
 
     # -- remembered failures (by digest, whatever the mode or JSON style) -----------------------------------------
-    @staticmethod
-    def digest(sj: SchemaJob) -> str:
-        what = ([[t.function.name, t.function.parameters] for t in sj.tools] if sj.kind == "tools"
-                else [sj.schema, sj.strict])
-        return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
-
     def _remember(self, sj: SchemaJob, err: APIError, timed: bool) -> None:
         with self._lock:
-            self._failed[self.digest(sj)] = (err, time.monotonic() + self.failure_ttl_s if timed else float("inf"))
+            self._failed[sj.digest] = (err, time.monotonic() + self.failure_ttl_s if timed else float("inf"))
             while len(self._failed) > 256:
                 self._failed.popitem(last=False)
 
     def check_failed(self, sj: SchemaJob) -> None:
         """Raise the error this schema's build gave before, if it is remembered (a time-out for ``failure_ttl_s``
         seconds, any other failure until 256 newer ones push it out)."""
-        key = self.digest(sj)
+        key = sj.digest
         with self._lock:
             hit = self._failed.get(key)
             if hit is not None and time.monotonic() >= hit[1]:
