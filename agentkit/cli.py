@@ -319,6 +319,34 @@ def serve(
                                                      "(default: CompileLimits')"),
     compile_max_slot_states: int | None = typer.Option(None, help="states of one slot's automaton before its "
                                                           "token index is built (default: CompileLimits')"),
+    compile_max_branch_names: int | None = typer.Option(None, help="branches x property names of one anyOf/oneOf "
+                                                           "of objects, refused before compiling (default: "
+                                                           "CompileLimits', 16000)"),
+    max_canvas_length: int | None = typer.Option(None, help="bound on agentkit.canvas_length (default 64); over "
+                                                    "it is HTTP 400"),
+    max_denoising_steps: int | None = typer.Option(None, help="bound on agentkit.max_denoising_steps (default 64); "
+                                                      "over it is HTTP 400"),
+    max_request_work: int | None = typer.Option(None, help="one request's estimated positions (max_tokens x steps "
+                                                   "+ prompt + template; default 65536); over it is HTTP 400"),
+    max_work: int | None = typer.Option(None, help="estimated positions of all requests in flight (default "
+                                           "524288); then HTTP 429 + Retry-After"),
+    max_memory_mb: float | None = typer.Option(None, help="resident memory bound: over it new requests get HTTP "
+                                                  "429 and /health/ready 503 (default: off)"),
+    small_schema_chars: int | None = typer.Option(None, help="schemas of at most this many JSON characters are "
+                                                     "built on a preparation lane of their own (default 4096)"),
+    fast_lane_s: float | None = typer.Option(None, help="a build on the small-schema lane longer than this moves "
+                                                "to the slow lane (default 1.0)"),
+    failure_ttl_s: float | None = typer.Option(None, help="a schema whose build timed out is refused at once for "
+                                                  "this long (default 600; other failures: always)"),
+    max_body_bytes: int | None = typer.Option(None, help="request body bound (default 8 MiB): HTTP 413 before "
+                                                 "reading"),
+    header_timeout_s: float | None = typer.Option(None, help="a request head must arrive within this (default 10); "
+                                                     "then the connection is closed"),
+    body_timeout_s: float | None = typer.Option(None, help="each request body chunk must arrive within this "
+                                                   "(default 30); then HTTP 408"),
+    keep_alive_s: float | None = typer.Option(None, help="idle keep-alive connections close after this (default 5)"),
+    max_connections: int | None = typer.Option(None, help="concurrent connections + requests (default 512); then "
+                                                  "HTTP 503"),
     threads: int | None = typer.Option(None, help="torch threads (default: torch's own)"),
     dtype: str = typer.Option("auto", help="engine dtype: auto | float32 | bfloat16"),
     backend: str = typer.Option("auto", help="engine backend: auto | torch | llama.cpp"),
@@ -348,12 +376,18 @@ def serve(
 
     try:
         given = {"max_seconds": compile_timeout_s, "max_states": compile_max_states,
-                 "max_slot_states": compile_max_slot_states}
+                 "max_slot_states": compile_max_slot_states, "max_branch_names": compile_max_branch_names}
         limits = CompileLimits(**{k: v for k, v in given.items() if v is not None})
+        admission = {"max_canvas_length": max_canvas_length, "max_denoising_steps": max_denoising_steps,
+                     "max_request_work": max_request_work, "max_work": max_work, "max_memory_mb": max_memory_mb,
+                     "small_schema_chars": small_schema_chars, "fast_lane_s": fast_lane_s,
+                     "failure_ttl_s": failure_ttl_s, "max_body_bytes": max_body_bytes,
+                     "header_timeout_s": header_timeout_s, "body_timeout_s": body_timeout_s,
+                     "keep_alive_s": keep_alive_s, "max_connections": max_connections}
         server = ServerConfig(api_key=api_key, max_batch=max_batch, max_queue=max_queue,
                               request_timeout_s=request_timeout_s, default_mode=default_mode,
                               prepare_workers=prepare_workers, ready_stall_s=ready_stall_s, max_context=max_context,
-                              compile_limits=limits)
+                              compile_limits=limits, **{k: v for k, v in admission.items() if v is not None})
         engine = EngineConfig(model=model, threads=threads, dtype=dtype, backend=backend, pass_width=pass_width,
                               attention=attention, q4_steps=q4_steps, prepack=prepack, row_exact=row_exact,
                               prefix_cache=prefix_cache)

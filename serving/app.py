@@ -49,7 +49,9 @@ One body for every error, OpenAI's ``{"error": {"message", "type", "code", "para
 not parse or validate (naming each failing field), for an unknown field, a prompt longer than the context minus
 ``max_tokens``, or a request the engine refuses (an unsupported schema names the keyword and the JSON pointer in
 ``error.keyword`` / ``error.pointer``); 401 missing or wrong API key; 404/405 unknown route; 429 with
-``Retry-After`` when the queue is full; 504 on timeout; 500 (the connection stays usable) for a bug.
+``Retry-After`` when the queue is full or the work budget is spent (``serving/admission.py``); 408 / 413 for a
+body too slow / too large (``serving/connections.py``); 504 on timeout; 500 (the connection stays usable) for a bug.
+Every limit, its default and its setting: ``docs/limits.md``.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ from agentkit.constrain.nodes import Template
 
 from . import errors
 from .config import ServerConfig
+from .connections import ConnectionLimits
 from .routes import router
 from .service import ChatService
 
@@ -74,7 +77,7 @@ def create_app(engine: Any, config: ServerConfig | None = None, *,
     """The FastAPI app serving ``engine`` (an ``agentkit`` ``Engine`` or anything with its ``generate``).
 
     ``config`` (or its fields as keywords: ``api_key``, ``max_queue``, ``max_batch``, ``request_timeout_s``,
-    ``default_mode``, ``prepare_workers``, ``ready_stall_s``) sets the limits. ``max_batch`` applies to engines
+    ``default_mode``, ``prepare_workers``, ``ready_stall_s``, ... see :class:`~serving.config.ServerConfig`) sets the limits. ``max_batch`` applies to engines
     whose ``generate`` takes ``batch=`` (a seat at an ``agentkit.engine.batch.Batcher``, as ``Engine.generate``
     does); any other engine is served one request at a time. ``compile_schema`` defaults to
     ``agentkit.constrain.compiler.compile_schema_cached`` (imported lazily).
@@ -94,4 +97,7 @@ def create_app(engine: Any, config: ServerConfig | None = None, *,
     app.state.metrics = svc.metrics
     errors.install(app)
     app.include_router(router)
+    cfg = svc.cfg
+    app.add_middleware(ConnectionLimits, api_key=cfg.api_key, max_body_bytes=cfg.max_body_bytes,
+                       body_timeout_s=cfg.body_timeout_s)
     return app

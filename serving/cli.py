@@ -19,6 +19,8 @@ def run(engine_config: EngineConfig, server_config: ServerConfig, *, host: str =
     from agentkit.engine.engine import Engine
 
     from .app import create_app
+    from .connections import uvicorn_settings
 
     engine = Engine(engine_config)
-    uvicorn.run(create_app(engine, server_config), host=host, port=port, log_level=log_level)
+    uvicorn.run(create_app(engine, server_config), host=host, port=port, log_level=log_level,
+                **uvicorn_settings(server_config))

@@ -45,9 +45,9 @@ class Metrics:
                                "sample per forward).", buckets=_BATCH_BUCKETS, registry=r)
         self.prepare = Histogram("agentkit_prepare_seconds", "Per-request preparation: schema compilation, token "
                                  "automaton build, prompt check.", buckets=_LATENCY_BUCKETS, registry=r)
-        self.rejected = Counter("agentkit_rejected", "Requests not served: queue full (429), timeout (504), "
+        self.rejected = Counter("agentkit_rejected", "Requests not served: queue full or work budget spent (429), timeout (504), "
                                 "disconnect.", ["reason"], registry=r)
-        for reason in ("queue_full", "timeout", "disconnect"):
+        for reason in ("queue_full", "work_budget", "timeout", "disconnect"):
             self.rejected.labels(reason)
 
     def request(self, mode: str, status: int, seconds: float) -> None:

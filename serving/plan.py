@@ -8,6 +8,8 @@ prompt-length bound. :func:`response_parts` turns a generation result back into 
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import uuid
 from dataclasses import dataclass, field
@@ -40,12 +42,20 @@ class SchemaJob:
     where: str = "response_format"
     style: str | None = None  # the JSON style (AgentkitExt.json_style); None: the compiler's default
 
-    @property
+    @functools.cached_property
     def key(self) -> str:
-        """The cache key: the JSON text with its key order kept (property order is the output's order)."""
+        """The cache key: the JSON text with its key order kept (property order is the output's order). Computed
+        once: a large schema's text is asked for several times (cache, lane, work) on the event loop."""
         if self.kind == "tools":
             return json.dumps([[t.function.name, t.function.parameters] for t in self.tools] + [self.style])
         return json.dumps([self.schema, self.strict, self.style])
+
+    @functools.cached_property
+    def digest(self) -> str:
+        """What a build's failure is remembered by: the schema (and ``strict``) whatever the JSON style."""
+        what = ([[t.function.name, t.function.parameters] for t in self.tools] if self.kind == "tools"
+                else [self.schema, self.strict])
+        return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
 
 
 @dataclass

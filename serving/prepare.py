@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -34,7 +35,7 @@ from agentkit.toolcall import call_template
 
 from .errors import APIError, user_error
 from .plan import Plan, SchemaJob, fit_max_tokens
-from .scheduler import Job
+from .scheduler import Job, SliceExpired
 
 EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
 
@@ -67,7 +68,8 @@ class Preparer:
     to ``agentkit.constrain.compiler.compile_schema_cached``."""
 
     def __init__(self, engine: Any, compile_schema: Compile | None = None, cache_size: int = 64,
-                 max_context: int | None = None, limits: CompileLimits | None = None) -> None:
+                 max_context: int | None = None, limits: CompileLimits | None = None, *,
+                 failure_ttl_s: float = 600.0, fast_lane_s: float = 1.0) -> None:
         self.engine = engine
         self._compile = compile_schema
         self.limits = limits or CompileLimits()
@@ -76,6 +78,8 @@ class Preparer:
         self._lock = threading.Lock()
         self._templates: OrderedDict[str, Template] = OrderedDict()
         self._cache_size = cache_size
+        self.failure_ttl_s, self.fast_lane_s = failure_ttl_s, fast_lane_s
+        self._failed: OrderedDict[str, tuple[APIError, float]] = OrderedDict()  # digest -> (error, expiry)
 
     def compiler(self) -> Compile:
         if self._compile is None:
@@ -141,14 +145,16 @@ class Preparer:
             return sj.key in self._templates
 
     def build(self, plan: Plan, job: Job) -> Template | None:
-        """Steps 1-2 (the preparation pool runs this when the schema is not cached yet)."""
+        """Steps 1-2 (the preparation pool runs this when the schema is not cached yet). On the fast lane the
+        build is cut to ``fast_lane_s`` and raises :class:`SliceExpired` past it (the scheduler moves it to the slow
+        lane). A build that fails is remembered (:meth:`check_failed`)."""
         if plan.schema is None:
             return None
         job.check()
-        limits = self.limits
-        left = job.time_left_s  # the build also ends with the request's own deadline
-        if left != float("inf") and (limits.max_seconds is None or left < limits.max_seconds):
-            limits = dataclasses.replace(limits, max_seconds=max(0.001, left))
+        full = self.limits.max_seconds
+        cap = min(x for x in (full, job.time_left_s, self.fast_lane_s if job.lane == "fast" else None)
+                  if x is not None)
+        limits = self.limits if cap == full else dataclasses.replace(self.limits, max_seconds=max(0.001, cap))
         try:
             with budget(limits, cancel=job.cancelled):
                 template = self.template(plan.schema)
@@ -156,7 +162,36 @@ class Preparer:
         except CompileCancelled:
             job.check()  # the request went away: Aborted (its answer, 504 or 499, is already decided)
             raise
+        except (UserError, APIError) as e:
+            err = e if isinstance(e, APIError) else user_error(e, plan.schema.where)
+            timed = err.extra.get("limit") == "max_seconds"
+            if timed and job.lane == "fast" and cap == self.fast_lane_s and cap != full:
+                raise SliceExpired() from None
+            if err.status == 400 and (not timed or cap == full):  # not a time-out cut by the request's deadline
+                self._remember(plan.schema, err, timed)
+            raise err from None
         return template
+
+    # -- remembered failures (by digest, whatever the mode or JSON style) -----------------------------------------
+    def _remember(self, sj: SchemaJob, err: APIError, timed: bool) -> None:
+        with self._lock:
+            self._failed[sj.digest] = (err, time.monotonic() + self.failure_ttl_s if timed else float("inf"))
+            while len(self._failed) > 256:
+                self._failed.popitem(last=False)
+
+    def check_failed(self, sj: SchemaJob) -> None:
+        """Raise the error this schema's build gave before, if it is remembered (a time-out for ``failure_ttl_s``
+        seconds, any other failure until 256 newer ones push it out)."""
+        key = sj.digest
+        with self._lock:
+            hit = self._failed.get(key)
+            if hit is not None and time.monotonic() >= hit[1]:
+                del self._failed[key]
+                hit = None
+        if hit is not None:
+            e = hit[0]
+            raise APIError(e.status, f"{e.message} (remembered: this schema failed before)", e.type, e.code,
+                           e.param, **e.extra)
 
     def check_prompt(self, plan: Plan) -> list[int] | None:
         """Step 3 (on the decoding worker, before the request's first forward): tokenize and check the prompt;

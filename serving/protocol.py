@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -26,6 +26,11 @@ NEUTRAL = {"frequency_penalty": 0, "presence_penalty": 0, "logit_bias": None}
 MAX_JSON_DEPTH = 64
 SEED_MIN, SEED_MAX = -(2**63), 2**64 - 1  # what torch.Generator.manual_seed accepts
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# numbers and flags are taken as JSON gives them: "10" or true for an integer, "0.5" for a number, 1 or "true" for a
+# flag are 400s (pydantic's lax mode would convert them); an integer is a valid number
+SInt = Annotated[int, Field(strict=True)]
+SFloat = Annotated[float, Field(strict=True)]
+SBool = Annotated[bool, Field(strict=True)]
 
 
 class FieldError(ValueError):
@@ -132,19 +137,19 @@ class AgentkitExt(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     mode: Literal["ar", "diffusion", "verify"] | None = None
-    canvas_length: int | None = Field(default=None, ge=1, le=4096)
-    max_denoising_steps: int | None = Field(default=None, ge=1, le=4096)
+    canvas_length: SInt | None = Field(default=None, ge=1, le=4096)
+    max_denoising_steps: SInt | None = Field(default=None, ge=1, le=4096)
     sampler: Literal["auto", "jacobi", "mask", "uniform"] | None = None
-    canvas: bool = True  # stream canvas draft events
+    canvas: SBool = True  # stream canvas draft events
     step: str | None = Field(default=None, max_length=64)  # a label (the SDK's step kind); decoding ignores it
     # how the pinned JSON punctuation is written (agentkit.constrain.canonical.STYLES); None: the compiler's default
     json_style: Literal["compact", "spaced", "spaced-schema-order"] | None = None
     # how a greedy structured step picks a token (agentkit.config.DecodeConfig.greedy); None: "byte"
     greedy: Literal["byte", "token"] | None = None
     # logit bonus for tokens that copy a span of the prompt inside a JSON string (DecodeConfig.copy_bias); None: its default, 2
-    copy_bias: float | None = Field(default=None, ge=0, le=100)
+    copy_bias: SFloat | None = Field(default=None, ge=0, le=100)
     copy_from: Literal["prompt", "user"] | None = None  # the copy prior's source (DecodeConfig.copy_from)
-    copy_numbers: bool | None = None  # the copy prior in number slots too (DecodeConfig.copy_numbers); None: on
+    copy_numbers: SBool | None = None  # the copy prior in number slots too (DecodeConfig.copy_numbers); None: on
 
 
 class ChatRequest(BaseModel):
@@ -154,21 +159,21 @@ class ChatRequest(BaseModel):
     tools: list[ToolDef] | None = None
     tool_choice: Literal["auto", "none", "required"] | NamedToolChoice | None = None
     response_format: ResponseFormat | None = None
-    max_tokens: int | None = Field(default=None, ge=1, le=32768)
-    max_completion_tokens: int | None = Field(default=None, ge=1, le=32768)
-    temperature: float | None = Field(default=None, ge=0, le=2)
-    top_p: float | None = Field(default=None, gt=0, le=1)
-    top_k: int | None = Field(default=None, ge=1)
-    seed: int | None = Field(default=None, ge=SEED_MIN, le=SEED_MAX)
+    max_tokens: SInt | None = Field(default=None, ge=1, le=32768)
+    max_completion_tokens: SInt | None = Field(default=None, ge=1, le=32768)
+    temperature: SFloat | None = Field(default=None, ge=0, le=2)
+    top_p: SFloat | None = Field(default=None, gt=0, le=1)
+    top_k: SInt | None = Field(default=None, ge=1)
+    seed: SInt | None = Field(default=None, ge=SEED_MIN, le=SEED_MAX)
     stop: str | list[str] | None = None
-    stream: bool = False
-    n: int = Field(default=1, ge=1, le=1)
-    logprobs: bool = False
-    top_logprobs: int | None = Field(default=None, ge=0, le=20)
+    stream: SBool = False
+    n: SInt = Field(default=1, ge=1, le=1)
+    logprobs: SBool = False
+    top_logprobs: SInt | None = Field(default=None, ge=0, le=20)
     agentkit: AgentkitExt | None = None
     # neutral-only and ignored fields (see IGNORED / NEUTRAL)
-    frequency_penalty: float | None = None
-    presence_penalty: float | None = None
+    frequency_penalty: SFloat | None = None
+    presence_penalty: SFloat | None = None
     logit_bias: dict[str, float] | None = None
     user: Any = None
     metadata: Any = None

@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
-import secrets
 import time
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 
+from .admission import not_ready_reason
+from .connections import bearer_ok, unauthorized
 from .errors import APIError, ErrorRoute
 from .metrics import CONTENT_TYPE
 from .protocol import ChatRequest
@@ -21,13 +22,10 @@ def service(request: Request) -> ChatService:
 
 
 async def check_key(request: Request) -> None:
+    """The key again at the route (the ``ConnectionLimits`` middleware checks it before the body is read)."""
     key = service(request).cfg.api_key
-    if key is None:
-        return
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not secrets.compare_digest(token.strip().encode(), key.encode()):
-        raise APIError(401, "missing or invalid API key (send 'Authorization: Bearer <key>')",
-                       "authentication_error", "invalid_api_key", headers={"WWW-Authenticate": "Bearer"})
+    if key is not None and not bearer_ok(request.headers.get("authorization", ""), key):
+        raise unauthorized()
 
 
 router = APIRouter(route_class=ErrorRoute)
@@ -47,15 +45,21 @@ async def health(request: Request) -> dict[str, Any]:
 
 @router.get("/health/ready")
 async def ready(request: Request) -> JSONResponse:
-    """Readiness: 503 while requests wait for the engine and no forward has completed for ``ready_stall_s``."""
+    """Readiness: 503 while requests wait for the engine and no forward has completed for ``ready_stall_s``, or
+    while a small request could not be admitted at once (work budget spent, queue full, memory over its bound)."""
     svc = service(request)
     stalled = svc.scheduler.stalled_s
     body = {"status": "ready", "stalled_s": round(stalled, 3), "ready_stall_s": svc.cfg.ready_stall_s,
-            "queue_depth": svc.scheduler.depth, "running": svc.scheduler.running}
+            "queue_depth": svc.scheduler.depth, "running": svc.scheduler.running, "work_in_flight": svc.budget.used,
+            "max_work": svc.budget.limit}
+    extra = {k: v for k, v in body.items() if k != "status"}
     if stalled > svc.cfg.ready_stall_s:
         return APIError(503, f"not ready: requests have waited {stalled:.1f} s with no model forward completing "
                              f"(bound {svc.cfg.ready_stall_s:g} s)", "server_error", "engine_stalled",
-                        **{k: v for k, v in body.items() if k != "status"}).response()
+                        **extra).response()
+    reason = not_ready_reason(svc.budget, svc.scheduler, svc.cfg.max_queue)
+    if reason is not None:
+        return APIError(503, reason[1], "server_error", reason[0], **extra).response()
     return JSONResponse(body)
 
 

@@ -22,7 +22,9 @@ What this module does
   that builds never hold a decoding slot and never starve inference; a preparing job counts against the queue
   bound like a waiting one and against its own timeout. A job cancelled while it prepares (timeout, disconnect)
   leaves the queue at once; its build, if it cannot be interrupted, is abandoned and its result dropped (the
-  builds themselves are bounded by the compiler's limits, so an abandoned one ends soon).
+  builds themselves are bounded by the compiler's limits, so an abandoned one ends soon). Two lanes keep the
+  pool fair: a job submitted with ``lane="fast"`` (a small schema) is built on a thread of its own, cut to a
+  time slice; past it (:class:`SliceExpired`) it is queued again on the slow lane, where large schemas are built.
 - **Readiness.** :attr:`Scheduler.stalled_s` is how long requests have waited for the engine without any forward
   completing (:meth:`progress` is called after each forward); ``/health/ready`` fails past a bound.
 - **Timeouts.** :meth:`Scheduler.wait` bounds the time from arrival to result. On expiry the job is cancelled:
@@ -89,6 +91,10 @@ class ShuttingDown(Exception):
     """The scheduler is closed (the server is stopping): HTTP 503."""
 
 
+class SliceExpired(Exception):
+    """A build on the fast preparation lane passed the lane's time slice: it moves to the slow lane."""
+
+
 class Job:
     """One unit of work: ``prepare(job)`` (optional) runs on the preparation pool, then ``fn(job)`` on a decoding
     worker; ``job.cancelled`` tells either to stop early."""
@@ -106,6 +112,7 @@ class Job:
         self.started: float | None = None
         self.finished: float | None = None
         self.slot: Any = None  # the job's seat at the batcher while it runs (None without one)
+        self.lane: str | None = None  # the preparation lane it is on ("fast": its build is cut to a time slice)
 
     @property
     def queue_ms(self) -> float:
@@ -139,7 +146,9 @@ class Scheduler:
         self._cond = threading.Condition()
         self._running: set[Job] = set()
         self._preparing: set[Job] = set()
+        # two lanes: small schemas on one thread of their own, never behind slow builds (see :meth:`submit`)
         self._prepare_pool = _DaemonPool(max(1, prepare_workers), "agentkit-prepare")
+        self._fast_pool = _DaemonPool(1, "agentkit-prepare-fast")
         self._last_progress = time.perf_counter()
         self._closed = False
         self._service_ewma_s = 1.0
@@ -163,6 +172,11 @@ class Scheduler:
     def preparing(self) -> int:
         return len(self._preparing)
 
+    @property
+    def retry_after_s(self) -> int:
+        """A ``Retry-After`` estimate: a request's moving-average service time, at least 1 s."""
+        return max(1, math.ceil(self._service_ewma_s))
+
     def progress(self) -> None:
         """A forward (or a request) completed: the engine is making progress."""
         self._last_progress = time.perf_counter()
@@ -178,9 +192,12 @@ class Scheduler:
 
     # -- producer side ----------------------------------------------------------------------------------------
     def submit(self, fn: Callable[[Job], Any], prepare: Callable[[Job], Any] | None = None,
-               timeout_s: float | None = None) -> Job:
-        """Admit a job (or raise :class:`QueueFull`); ``prepare`` runs first, on the preparation pool."""
+               timeout_s: float | None = None, lane: str | None = None) -> Job:
+        """Admit a job (or raise :class:`QueueFull`); ``prepare`` runs first, on the preparation pool: on the fast
+        lane (one thread of its own) when ``lane`` is ``"fast"``, where a ``prepare`` that raises
+        :class:`SliceExpired` is queued again on the slow lane (``prepare_workers`` threads)."""
         job = Job(fn, prepare, timeout_s)
+        job.lane = lane
         with self._cond:
             if self._closed:
                 raise ShuttingDown("the server is shutting down")
@@ -195,7 +212,7 @@ class Scheduler:
             else:
                 self._preparing.add(job)
         if prepare is not None:
-            self._prepare_pool.submit(self._prepare, job)
+            (self._fast_pool if lane == "fast" else self._prepare_pool).submit(self._prepare, job)
         return job
 
     def _enqueue(self, job: Job) -> None:  # under self._cond
@@ -207,6 +224,10 @@ class Scheduler:
         try:
             job.check()
             job.prepared = job.prepare(job)
+        except SliceExpired:
+            job.lane = "slow"
+            self._prepare_pool.submit(self._prepare, job)
+            return
         except BaseException as e:  # noqa: BLE001 -- delivered to the waiting request
             with self._cond:
                 self._preparing.discard(job)
@@ -270,6 +291,7 @@ class Scheduler:
         for t in self._threads:
             t.join(timeout=max(0.0, deadline - time.monotonic()))
         self._prepare_pool.close()
+        self._fast_pool.close()
         if self.batcher is not None:
             self.batcher.close()
 

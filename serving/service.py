@@ -21,6 +21,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from .admission import WorkBudget, WorkBudgetFull, check_bounds, check_request_work, estimate_work
 from .config import ServerConfig
 from .errors import APIError, from_exception
 from .metrics import Metrics
@@ -63,7 +64,9 @@ class ChatService:
         self.max_batch = cfg.max_batch if batcher is not None else 1
         self.scheduler = Scheduler(cfg.max_queue, max_batch=self.max_batch, batcher=batcher, on_done=self._on_done,
                                    prepare_workers=cfg.prepare_workers)
-        self.preparer = Preparer(engine, compile_schema, max_context=cfg.max_context, limits=cfg.compile_limits)
+        self.preparer = Preparer(engine, compile_schema, max_context=cfg.max_context, limits=cfg.compile_limits,
+                                 failure_ttl_s=cfg.failure_ttl_s, fast_lane_s=cfg.fast_lane_s)
+        self.budget = WorkBudget(cfg.max_work, cfg.max_memory_mb)
         self.max_token_chars = longest_token_chars(engine)
         self.lock = getattr(engine, "lock", None) or contextlib.nullcontext()
         self.model_name = str(getattr(engine, "name", "agentkit"))
@@ -89,21 +92,37 @@ class ChatService:
         if req.logprobs and not hasattr(self.engine, "backbone"):
             raise APIError(400, "logprobs: not available with this engine (it exposes no model backbone to score "
                                 "with)", param="logprobs", code="unsupported_parameter")
-        return plan_request(req, default_mode=self.cfg.default_mode, context=self.preparer.context,
+        plan = plan_request(req, default_mode=self.cfg.default_mode, context=self.preparer.context,
                             max_token_chars=self.max_token_chars)
+        check_bounds(plan, self.cfg)
+        return plan
 
     def submit(self, plan: Plan, on_tokens: Callable[[list[int]], None] | None = None,
                on_draft: Callable[[list[int], list[bool]], None] | None = None) -> Job:
-        prepare = None
+        work = estimate_work(plan, sum(len(m["content"]) for m in plan.messages))
+        check_request_work(work, self.cfg)
+        if plan.schema is not None:
+            self.preparer.check_failed(plan.schema)  # a schema that failed before is refused at once
+        prepare, lane = None, None
         if plan.schema is not None and not self.preparer.is_cached(plan.schema):
             prepare = lambda job: self.preparer.build(plan, job)
+            lane = "fast" if len(plan.schema.key) <= self.cfg.small_schema_chars else "slow"
         try:
-            return self.scheduler.submit(lambda job: self._decode(job, plan, on_tokens, on_draft), prepare,
-                                         timeout_s=self.cfg.request_timeout_s)
+            self.budget.charge(work, self.scheduler.retry_after_s)
+        except WorkBudgetFull as e:
+            self.metrics.reject("work_budget")
+            raise APIError(429, str(e), "rate_limit_error", e.code,
+                           headers={"Retry-After": str(e.retry_after_s)}) from None
+        try:
+            job = self.scheduler.submit(lambda job: self._decode(job, plan, on_tokens, on_draft), prepare,
+                                        timeout_s=self.cfg.request_timeout_s, lane=lane)
         except (QueueFull, ShuttingDown) as e:
+            self.budget.release(work)
             if isinstance(e, QueueFull):
                 self.metrics.reject("queue_full")
             raise from_exception(e, self.cfg.request_timeout_s) from None
+        job.future.add_done_callback(lambda _f: self.budget.release(work))
+        return job
 
     def _decode(self, job: Job, plan: Plan, on_tokens: Callable | None, on_draft: Callable | None) -> Outcome:
         template = job.prepared if job.prepare is not None else self.preparer.build(plan, job)

@@ -58,6 +58,7 @@ async def open_stream(svc: Any, plan: Plan, request: Request, t0: float) -> Stre
     want_canvas = plan.canvas and plan.mode != "ar"
     job = svc.submit(plan, on_tokens, on_draft if want_canvas else None)
     waiter = asyncio.ensure_future(svc.scheduler.wait(job, svc.cfg.request_timeout_s))
+    waiter.add_done_callback(_quiet)  # a stream cut by its client never reads the waiter: no "never retrieved" log
     try:
         first = await _first(svc, job, waiter, q, request)
     except BaseException as e:
@@ -70,6 +71,12 @@ async def open_stream(svc: Any, plan: Plan, request: Request, t0: float) -> Stre
     stream = _Stream(svc, plan, job, waiter, q, deltas, t0)
     return StreamingResponse(stream.events(first), media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+def _quiet(f: asyncio.Future) -> None:
+    """Mark the waiter's outcome as seen (the stream reports it when it still listens; a cut stream does not)."""
+    if not f.cancelled():
+        f.exception()
 
 
 async def _first(svc: Any, job: Job, waiter: asyncio.Future, q: asyncio.Queue, request: Request) -> Item | None:
@@ -195,6 +202,8 @@ class _Stream:
             self.svc.scheduler.cancel(self.job)
             raise
         finally:
+            if not self.waiter.done():
+                self.waiter.cancel()
             if not self.job.future.done():
                 self.svc.scheduler.cancel(self.job)
             self.svc.metrics.request(self.plan.mode, status, time.perf_counter() - self.t0)

@@ -122,7 +122,14 @@ class Resolver:
 
 def walk(schemas, res: Resolver, always: bool = False) -> list[dict]:
     """The dict schemas reachable at one place, in a fixed pre-order, each once; ``always``: only those that apply
-    to every value there (reached through ``$ref`` and ``allOf``)."""
+    to every value there (reached through ``$ref`` and ``allOf``). Memoised on ``res`` (one compile): the caller
+    must not change the list."""
+    schemas = tuple(schemas)
+    memo = res.__dict__.setdefault("_walks", {})  # one compile's walks: an N-way anyOf asks N times per key
+    key = (tuple(map(id, schemas)), always)
+    hit = memo.get(key)
+    if hit is not None:
+        return hit[1]
     lists, ones, deps = (("allOf",), (), ()) if always else (_FOLLOW_LISTS, _FOLLOW_ONE, _FOLLOW_DEPS)
     out: list[dict] = []
     seen: set[int] = set()
@@ -150,6 +157,7 @@ def walk(schemas, res: Resolver, always: bool = False) -> list[dict]:
 
     for s in schemas:
         visit(s)
+    memo[key] = (schemas, out)  # the schemas kept alive: their ids cannot be reused while the key is held
     return out
 
 
@@ -209,19 +217,41 @@ def pattern_matches(pattern: str, text: str) -> bool:
 
 
 def child_schemas(schemas, res: Resolver, key: str) -> list:
-    """Schemas that apply to the value under ``key`` (for ordering: every branch's)."""
-    out = []
-    for s in walk(schemas, res):
-        props = s.get("properties") if isinstance(s.get("properties"), dict) else {}
-        if key in props:
-            out.append(props[key])
+    """Schemas that apply to the value under ``key`` (for ordering: every branch's), in the walk's order. Indexed
+    once per walk (names -> where they are listed), so an N-way ``anyOf`` of objects costs O(N) per key, not
+    O(N) walks of N schemas."""
+    ws = walk(schemas, res)
+    by_name, special = _child_index(ws, res)
+    out: list[tuple[int, int, Any]] = list(by_name.get(key, ()))
+    listed = {i for i, _, _ in out}
+    for i in special:  # schemas with patternProperties or a schema for additional properties
+        if i in listed:
             continue
+        s = ws[i]
         pats = s.get("patternProperties") if isinstance(s.get("patternProperties"), dict) else {}
         hit = [v for p, v in pats.items() if pattern_matches(p, key)]
-        out += hit
+        out += [(i, j, v) for j, v in enumerate(hit)]
         if not hit and isinstance(s.get("additionalProperties"), dict):
-            out.append(s["additionalProperties"])
-    return out
+            out.append((i, 0, s["additionalProperties"]))
+    out.sort(key=lambda t: (t[0], t[1]))
+    return [v for _, _, v in out]
+
+
+def _child_index(ws: list[dict], res: Resolver) -> tuple[dict[str, list[tuple[int, int, Any]]], list[int]]:
+    memo = res.__dict__.setdefault("_child_index", {})
+    hit = memo.get(id(ws))
+    if hit is not None and hit[0] is ws:
+        return hit[1], hit[2]
+    by_name: dict[str, list[tuple[int, int, Any]]] = {}
+    special: list[int] = []
+    for i, s in enumerate(ws):
+        props = s.get("properties") if isinstance(s.get("properties"), dict) else {}
+        for name, v in props.items():
+            by_name.setdefault(name, []).append((i, 0, v))
+        if isinstance(s.get("patternProperties"), dict) or isinstance(s.get("additionalProperties"), dict):
+            special.append(i)
+    memo[id(ws)] = (ws, by_name, special)
+    return by_name, special
 
 
 def item_schemas(schemas, res: Resolver, i: int) -> list:

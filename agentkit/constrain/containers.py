@@ -12,6 +12,7 @@ memoised chain over (member, started, count, pending, blocked, witnessed) states
 from __future__ import annotations
 
 import json
+import os
 import re
 from itertools import permutations
 
@@ -62,7 +63,35 @@ def _choice(opts: list) -> Node | None:
         else:
             others.append(o)
         out.append(o)
+    if len(texts) >= TRIE_MIN:  # a big enum: shared prefixes factored out, so a decoding state holds few threads
+        lits = [o.text for o in out if isinstance(o, Lit)]
+        out = [o for o in out if not isinstance(o, Lit)] + [lit_trie(lits)]
     return None if not out else out[0] if len(out) == 1 else Choice(tuple(out))
+
+
+TRIE_MIN = 32  # literal options from which a choice is factored into a trie (below: one thread each is cheap)
+_TRIE_DEPTH = 64  # nested branch points at most; deeper groups stay flat choices (no recursion limit on input)
+
+
+def lit_trie(texts: list[str], depth: int = 0) -> Node:
+    """The choice among the distinct ``texts`` as a trie: their common prefix once, then a choice per next
+    character. Same language as ``Choice(Lit(t) for t in texts)``, but the token automaton's state inside a
+    shared prefix is one thread instead of one per member: a 5,000-member enum whose members share 100
+    characters costs masks over at most one branch point's children, not 5,000 literals, at every step."""
+    if len(texts) == 1:
+        return Lit(texts[0])
+    p = os.path.commonprefix(texts)
+    rest = [t[len(p):] for t in texts]
+    if depth >= _TRIE_DEPTH or len(texts) < 4:
+        opts = [Lit(r) for r in rest]
+    else:
+        current().tick(64)
+        groups: dict[str, list[str]] = {}
+        for r in rest:
+            groups.setdefault(r[:1], []).append(r)
+        opts = [Lit("") if k == "" else lit_trie(g, depth + 1) for k, g in groups.items()]
+    node = opts[0] if len(opts) == 1 else Choice(tuple(opts))
+    return node if not p else seq(Lit(p), node)
 
 class Containers:
     """Array and object nodes; needs ``value``, ``string_ast``, ``valid``, ``key_conj``, ``item_conj``, ``dnf``."""

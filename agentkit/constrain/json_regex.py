@@ -274,8 +274,13 @@ _OTHER = '(?:[^\\x00-\\x7f]|\\\\[btnfr"\\\\])'  # characters no plain name holds
 def except_words_regex(words) -> str:
     """Regex (JSON-escaped text) for every string except ``words``, shaped for outlines-core: the trie of the words
     appears three times but "any text" (``U*``) and the non-ASCII class only once or twice, which keeps its DFA
-    construction fast (the plain trie-with-``U*``-leaves shape takes exponential time there)."""
-    words = sorted(set(words))
+    construction fast (the plain trie-with-``U*``-leaves shape takes exponential time there). Memoised: each
+    branch of an N-way ``anyOf`` of open objects asks for the same N names."""
+    return _except_words_regex(tuple(sorted(set(words))))
+
+
+@lru_cache(maxsize=256)
+def _except_words_regex(words: tuple[str, ...]) -> str:
     if any(any(not (32 <= ord(ch) < 127) or ch in '"\\\\' for ch in w) for w in words):
         return emit(except_words(words))
     trie = _trie(words)

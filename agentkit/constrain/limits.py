@@ -41,6 +41,10 @@ class CompileLimits:
     - ``max_schema_depth`` [128]: nesting of the schema document (objects and arrays); deeper schemas are refused
       up front instead of exhausting Python's recursion limit.
     - ``max_enum`` [100_000]: members of one ``enum``.
+    - ``max_branch_names`` [16_000]: branches x distinct property names of one ``anyOf`` / ``oneOf`` whose branches
+      are objects (the compiler orders every branch's keys over all the names: its template grows with the
+      product, and a 150-way ``anyOf`` of one-property objects exhausts the recursion limit after seconds);
+      refused before compiling, with the pointer of the ``anyOf``.
     """
 
     max_seconds: float | None = 10.0
@@ -49,12 +53,14 @@ class CompileLimits:
     max_regex_chars: int = 200_000
     max_schema_depth: int = 128
     max_enum: int = 100_000
+    max_branch_names: int = 16_000
 
     def __post_init__(self) -> None:
         if self.max_seconds is not None and not (isinstance(self.max_seconds, (int, float))
                                                  and math.isfinite(self.max_seconds) and self.max_seconds > 0):
             raise ValueError(f"CompileLimits.max_seconds must be a positive number or None, got {self.max_seconds!r}")
-        for name in ("max_states", "max_slot_states", "max_regex_chars", "max_schema_depth", "max_enum"):
+        for name in ("max_states", "max_slot_states", "max_regex_chars", "max_schema_depth", "max_enum",
+                     "max_branch_names"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"CompileLimits.{name} must be an integer >= 1, got {v!r}")
@@ -85,7 +91,9 @@ class Budget:
         if self.cancel is not None and _cancelled(self.cancel):
             raise CompileCancelled(f"constraint build cancelled at {self.where}")
         if self.deadline is not None and time.monotonic() > self.deadline:
-            raise SchemaLimitError("max_seconds", self.where, self.limits.max_seconds,
+            # the pointer is the whole schema's: where the build had got to depends on the machine's load, and the
+            # same schema must get the same error every time
+            raise SchemaLimitError("max_seconds", "#", self.limits.max_seconds,
                                    "building the constraint took too long")
 
     def tick(self, every: int = 256) -> None:
@@ -158,12 +166,29 @@ def preflight(schema: Any, limits: CompileLimits | None = None) -> None:
                 enum = node.get("enum")
                 if isinstance(enum, list) and len(enum) > lim.max_enum:
                     raise SchemaLimitError("max_enum", _safe(ptr), lim.max_enum, f"enum of {len(enum)} members")
+                _check_branches(node, ptr, lim)
                 for k, v in node.items():
                     if isinstance(k, str):
                         _check_text(k, "property name", ptr)
                     stack.append((v, ptr, _esc(str(k)), depth + 1))
             else:
                 stack.extend((v, ptr, str(i), depth + 1) for i, v in enumerate(node))
+
+
+def _check_branches(node: dict, ptr: str, lim: CompileLimits) -> None:
+    """``max_branch_names`` for the ``anyOf`` / ``oneOf`` lists of ``node``."""
+    for kw in ("anyOf", "oneOf"):
+        branches = node.get(kw)
+        if not isinstance(branches, list) or len(branches) < 2:
+            continue
+        names: set[str] = set()
+        for b in branches:
+            props = b.get("properties") if isinstance(b, dict) else None
+            if isinstance(props, dict):
+                names.update(k for k in props if isinstance(k, str))
+        if len(branches) * len(names) > lim.max_branch_names:
+            raise SchemaLimitError("max_branch_names", _safe(f"{ptr}/{kw}"), lim.max_branch_names,
+                                   f"{len(branches)} branches x {len(names)} property names")
 
 
 def _kw(key: str) -> str:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..engine.stats import DecodeStats
+from ..errors import InvalidRequestError
 
 _LATENCY = ("queue_ms", "prefill_ms", "denoise_ms", "commit_ms", "tool_ms")
 MAX_FIELD = 500  # characters of tool arguments / results kept in a record
@@ -90,6 +91,10 @@ class Trace:
 
     records: list[IterationRecord] = field(default_factory=list)
     path: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.path is not None:
+            check_trace_path(self.path)
 
     def add(self, record: IterationRecord) -> None:
         self.records.append(record)
@@ -189,6 +194,17 @@ class Trace:
 
     def __str__(self) -> str:
         return self.render()
+
+
+def check_trace_path(path: str | os.PathLike[str]) -> None:
+    """Raise InvalidRequestError (naming ``trace_path``) unless ``path`` can be a JSONL file: not a directory,
+    its parent an existing directory."""
+    p = Path(path)
+    if p.is_dir():
+        raise InvalidRequestError(f"trace_path {str(path)!r} is a directory; give a file path (the trace is one "
+                                  "JSONL file)")
+    if not p.parent.is_dir():
+        raise InvalidRequestError(f"trace_path {str(path)!r}: its directory {str(p.parent)!r} does not exist")
 
 
 def append_jsonl(path: str | os.PathLike[str], records: list[IterationRecord]) -> None:
