@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Literal
 
 from .errors import InvalidRequestError
+from .validate import check_seed, check_text
 
 Mode = Literal["ar", "diffusion", "verify"]
 Sampler = Literal["auto", "jacobi", "mask", "uniform"]
@@ -17,6 +19,7 @@ Q4_STEPS: tuple[str, ...] = ("auto", "on", "off")
 PREPACK: tuple[str, ...] = ("auto", "off")
 ROW_EXACT: tuple[str, ...] = ("auto", "off")
 GREEDY: tuple[str, ...] = ("byte", "token")  # DecodeConfig.greedy
+SAMPLERS: tuple[str, ...] = ("auto", "jacobi", "mask", "uniform")  # DecodeConfig.sampler
 
 
 @dataclass
@@ -142,35 +145,63 @@ class DecodeConfig:
     draft_steps: int = 1
 
     def __post_init__(self) -> None:
-        if self.greedy not in GREEDY:
-            raise InvalidRequestError(f"greedy must be 'byte' or 'token', got {self.greedy!r}")
-        if not isinstance(self.copy_bias, int | float) or not 0 <= self.copy_bias < float("inf"):
-            raise InvalidRequestError(f"copy_bias must be a finite number >= 0, got {self.copy_bias!r}")
-        if self.copy_from not in ("prompt", "user"):
-            raise InvalidRequestError(f"copy_from must be 'prompt' or 'user', got {self.copy_from!r}")
-        if not isinstance(self.copy_numbers, bool):
-            raise InvalidRequestError(f"copy_numbers must be true or false, got {self.copy_numbers!r}")
-        if self.draft not in ("lookup", "adapter"):
-            raise InvalidRequestError(f"draft must be 'lookup' or 'adapter', got {self.draft!r}")
-        if not isinstance(self.draft_steps, int) or self.draft_steps < 1:
-            raise InvalidRequestError(f"draft_steps must be an integer >= 1, got {self.draft_steps!r}")
-        if self.weights not in ("auto", "base", "adapted"):
-            raise InvalidRequestError(f"weights must be 'auto', 'base' or 'adapted', got {self.weights!r}")
-        if self.mode not in MODES:
-            raise InvalidRequestError(f"mode must be one of {MODES}, got {self.mode!r}")
-        if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
-            raise InvalidRequestError(f"max_new_tokens must be an integer >= 1, got {self.max_new_tokens!r}")
-        if self.temperature < 0:
-            raise InvalidRequestError(f"temperature must be >= 0, got {self.temperature}")
-        if self.top_p is not None and not 0.0 < self.top_p <= 1.0:
-            raise InvalidRequestError(f"top_p must be in (0, 1], got {self.top_p}")
-        if self.canvas_length < 1:
-            raise InvalidRequestError(f"canvas_length must be >= 1, got {self.canvas_length}")
-        if self.max_denoising_steps < 1:
-            raise InvalidRequestError(f"max_denoising_steps must be >= 1, got {self.max_denoising_steps}")
-        if self.sampler not in ("auto", "jacobi", "mask", "uniform"):
-            raise InvalidRequestError(f"sampler must be auto|jacobi|mask|uniform, got {self.sampler!r}")
-        if not 0.0 <= self.confidence_threshold <= 1.0:
-            raise InvalidRequestError(f"confidence_threshold must be in [0, 1], got {self.confidence_threshold}")
-        if self.stable_steps < 1:
-            raise InvalidRequestError(f"stable_steps must be >= 1, got {self.stable_steps}")
+        self.validate()
+
+    def validate(self) -> None:
+        """Every field checked (``InvalidRequestError`` naming the first bad one): run on construction and again by
+        ``Engine.generate`` before any work (a field assigned after construction is checked there too)."""
+        _check_choices(self)
+        _check_numbers(self)
+        if not isinstance(self.stop, list) or not all(isinstance(s, str) and s for s in self.stop):
+            raise InvalidRequestError(f"stop must be a list of non-empty strings, got {self.stop!r}")
+        for i, s in enumerate(self.stop):
+            check_text(s, f"stop[{i}]")
+        check_seed(self.seed)
+
+
+_CHOICES: dict[str, tuple[str, ...]] = {"mode": MODES, "greedy": GREEDY, "copy_from": ("prompt", "user"),
+                                        "draft": ("lookup", "adapter"), "weights": ("auto", "base", "adapted"),
+                                        "sampler": SAMPLERS}
+# name -> (integer?, low, high, low excluded?, None allowed?)
+_NUMBERS: dict[str, tuple[bool, float, float, bool, bool]] = {
+    "max_new_tokens": (True, 1, math.inf, False, False),
+    "temperature": (False, 0, math.inf, False, False),
+    "copy_bias": (False, 0, math.inf, False, False),
+    "top_k": (True, 1, math.inf, False, True),
+    "top_p": (False, 0, 1, True, True),
+    "canvas_length": (True, 1, math.inf, False, False),
+    "max_denoising_steps": (True, 1, math.inf, False, False),
+    "confidence_threshold": (False, 0, 1, False, False),
+    "entropy_bound": (False, 0, math.inf, False, False),
+    "stable_steps": (True, 1, math.inf, False, False),
+    "entropy_threshold": (False, 0, math.inf, False, False),
+    "final_temperature": (False, 0, math.inf, False, True),
+    "draft_steps": (True, 1, math.inf, False, False),
+}
+_BOOLS = ("copy_numbers", "sized_passes")
+
+
+def _check_choices(cfg: DecodeConfig) -> None:
+    for name, choices in _CHOICES.items():
+        v = getattr(cfg, name)
+        if not isinstance(v, str) or v not in choices:
+            one = " or ".join(map(repr, choices)) if len(choices) == 2 else f"one of {choices}"
+            raise InvalidRequestError(f"{name} must be {one}, got {v!r}")
+    for name in _BOOLS:
+        if not isinstance(getattr(cfg, name), bool):
+            raise InvalidRequestError(f"{name} must be true or false, got {getattr(cfg, name)!r}")
+
+
+def _check_numbers(cfg: DecodeConfig) -> None:
+    for name, (integer, lo, hi, lo_open, optional) in _NUMBERS.items():
+        v = getattr(cfg, name)
+        if v is None and optional:
+            continue
+        kind = "an integer" if integer else "a finite number"
+        ok_type = isinstance(v, int) if integer else isinstance(v, int | float)
+        if not ok_type or isinstance(v, bool) or (not integer and not math.isfinite(v)):
+            raise InvalidRequestError(f"{name} must be {kind}{' or None' if optional else ''}, got {v!r}")
+        if v < lo or (lo_open and v == lo) or v > hi:
+            low = f"> {lo}" if lo_open else f">= {lo}"
+            rng = low if hi == math.inf else f"in {'(' if lo_open else '['}{lo}, {hi}]"
+            raise InvalidRequestError(f"{name} must be {rng}, got {v!r}")

@@ -13,6 +13,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from agentkit import validate
 from agentkit.config import DecodeConfig
 from agentkit.errors import UserError
 from agentkit.toolcall import parse_call
@@ -189,13 +190,12 @@ def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: 
 
 
 def check_prompt_length(prompt_tokens: int, context: int, max_tokens: int, *, at_least: bool = False) -> None:
-    """400 if the prompt and ``max_tokens`` do not fit the model's context (naming both numbers)."""
-    if prompt_tokens + max_tokens > context:
-        n = f"at least {prompt_tokens}" if at_least else str(prompt_tokens)
-        raise APIError(400, f"the prompt is {n} tokens and max_tokens is {max_tokens}: together they exceed the "
-                            f"model's context of {context} tokens (the prompt may be at most "
-                            f"{max(0, context - max_tokens)} tokens)", param="messages",
-                       code="context_length_exceeded")
+    """400 if the prompt and ``max_tokens`` do not fit the model's context (naming both numbers): the engine's own
+    check (``agentkit.validate.check_prompt_length``), its ``ContextLengthError`` as the API's error."""
+    try:
+        validate.check_prompt_length(prompt_tokens, context, max_tokens, at_least=at_least)
+    except validate.ContextLengthError as e:
+        raise user_error(e) from None
 
 
 def fit_max_tokens(plan: Plan, prompt_tokens: int, context: int | None) -> int:

@@ -19,6 +19,7 @@ from ..constrain.nodes import Template
 from ..constrain.runtime import TokenConstraint
 from ..constrain.vocab import token_vocab
 from ..errors import InvalidRequestError, ModelNotFoundError, UnsupportedModeError, UserError
+from ..validate import check_prompt_length, check_prompt_text, min_prompt_tokens
 from ..models.loader import DIFFUSION_GEMMA, LoadedModel, load_model
 from ..models.packed import use_packed_weights
 from ..models.q4 import MAX_ROWS as Q4_MAX_ROWS
@@ -190,6 +191,35 @@ class Engine:
     def name(self) -> str:
         return self.lm.name
 
+    @functools.cached_property
+    def context_length(self) -> int | None:
+        """The model's context in tokens (prompt and output together): the torch model's
+        ``max_position_embeddings``, or a llama.cpp backbone's trained context (else its KV cells); None if
+        neither says."""
+        cfg = getattr(self.lm.model, "config", None) if self.lm.model is not None else None
+        n = getattr(cfg, "max_position_embeddings", None) or getattr(getattr(cfg, "text_config", None),
+                                                                     "max_position_embeddings", None)
+        if n is None:
+            opts = getattr(self.backbone, "options", None)
+            n = getattr(self.backbone, "n_ctx_train", None) or getattr(opts, "n_ctx", None)
+        return int(n) if isinstance(n, int) and n > 0 else None
+
+    @functools.cached_property
+    def longest_token_chars(self) -> int:
+        """Bytes of the vocabulary's longest token: a prompt of C characters holds at least C / this tokens."""
+        return max((len(b) for b in self.vocab.token_bytes if b), default=1)
+
+    def check_request(self, prompt: Prompt, cfg: DecodeConfig) -> None:
+        """What ``generate`` checks before any work (``agentkit/validate.py``; the server calls the same): every
+        ``cfg`` field, the prompt's text valid Unicode, and the prompt with ``max_new_tokens`` within the context
+        (bounded from the prompt's characters first, so a huge prompt is refused before it is tokenized)."""
+        if not isinstance(cfg, DecodeConfig):
+            raise InvalidRequestError(f"config must be a DecodeConfig, got {type(cfg).__name__}")
+        cfg.validate()
+        check_prompt_text(prompt)
+        check_prompt_length(min_prompt_tokens(prompt, self.longest_token_chars), self.context_length,
+                            cfg.max_new_tokens, at_least=True)
+
     # -- prompts --------------------------------------------------------------------------------------------
     def encode_prompt(self, prompt: Prompt, *, raw: bool = False) -> list[int]:
         if isinstance(prompt, str):
@@ -247,12 +277,16 @@ class Engine:
         before each model forward; once it returns True decoding stops there, with finish_reason "cancelled"
         and the output committed so far (timeouts and cancellation that bite within one forward)."""
         cfg = config or DecodeConfig()
+        self.check_request(prompt, cfg)
+        t_encode = time.perf_counter()
+        with self.lock:
+            ids = self.encode_prompt(prompt, raw=raw)
+        check_prompt_length(len(ids), self.context_length, cfg.max_new_tokens)
+        encode_s = time.perf_counter() - t_encode
         index_ms = 0.0
         if template is not None and id(template) not in self._constraints:
             index_ms = self.constraint(template).index_ms  # token DFAs: a one-time compile cost, reported apart
-        t_start = time.perf_counter()
-        with self.lock:
-            ids = self.encode_prompt(prompt, raw=raw)
+        t_start = time.perf_counter() - encode_s  # the latency counts the prompt's encoding, not the index build
         lm, backbone = self.lm, self.backbone
         adapted = cfg.weights == "adapted" or (cfg.weights == "auto" and cfg.mode == "diffusion")
         if cfg.weights == "adapted" and self.adapter_path is None:
