@@ -34,8 +34,8 @@ class EngineConfig:
     device: str = "cpu"
     threads: int | None = None  # torch.set_num_threads (and llama.cpp's threads); None leaves the default
     seed: int = 0
-    # "auto": torch, unless llama.cpp measured faster for the model and machine (agentkit/engine/llama_cpp.py:
-    # AUTO_PREFERS_LLAMA; not on this CPU for BFCL requests); "llama.cpp" needs the [llama] extra
+    # "auto": torch (llama.cpp writes different greedy text, so auto never picks it); "llama.cpp": the embedded
+    # default model's Q4_1 GGUF on llama.cpp, needs the [llama] extra
     backend: str = "auto"
     # fixed-shape passes (torch backend): every pass after the prompt is this many positions over a cache of fixed
     # length, so no position's logits depend on how tokens were grouped into passes -- verify and the causal canvas

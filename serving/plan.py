@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agentkit import validate
+from agentkit.calibration import structured_mode
 from agentkit.config import DecodeConfig
 from agentkit.errors import UserError
 from agentkit.toolcall import parse_call
@@ -168,7 +169,9 @@ def decode_config(req: ChatRequest, mode: str, max_tokens: int) -> DecodeConfig:
 
 def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: int | None = None,
                  max_token_chars: int | None = None) -> Plan:
-    """The plan for ``req``. ``context`` (the model's context in tokens) and ``max_token_chars`` (the longest
+    """The plan for ``req``. Without ``agentkit.mode`` and ``default_mode``, structured output decodes in the
+    calibrated mode (``agentkit.calibration.structured_mode``, the SDK's ``RoutingPolicy`` default too), free text
+    in AR. ``context`` (the model's context in tokens) and ``max_token_chars`` (the longest
     token's length) bound the prompt cheaply: a prompt of C characters holds at least C / max_token_chars tokens,
     so a prompt that cannot fit is refused here, before it is even tokenized."""
     tools, forced, choice = _tools(req)
@@ -180,7 +183,7 @@ def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: 
         chars = sum(len(m["content"]) for m in messages)
         check_prompt_length(-(-chars // max_token_chars), context, given or 1, at_least=True)
     ext = req.agentkit or AgentkitExt()
-    mode = ext.mode or default_mode or ("diffusion" if schema is not None else "ar")
+    mode = ext.mode or default_mode or (structured_mode() if schema is not None else "ar")
     tool_mode: Literal["none", "forced", "auto"] = "forced" if forced else (
         "auto" if choice == "auto" and schema is None else "none")
     names = frozenset(t.function.name for t in (forced or tools)) if tool_mode != "none" else frozenset()

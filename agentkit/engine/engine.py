@@ -25,7 +25,7 @@ from ..models.packed import use_packed_weights
 from ..models.q4 import MAX_ROWS as Q4_MAX_ROWS
 from ..models.q4 import safetensors_source, use_q4_steps
 from .attention import use_fast_decode_attention
-from .backbone import Backbone, cost_curve
+from .backbone import Backbone
 from .batch import BatchSeat, Locked
 from .decode import Decoder
 from .gemma import GemmaBackbone, gemma_sampler
@@ -75,7 +75,6 @@ class Engine:
         self.vocab = token_vocab(lm.tokenizer, lm.eos_ids)
         self._constraints: dict[int, TokenConstraint] = {}
         self._adapted: tuple[LoadedModel, Backbone] | None = None
-        self._llama: Backbone | None = None  # backend "auto": free-text AR on llama.cpp (free_text_backbone)
         # earlier requests' KV caches, for prompts that start the same way (agentkit/engine/prefix.py)
         self.prefixes = PrefixCache(self.config.prefix_cache) if self.config.prefix_cache else None
         # guards what concurrent generate() calls share: the tokenizer, the constraint LRU and the automata in it
@@ -154,38 +153,6 @@ class Engine:
                     bb = SplitBackbone(self.backbone if shared else Backbone(base), bb)  # type: ignore
                 self._adapted = (lm, bb)
             return self._adapted
-
-    def free_text_backbone(self, cfg: DecodeConfig, prompt_tokens: int) -> Backbone | None:
-        """``backend="auto"`` on the embedded default model on CPU, llama-cpp-python installed: the llama.cpp
-        backbone for a free-text request (no template, base weights, not batched; any mode but the adapter's
-        canvas, so verify and the causal canvas stay equal to AR) when the cost curves
-        predict it finishes sooner there (:func:`~agentkit.engine.llama_cpp.prefer_llama`: replies longer than a
-        few dozen tokens); None keeps the engine's own backbone. Structured steps always stay on it (their long
-        prompts and wide passes are cheaper on torch). Loaded on first use (the GGUF is read as it is)."""
-        from .llama_cpp import prefer_llama
-
-        # decided on the request's lengths alone, never its mode: AR, verify and the causal canvas of one request
-        # run on the same backbone, so verify still equals AR within the engine
-        curve = self._llama_curve
-        if (curve is None or cfg.weights == "adapted"
-                or not prefer_llama(self.backbone.cost_curve, curve, prompt_tokens, cfg.max_new_tokens)):
-            return None
-        with self.lock:
-            if self._llama is None:
-                self._llama = load_default_llama(LlamaOptions(threads=self.config.threads, n_seq_max=16))[1]
-            return self._llama
-
-    @functools.cached_property
-    def _llama_curve(self) -> dict[int, float] | None:
-        """llama.cpp's cost curve where this engine may route free text there (backend auto on the default model on
-        CPU, torch loaded, llama-cpp-python installed); None elsewhere. Settled once, not on every request."""
-        from . import llama_cpp
-
-        c = self.config
-        if (c.backend != "auto" or self.backend != "torch" or c.model is not None or not self.lm.meta.get("default")
-                or c.device != "cpu" or not llama_cpp.available()):
-            return None
-        return cost_curve("llama.cpp", "q4_1", self.lm)
 
     @property
     def name(self) -> str:
@@ -294,9 +261,7 @@ class Engine:
                                        "has none (or the engine was built with adapter=False)")
         if adapted and self.adapter_path is not None:
             lm, backbone = self._diffusion_model()  # by default AR and verify keep the base weights
-        elif template is None and batch is None:
-            backbone = self.free_text_backbone(cfg, len(ids)) or backbone
-        backend = "llama.cpp" if backbone is self._llama else self.backend
+        backend = self.backend  # one backend per engine: "auto" never moves a request to another one
         sampler = self._sampler(cfg, lm)
         prefix = self.prefixes if backbone is self.backbone else None  # the base weights' caches only
         constraint = self.constraint(template) if template is not None else None
