@@ -7,19 +7,17 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from .errors import InvalidRequestError
+from .settings import DECODE, GREEDY, MODES, SAMPLERS  # noqa: F401 (MODES, GREEDY, SAMPLERS: re-exported)
 from .validate import check_seed, check_text
 
 Mode = Literal["ar", "diffusion", "verify"]
 Sampler = Literal["auto", "jacobi", "mask", "uniform"]
-MODES: tuple[str, ...] = ("ar", "diffusion", "verify")
 DTYPES: tuple[str, ...] = ("auto", "float32", "bfloat16")
 BACKENDS: tuple[str, ...] = ("auto", "torch", "llama.cpp")
 ATTENTIONS: tuple[str, ...] = ("auto", "sdpa")
 Q4_STEPS: tuple[str, ...] = ("auto", "on", "off")
 PREPACK: tuple[str, ...] = ("auto", "off")
 ROW_EXACT: tuple[str, ...] = ("auto", "off")
-GREEDY: tuple[str, ...] = ("byte", "token")  # DecodeConfig.greedy
-SAMPLERS: tuple[str, ...] = ("auto", "jacobi", "mask", "uniform")  # DecodeConfig.sampler
 
 
 @dataclass
@@ -159,26 +157,13 @@ class DecodeConfig:
         check_seed(self.seed)
 
 
-_CHOICES: dict[str, tuple[str, ...]] = {"mode": MODES, "greedy": GREEDY, "copy_from": ("prompt", "user"),
-                                        "draft": ("lookup", "adapter"), "weights": ("auto", "base", "adapted"),
-                                        "sampler": SAMPLERS}
+# DecodeConfig's checks, from the settings table (agentkit/settings.py)
+_CHOICES: dict[str, tuple[str, ...]] = {st.name: st.choices for st in DECODE if st.kind == "str"}
 # name -> (integer?, low, high, low excluded?, None allowed?)
 _NUMBERS: dict[str, tuple[bool, float, float, bool, bool]] = {
-    "max_new_tokens": (True, 1, math.inf, False, False),
-    "temperature": (False, 0, math.inf, False, False),
-    "copy_bias": (False, 0, math.inf, False, False),
-    "top_k": (True, 1, math.inf, False, True),
-    "top_p": (False, 0, 1, True, True),
-    "canvas_length": (True, 1, math.inf, False, False),
-    "max_denoising_steps": (True, 1, math.inf, False, False),
-    "confidence_threshold": (False, 0, 1, False, False),
-    "entropy_bound": (False, 0, math.inf, False, False),
-    "stable_steps": (True, 1, math.inf, False, False),
-    "entropy_threshold": (False, 0, math.inf, False, False),
-    "final_temperature": (False, 0, math.inf, False, True),
-    "draft_steps": (True, 1, math.inf, False, False),
-}
-_BOOLS = ("copy_numbers", "sized_passes")
+    st.name: (st.kind == "int", st.low, st.high, st.low_open, st.optional) for st in DECODE
+    if st.kind in ("int", "float") and st.name != "seed"}  # seed: validate.check_seed (torch's range)
+_BOOLS = tuple(st.name for st in DECODE if st.kind == "bool")
 
 
 def _check_choices(cfg: DecodeConfig) -> None:
@@ -197,11 +182,10 @@ def _check_numbers(cfg: DecodeConfig) -> None:
         v = getattr(cfg, name)
         if v is None and optional:
             continue
-        kind = "an integer" if integer else "a finite number"
         ok_type = isinstance(v, int) if integer else isinstance(v, int | float)
-        if not ok_type or isinstance(v, bool) or (not integer and not math.isfinite(v)):
-            raise InvalidRequestError(f"{name} must be {kind}{' or None' if optional else ''}, got {v!r}")
-        if v < lo or (lo_open and v == lo) or v > hi:
-            low = f"> {lo}" if lo_open else f">= {lo}"
-            rng = low if hi == math.inf else f"in {'(' if lo_open else '['}{lo}, {hi}]"
-            raise InvalidRequestError(f"{name} must be {rng}, got {v!r}")
+        ok = ok_type and not isinstance(v, bool) and (integer or math.isfinite(v))
+        if not ok or v < lo or (lo_open and v == lo) or v > hi:
+            kind = "an integer" if integer else "a finite number"
+            rng = (f"> {lo}" if lo_open else f">= {lo}") if hi == math.inf else \
+                f"in {'(' if lo_open else '['}{lo}, {hi}]"
+            raise InvalidRequestError(f"{name} must be {kind} {rng}{' or None' if optional else ''}, got {v!r}")

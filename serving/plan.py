@@ -16,6 +16,7 @@ from typing import Any, Literal
 from agentkit import validate
 from agentkit.calibration import structured_mode
 from agentkit.config import DecodeConfig
+from agentkit.settings import server_fields
 from agentkit.errors import UserError
 from agentkit.toolcall import parse_call
 
@@ -158,9 +159,9 @@ def decode_config(req: ChatRequest, mode: str, max_tokens: int) -> DecodeConfig:
     kw: dict[str, Any] = {"mode": mode, "max_new_tokens": max_tokens,
                           "temperature": req.temperature if req.temperature is not None else 0.0,
                           "top_p": req.top_p, "top_k": req.top_k, "seed": req.seed, "stop": req.stop or []}
-    for k in ("canvas_length", "max_denoising_steps", "sampler", "greedy", "copy_bias", "copy_from", "copy_numbers"):
-        if getattr(ext, k) is not None:
-            kw[k] = getattr(ext, k)
+    for k, name in server_fields("agentkit").items():  # the extension's decoding settings (agentkit/settings.py)
+        if name not in kw and name != "json_style" and getattr(ext, k) is not None:
+            kw[name] = getattr(ext, k)
     try:
         return DecodeConfig(**kw)
     except UserError as e:
