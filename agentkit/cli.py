@@ -345,13 +345,13 @@ def serve(
     autoscale: str | None = typer.Option(None, help="with --ray: MIN,MAX replicas, scaled on ongoing requests"),
 ) -> None:
     """Serve an OpenAI-compatible chat-completions endpoint with structured (constrained) decoding."""
-    from agentkit.serving.cli import run as _run
-    from agentkit.serving.config import ServerConfig
-
     from .config import EngineConfig
     from .constrain.limits import CompileLimits
 
     try:
+        from agentkit.serving.cli import run as _run  # the [server] extra: a MissingExtraError naming it
+        from agentkit.serving.config import ServerConfig
+
         given = {"max_seconds": compile_timeout_s, "max_states": compile_max_states,
                  "max_slot_states": compile_max_slot_states}
         limits = CompileLimits(**{k: v for k, v in given.items() if v is not None})

@@ -9,6 +9,7 @@ The hierarchy::
     │   ├── UnsupportedModeError     the model cannot decode in the requested mode/sampler
     │   ├── UnsupportedSchemaError   a JSON Schema keyword the compiler cannot enforce (names keyword + pointer)
     │   │   └── SchemaLimitError     building the constraint would pass a CompileLimits bound (names limit + pointer)
+    │   ├── MissingExtraError        an optional dependency is not installed (names the extra; also an ImportError)
     │   ├── EditError                an edit response cannot be parsed or applied (names file + missing text)
     │   └── WorkspaceError           a workspace tool call was refused (path escape, size bound, command)
     ├── CompileCancelled             a constraint build was cancelled by its caller (the request went away)
@@ -74,6 +75,15 @@ class SchemaLimitError(UnsupportedSchemaError):
         self.limit, self.value = limit, value
         msg = f"schema at {self.pointer} exceeds CompileLimits.{limit}={value}"
         Exception.__init__(self, f"{msg}: {detail}" if detail else msg)
+
+
+class MissingExtraError(UserError, ImportError):
+    """A feature needs an optional dependency that is not installed; the message names the extra that installs it
+    (``pip install 'agentkit[server]'``). ``extra`` is its name. Also an ``ImportError``."""
+
+    def __init__(self, message: str, extra: str = "") -> None:
+        super().__init__(message)
+        self.extra = extra
 
 
 class CompileCancelled(AgentkitError):

@@ -11,13 +11,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+from .._extras import require
+
+require("evals", "eval plots")
+
+import matplotlib  # noqa: E402 (after the check that names the extra)
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt
-import numpy as np
-from matplotlib.patches import Patch
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 
 
 def sibling(path: Path, tag: str) -> Path:
