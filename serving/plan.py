@@ -16,8 +16,8 @@ from typing import Any, Literal
 from agentkit import validate
 from agentkit.calibration import structured_mode
 from agentkit.config import DecodeConfig
-from agentkit.settings import server_fields
 from agentkit.errors import UserError
+from agentkit.settings import server_fields
 from agentkit.toolcall import parse_call
 
 from .errors import APIError, user_error

@@ -124,10 +124,11 @@ def _non_default() -> DecodeConfig:
 
 
 def test_http_body_carries_every_server_setting_and_the_style():
-    from agentkit.constrain.compiler import compile_schema_cached
-    from agentkit.sdk._http import HTTPGenerator
     from agentkit.serving.plan import plan_request
     from agentkit.serving.protocol import ChatRequest
+
+    from agentkit.constrain.compiler import compile_schema_cached
+    from agentkit.sdk._http import HTTPGenerator
 
     cfg = _non_default()
     assert {s.name for s in table.where("server")} - {"json_style"} <= {
@@ -166,8 +167,9 @@ def test_ray_config_and_cli_serve_have_the_engines_settings():
     """The engine's settings are EngineConfig's fields: the Ray config and `agentkit serve` restate them with the
     same names and defaults, and declare nothing else unknown."""
     pytest.importorskip("fastapi")
-    from agentkit.cli import serve
     from agentkit.serving.ray_serve import RayServeConfig
+
+    from agentkit.cli import serve
 
     engine = {f.name: _default(f) for f in dataclasses.fields(EngineConfig)}
     ray = {f.name: _default(f) for f in dataclasses.fields(RayServeConfig)}

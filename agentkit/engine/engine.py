@@ -19,11 +19,11 @@ from ..constrain.nodes import Template
 from ..constrain.runtime import TokenConstraint
 from ..constrain.vocab import token_vocab
 from ..errors import InvalidRequestError, ModelNotFoundError, UnsupportedModeError, UserError
-from ..validate import check_prompt_length, check_prompt_text, min_prompt_tokens
 from ..models.loader import DIFFUSION_GEMMA, LoadedModel, load_model
 from ..models.packed import use_packed_weights
 from ..models.q4 import MAX_ROWS as Q4_MAX_ROWS
 from ..models.q4 import safetensors_source, use_q4_steps
+from ..validate import check_prompt_length, check_prompt_text, min_prompt_tokens
 from .attention import use_fast_decode_attention
 from .backbone import Backbone
 from .batch import BatchSeat, Locked

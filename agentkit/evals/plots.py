@@ -15,13 +15,13 @@ from .._extras import require
 
 require("evals", "eval plots")
 
-import matplotlib  # noqa: E402 (after the check that names the extra)
+import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.patches import Patch
 
 
 def sibling(path: Path, tag: str) -> Path:

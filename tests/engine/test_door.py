@@ -78,6 +78,7 @@ def test_context_errors_are_agentkit_errors():
 
 def test_server_uses_the_engine_checks():
     from agentkit.serving import plan, protocol
+
     from agentkit import validate
 
     assert (protocol.SEED_MIN, protocol.SEED_MAX) == (validate.SEED_MIN, validate.SEED_MAX)

@@ -21,8 +21,9 @@ class Trip(BaseModel):
 
 @pytest.fixture(scope="module")
 def app():
-    from agentkit.engine import tiny_engine
     from agentkit.serving.app import create_app
+
+    from agentkit.engine import tiny_engine
 
     engine = tiny_engine(0)
     app = create_app(engine, max_batch=1)
