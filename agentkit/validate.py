@@ -19,22 +19,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .errors import InvalidRequestError
+from .errors import ContextLengthError, InvalidRequestError
+
+__all__ = ["ContextLengthError", "check_prompt_length", "check_prompt_text", "check_seed", "check_text",
+           "min_prompt_tokens", "prompt_texts", "surrogate_error"]
 
 SEED_MIN, SEED_MAX = -(2**63), 2**64 - 1  # what torch.Generator.manual_seed accepts
 SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-class ContextLengthError(InvalidRequestError):
-    """The prompt and ``max_new_tokens`` together exceed the model's context. ``prompt_tokens`` (a lower bound
-    when ``at_least``), ``max_tokens`` and ``context`` are the numbers compared."""
-
-    def __init__(self, prompt_tokens: int, max_tokens: int, context: int, at_least: bool = False) -> None:
-        self.prompt_tokens, self.max_tokens, self.context, self.at_least = prompt_tokens, max_tokens, context, at_least
-        n = f"at least {prompt_tokens}" if at_least else str(prompt_tokens)
-        super().__init__(f"the prompt is {n} tokens and max_tokens is {max_tokens}: together they exceed the "
-                         f"model's context of {context} tokens (the prompt may be at most "
-                         f"{max(0, context - max_tokens)} tokens)")
 
 
 def surrogate_error(text: str) -> str | None:
