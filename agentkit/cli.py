@@ -24,11 +24,14 @@ def _options(debug: bool = typer.Option(False, "--debug", help="print the full t
     _DEBUG = debug
 
 
-def _engine(model: str | None, adapter: bool = True):
+BACKEND_HELP = "engine backend: auto (torch) | torch | llama.cpp (the [llama] extra; its text differs from torch's)"
+
+
+def _engine(model: str | None, adapter: bool = True, backend: str = "auto"):
     from .config import EngineConfig
     from .engine.engine import Engine
 
-    return Engine(EngineConfig(model=model, adapter=adapter))
+    return Engine(EngineConfig(model=model, adapter=adapter, backend=backend))
 
 
 def _stats_table(title: str, stats) -> Table:
@@ -73,6 +76,7 @@ def generate(
     weights: str = typer.Option("auto", help="auto (adapter for diffusion only) | base | adapted (adapter in "
                                              "every mode, e.g. AR on the adapted weights)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object: text, mode, value, stats"),
+    backend: str = typer.Option("auto", help=BACKEND_HELP),
 ) -> None:
     """Generate a reply (optionally under a JSON Schema) and print what it cost."""
     from .config import DecodeConfig
@@ -87,7 +91,7 @@ def generate(
             if not schema.is_file():
                 raise FileNotFoundError(f"schema file {str(schema)!r} not found")
             template = compile_schema_cached(json.loads(schema.read_text()))
-        res = _engine(model, adapter=not no_adapter).generate(prompt, cfg, template=template)
+        res = _engine(model, adapter=not no_adapter, backend=backend).generate(prompt, cfg, template=template)
     except (AgentkitError, FileNotFoundError, json.JSONDecodeError) as e:
         _fail(e)
     if as_json:
@@ -101,6 +105,7 @@ def generate(
 def demo(
     model: str | None = typer.Option(None, help="local model directory (default: embedded SmolLM2)"),
     mode: str = typer.Option("diffusion", help="mode for the structured step"),
+    backend: str = typer.Option("auto", help=BACKEND_HELP),
 ) -> None:
     """One structured extraction and one free-form reply on the default model, with decoding statistics."""
     from pydantic import BaseModel
@@ -116,7 +121,7 @@ def demo(
 
     text = "Lunch with Maria Lopez in Lisbon on Friday, the four of us."
     try:
-        engine = _engine(model)
+        engine = _engine(model, backend=backend)
         template = compile_schema_cached(Meeting, strict=True)
         messages = [
             {"role": "system", "content": "Extract the meeting as JSON with keys person, city, day, attendees."},
@@ -152,7 +157,7 @@ def eval_(
     workers: int = typer.Option(2, help="with --ray: actors, each loading the model once"),
     dtype: str = typer.Option("auto", help="engine dtype: auto | float32 | bfloat16 (auto: bf16 where the CPU "
                               "has avx512_bf16/AMX, and on GPUs)"),
-    backend: str = typer.Option("auto", help="engine backend: auto | torch | llama.cpp"),
+    backend: str = typer.Option("auto", help=BACKEND_HELP),
     pass_width: int | None = typer.Option(None, help="fixed-shape passes of N positions (verify and the causal "
                                              "canvas then equal AR bit for bit in bf16); default: off"),
     prompt: str = typer.Option("default", help="bfcl: the system prompt (default | plain | expert | example | "
@@ -306,7 +311,7 @@ def serve(
     request_timeout_s: float = typer.Option(120.0, help="per-request timeout, arrival to result, schema "
                                             "compilation included (then HTTP 504)"),
     default_mode: str | None = typer.Option(None, help="ar | diffusion | verify for every request without "
-                                               "agentkit.mode (default: diffusion for structured output, ar else)"),
+                                               "agentkit.mode (default: the calibrated mode for structured output, as the SDK's, ar else)"),
     prepare_workers: int = typer.Option(2, help="threads compiling schemas, apart from decoding"),
     ready_stall_s: float = typer.Option(30.0, help="/health/ready fails when requests wait this long with no "
                                         "forward completing"),
@@ -349,7 +354,7 @@ def serve(
                                                   "HTTP 503"),
     threads: int | None = typer.Option(None, help="torch threads (default: torch's own)"),
     dtype: str = typer.Option("auto", help="engine dtype: auto | float32 | bfloat16"),
-    backend: str = typer.Option("auto", help="engine backend: auto | torch | llama.cpp"),
+    backend: str = typer.Option("auto", help=BACKEND_HELP),
     pass_width: int | None = typer.Option(None, help="fixed-shape passes of N positions: verify equals AR bit "
                                              "for bit in bf16, but requests' forwards are not batched together"),
     attention: str = typer.Option("auto", help="auto (one-token decode steps on CPU as float32 matmuls) | sdpa"),
@@ -368,13 +373,13 @@ def serve(
     autoscale: str | None = typer.Option(None, help="with --ray: MIN,MAX replicas, scaled on ongoing requests"),
 ) -> None:
     """Serve an OpenAI-compatible chat-completions endpoint with structured (constrained) decoding."""
-    from agentkit.serving.cli import run as _run
-    from agentkit.serving.config import ServerConfig
-
     from .config import EngineConfig
     from .constrain.limits import CompileLimits
 
     try:
+        from agentkit.serving.cli import run as _run  # the [server] extra: a MissingExtraError naming it
+        from agentkit.serving.config import ServerConfig
+
         given = {"max_seconds": compile_timeout_s, "max_states": compile_max_states,
                  "max_slot_states": compile_max_slot_states, "max_branch_names": compile_max_branch_names}
         limits = CompileLimits(**{k: v for k, v in given.items() if v is not None})

@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Literal
 
 from .errors import InvalidRequestError
+from .settings import DECODE, GREEDY, MODES, SAMPLERS  # noqa: F401 (MODES, GREEDY, SAMPLERS: re-exported)
+from .validate import check_seed, check_text
 
 Mode = Literal["ar", "diffusion", "verify"]
 Sampler = Literal["auto", "jacobi", "mask", "uniform"]
-MODES: tuple[str, ...] = ("ar", "diffusion", "verify")
 DTYPES: tuple[str, ...] = ("auto", "float32", "bfloat16")
 BACKENDS: tuple[str, ...] = ("auto", "torch", "llama.cpp")
 ATTENTIONS: tuple[str, ...] = ("auto", "sdpa")
 Q4_STEPS: tuple[str, ...] = ("auto", "on", "off")
 PREPACK: tuple[str, ...] = ("auto", "off")
 ROW_EXACT: tuple[str, ...] = ("auto", "off")
-GREEDY: tuple[str, ...] = ("byte", "token")  # DecodeConfig.greedy
 
 
 @dataclass
@@ -31,8 +32,8 @@ class EngineConfig:
     device: str = "cpu"
     threads: int | None = None  # torch.set_num_threads (and llama.cpp's threads); None leaves the default
     seed: int = 0
-    # "auto": torch, unless llama.cpp measured faster for the model and machine (agentkit/engine/llama_cpp.py:
-    # AUTO_PREFERS_LLAMA; not on this CPU for BFCL requests); "llama.cpp" needs the [llama] extra
+    # "auto": torch (llama.cpp writes different greedy text, so auto never picks it); "llama.cpp": the embedded
+    # default model's Q4_1 GGUF on llama.cpp, needs the [llama] extra
     backend: str = "auto"
     # fixed-shape passes (torch backend): every pass after the prompt is this many positions over a cache of fixed
     # length, so no position's logits depend on how tokens were grouped into passes -- verify and the causal canvas
@@ -142,35 +143,49 @@ class DecodeConfig:
     draft_steps: int = 1
 
     def __post_init__(self) -> None:
-        if self.greedy not in GREEDY:
-            raise InvalidRequestError(f"greedy must be 'byte' or 'token', got {self.greedy!r}")
-        if not isinstance(self.copy_bias, int | float) or not 0 <= self.copy_bias < float("inf"):
-            raise InvalidRequestError(f"copy_bias must be a finite number >= 0, got {self.copy_bias!r}")
-        if self.copy_from not in ("prompt", "user"):
-            raise InvalidRequestError(f"copy_from must be 'prompt' or 'user', got {self.copy_from!r}")
-        if not isinstance(self.copy_numbers, bool):
-            raise InvalidRequestError(f"copy_numbers must be true or false, got {self.copy_numbers!r}")
-        if self.draft not in ("lookup", "adapter"):
-            raise InvalidRequestError(f"draft must be 'lookup' or 'adapter', got {self.draft!r}")
-        if not isinstance(self.draft_steps, int) or self.draft_steps < 1:
-            raise InvalidRequestError(f"draft_steps must be an integer >= 1, got {self.draft_steps!r}")
-        if self.weights not in ("auto", "base", "adapted"):
-            raise InvalidRequestError(f"weights must be 'auto', 'base' or 'adapted', got {self.weights!r}")
-        if self.mode not in MODES:
-            raise InvalidRequestError(f"mode must be one of {MODES}, got {self.mode!r}")
-        if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
-            raise InvalidRequestError(f"max_new_tokens must be an integer >= 1, got {self.max_new_tokens!r}")
-        if self.temperature < 0:
-            raise InvalidRequestError(f"temperature must be >= 0, got {self.temperature}")
-        if self.top_p is not None and not 0.0 < self.top_p <= 1.0:
-            raise InvalidRequestError(f"top_p must be in (0, 1], got {self.top_p}")
-        if self.canvas_length < 1:
-            raise InvalidRequestError(f"canvas_length must be >= 1, got {self.canvas_length}")
-        if self.max_denoising_steps < 1:
-            raise InvalidRequestError(f"max_denoising_steps must be >= 1, got {self.max_denoising_steps}")
-        if self.sampler not in ("auto", "jacobi", "mask", "uniform"):
-            raise InvalidRequestError(f"sampler must be auto|jacobi|mask|uniform, got {self.sampler!r}")
-        if not 0.0 <= self.confidence_threshold <= 1.0:
-            raise InvalidRequestError(f"confidence_threshold must be in [0, 1], got {self.confidence_threshold}")
-        if self.stable_steps < 1:
-            raise InvalidRequestError(f"stable_steps must be >= 1, got {self.stable_steps}")
+        self.validate()
+
+    def validate(self) -> None:
+        """Every field checked (``InvalidRequestError`` naming the first bad one): run on construction and again by
+        ``Engine.generate`` before any work (a field assigned after construction is checked there too)."""
+        _check_choices(self)
+        _check_numbers(self)
+        if not isinstance(self.stop, list) or not all(isinstance(s, str) and s for s in self.stop):
+            raise InvalidRequestError(f"stop must be a list of non-empty strings, got {self.stop!r}")
+        for i, s in enumerate(self.stop):
+            check_text(s, f"stop[{i}]")
+        check_seed(self.seed)
+
+
+# DecodeConfig's checks, from the settings table (agentkit/settings.py)
+_CHOICES: dict[str, tuple[str, ...]] = {st.name: st.choices for st in DECODE if st.kind == "str"}
+# name -> (integer?, low, high, low excluded?, None allowed?)
+_NUMBERS: dict[str, tuple[bool, float, float, bool, bool]] = {
+    st.name: (st.kind == "int", st.low, st.high, st.low_open, st.optional) for st in DECODE
+    if st.kind in ("int", "float") and st.name != "seed"}  # seed: validate.check_seed (torch's range)
+_BOOLS = tuple(st.name for st in DECODE if st.kind == "bool")
+
+
+def _check_choices(cfg: DecodeConfig) -> None:
+    for name, choices in _CHOICES.items():
+        v = getattr(cfg, name)
+        if not isinstance(v, str) or v not in choices:
+            one = " or ".join(map(repr, choices)) if len(choices) == 2 else f"one of {choices}"
+            raise InvalidRequestError(f"{name} must be {one}, got {v!r}")
+    for name in _BOOLS:
+        if not isinstance(getattr(cfg, name), bool):
+            raise InvalidRequestError(f"{name} must be true or false, got {getattr(cfg, name)!r}")
+
+
+def _check_numbers(cfg: DecodeConfig) -> None:
+    for name, (integer, lo, hi, lo_open, optional) in _NUMBERS.items():
+        v = getattr(cfg, name)
+        if v is None and optional:
+            continue
+        ok_type = isinstance(v, int) if integer else isinstance(v, int | float)
+        ok = ok_type and not isinstance(v, bool) and (integer or math.isfinite(v))
+        if not ok or v < lo or (lo_open and v == lo) or v > hi:
+            kind = "an integer" if integer else "a finite number"
+            rng = (f"> {lo}" if lo_open else f">= {lo}") if hi == math.inf else \
+                f"in {'(' if lo_open else '['}{lo}, {hi}]"
+            raise InvalidRequestError(f"{name} must be {kind} {rng}{' or None' if optional else ''}, got {v!r}")

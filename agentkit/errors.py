@@ -6,9 +6,11 @@ The hierarchy::
     ├── UserError                    the caller asked for something invalid
     │   ├── ModelNotFoundError       a model path or the embedded default model is missing
     │   ├── InvalidRequestError      bad generation input (empty prompt, max_new_tokens < 1, ...)
+    │   │   └── ContextLengthError   the prompt and max_new_tokens exceed the model's context (names the numbers)
     │   ├── UnsupportedModeError     the model cannot decode in the requested mode/sampler
     │   ├── UnsupportedSchemaError   a JSON Schema keyword the compiler cannot enforce (names keyword + pointer)
     │   │   └── SchemaLimitError     building the constraint would pass a CompileLimits bound (names limit + pointer)
+    │   ├── MissingExtraError        an optional dependency is not installed (names the extra; also an ImportError)
     │   ├── EditError                an edit response cannot be parsed or applied (names file + missing text)
     │   └── WorkspaceError           a workspace tool call was refused (path escape, size bound, command)
     ├── CompileCancelled             a constraint build was cancelled by its caller (the request went away)
@@ -43,6 +45,18 @@ class InvalidRequestError(UserError):
     """Generation input is invalid (empty prompt, max_new_tokens < 1, bad option)."""
 
 
+class ContextLengthError(InvalidRequestError):
+    """The prompt and ``max_new_tokens`` together exceed the model's context. ``prompt_tokens`` (a lower bound
+    when ``at_least``), ``max_tokens`` and ``context`` are the numbers compared."""
+
+    def __init__(self, prompt_tokens: int, max_tokens: int, context: int, at_least: bool = False) -> None:
+        self.prompt_tokens, self.max_tokens, self.context, self.at_least = prompt_tokens, max_tokens, context, at_least
+        n = f"at least {prompt_tokens}" if at_least else str(prompt_tokens)
+        super().__init__(f"the prompt is {n} tokens and max_tokens is {max_tokens}: together they exceed the "
+                         f"model's context of {context} tokens (the prompt may be at most "
+                         f"{max(0, context - max_tokens)} tokens)")
+
+
 class UnsupportedModeError(UserError):
     """The model cannot decode in the requested mode or with the requested sampler."""
 
@@ -74,6 +88,15 @@ class SchemaLimitError(UnsupportedSchemaError):
         self.limit, self.value = limit, value
         msg = f"schema at {self.pointer} exceeds CompileLimits.{limit}={value}"
         Exception.__init__(self, f"{msg}: {detail}" if detail else msg)
+
+
+class MissingExtraError(UserError, ImportError):
+    """A feature needs an optional dependency that is not installed; the message names the extra that installs it
+    (``pip install 'agentkit[server]'``). ``extra`` is its name. Also an ``ImportError``."""
+
+    def __init__(self, message: str, extra: str = "") -> None:
+        super().__init__(message)
+        self.extra = extra
 
 
 class CompileCancelled(AgentkitError):

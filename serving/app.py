@@ -11,8 +11,8 @@ Endpoints
   only empty. Any other top-level field is a 400 naming it.
   Extension field ``"agentkit": {"mode": "ar"|"diffusion"|"verify", "canvas_length", "max_denoising_steps",
   "sampler", "canvas": bool}`` (``extra_body={"agentkit": {...}}`` with the openai client). Without a mode the
-  server routes: structured output (a schema, json_object or a forced tool call) decodes with ``diffusion``, free
-  text with ``ar`` (``default_mode`` overrides this). Every response carries ``usage`` and ``agentkit_stats``
+  server routes: structured output (a schema, json_object or a forced tool call) decodes in the calibrated mode
+  (``agentkit.calibration.structured_mode``, the SDK's default too), free text with ``ar`` (``default_mode`` overrides this). Every response carries ``usage`` and ``agentkit_stats``
   (``DecodeStats.to_dict()`` plus ``queue_ms``, ``prepare_ms``, ``batch_size``, ``batch_size_max``, ``token_ids``).
 - ``GET /v1/models``; ``GET /health`` (liveness); ``GET /health/ready`` (readiness: 503 when requests wait and no
   forward has completed for ``ready_stall_s``); ``GET /metrics`` (Prometheus, ``prometheus_client``).

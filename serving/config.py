@@ -16,7 +16,7 @@ class ServerConfig:
     max_batch: int = 8  # requests decoded concurrently, their model forwards batched
     max_queue: int = 64  # requests that may wait (preparing or queued) beyond the decoding slots; then 429
     request_timeout_s: float = 120.0  # arrival to result, preparation (schema compilation) included; then 504
-    default_mode: str | None = None  # None: diffusion for structured output, ar for free text
+    default_mode: str | None = None  # None: the calibrated mode for structured output (as the SDK), ar for free text
     prepare_workers: int = 2  # threads compiling schemas / building automata (separate from decoding)
     ready_stall_s: float = 30.0  # /health/ready fails when requests wait and no forward completed for this long
     max_context: int | None = None  # prompt + max_tokens cap in tokens (None: the model's max_position_embeddings)

@@ -24,6 +24,7 @@ from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
 from agentkit.errors import CompileCancelled, SchemaLimitError, UnsupportedSchemaError, UserError
+from agentkit.validate import ContextLengthError
 
 from .protocol import FieldError
 from .scheduler import Aborted, ClientDisconnected, QueueFull, RequestTimeout, ShuttingDown
@@ -49,6 +50,8 @@ class APIError(Exception):
 
 def user_error(e: UserError, where: str = "") -> APIError:
     prefix = f"{where}: " if where else ""
+    if isinstance(e, ContextLengthError):
+        return APIError(400, str(e), param="messages", code="context_length_exceeded")
     if isinstance(e, SchemaLimitError):
         return APIError(400, f"{prefix}{e}", code="schema_limit", param=where or "response_format",
                         keyword=e.keyword, pointer=e.pointer, limit=e.limit, limit_value=e.value)

@@ -15,8 +15,11 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from agentkit import validate
+from agentkit.calibration import structured_mode
 from agentkit.config import DecodeConfig
 from agentkit.errors import UserError
+from agentkit.settings import server_fields
 from agentkit.toolcall import parse_call
 
 from .errors import APIError, user_error
@@ -166,9 +169,9 @@ def decode_config(req: ChatRequest, mode: str, max_tokens: int) -> DecodeConfig:
     kw: dict[str, Any] = {"mode": mode, "max_new_tokens": max_tokens,
                           "temperature": req.temperature if req.temperature is not None else 0.0,
                           "top_p": req.top_p, "top_k": req.top_k, "seed": req.seed, "stop": req.stop or []}
-    for k in ("canvas_length", "max_denoising_steps", "sampler", "greedy", "copy_bias", "copy_from", "copy_numbers"):
-        if getattr(ext, k) is not None:
-            kw[k] = getattr(ext, k)
+    for k, name in server_fields("agentkit").items():  # the extension's decoding settings (agentkit/settings.py)
+        if name not in kw and name != "json_style" and getattr(ext, k) is not None:
+            kw[name] = getattr(ext, k)
     try:
         return DecodeConfig(**kw)
     except UserError as e:
@@ -177,7 +180,9 @@ def decode_config(req: ChatRequest, mode: str, max_tokens: int) -> DecodeConfig:
 
 def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: int | None = None,
                  max_token_chars: int | None = None) -> Plan:
-    """The plan for ``req``. ``context`` (the model's context in tokens) and ``max_token_chars`` (the longest
+    """The plan for ``req``. Without ``agentkit.mode`` and ``default_mode``, structured output decodes in the
+    calibrated mode (``agentkit.calibration.structured_mode``, the SDK's ``RoutingPolicy`` default too), free text
+    in AR. ``context`` (the model's context in tokens) and ``max_token_chars`` (the longest
     token's length) bound the prompt cheaply: a prompt of C characters holds at least C / max_token_chars tokens,
     so a prompt that cannot fit is refused here, before it is even tokenized."""
     tools, forced, choice = _tools(req)
@@ -189,7 +194,7 @@ def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: 
         chars = sum(len(m["content"]) for m in messages)
         check_prompt_length(-(-chars // max_token_chars), context, given or 1, at_least=True)
     ext = req.agentkit or AgentkitExt()
-    mode = ext.mode or default_mode or ("diffusion" if schema is not None else "ar")
+    mode = ext.mode or default_mode or (structured_mode() if schema is not None else "ar")
     tool_mode: Literal["none", "forced", "auto"] = "forced" if forced else (
         "auto" if choice == "auto" and schema is None else "none")
     names = frozenset(t.function.name for t in (forced or tools)) if tool_mode != "none" else frozenset()
@@ -199,13 +204,12 @@ def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: 
 
 
 def check_prompt_length(prompt_tokens: int, context: int, max_tokens: int, *, at_least: bool = False) -> None:
-    """400 if the prompt and ``max_tokens`` do not fit the model's context (naming both numbers)."""
-    if prompt_tokens + max_tokens > context:
-        n = f"at least {prompt_tokens}" if at_least else str(prompt_tokens)
-        raise APIError(400, f"the prompt is {n} tokens and max_tokens is {max_tokens}: together they exceed the "
-                            f"model's context of {context} tokens (the prompt may be at most "
-                            f"{max(0, context - max_tokens)} tokens)", param="messages",
-                       code="context_length_exceeded")
+    """400 if the prompt and ``max_tokens`` do not fit the model's context (naming both numbers): the engine's own
+    check (``agentkit.validate.check_prompt_length``), its ``ContextLengthError`` as the API's error."""
+    try:
+        validate.check_prompt_length(prompt_tokens, context, max_tokens, at_least=at_least)
+    except validate.ContextLengthError as e:
+        raise user_error(e) from None
 
 
 def fit_max_tokens(plan: Plan, prompt_tokens: int, context: int | None) -> int:

@@ -13,10 +13,11 @@ which JSON itself does not allow) is a 400 naming the field where it sits. Nesti
 from __future__ import annotations
 
 import math
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from agentkit.validate import SEED_MAX, SEED_MIN, SURROGATE, surrogate_error  # the engine's own checks
 
 # accepted and ignored (documented in the README): they change nothing a single-model server does
 IGNORED = ("user", "metadata", "store", "service_tier", "parallel_tool_calls", "prompt_cache_key",
@@ -24,8 +25,6 @@ IGNORED = ("user", "metadata", "store", "service_tier", "parallel_tool_calls", "
 # accepted only at their neutral value (anything else is a 400: not implemented)
 NEUTRAL = {"frequency_penalty": 0, "presence_penalty": 0, "logit_bias": None}
 MAX_JSON_DEPTH = 64
-SEED_MIN, SEED_MAX = -(2**63), 2**64 - 1  # what torch.Generator.manual_seed accepts
-_SURROGATE = re.compile("[\ud800-\udfff]")
 # numbers and flags are taken as JSON gives them: "10" or true for an integer, "0.5" for a number, 1 or "true" for a
 # flag are 400s (pydantic's lax mode would convert them); an integer is a valid number
 SInt = Annotated[int, Field(strict=True)]
@@ -50,17 +49,16 @@ def check_json(value: Any, path: str = "") -> None:
         if depth > MAX_JSON_DEPTH:
             raise FieldError(p or "body", f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
         if isinstance(v, str):
-            m = _SURROGATE.search(v)
-            if m:
-                raise FieldError(p or "body", f"lone UTF-16 surrogate U+{ord(m.group()):04X} at index {m.start()} "
-                                              "(text must be valid Unicode)")
+            why = surrogate_error(v)
+            if why:
+                raise FieldError(p or "body", why)
         elif isinstance(v, float):
             if not math.isfinite(v):
                 raise FieldError(p or "body", f"non-finite number {v!r} (JSON numbers must be finite)")
         elif isinstance(v, dict):
             for k, x in v.items():
                 kp = f"{p}.{k}" if p else str(k)
-                if isinstance(k, str) and _SURROGATE.search(k):
+                if isinstance(k, str) and SURROGATE.search(k):
                     raise FieldError(p or "body", f"key {k!r} holds a lone UTF-16 surrogate")
                 stack.append((x, kp, depth + 1))
         elif isinstance(v, list):

@@ -23,8 +23,9 @@ from ..models.loader import DIFFUSION_GEMMA, LoadedModel, load_model
 from ..models.packed import use_packed_weights
 from ..models.q4 import MAX_ROWS as Q4_MAX_ROWS
 from ..models.q4 import safetensors_source, use_q4_steps
+from ..validate import check_prompt_length, check_prompt_text, min_prompt_tokens
 from .attention import use_fast_decode_attention
-from .backbone import Backbone, cost_curve
+from .backbone import Backbone
 from .batch import BatchSeat, Locked
 from .decode import Decoder
 from .gemma import GemmaBackbone, gemma_sampler
@@ -74,7 +75,6 @@ class Engine:
         self.vocab = token_vocab(lm.tokenizer, lm.eos_ids)
         self._constraints: dict[int, TokenConstraint] = {}
         self._adapted: tuple[LoadedModel, Backbone] | None = None
-        self._llama: Backbone | None = None  # backend "auto": free-text AR on llama.cpp (free_text_backbone)
         # earlier requests' KV caches, for prompts that start the same way (agentkit/engine/prefix.py)
         self.prefixes = PrefixCache(self.config.prefix_cache) if self.config.prefix_cache else None
         # guards what concurrent generate() calls share: the tokenizer, the constraint LRU and the automata in it
@@ -154,41 +154,38 @@ class Engine:
                 self._adapted = (lm, bb)
             return self._adapted
 
-    def free_text_backbone(self, cfg: DecodeConfig, prompt_tokens: int) -> Backbone | None:
-        """``backend="auto"`` on the embedded default model on CPU, llama-cpp-python installed: the llama.cpp
-        backbone for a free-text request (no template, base weights, not batched; any mode but the adapter's
-        canvas, so verify and the causal canvas stay equal to AR) when the cost curves
-        predict it finishes sooner there (:func:`~agentkit.engine.llama_cpp.prefer_llama`: replies longer than a
-        few dozen tokens); None keeps the engine's own backbone. Structured steps always stay on it (their long
-        prompts and wide passes are cheaper on torch). Loaded on first use (the GGUF is read as it is)."""
-        from .llama_cpp import prefer_llama
-
-        # decided on the request's lengths alone, never its mode: AR, verify and the causal canvas of one request
-        # run on the same backbone, so verify still equals AR within the engine
-        curve = self._llama_curve
-        if (curve is None or cfg.weights == "adapted"
-                or not prefer_llama(self.backbone.cost_curve, curve, prompt_tokens, cfg.max_new_tokens)):
-            return None
-        with self.lock:
-            if self._llama is None:
-                self._llama = load_default_llama(LlamaOptions(threads=self.config.threads, n_seq_max=16))[1]
-            return self._llama
-
-    @functools.cached_property
-    def _llama_curve(self) -> dict[int, float] | None:
-        """llama.cpp's cost curve where this engine may route free text there (backend auto on the default model on
-        CPU, torch loaded, llama-cpp-python installed); None elsewhere. Settled once, not on every request."""
-        from . import llama_cpp
-
-        c = self.config
-        if (c.backend != "auto" or self.backend != "torch" or c.model is not None or not self.lm.meta.get("default")
-                or c.device != "cpu" or not llama_cpp.available()):
-            return None
-        return cost_curve("llama.cpp", "q4_1", self.lm)
-
     @property
     def name(self) -> str:
         return self.lm.name
+
+    @functools.cached_property
+    def context_length(self) -> int | None:
+        """The model's context in tokens (prompt and output together): the torch model's
+        ``max_position_embeddings``, or a llama.cpp backbone's trained context (else its KV cells); None if
+        neither says."""
+        cfg = getattr(self.lm.model, "config", None) if self.lm.model is not None else None
+        n = getattr(cfg, "max_position_embeddings", None) or getattr(getattr(cfg, "text_config", None),
+                                                                     "max_position_embeddings", None)
+        if n is None:
+            opts = getattr(self.backbone, "options", None)
+            n = getattr(self.backbone, "n_ctx_train", None) or getattr(opts, "n_ctx", None)
+        return int(n) if isinstance(n, int) and n > 0 else None
+
+    @functools.cached_property
+    def longest_token_chars(self) -> int:
+        """Bytes of the vocabulary's longest token: a prompt of C characters holds at least C / this tokens."""
+        return max((len(b) for b in self.vocab.token_bytes if b), default=1)
+
+    def check_request(self, prompt: Prompt, cfg: DecodeConfig) -> None:
+        """What ``generate`` checks before any work (``agentkit/validate.py``; the server calls the same): every
+        ``cfg`` field, the prompt's text valid Unicode, and the prompt with ``max_new_tokens`` within the context
+        (bounded from the prompt's characters first, so a huge prompt is refused before it is tokenized)."""
+        if not isinstance(cfg, DecodeConfig):
+            raise InvalidRequestError(f"config must be a DecodeConfig, got {type(cfg).__name__}")
+        cfg.validate()
+        check_prompt_text(prompt)
+        check_prompt_length(min_prompt_tokens(prompt, self.longest_token_chars), self.context_length,
+                            cfg.max_new_tokens, at_least=True)
 
     # -- prompts --------------------------------------------------------------------------------------------
     def encode_prompt(self, prompt: Prompt, *, raw: bool = False) -> list[int]:
@@ -247,12 +244,16 @@ class Engine:
         before each model forward; once it returns True decoding stops there, with finish_reason "cancelled"
         and the output committed so far (timeouts and cancellation that bite within one forward)."""
         cfg = config or DecodeConfig()
+        self.check_request(prompt, cfg)
+        t_encode = time.perf_counter()
+        with self.lock:
+            ids = self.encode_prompt(prompt, raw=raw)
+        check_prompt_length(len(ids), self.context_length, cfg.max_new_tokens)
+        encode_s = time.perf_counter() - t_encode
         index_ms = 0.0
         if template is not None and id(template) not in self._constraints:
             index_ms = self.constraint(template).index_ms  # token DFAs: a one-time compile cost, reported apart
-        t_start = time.perf_counter()
-        with self.lock:
-            ids = self.encode_prompt(prompt, raw=raw)
+        t_start = time.perf_counter() - encode_s  # the latency counts the prompt's encoding, not the index build
         lm, backbone = self.lm, self.backbone
         adapted = cfg.weights == "adapted" or (cfg.weights == "auto" and cfg.mode == "diffusion")
         if cfg.weights == "adapted" and self.adapter_path is None:
@@ -260,9 +261,7 @@ class Engine:
                                        "has none (or the engine was built with adapter=False)")
         if adapted and self.adapter_path is not None:
             lm, backbone = self._diffusion_model()  # by default AR and verify keep the base weights
-        elif template is None and batch is None:
-            backbone = self.free_text_backbone(cfg, len(ids)) or backbone
-        backend = "llama.cpp" if backbone is self._llama else self.backend
+        backend = self.backend  # one backend per engine: "auto" never moves a request to another one
         sampler = self._sampler(cfg, lm)
         prefix = self.prefixes if backbone is self.backbone else None  # the base weights' caches only
         constraint = self.constraint(template) if template is not None else None

@@ -43,14 +43,9 @@ from .backbone import Backbone, Pass, cost_curve
 INSTALL_HINT = 'pip install "agentkit[llama]"  (builds llama-cpp-python from source: about 8 minutes on 2 cores)'
 
 
-# whether backend="auto" takes llama.cpp as the engine's backbone for the default GGUF on CPU. Measured here (1
-# thread, 2-core EPYC; evals/results/bench_forward*.txt): llama.cpp decodes 3-5x faster per AR token (1-token forward
-# 7 vs ~30 ms idle, 41.7 vs 133 ms under load), but its Q4_1 batch kernels make prefill slower (600 tokens: 2.9 s
-# idle) and an 8-position pass 4.5-7x a 1-token one, so BFCL requests (long prompts, jump-forward runs, verify blocks)
-# take longer on it: ar-constrained p50 1437 ms vs 678 ms on torch bf16 (idle, same success). auto therefore keeps
-# torch as the engine's backbone, and sends a free-text AR request to llama.cpp when the cost curves predict it
-# finishes sooner there (Engine.free_text_backbone, prefer_llama below): agent replies, not structured steps.
-AUTO_PREFERS_LLAMA = False
+# backend="auto" is torch: llama.cpp's Q4_1 kernels write different greedy text from torch's (the README's first
+# prompt answers "L'Étoile, la Marseillaise..." there against "The capital of France is Paris." on torch), so no
+# request goes there unless the caller asks for backend="llama.cpp" (Engine and the CLI's --backend).
 
 
 def available() -> bool:
@@ -291,24 +286,9 @@ def _quiet(L) -> None:
         logger.setLevel(logging.ERROR)
 
 
-def predicted_ms(curve: dict[int, float], prompt_tokens: int, new_tokens: int) -> float:
-    """A free-text AR request's time from a backbone's cost curve (ms per pass by positions): the prompt prefilled
-    in passes of the curve's widest length (pro rata), then one 1-position pass per new token."""
-    widest = max(curve)
-    return prompt_tokens / widest * curve[widest] + new_tokens * curve[min(curve)]
-
-
-def prefer_llama(torch_curve: dict[int, float], llama_curve: dict[int, float], prompt_tokens: int,
-                 new_tokens: int) -> bool:
-    """Whether a free-text AR request of ``prompt_tokens`` and up to ``new_tokens`` runs faster on llama.cpp than
-    on torch, by the two cost curves. llama.cpp's 1-token pass is ~3x cheaper on this CPU but its Q4_1 prefill
-    dearer, so long replies go to llama.cpp and short ones after a long prompt stay on torch."""
-    return predicted_ms(llama_curve, prompt_tokens, new_tokens) < predicted_ms(torch_curve, prompt_tokens, new_tokens)
-
-
 def choose_backend(config) -> str:
-    """``EngineConfig.backend`` resolved: ``auto`` is llama.cpp for the embedded default model on CPU when
-    llama-cpp-python is installed and :data:`AUTO_PREFERS_LLAMA` (measured: not on this machine), torch otherwise."""
+    """``EngineConfig.backend`` resolved: ``auto`` is torch (llama.cpp's outputs differ from torch's, so it is never
+    chosen behind the caller's back); ``llama.cpp`` needs the embedded default model on CPU and llama-cpp-python."""
     if config.backend == "torch":
         return "torch"
     default_gguf = config.model is None and config.device == "cpu"
@@ -319,4 +299,4 @@ def choose_backend(config) -> str:
         if not available():
             raise UnsupportedModeError(f"backend='llama.cpp' needs llama-cpp-python: {INSTALL_HINT}")
         return "llama.cpp"
-    return "llama.cpp" if AUTO_PREFERS_LLAMA and default_gguf and available() else "torch"
+    return "torch"

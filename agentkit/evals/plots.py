@@ -11,6 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from .._extras import require
+
+require("evals", "eval plots")
+
 import matplotlib
 
 matplotlib.use("Agg")

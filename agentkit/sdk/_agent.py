@@ -157,7 +157,7 @@ class Agent(Generic[DepsT, OutputT]):
         self.output_type = output_type
         self._output = steps.OutputSpec(output_type) if output_type is not None else None
         self.deps_type = deps_type if deps_type is not None else type(None)
-        self.routing = routing or RoutingPolicy()
+        self.routing = settings_.agent_routing(routing, decode, RoutingPolicy)  # decode.mode honoured
         self.limits = limits or Limits()
         self.name = name or "agent"
         self.plan = plan

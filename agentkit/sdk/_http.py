@@ -1,8 +1,9 @@
 """A remote generator over HTTP, speaking OpenAI chat completions plus agentkit's extension fields.
 
 Request: ``POST {base}/v1/chat/completions`` with ``messages``, ``max_tokens``, ``temperature``, a
-``response_format`` of type ``json_schema`` when the step has a template with a schema, and ``"agentkit"``:
-``{"mode": ..., "step": ..., "canvas_length": ...}``. Response: ``choices[0].message.content``, ``usage`` and
+``response_format`` of type ``json_schema`` when the step has a template with a schema, every decoding setting the
+server takes (``agentkit/settings.py``) at the top level or in ``"agentkit"`` (``{"mode": ..., "step": ...,
+"json_style": ..., "greedy": ..., ...}``). Response: ``choices[0].message.content``, ``usage`` and
 ``agentkit_stats`` (the fields of ``DecodeStats``). Connection errors, 429 and 5xx are retried (bounded attempts,
 exponential backoff, ``Retry-After`` honoured up to ``max_wait_s``).
 """
@@ -23,6 +24,7 @@ import httpx
 from pydantic import BaseModel
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
+from .. import settings as table
 from ..config import DecodeConfig
 from ..constrain.nodes import Template
 from ..engine.stats import DecodeStats, GenerationResult
@@ -103,17 +105,15 @@ class HTTPGenerator:
 
     def request_body(self, messages: list[dict[str, str]], config: DecodeConfig,
                      template: Template | None) -> dict[str, Any]:
-        """The JSON body sent for one generation."""
-        ext: dict[str, Any] = {"mode": config.mode, "canvas_length": config.canvas_length,
-                               "max_denoising_steps": config.max_denoising_steps, "sampler": config.sampler}
-        body: dict[str, Any] = {"model": self.model, "messages": messages, "max_tokens": config.max_new_tokens,
-                                "temperature": config.temperature, "agentkit": ext}
-        if config.stop:
-            body["stop"] = config.stop
-        if config.seed is not None:
-            body["seed"] = config.seed
-        if config.top_p is not None:
-            body["top_p"] = config.top_p
+        """The JSON body sent for one generation: every setting the server takes (``agentkit.settings``, its
+        ``server`` field: the top level or the ``"agentkit"`` extension) and the template's JSON style; a setting
+        it does not take, set to anything but its default, is a ``UserError`` (the server could not honour it)."""
+        ext: dict[str, Any] = {}
+        body: dict[str, Any] = {"model": self.model, "messages": messages}
+        for name, value in sendable(config).items():
+            place, key = table.BY_NAME[name].server.split(".", 1)  # type: ignore[union-attr]
+            (body if place == "body" else ext)[key] = value
+        body["agentkit"] = ext
         if template is not None:
             schema = template.schema
             if isinstance(schema, type) and issubclass(schema, BaseModel):
@@ -123,6 +123,8 @@ class HTTPGenerator:
             step = template.meta.get("step")
             if step:
                 ext["step"] = step
+            if template.meta.get("style"):
+                ext["json_style"] = template.meta["style"]  # the server compiles the schema in the same style
             name = re.sub(r"[^A-Za-z0-9_-]", "_", str(step or schema.get("title") or "output"))[:64]
             body["response_format"] = {"type": "json_schema",
                                        "json_schema": {"name": name, "schema": schema, "strict": True}}
@@ -195,6 +197,19 @@ class HTTPGenerator:
 
     def __repr__(self) -> str:
         return f"HTTPGenerator({self.base_url!r})"
+
+
+def sendable(config: DecodeConfig) -> dict[str, Any]:
+    """The config's settings that go over HTTP (setting name -> value; None and an empty ``stop`` left out);
+    ``UserError`` naming any other setting that is not at its default."""
+    over = table.where("server")
+    lost = [f"{s.name}={getattr(config, s.name)!r}" for s in table.DECODE
+            if s not in over and getattr(config, s.name) != s.default]
+    if lost:
+        raise UserError(f"the HTTP backend cannot send DecodeConfig {', '.join(lost)} (the server does not take "
+                        "them): leave them at their defaults, or run the agent on an in-process Engine")
+    values = {s.name: getattr(config, s.name) for s in over if s.name != "json_style"}
+    return {k: v for k, v in values.items() if v is not None and v != []}
 
 
 def retry_after_s(value: str | None) -> float | None:

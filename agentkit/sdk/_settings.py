@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import TypedDict
+from dataclasses import fields, replace
+from typing import Any, TypedDict
 
-from ..config import GREEDY, MODES, DecodeConfig, Mode
-from ..constrain.canonical import STYLES
+from .. import settings as table
+from ..config import DecodeConfig, Mode
 from ..errors import UserError
 
 
@@ -36,7 +36,8 @@ class ModelSettings(TypedDict, total=False):
     copy_numbers: bool
 
 
-KEYS = frozenset(ModelSettings.__annotations__)
+KEYS = frozenset(ModelSettings.__annotations__)  # the table's "sdk" settings (tests/test_settings_table.py)
+_NAMES = table.sdk_names()  # ModelSettings key -> DecodeConfig field (json_style: the template's)
 RETRY_TEMPERATURE = 0.7  # an output retry samples (unless the settings already do), so it can differ
 
 
@@ -51,22 +52,19 @@ def merge(*settings: ModelSettings | None) -> ModelSettings:
         unknown = sorted(set(s) - KEYS)
         if unknown:
             raise UserError(f"unknown model_settings key(s) {unknown}; known: {sorted(KEYS)}")
-        if "mode" in s and s["mode"] not in MODES:
-            raise UserError(f"model_settings mode must be one of {MODES}, got {s['mode']!r}")
-        if "json_style" in s and s["json_style"] not in STYLES:
-            raise UserError(f"model_settings json_style must be one of {sorted(STYLES)}, got {s['json_style']!r}")
-        if "greedy" in s and s["greedy"] not in GREEDY:
-            raise UserError(f"model_settings greedy must be 'byte' or 'token', got {s['greedy']!r}")
+        for key in sorted(s):
+            st = table.BY_NAME[_NAMES[key]]
+            if st.choices and s[key] not in st.choices:  # type: ignore[literal-required]
+                one = " or ".join(map(repr, st.choices)) if len(st.choices) == 2 else f"one of {list(st.choices)}"
+                raise UserError(f"model_settings {key} must be {one}, got {s[key]!r}")  # type: ignore[literal-required]
         out.update(s)  # type: ignore[typeddict-item]
     return out
 
 
 def apply(config: DecodeConfig, settings: ModelSettings) -> DecodeConfig:
     """``config`` with the settings applied (validated by ``DecodeConfig``)."""
-    names = {"temperature": "temperature", "top_p": "top_p", "max_tokens": "max_new_tokens", "seed": "seed",
-             "mode": "mode", "greedy": "greedy", "copy_bias": "copy_bias", "copy_from": "copy_from",
-             "copy_numbers": "copy_numbers"}  # json_style is the template's, not the decoder's (Agent._template)
-    return replace(config, **{names[k]: v for k, v in settings.items() if k in names})
+    return replace(config, **{_NAMES[k]: v for k, v in settings.items() if k != "json_style"})  # json_style: the
+    # template's, not the decoder's (Agent._template)
 
 
 def for_retry(config: DecodeConfig, retry: int) -> DecodeConfig:
@@ -78,3 +76,23 @@ def for_retry(config: DecodeConfig, retry: int) -> DecodeConfig:
     seed = (config.seed or 0) + retry
     mode = "ar" if config.mode in ("verify", "diffusion") else config.mode
     return replace(config, temperature=temperature, seed=seed, mode=mode)
+
+
+DEFAULT_MODE = next(f.default for f in fields(DecodeConfig) if f.name == "mode")
+
+
+def agent_routing(routing: Any, decode: DecodeConfig | None, policy: Any) -> Any:
+    """An agent's routing (``policy`` is ``RoutingPolicy``): ``routing`` if given; else, when ``decode.mode`` is
+    not the default (``"ar"``: the routing decides), every step in ``decode.mode``; else the calibrated default. A
+    ``decode.mode`` that a given ``routing`` contradicts is a ``UserError`` (one of them would be ignored).
+    A run's ``mode=`` / ``model_settings={"mode": ...}`` still overrides the agent's routing."""
+    mode = decode.mode if decode is not None else DEFAULT_MODE
+    if mode == DEFAULT_MODE:
+        return routing or policy()
+    if routing is None:
+        return policy.force(mode)
+    other = {k: v for k, v in vars(routing).items() if v != mode}
+    if other:
+        raise UserError(f"Agent(decode=DecodeConfig(mode={mode!r})) and routing={routing!r} disagree on "
+                        f"{sorted(other)}; give the mode once (decode, routing, or run(mode=...))")
+    return routing

@@ -25,6 +25,9 @@ def plot_loss(log: Path, png: Path) -> list[tuple[int, float, int]]:
     recs = [json.loads(x) for x in log.read_text().splitlines() if x.strip()] if log.is_file() else []
     pts = [(r["step"], r["loss"], r["tokens"]) for r in recs]
     if pts:
+        from .._extras import require
+
+        require("evals", "the training loss plot")
         import matplotlib
 
         matplotlib.use("Agg")

@@ -104,18 +104,6 @@ def test_a_flat_cost_curve_keeps_full_passes(mode):
         assert sized.token_ids == fixed.token_ids and sw == fw
 
 
-def test_free_text_backend_choice_by_cost_curves():
-    """prefer_llama: llama.cpp when its cheaper 1-token passes repay its dearer prefill over the reply's length."""
-    from agentkit.engine.llama_cpp import predicted_ms, prefer_llama
-
-    torch_c = {1: 130.0, 64: 450.0}
-    llama_c = {1: 40.0, 64: 1060.0}
-    assert predicted_ms(torch_c, 640, 10) == 10 * 450.0 + 10 * 130.0
-    assert prefer_llama(torch_c, llama_c, 30, 200)  # a long reply to a short prompt
-    assert not prefer_llama(torch_c, llama_c, 600, 8)  # a short reply after a long prompt
-    assert not prefer_llama(torch_c, torch_c, 30, 200)  # a tie keeps torch
-
-
 def test_shipped_cost_curves_follow_the_cpu_kind():
     """A CPU with native bf16 (avx512_bf16 / AMX) and one without read their own measured curves; another model reads
     DEFAULT_CURVE's shape on either; every curve is non-decreasing."""

@@ -27,10 +27,15 @@ def test_free_text_plan():
     assert p.max_tokens_given and p.logprobs is None
 
 
-def test_schema_routes_to_diffusion_and_tools_are_described():
+def test_schema_routes_to_the_calibrated_mode_and_tools_are_described():
+    from agentkit.calibration import structured_mode
+    from agentkit.sdk import RoutingPolicy
+
     p = plan_request(_req(response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {
         "type": "integer"}}}))
-    assert p.mode == "diffusion" and p.schema.kind == "response" and p.schema.schema == {"type": "integer"}
+    assert p.mode == structured_mode() == RoutingPolicy().extract  # the server's default is the SDK's
+    assert plan_request(_req()).mode == "ar"
+    assert p.schema.kind == "response" and p.schema.schema == {"type": "integer"}
     p = plan_request(_req(tools=[TOOL], tool_choice="required", agentkit={"mode": "ar"}))
     assert p.mode == "ar" and p.tool_mode == "forced" and p.schema.kind == "tools" and p.tool_names == {"add"}
     assert '"name": "add"' in p.messages[0]["content"] and p.messages[0]["role"] == "system"

@@ -12,6 +12,7 @@ import jsonschema
 import pytest
 from agentkit.serving.app import create_app
 
+from agentkit.calibration import structured_mode
 from agentkit.constrain.nodes import Lit, Template
 from agentkit.errors import UnsupportedSchemaError
 
@@ -108,7 +109,7 @@ async def test_json_schema(app, mode):
     assert r.status_code == 200, r.text
     d = r.json()
     jsonschema.validate(json.loads(d["choices"][0]["message"]["content"]), PERSON)
-    assert d["agentkit_stats"]["mode"] == (mode or "diffusion")  # structured output routes to diffusion
+    assert d["agentkit_stats"]["mode"] == (mode or structured_mode())  # structured output: the calibrated mode
     assert d["choices"][0]["finish_reason"] == "stop"
 
 
@@ -170,7 +171,7 @@ def _sse(text: str) -> list[tuple[str | None, str]]:
 
 
 async def test_stream_diffusion_with_canvas_events(app):
-    body = {"messages": MSG, "max_tokens": 64, "stream": True, "agentkit": {"canvas_length": 8},
+    body = {"messages": MSG, "max_tokens": 64, "stream": True, "agentkit": {"canvas_length": 8, "mode": "diffusion"},
             "response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": PERSON}}}
     async with _client(app) as c, c.stream("POST", "/v1/chat/completions", json=body) as r:
         assert r.status_code == 200

@@ -1,0 +1,115 @@
+"""Every decoding setting, declared once: name, type, range or choices, default, and where it applies.
+
+:data:`SETTINGS` is the table. ``DecodeConfig`` (``agentkit/config.py``) takes its checks from it; the SDK's
+``ModelSettings`` (``sdk/_settings.py``), the server's request fields and ``"agentkit"`` extension
+(``serving/protocol.py``, ``serving/plan.py``), the HTTP client's body (``sdk/_http.py``), the evals' context
+(``evals/runner.py``), the CLI's options (``cli.py``) and the Ray config (``serving/ray_serve.py``, the engine's
+settings) are derived from it or checked against it by ``tests/test_settings_table.py``: a setting declared
+anywhere without the table knowing it fails that test.
+
+Where a setting applies (:data:`PATHS`):
+
+- ``engine``: ``DecodeConfig``, what an in-process ``Engine.generate`` honours (every setting but ``json_style``,
+  which is the template's);
+- ``sdk``: a ``ModelSettings`` key (``Setting.sdk``, the name there);
+- ``server``: a field of the chat-completions request (``Setting.server``: ``"body.NAME"`` at the top level,
+  ``"agentkit.NAME"`` in the extension); the HTTP client sends exactly these, and refuses a config whose other
+  settings differ from their defaults (the server could not honour them);
+- ``cli``: an option of ``agentkit generate``;
+- ``evals``: a field of the evals' ``RunContext``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+MODES: tuple[str, ...] = ("ar", "diffusion", "verify")
+GREEDY: tuple[str, ...] = ("byte", "token")
+SAMPLERS: tuple[str, ...] = ("auto", "jacobi", "mask", "uniform")
+STYLES: tuple[str, ...] = ("compact", "spaced", "spaced-schema-order")  # agentkit.constrain.canonical.STYLES
+DEFAULT_STYLE = "spaced"  # agentkit.constrain.canonical.DEFAULT_STYLE
+PATHS: tuple[str, ...] = ("engine", "sdk", "server", "cli", "evals")
+INF = math.inf
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One decoding setting. ``kind``: ``int``, ``float``, ``bool``, ``str`` (one of ``choices``) or ``list``
+    (of non-empty strings); numbers lie in ``low..high`` (``low_open``: ``low`` itself excluded); ``optional``:
+    None is allowed."""
+
+    name: str
+    kind: str
+    default: Any
+    applies: tuple[str, ...]
+    doc: str
+    choices: tuple[str, ...] = ()
+    low: float = -INF
+    high: float = INF
+    low_open: bool = False
+    optional: bool = False
+    sdk: str | None = None  # its ModelSettings key ("sdk" in applies)
+    server: str | None = None  # "body.NAME" or "agentkit.NAME" ("server" in applies)
+
+
+_E, _S, _V, _C, _V2 = "engine", "sdk", "server", "cli", "evals"
+SETTINGS: tuple[Setting, ...] = (
+    Setting("mode", "str", "ar", (_E, _S, _V, _C), "decoding mode", MODES, sdk="mode", server="agentkit.mode"),
+    Setting("max_new_tokens", "int", 256, (_E, _S, _V, _C, _V2), "output token budget", low=1, sdk="max_tokens",
+            server="body.max_tokens"),
+    Setting("temperature", "float", 0.0, (_E, _S, _V, _C), "0: greedy", low=0, sdk="temperature",
+            server="body.temperature"),
+    Setting("greedy", "str", "byte", (_E, _S, _V, _V2), "greedy pick under a template: byte by byte or argmax",
+            GREEDY, sdk="greedy", server="agentkit.greedy"),
+    Setting("copy_bias", "float", 2.0, (_E, _S, _V, _V2), "logit bonus for copying the source in JSON strings",
+            low=0, sdk="copy_bias", server="agentkit.copy_bias"),
+    Setting("copy_from", "str", "user", (_E, _S, _V, _V2), "the copy prior's source", ("prompt", "user"),
+            sdk="copy_from", server="agentkit.copy_from"),
+    Setting("copy_numbers", "bool", True, (_E, _S, _V, _V2), "the copy prior in number slots too",
+            sdk="copy_numbers", server="agentkit.copy_numbers"),
+    Setting("top_k", "int", None, (_E, _V), "sample among the k likeliest tokens", low=1, optional=True,
+            server="body.top_k"),
+    Setting("top_p", "float", None, (_E, _S, _V), "nucleus sampling", low=0, high=1, low_open=True, optional=True,
+            sdk="top_p", server="body.top_p"),
+    Setting("seed", "int", None, (_E, _S, _V, _C, _V2), "sampling seed (agentkit.validate.SEED_MIN..SEED_MAX)",
+            optional=True, sdk="seed", server="body.seed"),
+    Setting("canvas_length", "int", 32, (_E, _V, _C, _V2), "canvas positions per block", low=1,
+            server="agentkit.canvas_length"),
+    Setting("sized_passes", "bool", True, (_E,), "cut verify blocks to the length the cost curve pays for"),
+    Setting("max_denoising_steps", "int", 48, (_E, _V), "denoising steps per block", low=1,
+            server="agentkit.max_denoising_steps"),
+    Setting("sampler", "str", "auto", (_E, _V, _C), "canvas sampler", SAMPLERS, server="agentkit.sampler"),
+    Setting("confidence_threshold", "float", 0.99, (_E,), "mask sampler: accept positions above this", low=0,
+            high=1),
+    Setting("entropy_bound", "float", 0.1, (_E,), "uniform sampler's entropy bound", low=0),
+    Setting("stable_steps", "int", 1, (_E,), "adaptive stop: argmax canvas unchanged this many steps", low=1),
+    Setting("entropy_threshold", "float", 0.05, (_E,), "adaptive stop: mean entropy below this", low=0),
+    Setting("final_temperature", "float", None, (_E,), "linear temperature schedule's end", low=0, optional=True),
+    Setting("stop", "list", [], (_E, _V), "stop strings (the output is cut before the first)", server="body.stop"),
+    Setting("weights", "str", "auto", (_E, _C), "which weights decode", ("auto", "base", "adapted")),
+    Setting("draft", "str", "lookup", (_E,), "verify mode's drafts", ("lookup", "adapter")),
+    Setting("draft_steps", "int", 1, (_E,), "adapter drafts: mask-sampler passes per draft", low=1),
+    Setting("json_style", "str", DEFAULT_STYLE, (_S, _V), "how structured steps write the pinned JSON punctuation "
+            "(the template's setting, not the decoder's)", STYLES, sdk="json_style", server="agentkit.json_style"),
+)
+BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+DECODE: tuple[Setting, ...] = tuple(s for s in SETTINGS if "engine" in s.applies)  # DecodeConfig's fields
+
+
+def where(path: str) -> tuple[Setting, ...]:
+    """The settings that apply on ``path`` (one of :data:`PATHS`)."""
+    if path not in PATHS:
+        raise ValueError(f"unknown path {path!r}; known: {PATHS}")
+    return tuple(s for s in SETTINGS if path in s.applies)
+
+
+def sdk_names() -> dict[str, str]:
+    """``ModelSettings`` key -> setting name."""
+    return {s.sdk: s.name for s in SETTINGS if s.sdk}
+
+
+def server_fields(place: str) -> dict[str, str]:
+    """Request field -> setting name, for ``place`` ``"body"`` (the top level) or ``"agentkit"`` (the extension)."""
+    return {s.server.split(".", 1)[1]: s.name for s in SETTINGS if s.server and s.server.startswith(place + ".")}
