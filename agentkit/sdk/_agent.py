@@ -23,7 +23,14 @@ from pydantic import BaseModel, ValidationError
 from ..config import MODES, DecodeConfig, Mode
 from ..constrain.nodes import Template
 from ..engine.stats import GenerationResult
-from ..errors import AgentRunError, ModelRetry, UnexpectedModelBehavior, UsageLimitExceeded, UserError
+from ..errors import (
+    AgentRunError,
+    ContextLengthError,
+    ModelRetry,
+    UnexpectedModelBehavior,
+    UsageLimitExceeded,
+    UserError,
+)
 from . import _repeat as repeat_
 from . import _settings as settings_
 from . import _steps as steps
@@ -519,6 +526,10 @@ class Agent(Generic[DepsT, OutputT]):
         try:
             result = await self.generator.generate(chat, config, template,
                                                    draft_callback(run.emit, self.generator, iteration), **kwargs)
+        except ContextLengthError as e:  # the conversation outgrew the model: a run limit, with the trace so far
+            if otel:
+                otel.end(span, error=e)
+            raise UsageLimitExceeded(f"the conversation no longer fits the model's context: {e}", run.trace) from e
         except asyncio.CancelledError as e:
             self._partial(run, step, iteration, config.mode, t0, getattr(e, "partial", None))
             if otel:

@@ -23,4 +23,5 @@ def test_requests_and_retries_are_logged(caplog):
     assert messages[0] == f"run {rid}: extract step (iteration 1, diffusion) starts"
     assert messages[1].startswith(f"run {rid}: extract step done: 3 tokens, ")
     assert messages[2].startswith("extract output unusable (1 in a row), asking again: output is not JSON")
-    assert messages[3] == f"run {rid}: extract step (iteration 2, diffusion) starts"
+    # a diffusion step's retry decodes in AR (``_settings.for_retry``)
+    assert messages[3] == f"run {rid}: extract step (iteration 2, ar) starts"
