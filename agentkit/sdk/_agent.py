@@ -49,8 +49,8 @@ from ._messages import (
     UserPromptPart,
     to_chat,
 )
-from ._repeat import OnRepeat, RepeatKey
 from ._otel import Instrumentation, as_instrumentation, end_iteration, end_run, start_iteration
+from ._repeat import OnRepeat, RepeatKey
 from ._result import RunResult, RunState
 from ._settings import ModelSettings
 from ._tools import Tool, as_tools, to_observation_text

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import inspect
 import json
-import re
 import math
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -114,7 +114,7 @@ class TestModel(_Fake):
         return compact(results) if results else "success (no tool calls)"
 
 
-_RESULT_LINE = re.compile(r"^(?:- |.*: )?(\w+)\(.*?\) returned (.*)$", re.M)
+_RESULT_LINE = re.compile(r"^(?:- |.*: )?(\w+)\(.*?\) returned (.*)$", re.MULTILINE)
 
 
 class FunctionModel(_Fake):
