@@ -100,7 +100,7 @@ def close_cut_edit(text: str) -> tuple[str, bool]:
 
 def build_agent(root: str | os.PathLike[str] | None = None, model: Any = None, *, max_iterations: int = 12,
                 routing: RoutingPolicy | None = None, plan: bool = True, extra_tools: bool = False,
-                test_timeout_s: float = 60, max_output_chars: int = 1500) -> Agent:
+                test_timeout_s: float = 60, max_output_chars: int = 1500, on_repeat: str = "retry") -> Agent:
     """The coding agent over the workspace ``root`` (default ``$AGENTKIT_WORKSPACE`` or the current directory).
 
     ``model``: an Engine, a Generator (e.g. a scripted ``FunctionModel``) or an http(s) URL; default the
@@ -109,6 +109,8 @@ def build_agent(root: str | os.PathLike[str] | None = None, model: Any = None, *
     Tools: ``list_files``, ``read_file``, ``apply_edits`` (templated), ``run_tests``; ``extra_tools`` adds
     ``search_text`` and ``write_file``. They are kept few and terse, and outputs short (``max_output_chars``),
     because every step re-reads the whole conversation (prefill dominates a small model's step on a CPU).
+    ``on_repeat``: ``"retry"`` by default (a repeated ``run_tests`` is answered with "you already have that
+    result: call a different tool", so the model moves on to reading or editing; a second repeat ends the run).
     """
     root = root if root is not None else os.environ.get("AGENTKIT_WORKSPACE", os.getcwd())
     ws = Workspace(root, command_timeout_s=test_timeout_s, max_output_chars=max_output_chars)
@@ -162,6 +164,7 @@ def build_agent(root: str | os.PathLike[str] | None = None, model: Any = None, *
         plan=plan,
         decode=DecodeConfig(max_new_tokens=DECODE_MAX_NEW_TOKENS),
         output_retries=2,
+        on_repeat=on_repeat,
     )
     agent.workspace = ws  # type: ignore[attr-defined]
     return agent
