@@ -108,6 +108,9 @@ class DecodeConfig:
     # (evals/results/copy600_s12.json): 2.0 from the last user message 0.400 against 0.385 off (16 won, 7 lost)
     copy_bias: float = 2.0
     copy_from: str = "user"  # the copy prior's source: "prompt" (all of it) or "user" (the last user message)
+    # the copy prior's source text itself, when set (it replaces copy_from): ``extract`` and the server's
+    # response_format set it to the text being extracted, so the schema the prompt shows is not a copy source
+    copy_source: str | None = None
     # the copy prior in number slots too: after a number's first digit (the model's), digits that go on along a
     # number the source writes ("200,000" as 200000). BFCL 600: 0.405 against 0.400 off, 3 won, 0 lost
     copy_numbers: bool = True
@@ -148,6 +151,8 @@ class DecodeConfig:
             raise InvalidRequestError(f"copy_bias must be a finite number >= 0, got {self.copy_bias!r}")
         if self.copy_from not in ("prompt", "user"):
             raise InvalidRequestError(f"copy_from must be 'prompt' or 'user', got {self.copy_from!r}")
+        if self.copy_source is not None and not isinstance(self.copy_source, str):
+            raise InvalidRequestError(f"copy_source must be a string or None, got {type(self.copy_source).__name__}")
         if not isinstance(self.copy_numbers, bool):
             raise InvalidRequestError(f"copy_numbers must be true or false, got {self.copy_numbers!r}")
         if self.draft not in ("lookup", "adapter"):

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from agentkit.config import DecodeConfig
 from agentkit.errors import UserError
+from agentkit.sdk import _steps as steps
 from agentkit.toolcall import parse_call
 
 from .errors import APIError, user_error
@@ -139,6 +140,7 @@ def _schema_job(req: ChatRequest, forced: list[ToolDef]) -> SchemaJob | None:
     style = req.agentkit.json_style if req.agentkit else None
     if forced:
         return SchemaJob("tools", tools=tuple(forced), where="tools", style=style)
+    style = style or steps.STYLE  # a response_format's JSON is written as agentkit's extract writes it
     rf = req.response_format
     if rf is None or rf.type == "text":
         return None
@@ -151,7 +153,26 @@ def _schema_job(req: ChatRequest, forced: list[ToolDef]) -> SchemaJob | None:
                      where="response_format.json_schema.schema", style=style)
 
 
-def decode_config(req: ChatRequest, mode: str, max_tokens: int) -> DecodeConfig:
+def with_schema_prompt(messages: list[dict[str, str]], schema: dict[str, Any]) -> tuple[list[dict[str, str]], str]:
+    """(the messages as ``extract`` writes them for ``schema``, the text values are copied from): the extract
+    prompt appended to the last user message, the extract instructions first where no system message is; the copy
+    source is that user message's own text. Messages without a user message are returned as they are."""
+    last = next((i for i in range(len(messages) - 1, -1, -1) if messages[i]["role"] == "user"), None)
+    if last is None:
+        return messages, ""
+    try:
+        prompt = steps.extract_prompt(steps.OutputSpec(schema))
+    except UserError as e:
+        raise user_error(e) from None
+    out = list(messages)
+    source = out[last]["content"]
+    out[last] = {"role": "user", "content": source + "\n\n" + prompt}
+    if not any(m["role"] == "system" for m in out):
+        out.insert(0, {"role": "system", "content": steps.EXTRACT_INSTRUCTIONS})
+    return out, source
+
+
+def decode_config(req: ChatRequest, mode: str, max_tokens: int, copy_source: str | None = None) -> DecodeConfig:
     ext = req.agentkit or AgentkitExt()
     kw: dict[str, Any] = {"mode": mode, "max_new_tokens": max_tokens,
                           "temperature": req.temperature if req.temperature is not None else 0.0,
@@ -159,6 +180,8 @@ def decode_config(req: ChatRequest, mode: str, max_tokens: int) -> DecodeConfig:
     for k in ("canvas_length", "max_denoising_steps", "sampler", "greedy", "copy_bias", "copy_from", "copy_numbers"):
         if getattr(ext, k) is not None:
             kw[k] = getattr(ext, k)
+    if copy_source is not None and ext.copy_from is None:
+        kw["copy_source"] = copy_source
     try:
         return DecodeConfig(**kw)
     except UserError as e:
@@ -179,11 +202,14 @@ def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: 
         chars = sum(len(m["content"]) for m in messages)
         check_prompt_length(-(-chars // max_token_chars), context, given or 1, at_least=True)
     ext = req.agentkit or AgentkitExt()
+    source = None
+    if schema is not None and schema.kind == "response" and ext.schema_prompt:
+        messages, source = with_schema_prompt(messages, schema.schema or {})
     mode = ext.mode or default_mode or ("diffusion" if schema is not None else "ar")
     tool_mode: Literal["none", "forced", "auto"] = "forced" if forced else (
         "auto" if choice == "auto" and schema is None else "none")
     names = frozenset(t.function.name for t in (forced or tools)) if tool_mode != "none" else frozenset()
-    return Plan(messages, decode_config(req, mode, max_tokens), schema, tool_mode, names, ext.canvas,
+    return Plan(messages, decode_config(req, mode, max_tokens, source), schema, tool_mode, names, ext.canvas,
                 max_tokens_given=given is not None,
                 logprobs=(req.top_logprobs or 0) if req.logprobs else None, stop=list(req.stop or []))
 

@@ -123,6 +123,7 @@ class HTTPGenerator:
             step = template.meta.get("step")
             if step:
                 ext["step"] = step
+            ext["schema_prompt"] = False  # the messages carry the step's own prompt already
             name = re.sub(r"[^A-Za-z0-9_-]", "_", str(step or schema.get("title") or "output"))[:64]
             body["response_format"] = {"type": "json_schema",
                                        "json_schema": {"name": name, "schema": schema, "strict": True}}
