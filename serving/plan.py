@@ -149,7 +149,8 @@ def _schema_job(req: ChatRequest, forced: list[ToolDef]) -> SchemaJob | None:
     if rf.json_schema is None:
         raise APIError(400, "response_format.json_schema is required for type json_schema",
                        param="response_format.json_schema")
-    return SchemaJob("response", schema=rf.json_schema.schema_, strict=bool(rf.json_schema.strict),
+    # arrays capped as extract caps them (agentkit.sdk._steps.cap_arrays), so both decode the same language
+    return SchemaJob("response", schema=steps.cap_arrays(rf.json_schema.schema_), strict=bool(rf.json_schema.strict),
                      where="response_format.json_schema.schema", style=style)
 
 
@@ -182,6 +183,10 @@ def decode_config(req: ChatRequest, mode: str, max_tokens: int, copy_source: str
             kw[k] = getattr(ext, k)
     if copy_source is not None and ext.copy_from is None:
         kw["copy_source"] = copy_source
+    if copy_source is not None:  # extract's number prior: an extraction's numbers are the text's own
+        kw["copy_first_digit"] = True if ext.copy_first_digit is None else ext.copy_first_digit
+    elif ext.copy_first_digit is not None:
+        kw["copy_first_digit"] = ext.copy_first_digit
     try:
         return DecodeConfig(**kw)
     except UserError as e:
@@ -204,7 +209,9 @@ def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: 
     ext = req.agentkit or AgentkitExt()
     source = None
     if schema is not None and schema.kind == "response" and ext.schema_prompt:
-        messages, source = with_schema_prompt(messages, schema.schema or {})
+        rf = req.response_format  # the schema as sent (the prompt shows it as extract does, before capping)
+        raw = rf.json_schema.schema_ if rf is not None and rf.type == "json_schema" and rf.json_schema else {}
+        messages, source = with_schema_prompt(messages, raw)
     mode = ext.mode or default_mode or ("diffusion" if schema is not None else "ar")
     tool_mode: Literal["none", "forced", "auto"] = "forced" if forced else (
         "auto" if choice == "auto" and schema is None else "none")

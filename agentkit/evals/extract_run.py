@@ -4,7 +4,7 @@ A row is a decoding mode with optional settings after ``+`` (``ar``, ``ar+compac
 peer name (:data:`agentkit.evals.peers.PEERS`). Settings: ``compact``/``spaced`` (JSON style), ``schema``/
 ``example`` (the extract prompt, :data:`agentkit.sdk._steps.EXTRACT_PROMPTS`), ``nocopy`` (copy prior off),
 ``copyuser`` (copying from the whole user message, schema included, instead of the text), ``nonum`` (no copy
-prior in numbers), ``retry`` (a second decode in ``diffusion`` when the first's values are not in the text, see
+prior in numbers), ``nofirst`` (none at a number's first digit, ``DecodeConfig.copy_first_digit``), ``retry`` (a second decode in ``diffusion`` when the first's values are not in the text, see
 :func:`agentkit.sdk._extract.grounded`). Items run in the outer loop and rows in the inner one, so a run stopped
 early compares every row on the same items; results are written after every item.
 """
@@ -21,7 +21,7 @@ from typing import Any
 from ..config import DecodeConfig
 from .extract import ExtractItem, load_items, score
 
-SETTINGS = ("compact", "spaced", "schema", "example", "nocopy", "copyuser", "nonum", "retry")
+SETTINGS = ("compact", "spaced", "schema", "example", "nocopy", "copyuser", "nonum", "nofirst", "retry")
 
 
 def parse_row(row: str) -> tuple[str, set[str]]:
@@ -42,7 +42,7 @@ def run_agentkit(engine: Any, item: ExtractItem, row: str) -> dict[str, Any]:
 
     mode, opts = parse_row(row)
     decode = DecodeConfig(copy_bias=0.0 if "nocopy" in opts else DecodeConfig.copy_bias,
-                          copy_numbers="nonum" not in opts)
+                          copy_numbers="nonum" not in opts, copy_first_digit="nofirst" not in opts)
     settings: dict[str, Any] = {}
     for style in ("compact", "spaced"):
         if style in opts:

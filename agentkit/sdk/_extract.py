@@ -57,7 +57,7 @@ async def aextract(
     """
     if not isinstance(text, str) or not text.strip():
         raise UserError("text to extract from must be a non-empty string")
-    decode = decode or DecodeConfig()
+    decode = decode or DecodeConfig(copy_first_digit=True)  # an extraction's numbers are the text's own
     if decode.copy_source is None:  # values are copied from the text, not from the schema the prompt shows
         decode = replace(decode, copy_source=text)
     agent: Agent[None, Any] = Agent(model, output_type=output_type,
