@@ -201,10 +201,13 @@ def _eval_extract(data: Path, modes: str, limit: int | None, model: str | None, 
     """``agentkit eval extract``: rows are modes (``ar``, ``ar+compact``, ...) and peers (``outlines-xgrammar``)."""
     from .config import EngineConfig
     from .engine.engine import Engine
-    from .evals.extract_run import run_extract_eval, table
+    from .evals.extract_run import parse_row, run_extract_eval, table
     from .evals.peers import PEERS, load_peers
 
     rows = [m.strip() for m in modes.split(",") if m.strip()] or ["ar", "diffusion", "verify"]
+    for r in rows:
+        if r not in PEERS:
+            parse_row(r)  # a bad setting is one error line now, before the model loads
     peers = load_peers([r for r in rows if r in PEERS], model_dir=model, threads=threads)
     rows = [r for r in rows if r not in PEERS or r in peers]
     engine = Engine(EngineConfig(model=model, threads=threads, dtype=dtype, backend=backend))
