@@ -157,8 +157,9 @@ def event(r: random.Random) -> tuple[str, dict]:
 def candidate(r: random.Random) -> tuple[str, dict]:
     g: dict[str, Any] = {"name": _name(r), "years_experience": r.randint(1, 30),
                          "skills": r.sample(SKILLS, r.randint(1, 3))}
-    text = r.choice(["{name} has {y} years of experience with {s}.", "Candidate {name}: {y} years in the field; "
-                     "skills: {s}.", "With {y} years behind them, {name} brings {s}."]).format(
+    text = r.choice(["{name} has {y} years of experience with {s}.",
+                     "Candidate {name}: {y} years in the field; skills: {s}.",
+                     "With {y} years behind them, {name} brings {s}."]).format(
         name=g["name"], y=g["years_experience"], s=_join(g["skills"]))
     if r.random() < 0.5:
         g["phone"] = f"555-{r.randint(100, 999)}-{r.randint(1000, 9999)}"
@@ -215,8 +216,7 @@ def write(out: Path, n: int, seed: int = 0) -> list[dict[str, Any]]:
     for name in sorted({it["schema"] for it in items}):
         (out / "schemas" / f"{name}.json").write_text(json.dumps(SCHEMAS[name], indent=2) + "\n")
     with open(out / "items.jsonl", "w", encoding="utf-8") as f:
-        for it in items:
-            f.write(json.dumps(it, ensure_ascii=False) + "\n")
+        f.writelines(json.dumps(it, ensure_ascii=False) + "\n" for it in items)
     return items
 
 

@@ -55,8 +55,9 @@ def run_agentkit(engine: Any, item: ExtractItem, row: str) -> dict[str, Any]:
             _steps.EXTRACT_PROMPT = prompt
         if "copyuser" in opts:  # the whole user message, the extract prompt's schema with it
             decode = replace(decode, copy_source=extract_messages(item.schema, item.text)[-1]["content"])
-        kw = dict(model=engine, mode=mode, decode=decode, model_settings=settings or None, return_usage=True,
-                  fallback_mode=("diffusion" if mode != "diffusion" else "ar") if "retry" in opts else None)
+        kw = {"model": engine, "mode": mode, "decode": decode, "model_settings": settings or None,
+              "return_usage": True,
+              "fallback_mode": ("diffusion" if mode != "diffusion" else "ar") if "retry" in opts else None}
         output, usage, error = _call(extract, item, kw)
     finally:
         _steps.EXTRACT_PROMPT = before

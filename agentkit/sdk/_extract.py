@@ -11,7 +11,6 @@ from pydantic import BaseModel
 from ..config import DecodeConfig
 from ..errors import UserError
 from ._agent import Agent, Limits
-from ._context import RunUsage
 from ._settings import ModelSettings
 from ._steps import EXTRACT_INSTRUCTIONS, OutputSpec, extract_prompt
 

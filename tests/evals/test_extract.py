@@ -8,10 +8,10 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from agentkit.errors import UserError
 from agentkit.evals import extract_gen
 from agentkit.evals.extract import ExtractItem, as_date, as_number, fields, load_items, score
 from agentkit.evals.extract_run import parse_row, run_extract_eval, run_peer, summarize
-from agentkit.errors import UserError
 from agentkit.sdk._extract import extract_messages
 
 REPO = Path(__file__).resolve().parents[2]
