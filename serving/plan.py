@@ -140,7 +140,7 @@ def _schema_job(req: ChatRequest, forced: list[ToolDef]) -> SchemaJob | None:
     style = req.agentkit.json_style if req.agentkit else None
     if forced:
         return SchemaJob("tools", tools=tuple(forced), where="tools", style=style)
-    style = style or steps.STYLE  # a response_format's JSON is written as agentkit's extract writes it
+    style = style or steps.EXTRACT_STYLE  # a response_format's JSON is written as agentkit's extract writes it
     rf = req.response_format
     if rf is None or rf.type == "text":
         return None

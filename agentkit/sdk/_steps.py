@@ -24,7 +24,11 @@ StepKind = Literal["plan", "tool_call", "tool_input", "extract", "reply"]
 STEP_KINDS: tuple[str, ...] = ("plan", "tool_call", "tool_input", "extract", "reply")
 FINAL_ANSWER = "final_answer"
 TOOL_SHAPE = CallShape(name_key="tool", args_key="arguments")
-STYLE = "spaced"  # the JSON style of the SDK's templates (extraction benchmark and BFCL: spaced measured best)
+# the JSON style of the SDK's templates; None: each step's own default, EXTRACT_STYLE for the extract (and plan)
+# templates (compile_template), TOOL_STYLE for tool calls (tool_call_template: the SDK's tool prompt shows compact JSON)
+STYLE: str | None = None
+EXTRACT_STYLE = "spaced"  # extraction benchmark (docs/extraction.md) and the four texts of issue 37: spaced best
+TOOL_STYLE = "compact"
 
 
 class Plan(BaseModel):
@@ -38,7 +42,8 @@ class OutputError(Exception):
 
 
 def compile_template(schema: dict[str, Any], style: str | None = STYLE) -> Template:
-    """The canvas template for a JSON Schema (cached by the compiler), in JSON ``style``.
+    """The canvas template for a JSON Schema (cached by the compiler), in JSON ``style`` (None:
+    :data:`EXTRACT_STYLE`).
 
     Compiled *strict*: an object that lists its properties gets no other keys. Tool arguments and output types are
     consumed by functions and pydantic models that only read the declared fields, and an open object invites a
@@ -47,7 +52,7 @@ def compile_template(schema: dict[str, Any], style: str | None = STYLE) -> Templ
     """
     from ..constrain.compiler import compile_schema_cached
 
-    return compile_schema_cached(cap_arrays(schema), strict=True, style=style)
+    return compile_schema_cached(cap_arrays(schema), strict=True, style=style or EXTRACT_STYLE)
 
 
 ARRAY_CAP = 16  # items, for arrays whose schema sets no maxItems (as the BFCL call templates cap them)
@@ -82,7 +87,7 @@ def tool_call_template(tools: list[Tool], style: str | None = STYLE) -> Template
     a choice of the tools (ARGS under that tool's compiled schema; ``{}`` for a templated tool) and
     ``final_answer`` with ``{}``."""
     specs = [(t.name, None if t.templated else t.parameters_schema) for t in tools] + [(FINAL_ANSWER, None)]
-    template = call_template(specs, style=style, shape=TOOL_SHAPE, strict=True)
+    template = call_template(specs, style=style or TOOL_STYLE, shape=TOOL_SHAPE, strict=True)
     return Template(root=template.root, schema=tool_call_schema(tools), compile_ms=template.compile_ms, kind="json",
                     meta={"step": "tool_call", "style": template.meta["style"],
                           "tools": {t.name: t.call_schema for t in tools}})
@@ -217,7 +222,7 @@ EXTRACT_INSTRUCTIONS = "Extract the information the schema asks for from the use
 def extract_prompt(spec: OutputSpec, prompt: str | None = None, style: str | None = None) -> str:
     """The extract step's prompt ``prompt`` (None: :data:`EXTRACT_PROMPT`, read at call time so the extraction
     benchmark can measure the variants): the output's schema (compact JSON) and, for ``"example"``, a worked
-    example written in JSON ``style`` (None: :data:`STYLE`)."""
+    example written in JSON ``style`` (None: :data:`EXTRACT_STYLE`)."""
     prompt = prompt or EXTRACT_PROMPT
     if prompt not in EXTRACT_PROMPTS:
         raise UserError(f"extract prompt must be one of {EXTRACT_PROMPTS}, got {prompt!r}")
@@ -225,7 +230,7 @@ def extract_prompt(spec: OutputSpec, prompt: str | None = None, style: str | Non
         return "Answer with one JSON object holding the values the text gives, written as the text writes them."
     text = f"Answer with JSON matching this schema: {compact(spec.schema)}"
     if prompt == "example":
-        seps = (",", ":") if (style or STYLE) == "compact" else (", ", ": ")
+        seps = (",", ":") if (style or EXTRACT_STYLE) == "compact" else (", ", ": ")
         text += ("\nFor example, for the text \"Kim Park, 35, works in Rome as a nurse.\" and a schema with the "
                  "properties name, age, city and an optional email, the answer is "
                  + json.dumps(_EXAMPLE_VALUE, separators=seps))

@@ -58,8 +58,8 @@ def test_per_call_temperature_changes_a_sampled_output(tiny):
 
 
 async def test_json_style_setting_picks_the_templates_style():
-    """``json_style`` reaches the structured step's template (spaced by default: measured best on the extraction
-    benchmark and BFCL), per call, and a bad value is a UserError naming the styles."""
+    """``json_style`` reaches the structured step's template (the extract step spaced by default: measured best on
+    the extraction benchmark), per call, and a bad value is a UserError naming the styles."""
     model = recorder('{"x": 1}', '{"x":2}', '{"x": 3}')
     schema = {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}
     agent = Agent(model, output_type=schema)
