@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agentkit.config import DecodeConfig
+from agentkit.constrain.canonical import DEFAULT_STYLE
 from agentkit.errors import UserError
 from agentkit.sdk import _steps as steps
 from agentkit.toolcall import parse_call
@@ -140,7 +141,8 @@ def _schema_job(req: ChatRequest, forced: list[ToolDef]) -> SchemaJob | None:
     style = req.agentkit.json_style if req.agentkit else None
     if forced:
         return SchemaJob("tools", tools=tuple(forced), where="tools", style=style)
-    style = style or steps.EXTRACT_STYLE  # a response_format's JSON is written as agentkit's extract writes it
+    if style is None and steps.EXTRACT_STYLE != DEFAULT_STYLE:  # the JSON written as agentkit's extract writes it
+        style = steps.EXTRACT_STYLE  # (None is the compiler's default, so a custom compile_schema need not know styles)
     rf = req.response_format
     if rf is None or rf.type == "text":
         return None

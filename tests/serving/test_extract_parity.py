@@ -11,6 +11,8 @@ from agentkit.serving.app import create_app
 from agentkit.serving.plan import plan_request
 from agentkit.serving.protocol import ChatRequest
 
+from agentkit.constrain.canonical import json_style
+from agentkit.sdk import _steps as steps
 from agentkit.sdk import extract
 from agentkit.sdk._extract import extract_messages
 
@@ -33,7 +35,8 @@ def test_plan_writes_extracts_messages_copy_source_and_number_prior():
     plan = plan_request(ChatRequest.model_validate(_body(TEXTS[0])))
     assert plan.messages == extract_messages(CITY, TEXTS[0])
     assert plan.config.copy_source == TEXTS[0] and plan.config.copy_first_digit
-    assert plan.schema.style == "spaced" and plan.schema.schema["properties"]["districts"]["maxItems"] == 16
+    assert json_style(plan.schema.style).name == steps.EXTRACT_STYLE  # extract's JSON style
+    assert plan.schema.schema["properties"]["districts"]["maxItems"] == 16  # and its array cap
     as_sent = plan_request(ChatRequest.model_validate(_body(TEXTS[0], schema_prompt=False)))
     assert as_sent.messages == [{"role": "user", "content": TEXTS[0]}] and as_sent.config.copy_source is None
     obj = plan_request(ChatRequest.model_validate({"messages": [{"role": "user", "content": "Ann, 3"}],
