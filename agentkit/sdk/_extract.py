@@ -49,7 +49,9 @@ async def aextract(
     with ``return_usage=True`` a pair ``(output, RunUsage)``. ``mode``: None takes ``RoutingPolicy``'s calibrated
     mode for extraction (the fastest at equal success measured for the default model on this kind of device).
     ``model_settings``: temperature, top_p, max_tokens, seed, mode, json_style for this call.
-    ``fallback_mode``: when a value of the output is not in the text (:func:`grounded`), decode again in this mode
+    ``decode``: None takes ``DecodeConfig(copy_first_digit=True)`` (an extraction's numbers are the text's own);
+    its ``copy_source``, when None, becomes ``text`` (values are copied from the text, not from the schema the
+    prompt shows). ``fallback_mode``: when a value of the output is not in the text (:func:`grounded`), decode again in this mode
     and keep the output with more values found in the text (the first on a tie).
     Raises ``UnexpectedModelBehavior`` (with ``.trace``) when no valid output came back, ``UserError`` for a bad
     ``output_type``.
