@@ -141,7 +141,7 @@ def demo(
 
 @app.command("eval")
 def eval_(
-    suite: str = typer.Argument(..., help="bfcl | coverage | validity | agent"),
+    suite: str = typer.Argument(..., help="bfcl | coverage | validity | agent | extract"),
     data: Path | None = typer.Option(None, help="data folder (agent: default evals/coding_tasks)"),
     modes: str = typer.Option("", help="comma-separated modes (default: the suite's own set)"),
     limit: int | None = typer.Option(None, help="at most N items per file"),
@@ -169,6 +169,9 @@ def eval_(
 
         EngineConfig(dtype=dtype, backend=backend, pass_width=pass_width)  # a bad value is one error line now, not in a worker later
         data = _check_suite(suite, data)
+        if suite == "extract":
+            _eval_extract(data, modes, limit, model, out, plot, threads, dtype, backend)
+            return
         if suite == "coverage":
             from .constrain.coverage import run_coverage
 
@@ -194,7 +197,28 @@ def eval_(
         _fail(e)
 
 
-SUITES = {"bfcl": "runner", "coverage": "runner", "validity": "validity", "agent": "coding"}  # suite -> module
+SUITES = {"bfcl": "runner", "coverage": "runner", "validity": "validity", "agent": "coding",
+          "extract": "extract_run"}  # suite -> module
+
+
+def _eval_extract(data: Path, modes: str, limit: int | None, model: str | None, out: Path, plot: Path | None,
+                  threads: int | None, dtype: str, backend: str) -> None:
+    """``agentkit eval extract``: rows are modes (``ar``, ``ar+compact``, ...) and peers (``outlines-xgrammar``)."""
+    from .config import EngineConfig
+    from .engine.engine import Engine
+    from .evals.extract_run import parse_row, run_extract_eval, table
+    from .evals.peers import PEERS, load_peers
+
+    rows = [m.strip() for m in modes.split(",") if m.strip()] or ["ar", "diffusion", "verify"]
+    for r in rows:
+        if r not in PEERS:
+            parse_row(r)  # a bad setting is one error line now, before the model loads
+    peers = load_peers([r for r in rows if r in PEERS], model_dir=model, threads=threads)
+    rows = [r for r in rows if r not in PEERS or r in peers]
+    engine = Engine(EngineConfig(model=model, threads=threads, dtype=dtype, backend=backend))
+    report = run_extract_eval(data, rows, limit=limit, out=out, plot=plot, engine=engine, peers=peers,
+                              command="agentkit " + " ".join(sys.argv[1:]))
+    print(table(report["summary"]))
 
 
 def _check_suite(suite: str, data: Path | None) -> Path:

@@ -36,7 +36,8 @@ INF = math.inf
 
 @dataclass(frozen=True)
 class Setting:
-    """One decoding setting. ``kind``: ``int``, ``float``, ``bool``, ``str`` (one of ``choices``) or ``list``
+    """One decoding setting. ``kind``: ``int``, ``float``, ``bool``, ``str`` (one of ``choices``), ``text`` (any
+    string) or ``list``
     (of non-empty strings); numbers lie in ``low..high`` (``low_open``: ``low`` itself excluded); ``optional``:
     None is allowed."""
 
@@ -69,6 +70,10 @@ SETTINGS: tuple[Setting, ...] = (
             sdk="copy_from", server="agentkit.copy_from"),
     Setting("copy_numbers", "bool", True, (_E, _S, _V, _V2), "the copy prior in number slots too",
             sdk="copy_numbers", server="agentkit.copy_numbers"),
+    Setting("copy_source", "text", None, (_E,), "the copy prior's source text itself (extract: the text being "
+            "extracted); None: as copy_from says", optional=True),
+    Setting("copy_first_digit", "bool", False, (_E, _V), "the number copy prior at a number's first digit too "
+            "(on for extract and the server's response_format)", server="agentkit.copy_first_digit"),
     Setting("top_k", "int", None, (_E, _V), "sample among the k likeliest tokens", low=1, optional=True,
             server="body.top_k"),
     Setting("top_p", "float", None, (_E, _S, _V), "nucleus sampling", low=0, high=1, low_open=True, optional=True,

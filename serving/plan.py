@@ -18,7 +18,9 @@ from typing import Any, Literal
 from agentkit import validate
 from agentkit.calibration import structured_mode
 from agentkit.config import DecodeConfig
+from agentkit.constrain.canonical import DEFAULT_STYLE
 from agentkit.errors import UserError
+from agentkit.sdk import _steps as steps
 from agentkit.settings import server_fields
 from agentkit.toolcall import parse_call
 
@@ -152,6 +154,8 @@ def _schema_job(req: ChatRequest, forced: list[ToolDef]) -> SchemaJob | None:
     style = req.agentkit.json_style if req.agentkit else None
     if forced:
         return SchemaJob("tools", tools=tuple(forced), where="tools", style=style)
+    if style is None and steps.EXTRACT_STYLE != DEFAULT_STYLE:  # the JSON written as agentkit's extract writes it
+        style = steps.EXTRACT_STYLE  # (None is the compiler's default, so a custom compile_schema need not know styles)
     rf = req.response_format
     if rf is None or rf.type == "text":
         return None
@@ -160,11 +164,31 @@ def _schema_job(req: ChatRequest, forced: list[ToolDef]) -> SchemaJob | None:
     if rf.json_schema is None:
         raise APIError(400, "response_format.json_schema is required for type json_schema",
                        param="response_format.json_schema")
-    return SchemaJob("response", schema=rf.json_schema.schema_, strict=bool(rf.json_schema.strict),
+    # arrays capped as extract caps them (agentkit.sdk._steps.cap_arrays), so both decode the same language
+    return SchemaJob("response", schema=steps.cap_arrays(rf.json_schema.schema_), strict=bool(rf.json_schema.strict),
                      where="response_format.json_schema.schema", style=style)
 
 
-def decode_config(req: ChatRequest, mode: str, max_tokens: int) -> DecodeConfig:
+def with_schema_prompt(messages: list[dict[str, str]], schema: dict[str, Any]) -> tuple[list[dict[str, str]], str]:
+    """(the messages as ``extract`` writes them for ``schema``, the text values are copied from): the extract
+    prompt appended to the last user message, the extract instructions first where no system message is; the copy
+    source is that user message's own text. Messages without a user message are returned as they are."""
+    last = next((i for i in range(len(messages) - 1, -1, -1) if messages[i]["role"] == "user"), None)
+    if last is None:
+        return messages, ""
+    try:
+        prompt = steps.extract_prompt(steps.OutputSpec(schema))
+    except UserError as e:
+        raise user_error(e) from None
+    out = list(messages)
+    source = out[last]["content"]
+    out[last] = {"role": "user", "content": source + "\n\n" + prompt}
+    if not any(m["role"] == "system" for m in out):
+        out.insert(0, {"role": "system", "content": steps.EXTRACT_INSTRUCTIONS})
+    return out, source
+
+
+def decode_config(req: ChatRequest, mode: str, max_tokens: int, copy_source: str | None = None) -> DecodeConfig:
     ext = req.agentkit or AgentkitExt()
     kw: dict[str, Any] = {"mode": mode, "max_new_tokens": max_tokens,
                           "temperature": req.temperature if req.temperature is not None else 0.0,
@@ -172,6 +196,12 @@ def decode_config(req: ChatRequest, mode: str, max_tokens: int) -> DecodeConfig:
     for k, name in server_fields("agentkit").items():  # the extension's decoding settings (agentkit/settings.py)
         if name not in kw and name != "json_style" and getattr(ext, k) is not None:
             kw[name] = getattr(ext, k)
+    if copy_source is not None and ext.copy_from is None:
+        kw["copy_source"] = copy_source
+    if copy_source is not None:  # extract's number prior: an extraction's numbers are the text's own
+        kw["copy_first_digit"] = True if ext.copy_first_digit is None else ext.copy_first_digit
+    elif ext.copy_first_digit is not None:
+        kw["copy_first_digit"] = ext.copy_first_digit
     try:
         return DecodeConfig(**kw)
     except UserError as e:
@@ -194,11 +224,16 @@ def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: 
         chars = sum(len(m["content"]) for m in messages)
         check_prompt_length(-(-chars // max_token_chars), context, given or 1, at_least=True)
     ext = req.agentkit or AgentkitExt()
+    source = None
+    if schema is not None and schema.kind == "response" and ext.schema_prompt:
+        rf = req.response_format  # the schema as sent (the prompt shows it as extract does, before capping)
+        raw = rf.json_schema.schema_ if rf is not None and rf.type == "json_schema" and rf.json_schema else {}
+        messages, source = with_schema_prompt(messages, raw)
     mode = ext.mode or default_mode or (structured_mode() if schema is not None else "ar")
     tool_mode: Literal["none", "forced", "auto"] = "forced" if forced else (
         "auto" if choice == "auto" and schema is None else "none")
     names = frozenset(t.function.name for t in (forced or tools)) if tool_mode != "none" else frozenset()
-    return Plan(messages, decode_config(req, mode, max_tokens), schema, tool_mode, names, ext.canvas,
+    return Plan(messages, decode_config(req, mode, max_tokens, source), schema, tool_mode, names, ext.canvas,
                 max_tokens_given=given is not None,
                 logprobs=(req.top_logprobs or 0) if req.logprobs else None, stop=list(req.stop or []))
 

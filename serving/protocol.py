@@ -148,6 +148,13 @@ class AgentkitExt(BaseModel):
     copy_bias: SFloat | None = Field(default=None, ge=0, le=100)
     copy_from: Literal["prompt", "user"] | None = None  # the copy prior's source (DecodeConfig.copy_from)
     copy_numbers: SBool | None = None  # the copy prior in number slots too (DecodeConfig.copy_numbers); None: on
+    # the number copy prior at a number's first digit too (DecodeConfig.copy_first_digit); None: on for a
+    # response_format with the schema prompt (as extract), off otherwise
+    copy_first_digit: SBool | None = None
+    # response_format: append the schema prompt agentkit's ``extract`` writes to the last user message (and its
+    # instructions as the system message when there is none), copying values from that message's own text, so
+    # the server and ``extract`` give the same values for the same schema and text; false: the messages as sent
+    schema_prompt: SBool = True
 
 
 class ChatRequest(BaseModel):

@@ -117,3 +117,17 @@ def test_serve_with_a_bad_engine_option_is_one_error_line(flag, value, name):
     assert out.exit_code != 0
     lines = [ln for ln in out.output.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:") and name in lines[0], out.output
+
+
+def test_eval_extract_runs_the_tiny_directory(model_dir, tmp_path):
+    from pathlib import Path
+
+    tiny = Path(__file__).resolve().parents[1] / "evals" / "extract" / "tiny"
+    out = tmp_path / "extract.json"
+    res = runner.invoke(app, ["eval", "extract", "--data", str(tiny), "--modes", "ar,ar+compact", "--limit", "2",
+                              "--model", str(model_dir), "--out", str(out), "--threads", "1"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(out.read_text())
+    assert doc["items"] == 2 and set(doc["summary"]) == {"ar", "ar+compact"} and "| ar+compact |" in res.output
+    bad = runner.invoke(app, ["eval", "extract", "--data", str(tiny), "--modes", "ar+bogus", "--model", str(model_dir)])
+    assert bad.exit_code != 0 and "unknown setting" in bad.output

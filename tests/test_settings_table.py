@@ -13,7 +13,7 @@ from agentkit.errors import InvalidRequestError, UserError
 
 # what each declaring place holds besides decoding settings (a new field must join the table or one of these)
 NOT_SETTINGS = {
-    "AgentkitExt": {"canvas", "step"},
+    "AgentkitExt": {"canvas", "step", "schema_prompt"},  # schema_prompt: how messages are built, not decoding
     "ChatRequest": {"model", "messages", "tools", "tool_choice", "response_format", "max_completion_tokens", "stream",
                     "n", "logprobs", "top_logprobs", "agentkit", "frequency_penalty", "presence_penalty",
                     "logit_bias", "user", "metadata", "store", "service_tier", "parallel_tool_calls",
@@ -120,7 +120,7 @@ def test_server_fields_are_the_tables():
 def _non_default() -> DecodeConfig:
     return DecodeConfig(mode="verify", max_new_tokens=17, temperature=0.0, greedy="token", copy_bias=0.5,
                         copy_from="prompt", copy_numbers=False, top_k=5, top_p=0.9, seed=11, canvas_length=12,
-                        max_denoising_steps=9, sampler="jacobi", stop=["END"])
+                        max_denoising_steps=9, sampler="jacobi", stop=["END"], copy_first_digit=True)
 
 
 def test_http_body_carries_every_server_setting_and_the_style():

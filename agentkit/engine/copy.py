@@ -137,11 +137,12 @@ class CopyPrior:
             return any(c == b"" or not _word(c[0]) for c in conts or ())
         return any(c.startswith(tok) for c in conts or ())
 
-    def copies_number(self, digits: bytes, token: bytes) -> bool:
+    def copies_number(self, digits: bytes, token: bytes, first: bool = False) -> bool:
         """Whether ``token`` continues, after the number's ``digits`` so far, one of the source's numbers: its
-        digits go on along one, or it ends the number (a byte no number has) where one is complete. Never at a
-        number's first byte: which number (or none of the source's) is the model's choice."""
-        if not digits:
+        digits go on along one, or it ends the number (a byte no number has) where one is complete. At a number's
+        first byte only with ``first`` (``DecodeConfig.copy_first_digit``): a token that begins one of the
+        source's numbers; else which number (or none of the source's) is the model's choice."""
+        if not digits and not (first and token and token[0] in NUMBER_BYTES):
             return False
         i = 0
         while i < len(token) and token[i] in NUMBER_BYTES:
@@ -150,7 +151,7 @@ class CopyPrior:
         return any(n == head if ends else n.startswith(head) for n in self.numbers)
 
     def bias(self, logits: torch.Tensor, allowed: torch.Tensor, out: bytes, bonus: float,
-             numbers: bool = True) -> torch.Tensor:
+             numbers: bool = True, first_digit: bool = False) -> torch.Tensor:
         """``logits`` [V] with ``bonus`` added where a token among the ``TOP`` likeliest allowed ones copies from
         the prompt, inside a JSON string value or (``numbers``) a number; ``logits`` itself when there is
         nothing to add."""
@@ -159,9 +160,9 @@ class CopyPrior:
         value = open_string(out)
         if value is None:
             digits = _number_tail(out) if numbers and self.numbers else None  # outside a string: no second scan
-            if not digits or not any(n.startswith(digits) for n in self.numbers):
-                return logits  # no number begun, or one that copies none of the source's
-            return self._add(logits, allowed, bonus, lambda tok: self.copies_number(digits, tok))
+            if digits is None or not (digits or first_digit) or not any(n.startswith(digits) for n in self.numbers):
+                return logits  # no number begun (or may begin), or one that copies none of the source's
+            return self._add(logits, allowed, bonus, lambda tok: self.copies_number(digits, tok, first_digit))
         conts = self.continuations(value) if value else None
         if value and not conts:
             return logits  # the value so far is no copy of the prompt: nothing to continue

@@ -131,7 +131,8 @@ class Decoder:
         t0 = time.perf_counter()
         tb = self.c.vocab.token_bytes
         out = b"".join(tb[int(t)] or b"" for t in (*self.out, *tail) if int(t) < len(tb))
-        biased = self._copy.bias(logits, allowed, out, self.cfg.copy_bias, numbers=self.cfg.copy_numbers)
+        biased = self._copy.bias(logits, allowed, out, self.cfg.copy_bias, numbers=self.cfg.copy_numbers,
+                                 first_digit=self.cfg.copy_first_digit)
         self.stats.constraint_ms += 1000 * (time.perf_counter() - t0)
         return biased
 

@@ -333,8 +333,10 @@ class Engine:
 
 
 def _copy_text(prompt: Prompt, cfg: DecodeConfig) -> str | None:
-    """The copy prior's source (``DecodeConfig.copy_from``): None for the whole prompt, else the last user
-    message's text (a plain-string prompt is all user text)."""
+    """The copy prior's source: ``DecodeConfig.copy_source`` when set; else (``copy_from``) None for the whole
+    prompt, or the last user message's text (a plain-string prompt is all user text)."""
+    if cfg.copy_bias and cfg.copy_source is not None:
+        return cfg.copy_source
     if not cfg.copy_bias or cfg.copy_from == "prompt":
         return None
     if isinstance(prompt, str):

@@ -177,3 +177,26 @@ def plot_all(result: dict, path: Path) -> list[Path]:
     if result.get("canvas_example"):
         written.append(plot_canvas(result["canvas_example"], sibling(path, "canvas")))
     return written
+
+
+def plot_extract(summary: dict[str, dict[str, Any]], path: Path) -> None:
+    """The extraction benchmark: field accuracy, item exact rate and numeric-copy accuracy per row (left), latency
+    p50/p95 per row (right)."""
+    rows = list(summary)
+    fig, (a, b) = plt.subplots(1, 2, figsize=(max(8, 1.6 * len(rows) + 4), 4.5))
+    _bars(a, rows, [(k.replace("_", " "), [summary[r][k] for r in rows])
+                    for k in ("field_accuracy", "item_exact", "numeric_copy")], "{:.2f}")
+    a.set_ylim(0, 1.1)
+    a.set_title("extraction accuracy")
+    a.legend(fontsize=7)
+    _bars(b, rows, [("p50 ms", [summary[r]["p50_ms"] for r in rows]), ("p95 ms", [summary[r]["p95_ms"] for r in rows])],
+          "{:.0f}")
+    b.set_title("latency per item (ms)")
+    b.legend(fontsize=7)
+    for ax in (a, b):
+        ax.tick_params(axis="x", labelrotation=30, labelsize=7)
+    n = max((s["items"] for s in summary.values()), default=0)
+    fig.suptitle(f"extract · SmolLM2-135M · n={n}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

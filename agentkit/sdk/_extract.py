@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any, TypeVar, overload
 
 from pydantic import BaseModel
@@ -10,23 +11,24 @@ from pydantic import BaseModel
 from ..config import DecodeConfig
 from ..errors import UserError
 from ._agent import Agent, Limits
-from ._context import RunUsage
 from ._settings import ModelSettings
+from ._steps import EXTRACT_INSTRUCTIONS, OutputSpec, extract_prompt
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
-DEFAULT_INSTRUCTIONS = "Extract the information the schema asks for from the user's text. Answer with JSON only."
+DEFAULT_INSTRUCTIONS = EXTRACT_INSTRUCTIONS
 
 
 @overload
 async def aextract(output_type: type[ModelT], text: str, *, model: Any, mode: str | None = ..., instructions: str | None = ...,
                    retries: int = ..., decode: DecodeConfig | None = ..., trace_path: str | None = ...,
-                   model_settings: ModelSettings | None = ..., return_usage: bool = ...) -> ModelT: ...
+                   model_settings: ModelSettings | None = ..., return_usage: bool = ...,
+                   fallback_mode: str | None = ...) -> ModelT: ...
 @overload
 async def aextract(output_type: dict[str, Any], text: str, *, model: Any, mode: str | None = ...,
                    instructions: str | None = ..., retries: int = ..., decode: DecodeConfig | None = ...,
                    trace_path: str | None = ..., model_settings: ModelSettings | None = ...,
-                   return_usage: bool = ...) -> Any: ...
+                   return_usage: bool = ..., fallback_mode: str | None = ...) -> Any: ...
 async def aextract(
     output_type: type[BaseModel] | dict[str, Any],
     text: str,
@@ -39,6 +41,7 @@ async def aextract(
     trace_path: str | None = None,
     model_settings: ModelSettings | None = None,
     return_usage: bool = False,
+    fallback_mode: str | None = None,
 ) -> Any:
     """Extract ``output_type`` from ``text`` in one structured step (asked again up to ``retries`` times).
 
@@ -46,11 +49,18 @@ async def aextract(
     with ``return_usage=True`` a pair ``(output, RunUsage)``. ``mode``: None takes ``RoutingPolicy``'s calibrated
     mode for extraction (the fastest at equal success measured for the default model on this kind of device).
     ``model_settings``: temperature, top_p, max_tokens, seed, mode, json_style for this call.
+    ``decode``: None takes ``DecodeConfig(copy_first_digit=True)`` (an extraction's numbers are the text's own);
+    its ``copy_source``, when None, becomes ``text`` (values are copied from the text, not from the schema the
+    prompt shows). ``fallback_mode``: when a value of the output is not in the text (:func:`grounded`), decode again in this mode
+    and keep the output with more values found in the text (the first on a tie).
     Raises ``UnexpectedModelBehavior`` (with ``.trace``) when no valid output came back, ``UserError`` for a bad
     ``output_type``.
     """
     if not isinstance(text, str) or not text.strip():
         raise UserError("text to extract from must be a non-empty string")
+    decode = decode or DecodeConfig(copy_first_digit=True)  # an extraction's numbers are the text's own
+    if decode.copy_source is None:  # values are copied from the text, not from the schema the prompt shows
+        decode = replace(decode, copy_source=text)
     agent: Agent[None, Any] = Agent(model, output_type=output_type,
                                     instructions=instructions or DEFAULT_INSTRUCTIONS, name="extract", decode=decode,
                                     output_retries=retries, limits=Limits(max_iterations=retries + 1))
@@ -58,18 +68,59 @@ async def aextract(
         mode = model_settings["mode"]
     result = await agent.run(text, mode=mode, trace_path=trace_path,  # type: ignore[arg-type]
                              model_settings=model_settings)
-    usage: RunUsage = result.usage()
-    return (result.output, usage) if return_usage else result.output
+    output, usage = result.output, result.usage()
+    if fallback_mode is not None:
+        found, checked = grounded(output, text)
+        if found < checked:
+            second = await agent.run(text, mode=fallback_mode, trace_path=trace_path,  # type: ignore[arg-type]
+                                     model_settings=model_settings)
+            usage.incr(second.usage())
+            if grounded(second.output, text)[0] > found:
+                output = second.output
+    return (output, usage) if return_usage else output
+
+
+def grounded(output: Any, text: str) -> tuple[int, int]:
+    """(values found in ``text``, values checked) over the output's string and number leaves: a string is found
+    where the text holds it (case-insensitively), a number where the text writes it (``$1,200`` is 1200)."""
+    from ..engine.copy import source_numbers
+
+    value = output.model_dump(mode="json") if isinstance(output, BaseModel) else output
+    low, numbers = text.casefold(), {float(n) for n in source_numbers(text.encode())}
+    found = checked = 0
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+        elif isinstance(v, str) and v:
+            checked, found = checked + 1, found + (v.casefold() in low)
+        elif isinstance(v, int | float) and not isinstance(v, bool):
+            checked, found = checked + 1, found + (float(v) in numbers)
+    return found, checked
+
+
+def extract_messages(output_type: type[BaseModel] | dict[str, Any], text: str,
+                     instructions: str | None = None) -> list[dict[str, str]]:
+    """The chat messages ``extract`` sends for ``text`` (the system instructions; the text and the extract
+    prompt as one user message): what the extraction benchmark gives the peers, and the server's
+    ``response_format`` writes for a request without them."""
+    return [{"role": "system", "content": instructions or DEFAULT_INSTRUCTIONS},
+            {"role": "user", "content": text + "\n\n" + extract_prompt(OutputSpec(output_type))}]
 
 
 @overload
 def extract(output_type: type[ModelT], text: str, *, model: Any, mode: str | None = ..., instructions: str | None = ...,
             retries: int = ..., decode: DecodeConfig | None = ..., trace_path: str | None = ...,
-            model_settings: ModelSettings | None = ..., return_usage: bool = ...) -> ModelT: ...
+            model_settings: ModelSettings | None = ..., return_usage: bool = ...,
+                   fallback_mode: str | None = ...) -> ModelT: ...
 @overload
 def extract(output_type: dict[str, Any], text: str, *, model: Any, mode: str | None = ..., instructions: str | None = ...,
             retries: int = ..., decode: DecodeConfig | None = ..., trace_path: str | None = ...,
-            model_settings: ModelSettings | None = ..., return_usage: bool = ...) -> Any: ...
+            model_settings: ModelSettings | None = ..., return_usage: bool = ...,
+                   fallback_mode: str | None = ...) -> Any: ...
 def extract(output_type: Any, text: str, **kwargs: Any) -> Any:
     """``aextract`` for synchronous code (not from inside a running event loop)."""
     try:

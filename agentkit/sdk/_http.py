@@ -125,6 +125,7 @@ class HTTPGenerator:
                 ext["step"] = step
             if template.meta.get("style"):
                 ext["json_style"] = template.meta["style"]  # the server compiles the schema in the same style
+            ext["schema_prompt"] = False  # the messages carry the step's own prompt already
             name = re.sub(r"[^A-Za-z0-9_-]", "_", str(step or schema.get("title") or "output"))[:64]
             body["response_format"] = {"type": "json_schema",
                                        "json_schema": {"name": name, "schema": schema, "strict": True}}

@@ -24,7 +24,11 @@ StepKind = Literal["plan", "tool_call", "tool_input", "extract", "reply"]
 STEP_KINDS: tuple[str, ...] = ("plan", "tool_call", "tool_input", "extract", "reply")
 FINAL_ANSWER = "final_answer"
 TOOL_SHAPE = CallShape(name_key="tool", args_key="arguments")
-STYLE = "compact"  # the JSON style of the SDK's templates (its prompts show compact JSON)
+# the JSON style of the SDK's templates; None: each step's own default, EXTRACT_STYLE for the extract (and plan)
+# templates (compile_template), TOOL_STYLE for tool calls (tool_call_template: the SDK's tool prompt shows compact JSON)
+STYLE: str | None = None
+EXTRACT_STYLE = "spaced"  # extraction benchmark (docs/extraction.md) and the four texts of issue 37: spaced best
+TOOL_STYLE = "compact"
 
 
 class Plan(BaseModel):
@@ -38,7 +42,8 @@ class OutputError(Exception):
 
 
 def compile_template(schema: dict[str, Any], style: str | None = STYLE) -> Template:
-    """The canvas template for a JSON Schema (cached by the compiler), in JSON ``style``.
+    """The canvas template for a JSON Schema (cached by the compiler), in JSON ``style`` (None:
+    :data:`EXTRACT_STYLE`).
 
     Compiled *strict*: an object that lists its properties gets no other keys. Tool arguments and output types are
     consumed by functions and pydantic models that only read the declared fields, and an open object invites a
@@ -47,7 +52,28 @@ def compile_template(schema: dict[str, Any], style: str | None = STYLE) -> Templ
     """
     from ..constrain.compiler import compile_schema_cached
 
-    return compile_schema_cached(schema, strict=True, style=style)
+    return compile_schema_cached(cap_arrays(schema), strict=True, style=style or EXTRACT_STYLE)
+
+
+ARRAY_CAP = 16  # items, for arrays whose schema sets no maxItems (as the BFCL call templates cap them)
+_MAPS = ("properties", "patternProperties", "$defs", "definitions")  # keys whose value maps names to schemas
+_VALUES = ("enum", "const", "default", "examples", "required")  # keys whose value is data, not a schema
+
+
+def cap_arrays(schema: Any) -> Any:
+    """``schema`` with every array that sets no ``maxItems`` capped at :data:`ARRAY_CAP` items: a small model
+    stuck repeating an element (an extraction's attendee list written 60 times) still closes the output within
+    its token budget. The language stays a subset of the schema's, so every output still validates."""
+    if isinstance(schema, list):
+        return [cap_arrays(x) for x in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: ({n: cap_arrays(v) for n, v in sub.items()} if k in _MAPS and isinstance(sub, dict)
+               else sub if k in _VALUES else cap_arrays(sub)) for k, sub in schema.items()}
+    if (out.get("type") == "array" or "items" in out) and "maxItems" not in out \
+            and out.get("minItems", 0) <= ARRAY_CAP:
+        out["maxItems"] = ARRAY_CAP
+    return out
 
 
 def for_step(template: Template, step: str, **meta: Any) -> Template:
@@ -61,7 +87,7 @@ def tool_call_template(tools: list[Tool], style: str | None = STYLE) -> Template
     a choice of the tools (ARGS under that tool's compiled schema; ``{}`` for a templated tool) and
     ``final_answer`` with ``{}``."""
     specs = [(t.name, None if t.templated else t.parameters_schema) for t in tools] + [(FINAL_ANSWER, None)]
-    template = call_template(specs, style=style, shape=TOOL_SHAPE, strict=True)
+    template = call_template(specs, style=style or TOOL_STYLE, shape=TOOL_SHAPE, strict=True)
     return Template(root=template.root, schema=tool_call_schema(tools), compile_ms=template.compile_ms, kind="json",
                     meta={"step": "tool_call", "style": template.meta["style"],
                           "tools": {t.name: t.call_schema for t in tools}})
@@ -184,8 +210,34 @@ def plan_prompt() -> str:
     return 'Before acting, write a short plan as JSON: {"steps":["...", ...]}.'
 
 
-def extract_prompt(spec: OutputSpec) -> str:
-    return f"Answer with JSON matching this schema: {compact(spec.schema)}"
+# the extract step's prompt variants (measured on ``agentkit eval extract``, docs/extraction.md): the schema alone;
+# the schema and one short worked example (a schema and text no benchmark item has) showing values written as the
+# text writes them, a number as a number, and an optional field the text does not state left out
+_EXAMPLE_VALUE = {"name": "Kim Park", "age": 35, "city": "Rome"}
+EXTRACT_PROMPTS = ("schema", "example")
+EXTRACT_PROMPT = "schema"  # the default
+
+
+# the system instructions of ``extract`` (and of the server's response_format when a request has none)
+EXTRACT_INSTRUCTIONS = "Extract the information the schema asks for from the user's text. Answer with JSON only."
+
+
+def extract_prompt(spec: OutputSpec, prompt: str | None = None, style: str | None = None) -> str:
+    """The extract step's prompt ``prompt`` (None: :data:`EXTRACT_PROMPT`, read at call time so the extraction
+    benchmark can measure the variants): the output's schema (compact JSON) and, for ``"example"``, a worked
+    example written in JSON ``style`` (None: :data:`EXTRACT_STYLE`)."""
+    prompt = prompt or EXTRACT_PROMPT
+    if prompt not in EXTRACT_PROMPTS:
+        raise UserError(f"extract prompt must be one of {EXTRACT_PROMPTS}, got {prompt!r}")
+    if not spec.schema.get("properties") and not spec.schema.get("$ref"):  # any JSON (json_object)
+        return "Answer with one JSON object holding the values the text gives, written as the text writes them."
+    text = f"Answer with JSON matching this schema: {compact(spec.schema)}"
+    if prompt == "example":
+        seps = (",", ":") if (style or EXTRACT_STYLE) == "compact" else (", ", ": ")
+        text += ("\nFor example, for the text \"Kim Park, 35, works in Rome as a nurse.\" and a schema with the "
+                 "properties name, age, city and an optional email, the answer is "
+                 + json.dumps(_EXAMPLE_VALUE, separators=seps))
+    return text
 
 
 def tool_input_template(tool: Tool) -> Template:

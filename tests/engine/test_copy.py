@@ -161,3 +161,30 @@ def test_copy_from_user_copies_from_the_last_user_message_only(seed, monkeypatch
     place = json.loads(res.text)["place"].lower()
     text = PROMPT.lower()
     assert place and any(text[i:].startswith(place) for i in range(len(text)) if i == 0 or not text[i - 1].isalnum())
+
+
+def test_first_digit_bonus_begins_one_of_the_sources_numbers():
+    vocab = [b"2", b"00", b"7", b"-", b"5", b'"', b"20"]
+    prior = CopyPrior(b"Within $200,000, from x = -2.", vocab)
+    assert prior.copies_number(b"", b"2", first=True) and prior.copies_number(b"", b"20", first=True)
+    assert not prior.copies_number(b"", b"7", first=True) and not prior.copies_number(b"", b'"', first=True)
+    logits, allowed = torch.zeros(len(vocab)), torch.ones(len(vocab), dtype=torch.bool)
+    after = prior.bias(logits, allowed, b'{"budget": ', 3.0, first_digit=True)
+    assert [v for v, x in zip(vocab, after.tolist()) if x] == [b"2", b"-", b"20"]
+    assert prior.bias(logits, allowed, b'{"budget": ', 3.0) is logits  # off by default
+    with pytest.raises(InvalidRequestError, match="copy_first_digit"):
+        DecodeConfig(copy_first_digit=1)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_copy_source_replaces_the_prompt_as_the_source(seed, monkeypatch):
+    """``copy_source`` (extract's text): a string value copies from it, not from the rest of the user message."""
+    monkeypatch.setattr(copy_mod, "TOP", 10**6)
+    eng = Engine.from_loaded(tiny_llama(seed))
+    source = "Quokka Zebrafish lives near Xylophone Bay."
+    messages = [{"role": "user", "content": PROMPT + "\n\n" + source}]
+    res = eng.generate(messages, DecodeConfig(mode="ar", max_new_tokens=48, copy_bias=1e4, copy_source=source),
+                       template=compile_schema(SCHEMA))
+    place = json.loads(res.text)["place"].lower()
+    text = source.lower()
+    assert place and any(text[i:].startswith(place) for i in range(len(text)) if i == 0 or not text[i - 1].isalnum())

@@ -75,3 +75,30 @@ def test_extract_rejects_bad_input():
         extract(Invoice, "  ", model=TestModel())
     with pytest.raises(UserError, match="output_type must be a pydantic model class or a JSON Schema dict"):
         extract(list, "text", model=TestModel())
+
+
+def test_grounded_counts_the_values_the_text_states():
+    from agentkit.sdk._extract import grounded
+
+    text = "Ann Lee paid $1,200 in Oslo."
+    assert grounded({"name": "ann lee", "amount": 1200, "city": "Oslo", "tags": ["Oslo"], "ok": True}, text) == (4, 4)
+    assert grounded({"name": "Bob", "amount": 12, "nested": {"city": "oslo"}}, text) == (1, 3)
+
+
+async def test_fallback_mode_decodes_again_when_a_value_is_not_in_the_text():
+    answers = {"ar": {"name": "Ann", "age": 22}, "diffusion": {"name": "Ann", "age": 41}}
+    model = FunctionModel(lambda messages, info: answers[info.mode])
+    out, usage = await aextract(SCHEMA, "Ann is 41.", model=model, mode="ar", fallback_mode="diffusion",
+                                return_usage=True)
+    assert out == {"name": "Ann", "age": 41} and [c.mode for c in model.calls] == ["ar", "diffusion"]
+    assert usage.requests == 2
+    model = FunctionModel(lambda messages, info: answers[info.mode])
+    assert await aextract(SCHEMA, "Ann is 22.", model=model, mode="ar", fallback_mode="diffusion") == answers["ar"]
+    assert [c.mode for c in model.calls] == ["ar"]  # every value in the text: no second decode
+
+
+async def test_extract_copies_from_the_text_with_the_number_prior_from_its_first_digit():
+    model = script({"name": "Ann", "age": 3})
+    await aextract(SCHEMA, "Ann is 3.", model=model)
+    config = model.calls[0].config
+    assert config.copy_source == "Ann is 3." and config.copy_first_digit

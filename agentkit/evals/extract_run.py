@@ -1,0 +1,147 @@
+"""``agentkit eval extract``: each item through ``extract`` in each row, beside the peers, scored per field.
+
+A row is a decoding mode with optional settings after ``+`` (``ar``, ``ar+compact``, ``diffusion+schema``) or a
+peer name (:data:`agentkit.evals.peers.PEERS`). Settings: ``compact``/``spaced`` (JSON style), ``schema``/
+``example`` (the extract prompt, :data:`agentkit.sdk._steps.EXTRACT_PROMPTS`), ``nocopy`` (copy prior off),
+``copyuser`` (copying from the whole user message, schema included, instead of the text), ``nonum`` (no copy
+prior in numbers), ``nofirst`` (none at a number's first digit, ``DecodeConfig.copy_first_digit``), ``retry`` (a second decode in ``diffusion`` when the first's values are not in the text, see
+:func:`agentkit.sdk._extract.grounded`). Items run in the outer loop and rows in the inner one, so a run stopped
+early compares every row on the same items; results are written after every item.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ..config import DecodeConfig
+from .extract import ExtractItem, load_items, score
+
+SETTINGS = ("compact", "spaced", "schema", "example", "nocopy", "copyuser", "nonum", "nofirst", "retry")
+
+
+def parse_row(row: str) -> tuple[str, set[str]]:
+    """``"ar+compact+nocopy"`` -> ``("ar", {"compact", "nocopy"})``; an unknown setting is a ``UserError``."""
+    from ..errors import UserError
+
+    mode, *opts = row.split("+")
+    bad = [o for o in opts if o not in SETTINGS]
+    if bad:
+        raise UserError(f"row {row!r}: unknown setting(s) {bad}; the settings are {', '.join(SETTINGS)}")
+    return mode, set(opts)
+
+
+def run_agentkit(engine: Any, item: ExtractItem, row: str) -> dict[str, Any]:
+    """One item through ``extract`` under ``row``'s mode and settings."""
+    from ..sdk import _steps
+    from ..sdk._extract import extract, extract_messages
+
+    mode, opts = parse_row(row)
+    decode = DecodeConfig(copy_bias=0.0 if "nocopy" in opts else DecodeConfig.copy_bias,
+                          copy_numbers="nonum" not in opts, copy_first_digit="nofirst" not in opts)
+    settings: dict[str, Any] = {}
+    for style in ("compact", "spaced"):
+        if style in opts:
+            settings["json_style"] = style
+    prompt = next((p for p in _steps.EXTRACT_PROMPTS if p in opts), None)
+    before = _steps.EXTRACT_PROMPT
+    t0 = time.perf_counter()
+    try:
+        if prompt:
+            _steps.EXTRACT_PROMPT = prompt
+        if "copyuser" in opts:  # the whole user message, the extract prompt's schema with it
+            decode = replace(decode, copy_source=extract_messages(item.schema, item.text)[-1]["content"])
+        kw = {"model": engine, "mode": mode, "decode": decode, "model_settings": settings or None,
+              "return_usage": True,
+              "fallback_mode": ("diffusion" if mode != "diffusion" else "ar") if "retry" in opts else None}
+        output, usage, error = _call(extract, item, kw)
+    finally:
+        _steps.EXTRACT_PROMPT = before
+    ms = 1000 * (time.perf_counter() - t0)
+    out = output.model_dump(mode="json") if hasattr(output, "model_dump") else output
+    return {"output": out, "error": error, "latency_ms": round(ms, 1),
+            "output_tokens": usage.output_tokens if usage else 0, "forwards": usage.forwards if usage else 0}
+
+
+def _call(extract, item: ExtractItem, kw: dict[str, Any]) -> tuple[Any, Any, str]:
+    from ..errors import AgentkitError
+
+    try:
+        output, usage = extract(item.schema, item.text, **kw)
+        return output, usage, ""
+    except AgentkitError as e:
+        return None, None, f"{type(e).__name__}: {str(e)[:300]}"
+
+
+def run_peer(peer: Any, item: ExtractItem, max_new_tokens: int = 256) -> dict[str, Any]:
+    """One item on a peer: the messages ``extract`` sends and the schema closed as agentkit compiles it."""
+    from ..sdk._extract import extract_messages
+    from .bfcl import _close_objects
+
+    out = peer.generate(extract_messages(item.schema, item.text), _close_objects(item.schema), max_new_tokens)
+    try:
+        value, error = json.loads(out.text), ""
+    except ValueError:
+        value, error = None, f"not JSON: {out.text[:200]!r}"
+    st = out.stats
+    return {"output": value, "error": error, "latency_ms": st["latency_ms"], "output_tokens": st["output_tokens"],
+            "forwards": st["forwards"]}
+
+
+def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Field accuracy, item exact rate, numeric-copy accuracy, valid rate, latency p50/p95, tokens per forward."""
+    f = [r for res in results for r in res["score"]["fields"]]
+    copy = [r for r in f if r["copy"]]
+    lat = sorted(res["latency_ms"] for res in results)
+    toks, fwd = sum(res["output_tokens"] for res in results), sum(res["forwards"] for res in results)
+    n = len(results)
+    return {"items": n, "fields": len(f), "field_accuracy": round(sum(r["ok"] for r in f) / max(len(f), 1), 4),
+            "item_exact": round(sum(res["score"]["exact"] for res in results) / max(n, 1), 4),
+            "numeric_copy": round(sum(r["ok"] for r in copy) / max(len(copy), 1), 4), "numeric_fields": len(copy),
+            "valid": round(sum(res["output"] is not None for res in results) / max(n, 1), 4),
+            "p50_ms": round(statistics.median(lat), 1) if lat else 0.0,
+            "p95_ms": round(lat[min(n - 1, int(0.95 * n))], 1) if lat else 0.0,
+            "tokens_per_forward": round(toks / fwd, 3) if fwd else 0.0}
+
+
+def run_extract_eval(data: Path, rows: list[str], *, limit: int | None, out: Path, plot: Path | None,
+                     engine: Any, peers: dict[str, Any] | None = None, command: str = "", log=print) -> dict:
+    """Every item in every row (peers by name from ``peers``); JSON to ``out`` after each item, a plot at the end."""
+    items = load_items(data, limit)
+    peers = peers or {}
+    for row in rows:
+        if row not in peers:
+            parse_row(row)
+    rows = [r for r in rows if r in peers or "+" in r or r in ("ar", "diffusion", "verify")]
+    per_row: dict[str, list[dict]] = {r: [] for r in rows}
+    report: dict[str, Any] = {}
+    for i, item in enumerate(items):
+        for row in rows:
+            res = run_peer(peers[row], item) if row in peers else run_agentkit(engine, item, row)
+            res.update(id=item.id, schema=item.schema_name, score=score(item, res["output"]))
+            per_row[row].append(res)
+        report = {"suite": "extract", "data": str(data), "command": command, "items": i + 1,
+                  "summary": {r: summarize(v) for r, v in per_row.items()}, "results": per_row}
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(report, indent=1, default=str))
+        if (i + 1) % 10 == 0 or i + 1 == len(items):
+            log(f"{i + 1}/{len(items)} " + "  ".join(f"{r} {s['field_accuracy']:.3f}"
+                                                      for r, s in report["summary"].items()))
+    if plot is not None and report:
+        from .plots import plot_extract
+
+        plot_extract(report["summary"], plot)
+    return report
+
+
+def table(summary: dict[str, dict]) -> str:
+    """The summary as a markdown table."""
+    head = "| row | field acc | item exact | numeric copy | valid | p50 ms | p95 ms | tok/fwd |\n|---|---|---|---|---|---|---|---|"
+    lines = [f"| {r} | {s['field_accuracy']:.3f} | {s['item_exact']:.3f} | {s['numeric_copy']:.3f} | "
+             f"{s['valid']:.3f} | {s['p50_ms']:.0f} | {s['p95_ms']:.0f} | {s['tokens_per_forward']:.2f} |"
+             for r, s in summary.items()]
+    return "\n".join([head, *lines])

@@ -1,0 +1,70 @@
+"""The server's response_format writes what ``extract`` writes: the same prompt, JSON style, copy source and
+number prior, so the same schema and text give the same values (tiny random model, greedy)."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+from agentkit.serving.app import create_app
+from agentkit.serving.plan import plan_request
+from agentkit.serving.protocol import ChatRequest
+
+from agentkit.constrain.canonical import json_style
+from agentkit.sdk import _steps as steps
+from agentkit.sdk import extract
+from agentkit.sdk._extract import extract_messages
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+CITY = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 16},
+                                         "population": {"type": "integer"},
+                                         "districts": {"type": "array", "items": {"type": "string", "maxLength": 8}}},
+        "required": ["city", "population", "districts"]}
+TEXTS = ["Paris has about 2100000 inhabitants. Extract it.", "Oslo: 709,037 people in 15 districts."]
+
+
+def _body(text: str, **ext) -> dict:
+    return {"messages": [{"role": "user", "content": text}], "max_tokens": 64,
+            "response_format": {"type": "json_schema", "json_schema": {"name": "c", "schema": CITY, "strict": True}},
+            "agentkit": {"mode": "ar", **ext}}
+
+
+def test_plan_writes_extracts_messages_copy_source_and_number_prior():
+    plan = plan_request(ChatRequest.model_validate(_body(TEXTS[0])))
+    assert plan.messages == extract_messages(CITY, TEXTS[0])
+    assert plan.config.copy_source == TEXTS[0] and plan.config.copy_first_digit
+    assert json_style(plan.schema.style).name == steps.EXTRACT_STYLE  # extract's JSON style
+    assert plan.schema.schema["properties"]["districts"]["maxItems"] == 16  # and its array cap
+    as_sent = plan_request(ChatRequest.model_validate(_body(TEXTS[0], schema_prompt=False)))
+    assert as_sent.messages == [{"role": "user", "content": TEXTS[0]}] and as_sent.config.copy_source is None
+    obj = plan_request(ChatRequest.model_validate({"messages": [{"role": "user", "content": "Ann, 3"}],
+                                                   "response_format": {"type": "json_object"}}))
+    assert obj.messages[-1]["content"].startswith("Ann, 3\n\nAnswer with one JSON object")
+
+
+async def test_server_json_schema_gives_extracts_values():
+    from agentkit.engine import tiny_engine
+
+    engine = tiny_engine(0)
+    app = create_app(engine)
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t", timeout=60) as c:
+            for text in TEXTS:
+                r = await c.post("/v1/chat/completions", json=_body(text))
+                assert r.status_code == 200, r.text
+                served = json.loads(r.json()["choices"][0]["message"]["content"])
+                assert served == await _extract(engine, text)
+    finally:
+        app.state.scheduler.close()
+
+
+async def _extract(engine, text):
+    import asyncio
+
+    from agentkit.config import DecodeConfig
+
+    # extract's own defaults, with the server's token budget; run off the event loop as a user would
+    return await asyncio.to_thread(extract, CITY, text, model=engine, mode="ar",
+                                   decode=DecodeConfig(max_new_tokens=64, copy_first_digit=True))
