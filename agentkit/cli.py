@@ -140,7 +140,8 @@ def eval_(
     data: Path | None = typer.Option(None, help="data folder (agent: default evals/coding_tasks; agent-loop: "
                                      "default evals/agent_loop, or a BFCL-format folder to generate tasks from)"),
     modes: str = typer.Option("", "--modes", "--mode", help="comma-separated modes (default: the suite's own set; "
-                              "agent-loop: default | ar | ar-constrained | verify | diffusion)"),
+                              "agent-loop: default | ar | ar-constrained | verify | diffusion, or none "
+                              "for the peers only)"),
     limit: int | None = typer.Option(None, help="at most N items per file"),
     model: str | None = typer.Option(None, help="local model directory (default: embedded SmolLM2)"),
     out: Path = typer.Option(Path("eval.json"), help="results JSON"),
@@ -168,6 +169,8 @@ def eval_(
     max_iterations: int = typer.Option(6, help="agent-loop: iteration limit of every run"),
     bfcl_single: bool = typer.Option(True, "--bfcl-single/--no-bfcl-single", help="agent-loop: also the single "
                                      "BFCL call on the same items, per mode"),
+    resume: Path | None = typer.Option(None, help="agent-loop: keep the rows of this earlier result JSON (same "
+                                       "task, framework and mode) instead of rerunning them"),
 ) -> None:
     """Run an evaluation suite; prints a markdown table and writes JSON (and plots)."""
     try:
@@ -176,7 +179,8 @@ def eval_(
         EngineConfig(dtype=dtype, backend=backend, pass_width=pass_width)  # a bad value is one error line now, not in a worker later
         data = _check_suite(suite, data)
         if suite == "agent-loop":
-            _agent_loop(data, modes, kinds, peers, base_url, limit, out, plot, threads, max_iterations, bfcl_single)
+            _agent_loop(data, modes, kinds, peers, base_url, limit, out, plot, threads, max_iterations, bfcl_single,
+                        resume)
             return
         if suite == "coverage":
             from .constrain.coverage import run_coverage
@@ -211,7 +215,8 @@ def _split(text: str) -> list[str]:
     return [x.strip() for x in text.split(",") if x.strip()]
 
 
-def _agent_loop(data, modes, kinds, peers, base_url, limit, out, plot, threads, max_iterations, bfcl) -> None:
+def _agent_loop(data, modes, kinds, peers, base_url, limit, out, plot, threads, max_iterations, bfcl,
+                resume) -> None:
     """``agentkit eval agent-loop`` (``agentkit.evals.agent_loop``): the run, then its markdown table."""
     from .evals.agent_loop import run_agent_loop, table
 
@@ -220,7 +225,8 @@ def _agent_loop(data, modes, kinds, peers, base_url, limit, out, plot, threads, 
 
         torch.set_num_threads(threads)
     res = run_agent_loop(data, _split(modes) or ["default"], kinds=_split(kinds) or None, limit=limit, out=out,
-                         plot=plot, peers=_split(peers), base_url=base_url, bfcl=bfcl, max_iterations=max_iterations)
+                         plot=plot, peers=_split(peers), base_url=base_url, bfcl=bfcl, max_iterations=max_iterations,
+                         resume=resume)
     print(f"\nagent-loop · {res['model']} · {res['tasks']} tasks · {res['wall_s']:.0f} s\n")
     print(table(res))
 

@@ -105,7 +105,7 @@ def answer_has(text: Any, value: str) -> bool:
     """Whether ``text`` carries ``value`` (letters and digits only, case-insensitive: ``amber 4821`` counts)."""
     if not isinstance(text, str) or not value:
         return False
-    norm = lambda s: "".join(ch for ch in s.lower() if ch.isalnum())  # noqa: E731
+    norm = lambda s: "".join(ch for ch in s.lower() if ch.isalnum())
     return norm(value) in norm(text)
 
 

@@ -43,6 +43,9 @@ TIMEOUT_S = 300.0
 
 
 def check_modes(modes: list[str]) -> list[str]:
+    """The agentkit modes to run (empty: ``default``; ``none``: no agentkit run, the peers only)."""
+    if modes == ["none"]:
+        return []
     out = list(dict.fromkeys(MODE_ALIASES.get(m, m) for m in modes)) or ["default"]
     bad = [m for m in out if m not in MODES]
     if bad:
@@ -197,8 +200,8 @@ def table(result: dict[str, Any]) -> str:
 
 
 def _command(data: Path, modes: list[str], kinds: list[str] | None, limit: int | None, peers: list[str],
-             base_url: str | None, out: Path, plot: Path | None, max_iterations: int) -> str:
-    parts = ["agentkit", "eval", "agent-loop", "--data", str(data), "--modes", ",".join(modes)]
+             base_url: str | None, out: Path, plot: Path | None, max_iterations: int, resume: Any = None) -> str:
+    parts = ["agentkit", "eval", "agent-loop", "--data", str(data), "--modes", ",".join(modes) or "none"]
     if kinds:
         parts += ["--kinds", ",".join(kinds)]
     if limit is not None:
@@ -209,6 +212,8 @@ def _command(data: Path, modes: list[str], kinds: list[str] | None, limit: int |
         parts += ["--base-url", base_url]
     if max_iterations != MAX_ITERATIONS:
         parts += ["--max-iterations", str(max_iterations)]
+    if resume:
+        parts += ["--resume", str(resume)]
     parts += ["--out", str(out)]
     return " ".join(parts + (["--plot", str(plot)] if plot else []))
 
@@ -217,11 +222,13 @@ def run_agent_loop(data: str | Path = TASKS_DIR, modes: list[str] | tuple[str, .
                    kinds: list[str] | None = None, limit: int | None = None, engine: Any = None,
                    out: str | Path = "agent_loop.json", plot: str | Path | None = None, peers: list[str] = (),
                    base_url: str | None = None, bfcl: bool = True, max_iterations: int = MAX_ITERATIONS,
-                   seed: int = 0, verbose: bool = True) -> dict[str, Any]:
+                   seed: int = 0, verbose: bool = True, resume: str | Path | None = None) -> dict[str, Any]:
     """Every task (``kinds``/``limit`` select them) in each agentkit mode, then through each peer (against
     ``base_url``, or an ``agentkit serve`` started here); ``out`` rewritten after every run (``partial`` until the
     end); a plot at ``plot``. ``engine``: the agent's model (default: the embedded default model). ``bfcl``:
-    also the single BFCL call on the one_tool/fail_once items, per mode. Returns the results."""
+    also the single BFCL call on the one_tool/fail_once items, per mode. ``resume``: an earlier result JSON
+    (e.g. a ``--limit 30`` run, or one stopped part way) whose rows for the same task, framework and mode are kept,
+    not rerun. Returns the results."""
     from .agent_peers import PEERS
 
     data, out = Path(data), Path(out)
@@ -238,10 +245,12 @@ def run_agent_loop(data: str | Path = TASKS_DIR, modes: list[str] | tuple[str, .
         engine = default_engine()
     rows: list[dict[str, Any]] = []
     result: dict[str, Any] = {
-        "suite": "agent-loop", "model": getattr(engine, "name", repr(engine)), "data": str(data), "limit": limit,
+        "suite": "agent-loop", "model": getattr(engine, "name", None) or "the server's default model",
+        "data": str(data), "limit": limit,
         "kinds": kinds or list(KINDS), "max_iterations": max_iterations, "instructions": INSTRUCTIONS,
-        "env": environment(_command(data, modes, kinds, limit, peers, base_url, out, plot, max_iterations)),
+        "env": environment(_command(data, modes, kinds, limit, peers, base_url, out, plot, max_iterations, resume)),
         "partial": True, "tasks": len(tasks), "summary": {}, "items": rows}
+    kept = _resumable(resume, max_iterations)
     t0 = time.perf_counter()
 
     def publish(row: dict[str, Any] | None, partial: bool = True) -> None:
@@ -253,14 +262,17 @@ def run_agent_loop(data: str | Path = TASKS_DIR, modes: list[str] | tuple[str, .
         result["modes"] = result["summary"].get("agentkit", {})
         write_json_atomic(out, result)
 
-    for i, task in enumerate(tasks):
+    for i, task in enumerate(tasks if modes else []):
         for mode in modes[i % len(modes):] + modes[: i % len(modes)]:  # rotate: warm-up costs spread over modes
+            if ("agentkit", mode, task.id) in kept:
+                publish(kept[("agentkit", mode, task.id)])
+                continue
             row = run_agentkit(task, engine, mode, max_iterations=max_iterations)
             if bfcl:
                 row["bfcl_single"] = _safe_bfcl(engine, task, mode)
             publish(row)
     if peers:
-        _run_peers(tasks, peers, base_url, max_iterations, publish)
+        _run_peers(tasks, peers, base_url, max_iterations, publish, kept)
     publish(None, partial=False)
     if plot is not None:
         from .agent_plot import plot_agent_loop
@@ -268,6 +280,19 @@ def run_agent_loop(data: str | Path = TASKS_DIR, modes: list[str] | tuple[str, .
         result["plots"] = [str(plot_agent_loop(result, Path(plot)))]
         write_json_atomic(out, result)
     return result
+
+
+def _resumable(resume: str | Path | None, max_iterations: int) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """The rows of an earlier result, by (framework, mode, task id); it must have used the same iteration limit."""
+    if resume is None:
+        return {}
+    import json
+
+    earlier = json.loads(Path(resume).read_text(encoding="utf-8"))
+    if earlier.get("max_iterations") != max_iterations:
+        raise UserError(f"--resume {str(resume)!r} ran with max_iterations={earlier.get('max_iterations')}, "
+                        f"this run with {max_iterations}")
+    return {(r["framework"], r["mode"], r["id"]): r for r in earlier.get("items", [])}
 
 
 def _safe_bfcl(engine: Any, task: AgentTask, mode: str) -> bool | None:
@@ -279,16 +304,20 @@ def _safe_bfcl(engine: Any, task: AgentTask, mode: str) -> bool | None:
 
 
 def _run_peers(tasks: list[AgentTask], peers: list[str], base_url: str | None, max_iterations: int,
-               publish: Callable[[dict[str, Any]], None]) -> None:
+               publish: Callable[[dict[str, Any]], None], kept: dict[tuple[str, str, str], dict[str, Any]]) -> None:
     from contextlib import nullcontext
 
     from .agent_peers import API_KEY, run_peer, serve
 
     key = API_KEY if base_url is None else os.environ.get("OPENAI_API_KEY", "none")
+    todo = [(t, p) for t in tasks for p in peers if (p, "server", t.id) not in kept]
+    for task, peer in [(t, p) for t in tasks for p in peers if (p, "server", t.id) in kept]:
+        publish(kept[(peer, "server", task.id)])
+    if not todo:
+        return
     with serve() if base_url is None else nullcontext(base_url) as url:
-        for task in tasks:
-            for peer in peers:
-                publish(run_peer(peer, task, url, max_iterations=max_iterations, api_key=key))
+        for task, peer in todo:
+            publish(run_peer(peer, task, url, max_iterations=max_iterations, api_key=key))
 
 
 def _log(row: dict[str, Any]) -> None:
