@@ -180,7 +180,7 @@ def eval_(
         data = _check_suite(suite, data)
         if suite == "agent-loop":
             _agent_loop(data, modes, kinds, peers, base_url, limit, out, plot, threads, max_iterations, bfcl_single,
-                        resume)
+                        resume, seed, model)
             return
         if suite == "coverage":
             from .constrain.coverage import run_coverage
@@ -216,7 +216,7 @@ def _split(text: str) -> list[str]:
 
 
 def _agent_loop(data, modes, kinds, peers, base_url, limit, out, plot, threads, max_iterations, bfcl,
-                resume) -> None:
+                resume, seed, model) -> None:
     """``agentkit eval agent-loop`` (``agentkit.evals.agent_loop``): the run, then its markdown table."""
     from .evals.agent_loop import run_agent_loop, table
 
@@ -226,7 +226,7 @@ def _agent_loop(data, modes, kinds, peers, base_url, limit, out, plot, threads, 
         torch.set_num_threads(threads)
     res = run_agent_loop(data, _split(modes) or ["default"], kinds=_split(kinds) or None, limit=limit, out=out,
                          plot=plot, peers=_split(peers), base_url=base_url, bfcl=bfcl, max_iterations=max_iterations,
-                         resume=resume)
+                         resume=resume, seed=seed, model=model)
     print(f"\nagent-loop · {res['model']} · {res['tasks']} tasks · {res['wall_s']:.0f} s\n")
     print(table(res))
 

@@ -222,10 +222,12 @@ def run_agent_loop(data: str | Path = TASKS_DIR, modes: list[str] | tuple[str, .
                    kinds: list[str] | None = None, limit: int | None = None, engine: Any = None,
                    out: str | Path = "agent_loop.json", plot: str | Path | None = None, peers: list[str] = (),
                    base_url: str | None = None, bfcl: bool = True, max_iterations: int = MAX_ITERATIONS,
-                   seed: int = 0, verbose: bool = True, resume: str | Path | None = None) -> dict[str, Any]:
+                   seed: int = 0, verbose: bool = True, resume: str | Path | None = None,
+                   model: str | None = None) -> dict[str, Any]:
     """Every task (``kinds``/``limit`` select them) in each agentkit mode, then through each peer (against
     ``base_url``, or an ``agentkit serve`` started here); ``out`` rewritten after every run (``partial`` until the
-    end); a plot at ``plot``. ``engine``: the agent's model (default: the embedded default model). ``bfcl``:
+    end); a plot at ``plot``. ``engine``: the agent's model (default: ``model``, a local model directory, or the
+    embedded default model; the spawned server loads the same). ``bfcl``:
     also the single BFCL call on the one_tool/fail_once items, per mode. ``resume``: an earlier result JSON
     (e.g. a ``--limit 30`` run, or one stopped part way) whose rows for the same task, framework and mode are kept,
     not rerun. Returns the results."""
@@ -242,7 +244,7 @@ def run_agent_loop(data: str | Path = TASKS_DIR, modes: list[str] | tuple[str, .
     if engine is None and modes:
         from ..engine import default_engine
 
-        engine = default_engine()
+        engine = default_engine(model)
     rows: list[dict[str, Any]] = []
     result: dict[str, Any] = {
         "suite": "agent-loop", "model": getattr(engine, "name", None) or "the server's default model",
@@ -272,7 +274,7 @@ def run_agent_loop(data: str | Path = TASKS_DIR, modes: list[str] | tuple[str, .
                 row["bfcl_single"] = _safe_bfcl(engine, task, mode)
             publish(row)
     if peers:
-        _run_peers(tasks, peers, base_url, max_iterations, publish, kept)
+        _run_peers(tasks, peers, base_url, max_iterations, publish, kept, model)
     publish(None, partial=False)
     if plot is not None:
         from .agent_plot import plot_agent_loop
@@ -304,7 +306,8 @@ def _safe_bfcl(engine: Any, task: AgentTask, mode: str) -> bool | None:
 
 
 def _run_peers(tasks: list[AgentTask], peers: list[str], base_url: str | None, max_iterations: int,
-               publish: Callable[[dict[str, Any]], None], kept: dict[tuple[str, str, str], dict[str, Any]]) -> None:
+               publish: Callable[[dict[str, Any]], None], kept: dict[tuple[str, str, str], dict[str, Any]],
+               model: str | None = None) -> None:
     from contextlib import nullcontext
 
     from .agent_peers import API_KEY, run_peer, serve
@@ -315,7 +318,7 @@ def _run_peers(tasks: list[AgentTask], peers: list[str], base_url: str | None, m
         publish(kept[(peer, "server", task.id)])
     if not todo:
         return
-    with serve() if base_url is None else nullcontext(base_url) as url:
+    with serve(model) if base_url is None else nullcontext(base_url) as url:
         for task, peer in todo:
             publish(run_peer(peer, task, url, max_iterations=max_iterations, api_key=key))
 

@@ -7,9 +7,9 @@ Every task is one user prompt, a set of tools (BFCL function definitions) and wh
 - ``no_tool``: the prompt states a fact (``... the access code is CODE. What is the access code?``) and asks for it
   back; an unrelated item's functions are still offered. A right run answers with CODE and calls no tool.
 - ``two_tool``: the item's question with one string argument's value replaced by a reference (``R-1234``, and a
-  note that it is one to look up) and a
-  synthesised ``lookup_reference(ref)`` tool whose result, ``{"ref": "R-1234", "value": VALUE}``, carries that
-  value; a right run calls the lookup, then the item's function with VALUE, and answers with the second call's CODE.
+  note that it is one to look up), and a synthesised ``lookup_reference(ref)`` tool whose result,
+  ``{"ref": "R-1234", "value": VALUE}``, carries that value; a right run calls the lookup, then the item's function
+  with VALUE, and answers with the second call's CODE.
 - ``fail_once``: as ``one_tool``, but the first call of any of the item's tools fails with a clear error (nothing was
   done, call again); a right run calls again and answers with CODE.
 
