@@ -174,8 +174,9 @@ TABLE = [("n", "n"), ("success", "task_success"), ("finished", "finished_rate"),
          ("iters p95", "iterations_p95"), ("iters med 1-tool", "iterations_median_one_tool"),
          ("right call", "right_call_rate"), ("BFCL single", "bfcl_single_call_success"),
          ("answer has result", "answer_has_result_rate"), ("no tool", "no_tool_rate"),
-         ("2-tool finished", "two_tool_finished_rate"), ("2-tool right", "two_tool_right_rate"),
-         ("fail-once finished", "fail_once_finished_rate"), ("run p50 ms", "run_latency_ms_p50"),
+         ("no-tool answer", "no_tool_answer_rate"), ("2-tool finished", "two_tool_finished_rate"),
+         ("2-tool right", "two_tool_right_rate"), ("fail-once finished", "fail_once_finished_rate"),
+         ("fail-once recovered", "fail_once_recovered_rate"), ("run p50 ms", "run_latency_ms_p50"),
          ("run p95 ms", "run_latency_ms_p95")]
 
 

@@ -13,9 +13,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-RATES = (("finished", "finished_rate"), ("right call", "right_call_rate"), ("BFCL single", "bfcl_single_call_success"),
-         ("answer has result", "answer_has_result_rate"), ("no tool", "no_tool_rate"),
-         ("2-tool right", "two_tool_right_rate"), ("fail-once finished", "fail_once_finished_rate"))
+RATES = (("success", "task_success"), ("finished", "finished_rate"), ("right call", "right_call_rate"),
+         ("BFCL single", "bfcl_single_call_success"), ("answer has result", "answer_has_result_rate"),
+         ("no tool", "no_tool_rate"), ("no-tool answer", "no_tool_answer_rate"), ("2-tool right", "two_tool_right_rate"),
+         ("fail-once recovered", "fail_once_recovered_rate"))  # a rate that is None (not measured) is drawn as "n/a"
 
 
 def _rows(result: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -31,16 +32,16 @@ def plot_agent_loop(result: dict[str, Any], path: Path) -> Path:
     x = np.arange(len(RATES))
     w = 0.8 / max(len(rows), 1)
     for k, (label, s) in enumerate(rows):
-        vals = [s.get(key) if s.get(key) is not None else 0.0 for _, key in RATES]
-        bars = a1.bar(x + (k - (len(rows) - 1) / 2) * w, vals, w, label=label.replace("\n", " · "))
-        for b, v in zip(bars, vals):
-            a1.annotate(f"{v:.2f}", (b.get_x() + b.get_width() / 2, b.get_height()), ha="center", va="bottom",
-                        fontsize=6, xytext=(0, 1), textcoords="offset points")
+        raw = [s.get(key) for _, key in RATES]
+        bars = a1.bar(x + (k - (len(rows) - 1) / 2) * w, [v or 0.0 for v in raw], w, label=label.replace("\n", " · "))
+        for b, v in zip(bars, raw):
+            a1.annotate("n/a" if v is None else f"{v:.2f}", (b.get_x() + b.get_width() / 2, b.get_height()),
+                        ha="center", va="bottom", fontsize=6, rotation=90, xytext=(0, 1), textcoords="offset points")
     a1.set_xticks(x, [r for r, _ in RATES], rotation=25, ha="right", fontsize=8)
-    a1.set_ylim(0, 1.12)
+    a1.set_ylim(0, 1.35)
     a1.set_ylabel("rate")
     a1.set_title("agent runs")
-    a1.legend(fontsize=7)
+    a1.legend(fontsize=7, loc="upper center", ncol=min(len(rows), 3))
     xs = np.arange(len(rows))
     for i, key in enumerate(("1", "2", "3")):
         vals = [s["iteration_latency_ms"][key]["p50"] for _, s in rows]
