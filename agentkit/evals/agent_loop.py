@@ -124,6 +124,15 @@ def _dist(xs: list[float]) -> dict[str, float]:
     return {"n": len(xs), "p50": round(_pct(xs, 50), 1), "p95": round(_pct(xs, 95), 1)}
 
 
+def first_called(row: dict) -> bool:
+    """Whether the run's first model step called a tool: agentkit's first trace step chose a tool (not
+    ``final_answer``); a peer's first response had tool calls (its loop ends at the first one without)."""
+    if row["framework"] == "agentkit":
+        first = row.get("steps", [])[:1]
+        return bool(first) and first[0].startswith("tool_call:") and first[0] != "tool_call:final_answer"
+    return row["tool_calls"] > 0
+
+
 def summarize(rows: list[dict]) -> dict[str, Any]:
     """The figures of one framework and mode (rates over the tasks of the kind they are about; None: no such
     task)."""
@@ -144,6 +153,7 @@ def summarize(rows: list[dict]) -> dict[str, Any]:
         "bfcl_single_call_success": round(sum(single) / len(single), 4) if single else None,
         "answer_has_result_rate": _rate(with_result, "answer_has_value"),
         "n_with_result": len(with_result),
+        "tool_decision_rate": _rate(rows, lambda r: first_called(r) == (r["kind"] != "no_tool")),
         "no_tool_rate": _rate(kind["no_tool"], lambda r: r["finished"] and r["tool_calls"] == 0),
         "no_tool_answer_rate": _rate(kind["no_tool"], "success"),
         "two_tool_finished_rate": _rate(kind["two_tool"], "finished"),
@@ -172,8 +182,8 @@ def summarize_all(rows: list[dict]) -> dict[str, dict[str, Any]]:
 
 TABLE = [("n", "n"), ("success", "task_success"), ("finished", "finished_rate"), ("iters", "iterations_mean"),
          ("iters p95", "iterations_p95"), ("iters med 1-tool", "iterations_median_one_tool"),
-         ("right call", "right_call_rate"), ("BFCL single", "bfcl_single_call_success"),
-         ("answer has result", "answer_has_result_rate"), ("no tool", "no_tool_rate"),
+         ("tool decision", "tool_decision_rate"), ("right call", "right_call_rate"),
+         ("BFCL single", "bfcl_single_call_success"), ("answer has result", "answer_has_result_rate"), ("no tool", "no_tool_rate"),
          ("no-tool answer", "no_tool_answer_rate"), ("2-tool finished", "two_tool_finished_rate"),
          ("2-tool right", "two_tool_right_rate"), ("fail-once finished", "fail_once_finished_rate"),
          ("fail-once recovered", "fail_once_recovered_rate"), ("run p50 ms", "run_latency_ms_p50"),

@@ -117,6 +117,7 @@ def test_scripted_right_calls_score_one():
     s = summarize([run_agentkit(t, model, "ar") for t in ts])
     assert s["finished_rate"] == 1.0 and s["task_success"] == 1.0
     assert s["right_call_rate"] == 1.0 and s["answer_has_result_rate"] == 1.0 and s["no_tool_rate"] == 1.0
+    assert s["tool_decision_rate"] == 1.0
     assert s["two_tool_right_rate"] == 1.0 and s["fail_once_recovered_rate"] == 1.0
     assert s["iterations_median_one_tool"] == 3  # call, final_answer, reply
     assert s["iteration_latency_ms"]["3"]["n"] == len(ts) - 2  # the no_tool runs have two iterations
@@ -137,6 +138,11 @@ def test_a_model_that_never_stops_does_not_finish():
     row = run_agentkit(t, scripted([t], stop=False), "ar", max_iterations=3)
     assert not row["finished"] and row["iterations"] == 3 and row["error"].startswith("UsageLimitExceeded")
     assert row["first_call_right"] and not row["success"]
+    no_tool = tasks("no_tool")[0]  # calling a tool where none is needed: the wrong first decision
+    name = no_tool.functions[0]["name"]
+    model = FunctionModel(lambda m, info: {"tool": name, "arguments": {}} if info.step == "tool_call" else "x")
+    s = summarize([run_agentkit(no_tool, model, "ar", max_iterations=2)])
+    assert s["tool_decision_rate"] == 0.0 and s["no_tool_rate"] == 0.0
 
 
 def test_run_writes_results_and_plot(tmp_path):
