@@ -153,6 +153,8 @@ def summarize(rows: list[dict]) -> dict[str, Any]:
         "bfcl_single_call_success": round(sum(single) / len(single), 4) if single else None,
         "answer_has_result_rate": _rate(with_result, "answer_has_value"),
         "n_with_result": len(with_result),
+        "json_reply_rate": _rate([r for r in rows if r["finished"]], lambda r: (r["output"] or "").lstrip()[:1] in "{["
+                                 and bool((r["output"] or "").strip())),
         "tool_decision_rate": _rate(rows, lambda r: first_called(r) == (r["kind"] != "no_tool")),
         "no_tool_rate": _rate(kind["no_tool"], lambda r: r["finished"] and r["tool_calls"] == 0),
         "no_tool_answer_rate": _rate(kind["no_tool"], "success"),
@@ -180,7 +182,8 @@ def summarize_all(rows: list[dict]) -> dict[str, dict[str, Any]]:
             for fw, ms in out.items()}
 
 
-TABLE = [("n", "n"), ("success", "task_success"), ("finished", "finished_rate"), ("iters", "iterations_mean"),
+TABLE = [("n", "n"), ("success", "task_success"), ("finished", "finished_rate"), ("JSON reply", "json_reply_rate"),
+         ("iters", "iterations_mean"),
          ("iters p95", "iterations_p95"), ("iters med 1-tool", "iterations_median_one_tool"),
          ("tool decision", "tool_decision_rate"), ("right call", "right_call_rate"),
          ("BFCL single", "bfcl_single_call_success"), ("answer has result", "answer_has_result_rate"), ("no tool", "no_tool_rate"),

@@ -117,7 +117,7 @@ def test_scripted_right_calls_score_one():
     s = summarize([run_agentkit(t, model, "ar") for t in ts])
     assert s["finished_rate"] == 1.0 and s["task_success"] == 1.0
     assert s["right_call_rate"] == 1.0 and s["answer_has_result_rate"] == 1.0 and s["no_tool_rate"] == 1.0
-    assert s["tool_decision_rate"] == 1.0
+    assert s["tool_decision_rate"] == 1.0 and s["json_reply_rate"] == 0.0
     assert s["two_tool_right_rate"] == 1.0 and s["fail_once_recovered_rate"] == 1.0
     assert s["iterations_median_one_tool"] == 3  # call, final_answer, reply
     assert s["iteration_latency_ms"]["3"]["n"] == len(ts) - 2  # the no_tool runs have two iterations
@@ -143,6 +143,10 @@ def test_a_model_that_never_stops_does_not_finish():
     model = FunctionModel(lambda m, info: {"tool": name, "arguments": {}} if info.step == "tool_call" else "x")
     s = summarize([run_agentkit(no_tool, model, "ar", max_iterations=2)])
     assert s["tool_decision_rate"] == 0.0 and s["no_tool_rate"] == 0.0
+    blob = FunctionModel(lambda m, info: {"tool": "final_answer", "arguments": {}} if info.step == "tool_call"
+                         else '{"answer": "' + no_tool.answer_value + '"}')
+    s = summarize([run_agentkit(no_tool, blob, "ar")])
+    assert s["json_reply_rate"] == 1.0 and s["no_tool_answer_rate"] == 1.0  # it carries the value, as a blob
 
 
 def test_run_writes_results_and_plot(tmp_path):
