@@ -342,3 +342,52 @@ def _log(row: dict[str, Any]) -> None:
     print(f"[{row['framework']} {row['mode']} {row['id']}] success={row['success']} finished={row['finished']} "
           f"iters={row['iterations']} {calls} {row['run_ms'] / 1000:.1f}s"
           + (f" stopped: {row['error'][:100]}" if row["error"] else ""), file=sys.stderr, flush=True)
+
+
+def merge_results(paths: list[str | Path], out: str | Path, plot: str | Path | None = None) -> dict[str, Any]:
+    """One result from several runs' JSON (e.g. a ``--limit`` run, its continuation, a peers-only run): their rows
+    (the first of any duplicate task, framework and mode), summarized again; a plot at ``plot``."""
+    import json
+
+    runs = [json.loads(Path(p).read_text(encoding="utf-8")) for p in paths]
+    limits = {r.get("max_iterations") for r in runs}
+    if len(limits) != 1:
+        raise UserError(f"the runs used different max_iterations ({sorted(map(str, limits))}); not merged")
+    seen: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for r in runs:
+        for row in r.get("items", []):
+            seen.setdefault((row["framework"], row["mode"], row["id"]), row)
+    rows = list(seen.values())
+    model = next((r["model"] for r in runs if "server" not in r.get("model", "")), runs[0].get("model"))
+    result = {**{k: runs[0].get(k) for k in ("suite", "kinds", "max_iterations", "instructions")}, "model": model,
+              "merged_from": [{"path": str(p), "command": r.get("env", {}).get("command"),
+                               "git": r.get("env", {}).get("git"), "partial": r.get("partial")}
+                              for p, r in zip(paths, runs)],
+              "partial": any(r.get("partial") for r in runs), "tasks": len({row["id"] for row in rows}),
+              "summary": summarize_all(rows), "items": rows}
+    result["modes"] = result["summary"].get("agentkit", {})
+    write_json_atomic(Path(out), result)
+    if plot is not None:
+        from .agent_plot import plot_agent_loop
+
+        result["plots"] = [str(plot_agent_loop(result, Path(plot)))]
+        write_json_atomic(Path(out), result)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m agentkit.evals.agent_loop merge A.json B.json --out C.json [--plot C.png]``."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m agentkit.evals.agent_loop")
+    ap.add_argument("command", choices=["merge"])
+    ap.add_argument("results", nargs="+", help="result JSON files of agent-loop runs")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--plot", default=None)
+    args = ap.parse_args(argv)
+    print(table(merge_results(args.results, args.out, args.plot)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -242,3 +242,15 @@ def test_cli_names_a_bad_mode_and_kind():
     assert res.exit_code == 2 and "unknown agent-loop mode" in res.output
     res = CliRunner().invoke(app, ["eval", "agent-loop", "--data", str(TINY), "--kinds", "three_tool"])
     assert res.exit_code == 2 and "unknown task kind" in res.output
+
+
+def test_merge_joins_runs_and_resummarizes(tmp_path):
+    from agentkit.evals.agent_loop import merge_results
+
+    ts = tasks()
+    run_agent_loop(TINY, ["ar"], limit=4, engine=scripted(ts), out=tmp_path / "a.json", bfcl=False, verbose=False)
+    run_agent_loop(TINY, ["ar"], kinds=["fail_once"], engine=scripted(ts, wrong=True), out=tmp_path / "b.json",
+                   bfcl=False, verbose=False)
+    res = merge_results([tmp_path / "a.json", tmp_path / "b.json"], tmp_path / "m.json", tmp_path / "m.png")
+    assert res["tasks"] == 5 and len(res["items"]) == 5  # one fail_once task ran in both: the first row is kept
+    assert res["modes"]["ar"]["fail_once_recovered_rate"] == 0.5 and (tmp_path / "m.png").is_file()
