@@ -141,9 +141,12 @@ def demo(
 
 @app.command("eval")
 def eval_(
-    suite: str = typer.Argument(..., help="bfcl | coverage | validity | agent | extract"),
-    data: Path | None = typer.Option(None, help="data folder (agent: default evals/coding_tasks)"),
-    modes: str = typer.Option("", help="comma-separated modes (default: the suite's own set)"),
+    suite: str = typer.Argument(..., help="bfcl | coverage | validity | agent | agent-loop | extract"),
+    data: Path | None = typer.Option(None, help="data folder (agent: default evals/coding_tasks; agent-loop: "
+                                     "default evals/agent_loop, or a BFCL-format folder to generate tasks from)"),
+    modes: str = typer.Option("", "--modes", "--mode", help="comma-separated modes (default: the suite's own set; "
+                              "agent-loop: default | ar | ar-constrained | verify | diffusion, or none "
+                              "for the peers only)"),
     limit: int | None = typer.Option(None, help="at most N items per file"),
     model: str | None = typer.Option(None, help="local model directory (default: embedded SmolLM2)"),
     out: Path = typer.Option(Path("eval.json"), help="results JSON"),
@@ -162,6 +165,17 @@ def eval_(
                                              "canvas then equal AR bit for bit in bf16); default: off"),
     prompt: str = typer.Option("default", help="bfcl: the system prompt (default | plain | expert | example | "
                                "rules, see agentkit.evals.bfcl.PROMPTS)"),
+    kinds: str = typer.Option("", help="agent-loop: comma-separated task kinds (one_tool, no_tool, two_tool, "
+                              "fail_once; default all)"),
+    peers: str = typer.Option("", help="agent-loop: comma-separated peer loops through agentkit serve "
+                              "(pydantic-ai, openai)"),
+    base_url: str | None = typer.Option(None, help="agent-loop peers: a running server's /v1 URL (default: start "
+                                        "agentkit serve on the default model)"),
+    max_iterations: int = typer.Option(6, help="agent-loop: iteration limit of every run"),
+    bfcl_single: bool = typer.Option(True, "--bfcl-single/--no-bfcl-single", help="agent-loop: also the single "
+                                     "BFCL call on the same items, per mode"),
+    resume: Path | None = typer.Option(None, help="agent-loop: keep the rows of this earlier result JSON (same "
+                                       "task, framework and mode) instead of rerunning them"),
 ) -> None:
     """Run an evaluation suite; prints a markdown table and writes JSON (and plots)."""
     try:
@@ -171,6 +185,10 @@ def eval_(
         data = _check_suite(suite, data)
         if suite == "extract":
             _eval_extract(data, modes, limit, model, out, plot, threads, dtype, backend)
+            return
+        if suite == "agent-loop":
+            _agent_loop(data, modes, kinds, peers, base_url, limit, out, plot, threads, max_iterations, bfcl_single,
+                        resume, seed, model)
             return
         if suite == "coverage":
             from .constrain.coverage import run_coverage
@@ -198,7 +216,7 @@ def eval_(
 
 
 SUITES = {"bfcl": "runner", "coverage": "runner", "validity": "validity", "agent": "coding",
-          "extract": "extract_run"}  # suite -> module
+          "extract": "extract_run", "agent-loop": "agent_loop"}  # suite -> module
 
 
 def _eval_extract(data: Path, modes: str, limit: int | None, model: str | None, out: Path, plot: Path | None,
@@ -221,6 +239,26 @@ def _eval_extract(data: Path, modes: str, limit: int | None, model: str | None, 
     print(table(report["summary"]))
 
 
+def _split(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def _agent_loop(data, modes, kinds, peers, base_url, limit, out, plot, threads, max_iterations, bfcl,
+                resume, seed, model) -> None:
+    """``agentkit eval agent-loop`` (``agentkit.evals.agent_loop``): the run, then its markdown table."""
+    from .evals.agent_loop import run_agent_loop, table
+
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+    res = run_agent_loop(data, _split(modes) or ["default"], kinds=_split(kinds) or None, limit=limit, out=out,
+                         plot=plot, peers=_split(peers), base_url=base_url, bfcl=bfcl, max_iterations=max_iterations,
+                         resume=resume, seed=seed, model=model)
+    print(f"\nagent-loop · {res['model']} · {res['tasks']} tasks · {res['wall_s']:.0f} s\n")
+    print(table(res))
+
+
 def _check_suite(suite: str, data: Path | None) -> Path:
     """A listed suite (its module imported, so it is registered) and an existing ``--data`` path (the agent
     suite's tasks by default)."""
@@ -232,7 +270,7 @@ def _check_suite(suite: str, data: Path | None) -> Path:
         raise UserError(f"unknown eval suite {suite!r}; the suites are {', '.join(SUITES)}")
     module = importlib.import_module(f"agentkit.evals.{SUITES[suite]}")
     if data is None:
-        if suite != "agent":
+        if suite not in ("agent", "agent-loop"):
             raise UserError(f"--data is required for the {suite} suite: the folder with its data")
         data = module.TASKS_DIR
     if not data.exists():
