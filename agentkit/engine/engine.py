@@ -30,7 +30,7 @@ from .decode import Decoder
 from .gemma import GemmaBackbone, gemma_sampler
 from .llama_cpp import LlamaOptions, choose_backend
 from .llama_cpp import load_default as load_default_llama
-from .prefix import PrefixCache
+from .prefix import PrefixCache, default_bytes, unsupported
 from .stats import GenerationResult
 
 Prompt = str | list[dict[str, str]]
@@ -75,8 +75,8 @@ class Engine:
         self._constraints: dict[int, TokenConstraint] = {}
         self._adapted: tuple[LoadedModel, Backbone] | None = None
         self._llama: Backbone | None = None  # backend "auto": free-text AR on llama.cpp (free_text_backbone)
-        # earlier requests' KV caches, for prompts that start the same way (agentkit/engine/prefix.py)
-        self.prefixes = PrefixCache(self.config.prefix_cache) if self.config.prefix_cache else None
+        # earlier prompts' keys/values in blocks, for prompts that start the same way (agentkit/engine/prefix.py)
+        self.prompt_chunk, self.prefixes, self.prefix_status = self._prefix_cache()
         # guards what concurrent generate() calls share: the tokenizer, the constraint LRU and the automata in it
         self.lock = threading.RLock()
         log.info("model %s ready (%s, %s, %s parameters)", lm.name, lm.kind, getattr(self.config, "dtype", "?"),
@@ -103,6 +103,22 @@ class Engine:
 
             return FixedShapeBackbone(lm, self.config.pass_width)
         return Backbone(lm, row_exact=self.config.row_exact != "off")
+
+    def _prefix_cache(self) -> tuple[int, PrefixCache | None, str]:
+        """The base backbone's prompt chunk (0: one pass), its prefix cache (None: off) and a line saying which."""
+        c = self.config
+        why = unsupported(self.backbone)
+        chunk = 0 if why else getattr(c, "prompt_chunk", 0)
+        if not getattr(c, "prefix_cache", False):
+            return chunk, None, "off (EngineConfig.prefix_cache=False)"
+        if why:
+            log.info("prefix cache off: %s", why)
+            return chunk, None, f"off: {why}"
+        if not chunk:
+            log.info("prefix cache off: prompt_chunk=0 (a one-pass prompt's keys/values cannot be reused exactly)")
+            return chunk, None, "off: EngineConfig.prompt_chunk=0 (one-pass prompts cannot be reused exactly)"
+        cap = default_bytes() if c.prefix_cache_bytes is None else c.prefix_cache_bytes
+        return chunk, PrefixCache(chunk, cap), f"on: blocks of {chunk} tokens, at most {cap / 2 ** 20:.0f} MiB"
 
     # -- block-diffusion adapter ------------------------------------------------------------------------------
     @property
@@ -264,7 +280,8 @@ class Engine:
             backbone = self.free_text_backbone(cfg, len(ids)) or backbone
         backend = "llama.cpp" if backbone is self._llama else self.backend
         sampler = self._sampler(cfg, lm)
-        prefix = self.prefixes if backbone is self.backbone else None  # the base weights' caches only
+        base = backbone is self.backbone
+        prefix = self.prefixes if base else None  # the base weights' caches only
         constraint = self.constraint(template) if template is not None else None
         if batch is not None:
             backbone = batch.wrap(backbone)
@@ -275,6 +292,7 @@ class Engine:
             mask_token_id=lm.mask_token_id, bidirectional=lm.bidirectional and cfg.mode != "ar",
             sampler=sampler, on_draft=on_draft, on_tokens=on_tokens, drafter=self._drafter(cfg),
             should_stop=should_stop, prefix=prefix, copy_text=_copy_text(prompt, cfg),
+            prompt_chunk=self.prompt_chunk if base else 0,
         )
         dec.stats.backend = backend
         if template is not None:
@@ -284,8 +302,6 @@ class Engine:
             {"ar": dec.ar, "diffusion": dec.diffusion, "verify": dec.verify}[cfg.mode]()
         else:
             dec.stats.finish_reason = dec._finish_reason()
-        if prefix is not None:  # the cache holds the prompt and the output committed so far, in that order
-            prefix.store(dec.prompt + dec.out, dec.cache)
         with self.lock:
             text = self.tokenizer.decode(dec.out, skip_special_tokens=False)
         if cfg.stop:
