@@ -331,8 +331,11 @@ def serve(
     prepack: str = typer.Option("auto", help="auto (a bf16 CPU engine's weights prepacked once for oneDNN) | off"),
     row_exact: str = typer.Option("auto", help="auto (on the 4-bit CPU engine, passes after the prompt in pieces of "
                                   "8 positions on per-row kernels: verify equals AR bit for bit) | off"),
-    prefix_cache: int = typer.Option(0, help="keep the KV caches of the last N requests and encode only what a new "
-                                     "prompt adds to the longest common prefix (agent loops); 0: off"),
+    prefix_cache: bool = typer.Option(True, help="exact prompt-prefix reuse across requests (docs/prefix_cache.md)"),
+    prefix_cache_mb: int | None = typer.Option(None, help="bound on the prefix cache in MiB (default: 1/16 of RAM, "
+                                               "at most 512)"),
+    prompt_chunk: int = typer.Option(128, help="the prompt pass's chunk and the prefix cache's block, in tokens; 0: "
+                                     "one pass, no prefix cache"),
     log_level: str = typer.Option("info", help="uvicorn log level"),
     ray: bool = typer.Option(False, "--ray", help="serve as Ray Serve replicas (each one engine)"),
     ray_address: str = typer.Option("local", help="with --ray: 'local' (start Ray here) or a cluster address"),
@@ -356,7 +359,8 @@ def serve(
                               compile_limits=limits)
         engine = EngineConfig(model=model, threads=threads, dtype=dtype, backend=backend, pass_width=pass_width,
                               attention=attention, q4_steps=q4_steps, prepack=prepack, row_exact=row_exact,
-                              prefix_cache=prefix_cache)
+                              prefix_cache=prefix_cache, prompt_chunk=prompt_chunk,
+                              prefix_cache_bytes=None if prefix_cache_mb is None else prefix_cache_mb * 2 ** 20)
     except (AgentkitError, ValueError) as e:
         _fail(e)
     if ray:
@@ -377,7 +381,8 @@ def _serve_ray(server, engine, *, host, port, address, replicas, autoscale) -> N
                              address=address, host=host, port=port, model=engine.model, threads=engine.threads,
                              dtype=engine.dtype, backend=engine.backend, pass_width=engine.pass_width,
                              attention=engine.attention, q4_steps=engine.q4_steps, prepack=engine.prepack,
-                             row_exact=engine.row_exact, prefix_cache=engine.prefix_cache)
+                             row_exact=engine.row_exact, prefix_cache=engine.prefix_cache,
+                             prefix_cache_bytes=engine.prefix_cache_bytes, prompt_chunk=engine.prompt_chunk)
     except AgentkitError as e:
         _fail(e)
     run(server, cfg)

@@ -111,7 +111,8 @@ def test_eval_with_a_bad_engine_option_is_one_error_line(tmp_path, flag, value, 
                                                      ("--q4-steps", "always", "q4_steps"),
                                                      ("--prepack", "always", "prepack"),
                                                      ("--row-exact", "on", "row_exact"),
-                                                     ("--prefix-cache", "-1", "prefix_cache")])
+                                                     ("--prefix-cache-mb", "-1", "prefix_cache_bytes"),
+                                                     ("--prompt-chunk", "-8", "prompt_chunk")])
 def test_serve_with_a_bad_engine_option_is_one_error_line(flag, value, name):
     out = runner.invoke(app, ["serve", flag, value])
     assert out.exit_code != 0
