@@ -24,11 +24,11 @@ def _options(debug: bool = typer.Option(False, "--debug", help="print the full t
     _DEBUG = debug
 
 
-def _engine(model: str | None, adapter: bool = True):
+def _engine(model: str | None, adapter: bool = True, threads: int | None = None):
     from .config import EngineConfig
     from .engine.engine import Engine
 
-    return Engine(EngineConfig(model=model, adapter=adapter))
+    return Engine(EngineConfig(model=model, adapter=adapter, threads=threads))
 
 
 def _stats_table(title: str, stats) -> Table:
@@ -37,7 +37,7 @@ def _stats_table(title: str, stats) -> Table:
     t.add_column("value", justify="right")
     d = stats.to_dict()
     for k in ("mode", "prompt_tokens", "output_tokens", "pinned_tokens", "slot_tokens", "encoder_forwards",
-              "decoder_forwards", "forwards", "tokens_per_forward", "tokens_per_forward_excl_pinned", "prefill_ms",
+              "decoder_forwards", "forwards", "cached_prompt_tokens", "tokens_per_forward", "tokens_per_forward_excl_pinned", "prefill_ms",
               "denoise_ms", "commit_ms", "constraint_ms", "compile_ms", "latency_ms", "output_tokens_per_s",
               "finish_reason"):
         v = d[k]
@@ -73,6 +73,7 @@ def generate(
     weights: str = typer.Option("auto", help="auto (adapter for diffusion only) | base | adapted (adapter in "
                                              "every mode, e.g. AR on the adapted weights)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object: text, mode, value, stats"),
+    threads: int | None = typer.Option(None, help="torch threads (default: torch's own; see docs/threads.md)"),
 ) -> None:
     """Generate a reply (optionally under a JSON Schema) and print what it cost."""
     from .config import DecodeConfig
@@ -87,7 +88,7 @@ def generate(
             if not schema.is_file():
                 raise FileNotFoundError(f"schema file {str(schema)!r} not found")
             template = compile_schema_cached(json.loads(schema.read_text()))
-        res = _engine(model, adapter=not no_adapter).generate(prompt, cfg, template=template)
+        res = _engine(model, adapter=not no_adapter, threads=threads).generate(prompt, cfg, template=template)
     except (AgentkitError, FileNotFoundError, json.JSONDecodeError) as e:
         _fail(e)
     if as_json:
@@ -319,7 +320,7 @@ def serve(
                                                      "(default: CompileLimits')"),
     compile_max_slot_states: int | None = typer.Option(None, help="states of one slot's automaton before its "
                                                           "token index is built (default: CompileLimits')"),
-    threads: int | None = typer.Option(None, help="torch threads (default: torch's own)"),
+    threads: int | None = typer.Option(None, help="torch threads (default: torch's own; see docs/threads.md)"),
     dtype: str = typer.Option("auto", help="engine dtype: auto | float32 | bfloat16"),
     backend: str = typer.Option("auto", help="engine backend: auto | torch | llama.cpp"),
     pass_width: int | None = typer.Option(None, help="fixed-shape passes of N positions: verify equals AR bit "

@@ -118,3 +118,9 @@ def test_serve_with_a_bad_engine_option_is_one_error_line(flag, value, name):
     assert out.exit_code != 0
     lines = [ln for ln in out.output.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:") and name in lines[0], out.output
+
+
+@pytest.mark.parametrize("command", ["generate", "serve"])
+def test_generate_and_serve_take_threads(command):
+    out = runner.invoke(app, [command, "--help"], env={"COLUMNS": "200"})
+    assert out.exit_code == 0 and "--threads" in out.output

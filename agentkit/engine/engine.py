@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from .. import _threads
 from ..config import DecodeConfig, EngineConfig
 from ..constrain.limits import Cancel, CompileLimits
 from ..constrain.nodes import Template
@@ -45,6 +46,10 @@ class Engine:
         self.config = config or EngineConfig()
         if self.config.threads:
             torch.set_num_threads(self.config.threads)
+        if not _threads.passive_openmp():
+            log.warning("torch was loaded before agentkit with OMP_WAIT_POLICY unset: OpenMP threads spin, and on a "
+                        "busy machine Engine.generate can run many times slower (docs/threads.md); set "
+                        "OMP_WAIT_POLICY=PASSIVE, import agentkit first, or use EngineConfig(threads=1)")
         # fixed-shape passes are a torch backbone (EngineConfig refuses them with backend="llama.cpp")
         self.backend = "torch" if self.config.pass_width else choose_backend(self.config)
         if self.backend == "llama.cpp":
@@ -267,6 +272,8 @@ class Engine:
         if template is not None and id(template) not in self._constraints:
             index_ms = self.constraint(template).index_ms  # token DFAs: a one-time compile cost, reported apart
         t_start = time.perf_counter()
+        if self.config.threads and torch.get_num_threads() != self.config.threads:
+            torch.set_num_threads(self.config.threads)
         with self.lock:
             ids = self.encode_prompt(prompt, raw=raw)
         lm, backbone = self.lm, self.backbone
