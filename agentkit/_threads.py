@@ -18,6 +18,7 @@ import os
 import sys
 
 APPLIED = False  # whether agentkit set OMP_WAIT_POLICY itself (before torch loaded)
+WARNED = False  # the engine warned once that torch loaded first with libgomp's spinning default
 
 
 def passive_openmp() -> bool:

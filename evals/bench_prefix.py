@@ -26,6 +26,7 @@ import statistics
 import time
 from pathlib import Path
 
+import agentkit  # noqa: F401 -- first: its OpenMP default (docs/threads.md) before torch loads
 import torch
 
 from agentkit.config import DecodeConfig, EngineConfig

@@ -46,7 +46,8 @@ class Engine:
         self.config = config or EngineConfig()
         if self.config.threads:
             torch.set_num_threads(self.config.threads)
-        if not _threads.passive_openmp():
+        if self.config.threads != 1 and not _threads.passive_openmp() and not _threads.WARNED:
+            _threads.WARNED = True
             log.warning("torch was loaded before agentkit with OMP_WAIT_POLICY unset: OpenMP threads spin, and on a "
                         "busy machine Engine.generate can run many times slower (docs/threads.md); set "
                         "OMP_WAIT_POLICY=PASSIVE, import agentkit first, or use EngineConfig(threads=1)")
