@@ -1,15 +1,15 @@
 """OpenMP's wait policy, set before torch loads: passive (idle threads sleep, they do not spin).
 
 torch's CPU kernels run on OpenMP (libgomp). By default an OpenMP thread that finishes its share of a parallel
-region spins for a while before it sleeps, and a region ends only when every thread of its team has arrived. On a
-busy machine (more runnable threads than cores: another process, other requests) a team thread is often
-descheduled, and the calling thread waits for it a whole scheduler slice per region; a decoding step has hundreds of
-regions. That is how the same 40-token ``Engine.generate`` took 72.7 s on the main thread of a loaded 2-core machine
-and 1.14 s in a worker thread (issue 33; docs/threads.md). With ``OMP_WAIT_POLICY=PASSIVE`` the threads yield the
-core instead, and the main thread is as fast as a worker (evals/bench_threads.py).
+region spins before it sleeps, and a region ends only when every thread of its team has arrived. On a busy machine
+(more runnable threads than cores) a spinning or descheduled team thread holds up every region, and a decoding
+step has hundreds of small ones: the same 40-token ``Engine.generate`` took 72.7 s on the main thread of a loaded
+2-core machine and 1.14 s in a worker thread (issue 33). With ``OMP_WAIT_POLICY=PASSIVE`` idle team threads yield
+the core at once; figures in docs/threads.md (evals/bench_threads.py).
 
-libgomp reads the variable once, when torch is loaded, so :func:`passive_openmp` runs when this module is imported (first thing ``agentkit`` does),
-before anything imports torch; an ``OMP_WAIT_POLICY`` the user set is left as it is.
+libgomp reads the variable once, when torch loads, so :func:`passive_openmp` runs when this module is imported
+(the first thing ``agentkit`` does), before anything imports torch; an ``OMP_WAIT_POLICY`` the user set is left as
+it is. Where torch was loaded first, the engine warns once (agentkit/engine/engine.py).
 """
 
 from __future__ import annotations

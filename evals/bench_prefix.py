@@ -26,10 +26,8 @@ import statistics
 import time
 from pathlib import Path
 
-import agentkit  # noqa: F401 -- first: its OpenMP default (docs/threads.md) before torch loads
-import torch
-
 from agentkit.config import DecodeConfig, EngineConfig
+from agentkit.constrain.limits import CompileLimits
 from agentkit.engine.engine import Engine
 from agentkit.evals import bfcl
 
@@ -67,6 +65,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", type=Path, default=Path("evals/results/s15/prefix_agent.json"))
     a = ap.parse_args()
+    import torch  # after agentkit: its OpenMP default (docs/threads.md) applies when torch loads
+
     torch.set_num_threads(a.threads)
     items = [it for it in bfcl.load_bfcl(a.data) if it.category == "multiple"][: a.conversations]
     engines = {k: Engine(EngineConfig(threads=a.threads, backend="torch", **kw)) for k, kw in ENGINES.items()}
@@ -74,6 +74,8 @@ def main() -> None:
     rows: list[dict] = []
     for c, item in enumerate(items):
         template = bfcl.compile_call(item).template()
+        for e in engines.values():  # built ahead, without the per-request time limit (a loaded machine is slow)
+            e.constraint(template, limits=CompileLimits(max_seconds=600))
         msgs = bfcl.build_prompt(item)
         for turn in range(a.turns):
             names = list(engines)

@@ -14,9 +14,6 @@ import json
 import time
 from pathlib import Path
 
-import agentkit  # noqa: F401 -- first: its OpenMP default before torch loads
-import torch
-
 from agentkit.config import EngineConfig
 from agentkit.engine.engine import Engine
 from agentkit.engine.prefix import chunks
@@ -29,6 +26,8 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--out", type=Path, default=Path("evals/results/s15/prefix_chunk.json"))
     a = ap.parse_args()
+    import torch  # after agentkit: its OpenMP default (docs/threads.md) applies when torch loads
+
     torch.set_num_threads(1)
     eng = Engine(EngineConfig(threads=1, backend="torch"))
     bb = eng.backbone

@@ -78,8 +78,8 @@ def main() -> None:
         env.update(SETTINGS[name])
         busy = None if a.no_busy else subprocess.Popen([sys.executable, "-c", BUSY])
         try:
-            p = subprocess.run([sys.executable, __file__, "--child", "--tokens", str(a.tokens), "--reps",
-                                str(a.reps)], env=env, capture_output=True, text=True, timeout=a.timeout)
+            argv = [sys.executable, __file__, "--child", "--tokens", str(a.tokens), "--reps", str(a.reps)]
+            p = subprocess.run(argv, env=env, check=False, capture_output=True, text=True, timeout=a.timeout)
             res = json.loads(p.stdout.strip().splitlines()[-1]) if p.returncode == 0 else {"error": p.stderr[-500:]}
         except subprocess.TimeoutExpired:
             res = {"error": f"timed out after {a.timeout:.0f} s"}

@@ -18,8 +18,8 @@ from ..errors import InvalidRequestError
 from .backbone import Backbone
 from .copy import CopyPrior
 from .draft import lookup
-from .prefix import chunks
 from .gemma import denoise_uniform
+from .prefix import chunks
 from .sampler import greedy_by_byte, masked_logits, pick
 from .sizing import DEFAULT_CURVE, DRAFT, EXACT, PINNED, AcceptRate, pass_length
 from .stats import DecodeStats
