@@ -48,6 +48,15 @@ def test_chunks_are_cut_at_multiples_of_the_block():
     assert chunks(3, 9, 0) == [(3, 9)]
 
 
+def test_a_chunked_prompt_pass_gives_a_one_pass_prompts_logits_within_float_tolerance():
+    lm = tiny_llama(7)
+    chunked = Engine.from_loaded(lm, EngineConfig(prompt_chunk=BLOCK, prefix_cache=False))
+    whole = Engine.from_loaded(lm, EngineConfig(prompt_chunk=0))
+    ids = chunked.encode_prompt(_conversation(["fine, thanks", "ok"], "what next?"))
+    assert len(ids) > 4 * BLOCK and whole.prompt_chunk == 0
+    torch.testing.assert_close(_prompt_logits(chunked, ids), _prompt_logits(whole, ids), atol=1e-4, rtol=1e-4)
+
+
 @pytest.mark.parametrize("mode", ["ar", "verify", "diffusion"])
 def test_a_scripted_conversation_is_bit_identical_with_the_cache_on_and_off(mode):
     on, off = _engines()
