@@ -21,6 +21,16 @@ APPLIED = False  # whether agentkit set OMP_WAIT_POLICY itself (before torch loa
 WARNED = False  # the engine warned once that torch loaded first with libgomp's spinning default
 
 
+SMALL = 4  # cores: at most this many, the default is one torch thread
+
+
+def default_threads() -> int | None:
+    """``EngineConfig.threads=None``: 1 on a machine of at most :data:`SMALL` cores (one busy neighbour -- another
+    process, a second request -- takes half of it, and a team of OpenMP threads then waits for the scheduler at
+    every region even with the passive policy: docs/threads.md), None (torch's own, one per core) on a larger one."""
+    return 1 if (os.cpu_count() or 1) <= SMALL else None
+
+
 def passive_openmp() -> bool:
     """Set ``OMP_WAIT_POLICY=PASSIVE`` unless it is set or torch is already loaded; returns whether the policy in
     effect is agentkit's (or the user's) rather than libgomp's default."""

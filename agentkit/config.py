@@ -29,7 +29,9 @@ class EngineConfig:
     # "auto": bfloat16 on a GPU or on a CPU with native bf16 matmuls (avx512_bf16 / AMX), float32 otherwise
     dtype: str = "auto"
     device: str = "cpu"
-    threads: int | None = None  # torch.set_num_threads (and llama.cpp's threads); None leaves the default
+    # torch threads (and llama.cpp's), set on the thread of every generate call; None: 1 on a machine of at most 4
+    # cores, torch's own (one per core) on a larger one (agentkit/_threads.py, docs/threads.md)
+    threads: int | None = None
     seed: int = 0
     # "auto": torch, unless llama.cpp measured faster for the model and machine (agentkit/engine/llama_cpp.py:
     # AUTO_PREFERS_LLAMA; not on this CPU for BFCL requests); "llama.cpp" needs the [llama] extra

@@ -34,7 +34,10 @@ SYSTEM = (
     "problem. When you call a tool, use exactly the parameters it declares. If a message is not about the shop, "
     "say politely that you can only help with orders, products, returns and shipping. Keep personal data out of "
     "the answer except what the customer already wrote. Today is a weekday; the warehouse ships orders placed "
-    "before 14:00 the same day.")
+    "before 14:00 the same day. Gift cards cannot be returned or exchanged for cash. Rental gear (tents, "
+    "crampons, ice axes) is rented per weekend, from Friday noon to Monday noon, and must come back clean; a "
+    "cleaning fee of 25 euros applies otherwise. Members of the Northwind club get 10 percent off full-price items "
+    "and free express shipping; membership is free and can be joined at checkout.")
 TOOLS = [{"type": "function", "function": {"name": n, "description": d, "parameters": {
     "type": "object", "properties": p, "required": list(p), "additionalProperties": False}}}
     for n, d, p in [

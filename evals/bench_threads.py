@@ -4,9 +4,10 @@ Each setting runs in a fresh child process (OpenMP reads ``OMP_WAIT_POLICY`` whe
 2-thread torch process doing matmuls (the "busy machine"); the child times a ``max_new_tokens`` AR generation on
 the main thread and in a ``threading.Thread``, alternating, ``--reps`` times each, and reports medians.
 
-Settings: ``default`` (agentkit's default: agentkit sets OMP_WAIT_POLICY=PASSIVE before torch loads, threads as
-torch chose), ``active`` (OMP_WAIT_POLICY=ACTIVE: libgomp's spinning, what torch does without agentkit's default),
-``threads1`` (``EngineConfig(threads=1)``).
+Settings: ``default`` (agentkit's defaults: OMP_WAIT_POLICY=PASSIVE set before torch loads, ``threads=None``, which
+is 1 on a machine of at most 4 cores), ``passive2`` (the passive policy with ``threads=2``), ``before`` (what ran
+before issue 33: libgomp's default wait policy -- an empty OMP_WAIT_POLICY, which agentkit leaves alone and libgomp
+ignores -- and 2 threads).
 
     python evals/bench_threads.py --out evals/results/s15/prefix_threads.json
 """
@@ -21,7 +22,8 @@ import subprocess
 import sys
 import time
 
-SETTINGS = {"default": {}, "active": {"OMP_WAIT_POLICY": "ACTIVE"}, "threads1": {"AGENTKIT_BENCH_THREADS": "1"}}
+SETTINGS = {"default": {}, "passive2": {"AGENTKIT_BENCH_THREADS": "2"},
+            "before": {"OMP_WAIT_POLICY": "", "AGENTKIT_BENCH_THREADS": "2"}}
 BUSY = ("import torch, time\ntorch.set_num_threads(2)\na = torch.randn(1024, 1024)\n"
         "while True:\n    a @ a\n")
 
@@ -38,12 +40,15 @@ def child(tokens: int, reps: int) -> dict:
     eng = Engine(EngineConfig(backend="torch", threads=int(n) if n else None, prefix_cache=False))
     cfg = DecodeConfig(mode="ar", max_new_tokens=tokens)
     prompt = "Write a short poem about the sea."
+    t0 = time.perf_counter()
     eng.generate(prompt, cfg)
+    print(json.dumps({"warm_s": round(time.perf_counter() - t0, 3)}), flush=True)
 
     def timed(out: list[float]) -> None:
         t = time.perf_counter()
         eng.generate(prompt, cfg)
         out.append(time.perf_counter() - t)
+        print(json.dumps({"thread": threading.current_thread().name, "s": round(out[-1], 3)}), flush=True)
 
     main: list[float] = []
     worker: list[float] = []
@@ -81,8 +86,9 @@ def main() -> None:
             argv = [sys.executable, __file__, "--child", "--tokens", str(a.tokens), "--reps", str(a.reps)]
             p = subprocess.run(argv, env=env, check=False, capture_output=True, text=True, timeout=a.timeout)
             res = json.loads(p.stdout.strip().splitlines()[-1]) if p.returncode == 0 else {"error": p.stderr[-500:]}
-        except subprocess.TimeoutExpired:
-            res = {"error": f"timed out after {a.timeout:.0f} s"}
+        except subprocess.TimeoutExpired as e:
+            out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+            res = {"error": f"timed out after {a.timeout:.0f} s", "done": [json.loads(x) for x in out.splitlines()]}
         finally:
             if busy is not None:
                 busy.kill()

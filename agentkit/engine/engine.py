@@ -44,9 +44,10 @@ class Engine:
 
     def __init__(self, config: EngineConfig | None = None) -> None:
         self.config = config or EngineConfig()
-        if self.config.threads:
-            torch.set_num_threads(self.config.threads)
-        if self.config.threads != 1 and not _threads.passive_openmp() and not _threads.WARNED:
+        threads = self.config.threads or _threads.default_threads()
+        if threads:
+            torch.set_num_threads(threads)  # before loading: the load's own passes (prepacking) run with it
+        if threads != 1 and not _threads.passive_openmp() and not _threads.WARNED:
             _threads.WARNED = True
             log.warning("torch was loaded before agentkit with OMP_WAIT_POLICY unset: OpenMP threads spin, and on a "
                         "busy machine Engine.generate can run many times slower (docs/threads.md); set "
@@ -75,6 +76,10 @@ class Engine:
         """``chose_dtype``: this engine loaded ``lm`` in the dtype ``auto`` chose (``from_loaded`` shares a model
         loaded elsewhere: its float32 arithmetic is left as it is)."""
         self.lm = lm
+        # torch threads, applied on the thread of every generate call (docs/threads.md); None: torch's own
+        self.threads = self.config.threads or _threads.default_threads()
+        if self.threads:
+            torch.set_num_threads(self.threads)
         self.tokenizer = lm.tokenizer
         self.backbone = backbone or self._backbone(lm, chose_dtype)
         self.vocab = token_vocab(lm.tokenizer, lm.eos_ids)
@@ -273,8 +278,8 @@ class Engine:
         if template is not None and id(template) not in self._constraints:
             index_ms = self.constraint(template).index_ms  # token DFAs: a one-time compile cost, reported apart
         t_start = time.perf_counter()
-        if self.config.threads and torch.get_num_threads() != self.config.threads:
-            torch.set_num_threads(self.config.threads)
+        if self.threads and torch.get_num_threads() != self.threads:
+            torch.set_num_threads(self.threads)  # a per-thread OpenMP setting: this thread may be new
         with self.lock:
             ids = self.encode_prompt(prompt, raw=raw)
         lm, backbone = self.lm, self.backbone
