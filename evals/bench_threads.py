@@ -31,10 +31,10 @@ BUSY = ("import torch, time\ntorch.set_num_threads(2)\na = torch.randn(1024, 102
 def child(tokens: int, reps: int) -> dict:
     import threading
 
-    import torch
-
-    from agentkit.config import DecodeConfig, EngineConfig
+    from agentkit.config import DecodeConfig, EngineConfig  # first: agentkit's OpenMP default before torch loads
     from agentkit.engine.engine import Engine
+
+    torch = sys.modules["torch"]  # loaded by agentkit.engine, after agentkit set its default
 
     n = os.environ.get("AGENTKIT_BENCH_THREADS")
     eng = Engine(EngineConfig(backend="torch", threads=int(n) if n else None, prefix_cache=False))
