@@ -8,6 +8,7 @@ the ``TYPE_CHECKING`` block.
 
 from typing import TYPE_CHECKING
 
+from . import _threads  # noqa: F401 -- first: sets OMP_WAIT_POLICY=PASSIVE before anything loads torch
 from .config import DecodeConfig, EngineConfig
 from .constrain.nodes import Template
 from .errors import (

@@ -27,11 +27,11 @@ def _options(debug: bool = typer.Option(False, "--debug", help="print the full t
 BACKEND_HELP = "engine backend: auto (torch) | torch | llama.cpp (the [llama] extra; its text differs from torch's)"
 
 
-def _engine(model: str | None, adapter: bool = True, backend: str = "auto"):
+def _engine(model: str | None, adapter: bool = True, backend: str = "auto", threads: int | None = None):
     from .config import EngineConfig
     from .engine.engine import Engine
 
-    return Engine(EngineConfig(model=model, adapter=adapter, backend=backend))
+    return Engine(EngineConfig(model=model, adapter=adapter, backend=backend, threads=threads))
 
 
 def _stats_table(title: str, stats) -> Table:
@@ -40,7 +40,7 @@ def _stats_table(title: str, stats) -> Table:
     t.add_column("value", justify="right")
     d = stats.to_dict()
     for k in ("mode", "prompt_tokens", "output_tokens", "pinned_tokens", "slot_tokens", "encoder_forwards",
-              "decoder_forwards", "forwards", "tokens_per_forward", "tokens_per_forward_excl_pinned", "prefill_ms",
+              "decoder_forwards", "forwards", "cached_prompt_tokens", "tokens_per_forward", "tokens_per_forward_excl_pinned", "prefill_ms",
               "denoise_ms", "commit_ms", "constraint_ms", "compile_ms", "latency_ms", "output_tokens_per_s",
               "finish_reason"):
         v = d[k]
@@ -77,6 +77,7 @@ def generate(
                                              "every mode, e.g. AR on the adapted weights)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object: text, mode, value, stats"),
     backend: str = typer.Option("auto", help=BACKEND_HELP),
+    threads: int | None = typer.Option(None, help="torch threads (default: 1 on up to 4 cores; see docs/threads.md)"),
 ) -> None:
     """Generate a reply (optionally under a JSON Schema) and print what it cost."""
     from .config import DecodeConfig
@@ -91,7 +92,8 @@ def generate(
             if not schema.is_file():
                 raise FileNotFoundError(f"schema file {str(schema)!r} not found")
             template = compile_schema_cached(json.loads(schema.read_text()))
-        res = _engine(model, adapter=not no_adapter, backend=backend).generate(prompt, cfg, template=template)
+        res = _engine(model, adapter=not no_adapter, backend=backend, threads=threads).generate(prompt, cfg,
+                                                                                              template=template)
     except (AgentkitError, FileNotFoundError, json.JSONDecodeError) as e:
         _fail(e)
     if as_json:
@@ -414,7 +416,7 @@ def serve(
     keep_alive_s: float | None = typer.Option(None, help="idle keep-alive connections close after this (default 5)"),
     max_connections: int | None = typer.Option(None, help="concurrent connections + requests (default 512); then "
                                                   "HTTP 503"),
-    threads: int | None = typer.Option(None, help="torch threads (default: torch's own)"),
+    threads: int | None = typer.Option(None, help="torch threads (default: 1 on up to 4 cores; see docs/threads.md)"),
     dtype: str = typer.Option("auto", help="engine dtype: auto | float32 | bfloat16"),
     backend: str = typer.Option("auto", help=BACKEND_HELP),
     pass_width: int | None = typer.Option(None, help="fixed-shape passes of N positions: verify equals AR bit "
@@ -426,8 +428,11 @@ def serve(
     prepack: str = typer.Option("auto", help="auto (a bf16 CPU engine's weights prepacked once for oneDNN) | off"),
     row_exact: str = typer.Option("auto", help="auto (on the 4-bit CPU engine, passes after the prompt in pieces of "
                                   "8 positions on per-row kernels: verify equals AR bit for bit) | off"),
-    prefix_cache: int = typer.Option(0, help="keep the KV caches of the last N requests and encode only what a new "
-                                     "prompt adds to the longest common prefix (agent loops); 0: off"),
+    prefix_cache: bool = typer.Option(True, help="exact prompt-prefix reuse across requests (docs/prefix_cache.md)"),
+    prefix_cache_mb: int | None = typer.Option(None, help="bound on the prefix cache in MiB (default: 1/16 of RAM, "
+                                               "at most 512)"),
+    prompt_chunk: int = typer.Option(128, help="the prompt pass's chunk and the prefix cache's block, in tokens; 0: "
+                                     "one pass, no prefix cache"),
     log_level: str = typer.Option("info", help="uvicorn log level"),
     ray: bool = typer.Option(False, "--ray", help="serve as Ray Serve replicas (each one engine)"),
     ray_address: str = typer.Option("local", help="with --ray: 'local' (start Ray here) or a cluster address"),
@@ -457,7 +462,8 @@ def serve(
                               compile_limits=limits, **{k: v for k, v in admission.items() if v is not None})
         engine = EngineConfig(model=model, threads=threads, dtype=dtype, backend=backend, pass_width=pass_width,
                               attention=attention, q4_steps=q4_steps, prepack=prepack, row_exact=row_exact,
-                              prefix_cache=prefix_cache)
+                              prefix_cache=prefix_cache, prompt_chunk=prompt_chunk,
+                              prefix_cache_bytes=None if prefix_cache_mb is None else prefix_cache_mb * 2 ** 20)
     except (AgentkitError, ValueError) as e:
         _fail(e)
     if ray:
@@ -478,7 +484,8 @@ def _serve_ray(server, engine, *, host, port, address, replicas, autoscale) -> N
                              address=address, host=host, port=port, model=engine.model, threads=engine.threads,
                              dtype=engine.dtype, backend=engine.backend, pass_width=engine.pass_width,
                              attention=engine.attention, q4_steps=engine.q4_steps, prepack=engine.prepack,
-                             row_exact=engine.row_exact, prefix_cache=engine.prefix_cache)
+                             row_exact=engine.row_exact, prefix_cache=engine.prefix_cache,
+                             prefix_cache_bytes=engine.prefix_cache_bytes, prompt_chunk=engine.prompt_chunk)
     except AgentkitError as e:
         _fail(e)
     run(server, cfg)

@@ -30,7 +30,9 @@ class EngineConfig:
     # "auto": bfloat16 on a GPU or on a CPU with native bf16 matmuls (avx512_bf16 / AMX), float32 otherwise
     dtype: str = "auto"
     device: str = "cpu"
-    threads: int | None = None  # torch.set_num_threads (and llama.cpp's threads); None leaves the default
+    # torch threads (and llama.cpp's), set on the thread of every generate call; None: 1 on a machine of at most 4
+    # cores, torch's own (one per core) on a larger one (agentkit/_threads.py, docs/threads.md)
+    threads: int | None = None
     seed: int = 0
     # "auto": torch (llama.cpp writes different greedy text, so auto never picks it); "llama.cpp": the embedded
     # default model's Q4_1 GGUF on llama.cpp, needs the [llama] extra
@@ -59,11 +61,17 @@ class EngineConfig:
     # it -- verify and the causal canvas then equal AR bit for bit whatever their pass sizes. "off": every pass in
     # one piece (longer ones on the dense weights)
     row_exact: str = "auto"
-    # keep the KV caches of the last N requests (their prompt and output) and copy the longest common prefix into a
-    # new request's cache, encoding only the rest of its prompt: an agent's next iteration resends the whole
-    # conversation (agentkit/engine/prefix.py). 0: off. Off by default: reused keys/values come from a different
-    # grouping of the prompt into passes, so logits can differ from a fresh encode's in the last bits
-    prefix_cache: int = 0
+    # exact prompt-prefix reuse (agentkit/engine/prefix.py): the keys/values of earlier prompts, in blocks of
+    # ``prompt_chunk`` tokens shared by all requests of the engine, are copied into a new request whose prompt starts
+    # with them; only the rest is encoded. Exact: the prompt pass always runs in chunks cut at multiples of
+    # ``prompt_chunk`` (cache on or off), so outputs are bit-identical with it off. Where the backbone cannot
+    # (llama.cpp, DiffusionGemma, fixed-shape passes, sliding-window caches) it is off; Engine.prefix_status says why
+    prefix_cache: bool = True
+    prefix_cache_bytes: int | None = None  # bound on the cached keys/values (LRU); None: 1/16 of RAM, at most 512 MiB
+    # the prompt pass's chunk (and the cache's block) in tokens; 0: one pass (no prefix cache then). On a 2-core CPU
+    # a 900-token prompt costs about 1.1x one pass in chunks of 256, 1.9x in 128, 2.1x in 64, 4x in 32
+    # (docs/prefix_cache.md); longer chunks reuse less (an iteration re-encodes from the last cut before it)
+    prompt_chunk: int = 128
 
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:
@@ -76,9 +84,16 @@ class EngineConfig:
             raise InvalidRequestError(f"EngineConfig.q4_steps must be one of {Q4_STEPS}, got {self.q4_steps!r}")
         if self.prepack not in PREPACK:
             raise InvalidRequestError(f"EngineConfig.prepack must be one of {PREPACK}, got {self.prepack!r}")
-        if not isinstance(self.prefix_cache, int) or isinstance(self.prefix_cache, bool) or self.prefix_cache < 0:
-            raise InvalidRequestError(f"EngineConfig.prefix_cache must be an int >= 0 (requests kept), got "
-                                      f"{self.prefix_cache!r}")
+        if not isinstance(self.prefix_cache, bool):
+            raise InvalidRequestError(f"EngineConfig.prefix_cache must be True or False, got {self.prefix_cache!r}")
+        if self.prefix_cache_bytes is not None and (not isinstance(self.prefix_cache_bytes, int)
+                                                    or isinstance(self.prefix_cache_bytes, bool)
+                                                    or self.prefix_cache_bytes < 0):
+            raise InvalidRequestError(f"EngineConfig.prefix_cache_bytes must be an int >= 0 or None, got "
+                                      f"{self.prefix_cache_bytes!r}")
+        if not isinstance(self.prompt_chunk, int) or isinstance(self.prompt_chunk, bool) or self.prompt_chunk < 0:
+            raise InvalidRequestError(f"EngineConfig.prompt_chunk must be an int >= 0 (tokens), got "
+                                      f"{self.prompt_chunk!r}")
         if self.row_exact not in ROW_EXACT:
             raise InvalidRequestError(f"EngineConfig.row_exact must be one of {ROW_EXACT}, got {self.row_exact!r}")
         if self.pass_width is not None and not (isinstance(self.pass_width, int) and 1 <= self.pass_width <= 256):

@@ -1,15 +1,21 @@
-"""An agent loop with and without prompt-prefix reuse (``EngineConfig.prefix_cache``), on the default model.
+"""An agent loop with exact prefix reuse (the default) against today's one-pass prompts, on the default model.
 
 Each conversation is a BFCL "multiple" question: the system prompt lists its functions, the user asks, and the
 agent iterates ``--turns`` times: a constrained tool call (ar-constrained, the call template), then the tool's
 result as the next user message ("Result: ... Call a function again."). Every iteration resends the whole
-conversation, as an agent does. Two engines, one with ``prefix_cache=8`` and one without, get the same prompts
-(the conversation is continued with the caching engine's calls), interleaved per iteration, the order alternating.
+conversation, as an agent does. Three engines get the same prompts (the conversation continues with the caching
+engine's calls), interleaved per iteration, the order rotating:
 
-Prints, per turn: prompt tokens, tokens reused, prefill ms and request ms of each engine (means over the
-conversations), and how many calls the two engines wrote alike.
+- ``today``: ``prefix_cache=False, prompt_chunk=0``: the prompt in one pass, nothing reused (before issue 33);
+- ``off``: ``prefix_cache=False``: the chunked prompt pass, nothing reused (the cache-off reference);
+- ``cache``: the default, ``EngineConfig()``: chunked prompt pass and the prefix cache.
 
-    python evals/bench_prefix.py --data ../shared/data/bfcl --conversations 6 --turns 4 --threads 1
+Reports, per iteration: prompt tokens, tokens encoded (prompt minus cached) and p50 prefill / request ms of each
+engine, and whether ``cache`` wrote the same calls as ``off`` (it must: bit-identical) and as ``today``; the
+cache's peak bytes. Writes everything to ``--out``.
+
+    python evals/bench_prefix.py --data ../shared/data/bfcl --conversations 8 --turns 3 --threads 1 \
+        --out evals/results/s15/prefix_agent.json
 """
 
 from __future__ import annotations
@@ -17,61 +23,83 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import time
 from pathlib import Path
 
-import torch
-
 from agentkit.config import DecodeConfig, EngineConfig
+from agentkit.constrain.limits import CompileLimits
 from agentkit.engine.engine import Engine
 from agentkit.evals import bfcl
+
+ENGINES = {"today": {"prefix_cache": False, "prompt_chunk": 0}, "off": {"prefix_cache": False}, "cache": {}}
+
+
+def _p50(rows: list[dict], key: str) -> float:
+    return round(statistics.median(r[key] for r in rows), 1)
+
+
+def summary(rows: list[dict], turns: int) -> list[dict]:
+    out = []
+    for turn in range(turns):
+        rs = [r for r in rows if r["turn"] == turn]
+        s = {"iteration": turn + 1, "n": len(rs), "prompt_tokens_mean": round(statistics.mean(
+            r["today_prompt_tokens"] for r in rs), 1)}
+        for k in ENGINES:
+            s[f"{k}_encoded_mean"] = round(statistics.mean(r[f"{k}_prompt_tokens"] - r[f"{k}_cached_prompt_tokens"]
+                                                           for r in rs), 1)
+            s[f"{k}_prefill_p50_ms"] = _p50(rs, f"{k}_prefill_ms")
+            s[f"{k}_latency_p50_ms"] = _p50(rs, f"{k}_latency_ms")
+        s["encoded_cache_over_today"] = round(s["cache_encoded_mean"] / s["today_encoded_mean"], 3)
+        s["latency_p50_cache_over_today"] = round(s["cache_latency_p50_ms"] / s["today_latency_p50_ms"], 3)
+        s["same_as_off"] = sum(r["cache_text"] == r["off_text"] for r in rs)
+        s["same_as_today"] = sum(r["cache_text"] == r["today_text"] for r in rs)
+        out.append(s)
+    return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=Path("../shared/data/bfcl"))
-    ap.add_argument("--conversations", type=int, default=6)
-    ap.add_argument("--turns", type=int, default=4)
+    ap.add_argument("--conversations", type=int, default=8)
+    ap.add_argument("--turns", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--out", type=Path, default=Path("evals/results/s15/prefix_agent.json"))
     a = ap.parse_args()
+    import torch  # after agentkit: its OpenMP default (docs/threads.md) applies when torch loads
+
     torch.set_num_threads(a.threads)
     items = [it for it in bfcl.load_bfcl(a.data) if it.category == "multiple"][: a.conversations]
-    engines = {"reuse": Engine(EngineConfig(threads=a.threads, prefix_cache=8, backend="torch")),
-               "fresh": Engine(EngineConfig(threads=a.threads, backend="torch"))}
+    engines = {k: Engine(EngineConfig(threads=a.threads, backend="torch", **kw)) for k, kw in ENGINES.items()}
     cfg = DecodeConfig(mode="ar", max_new_tokens=128)
     rows: list[dict] = []
     for c, item in enumerate(items):
         template = bfcl.compile_call(item).template()
+        for e in engines.values():  # built ahead, without the per-request time limit (a loaded machine is slow)
+            e.constraint(template, limits=CompileLimits(max_seconds=600))
         msgs = bfcl.build_prompt(item)
         for turn in range(a.turns):
-            order = list(engines) if (c + turn) % 2 == 0 else list(engines)[::-1]
+            names = list(engines)
+            order = names[(c + turn) % 3:] + names[:(c + turn) % 3]
             res = {k: engines[k].generate(msgs, cfg, template=template) for k in order}
-            rows.append({"conversation": c, "turn": turn, "same": res["reuse"].text == res["fresh"].text,
+            rows.append({"conversation": c, "turn": turn, **{f"{k}_text": r.text for k, r in res.items()},
                          **{f"{k}_{f}": getattr(r.stats, f) for k, r in res.items()
-                            for f in ("prompt_tokens", "reused_prompt_tokens", "prefill_ms", "latency_ms")}})
-            call = res["reuse"].text
-            msgs = [*msgs, {"role": "assistant", "content": call},
+                            for f in ("prompt_tokens", "cached_prompt_tokens", "prefill_ms", "latency_ms")}})
+            msgs = [*msgs, {"role": "assistant", "content": res["cache"].text},
                     {"role": "user", "content": f"Result: {json.dumps({'ok': True, 'turn': turn + 1})}. "
                                                 "Call a function again."}]
-    print(f"{len(items)} conversations x {a.turns} turns, threads={a.threads}, ar-constrained")
-    print("| turn | prompt tokens | reused | prefill ms fresh | prefill ms reuse | request ms fresh | "
-          "request ms reuse | reuse / fresh | same call |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for turn in range(a.turns):
-        rs = [r for r in rows if r["turn"] == turn]
-
-        def m(key: str, rs=rs) -> float:
-            return statistics.mean(r[key] for r in rs)
-
-        print(f"| {turn + 1} | {m('fresh_prompt_tokens'):.0f} | {m('reuse_reused_prompt_tokens'):.0f} | "
-              f"{m('fresh_prefill_ms'):.0f} | {m('reuse_prefill_ms'):.0f} | {m('fresh_latency_ms'):.0f} | "
-              f"{m('reuse_latency_ms'):.0f} | {m('reuse_latency_ms') / m('fresh_latency_ms'):.2f} | "
-              f"{sum(r['same'] for r in rs)}/{len(rs)} |")
-    total = {k: sum(r[f"{k}_latency_ms"] for r in rows) for k in engines}
-    print(f"whole loops: reuse {total['reuse'] / 1000:.1f} s, fresh {total['fresh'] / 1000:.1f} s "
-          f"({total['reuse'] / total['fresh']:.2f}x); calls alike {sum(r['same'] for r in rows)}/{len(rows)}")
-    if a.json:
-        a.json.write_text(json.dumps(rows, indent=1) + "\n")
+        a.out.write_text(json.dumps({"partial": True, "rows": rows}, indent=1) + "\n")
+    table = summary(rows, a.turns)
+    for s in table:
+        print(json.dumps(s))
+    cache = engines["cache"].prefixes.stats()
+    print("prefix cache:", json.dumps(cache))
+    a.out.write_text(json.dumps({
+        "command": "python evals/bench_prefix.py " + " ".join(f"--{k} {v}" for k, v in vars(a).items()),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "threads": a.threads,
+        "prompt_chunk": engines["cache"].prompt_chunk, "prefix_status": engines["cache"].prefix_status,
+        "summary": table, "prefix_cache": cache,
+        "identical_to_off": sum(r["cache_text"] == r["off_text"] for r in rows), "rows_n": len(rows),
+        "rows": rows}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -104,7 +104,7 @@ def build_agent(root: str | os.PathLike[str] | None = None, model: Any = None, *
     """The coding agent over the workspace ``root`` (default ``$AGENTKIT_WORKSPACE`` or the current directory).
 
     ``model``: an Engine, a Generator (e.g. a scripted ``FunctionModel``) or an http(s) URL; default the
-    embedded model, with prompt-prefix reuse (``EngineConfig.prefix_cache``: each step encodes only what the
+    embedded model, with exact prompt-prefix reuse (``EngineConfig.prefix_cache``, on by default: each step encodes only what the
     conversation gained since the last one). Structured steps go to diffusion by default, the closing summary to AR.
     Tools: ``list_files``, ``read_file``, ``apply_edits`` (templated), ``run_tests``; ``extra_tools`` adds
     ``search_text`` and ``write_file``. They are kept few and terse, and outputs short (``max_output_chars``),
@@ -117,7 +117,7 @@ def build_agent(root: str | os.PathLike[str] | None = None, model: Any = None, *
     if model is None:
         from agentkit.engine import default_engine
 
-        model = default_engine(prefix_cache=8)
+        model = default_engine()
 
     def list_files() -> list[str]:
         """List the files of the repository."""

@@ -39,6 +39,8 @@ class Metrics:
         self.forwards = Counter("agentkit_forwards", "Model forwards after prefill (AR steps, commits, denoiser "
                                 "passes).", ["mode"], registry=r)
         self.output_tokens = Counter("agentkit_output_tokens", "Output tokens produced.", ["mode"], registry=r)
+        self.cached_tokens = Counter("agentkit_cached_prompt_tokens", "Prompt tokens reused from the prefix cache "
+                                     "instead of encoded.", ["mode"], registry=r)
         self.tpf = Histogram("agentkit_tokens_per_forward", "Output tokens per forward, per request.", ["mode"],
                              buckets=_TPF_BUCKETS, registry=r)
         self.batch = Histogram("agentkit_batch_size", "Requests per model forward (continuous batching; one "
@@ -54,9 +56,10 @@ class Metrics:
         self.requests.labels(mode, str(status)).inc()
         self.latency.labels(mode).observe(seconds)
 
-    def generation(self, mode: str, forwards: int, output_tokens: int, tpf: float) -> None:
+    def generation(self, mode: str, forwards: int, output_tokens: int, tpf: float, cached_tokens: int = 0) -> None:
         self.forwards.labels(mode).inc(forwards)
         self.output_tokens.labels(mode).inc(output_tokens)
+        self.cached_tokens.labels(mode).inc(cached_tokens)
         self.tpf.labels(mode).observe(tpf)
 
     def batch_forward(self, size: int, n: int = 1) -> None:

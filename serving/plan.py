@@ -275,6 +275,8 @@ def response_parts(plan: Plan, text: str, value: Any, finish_reason: str) -> tup
     return {"role": "assistant", "content": text}, ("length" if finish_reason == "length" else "stop")
 
 
-def usage(prompt_tokens: int, output_tokens: int) -> dict[str, int]:
+def usage(prompt_tokens: int, output_tokens: int, cached_tokens: int = 0) -> dict:
+    """OpenAI's usage object; ``cached_tokens``: prompt tokens reused from the prefix cache, not encoded."""
     return {"prompt_tokens": prompt_tokens, "completion_tokens": output_tokens,
-            "total_tokens": prompt_tokens + output_tokens}
+            "total_tokens": prompt_tokens + output_tokens,
+            "prompt_tokens_details": {"cached_tokens": cached_tokens}}

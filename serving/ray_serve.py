@@ -65,6 +65,7 @@ class RayServeConfig:
     model: str | None = None
     threads: int | None = None
     # EngineConfig.dtype / .backend / .pass_width / .attention / .q4_steps / .prepack / .row_exact / .prefix_cache
+    # / .prefix_cache_bytes / .prompt_chunk
     # of each replica
     dtype: str = "auto"
     backend: str = "auto"
@@ -73,7 +74,9 @@ class RayServeConfig:
     q4_steps: str = "auto"
     prepack: str = "auto"
     row_exact: str = "auto"
-    prefix_cache: int = 0
+    prefix_cache: bool = True
+    prefix_cache_bytes: int | None = None
+    prompt_chunk: int = 128
     engine_factory: str | None = None
     num_cpus_per_replica: float = 1.0
     graceful_shutdown_timeout_s: float | None = None  # None: the request timeout + 5 s
@@ -104,7 +107,8 @@ class RayServeConfig:
         return EngineConfig(model=self.model, threads=self.threads, dtype=self.dtype, backend=self.backend,
                             pass_width=self.pass_width, attention=self.attention, q4_steps=self.q4_steps,
                             prepack=self.prepack, row_exact=self.row_exact,
-                            prefix_cache=self.prefix_cache)
+                            prefix_cache=self.prefix_cache, prefix_cache_bytes=self.prefix_cache_bytes,
+                            prompt_chunk=self.prompt_chunk)
 
 
 def parse_autoscale(text: str) -> tuple[int, int]:

@@ -81,7 +81,8 @@ class ChatService:
         f = job.future
         if f.done() and not f.cancelled() and f.exception() is None:
             st = f.result().result.stats
-            self.metrics.generation(st.mode, st.forwards, st.output_tokens, st.tokens_per_forward)
+            self.metrics.generation(st.mode, st.forwards, st.output_tokens, st.tokens_per_forward,
+                                    st.cached_prompt_tokens)
             if self.scheduler.batcher is None:  # no batcher: each of this request's forwards carried it alone
                 self.metrics.batch_forward(1, n=st.encoder_forwards + st.decoder_forwards)
         if job.ready is not None:
@@ -188,7 +189,8 @@ class ChatService:
         body = {"id": "chatcmpl-" + uuid.uuid4().hex, "object": "chat.completion", "created": int(time.time()),
                 "model": self.model_name, "system_fingerprint": None,
                 "choices": [{"index": 0, "message": message, "logprobs": logprobs, "finish_reason": finish}],
-                "usage": usage(res.stats.prompt_tokens, res.stats.output_tokens), "agentkit_stats": self.stats(out, job)}
+                "usage": usage(res.stats.prompt_tokens, res.stats.output_tokens,
+                                               res.stats.cached_prompt_tokens), "agentkit_stats": self.stats(out, job)}
         self.metrics.request(plan.mode, 200, time.perf_counter() - t0)
         return JSONResponse(body)
 

@@ -172,7 +172,8 @@ class _Stream:
                 events.append(ev)
         logprobs = {"content": out.logprobs} if out.logprobs is not None else None
         events.append(event(self.chunks.chunk({}, finish, logprobs, usage=usage(res.stats.prompt_tokens,
-                                                                                 res.stats.output_tokens),
+                                                                                 res.stats.output_tokens,
+                                                                                 res.stats.cached_prompt_tokens),
                                               agentkit_stats=self.svc.stats(out, self.job))))
         return events
 

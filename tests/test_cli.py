@@ -111,7 +111,8 @@ def test_eval_with_a_bad_engine_option_is_one_error_line(tmp_path, flag, value, 
                                                      ("--q4-steps", "always", "q4_steps"),
                                                      ("--prepack", "always", "prepack"),
                                                      ("--row-exact", "on", "row_exact"),
-                                                     ("--prefix-cache", "-1", "prefix_cache")])
+                                                     ("--prefix-cache-mb", "-1", "prefix_cache_bytes"),
+                                                     ("--prompt-chunk", "-8", "prompt_chunk")])
 def test_serve_with_a_bad_engine_option_is_one_error_line(flag, value, name):
     out = runner.invoke(app, ["serve", flag, value])
     assert out.exit_code != 0
@@ -131,3 +132,9 @@ def test_eval_extract_runs_the_tiny_directory(model_dir, tmp_path):
     assert doc["items"] == 2 and set(doc["summary"]) == {"ar", "ar+compact"} and "| ar+compact |" in res.output
     bad = runner.invoke(app, ["eval", "extract", "--data", str(tiny), "--modes", "ar+bogus", "--model", str(model_dir)])
     assert bad.exit_code != 0 and "unknown setting" in bad.output
+
+
+@pytest.mark.parametrize("command", ["generate", "serve"])
+def test_generate_and_serve_take_threads(command):
+    out = runner.invoke(app, [command, "--help"], env={"COLUMNS": "200"})
+    assert out.exit_code == 0 and "--threads" in out.output

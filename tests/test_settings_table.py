@@ -19,7 +19,7 @@ NOT_SETTINGS = {
                     "logit_bias", "user", "metadata", "store", "service_tier", "parallel_tool_calls",
                     "prompt_cache_key", "safety_identifier", "stream_options"},
     "RunContext": {"free_max_new_tokens", "prompt", "on_draft", "frames"},
-    "cli generate": {"prompt", "model", "schema", "no_adapter", "as_json", "backend"},
+    "cli generate": {"prompt", "model", "schema", "no_adapter", "as_json", "backend", "threads"},
     "RayServeConfig": {"replicas", "autoscale", "address", "host", "port", "engine_factory", "num_cpus_per_replica",
                        "graceful_shutdown_timeout_s", "health_check_period_s", "health_check_timeout_s",
                        "runtime_env", "local_num_cpus", "app_name", "extra"},

@@ -4,9 +4,9 @@ from functools import lru_cache
 
 
 @lru_cache(maxsize=4)
-def default_engine(model: str | None = None, prefix_cache: int = 0):
+def default_engine(model: str | None = None, prefix_cache: bool = True):
     """A process-wide ``Engine`` for ``model`` (None: the embedded default model), loaded on first use;
-    ``prefix_cache``: ``EngineConfig.prefix_cache`` (an agent's engine: each step resends the conversation)."""
+    ``prefix_cache``: ``EngineConfig.prefix_cache`` (on by default: an agent's steps resend the conversation)."""
     from ..config import EngineConfig
     from .engine import Engine
 

@@ -19,6 +19,7 @@ from .backbone import Backbone
 from .copy import CopyPrior
 from .draft import lookup
 from .gemma import denoise_uniform
+from .prefix import chunks
 from .sampler import greedy_by_byte, masked_logits, pick
 from .sizing import DEFAULT_CURVE, DRAFT, EXACT, PINNED, AcceptRate, pass_length
 from .stats import DecodeStats
@@ -57,12 +58,15 @@ class Decoder:
     def __init__(self, bb: Backbone, cfg: DecodeConfig, constraint: TokenConstraint | None, eos_ids, *,
                  mask_token_id: int | None = None, bidirectional: bool = False, sampler: str = "jacobi",
                  on_draft=None, on_tokens=None, drafter=None, should_stop=None, prefix=None,
-                 copy_text: str | None = None) -> None:
+                 copy_text: str | None = None, prompt_chunk: int = 0) -> None:
         self.bb, self.cfg, self.c = bb, cfg, constraint
         self.should_stop = should_stop  # checked before each forward: True stops decoding there (timeout, cancel)
         self.halted = False
         self.drafter = drafter  # verify: a selfspec.Drafter (adapter drafts); None: prompt-lookup drafts
-        self.prefix = prefix  # a prefix.PrefixCache: the prompt's longest prefix held there is copied, not encoded
+        self.prefix = prefix  # a prefix.PrefixCache: the prompt's longest run of held blocks is copied, not encoded
+        # the prompt pass in chunks cut at multiples of this many positions (0: one pass); with a prefix cache it
+        # is the cache's block, so reused and encoded blocks are the same bits (agentkit/engine/prefix.py)
+        self.prompt_chunk = prompt_chunk
         self.eos = set(eos_ids)
         self.mask_id, self.bidirectional, self.sampler = mask_token_id, bidirectional, sampler
         self.on_draft = on_draft
@@ -165,11 +169,17 @@ class Decoder:
             self.state = self._advance(self.state, t)
         self._emit(forced, pinned=len(forced))
         seq = prompt_ids + forced
-        reused = self.prefix.restore(seq, self.cache) if self.prefix is not None else 0
-        whole = {"whole": True} if reused and self.bb.exact_rows else {}  # the prompt's rest: one pass, as ever
-        self.logits = self.bb.encode(seq[reused:], self.cache, **whole)[0]
+        lease = self.prefix.restore(seq, self.cache) if self.prefix is not None else None
+        try:
+            reused = lease.tokens if lease is not None else 0
+            self.logits = self._prompt_pass(seq, reused)
+            if lease is not None:
+                self.prefix.store(seq, self.cache, lease)
+        finally:
+            if lease is not None:
+                self.prefix.release(lease)
         self.stats.prompt_tokens = len(prompt_ids)
-        self.stats.reused_prompt_tokens = reused
+        self.stats.cached_prompt_tokens = reused
         self.prompt = list(prompt_ids)
         if self.c is not None and self.cfg.copy_bias:
             tb = self.c.vocab.token_bytes
@@ -179,6 +189,17 @@ class Decoder:
         self.stats.prefill_ms += 1000 * (time.perf_counter() - t0)
         if self._complete(self.state) or self.budget <= 0:
             self.finished = True
+
+    def _prompt_pass(self, seq: list[int], start: int) -> torch.Tensor:
+        """Encode ``seq[start:]`` after the ``start`` positions already in the cache, in :func:`chunks` of
+        ``prompt_chunk`` (each one pass: ``whole``, never row-exact pieces); the last position's logits."""
+        if not self.prompt_chunk:
+            return self.bb.encode(seq[start:], self.cache)[0]
+        pieces = chunks(start, len(seq), self.prompt_chunk)
+        for lo, hi in pieces[:-1]:
+            self.bb.encode(seq[lo:hi], self.cache, rows=[], whole=True)
+        lo, hi = pieces[-1]
+        return self.bb.encode(seq[lo:hi], self.cache, whole=True)[0]
 
     def _commit(self, toks: list[int], rows=(-1,)) -> torch.Tensor:
         t0 = time.perf_counter()

@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from .. import _threads
 from ..config import DecodeConfig, EngineConfig
 from ..constrain.limits import Cancel, CompileLimits
 from ..constrain.nodes import Template
@@ -31,7 +32,7 @@ from .decode import Decoder
 from .gemma import GemmaBackbone, gemma_sampler
 from .llama_cpp import LlamaOptions, choose_backend
 from .llama_cpp import load_default as load_default_llama
-from .prefix import PrefixCache
+from .prefix import PrefixCache, default_bytes, unsupported
 from .stats import GenerationResult
 
 Prompt = str | list[dict[str, str]]
@@ -44,8 +45,14 @@ class Engine:
 
     def __init__(self, config: EngineConfig | None = None) -> None:
         self.config = config or EngineConfig()
-        if self.config.threads:
-            torch.set_num_threads(self.config.threads)
+        threads = self.config.threads or _threads.default_threads()
+        if threads:
+            torch.set_num_threads(threads)  # before loading: the load's own passes (prepacking) run with it
+        if threads != 1 and not _threads.passive_openmp() and not _threads.WARNED:
+            _threads.WARNED = True
+            log.warning("torch was loaded before agentkit with OMP_WAIT_POLICY unset: OpenMP threads spin, and on a "
+                        "busy machine Engine.generate can run many times slower (docs/threads.md); set "
+                        "OMP_WAIT_POLICY=PASSIVE, import agentkit first, or use EngineConfig(threads=1)")
         # fixed-shape passes are a torch backbone (EngineConfig refuses them with backend="llama.cpp")
         self.backend = "torch" if self.config.pass_width else choose_backend(self.config)
         if self.backend == "llama.cpp":
@@ -70,13 +77,17 @@ class Engine:
         """``chose_dtype``: this engine loaded ``lm`` in the dtype ``auto`` chose (``from_loaded`` shares a model
         loaded elsewhere: its float32 arithmetic is left as it is)."""
         self.lm = lm
+        # torch threads, applied on the thread of every generate call (docs/threads.md); None: torch's own
+        self.threads = self.config.threads or _threads.default_threads()
+        if self.threads:
+            torch.set_num_threads(self.threads)
         self.tokenizer = lm.tokenizer
         self.backbone = backbone or self._backbone(lm, chose_dtype)
         self.vocab = token_vocab(lm.tokenizer, lm.eos_ids)
         self._constraints: dict[int, TokenConstraint] = {}
         self._adapted: tuple[LoadedModel, Backbone] | None = None
-        # earlier requests' KV caches, for prompts that start the same way (agentkit/engine/prefix.py)
-        self.prefixes = PrefixCache(self.config.prefix_cache) if self.config.prefix_cache else None
+        # earlier prompts' keys/values in blocks, for prompts that start the same way (agentkit/engine/prefix.py)
+        self.prompt_chunk, self.prefixes, self.prefix_status = self._prefix_cache()
         # guards what concurrent generate() calls share: the tokenizer, the constraint LRU and the automata in it
         self.lock = threading.RLock()
         log.info("model %s ready (%s, %s, %s parameters)", lm.name, lm.kind, getattr(self.config, "dtype", "?"),
@@ -103,6 +114,22 @@ class Engine:
 
             return FixedShapeBackbone(lm, self.config.pass_width)
         return Backbone(lm, row_exact=self.config.row_exact != "off")
+
+    def _prefix_cache(self) -> tuple[int, PrefixCache | None, str]:
+        """The base backbone's prompt chunk (0: one pass), its prefix cache (None: off) and a line saying which."""
+        c = self.config
+        why = unsupported(self.backbone)
+        chunk = 0 if why else getattr(c, "prompt_chunk", 0)
+        if not getattr(c, "prefix_cache", False):
+            return chunk, None, "off (EngineConfig.prefix_cache=False)"
+        if why:
+            log.info("prefix cache off: %s", why)
+            return chunk, None, f"off: {why}"
+        if not chunk:
+            log.info("prefix cache off: prompt_chunk=0 (a one-pass prompt's keys/values cannot be reused exactly)")
+            return chunk, None, "off: EngineConfig.prompt_chunk=0 (one-pass prompts cannot be reused exactly)"
+        cap = default_bytes() if c.prefix_cache_bytes is None else c.prefix_cache_bytes
+        return chunk, PrefixCache(chunk, cap), f"on: blocks of {chunk} tokens, at most {cap / 2 ** 20:.0f} MiB"
 
     # -- block-diffusion adapter ------------------------------------------------------------------------------
     @property
@@ -254,6 +281,8 @@ class Engine:
         if template is not None and id(template) not in self._constraints:
             index_ms = self.constraint(template).index_ms  # token DFAs: a one-time compile cost, reported apart
         t_start = time.perf_counter() - encode_s  # the latency counts the prompt's encoding, not the index build
+        if self.threads and torch.get_num_threads() != self.threads:
+            torch.set_num_threads(self.threads)  # a per-thread OpenMP setting: this thread may be new
         lm, backbone = self.lm, self.backbone
         adapted = cfg.weights == "adapted" or (cfg.weights == "auto" and cfg.mode == "diffusion")
         if cfg.weights == "adapted" and self.adapter_path is None:
@@ -263,7 +292,8 @@ class Engine:
             lm, backbone = self._diffusion_model()  # by default AR and verify keep the base weights
         backend = self.backend  # one backend per engine: "auto" never moves a request to another one
         sampler = self._sampler(cfg, lm)
-        prefix = self.prefixes if backbone is self.backbone else None  # the base weights' caches only
+        base = backbone is self.backbone
+        prefix = self.prefixes if base else None  # the base weights' caches only
         constraint = self.constraint(template) if template is not None else None
         if batch is not None:
             backbone = batch.wrap(backbone)
@@ -274,6 +304,7 @@ class Engine:
             mask_token_id=lm.mask_token_id, bidirectional=lm.bidirectional and cfg.mode != "ar",
             sampler=sampler, on_draft=on_draft, on_tokens=on_tokens, drafter=self._drafter(cfg),
             should_stop=should_stop, prefix=prefix, copy_text=_copy_text(prompt, cfg),
+            prompt_chunk=self.prompt_chunk if base else 0,
         )
         dec.stats.backend = backend
         if template is not None:
@@ -283,8 +314,6 @@ class Engine:
             {"ar": dec.ar, "diffusion": dec.diffusion, "verify": dec.verify}[cfg.mode]()
         else:
             dec.stats.finish_reason = dec._finish_reason()
-        if prefix is not None:  # the cache holds the prompt and the output committed so far, in that order
-            prefix.store(dec.prompt + dec.out, dec.cache)
         with self.lock:
             text = self.tokenizer.decode(dec.out, skip_special_tokens=False)
         if cfg.stop:

@@ -1,88 +1,224 @@
-"""Prompt-prefix reuse across requests: the keys and values of recent requests, so a prompt that starts with the
-same tokens encodes only the rest.
+"""Exact prompt-prefix reuse across requests: the keys and values of earlier prompts, in token blocks, so a prompt
+that starts with the same tokens encodes only the rest -- and gets the same bits as if it had encoded everything.
 
 An agent sends the model its whole conversation at every iteration: the system prompt, the tools, and every
-earlier turn (which ends with the model's own previous reply). On a CPU the prompt is most of a request (on BFCL
-with the default model, 2.1 s of a 4.0 s mean request). :class:`PrefixCache` keeps the KV caches of the last
-``entries`` requests (their prompt and what was decoded after it) and, for a new prompt, copies the longest
-common prefix it holds into the request's cache; only the tokens after it go through the prompt pass.
+earlier turn. A server sees many requests that share a system prompt and tools. :class:`PrefixCache` keeps the
+keys/values of earlier prompts as a tree of fixed-width token blocks (a radix tree whose edges are whole blocks, as
+vLLM's automatic prefix caching hashes block chains and SGLang's RadixAttention shares prefixes between requests),
+one tree for all requests of an engine.
 
-Reused keys/values were computed in a pass over more (or fewer) tokens than a fresh prompt pass would group them
-into, so a prompt's logits can differ from a fresh encode's in the last bits (outputs part only at near ties, as
-between any two pass groupings on the dense weights). That is why it is opt-in (``EngineConfig.prefix_cache``),
-and why the evals, which compare modes on identical prompts, leave it off.
+Exactness: the prompt pass always runs in chunks of ``block`` positions aligned to absolute positions 0, block,
+2*block, ... (:func:`chunks`; the last chunk is what is left), with the cache on *and* off. A block's keys/values
+depend only on its tokens and the keys/values before it, so a block encoded now and the same block copied from the
+tree are the same bits, and a prompt's logits with the cache on equal those with it off, bit for bit. Only full
+blocks of the prompt pass are kept (never positions written by decoding steps, whose passes are grouped
+differently), and a prompt always encodes at least its last token (its logits are the prompt's).
+
+Memory: a byte bound (``EngineConfig.prefix_cache_bytes``, default :func:`default_bytes`) with LRU eviction of
+leaf blocks; the blocks a request restored from are pinned (never evicted) until its prompt pass has stored its own
+blocks under them. Thread-safe: the tree is changed under one lock; block tensors are immutable once stored, so
+copying them out of a pinned path runs outside it.
+
+Where it does not apply (:func:`unsupported`): backbones with their own passes (llama.cpp, DiffusionGemma, the
+fixed-shape backbone) and caches that are not plain growing full-attention layers (sliding windows). Those run the
+prompt in one pass and reuse nothing; the engine logs why and keeps it in ``Engine.prefix_status``.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import torch
 from transformers import DynamicCache
 
-from .backbone import dynamic_layers_only
+from .backbone import Backbone, dynamic_layers_only
+
+MIB = 1 << 20
+DEFAULT_CAP = 512 * MIB  # the default bound on a machine with 8 GiB of memory or more
 
 
-def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    """Length of the longest common prefix of two token sequences."""
-    return len(os.path.commonprefix([list(a), list(b)]))
+def default_bytes() -> int:
+    """The default byte bound: 1/16 of physical memory, at most 512 MiB (on the 2-core 23 GiB dev machine: 512 MiB,
+    about 170 blocks of 128 tokens of the default model in bf16)."""
+    try:
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return DEFAULT_CAP
+    return max(16 * MIB, min(DEFAULT_CAP, ram // 16))
 
 
-def reusable(cache) -> bool:
-    """Whether ``cache`` is a plain growing transformers cache (full-attention ``DynamicLayer``s), the kind whose
-    first positions can be copied out and back."""
-    return type(cache) is DynamicCache and dynamic_layers_only(cache)
+def chunks(start: int, end: int, block: int) -> list[tuple[int, int]]:
+    """The prompt pass's pieces over positions ``[start, end)``: cut at every multiple of ``block`` (``start`` is
+    one); ``block`` 0: one piece."""
+    if not block:
+        return [(start, end)]
+    return [(i, min(end, (i // block + 1) * block)) for i in itertools.chain([start], range(
+        (start // block + 1) * block, end, block))]
+
+
+def unsupported(bb) -> str | None:
+    """Why ``bb``'s prompts cannot be reused exactly, or None when they can: a plain :class:`Backbone` (its own
+    ``encode`` and causal pass) whose caches are plain growing full-attention layers."""
+    cls = type(bb)
+    if not isinstance(bb, Backbone) or cls.encode is not Backbone.encode or cls._causal is not Backbone._causal:
+        return f"the {cls.__name__} backbone runs its own passes (not chunked prompt passes over a DynamicCache)"
+    cache = bb.new_cache()
+    if type(cache) is not DynamicCache:
+        return f"its KV cache is a {type(cache).__name__}, not a growing DynamicCache"
+    if cache.layers and not dynamic_layers_only(cache):
+        return "its KV cache has sliding-window or static layers"
+    return None
+
+
+class _Node:
+    """One block: its tokens, its keys/values per layer, the blocks that follow it."""
+
+    __slots__ = ("children", "kv", "nbytes", "parent", "pins", "tokens")
+
+    def __init__(self, parent: _Node | None, tokens: tuple[int, ...], kv: list[tuple[torch.Tensor, torch.Tensor]]):
+        self.parent, self.tokens, self.kv = parent, tokens, kv
+        self.children: dict[tuple[int, ...], _Node] = {}
+        self.pins = 0
+        self.nbytes = sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in kv)
+
+
+@dataclass
+class Lease:
+    """The blocks a request restored (pinned until :meth:`PrefixCache.release`)."""
+
+    nodes: list[_Node] = field(default_factory=list)
+    block: int = 0
+    released: bool = False
+
+    @property
+    def tokens(self) -> int:
+        return len(self.nodes) * self.block
 
 
 class PrefixCache:
-    """The KV caches of the last ``entries`` requests (LRU), keyed by their tokens; prefixes shorter than
-    ``min_tokens`` are not worth a copy. Thread-safe (requests decode concurrently in the server)."""
+    """A tree of ``block``-token prompt blocks and their keys/values, at most ``max_bytes`` of tensors (LRU
+    eviction of unpinned leaves). Use: ``lease = restore(ids, cache)``, the prompt pass over the rest in
+    :func:`chunks`, ``store(ids, cache, lease)``, ``release(lease)``."""
 
-    def __init__(self, entries: int, min_tokens: int = 16) -> None:
-        if entries < 1:
-            raise ValueError(f"a prefix cache needs at least one entry, got {entries}")
-        self.entries, self.min_tokens = entries, min_tokens
-        self._store: OrderedDict[tuple[int, ...], list[tuple[torch.Tensor, torch.Tensor]]] = OrderedDict()
+    def __init__(self, block: int, max_bytes: int) -> None:
+        if not isinstance(block, int) or block < 1:
+            raise ValueError(f"a prefix cache needs a block of at least one token, got {block!r}")
+        if not isinstance(max_bytes, int) or max_bytes < 0:
+            raise ValueError(f"a prefix cache needs a byte bound >= 0, got {max_bytes!r}")
+        self.block, self.max_bytes = block, max_bytes
+        self._root = _Node(None, (), [])
+        self._lru: OrderedDict[int, _Node] = OrderedDict()  # id(node) -> node, least recently used first
         self._lock = threading.Lock()
-        self.hits = self.lookups = self.reused_tokens = 0
+        self.bytes = self.peak_bytes = 0
+        self.lookups = self.hits = self.cached_tokens = self.evicted = self.skipped = 0
 
-    def restore(self, ids: Sequence[int], cache: DynamicCache) -> int:
-        """Copy the longest prefix of ``ids`` held here (at most ``len(ids) - 1`` tokens: the last one is always
-        encoded, its logits are the prompt's) into the empty ``cache``; returns how many tokens it holds now."""
-        if not reusable(cache) or cache.get_seq_length() != 0:
-            return 0
+    @property
+    def blocks(self) -> int:
+        return len(self._lru)
+
+    def _touch(self, node: _Node) -> None:
+        self._lru.move_to_end(id(node))
+
+    def restore(self, ids: Sequence[int], cache: DynamicCache) -> Lease:
+        """Copy the longest run of held blocks that starts ``ids`` (leaving at least its last token to encode) into
+        the empty ``cache``; the lease pins them."""
+        lease = Lease(block=self.block)
+        if cache.get_seq_length() != 0:
+            raise ValueError("PrefixCache.restore needs an empty cache")
         with self._lock:
             self.lookups += 1
-            best, n = None, 0
-            for key in self._store:
-                m = common_prefix(key, ids)
-                if m > n:
-                    best, n = key, m
-            n = min(n, len(ids) - 1)
-            if best is None or n < self.min_tokens:
-                return 0
-            self._store.move_to_end(best)
-            layers = self._store[best]
-            self.hits += 1
-            self.reused_tokens += n
-        for i, (k, v) in enumerate(layers):
-            cache.update(k[:, :, :n].clone(), v[:, :, :n].clone(), i)
-        return n
+            node = self._root
+            for b in range((len(ids) - 1) // self.block):
+                node = node.children.get(tuple(ids[b * self.block:(b + 1) * self.block]))
+                if node is None:
+                    break
+                node.pins += 1
+                self._touch(node)
+                lease.nodes.append(node)
+            if lease.nodes:
+                self.hits += 1
+                self.cached_tokens += lease.tokens
+        if lease.nodes:
+            for i in range(len(lease.nodes[0].kv)):
+                cache.update(torch.cat([n.kv[i][0] for n in lease.nodes], dim=2),
+                             torch.cat([n.kv[i][1] for n in lease.nodes], dim=2), i)
+        return lease
 
-    def store(self, ids: Sequence[int], cache: DynamicCache) -> None:
-        """Keep a copy of ``cache``, whose positions hold ``ids`` (the request's prompt and what followed it)."""
-        n = cache.get_seq_length()
-        if not reusable(cache) or n < self.min_tokens or n > len(ids):
-            return
-        key = tuple(ids[:n])
-        layers = [(layer.keys[:, :, :n].clone(), layer.values[:, :, :n].clone()) for layer in cache.layers]
+    def store(self, ids: Sequence[int], cache: DynamicCache, lease: Lease) -> int:
+        """Keep the full blocks of ``ids`` that ``cache`` holds (written by the chunked prompt pass) beyond those
+        ``lease`` restored; returns how many blocks were added. A block that does not fit in the bound once every
+        unpinned leaf is gone is not kept (nor any after it)."""
+        n = min(len(ids), cache.get_seq_length()) // self.block
+        added = 0
+        parent = lease.nodes[-1] if lease.nodes else self._root
+        for b in range(len(lease.nodes), n):
+            tokens = tuple(ids[b * self.block:(b + 1) * self.block])
+            with self._lock:
+                node = parent.children.get(tokens)
+            if node is None:
+                lo, hi = b * self.block, (b + 1) * self.block
+                kv = [(layer.keys[:, :, lo:hi].clone(), layer.values[:, :, lo:hi].clone()) for layer in cache.layers]
+                node = self._insert(parent, tokens, kv, lease)
+                if node is None:
+                    break
+                added += 1
+            else:
+                with self._lock:
+                    node.pins += 1
+                    self._touch(node)
+                    lease.nodes.append(node)
+            parent = node
+        return added
+
+    def _insert(self, parent: _Node, tokens: tuple[int, ...], kv, lease: Lease) -> _Node | None:
+        node = _Node(parent, tokens, kv)
         with self._lock:
-            self._store.pop(key, None)
-            self._store[key] = layers
-            for old in [k for k in self._store if k != key and key[: len(k)] == k]:
-                del self._store[old]  # a prefix of the new entry: everything it holds, the new one holds too
-            while len(self._store) > self.entries:
-                self._store.popitem(last=False)
+            if tokens in parent.children:  # a concurrent request stored it meanwhile: keep that one
+                node = parent.children[tokens]
+            else:
+                if not self._make_room(node.nbytes):
+                    self.skipped += 1
+                    return None
+                parent.children[tokens] = node
+                self._lru[id(node)] = node
+                self.bytes += node.nbytes
+                self.peak_bytes = max(self.peak_bytes, self.bytes)
+            node.pins += 1  # held by this request's lease until release (so its children can hang off it)
+            self._touch(node)
+            lease.nodes.append(node)
+            return node
+
+    def _make_room(self, nbytes: int) -> bool:
+        """Evict least recently used unpinned leaves until ``nbytes`` more fit (caller holds the lock)."""
+        if nbytes > self.max_bytes:
+            return False
+        while self.bytes + nbytes > self.max_bytes:
+            victim = next((n for n in self._lru.values() if not n.children and not n.pins), None)
+            if victim is None:
+                return False
+            del self._lru[id(victim)]
+            del victim.parent.children[victim.tokens]
+            self.bytes -= victim.nbytes
+            self.evicted += 1
+        return True
+
+    def release(self, lease: Lease) -> None:
+        """Unpin the lease's blocks (once)."""
+        with self._lock:
+            if lease.released:
+                return
+            lease.released = True
+            for node in lease.nodes:
+                node.pins -= 1
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            return {"block": self.block, "max_bytes": self.max_bytes, "bytes": self.bytes,
+                    "peak_bytes": self.peak_bytes, "blocks": len(self._lru), "lookups": self.lookups,
+                    "hits": self.hits, "cached_tokens": self.cached_tokens, "evicted": self.evicted,
+                    "skipped": self.skipped}

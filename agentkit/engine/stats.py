@@ -10,7 +10,9 @@ from typing import Any
 class DecodeStats:
     mode: str = "ar"
     prompt_tokens: int = 0
-    reused_prompt_tokens: int = 0  # of those, copied from an earlier request's KV cache (EngineConfig.prefix_cache)
+    # of those, copied from earlier requests' keys/values instead of encoded (EngineConfig.prefix_cache; OpenAI's
+    # usage.prompt_tokens_details.cached_tokens)
+    cached_prompt_tokens: int = 0
     output_tokens: int = 0
     pinned_tokens: int = 0  # placed from a template, never predicted
     slot_tokens: int = 0  # predicted under a constraint (or free tokens when unconstrained)

@@ -48,6 +48,7 @@ class IterationRecord:
     compile_ms: float = 0.0
     total_ms: float = 0.0
     prompt_tokens: int = 0
+    cached_prompt_tokens: int = 0  # of those, reused from the engine's prefix cache (not encoded)
     encoder_forwards: int = 0
     decoder_forwards: int = 0
     output_tokens: int = 0
@@ -68,6 +69,7 @@ class IterationRecord:
         self.denoise_ms = stats.denoise_ms
         self.commit_ms = stats.commit_ms
         self.prompt_tokens = stats.prompt_tokens
+        self.cached_prompt_tokens = stats.cached_prompt_tokens
         self.encoder_forwards = stats.encoder_forwards
         self.decoder_forwards = stats.decoder_forwards
         self.output_tokens = stats.output_tokens

@@ -1,125 +1,183 @@
-"""Prompt-prefix reuse across requests (EngineConfig.prefix_cache, agentkit/engine/prefix.py)."""
+"""Exact prompt-prefix reuse (EngineConfig.prefix_cache, agentkit/engine/prefix.py) on tiny random models."""
+
+import threading
 
 import pytest
 import torch
 from transformers import DynamicCache
 
 from agentkit.config import DecodeConfig, EngineConfig
+from agentkit.engine.decode import Decoder
 from agentkit.engine.engine import Engine
-from agentkit.engine.prefix import PrefixCache, common_prefix
+from agentkit.engine.prefix import PrefixCache, chunks, default_bytes
 from agentkit.errors import InvalidRequestError
 from agentkit.models.tiny import tiny_llama
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 SYSTEM = "You are a helpful assistant. Answer with JSON. " * 3
+BLOCK = 8
+TURNS = ["hello there", "The quick brown fox", "jumps over the lazy dog", "and then?"]
 
 
-def _conversation(turns: list[tuple[str, str]]) -> list[dict]:
+def _engines(seed: int = 3):
+    lm = tiny_llama(seed)
+    on = Engine.from_loaded(lm, EngineConfig(prompt_chunk=BLOCK))
+    off = Engine.from_loaded(lm, EngineConfig(prompt_chunk=BLOCK, prefix_cache=False))
+    assert on.prefixes is not None and off.prefixes is None
+    return on, off
+
+
+def _conversation(replies: list[str], user: str) -> list[dict]:
     msgs = [{"role": "system", "content": SYSTEM}]
-    for user, reply in turns:
-        msgs.append({"role": "user", "content": user})
-        if reply is not None:
-            msgs.append({"role": "assistant", "content": reply})
-    return msgs
+    for u, r in zip(TURNS, replies):
+        msgs += [{"role": "user", "content": u}, {"role": "assistant", "content": r}]
+    return msgs + [{"role": "user", "content": user}]
 
 
-def test_an_agent_turn_encodes_only_what_is_new_and_decodes_what_a_fresh_engine_does():
-    lm = tiny_llama(3)
-    eng = Engine.from_loaded(lm, EngineConfig(prefix_cache=4))
-    fresh = Engine.from_loaded(lm)
-    cfg = DecodeConfig(mode="ar", max_new_tokens=12)
-    first = eng.generate(_conversation([("hello there", None)]), cfg)
-    assert first.stats.reused_prompt_tokens == 0  # nothing held yet
-    nxt = _conversation([("hello there", first.text), ("The quick brown fox", None)])
-    second = eng.generate(nxt, cfg)
-    ids = eng.encode_prompt(nxt)
-    held = len(eng.encode_prompt(_conversation([("hello there", None)])))
-    assert held <= second.stats.reused_prompt_tokens < len(ids)  # at least the first request's prompt
-    assert second.stats.prompt_tokens == len(ids)
-    assert second.token_ids == fresh.generate(nxt, cfg).token_ids
-    assert fresh.prefixes is None and fresh.generate(nxt, cfg).stats.reused_prompt_tokens == 0  # off by default
+def _prompt_logits(eng: Engine, ids: list[int]) -> torch.Tensor:
+    dec = Decoder(eng.backbone, DecodeConfig(mode="ar"), None, eng.lm.eos_ids, prefix=eng.prefixes,
+                  prompt_chunk=eng.prompt_chunk)
+    dec.prefill(ids)
+    return dec.logits
+
+
+def test_chunks_are_cut_at_multiples_of_the_block():
+    assert chunks(0, 20, 8) == [(0, 8), (8, 16), (16, 20)]
+    assert chunks(16, 17, 8) == [(16, 17)]
+    assert chunks(8, 16, 8) == [(8, 16)]
+    assert chunks(3, 9, 0) == [(3, 9)]
+
+
+def test_a_chunked_prompt_pass_gives_a_one_pass_prompts_logits_within_float_tolerance():
+    lm = tiny_llama(7)
+    chunked = Engine.from_loaded(lm, EngineConfig(prompt_chunk=BLOCK, prefix_cache=False))
+    whole = Engine.from_loaded(lm, EngineConfig(prompt_chunk=0))
+    ids = chunked.encode_prompt(_conversation(["fine, thanks", "ok"], "what next?"))
+    assert len(ids) > 4 * BLOCK and whole.prompt_chunk == 0
+    torch.testing.assert_close(_prompt_logits(chunked, ids), _prompt_logits(whole, ids), atol=1e-4, rtol=1e-4)
 
 
 @pytest.mark.parametrize("mode", ["ar", "verify", "diffusion"])
-def test_the_same_prompt_again_reuses_all_but_its_last_token_and_keeps_the_entry_intact(mode):
-    eng = Engine.from_loaded(tiny_llama(4), EngineConfig(prefix_cache=2))
-    prompt = _conversation([("def add(a, b): return", None)])
-    cfg = DecodeConfig(mode=mode, max_new_tokens=16, canvas_length=8)
-    runs = [eng.generate(prompt, cfg) for _ in range(3)]
-    n = len(eng.encode_prompt(prompt))
-    assert [r.stats.reused_prompt_tokens for r in runs] == [0, n - 1, n - 1]
-    assert runs[0].token_ids == runs[1].token_ids == runs[2].token_ids  # decoding did not write into the entry
+def test_a_scripted_conversation_is_bit_identical_with_the_cache_on_and_off(mode):
+    on, off = _engines()
+    cfg = DecodeConfig(mode=mode, max_new_tokens=10, canvas_length=8)
+    replies: list[str] = []
+    cached, lengths = [], []
+    for turn in TURNS:
+        msgs = _conversation(replies, turn)
+        ids = on.encode_prompt(msgs)
+        a, b = on.generate(msgs, cfg), off.generate(msgs, cfg)
+        assert torch.equal(_prompt_logits(on, ids), _prompt_logits(off, ids))  # the logits, bit for bit
+        assert a.token_ids == b.token_ids and a.text == b.text
+        assert b.stats.cached_prompt_tokens == 0
+        c = a.stats.cached_prompt_tokens
+        assert c % BLOCK == 0 and c <= len(ids) - 1  # whole blocks, the last token always encoded
+        cached.append(c)
+        lengths.append(len(ids))
+        replies.append(a.text or "ok")
+    # a turn after the first reuses (at least) every full block of the previous turn's prompt
+    assert cached[0] == 0 and all(c >= n // BLOCK * BLOCK > 0 for c, n in zip(cached[1:], lengths))
 
 
-def test_restored_prompt_logits_are_a_fresh_encodes_within_float_tolerance():
-    eng = Engine.from_loaded(tiny_llama(5))
-    bb = eng.backbone
-    ids = eng.encode_prompt(_conversation([("hello there", "general kenobi"), ("The quick brown fox", None)]))
-    pc = PrefixCache(2, min_tokens=4)
-    first = bb.new_cache()
-    bb.encode(ids[:30], first)
-    pc.store(ids[:30], first)
-    cache = bb.new_cache()
-    assert pc.restore(ids, cache) == 30 and cache.get_seq_length() == 30
-    got = bb.encode(ids[30:], cache)
-    want = bb.encode(ids, bb.new_cache())
-    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
-    assert (pc.hits, pc.lookups, pc.reused_tokens) == (1, 1, 30)
+def test_the_same_prompt_again_reuses_its_full_blocks_before_the_last_token():
+    on, _ = _engines(4)
+    prompt = _conversation([], "def add(a, b): return")
+    n = len(on.encode_prompt(prompt))
+    runs = [on.generate(prompt, DecodeConfig(mode="ar", max_new_tokens=6)) for _ in range(3)]
+    assert [r.stats.cached_prompt_tokens for r in runs] == [0, (n - 1) // BLOCK * BLOCK, (n - 1) // BLOCK * BLOCK]
+    assert runs[0].token_ids == runs[1].token_ids == runs[2].token_ids
+    assert runs[1].to_dict()["stats"]["cached_prompt_tokens"] == (n - 1) // BLOCK * BLOCK
 
 
-def _cache_of(n: int) -> DynamicCache:
+def _cache_of(ids: list[int], width: int = 4) -> DynamicCache:
+    """A fake one-layer cache whose keys hold the token ids (width numbers each: 16 bytes a position)."""
     c = DynamicCache()
-    c.update(torch.arange(n, dtype=torch.float32).view(1, 1, n, 1), torch.zeros(1, 1, n, 1), 0)
+    k = torch.tensor(ids, dtype=torch.float32).view(1, 1, -1, 1).expand(1, 1, len(ids), width).contiguous()
+    c.update(k, torch.zeros_like(k), 0)
     return c
 
 
-def test_entries_are_least_recently_used_and_prefixes_of_newer_ones_are_dropped():
-    pc = PrefixCache(2, min_tokens=3)
-    a, b, c = list(range(10)), list(range(100, 110)), list(range(200, 210))
-    pc.store(a, _cache_of(10))
-    pc.store(b, _cache_of(10))
-    assert pc.restore(a + [7], DynamicCache()) == 10  # a is now the most recently used
-    pc.store(c, _cache_of(10))  # evicts b
-    assert pc.restore(b + [1], DynamicCache()) == 0
-    assert pc.restore(c + [1], DynamicCache()) == 10
-    pc.store(a + [50, 51], _cache_of(12))  # a is a prefix of it: one entry holds both
-    assert len(pc._store) == 2 and tuple(a) not in pc._store
-    assert pc.restore([0, 1], DynamicCache()) == 0  # shorter than min_tokens
+def test_blocks_are_evicted_least_recently_used_within_the_byte_bound():
+    per_block = 2 * 4 * 4 * 4  # keys + values, 4 positions of 4 float32
+    pc = PrefixCache(4, max_bytes=3 * per_block)
+    a, b, c = list(range(9)), list(range(100, 109)), list(range(200, 209))
+    for ids in (a, b):  # two blocks each (positions 0..7): four blocks do not fit in three
+        lease = pc.restore(ids, DynamicCache())
+        pc.store(ids, _cache_of(ids), lease)
+        pc.release(lease)
+        assert pc.bytes <= pc.max_bytes
+    assert pc.blocks == 3 and pc.evicted == 1  # a's second block went (a leaf, least recently used)
     restored = DynamicCache()
-    assert pc.restore(a + [50, 99], restored) == 11  # the longest common prefix, then a fresh token
-    assert torch.equal(restored.layers[0].keys.flatten(), torch.arange(11, dtype=torch.float32))
-    assert common_prefix([1, 2, 3], [1, 2, 4, 5]) == 2
+    lease = pc.restore(a, restored)
+    assert lease.tokens == 4 and torch.equal(restored.layers[0].keys[0, 0, :, 0], torch.arange(4.0))
+    pc.release(lease)
+    lease = pc.restore(c, DynamicCache())
+    pc.store(c, _cache_of(c), lease)
+    pc.release(lease)
+    assert pc.bytes <= pc.max_bytes and pc.peak_bytes <= pc.max_bytes
+    assert pc.restore(b, DynamicCache()).tokens == 0  # b was the least recently used: evicted for c
+    assert pc.stats()["blocks"] == pc.blocks == 3
+
+
+def test_pinned_blocks_are_not_evicted_and_a_block_that_cannot_fit_is_skipped():
+    per_block = 2 * 4 * 4 * 4
+    pc = PrefixCache(4, max_bytes=2 * per_block)
+    a, b = list(range(9)), list(range(100, 109))
+    lease_a = pc.restore(a, DynamicCache())
+    pc.store(a, _cache_of(a), lease_a)  # a's two blocks, still pinned by lease_a
+    lease_b = pc.restore(b, DynamicCache())
+    assert pc.store(b, _cache_of(b), lease_b) == 0 and pc.skipped == 1  # no room: a is pinned
+    pc.release(lease_b)
+    held = DynamicCache()
+    assert pc.restore(a, held).tokens == 8 and pc.evicted == 0
+    pc.release(lease_a)
+    pc.release(lease_a)  # releasing twice is a no-op, not a negative pin count
+    assert all(n.pins == 1 for n in pc._lru.values())  # only the restore above holds them now
+
+
+def test_threads_sharing_a_system_prompt_decode_what_a_cache_off_engine_does():
+    on, off = _engines(5)
+    cfg = DecodeConfig(mode="ar", max_new_tokens=8)
+    prompts = [_conversation([], f"question number {i} about foxes") for i in range(6)]
+    want = [off.generate(p, cfg).token_ids for p in prompts]
+    got: dict[int, list[int]] = {}
+    errors: list[BaseException] = []
+
+    def work(i: int) -> None:
+        try:
+            for _ in range(2):
+                got[i] = on.generate(prompts[i], cfg).token_ids
+        except BaseException as e:  # noqa: BLE001 -- reported by the assertion below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(prompts))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert [got[i] for i in range(len(prompts))] == want
+    st = on.prefixes.stats()
+    assert st["hits"] > 0 and st["bytes"] <= st["max_bytes"]
+    assert all(n.pins == 0 for n in on.prefixes._lru.values())
+
+
+def test_where_the_cache_is_off_the_engine_says_why():
+    lm = tiny_llama(6)
+    assert "prefix_cache=False" in Engine.from_loaded(lm, EngineConfig(prefix_cache=False)).prefix_status
+    assert "prompt_chunk=0" in Engine.from_loaded(lm, EngineConfig(prompt_chunk=0)).prefix_status
+    fixed = Engine.from_loaded(lm, EngineConfig(pass_width=8))
+    fixed.backbone = fixed._backbone(lm)  # the fixed-shape backbone: its own passes
+    assert fixed._prefix_cache()[1] is None and "FixedShapeBackbone" in fixed._prefix_cache()[2]
+    on = Engine.from_loaded(lm)
+    assert on.prefixes is not None and on.prefix_status.startswith("on") and on.prompt_chunk == 128
 
 
 def test_bad_prefix_cache_settings_are_typed_errors():
-    for bad in (-1, 1.5, True, "4"):
-        with pytest.raises(InvalidRequestError, match="prefix_cache"):
-            EngineConfig(prefix_cache=bad)
-    with pytest.raises(ValueError, match="at least one entry"):
-        PrefixCache(0)
-
-
-def test_the_rest_of_a_reused_prompt_is_one_pass_on_a_row_exact_engine(monkeypatch):
-    """Row-exact engines cut passes after the prompt into pieces of 8; the rest of a prompt whose start was reused
-    is still the prompt: one pass."""
-    from agentkit.models.head import int8_head_available
-    from agentkit.models.q4 import use_q4_steps
-    from agentkit.models.tiny import tiny_q4_llama
-
-    if not int8_head_available():
-        pytest.skip("no row-exact passes without torch's int8 weight kernel")
-    lm, source = tiny_q4_llama(5, dtype=torch.float32)
-    use_q4_steps(lm.model, source.get, float32=True)
-    eng = Engine.from_loaded(lm, EngineConfig(prefix_cache=2))
-    bb = eng.backbone
-    assert bb.exact_rows == 8
-    first = _conversation([("hello there", None)])
-    eng.generate(first, DecodeConfig(mode="ar", max_new_tokens=4))
-    nxt = _conversation([("hello there", "hi"), ("The quick brown fox jumps over the lazy dog", None)])
-    passes = []
-    run = bb._run
-    monkeypatch.setattr(bb, "_run", lambda ids, *a, **k: passes.append(len(ids)) or run(ids, *a, **k))
-    out = eng.generate(nxt, DecodeConfig(mode="ar", max_new_tokens=1))
-    rest = len(eng.encode_prompt(nxt)) - out.stats.reused_prompt_tokens
-    assert out.stats.reused_prompt_tokens > 0 and rest > 8
-    assert passes[0] == rest  # one pass, not pieces of 8
+    for kw in ({"prefix_cache": 4}, {"prefix_cache_bytes": -1}, {"prefix_cache_bytes": 1.5}, {"prompt_chunk": -8},
+               {"prompt_chunk": True}):
+        with pytest.raises(InvalidRequestError, match=next(iter(kw))):
+            EngineConfig(**kw)
+    with pytest.raises(ValueError, match="block"):
+        PrefixCache(0, 100)
+    assert 16 * 2 ** 20 <= default_bytes() <= 512 * 2 ** 20

@@ -22,7 +22,9 @@ def test_record_takes_counts_and_latency_split_from_stats():
     stats = DecodeStats(mode="diffusion", prompt_tokens=10, output_tokens=24, pinned_tokens=16, slot_tokens=8,
                         encoder_forwards=3, decoder_forwards=7, prefill_ms=5.0, denoise_ms=20.0, commit_ms=4.0)
     rec = IterationRecord(1, "tool_call", "diffusion")
+    stats.cached_prompt_tokens = 8
     rec.add_stats(stats)
+    assert rec.cached_prompt_tokens == 8
     assert (rec.prefill_ms, rec.denoise_ms, rec.commit_ms) == (5.0, 20.0, 4.0)
     assert (rec.encoder_forwards, rec.decoder_forwards, rec.output_tokens) == (3, 7, 24)
     assert (rec.pinned_tokens, rec.slot_tokens, rec.prompt_tokens) == (16, 8, 10)
@@ -37,7 +39,7 @@ async def test_run_trace_fields():
     assert first.to_dict() | {"total_ms": 0, "queue_ms": 0, "tool_ms": 0, "compile_ms": 0} == {
         "iteration": 1, "step": "tool_call", "mode": "diffusion", "tool": "add",
         "queue_ms": 0, "prefill_ms": 2.0, "denoise_ms": 16.0, "commit_ms": 4.0, "tool_ms": 0, "compile_ms": 0,
-        "total_ms": 0, "prompt_tokens": first.prompt_tokens, "encoder_forwards": 3, "decoder_forwards": 8,
+        "total_ms": 0, "prompt_tokens": first.prompt_tokens, "cached_prompt_tokens": 0, "encoder_forwards": 3, "decoder_forwards": 8,
         "output_tokens": 40, "pinned_tokens": 33, "slot_tokens": 7, "tokens_per_forward": 4.0, "retries": 0,
         "error": None, "run_id": result.run_id, "agent": "calc", "finish_reason": "template",
         "tool_args": '{"a":0,"b":0}', "tool_result": "0"}
