@@ -75,10 +75,10 @@ def short(text: str) -> str:
 def schema_digest(schema: Any, **options: Any) -> str:
     """``t`` + the short digest of ``schema``'s template compiled with ``options`` (no deadline), or ``e`` + that of
     the error it raises."""
-    from .compiler import compile_schema
+    from .compiler import compile_schema_uncached
 
     try:
-        return "t" + short(template_digest(compile_schema(schema, limits=NO_DEADLINE, **options)))
+        return "t" + short(template_digest(compile_schema_uncached(schema, limits=NO_DEADLINE, **options)))
     except UnsupportedSchemaError as e:
         return "e" + short(error_digest(e))
 
@@ -86,11 +86,11 @@ def schema_digest(schema: Any, **options: Any) -> str:
 def passes(schema: Any, tests: list[dict]) -> bool:
     """Whether the template (default options, no deadline) accepts every valid and rejects every invalid test."""
     from .canonical import canonical_json
-    from .compiler import compile_schema
+    from .compiler import compile_schema_uncached
     from .matcher import tree_matches
 
     try:
-        tpl = compile_schema(schema, limits=NO_DEADLINE)
+        tpl = compile_schema_uncached(schema, limits=NO_DEADLINE)
         return all(tree_matches(tpl, canonical_json(t["data"], schema)) == bool(t["valid"]) for t in tests)
     except Exception:  # noqa: BLE001 -- any failure to compile or to match is a failure of this schema
         return False

@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from .limits import current
+
 DEFAULT_SLOT_TOKENS = 48
 
 
@@ -116,3 +118,26 @@ def seq(*items: Node) -> Node:
     if len(out) == 1:
         return out[0]
     return Seq(tuple(out)) if out else Lit("")
+
+
+def choice(opts: list) -> Node | None:
+    """A Choice of the distinct options (None when there are none). Linear in the options: literals (enum members,
+    the bulk of large choices) are compared by text through a set; other nodes by equality among themselves."""
+    out: list = []
+    texts: set[str] = set()
+    others: list = []
+    budget = current()
+    for o in opts:
+        budget.tick(1024)
+        if o is None:
+            continue
+        if isinstance(o, Lit):
+            if o.text in texts:
+                continue
+            texts.add(o.text)
+        elif any(o is x or o == x for x in others):
+            continue
+        else:
+            others.append(o)
+        out.append(o)
+    return None if not out else out[0] if len(out) == 1 else Choice(tuple(out))

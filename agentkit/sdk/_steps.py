@@ -45,9 +45,9 @@ def compile_template(schema: dict[str, Any], style: str | None = STYLE) -> Templ
     small model to ramble keys until its token budget runs out. The template stays a subset of the schema, so
     every output still validates against it.
     """
-    from ..constrain.compiler import compile_schema_cached
+    from ..constrain.compiler import compile_schema
 
-    return compile_schema_cached(schema, strict=True, style=style)
+    return compile_schema(schema, strict=True, style=style)
 
 
 def for_step(template: Template, step: str, **meta: Any) -> Template:
