@@ -10,8 +10,7 @@ from __future__ import annotations
 import sys
 from typing import Literal
 
-from agentkit.engine import default_engine
-from agentkit.sdk import Agent, Limits, ModelRetry, tool
+from agentkit import Agent, Limits, ModelRetry, default_engine, tool
 
 _LENGTH = {"m": 1.0, "km": 1000.0, "cm": 0.01, "mm": 0.001, "mile": 1609.344, "yard": 0.9144, "foot": 0.3048,
            "inch": 0.0254}

@@ -24,7 +24,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from .config import ServerConfig
 from .errors import APIError, from_exception
 from .metrics import Metrics
-from .plan import Plan, plan_request, response_parts, usage
+from .plan import RequestPlan, plan_request, response_parts, usage
 from .prepare import Preparer, longest_token_chars
 from .protocol import ChatRequest
 from .scheduler import ClientDisconnected, Job, QueueFull, Scheduler, ShuttingDown
@@ -85,14 +85,14 @@ class ChatService:
             self.metrics.prepare.observe(job.ready - job.enqueued)
 
     # -- plan, submit, decode --------------------------------------------------------------------------------
-    def plan(self, req: ChatRequest) -> Plan:
+    def plan(self, req: ChatRequest) -> RequestPlan:
         if req.logprobs and not hasattr(self.engine, "backbone"):
             raise APIError(400, "logprobs: not available with this engine (it exposes no model backbone to score "
                                 "with)", param="logprobs", code="unsupported_parameter")
         return plan_request(req, default_mode=self.cfg.default_mode, context=self.preparer.context,
                             max_token_chars=self.max_token_chars)
 
-    def submit(self, plan: Plan, on_tokens: Callable[[list[int]], None] | None = None,
+    def submit(self, plan: RequestPlan, on_tokens: Callable[[list[int]], None] | None = None,
                on_draft: Callable[[list[int], list[bool]], None] | None = None) -> Job:
         prepare = None
         if plan.schema is not None and not self.preparer.is_cached(plan.schema):
@@ -105,7 +105,7 @@ class ChatService:
                 self.metrics.reject("queue_full")
             raise from_exception(e, self.cfg.request_timeout_s) from None
 
-    def _decode(self, job: Job, plan: Plan, on_tokens: Callable | None, on_draft: Callable | None) -> Outcome:
+    def _decode(self, job: Job, plan: RequestPlan, on_tokens: Callable | None, on_draft: Callable | None) -> Outcome:
         template = job.prepared if job.prepare is not None else self.preparer.build(plan, job)
         prompt_ids = self.preparer.check_prompt(plan)
         progress = self.scheduler.progress if self.scheduler.batcher is None else (lambda: None)
