@@ -41,6 +41,7 @@ from .sdk import (
     RunResult,
     RunUsage,
     TestModel,
+    Tool,
     Trace,
     aextract,
     extract,
@@ -48,7 +49,7 @@ from .sdk import (
 )
 
 if TYPE_CHECKING:
-    from .constrain.compiler import compile_schema_cached as compile_schema
+    from .constrain.compiler import compile_schema
     from .engine import default_engine
     from .engine.engine import Engine
 
@@ -66,9 +67,9 @@ def __getattr__(name: str):
 
         return default_engine
     if name == "compile_schema":
-        from .constrain.compiler import compile_schema_cached
+        from .constrain.compiler import compile_schema
 
-        return compile_schema_cached
+        return compile_schema
     raise AttributeError(f"module 'agentkit' has no attribute {name!r}")
 
 
@@ -98,6 +99,7 @@ __all__ = [
     "SchemaLimitError",
     "Template",
     "TestModel",
+    "Tool",
     "Trace",
     "UnexpectedModelBehavior",
     "UnsupportedModeError",

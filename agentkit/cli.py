@@ -87,11 +87,11 @@ def generate(
                            temperature=temperature, seed=seed, weights=weights)
         template = None
         if schema is not None:
-            from .constrain.compiler import compile_schema_cached
+            from .constrain.compiler import compile_schema
 
             if not schema.is_file():
                 raise FileNotFoundError(f"schema file {str(schema)!r} not found")
-            template = compile_schema_cached(json.loads(schema.read_text()))
+            template = compile_schema(json.loads(schema.read_text()))
         res = _engine(model, adapter=not no_adapter, backend=backend, threads=threads).generate(prompt, cfg,
                                                                                               template=template)
     except (AgentkitError, FileNotFoundError, json.JSONDecodeError) as e:
@@ -113,7 +113,7 @@ def demo(
     from pydantic import BaseModel
 
     from .config import DecodeConfig
-    from .constrain.compiler import compile_schema_cached
+    from .constrain.compiler import compile_schema
 
     class Meeting(BaseModel):
         person: str
@@ -124,7 +124,7 @@ def demo(
     text = "Lunch with Maria Lopez in Lisbon on Friday, the four of us."
     try:
         engine = _engine(model, backend=backend)
-        template = compile_schema_cached(Meeting, strict=True)
+        template = compile_schema(Meeting, strict=True)
         messages = [
             {"role": "system", "content": "Extract the meeting as JSON with keys person, city, day, attendees."},
             {"role": "user", "content": text},

@@ -16,7 +16,7 @@ Where a setting applies (:data:`PATHS`):
   ``"agentkit.NAME"`` in the extension); the HTTP client sends exactly these, and refuses a config whose other
   settings differ from their defaults (the server could not honour them);
 - ``cli``: an option of ``agentkit generate``;
-- ``evals``: a field of the evals' ``RunContext``.
+- ``evals``: a field of the evals' ``EvalContext``.
 """
 
 from __future__ import annotations

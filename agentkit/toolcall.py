@@ -59,7 +59,7 @@ def call_template(tools: Sequence[ToolSpec], *, style: str | JsonStyle | None = 
     if len(set(names)) != len(names):
         raise ValueError(f"duplicate tool names in {names}")
     st = json_style(style)
-    fn = compiler.compile_schema_cached if cached else compiler.compile_schema
+    fn = compiler.compile_schema if cached else compiler.compile_schema_uncached
     args, ms, schemas = [], 0.0, []
     for name, params in tools:
         if params is None:

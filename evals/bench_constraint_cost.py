@@ -51,7 +51,7 @@ CASES = [
         "required": ["amount", "from", "to"], "additionalProperties": False}),
 ]
 SYSTEM = "Call the tool by writing its arguments as JSON. Arguments schema: {schema}"
-MODES = ("diffusion", "verify", "ar-constrained")
+CONSTRAINED_MODES = ("diffusion", "verify", "ar-constrained")
 
 
 def _slots(node):
@@ -71,7 +71,7 @@ def main() -> None:
     args = ap.parse_args()
     import json
 
-    from agentkit.constrain.compiler import compile_schema
+    from agentkit.constrain.compiler import compile_schema_uncached
 
     t_all = time.perf_counter()
     engine = Engine(EngineConfig(model=args.model, threads=args.threads))
@@ -86,13 +86,13 @@ def main() -> None:
                 {"role": "user", "content": prompt}]
         t0 = time.perf_counter()  # slot DFAs over the vocabulary: built once per regex (cached across templates)
         n_slots = 0
-        for slot in _slots(compile_schema(copy.deepcopy(schema)).root):
+        for slot in _slots(compile_schema_uncached(copy.deepcopy(schema)).root):
             slot_index(slot.regex, engine.vocab)
             n_slots += 1
         print(f"| {ci + 1} | (slot DFAs: {n_slots} slots, built in {1000 * (time.perf_counter() - t0):.0f} ms, "
               "before the runs below) |||||||||")
-        for mode in MODES:
-            template = compile_schema(copy.deepcopy(schema))  # fresh object: no token mask memoised yet
+        for mode in CONSTRAINED_MODES:
+            template = compile_schema_uncached(copy.deepcopy(schema))  # fresh object: no token mask memoised yet
             cfg = DecodeConfig(mode="ar" if mode == "ar-constrained" else mode, max_new_tokens=256,
                                canvas_length=args.canvas_length)
             for run in ("cold", "warm"):

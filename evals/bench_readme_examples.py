@@ -19,7 +19,7 @@ import torch
 from pydantic import BaseModel
 
 from agentkit.config import DecodeConfig, EngineConfig
-from agentkit.constrain.compiler import compile_schema_cached
+from agentkit.constrain.compiler import compile_schema
 from agentkit.engine.engine import Engine
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,10 +34,10 @@ class Meeting(BaseModel):
 
 def cases():
     yield ("person.json", "Extract: Ana, 31, Lisbon",
-           compile_schema_cached(json.loads((ROOT / "schemas" / "person.json").read_text())), 256)
+           compile_schema(json.loads((ROOT / "schemas" / "person.json").read_text())), 256)
     text = "Lunch with Maria Lopez in Lisbon on Friday, the four of us."
     yield ("demo", [{"role": "system", "content": "Extract the meeting as JSON with keys person, city, day, attendees."},
-                    {"role": "user", "content": text}], compile_schema_cached(Meeting, strict=True), 96)
+                    {"role": "user", "content": text}], compile_schema(Meeting, strict=True), 96)
 
 
 SETTINGS = [("ar", {"mode": "ar"}), ("diffusion", {"mode": "diffusion"}), ("verify/lookup", {"mode": "verify"}),

@@ -84,7 +84,7 @@ def _flag(value: str) -> bool:
 
 
 _flag.__name__ = "flag (0 or 1)"
-CONTEXT_FIELDS = {"copy_bias": float, "copy_from": str, "copy_numbers": _flag}  # RunContext fields a variant may set with +FIELD=VALUE
+CONTEXT_FIELDS = {"copy_bias": float, "copy_from": str, "copy_numbers": _flag}  # EvalContext fields a variant sets: +FIELD=VALUE
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> dict:
     from agentkit.evals import bfcl
     from agentkit.evals.peers import load_peers, run_peer
     from agentkit.evals.report import environment, markdown_table, summarize, write_json_atomic
-    from agentkit.evals.runner import RunContext
+    from agentkit.evals.runner import EvalContext
     from agentkit.models.loader import resolve_dtype
 
     torch.set_num_threads(args.threads)
@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> dict:
                        log=lambda m: print(m, file=sys.stderr))
     names = variants + list(peers)
     items = bfcl.load_bfcl(Path(args.data), args.limit)[shard::shards][args.from_item:]
-    ctx = RunContext(seed=0)
+    ctx = EvalContext(seed=0)
     result: dict = {"suite": "bfcl", "data": args.data, "limit": args.limit, "shard": args.shard,
                     "from_item": args.from_item, "variants": names,
                     "engine_dtype": resolve_dtype(ecfg.dtype, ecfg.device), "engine_backend": ecfg.backend,

@@ -22,11 +22,8 @@ if __package__ in (None, ""):  # run as a script: make the repository's top-leve
 
 from agentkit.tools.workspace import Workspace
 
-from agentkit.config import DecodeConfig
+from agentkit import Agent, AgentRunError, DecodeConfig, Limits, RoutingPolicy, Template, Tool, WorkspaceError
 from agentkit.constrain.edits import DIVIDER, REPLACE_MARK, file_lines, search_replace_template
-from agentkit.constrain.nodes import Template
-from agentkit.errors import WorkspaceError
-from agentkit.sdk import Agent, Limits, RoutingPolicy, Tool
 
 INSTRUCTIONS = """You are a coding assistant working inside one repository folder.
 Work in small steps: list the files, read the ones that matter, change code with apply_edits, then run_tests to
@@ -115,7 +112,7 @@ def build_agent(root: str | os.PathLike[str] | None = None, model: Any = None, *
     root = root if root is not None else os.environ.get("AGENTKIT_WORKSPACE", os.getcwd())
     ws = Workspace(root, command_timeout_s=test_timeout_s, max_output_chars=max_output_chars)
     if model is None:
-        from agentkit.engine import default_engine
+        from agentkit import default_engine
 
         model = default_engine()
 
@@ -186,7 +183,6 @@ def main(argv: list[str]) -> int:
         print(__doc__.strip().splitlines()[-2].strip(), file=sys.stderr)
         return 2
     repo, task = argv
-    from agentkit.errors import AgentRunError
 
     try:
         result = build_agent(repo).run_sync(task)

@@ -9,8 +9,7 @@ import argparse
 
 from pydantic import BaseModel, Field
 
-from agentkit.engine import default_engine
-from agentkit.sdk import Agent
+from agentkit import Agent, default_engine
 
 
 class Meeting(BaseModel):

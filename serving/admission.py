@@ -22,7 +22,7 @@ import threading
 from typing import Any
 
 from .errors import APIError
-from .plan import Plan
+from .plan import RequestPlan
 
 TEMPLATE_CHARS = 16  # schema JSON characters per unit of template work (a template node per ~16 characters)
 SMALL_REQUEST_WORK = 16 + 64  # a 16-token AR answer to a short prompt: what readiness must be able to take
@@ -35,7 +35,7 @@ class WorkBudgetFull(Exception):
         self.retry_after_s, self.code = retry_after_s, code
 
 
-def check_bounds(plan: Plan, cfg: Any) -> None:
+def check_bounds(plan: RequestPlan, cfg: Any) -> None:
     """400 when the request's canvas or step count passes the server's bound (in any mode; the engine's defaults,
     32 and 48, are within the default bounds)."""
     c = plan.config
@@ -47,7 +47,7 @@ def check_bounds(plan: Plan, cfg: Any) -> None:
                            code="limit_exceeded", limit=name, limit_value=bound)
 
 
-def estimate_work(plan: Plan, prompt_chars: int) -> int:
+def estimate_work(plan: RequestPlan, prompt_chars: int) -> int:
     """Positions the model may process for ``plan`` (an upper bound; see the module docstring)."""
     c = plan.config
     out = c.max_new_tokens

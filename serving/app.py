@@ -80,7 +80,7 @@ def create_app(engine: Any, config: ServerConfig | None = None, *,
     ``default_mode``, ``prepare_workers``, ``ready_stall_s``, ... see :class:`~serving.config.ServerConfig`) sets the limits. ``max_batch`` applies to engines
     whose ``generate`` takes ``batch=`` (a seat at an ``agentkit.engine.batch.Batcher``, as ``Engine.generate``
     does); any other engine is served one request at a time. ``compile_schema`` defaults to
-    ``agentkit.constrain.compiler.compile_schema_cached`` (imported lazily).
+    ``agentkit.constrain.compiler.compile_schema`` (imported lazily).
     """
     if config is not None and settings:
         raise TypeError("pass either config or its fields as keywords, not both")

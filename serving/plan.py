@@ -64,7 +64,7 @@ class SchemaJob:
 
 
 @dataclass
-class Plan:
+class RequestPlan:
     """Everything decided before the request is queued."""
 
     messages: list[dict[str, str]]
@@ -209,7 +209,7 @@ def decode_config(req: ChatRequest, mode: str, max_tokens: int, copy_source: str
 
 
 def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: int | None = None,
-                 max_token_chars: int | None = None) -> Plan:
+                 max_token_chars: int | None = None) -> RequestPlan:
     """The plan for ``req``. Without ``agentkit.mode`` and ``default_mode``, structured output decodes in the
     calibrated mode (``agentkit.calibration.structured_mode``, the SDK's ``RoutingPolicy`` default too), free text
     in AR. ``context`` (the model's context in tokens) and ``max_token_chars`` (the longest
@@ -233,7 +233,7 @@ def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: 
     tool_mode: Literal["none", "forced", "auto"] = "forced" if forced else (
         "auto" if choice == "auto" and schema is None else "none")
     names = frozenset(t.function.name for t in (forced or tools)) if tool_mode != "none" else frozenset()
-    return Plan(messages, decode_config(req, mode, max_tokens, source), schema, tool_mode, names, ext.canvas,
+    return RequestPlan(messages, decode_config(req, mode, max_tokens, source), schema, tool_mode, names, ext.canvas,
                 max_tokens_given=given is not None,
                 logprobs=(req.top_logprobs or 0) if req.logprobs else None, stop=list(req.stop or []))
 
@@ -247,7 +247,7 @@ def check_prompt_length(prompt_tokens: int, context: int, max_tokens: int, *, at
         raise user_error(e) from None
 
 
-def fit_max_tokens(plan: Plan, prompt_tokens: int, context: int | None) -> int:
+def fit_max_tokens(plan: RequestPlan, prompt_tokens: int, context: int | None) -> int:
     """The request's max_tokens once the prompt's length is known (a default shrinks to what the context leaves;
     a given value that does not fit is a 400)."""
     want = plan.config.max_new_tokens
@@ -263,7 +263,7 @@ def fit_max_tokens(plan: Plan, prompt_tokens: int, context: int | None) -> int:
 # result -> response parts
 
 
-def response_parts(plan: Plan, text: str, value: Any, finish_reason: str) -> tuple[dict[str, Any], str]:
+def response_parts(plan: RequestPlan, text: str, value: Any, finish_reason: str) -> tuple[dict[str, Any], str]:
     """(assistant message, finish_reason) for a generation result."""
     call = None
     if plan.tool_mode != "none":

@@ -34,7 +34,7 @@ from agentkit.errors import CompileCancelled, UserError
 from agentkit.toolcall import call_template
 
 from .errors import APIError, user_error
-from .plan import Plan, SchemaJob, fit_max_tokens
+from .plan import RequestPlan, SchemaJob, fit_max_tokens
 from .scheduler import Job, SliceExpired
 
 EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
@@ -65,7 +65,7 @@ def longest_token_chars(engine: Any) -> int | None:
 
 class Preparer:
     """Compiles, builds and checks (see the module docstring). ``compile_schema(schema, strict=...)`` defaults
-    to ``agentkit.constrain.compiler.compile_schema_cached``."""
+    to ``agentkit.constrain.compiler.compile_schema``."""
 
     def __init__(self, engine: Any, compile_schema: Compile | None = None, cache_size: int = 64,
                  max_context: int | None = None, limits: CompileLimits | None = None, *,
@@ -84,11 +84,11 @@ class Preparer:
     def compiler(self) -> Compile:
         if self._compile is None:
             try:
-                from agentkit.constrain.compiler import compile_schema_cached
+                from agentkit.constrain.compiler import compile_schema
             except ImportError as e:
                 raise APIError(501, f"structured output is unavailable: the schema compiler failed to import "
                                     f"({e})", "server_error", "compiler_unavailable") from None
-            self._compile = compile_schema_cached
+            self._compile = compile_schema
         return self._compile
 
     def compile_one(self, schema: Any, where: str, strict: bool = False, style: str | None = None) -> Template:
@@ -130,7 +130,7 @@ class Preparer:
         job.check()
         build_constraint(template, engine=self.engine, limits=limits, cancel=job.cancelled)
 
-    def prompt_ids(self, plan: Plan) -> list[int] | None:
+    def prompt_ids(self, plan: RequestPlan) -> list[int] | None:
         encode = getattr(self.engine, "encode_prompt", None)
         if encode is None:
             return None
@@ -144,7 +144,7 @@ class Preparer:
         with self._lock:
             return sj.key in self._templates
 
-    def build(self, plan: Plan, job: Job) -> Template | None:
+    def build(self, plan: RequestPlan, job: Job) -> Template | None:
         """Steps 1-2 (the preparation pool runs this when the schema is not cached yet). On the fast lane the
         build is cut to ``fast_lane_s`` and raises :class:`SliceExpired` past it (the scheduler moves it to the slow
         lane). A build that fails is remembered (:meth:`check_failed`)."""
@@ -193,7 +193,7 @@ class Preparer:
             raise APIError(e.status, f"{e.message} (remembered: this schema failed before)", e.type, e.code,
                            e.param, **e.extra)
 
-    def check_prompt(self, plan: Plan) -> list[int] | None:
+    def check_prompt(self, plan: RequestPlan) -> list[int] | None:
         """Step 3 (on the decoding worker, before the request's first forward): tokenize and check the prompt;
         a default max_tokens shrinks to what the context leaves."""
         ids = self.prompt_ids(plan)

@@ -83,7 +83,7 @@ class FunctionCall(_Lenient):
     arguments: str | dict[str, Any] = "{}"
 
 
-class ToolCall(_Lenient):
+class MessageToolCall(_Lenient):
     id: str | None = None
     type: Literal["function"] = "function"
     function: FunctionCall
@@ -93,7 +93,7 @@ class Message(_Lenient):
     role: Literal["system", "developer", "user", "assistant", "tool", "function"]
     content: str | list[ContentPart] | None = None
     name: str | None = None
-    tool_calls: list[ToolCall] | None = None
+    tool_calls: list[MessageToolCall] | None = None
     tool_call_id: str | None = None
 
 

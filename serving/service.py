@@ -25,7 +25,7 @@ from .admission import WorkBudget, WorkBudgetFull, check_bounds, check_request_w
 from .config import ServerConfig
 from .errors import APIError, from_exception
 from .metrics import Metrics
-from .plan import Plan, plan_request, response_parts, usage
+from .plan import RequestPlan, plan_request, response_parts, usage
 from .prepare import Preparer, longest_token_chars
 from .protocol import ChatRequest
 from .scheduler import ClientDisconnected, Job, QueueFull, Scheduler, ShuttingDown
@@ -89,7 +89,7 @@ class ChatService:
             self.metrics.prepare.observe(job.ready - job.enqueued)
 
     # -- plan, submit, decode --------------------------------------------------------------------------------
-    def plan(self, req: ChatRequest) -> Plan:
+    def plan(self, req: ChatRequest) -> RequestPlan:
         if req.logprobs and not hasattr(self.engine, "backbone"):
             raise APIError(400, "logprobs: not available with this engine (it exposes no model backbone to score "
                                 "with)", param="logprobs", code="unsupported_parameter")
@@ -98,7 +98,7 @@ class ChatService:
         check_bounds(plan, self.cfg)
         return plan
 
-    def submit(self, plan: Plan, on_tokens: Callable[[list[int]], None] | None = None,
+    def submit(self, plan: RequestPlan, on_tokens: Callable[[list[int]], None] | None = None,
                on_draft: Callable[[list[int], list[bool]], None] | None = None) -> Job:
         work = estimate_work(plan, sum(len(m["content"]) for m in plan.messages))
         check_request_work(work, self.cfg)
@@ -125,7 +125,7 @@ class ChatService:
         job.future.add_done_callback(lambda _f: self.budget.release(work))
         return job
 
-    def _decode(self, job: Job, plan: Plan, on_tokens: Callable | None, on_draft: Callable | None) -> Outcome:
+    def _decode(self, job: Job, plan: RequestPlan, on_tokens: Callable | None, on_draft: Callable | None) -> Outcome:
         template = job.prepared if job.prepare is not None else self.preparer.build(plan, job)
         prompt_ids = self.preparer.check_prompt(plan)
         progress = self.scheduler.progress if self.scheduler.batcher is None else (lambda: None)

@@ -27,7 +27,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import StreamingResponse
 
-from .plan import Plan, response_parts, usage
+from .plan import RequestPlan, response_parts, usage
 from .scheduler import ClientDisconnected, Job
 from .sse import DONE, Chunks, TextDeltas, event
 
@@ -35,7 +35,7 @@ Item = tuple[str, Any]  # ("text", str) | ("canvas", dict)
 _CALL_HEAD = re.compile(r'\s*\{\s*"name"\s*:\s*("(?:[^"\\]|\\.)*")\s*,\s*"arguments"\s*:\s*')
 
 
-async def open_stream(svc: Any, plan: Plan, request: Request, t0: float) -> StreamingResponse:
+async def open_stream(svc: Any, plan: RequestPlan, request: Request, t0: float) -> StreamingResponse:
     loop = asyncio.get_running_loop()
     q: asyncio.Queue[Item] = asyncio.Queue()
 
@@ -96,7 +96,7 @@ async def _first(svc: Any, job: Job, waiter: asyncio.Future, q: asyncio.Queue, r
 
 
 class _Stream:
-    def __init__(self, svc: Any, plan: Plan, job: Job, waiter: asyncio.Future, q: asyncio.Queue,
+    def __init__(self, svc: Any, plan: RequestPlan, job: Job, waiter: asyncio.Future, q: asyncio.Queue,
                  deltas: TextDeltas, t0: float) -> None:
         self.svc, self.plan, self.job, self.waiter, self.q, self.deltas, self.t0 = svc, plan, job, waiter, q, deltas, t0
         self.chunks = Chunks("chatcmpl-" + uuid.uuid4().hex, int(time.time()), svc.model_name)

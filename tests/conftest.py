@@ -1,4 +1,5 @@
 import contextlib
+import os
 import socket
 import threading
 import time
@@ -10,7 +11,8 @@ import pytest
 warnings.filterwarnings("ignore", category=FutureWarning)
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
+# the shared benchmark data: ../shared/data next to the checkout (as CI has it), or where AGENTKIT_SHARED_DATA says
+SHARED_DATA = Path(os.environ.get("AGENTKIT_SHARED_DATA") or REPO.parent / "shared" / "data")
 
 
 @pytest.fixture(scope="session")

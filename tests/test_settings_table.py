@@ -18,7 +18,7 @@ NOT_SETTINGS = {
                     "n", "logprobs", "top_logprobs", "agentkit", "frequency_penalty", "presence_penalty",
                     "logit_bias", "user", "metadata", "store", "service_tier", "parallel_tool_calls",
                     "prompt_cache_key", "safety_identifier", "stream_options"},
-    "RunContext": {"free_max_new_tokens", "prompt", "on_draft", "frames"},
+    "EvalContext": {"free_max_new_tokens", "prompt", "on_draft", "frames"},
     "cli generate": {"prompt", "model", "schema", "no_adapter", "as_json", "backend", "threads"},
     "RayServeConfig": {"replicas", "autoscale", "address", "host", "port", "engine_factory", "num_cpus_per_replica",
                        "graceful_shutdown_timeout_s", "health_check_period_s", "health_check_timeout_s",
@@ -26,8 +26,8 @@ NOT_SETTINGS = {
 }
 # defaults a place sets on purpose apart from the table's (with why)
 OWN_DEFAULTS = {
-    ("RunContext", "max_new_tokens"): 512,  # constrained eval modes: the template ends the output first
-    ("RunContext", "seed"): 0,  # evals are seeded
+    ("EvalContext", "max_new_tokens"): 512,  # constrained eval modes: the template ends the output first
+    ("EvalContext", "seed"): 0,  # evals are seeded
     ("cli generate", "max_new_tokens"): 128,  # a short reply on the command line
 }
 
@@ -151,9 +151,9 @@ def test_http_refuses_a_setting_the_server_cannot_honour(field, value):
 
 
 def test_evals_context_is_checked():
-    from agentkit.evals.runner import RunContext
+    from agentkit.evals.runner import EvalContext
 
-    _check_place("RunContext", {f.name: _default(f) for f in dataclasses.fields(RunContext)}, "evals")
+    _check_place("EvalContext", {f.name: _default(f) for f in dataclasses.fields(EvalContext)}, "evals")
 
 
 def test_cli_generate_options_are_checked():

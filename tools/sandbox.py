@@ -36,7 +36,7 @@ from agentkit.tools.limits import PidsCgroup, SandboxLimits
 
 from agentkit.errors import WorkspaceError
 
-MODES = ("bwrap", "unshare", "none")
+ISOLATION_MODES = ("bwrap", "unshare", "none")
 CONTROL_PATHS = (".git", ".hg", ".svn", ".venv", "venv")  # the host runs code from these later
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/nsswitch.conf",
@@ -63,8 +63,8 @@ def pick_mode(wanted: str) -> str:
     """The mode to use: ``wanted`` (``"auto"`` = the best available); a mode not available here is an error."""
     if wanted == "auto":
         return "bwrap" if bwrap_ok() else "unshare" if unshare_ok() else "none"
-    if wanted not in MODES:
-        raise WorkspaceError(f"isolation {wanted!r} is not one of auto, {', '.join(MODES)}")
+    if wanted not in ISOLATION_MODES:
+        raise WorkspaceError(f"isolation {wanted!r} is not one of auto, {', '.join(ISOLATION_MODES)}")
     if (wanted == "bwrap" and not bwrap_ok()) or (wanted == "unshare" and not unshare_ok()):
         raise WorkspaceError(f"isolation {wanted!r} is not available on this machine")
     return wanted

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import UnsupportedSchemaError
-from .compiler import compile_schema_cached
+from .compiler import compile_schema
 from .limits import DEFAULT_LIMITS, Cancel, CompileLimits, budget
 from .nodes import Template
 
@@ -23,7 +23,7 @@ def build_constraint(schema: dict | type | Template, *, engine: Any = None, limi
     ``engine``, build its token automaton for that engine's vocabulary, all within ``limits`` (defaults when None).
 
     Returns the template; ``engine.generate(..., template=it)`` then finds its automaton ready. ``compile_options``
-    go to :func:`~agentkit.constrain.compiler.compile_schema_cached` (``strict``, ``style``, ``max_depth``,
+    go to :func:`~agentkit.constrain.compiler.compile_schema` (``strict``, ``style``, ``max_depth``,
     ``digits``). Raises UnsupportedSchemaError (SchemaLimitError past a limit: its ``limit`` names which, its
     ``pointer`` where) or CompileCancelled. Thread-safe; meant to run in a worker thread, off the event loop."""
     lim = limits or DEFAULT_LIMITS
@@ -31,7 +31,7 @@ def build_constraint(schema: dict | type | Template, *, engine: Any = None, limi
         if isinstance(schema, Template):
             template = schema
         elif isinstance(schema, (dict, bool)) or (isinstance(schema, type) and hasattr(schema, "model_json_schema")):
-            template = compile_schema_cached(schema, limits=lim, **compile_options)
+            template = compile_schema(schema, limits=lim, **compile_options)
         else:
             raise UnsupportedSchemaError("schema", "#", f"a schema must be an object or a boolean, not {schema!r}")
         if engine is not None:

@@ -39,7 +39,7 @@ def check_file(path: str | Path) -> dict[str, Any]:
     """Compile one MaskBench file and run its tests. Returns ``{"file", "compiled", "passed", "compile_ms",
     "stage", "error", "keyword", "detail", "tests"}`` (stage None when it passed)."""
     from .canonical import canonical_json
-    from .compiler import compile_schema
+    from .compiler import compile_schema_uncached
     from .matcher import tree_matches
 
     path = Path(path)
@@ -49,7 +49,7 @@ def check_file(path: str | Path) -> dict[str, Any]:
     schema, tests = doc["schema"], doc.get("tests") or []
     out["tests"] = len(tests)
     try:
-        tpl = compile_schema(schema)
+        tpl = compile_schema_uncached(schema)
     except UnsupportedSchemaError as e:
         out.update(stage="compile", error=type(e).__name__, keyword=e.keyword, detail=f"{e.pointer}: {e.detail}"[:300])
         return out

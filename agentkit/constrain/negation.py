@@ -1,4 +1,4 @@
-"""``not`` pushed down to keyword level (a mixin of :class:`agentkit.constrain.normalize.Normalizer`).
+"""``not`` pushed down to keyword level: the :class:`Negator` a :class:`~agentkit.constrain.normalize.Normalizer` owns.
 
 A schema is a conjunction, so its negation is the union of its parts' negations. A type-specific keyword holds for
 every value of another type, so its negation only holds values of its own type (``not {minLength: 2}`` is the
@@ -32,10 +32,14 @@ def _others(*types: str) -> Flat | None:
 
 
 
-class Negation:
-    """``negate``; needs ``product``, ``dnf_one``, ``_ref``, ``synth``, ``draft4`` from the normalizer."""
+class Negator:
+    """``not s`` as flat alternatives. ``not`` and the positive form recurse into each other (``not {anyOf}``,
+    ``not {not}``, ``$ref``), so the negator works for one :class:`~agentkit.constrain.normalize.Normalizer` (its
+    ``norm``: ``product``, ``dnf_one``, ``ref``, ``synth`` and the draft flags)."""
 
-    # -- negation -----------------------------------------------------------------------------------------------
+    def __init__(self, norm: Any) -> None:
+        self.norm = norm
+
     def negate(self, s: Any, p: str, ctx: int, visiting: frozenset) -> list[Flat]:
         """DNF of ``not s``; raises UnsupportedSchemaError where the complement is not expressible.
 
@@ -49,8 +53,8 @@ class Negation:
         if not isinstance(s, dict):
             raise UnsupportedSchemaError("not", p, "bad schema")
         ref = s.get("$ref")
-        if isinstance(ref, str) and self.old_draft:
-            return self._ref(ref, p, ctx, visiting, negate=True)
+        if isinstance(ref, str) and self.norm.old_draft:
+            return self.norm.ref(ref, p, ctx, visiting, negate=True)
         out: list[Flat] = []
 
         def add(*fs: Flat | None) -> None:
@@ -97,7 +101,7 @@ class Negation:
         out: list[Flat | None] = []
         if "multipleOf" in s:
             raise UnsupportedSchemaError("not", p, "not multipleOf")
-        f = simple({k: s[k] for k in _NUMBER_KW if k in s}, p, self.draft4)
+        f = simple({k: s[k] for k in _NUMBER_KW if k in s}, p, self.norm.draft4)
         if f.lo is not None:
             out.append(Flat(types=("number",), hi=f.lo, hi_ex=not f.lo_ex))
         if f.hi is not None:
@@ -111,11 +115,11 @@ class Negation:
         addl = s.get("additionalProperties")
         if addl is not None and addl is not True and addl != {}:  # some extra property breaks it
             spec = ("extra", tuple(s.get("properties") or {}), tuple(s.get("patternProperties") or {}))
-            val = True if addl is False else self.synth({"not": addl})
+            val = True if addl is False else self.norm.synth({"not": addl})
             out.append(Flat(types=obj, need=((spec, (val, f"{p}/additionalProperties")),)))
         for rx, sub in (s.get("patternProperties") or {}).items():
             if sub is not True and sub != {}:
-                val = True if sub is False else self.synth({"not": sub})
+                val = True if sub is False else self.norm.synth({"not": sub})
                 out.append(Flat(types=obj, need=((("pattern", rx), (val, f"{p}/patternProperties")),)))
         if "propertyNames" in s and s["propertyNames"] not in (True, {}):
             spec = ("pname", (s["propertyNames"], f"{p}/propertyNames"))
@@ -126,13 +130,13 @@ class Negation:
                 if isinstance(dep, list):
                     out.extend(replace(need, oclauses=(({d: (False, p)}, (), None, p),)) for d in dep)
                 else:
-                    out.extend(self.product([need], self.negate(dep, f"{p}/{k}/{name}", ctx, visiting), p))
+                    out.extend(self.norm.product([need], self.negate(dep, f"{p}/{k}/{name}", ctx, visiting), p))
         for name in s.get("required") or ():
             out.append(Flat(types=("object",), oclauses=(({name: (False, p)}, (), None, p),)))
         for name, sub in (s.get("properties") or {}).items():
             if sub is True or sub == {}:
                 continue
-            neg = False if sub is False else self.synth({"not": sub})
+            neg = False if sub is False else self.norm.synth({"not": sub})
             out.append(Flat(types=("object",), required=(name,), oclauses=(({name: (neg, f"{p}/properties/{name}")},
                                                                       (), None, p),)))
         if "minProperties" in s and _count(s, "minProperties", p) > 0:
@@ -156,12 +160,12 @@ class Negation:
             elif c is False:
                 out.append(Flat(types=("array",)))
             else:
-                out.append(Flat(types=("array",), aclauses=(((), (self.synth({"not": c}), f"{p}/contains"), p),)))
+                out.append(Flat(types=("array",), aclauses=(((), (self.norm.synth({"not": c}), f"{p}/contains"), p),)))
         items = s.get("items")
         if isinstance(items, list):
             raise UnsupportedSchemaError("not", p, "not items (tuple)")
         if items is not None and items is not True and items != {}:
-            neg = True if items is False else self.synth({"not": items})
+            neg = True if items is False else self.norm.synth({"not": items})
             out.append(Flat(types=("array",), contains=((neg, f"{p}/items"),)))
         if "minItems" in s and _count(s, "minItems", p) > 0:
             out.append(Flat(types=("array",), max_items=_count(s, "minItems", p) - 1))
@@ -177,23 +181,23 @@ class Negation:
         if "anyOf" in s:
             acc = [TOP]
             for i, sub in enumerate(_list(s, "anyOf", p)):
-                acc = self.product(acc, self.negate(sub, f"{p}/anyOf/{i}", ctx, visiting), p)
+                acc = self.norm.product(acc, self.negate(sub, f"{p}/anyOf/{i}", ctx, visiting), p)
             out.extend(acc)
         if "not" in s:
-            out.extend(self.dnf_one(s["not"], f"{p}/not", ctx, visiting))
+            out.extend(self.norm.dnf_one(s["not"], f"{p}/not", ctx, visiting))
         ref = s.get("$ref")
         if isinstance(ref, str):
-            out.extend(self._ref(ref, p, ctx, visiting, negate=True))
+            out.extend(self.norm.ref(ref, p, ctx, visiting, negate=True))
         if "oneOf" in s:  # none of the branches, or at least two of them
             subs = _list(s, "oneOf", p)
             acc = [TOP]
             for i, sub in enumerate(subs):
-                acc = self.product(acc, self.negate(sub, f"{p}/oneOf/{i}", ctx, visiting), p)
+                acc = self.norm.product(acc, self.negate(sub, f"{p}/oneOf/{i}", ctx, visiting), p)
             out.extend(acc)
-            pos = [self.dnf_one(sub, f"{p}/oneOf/{i}", ctx, visiting) for i, sub in enumerate(subs)]
+            pos = [self.norm.dnf_one(sub, f"{p}/oneOf/{i}", ctx, visiting) for i, sub in enumerate(subs)]
             for i in range(len(pos)):
                 for j in range(i + 1, len(pos)):
-                    out.extend(self.product(pos[i], pos[j], p))
+                    out.extend(self.norm.product(pos[i], pos[j], p))
         return out
 
     def format_enforced(self, name: str, p: str) -> bool:

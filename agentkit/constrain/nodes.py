@@ -8,9 +8,12 @@ enum members, anyOf branches, array lengths). Every node has an exact character-
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
+
+from .limits import current
 
 DEFAULT_SLOT_TOKENS = 48
 
@@ -116,3 +119,54 @@ def seq(*items: Node) -> Node:
     if len(out) == 1:
         return out[0]
     return Seq(tuple(out)) if out else Lit("")
+
+
+def choice(opts: list) -> Node | None:
+    """A Choice of the distinct options (None when there are none). Linear in the options: literals (enum members,
+    the bulk of large choices) are compared by text through a set; other nodes by equality among themselves."""
+    out: list = []
+    texts: set[str] = set()
+    others: list = []
+    budget = current()
+    for o in opts:
+        budget.tick(1024)
+        if o is None:
+            continue
+        if isinstance(o, Lit):
+            if o.text in texts:
+                continue
+            texts.add(o.text)
+        elif any(o is x or o == x for x in others):
+            continue
+        else:
+            others.append(o)
+        out.append(o)
+    if len(texts) >= TRIE_MIN:  # a big enum: shared prefixes factored out, so a decoding state holds few threads
+        lits = [o.text for o in out if isinstance(o, Lit)]
+        out = [o for o in out if not isinstance(o, Lit)] + [lit_trie(lits)]
+    return None if not out else out[0] if len(out) == 1 else Choice(tuple(out))
+
+
+TRIE_MIN = 32  # literal options from which a choice is factored into a trie (below: one thread each is cheap)
+_TRIE_DEPTH = 64  # nested branch points at most; deeper groups stay flat choices (no recursion limit on input)
+
+
+def lit_trie(texts: list[str], depth: int = 0) -> Node:
+    """The choice among the distinct ``texts`` as a trie: their common prefix once, then a choice per next
+    character. Same language as ``Choice(Lit(t) for t in texts)``, but the token automaton's state inside a
+    shared prefix is one thread instead of one per member: a 5,000-member enum whose members share 100
+    characters costs masks over at most one branch point's children, not 5,000 literals, at every step."""
+    if len(texts) == 1:
+        return Lit(texts[0])
+    p = os.path.commonprefix(texts)
+    rest = [t[len(p):] for t in texts]
+    if depth >= _TRIE_DEPTH or len(texts) < 4:
+        opts: list[Node] = [Lit(r) for r in rest]
+    else:
+        current().tick(64)
+        groups: dict[str, list[str]] = {}
+        for r in rest:
+            groups.setdefault(r[:1], []).append(r)
+        opts = [Lit("") if k == "" else lit_trie(g, depth + 1) for k, g in groups.items()]
+    node = opts[0] if len(opts) == 1 else Choice(tuple(opts))
+    return node if not p else seq(Lit(p), node)

@@ -12,20 +12,26 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-import jsonschema
-
 from ..errors import SchemaLimitError, UnsupportedSchemaError
 from . import automata
 from .canonical import Resolver, pattern_matches
-from .dnf import ALL_TYPES, MAX_ALTS, TOP, Flat, effective_types, merge, quick_empty, simple
+from .dnf import MAX_ALTS, TOP, Flat, _type_of, effective_types, merge, quick_empty, simple, vkey
 from .ecma_regex import PatternError
 from .formats import format_ast, number_regex
 from .json_regex import search_ast
 from .limits import current
-from .negation import Negation, _list
+from .negation import Negator, _list
 
 
-class Normalizer(Negation):
+class Normalizer:
+    """The normalise step of one compile: ``(schemas, recursion depth)`` → flat alternatives (:meth:`dnf`), with the
+    per-key and per-item subschemas of a flat (:meth:`key_conj`, :meth:`item_conj`) and the emptiness checks that
+    prove ``oneOf`` branches disjoint. It builds no template nodes; the layout builder asks it for each value's
+    alternatives, place by place (the recursion cut depends on the depth ``ctx`` a place is reached at, so the
+    whole schema is never rewritten at once). Its answers depend only on the arguments and the root schema: the
+    state it keeps is the recursive-target analysis (computed once from the root) and the schemas it synthesises
+    for ``not`` (kept alive because memo keys use their ids)."""
+
     def __init__(self, root: Any, max_depth: int) -> None:
         self.root, self.max_depth = root, max_depth
         self.res = Resolver(root if isinstance(root, dict) else {})
@@ -34,9 +40,13 @@ class Normalizer(Negation):
         self.old_draft = any(d in sch for d in ("draft-03", "draft-04", "draft-06", "draft-07"))
         self.draft4 = any(d in sch for d in ("draft-03", "draft-04"))
         self.keep: list = []  # synthesized schemas (their ids key memo tables)
-        self._validator = None
         self._recursive: set[str] | None = None
         self.budget = max_depth
+        self.neg = Negator(self)
+
+    def negate(self, s: Any, p: str, ctx: int, visiting: frozenset) -> list[Flat]:
+        """DNF of ``not s`` (see :class:`~agentkit.constrain.negation.Negator`)."""
+        return self.neg.negate(s, p, ctx, visiting)
 
     # -- DNF ----------------------------------------------------------------------------------------------------
     def dnf(self, conj, ctx: int) -> list[Flat]:
@@ -75,11 +85,11 @@ class Normalizer(Negation):
             raise UnsupportedSchemaError("schema", p, f"a schema must be an object or a boolean, not {s!r}")
         ref = s.get("$ref")
         if isinstance(ref, str) and self.old_draft:
-            return self._ref(ref, p, ctx, visiting)
+            return self.ref(ref, p, ctx, visiting)
         base = simple(s, p, self.draft4)
         alts = [] if quick_empty(base) else [base]
         if isinstance(ref, str):
-            alts = self.product(alts, self._ref(ref, p, ctx, visiting), p)
+            alts = self.product(alts, self.ref(ref, p, ctx, visiting), p)
         for i, sub in enumerate(_list(s, "allOf", p)):
             sub_ctx = alts if context is None else self.product(context, alts, p)
             alts = self.product(alts, self.dnf_one(sub, f"{p}/allOf/{i}", ctx, visiting, sub_ctx), p)
@@ -112,7 +122,7 @@ class Normalizer(Negation):
                 alts = self.product(alts, [absent] + present, dp)
         return alts
 
-    def _ref(self, ref: str, p: str, ctx: int, visiting: frozenset, negate: bool = False) -> list[Flat]:
+    def ref(self, ref: str, p: str, ctx: int, visiting: frozenset, negate: bool = False) -> list[Flat]:
         target, tp = self.res.resolve(ref, p)
         if tp in visiting:
             raise UnsupportedSchemaError("$ref", p, f"reference cycle through {tp} with no value in between")
@@ -126,52 +136,12 @@ class Normalizer(Negation):
         return [replace(f, refs=f.refs | {tp}) for f in fn(target, tp, ctx, visiting | {tp})]
 
     def recursive(self) -> set[str]:
-        """Pointers of the reference targets that can reach themselves (through any keyword)."""
-        if self._recursive is not None:
-            return self._recursive
-        edges: dict[str, set[str]] = {}
-
-        def refs_in(node: Any, out: set[str]) -> None:
-            if isinstance(node, dict):
-                if isinstance(node.get("$ref"), str):
-                    try:
-                        out.add(self.res.resolve(node["$ref"], "#")[1])
-                    except UnsupportedSchemaError:
-                        pass
-                for k, v in node.items():
-                    if k not in ("enum", "const", "default", "examples"):
-                        refs_in(v, out)
-            elif isinstance(node, list):
-                for v in node:
-                    refs_in(v, out)
-
-        todo = set()
-        refs_in(self.root, todo)
-        while todo:
-            tp = todo.pop()
-            if tp in edges:
-                continue
-            out: set[str] = set()
-            try:
-                refs_in(self.res.resolve(tp, "#")[0], out)
-            except (UnsupportedSchemaError, RecursionError):
-                pass
-            edges[tp] = out
-            todo |= out - set(edges)
-        rec = set()
-        longest = 1
-        for start, first in edges.items():  # breadth-first: the shortest cycle through each target
-            seen, frontier, dist = {start}, set(first), 1
-            while frontier and start not in frontier:
-                seen |= frontier
-                frontier = {y for x in frontier for y in edges.get(x, ()) if y not in seen or y == start}
-                dist += 1
-            if start in frontier:
-                rec.add(start)
-                longest = max(longest, dist)
-        self._recursive = rec
-        self.budget = self.max_depth * longest  # recursive entries allowed on a path: max_depth turns of a cycle
-        return rec
+        """Pointers of the reference targets that can reach themselves (through any keyword); sets the recursion
+        budget to ``max_depth`` turns of the longest such cycle."""
+        if self._recursive is None:
+            self._recursive, longest = recursive_targets(self.root, self.res)
+            self.budget = self.max_depth * longest  # recursive entries allowed on a path: max_depth turns of a cycle
+        return self._recursive
 
     def _one_of(self, alts, branches, p, ctx, visiting, context=None) -> list[Flat]:
         parts = [self.product(alts, self.dnf_one(sub, f"{p}/oneOf/{i}", ctx, visiting), p)
@@ -209,8 +179,6 @@ class Normalizer(Negation):
         return all(self.type_empty(f, t, ctx, depth) for t in effective_types(f))
 
     def type_empty(self, f: Flat, t: str, ctx: int, depth: int) -> bool:
-        from .dnf import _type_of, vkey
-
         excluded = {vkey(v) for v in f.not_values}
         if f.enum is not None:
             vals = [v for v in f.enum if _type_of(v, t) and vkey(v) not in excluded]
@@ -274,63 +242,54 @@ class Normalizer(Negation):
                 conj.append(rest)
         return conj
 
-    # -- validation of literal values (enum members, property names) ---------------------------------------------
-    def _literal_only(self, conj) -> list | None:
-        """The schemas behind ``conj`` when they hold only type/enum/const and annotations, else None."""
-        out, todo, seen = [], [s for s, _ in conj], set()
-        while todo:
-            s = todo.pop()
-            if s is True:
-                continue
-            if not isinstance(s, dict) or id(s) in seen or not set(s) <= _LITERAL_KEYS:
-                return None
-            seen.add(id(s))
-            if isinstance(s.get("$ref"), str):
-                try:
-                    todo.append(self.res.resolve(s["$ref"], "#")[0])
-                except UnsupportedSchemaError:
-                    return None
-            if isinstance(s.get("type"), (str, list)) and not set([s["type"]] if isinstance(s["type"], str)
-                                                                  else s["type"]) <= {*ALL_TYPES, "integer"}:
-                return None
-            out.append(s)
-        return out
 
-    def valid_values(self, values, conj, p: str) -> list:
-        """The members of ``values`` that every schema in ``conj`` accepts."""
-        if not conj:
-            return list(values)
-        simple_conj = self._literal_only(conj)
-        if simple_conj is None:
-            budget = current()
-            return [v for v in values if budget.tick(64) or self.valid(v, conj, p)]
-        from .dnf import _type_of, vkey
+def _refs_in(res: Resolver, node: Any, out: set[str]) -> None:
+    """Add to ``out`` the pointers of the ``$ref`` targets inside ``node`` (not under enum/const/default/examples)."""
+    if isinstance(node, dict):
+        if isinstance(node.get("$ref"), str):
+            try:
+                out.add(res.resolve(node["$ref"], "#")[1])
+            except UnsupportedSchemaError:
+                pass
+        for k, v in node.items():
+            if k not in ("enum", "const", "default", "examples"):
+                _refs_in(res, v, out)
+    elif isinstance(node, list):
+        for v in node:
+            _refs_in(res, v, out)
 
-        out = list(values)
-        budget = current()
-        for s in simple_conj:
-            budget.check()  # only type/enum/const/annotations: no need for a validator
-            ts = s.get("type")
-            ts = [ts] if isinstance(ts, str) else ts
-            keys = {vkey(v) for v in s["enum"]} if isinstance(s.get("enum"), list) else None
-            out = [v for v in out if (ts is None or any(_type_of(v, t) for t in ts))
-                   and (keys is None or vkey(v) in keys) and ("const" not in s or vkey(v) == vkey(s["const"]))]
-        return out
 
-    def valid(self, value: Any, conj, p: str) -> bool:
-        if not conj:
-            return True
-        if self._validator is None:
-            cls = jsonschema.validators.validator_for(self.root if isinstance(self.root, dict) else {},
-                                                      default=jsonschema.Draft202012Validator)
-            self._validator = cls(self.root if isinstance(self.root, (dict, bool)) else {},
-                                  format_checker=cls.FORMAT_CHECKER)
+def _ref_edges(root: Any, res: Resolver) -> dict[str, set[str]]:
+    """Reference target → the targets its subschema refers to, for every target reachable from ``root``."""
+    edges: dict[str, set[str]] = {}
+    todo: set[str] = set()
+    _refs_in(res, root, todo)
+    while todo:
+        tp = todo.pop()
+        if tp in edges:
+            continue
+        out: set[str] = set()
         try:
-            return self._validator.evolve(schema={"allOf": [s for s, _ in conj]}).is_valid(value)
-        except Exception as e:  # noqa: BLE001 -- an unresolvable $ref, a bad regex...
-            raise UnsupportedSchemaError("enum", p, f"cannot check a literal value: {type(e).__name__}") from None
+            _refs_in(res, res.resolve(tp, "#")[0], out)
+        except (UnsupportedSchemaError, RecursionError):
+            pass
+        edges[tp] = out
+        todo |= out - set(edges)
+    return edges
 
 
-_LITERAL_KEYS = {"type", "enum", "const", "title", "description", "default", "examples", "$comment", "$id",
-                 "$schema", "deprecated", "readOnly", "writeOnly", "nullable", "$ref", "definitions", "$defs",
-                 "x-nullable", "example"}
+def recursive_targets(root: Any, res: Resolver) -> tuple[set[str], int]:
+    """(the reference targets that can reach themselves, the length of the longest shortest cycle through one)."""
+    edges = _ref_edges(root, res)
+    rec = set()
+    longest = 1
+    for start, first in edges.items():  # breadth-first: the shortest cycle through each target
+        seen, frontier, dist = {start}, set(first), 1
+        while frontier and start not in frontier:
+            seen |= frontier
+            frontier = {y for x in frontier for y in edges.get(x, ()) if y not in seen or y == start}
+            dist += 1
+        if start in frontier:
+            rec.add(start)
+            longest = max(longest, dist)
+    return rec, longest

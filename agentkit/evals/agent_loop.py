@@ -34,7 +34,7 @@ from .report import _pct, environment, write_json_atomic
 
 REPO = Path(__file__).resolve().parents[2]
 TASKS_DIR = REPO / "evals" / "agent_loop"
-MODES: tuple[str, ...] = ("default", "ar", "verify", "diffusion")
+AGENT_LOOP_MODES: tuple[str, ...] = ("default", "ar", "verify", "diffusion")
 MODE_ALIASES = {"ar-constrained": "ar"}
 BFCL_MODE = {"ar": "ar-constrained", "verify": "verify", "diffusion": "diffusion"}  # agent mode -> BFCL suite mode
 CALL_KINDS = ("one_tool", "fail_once")  # tasks whose first call is one BFCL item's call
@@ -47,9 +47,9 @@ def check_modes(modes: list[str]) -> list[str]:
     if modes == ["none"]:
         return []
     out = list(dict.fromkeys(MODE_ALIASES.get(m, m) for m in modes)) or ["default"]
-    bad = [m for m in out if m not in MODES]
+    bad = [m for m in out if m not in AGENT_LOOP_MODES]
     if bad:
-        raise UserError(f"unknown agent-loop mode(s) {bad}; the modes are {', '.join(MODES)} (ar-constrained = ar)")
+        raise UserError(f"unknown agent-loop mode(s) {bad}; the modes are {', '.join(AGENT_LOOP_MODES)} (ar-constrained = ar)")
     return out
 
 
@@ -97,7 +97,7 @@ def bfcl_single(engine: Any, task: AgentTask, mode: str) -> bool | None:
     if task.kind not in CALL_KINDS:
         return None
     from . import bfcl
-    from .runner import RunContext, get_suite
+    from .runner import EvalContext, get_suite
 
     item = bfcl.BfclItem(id=task.source, category="agent-loop", messages=[{"role": "user", "content": task.prompt}],
                          functions=task.functions, ground_truth=task.expected)
@@ -106,7 +106,7 @@ def bfcl_single(engine: Any, task: AgentTask, mode: str) -> bool | None:
 
         mode = structured_mode()
     row = get_suite("bfcl").run(engine, item, bfcl.compile_call(item), BFCL_MODE[MODE_ALIASES.get(mode, mode)],
-                                RunContext())
+                                EvalContext())
     return bool(row["success"])
 
 

@@ -247,7 +247,7 @@ def compile_call(item: BfclItem, *, cached: bool = False, style: str | None = No
     compiler's default). ``cached=False`` times a real compile."""
     from ..constrain import compiler
 
-    fn = compiler.compile_schema_cached if cached else compiler.compile_schema
+    fn = compiler.compile_schema if cached else compiler.compile_schema_uncached
     t0 = time.perf_counter()
     args = {n: fn(item.call_params(n), style=style) for n in item.names}
     ms = 1000 * (time.perf_counter() - t0)

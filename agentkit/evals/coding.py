@@ -29,13 +29,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from ..config import MODES
 from .report import write_json_atomic
 from .runner import register_suite
 
 REPO = Path(__file__).resolve().parents[2]
 TASKS_DIR = REPO / "evals" / "coding_tasks"
 EXAMPLE = REPO / "examples" / "coding_assistant.py"
-MODES = ("ar", "diffusion", "verify")
 MODE_ALIASES = {"ar-constrained": "ar"}  # every agent step is constrained: the runner's constrained AR is "ar"
 
 

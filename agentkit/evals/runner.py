@@ -42,10 +42,11 @@ from .report import (
     write_json_atomic,
 )
 
-MODES: tuple[str, ...] = ("ar", "ar-constrained", "diffusion", "verify")  # the default set
-ALL_MODES: tuple[str, ...] = ("ar", "ar-constrained", "diffusion-causal", "diffusion", "verify")
-ENGINE_MODE = {"ar": "ar", "ar-constrained": "ar", "diffusion": "diffusion", "diffusion-causal": "diffusion",
-               "verify": "verify"}
+# eval modes: how an eval runs a decoding mode (agentkit.config.MODES), each mapped to the engine mode it uses
+ENGINE_MODE: dict[str, str] = {"ar": "ar", "ar-constrained": "ar", "diffusion-causal": "diffusion",
+                               "diffusion": "diffusion", "verify": "verify"}
+ALL_EVAL_MODES: tuple[str, ...] = tuple(ENGINE_MODE)
+EVAL_MODES: tuple[str, ...] = ("ar", "ar-constrained", "diffusion", "verify")  # the default set
 
 
 @contextmanager
@@ -72,7 +73,7 @@ def diffusion_variant(engine) -> str:
 
 
 @dataclass
-class RunContext:
+class EvalContext:
     """Per-run decoding settings a suite's ``run`` uses (``config(mode)``), and the canvas hook for one call."""
 
     seed: int = 0
@@ -91,7 +92,7 @@ class RunContext:
         from ..config import DecodeConfig
 
         if mode not in ENGINE_MODE:
-            raise ValueError(f"unknown mode {mode!r}; expected one of {MODES}")
+            raise ValueError(f"unknown mode {mode!r}; expected one of {ALL_EVAL_MODES}")
         return DecodeConfig(
             mode=ENGINE_MODE[mode], seed=self.seed, canvas_length=self.canvas_length, greedy=self.greedy,
             copy_bias=self.copy_bias, copy_from=self.copy_from, copy_numbers=self.copy_numbers,
@@ -123,7 +124,7 @@ class Suite:
     load: Callable[[Path, int | None], list]
     run: Callable[..., dict]
     prepare: Callable[[Any, Any], Any] | None = None
-    modes: tuple[str, ...] = MODES
+    modes: tuple[str, ...] = EVAL_MODES
     item_id: Callable[[Any], str] = field(default=lambda it: str(getattr(it, "id", it)))
 
 
@@ -268,7 +269,7 @@ def build_engine(model: str | None = None, seed: int = 0, threads: int | None = 
 
 @dataclass
 class RunSettings:
-    """The per-run decoding settings every worker uses (what :class:`RunContext` is built from)."""
+    """The per-run decoding settings every worker uses (what :class:`EvalContext` is built from)."""
 
     seed: int = 0
     max_new_tokens: int = 512
@@ -276,8 +277,8 @@ class RunSettings:
     canvas_length: int = 32
     prompt: str = "default"
 
-    def context(self) -> RunContext:
-        return RunContext(seed=self.seed, max_new_tokens=self.max_new_tokens,
+    def context(self) -> EvalContext:
+        return EvalContext(seed=self.seed, max_new_tokens=self.max_new_tokens,
                           free_max_new_tokens=self.free_max_new_tokens, canvas_length=self.canvas_length,
                           prompt=self.prompt)
 
@@ -291,7 +292,7 @@ class ItemResult:
     canvas: tuple[tuple, dict] | None = None  # (ranking key, canvas record)
 
 
-def run_item(impl: Suite, engine, item, index: int, modes: list[str], ctx: RunContext,
+def run_item(impl: Suite, engine, item, index: int, modes: list[str], ctx: EvalContext,
              on_mode: Callable[[str, str], None] | None = None) -> ItemResult:
     """Run every mode of item ``index`` on ``engine``, one after another; the mode order rotates by one per item."""
     iid = impl.item_id(item)
@@ -439,7 +440,7 @@ def run_eval(suite: str, data: Path, modes: list[str], limit: int | None = None,
                       json.dumps({k: v for k, v in res.items() if k not in ("failures", "items", "env")}, indent=2))
             return res
 
-    modes = modes or [m for m in MODES if m in impl.modes]
+    modes = modes or [m for m in EVAL_MODES if m in impl.modes]
     bad = [m for m in modes if m not in impl.modes]
     if bad:
         raise ValueError(f"suite {suite!r} has no mode(s) {bad}; modes: {', '.join(impl.modes)}")
@@ -481,7 +482,7 @@ def _bfcl_suite() -> Suite:
     def prepare(engine, item):
         return bfcl.compile_call(item)
 
-    def run(engine, item, prepared, mode, ctx: RunContext) -> dict:
+    def run(engine, item, prepared, mode, ctx: EvalContext) -> dict:
         template = None
         if ctx.constrained(mode):
             if isinstance(prepared, Exception):
@@ -497,7 +498,7 @@ def _bfcl_suite() -> Suite:
             getattr(engine, "_constraints", {}).pop(id(template), None)
         return row
 
-    return Suite(name="bfcl", load=bfcl.load_bfcl, run=run, prepare=prepare, modes=ALL_MODES,
+    return Suite(name="bfcl", load=bfcl.load_bfcl, run=run, prepare=prepare, modes=ALL_EVAL_MODES,
                  item_id=lambda it: it.id)
 
 

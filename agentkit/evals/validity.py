@@ -32,7 +32,7 @@ from typing import Any
 
 from .runner import register_suite
 
-MODES = ("ar", "diffusion", "diffusion-causal", "diffusion-gemma", "verify")
+VALIDITY_MODES = ("ar", "diffusion", "diffusion-causal", "diffusion-gemma", "verify")
 SAMPLE = 200
 BUDGET_SLACK = 96  # tokens beyond the template's shortest completion: room for random choices, closed in time
 TIME_LIMIT_S = 300  # a large schema (1,000+ tokens) on a loaded CPU takes a minute
@@ -108,12 +108,12 @@ def _validator(schema):
 
 def check_schema(path: Path, modes: list[str], engs: dict[str, Any], seed: int = 0) -> dict[str, Any]:
     """Compile one schema and decode it in every mode; one row per mode (or one ``compiled: False`` row)."""
-    from ..constrain.compiler import compile_schema
+    from ..constrain.compiler import compile_schema_uncached
     from ..errors import UnsupportedSchemaError
 
     schema = json.loads(path.read_text())["schema"]
     try:
-        tpl = compile_schema(schema)
+        tpl = compile_schema_uncached(schema)
     except UnsupportedSchemaError as e:
         return {"file": path.name, "compiled": False, "error": f"{type(e).__name__}: {e.keyword} at {e.pointer}"}
     except Exception as e:  # noqa: BLE001 -- reported, never hidden
@@ -150,10 +150,10 @@ def check_schema(path: Path, modes: list[str], engs: dict[str, Any], seed: int =
 
 def run_validity(data: Path, modes: list[str] | None = None, limit: int | None = None, seed: int = 0,
                  out: Path | None = None, progress: bool = True, engs: dict[str, Any] | None = None) -> dict:
-    modes = [m for m in (modes or MODES)]
-    bad = [m for m in modes if m not in MODES]
+    modes = [m for m in (modes or VALIDITY_MODES)]
+    bad = [m for m in modes if m not in VALIDITY_MODES]
     if bad:
-        raise ValueError(f"validity suite has no mode(s) {bad}; modes: {', '.join(MODES)}")
+        raise ValueError(f"validity suite has no mode(s) {bad}; modes: {', '.join(VALIDITY_MODES)}")
     files = sample_files(data, limit)
     engs = engs or engines(seed)
     results = []
@@ -206,7 +206,7 @@ def _write(path: Path, obj: dict) -> None:
 
 
 def _suite(*, data: Path, modes, limit, engine, seed, out) -> dict:
-    return run_validity(data, list(modes) or list(MODES), limit, seed, out)
+    return run_validity(data, list(modes) or list(VALIDITY_MODES), limit, seed, out)
 
 
 register_suite("validity", _suite)

@@ -50,9 +50,9 @@ def compile_template(schema: dict[str, Any], style: str | None = STYLE) -> Templ
     small model to ramble keys until its token budget runs out. The template stays a subset of the schema, so
     every output still validates against it.
     """
-    from ..constrain.compiler import compile_schema_cached
+    from ..constrain.compiler import compile_schema
 
-    return compile_schema_cached(cap_arrays(schema), strict=True, style=style or EXTRACT_STYLE)
+    return compile_schema(cap_arrays(schema), strict=True, style=style or EXTRACT_STYLE)
 
 
 ARRAY_CAP = 16  # items, for arrays whose schema sets no maxItems (as the BFCL call templates cap them)

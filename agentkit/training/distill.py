@@ -45,7 +45,7 @@ FREE_PROMPTS = DISTILL_PROMPTS + [
 
 
 @dataclass
-class Job:
+class DistillJob:
     """One prompt to distil: chat ``messages`` and the ``template`` the engine decodes under (None: free text)."""
 
     kind: str  # call | extract | edit | free
@@ -72,7 +72,7 @@ class Record:
 
 # -- jobs ---------------------------------------------------------------------------------------------------------
 
-def call_job(r: random.Random, style: str | None, params: list | None = None) -> Job:
+def call_job(r: random.Random, style: str | None, params: list | None = None) -> DistillJob:
     from ..toolcall import call_template
 
     bank = params or VARIED_PARAMS
@@ -85,8 +85,8 @@ def call_job(r: random.Random, style: str | None, params: list | None = None) ->
     system = TOOL_SYSTEM.format(s="s" if len(fns) > 1 else "", functions=listing)
     # the engine's call template (as BFCL's): the function name is a choice among the listed ones
     tpl = call_template([(f.name, f.schema()) for f in fns], style=style)
-    return Job("call", [{"role": "system", "content": system}, {"role": "user", "content": request(fn, values, r)}],
-               tpl)
+    msgs = [{"role": "system", "content": system}, {"role": "user", "content": request(fn, values, r)}]
+    return DistillJob("call", msgs, tpl)
 
 
 # (field, python type, phrase, value maker); the extraction bank
@@ -113,10 +113,10 @@ def _say(name: str, phrase: str, v: object) -> str:
     return phrase.format(v=v)
 
 
-def extract_job(r: random.Random, style: str | None, fields: list | None = None) -> Job:
+def extract_job(r: random.Random, style: str | None, fields: list | None = None) -> DistillJob:
     from pydantic import create_model
 
-    from ..constrain.compiler import compile_schema
+    from ..constrain.compiler import compile_schema_uncached
 
     bank = fields or FIELDS
     picked = [bank[0]] + r.sample(bank[1:], min(len(bank) - 1, r.randint(4, 8)))
@@ -126,14 +126,14 @@ def extract_job(r: random.Random, style: str | None, fields: list | None = None)
     values = {n: make(r) for n, _, _, make in picked if n not in optional or r.random() < 0.5}
     parts = [_say(n, ph, values[n]) for n, _, ph, _ in picked if n in values]
     text = parts[0] + ", " + ", ".join(parts[1:]) + "."
-    tpl = compile_schema(model, style=style)
+    tpl = compile_schema_uncached(model, style=style)
     if r.random() < 0.5:  # the SDK's extract()
         schema = json.dumps(model.model_json_schema(), separators=(",", ":"))
         msgs = [{"role": "system", "content": EXTRACT_INSTRUCTIONS},
                 {"role": "user", "content": f"{text}\n\nAnswer with JSON matching this schema: {schema}"}]
     else:  # the CLI's `agentkit generate "Extract: ..." --schema FILE`
         msgs = [{"role": "user", "content": f"Extract: {text}"}]
-    return Job("extract", msgs, tpl)
+    return DistillJob("extract", msgs, tpl)
 
 
 def text_only(bank: list) -> list:
@@ -156,7 +156,7 @@ def _python_file(r: random.Random) -> tuple[str, list[str]]:
     return "\n".join(lines) + "\n", names
 
 
-def edit_job(r: random.Random, style: str | None = None) -> Job:
+def edit_job(r: random.Random, style: str | None = None) -> DistillJob:
     from ..constrain.edits import search_replace_template
 
     content, names = _python_file(r)
@@ -166,19 +166,19 @@ def edit_job(r: random.Random, style: str | None = None) -> Job:
                     f"Add a docstring to the function saying it uses {r.choice(FIRST)} {r.choice(LAST)}'s formula."])
     msgs = [{"role": "system", "content": EDIT_SYSTEM},
             {"role": "user", "content": f"{path}\n```\n{content}```\n\n{ask}"}]
-    return Job("edit", msgs, search_replace_template({path: content}, max_edits=1, max_search_lines=4,
+    return DistillJob("edit", msgs, search_replace_template({path: content}, max_edits=1, max_search_lines=4,
                                                       max_replace_tokens=64))
 
 
 def jobs(n_calls: int, n_extract: int, n_edits: int, n_free: int, seed: int, style: str | None, *,
-         params: list | None = None, fields: list | None = None) -> list[Job]:
+         params: list | None = None, fields: list | None = None) -> list[DistillJob]:
     """The distillation jobs, deterministic in ``seed``; the free-text ones are the first ``n_free`` prompts.
     ``params`` / ``fields``: the parameter and extraction-field banks (default: all of them)."""
     r = random.Random(seed)
     out = [call_job(r, style, params) for _ in range(n_calls)]
     out += [extract_job(r, style, fields) for _ in range(n_extract)]
     out += [edit_job(r) for _ in range(n_edits)]
-    out += [Job("free", [{"role": "user", "content": p}]) for p in FREE_PROMPTS[:n_free]]
+    out += [DistillJob("free", [{"role": "user", "content": p}]) for p in FREE_PROMPTS[:n_free]]
     return out
 
 
@@ -197,7 +197,7 @@ def pinned_flags(constraint, tokens: list[int]) -> list[bool]:
     return flags
 
 
-def distil_one(engine, job: Job, max_new_tokens: int, adapter_engine=None) -> Record | None:
+def distil_one(engine, job: DistillJob, max_new_tokens: int, adapter_engine=None) -> Record | None:
     """The ar-constrained greedy answer to ``job`` (None when it ran out of tokens: no clean target).
     ``adapter_engine``: also keep the first diffusion block's canvas states (consistency targets)."""
     from ..config import DecodeConfig
@@ -220,7 +220,7 @@ def distil_one(engine, job: Job, max_new_tokens: int, adapter_engine=None) -> Re
     return rec
 
 
-def distil(engine, job_list: list[Job], cache: Path | None = None, *, max_new_tokens: int = 160,
+def distil(engine, job_list: list[DistillJob], cache: Path | None = None, *, max_new_tokens: int = 160,
            adapter_engine=None, consistency_every: int = 3, log=print) -> list[Record]:
     """Records for ``job_list`` (index-aligned, skipping answers that ran out of tokens), cached as JSONL in
     ``cache``: a rerun reuses the cached prefix of the job list and distils only the rest."""

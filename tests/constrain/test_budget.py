@@ -9,7 +9,7 @@ import jsonschema
 import pytest
 
 from agentkit.config import DecodeConfig
-from agentkit.constrain.compiler import STYLES, compile_schema
+from agentkit.constrain.compiler import STYLES, compile_schema_uncached
 from agentkit.engine.engine import Engine
 from agentkit.errors import InvalidRequestError
 from agentkit.models.tiny import tiny_diffusion_gemma, tiny_llama
@@ -28,7 +28,7 @@ SCHEMA = {
 }
 
 SLACK = [3, 10, 19, 43]  # budgets tried: the shortest output plus this many tokens
-MODES = [("ar", 1.0, "auto"), ("diffusion", 1.0, "jacobi"), ("diffusion", 1.0, "mask"), ("verify", 0.0, "auto"),
+DECODE_CASES = [("ar", 1.0, "auto"), ("diffusion", 1.0, "jacobi"), ("diffusion", 1.0, "mask"), ("verify", 0.0, "auto"),
          ("ar", 0.0, "auto")]
 
 
@@ -45,17 +45,17 @@ def shortest(eng, tpl) -> int:
 
 def test_styles_have_their_own_shortest_output(engines):
     # the spaced style's ", " and ": " cost tokens: a fixed budget that fits one style may not fit the other
-    short = {st: shortest(engines["plain"], compile_schema(SCHEMA, style=st)) for st in STYLES}
+    short = {st: shortest(engines["plain"], compile_schema_uncached(SCHEMA, style=st)) for st in STYLES}
     assert short["compact"] < short["spaced"], short
     assert all(n > 5 for n in short.values()), short  # the "too small" budget below is below every style
 
 
 @pytest.mark.parametrize("style", STYLES)
-@pytest.mark.parametrize("mode,temperature,sampler", MODES)
+@pytest.mark.parametrize("mode,temperature,sampler", DECODE_CASES)
 @pytest.mark.parametrize("slack", SLACK)
 def test_output_closes_within_budget(engines, style, mode, temperature, sampler, slack):
     eng = engines["mask" if sampler == "mask" else "plain"]
-    tpl = compile_schema(SCHEMA, style=style)
+    tpl = compile_schema_uncached(SCHEMA, style=style)
     budget = shortest(eng, tpl) + slack
     for seed in range(3):
         cfg = DecodeConfig(mode=mode, max_new_tokens=budget, temperature=temperature, seed=seed, sampler=sampler,
@@ -70,7 +70,7 @@ def test_output_closes_within_budget(engines, style, mode, temperature, sampler,
 @pytest.mark.parametrize("slack", [3, 19])
 def test_diffusion_gemma_closes_within_budget(style, slack):
     eng = Engine.from_loaded(tiny_diffusion_gemma(1, canvas_length=8))
-    tpl = compile_schema(SCHEMA, style=style)
+    tpl = compile_schema_uncached(SCHEMA, style=style)
     budget = shortest(eng, tpl) + slack
     for seed in range(2):
         cfg = DecodeConfig(mode="diffusion", max_new_tokens=budget, temperature=1.0, seed=seed, canvas_length=8,
@@ -84,7 +84,7 @@ def test_diffusion_gemma_closes_within_budget(style, slack):
 @pytest.mark.parametrize("style", STYLES)
 def test_closing_is_exact_at_the_shortest_completion(engines, style):
     eng = engines["plain"]
-    tpl = compile_schema(SCHEMA, style=style)
+    tpl = compile_schema_uncached(SCHEMA, style=style)
     n = shortest(eng, tpl)
     res = eng.generate("x", DecodeConfig(mode="ar", max_new_tokens=n, temperature=1.0, seed=0), template=tpl,
                        raw=True)
@@ -95,7 +95,7 @@ def test_closing_is_exact_at_the_shortest_completion(engines, style):
 @pytest.mark.parametrize("style", STYLES)
 def test_budget_below_the_template_is_a_clear_error(engines, style):
     eng = engines["plain"]
-    tpl = compile_schema(SCHEMA, style=style)
+    tpl = compile_schema_uncached(SCHEMA, style=style)
     n = shortest(eng, tpl)
     for budget in (5, n - 1):  # far below, and one token short of the shortest completion
         with pytest.raises(InvalidRequestError, match=f"max_new_tokens={budget} cannot hold this template"):
@@ -112,7 +112,7 @@ def test_a_final_eos_in_the_canvas_ends_the_output(engines, sampler):
     eng = Engine.from_loaded(wrap(lm.model, lm.tokenizer, name="bidi", mask_token_id=lm.mask_token_id,
                                   bidirectional=True)) if sampler == "mask" else engines["plain"]
     schema = {"type": "integer", "minimum": 1}
-    tpl = compile_schema(schema)
+    tpl = compile_schema_uncached(schema)
     for seed in range(4):
         cfg = DecodeConfig(mode="diffusion", max_new_tokens=40, temperature=1.0, seed=seed, sampler=sampler,
                            canvas_length=16, max_denoising_steps=8)

@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 
 from agentkit.constrain.bfcl_dialect import normalize_function_schema
 from agentkit.constrain.canonical import canonical_json
-from agentkit.constrain.compiler import compile_schema, compile_schema_cached
+from agentkit.constrain.compiler import compile_schema, compile_schema_uncached
 from agentkit.constrain.json_regex import emit, search_ast
 from agentkit.constrain.nodes import Choice, Lit, Repeat, Seq, Slot, Template
 from agentkit.errors import UnsupportedSchemaError
@@ -154,7 +154,7 @@ CASES = [
 
 @pytest.mark.parametrize("case_id, schema, valid, invalid", CASES, ids=[c[0] for c in CASES])
 def test_language(case_id, schema, valid, invalid):
-    tpl = compile_schema(schema)
+    tpl = compile_schema_uncached(schema)
     checker = jsonschema.Draft202012Validator.FORMAT_CHECKER
     cls = jsonschema.validators.validator_for(schema if isinstance(schema, dict) else {})
     small = _regex_size(tpl.root) < 20_000  # the regex of free-form values is huge (the tree shares, a regex copies)
@@ -186,7 +186,7 @@ def _regex_size(node, memo=None) -> int:
 
 @pytest.mark.parametrize("present", list(itertools.product([False, True], repeat=3)))
 def test_optional_properties_every_subset_is_valid_json(present):
-    tpl = compile_schema({**OBJ3, "additionalProperties": False})
+    tpl = compile_schema_uncached({**OBJ3, "additionalProperties": False})
     value = {k: v for k, v, p in zip("abc", (1, "x", True), present) if p}
     text = json.dumps(value, separators=(",", ":"))
     assert tpl.matches(text)
@@ -201,7 +201,7 @@ def test_optional_around_required_with_extras(present, extra):
     schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "null"},
                                                "c": {"type": "integer"}, "d": {"type": "integer"}},
               "required": ["c"], "additionalProperties": {"type": "string"}}
-    tpl = compile_schema(schema)
+    tpl = compile_schema_uncached(schema)
     value = {k: v for k, v, p in zip("abd", (1, None, 2), present) if p}
     value["c"] = 3
     if extra:
@@ -219,7 +219,7 @@ def _nested(n: int) -> dict:
 
 
 def test_optional_properties_tree_is_linear():
-    small, big = compile_schema(_nested(10)), compile_schema(_nested(20))
+    small, big = compile_schema_uncached(_nested(10)), compile_schema_uncached(_nested(20))
     # n*n properties in all: linear growth is 4x from 10 to 20, a quadratic layout would be 8x or more
     assert len(big.regex) < 5 * len(small.regex)
     assert big.matches('{"p19":{"q19":true}}') and big.matches('{"p0":{},"p19":{"q0":false,"q19":true}}')
@@ -230,7 +230,7 @@ def test_structure_is_pinned():
     schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 8},
                                                "kind": {"enum": ["a", "b"]}, "n": {"type": "integer"}},
               "required": ["name", "kind", "n"], "additionalProperties": False}
-    root = compile_schema(schema).root
+    root = compile_schema_uncached(schema).root
     assert isinstance(root, Seq)
     assert root.items[0] == Lit('{"name":"')
     slot = root.items[1]
@@ -243,7 +243,7 @@ def test_structure_is_pinned():
 
 
 def test_array_uses_repeat_with_bounds():
-    root = compile_schema({"type": "array", "items": {"type": "boolean"}, "minItems": 2, "maxItems": 4}).root
+    root = compile_schema_uncached({"type": "array", "items": {"type": "boolean"}, "minItems": 2, "maxItems": 4}).root
     assert root == Seq((Lit("["), Repeat(Choice((Lit("true"), Lit("false"))), ",", 2, 4), Lit("]")))
 
 
@@ -255,7 +255,7 @@ class Meeting(BaseModel):
 
 
 def test_pydantic_model():
-    tpl = compile_schema(Meeting)
+    tpl = compile_schema_uncached(Meeting)
     assert tpl.schema == Meeting.model_json_schema()
     assert tpl.kind == "json" and tpl.compile_ms > 0
     ok = Meeting(person="Ann", city="Lisbon", attendees=4)
@@ -267,9 +267,9 @@ def test_pydantic_model():
 
 def test_cache_returns_same_template_and_keeps_property_order():
     props = {"x": {"type": "integer"}, "y": {"type": "integer"}}
-    a = compile_schema_cached({"type": "object", "properties": props, "additionalProperties": False})
-    b = compile_schema_cached({"type": "object", "properties": dict(props), "additionalProperties": False})
-    c = compile_schema_cached({"type": "object", "properties": {"y": props["y"], "x": props["x"]},
+    a = compile_schema({"type": "object", "properties": props, "additionalProperties": False})
+    b = compile_schema({"type": "object", "properties": dict(props), "additionalProperties": False})
+    c = compile_schema({"type": "object", "properties": {"y": props["y"], "x": props["x"]},
                                "additionalProperties": False})
     assert a is b and a is not c
     assert a.matches('{"x":1,"y":2}') and c.matches('{"y":2,"x":1}') and not c.matches('{"x":1,"y":2}')
@@ -277,12 +277,12 @@ def test_cache_returns_same_template_and_keeps_property_order():
 
 def test_strict_drops_unmentioned_additional_properties():
     schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "object"}}}
-    loose, strict = compile_schema(schema), compile_schema(schema, strict=True)
+    loose, strict = compile_schema_uncached(schema), compile_schema_uncached(schema, strict=True)
     for text, ok in (('{"a":1}', True), ('{"a":1,"z":2}', False), ('{"b":{"free":[1]}}', True)):
         assert strict.matches(text) == ok and loose.matches(text)
     explicit = {**schema, "additionalProperties": {"type": "string"}}
-    assert compile_schema(explicit, strict=True).matches('{"a":1,"z":"s"}')
-    assert compile_schema_cached(schema, strict=True) is not compile_schema_cached(schema)
+    assert compile_schema_uncached(explicit, strict=True).matches('{"a":1,"z":"s"}')
+    assert compile_schema(schema, strict=True) is not compile_schema(schema)
 
 
 def test_canonical_json_orders_keys_by_schema():
@@ -309,7 +309,7 @@ def test_canonical_json_orders_keys_by_schema():
 ])
 def test_unsupported_raises(schema, keyword):
     with pytest.raises(UnsupportedSchemaError) as e:
-        compile_schema(schema)
+        compile_schema_uncached(schema)
     assert e.value.keyword == keyword
     assert e.value.pointer.startswith("#")
 
@@ -317,9 +317,9 @@ def test_unsupported_raises(schema, keyword):
 def test_recursion_is_cut_at_max_depth():
     schema = {"type": "object", "properties": {"c": {"$ref": "#"}}, "additionalProperties": False}
     deep = '{"c":{"c":{"c":{}}}}'
-    assert compile_schema(schema, max_depth=3).matches(deep)
-    assert not compile_schema(schema, max_depth=2).matches(deep)
-    assert compile_schema(schema, max_depth=2).matches('{"c":{"c":{}}}')
+    assert compile_schema_uncached(schema, max_depth=3).matches(deep)
+    assert not compile_schema_uncached(schema, max_depth=2).matches(deep)
+    assert compile_schema_uncached(schema, max_depth=2).matches('{"c":{"c":{}}}')
 
 
 SAMPLE_SCHEMAS = [c[1] for c in CASES] + [Meeting]
@@ -346,7 +346,7 @@ def test_every_slot_regex_compiles_in_outlines_core():
     voc = Vocabulary(len(vocab) + 10, vocab)
     regexes: set[str] = set()
     for s in SAMPLE_SCHEMAS:
-        _slots(compile_schema(s).root, regexes)
+        _slots(compile_schema_uncached(s).root, regexes)
     assert len(regexes) > 30
     for rx in regexes:
         Index(rx, voc)  # raises on syntax outlines-core does not accept
@@ -371,7 +371,7 @@ def test_bfcl_dialect_on_real_files(shared_data):
                 schema = normalize_function_schema(fn["parameters"])
                 jsonschema.Draft202012Validator.check_schema(schema)
                 assert '"type": "dict"' not in json.dumps(schema)
-                tpl = compile_schema(schema)
+                tpl = compile_schema_uncached(schema)
                 assert tpl.root is not None
                 n += 1
     assert n == 957
@@ -389,7 +389,7 @@ def test_bfcl_dialect_conversions():
         "nested": {"type": "object", "additionalProperties": False, "properties": {"k": {"type": "integer"}}}},
         "required": ["x"]}
     assert params["type"] == "dict"  # input untouched
-    tpl = compile_schema(out)
+    tpl = compile_schema_uncached(out)
     assert tpl.matches('{"x":1.5,"p":[1,2.5],"d":{"any":[1]},"nested":{"k":3}}')
     assert not tpl.matches('{"x":1.5,"unknown":1}')
     with pytest.raises(UnsupportedSchemaError):

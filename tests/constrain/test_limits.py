@@ -10,7 +10,7 @@ import time
 import pytest
 
 from agentkit.constrain import CompileLimits, build_constraint
-from agentkit.constrain.compiler import compile_schema, compile_schema_cached
+from agentkit.constrain.compiler import compile_schema, compile_schema_uncached
 from agentkit.constrain.runtime import TokenConstraint
 from agentkit.constrain.vocab import token_vocab
 from agentkit.errors import CompileCancelled, SchemaLimitError, UnsupportedSchemaError
@@ -28,7 +28,7 @@ def tok():
 def build(schema, tok, **kw):
     """Compile and build the token automaton; returns (template, constraint, seconds)."""
     t0 = time.monotonic()
-    tpl = compile_schema(schema, **kw)
+    tpl = compile_schema_uncached(schema, **kw)
     c = TokenConstraint(tpl, token_vocab(tok), tok, limits=kw.get("limits"))
     s = c.start()
     c.allowed(s)
@@ -93,7 +93,7 @@ def test_exponential_pattern_is_refused_naming_the_limit(tok):
 ])
 def test_non_finite_numbers_are_typed_errors(text, keyword):
     schema = json.loads(text)  # Python's json reads 1e999 as inf and accepts NaN/Infinity
-    for fn in (compile_schema, compile_schema_cached):
+    for fn in (compile_schema_uncached, compile_schema):
         with pytest.raises(UnsupportedSchemaError) as e:
             fn(schema)
         assert e.value.keyword == keyword
@@ -105,7 +105,7 @@ def test_non_finite_numbers_are_typed_errors(text, keyword):
 ])
 def test_lone_surrogates_are_typed_errors(schema):
     with pytest.raises(UnsupportedSchemaError, match="surrogate"):
-        compile_schema_cached(schema)
+        compile_schema(schema)
 
 
 def test_thousand_optional_properties(tok):
@@ -132,7 +132,7 @@ def test_deep_nesting_is_iterative_or_a_typed_error(tok):
     assert tpl.matches('{"a": ' * 60 + "1" + "}" * 60)
     t0 = time.monotonic()
     with pytest.raises(SchemaLimitError) as e:
-        compile_schema_cached(nest(5000))
+        compile_schema(nest(5000))
     assert e.value.limit == "max_schema_depth" and time.monotonic() - t0 < BOUND_S
 
 
@@ -145,7 +145,7 @@ def test_long_enums_are_linear(tok):
     assert tpl.matches(doc) and accepts(c, tok, doc)
     assert time.monotonic() - t0 < 3 * BOUND_S
     with pytest.raises(SchemaLimitError) as e:
-        compile_schema({"enum": list(range(20))}, limits=CompileLimits(max_enum=10))
+        compile_schema_uncached({"enum": list(range(20))}, limits=CompileLimits(max_enum=10))
     assert e.value.limit == "max_enum"
 
 
@@ -159,7 +159,7 @@ def _one_of_chain(n):
 def test_time_budget_names_max_seconds():
     t0 = time.monotonic()
     with pytest.raises(SchemaLimitError) as e:
-        compile_schema(_one_of_chain(30), limits=CompileLimits(max_seconds=0.2))
+        compile_schema_uncached(_one_of_chain(30), limits=CompileLimits(max_seconds=0.2))
     assert e.value.limit == "max_seconds" and e.value.value == 0.2
     assert time.monotonic() - t0 < 5
 
@@ -170,7 +170,7 @@ def test_cancel_stops_a_build_from_another_thread():
 
     def work():
         try:
-            compile_schema(_one_of_chain(30), limits=CompileLimits(max_seconds=None), cancel=cancel)
+            compile_schema_uncached(_one_of_chain(30), limits=CompileLimits(max_seconds=None), cancel=cancel)
         except BaseException as e:  # noqa: BLE001
             out.append(e)
 
@@ -188,10 +188,10 @@ def test_failures_are_remembered():
     schema = {"type": "string", "allOf": [{"pattern": "^[ab]*a[ab]{30}$"}, {"pattern": "^a"}]}
     lim = CompileLimits(max_states=500)
     with pytest.raises(UnsupportedSchemaError, match="over 500 states"):
-        compile_schema_cached(schema, limits=lim)
+        compile_schema(schema, limits=lim)
     t0 = time.monotonic()
     with pytest.raises(UnsupportedSchemaError):
-        compile_schema_cached(schema, limits=lim)
+        compile_schema(schema, limits=lim)
     assert time.monotonic() - t0 < 0.05
 
 
@@ -231,9 +231,9 @@ def test_build_constraint_with_an_engine_is_ready_and_never_takes_the_engine_loc
 def test_huge_bounds_are_linear_and_never_looser(tok):
     tpl, _c, secs = build({"type": "number", "minimum": 1e308}, tok)
     assert secs < BOUND_S and tpl.matches("1" + "0" * 308) and not tpl.matches("1" + "0" * 307)
-    tpl = compile_schema({"type": "number", "minimum": 1e20})
+    tpl = compile_schema_uncached({"type": "number", "minimum": 1e20})
     assert not tpl.matches("1e+16") and tpl.matches("1e+21") and tpl.matches("1" + "0" * 20)
-    tpl = compile_schema({"type": "number", "maximum": -1e20})
+    tpl = compile_schema_uncached({"type": "number", "maximum": -1e20})
     assert not tpl.matches("-1e+16") and tpl.matches("-1e+21")
-    tpl = compile_schema({"type": "number", "maximum": 1e300})
+    tpl = compile_schema_uncached({"type": "number", "maximum": 1e300})
     assert tpl.matches("1" + "0" * 300) and not tpl.matches("1" + "0" * 300 + "1") and tpl.matches("2.5")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from agentkit.constrain.canonical import STYLES
-from agentkit.constrain.compiler import compile_schema
+from agentkit.constrain.compiler import compile_schema_uncached
 from agentkit.constrain.runtime import END, TokenConstraint
 from agentkit.constrain.vocab import token_vocab
 from agentkit.models.tiny import tiny_tokenizer
@@ -51,7 +51,7 @@ def _lit_threads(c: TokenConstraint, walks: int, seed: int) -> list[tuple]:
 def test_filtered_spanning_equals_reading_every_token(schema, style):
     tok = tiny_tokenizer()
     doc = CALL if schema == "call" else json.loads((SCHEMAS / schema).read_text())
-    c = TokenConstraint(compile_schema(doc, style=style), token_vocab(tok), tok)
+    c = TokenConstraint(compile_schema_uncached(doc, style=style), token_vocab(tok), tok)
     threads = _lit_threads(c, walks=30, seed=0)
     assert len(threads) >= 5
     crossing = 0

@@ -41,9 +41,9 @@ def eng():
 
 @pytest.fixture(scope="module")
 def person():
-    from agentkit.constrain.compiler import compile_schema_cached
+    from agentkit.constrain.compiler import compile_schema
 
-    return compile_schema_cached(PERSON, strict=True)
+    return compile_schema(PERSON, strict=True)
 
 
 def _cache(bb: Backbone, n: int, rng: random.Random):

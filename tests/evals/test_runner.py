@@ -7,7 +7,7 @@ import json
 import pytest
 
 from agentkit.evals import runner
-from agentkit.evals.runner import MODES, run_eval
+from agentkit.evals.runner import EVAL_MODES, run_eval
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -20,7 +20,7 @@ MODE_KEYS = {"n", "task_success", "valid_rate", "decoder_forwards_mean", "encode
 @pytest.fixture(scope="module")
 def result(tiny, shared_data, tmp_path_factory):
     d = tmp_path_factory.mktemp("eval")
-    res = run_eval("bfcl", shared_data / "bfcl", list(MODES), limit=3, model=None, out=d / "r.json",
+    res = run_eval("bfcl", shared_data / "bfcl", list(EVAL_MODES), limit=3, model=None, out=d / "r.json",
                    plot=d / "r.png", seed=0, engine=tiny, free_max_new_tokens=24, progress=False, quiet=True)
     return res, d
 
@@ -32,15 +32,15 @@ def test_json_keys_and_counts(result):
     for key in ("suite", "model", "modes", "ratios_vs_ar_constrained", "env", "items"):
         assert key in on_disk
     assert set(on_disk["env"]) >= {"python", "torch", "threads", "platform", "time", "command"}
-    assert set(on_disk["modes"]) == set(MODES)
+    assert set(on_disk["modes"]) == set(EVAL_MODES)
     for m, s in on_disk["modes"].items():
         assert MODE_KEYS <= set(s), m
         assert s["n"] == 6  # 3 per file, 2 files
     assert on_disk["ratios_vs_ar_constrained"]["ar-constrained"]["forwards"] == 1.0
     assert set(on_disk["ratios_vs_ar_constrained"]["diffusion"]) >= {"forwards", "latency_p50", "task_success_delta"}
-    assert len(on_disk["items"]) == 6 * len(MODES)
+    assert len(on_disk["items"]) == 6 * len(EVAL_MODES)
     ids = [r["id"] for r in on_disk["items"]]
-    assert ids[0].startswith("multiple_") and ids[len(MODES)].startswith("simple_python_")  # interleaved files
+    assert ids[0].startswith("multiple_") and ids[len(EVAL_MODES)].startswith("simple_python_")  # interleaved files
 
 
 def test_constrained_modes_always_valid(result):
@@ -64,7 +64,7 @@ def test_plots_written(result):
 def test_markdown_table(result):
     res, _ = result
     table = runner.markdown_table(res)
-    assert table.count("\n") == 1 + len(MODES) and "| ar-constrained |" in table
+    assert table.count("\n") == 1 + len(EVAL_MODES) and "| ar-constrained |" in table
 
 
 def test_interrupted_run_keeps_partial_file(tiny, shared_data, tmp_path, monkeypatch):

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from agentkit.evals.validity import MODES, check_schema, engines, run_validity, sample_files
+from agentkit.evals.validity import VALIDITY_MODES, check_schema, engines, run_validity, sample_files
 
 SLICE = 16
 
@@ -23,7 +23,8 @@ def test_sample_is_stable_and_spread(shared_data):
 
 def test_every_output_of_the_slice_validates(shared_data, engs, tmp_path):
     out = tmp_path / "validity.json"
-    res = run_validity(shared_data / "maskbench", list(MODES), SLICE, seed=0, out=out, progress=False, engs=engs)
+    res = run_validity(shared_data / "maskbench", list(VALIDITY_MODES), SLICE, seed=0, out=out, progress=False,
+                       engs=engs)
     assert res["schemas"] == SLICE and res["compiled"] >= SLICE - 2
     for mode, m in res["modes"].items():
         assert m["n"] == res["compiled"], mode

@@ -62,12 +62,12 @@ def test_schema_output_validates_in_every_mode(default_engine):
     """The embedded model under a JSON Schema: every mode (adapter diffusion included) returns valid JSON."""
     import jsonschema
 
-    from agentkit.constrain.compiler import compile_schema_cached
+    from agentkit.constrain.compiler import compile_schema
 
     schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 20},
                                                "age": {"type": "integer", "minimum": 0, "maximum": 120}},
               "required": ["name", "age"], "additionalProperties": False}
-    template = compile_schema_cached(schema)
+    template = compile_schema(schema)
     messages = [{"role": "system", "content": "Extract the person as JSON."},
                 {"role": "user", "content": "Ana Souza is 31 years old."}]
     for mode in ("ar", "diffusion", "verify"):

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from agentkit.evals.runner import MODES, run_eval
+from agentkit.evals.runner import EVAL_MODES, run_eval
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -23,10 +23,10 @@ def runs(ray_local, shared_data, tmp_path_factory):
     from agentkit.evals.distributed import RayEvalConfig, RayExecutor
 
     d = tmp_path_factory.mktemp("ray_eval")
-    local = run_eval("bfcl", shared_data / "bfcl", list(MODES), out=d / "local.json", engine=tiny_engine(0), **KW)
+    local = run_eval("bfcl", shared_data / "bfcl", list(EVAL_MODES), out=d / "local.json", engine=tiny_engine(0), **KW)
     cfg = RayEvalConfig(address="local", workers=2, engine_factory="agentkit.engine:tiny_engine",
                         num_cpus_per_worker=0.5)
-    dist = run_eval("bfcl", shared_data / "bfcl", list(MODES), out=d / "ray.json", plot=d / "ray.png",
+    dist = run_eval("bfcl", shared_data / "bfcl", list(EVAL_MODES), out=d / "ray.json", plot=d / "ray.png",
                     executor=RayExecutor(cfg), **KW)
     return local, dist, d
 
@@ -41,11 +41,11 @@ def _same(row: dict) -> dict:
 def test_distributed_equals_local_item_for_item(runs):
     local, dist, _ = runs
     assert local["items_done"] == dist["items_done"] == 10
-    assert len(local["items"]) == len(dist["items"]) == 10 * len(MODES)
+    assert len(local["items"]) == len(dist["items"]) == 10 * len(EVAL_MODES)
     for a, b in zip(local["items"], dist["items"], strict=True):
         assert _same(a) == _same(b), (a["id"], a["mode"])
     assert dist["modes"].keys() == local["modes"].keys()
-    for m in MODES:
+    for m in EVAL_MODES:
         for k in ("n", "task_success", "valid_rate", "forwards_mean", "tokens_per_forward"):
             assert dist["modes"][m][k] == local["modes"][m][k], (m, k)
     assert dist["model"] == local["model"]
@@ -57,7 +57,7 @@ def test_distributed_json_plots_and_command(runs):
     assert on_disk["partial"] is False and on_disk["items_total"] == 10
     assert on_disk["items"] == dist["items"]
     assert "--ray local --workers 2" in on_disk["env"]["command"]
-    assert set(on_disk["ratios_vs_ar_constrained"]) == set(MODES)
+    assert set(on_disk["ratios_vs_ar_constrained"]) == set(EVAL_MODES)
     assert (d / "ray.png").stat().st_size > 1000
 
 
@@ -65,10 +65,10 @@ def test_every_mode_of_an_item_on_one_worker(ray_local, runs):
     """Rows of one item come back together, in the rotated mode order of a local run."""
     _, dist, _ = runs
     for i in range(10):
-        block = dist["items"][i * len(MODES):(i + 1) * len(MODES)]
+        block = dist["items"][i * len(EVAL_MODES):(i + 1) * len(EVAL_MODES)]
         assert len({r["id"] for r in block}) == 1
-        assert [r["order"] for r in block] == list(range(len(MODES)))
-        assert [r["mode"] for r in block] == list(MODES[i % len(MODES):] + MODES[: i % len(MODES)])
+        assert [r["order"] for r in block] == list(range(len(EVAL_MODES)))
+        assert [r["mode"] for r in block] == list(EVAL_MODES[i % len(EVAL_MODES):] + EVAL_MODES[: i % len(EVAL_MODES)])
 
 
 class _Interrupted:

@@ -33,9 +33,9 @@ def engine():
 
 
 def _compiler():
-    from agentkit.constrain.compiler import compile_schema_cached
+    from agentkit.constrain.compiler import compile_schema
 
-    return compile_schema_cached
+    return compile_schema
 
 
 class Held:

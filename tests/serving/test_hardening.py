@@ -156,9 +156,9 @@ class SlowCompile:
     """A schema compiler that takes ``seconds`` on schemas titled "slow" (an adversarial build), then refuses."""
 
     def __init__(self, seconds: float) -> None:
-        from agentkit.constrain.compiler import compile_schema_cached
+        from agentkit.constrain.compiler import compile_schema
 
-        self.inner, self.seconds, self.running = compile_schema_cached, seconds, threading.Event()
+        self.inner, self.seconds, self.running = compile_schema, seconds, threading.Event()
         self.release = threading.Event()
 
     def __call__(self, schema, **kw):

@@ -39,9 +39,9 @@ MSG = [{"role": "user", "content": "What is the weather in Paris?"}]
 
 
 def _compiler():
-    from agentkit.constrain.compiler import compile_schema_cached
+    from agentkit.constrain.compiler import compile_schema
 
-    return compile_schema_cached
+    return compile_schema
 
 
 @pytest.fixture(scope="module")
