@@ -29,7 +29,7 @@ import random
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -105,7 +105,7 @@ class EvalContext:
 
     def generate(self, engine, prompt, mode: str, *, template=None, **kw):
         """``engine.generate`` in eval mode ``mode`` (the canvas hook attached for diffusion modes)."""
-        cfg = self.config(mode)
+        cfg = _fit_context(engine, prompt, self.config(mode))
         on_draft = self.on_draft if cfg.mode == "diffusion" else None
         if mode == "diffusion-causal":
             with adapter_off(engine):
@@ -503,3 +503,14 @@ def _bfcl_suite() -> Suite:
 
 
 _SUITES["bfcl"] = _bfcl_suite()
+
+
+def _fit_context(engine: Any, prompt: Any, cfg: Any) -> Any:
+    """``cfg`` with its token budget cut to what the model's context leaves after ``prompt`` (as the server fits a
+    default ``max_tokens``): an eval's budget is a ceiling, not a request the engine should refuse."""
+    context = getattr(engine, "context_length", None)
+    encode = getattr(engine, "encode_prompt", None)
+    if not isinstance(context, int) or encode is None:
+        return cfg
+    room = context - len(encode(prompt))
+    return replace(cfg, max_new_tokens=max(1, min(cfg.max_new_tokens, room)))

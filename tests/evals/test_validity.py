@@ -38,11 +38,11 @@ def test_an_invalid_output_is_reported_not_hidden(tmp_path, engs):
     path.write_text(json.dumps({"schema": {"type": "integer", "maximum": 5}, "tests": []}))
     from agentkit.constrain import compiler
 
-    real = compiler.compile_schema
+    real = compiler.compile_schema_uncached
     try:
-        compiler.compile_schema = lambda schema, **kw: real({"type": "integer", "minimum": 100, "maximum": 200})
+        compiler.compile_schema_uncached = lambda schema, **kw: real({"type": "integer", "minimum": 100, "maximum": 200})
         row = check_schema(path, ["ar"], engs)
     finally:
-        compiler.compile_schema = real
+        compiler.compile_schema_uncached = real
     assert row["compiled"] and row["rows"][0]["valid"] is False
     assert "maximum" in row["rows"][0]["error"] or "greater" in row["rows"][0]["error"]
