@@ -21,11 +21,14 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from agentkit.toolcall import read_call
+
 from .admission import WorkBudget, WorkBudgetFull, check_bounds, check_request_work, estimate_work
 from .config import ServerConfig
 from .errors import APIError, from_exception
 from .metrics import Metrics
 from .plan import Plan, plan_request, response_parts, usage
+from .toolchoice import call_key
 from .prepare import Preparer, longest_token_chars
 from .protocol import ChatRequest
 from .scheduler import ClientDisconnected, Job, QueueFull, Scheduler, ShuttingDown
@@ -38,6 +41,12 @@ class Outcome:
 
     result: Any
     logprobs: list[dict[str, Any]] | None = None
+    choice: Any = None  # tool_choice auto: the choice decode's result when a text decode followed it
+
+    def usage(self) -> dict[str, int]:
+        """OpenAI's usage: the choice decode's and the text decode's tokens summed (both were computed)."""
+        runs = [r.stats for r in (self.choice, self.result) if r is not None]
+        return usage(sum(st.prompt_tokens for st in runs), sum(st.output_tokens for st in runs))
 
 
 def _params(fn: Callable) -> tuple[set[str], bool]:
@@ -129,33 +138,50 @@ class ChatService:
         prompt_ids = self.preparer.check_prompt(plan)
         progress = self.scheduler.progress if self.scheduler.batcher is None else (lambda: None)
 
-        def tokens_hook(ids: list[int]) -> None:
-            job.check()
-            progress()
-            if on_tokens is not None:
-                on_tokens(ids)
+        def hook(fn: Callable | None) -> Callable:
+            def run(*a: Any) -> None:
+                job.check()
+                progress()
+                if fn is not None:
+                    fn(*a)
+            return run
 
-        def draft_hook(tokens: list[int], frozen: list[bool]) -> None:
-            job.check()
-            progress()
-            if on_draft is not None:
-                on_draft(tokens, frozen)
-
-        kw: dict[str, Any] = {"template": template, "on_draft": draft_hook}
-        if self._hooks:
-            kw["on_tokens"] = tokens_hook
-        if self._should_stop:
-            kw["should_stop"] = job.cancelled.is_set  # a cancelled job stops before its next forward
-        if job.slot is not None:
-            kw["batch"] = job.slot
-        res = self.engine.generate(plan.messages, plan.config, **kw)
-        job.check()  # stopped early because the request was cancelled: its answer is already decided
+        auto = plan.tool_mode == "auto"  # the choice decode's tokens are not streamed (serving/toolchoice.py)
+        res = self._generate(job, plan.messages, plan.config, template, hook(None if auto else on_tokens),
+                             hook(on_draft))
+        choice = None
+        if auto and self._answer_in_text(plan, res.value):
+            choice, prompt_ids = res, self.preparer.check_prompt(plan, text=True)
+            assert plan.text_messages is not None and plan.text_config is not None
+            res = self._generate(job, plan.text_messages, plan.text_config, None, hook(on_tokens), hook(on_draft))
         lp = None
         if plan.logprobs is not None and prompt_ids is not None:
             from .logprobs import token_logprobs
 
             lp = token_logprobs(self.engine, prompt_ids, list(res.token_ids), plan.logprobs, job.slot)
-        return Outcome(res, lp)
+        return Outcome(res, lp, choice)
+
+    def _generate(self, job: Job, messages: list[dict[str, str]], config: Any, template: Any,
+                  on_tokens: Callable, on_draft: Callable) -> Any:
+        kw: dict[str, Any] = {"template": template, "on_draft": on_draft}
+        if self._hooks:
+            kw["on_tokens"] = on_tokens
+        if self._should_stop:
+            kw["should_stop"] = job.cancelled.is_set  # a cancelled job stops before its next forward
+        if job.slot is not None:
+            kw["batch"] = job.slot
+        res = self.engine.generate(messages, config, **kw)
+        job.check()  # stopped early because the request was cancelled: its answer is already decided
+        return res
+
+    @staticmethod
+    def _answer_in_text(plan: Plan, value: Any) -> bool:
+        """After the choice decode of tool_choice auto: True when the model chose no call, or a call that
+        repeats one a tool message already answered (the repeat rule), so the reply is decoded as text."""
+        call = read_call(value) if value is not None else None
+        if call is None or call[0] not in plan.tool_names:
+            return True  # the no-call option (or, from a template-less test engine, no call at all)
+        return call_key(*call) in plan.answered
 
     def decode_text(self, ids: list[int]) -> str:
         with self.lock:  # the tokenizer is shared with concurrent requests
@@ -188,7 +214,7 @@ class ChatService:
         body = {"id": "chatcmpl-" + uuid.uuid4().hex, "object": "chat.completion", "created": int(time.time()),
                 "model": self.model_name, "system_fingerprint": None,
                 "choices": [{"index": 0, "message": message, "logprobs": logprobs, "finish_reason": finish}],
-                "usage": usage(res.stats.prompt_tokens, res.stats.output_tokens), "agentkit_stats": self.stats(out, job)}
+                "usage": out.usage(), "agentkit_stats": self.stats(out, job)}
         self.metrics.request(plan.mode, 200, time.perf_counter() - t0)
         return JSONResponse(body)
 

@@ -1,0 +1,76 @@
+"""``tool_choice: "auto"``: the model's decision between a tool call and a text reply, and the repeat rule.
+
+A small model almost never starts a free-text reply with a call (SmolLM2-135M: probability ~0.003 of opening a
+JSON call on questions that need a tool), so ``"auto"`` is not decided in free text. It is decided in two decodes:
+
+1. the *choice* decode, under a call template (``agentkit.toolcall.call_template``) whose names are the tools plus
+   one pseudo-tool, :data:`NO_CALL` (``"respond"``, with ``{}`` arguments), meaning "no call: answer in text".
+   The system message lists the tools and says how to pick ``respond``; the name is chosen token by token by the
+   model's own scores among the names the template allows (the names' shared start is pinned, so the first token
+   that differs between names is the model's choice) -- no default, no threshold;
+2. if a tool was chosen, its call (decoded in step 1, arguments under the tool's schema) is the answer
+   (``tool_calls``). If ``respond`` was chosen, or the call repeats one already answered (below), the reply is
+   decoded as free text from the conversation *without* the tool instructions in view and returned as content.
+
+Budget: the choice decode may use up to ``max(max_tokens, 256)`` tokens (a small ``max_tokens`` must not forbid a
+call: the no-call option alone takes ~10 tokens on SmolLM2); ``max_tokens`` bounds the text reply. ``usage``
+sums both decodes' prompt and completion tokens (both were computed); ``agentkit_stats`` are the last decode's.
+
+The repeat rule: a decoded call identical (same name; same arguments as canonical JSON: key order and spacing do
+not matter) to a call of an earlier assistant message that already has a ``tool`` result is not returned again;
+the reply is decoded as text (the SDK's ``on_repeat="answer"``, ``agentkit/sdk/_repeat.py``). It applies to
+``"auto"`` only: a client that forces a call (``"required"`` or a named tool) gets the call it asked for.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+NO_CALL = "respond"
+NO_CALL_NOTE = ('If no tool is needed, reply with only {{"name": "{name}", "arguments": {{}}}} '
+                "and then answer in plain text.")
+
+
+def no_call_name(tool_names: list[str] | frozenset[str]) -> str:
+    """:data:`NO_CALL`, or (when a tool already has that name) the first of ``respond_``, ``respond__``, ... that
+    is not a tool's name."""
+    name = NO_CALL
+    while name in tool_names:
+        name += "_"
+    return name
+
+
+def call_key(name: str, args: Any) -> str:
+    """A canonical form of a call (the SDK's ``_repeat.call_key``): key order and spacing do not matter."""
+    return name + " " + json.dumps(args, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def answered_calls(messages: list[Any]) -> frozenset[str]:
+    """The :func:`call_key` of every call in an assistant message that a later ``tool`` message answered (by its
+    ``tool_call_id``; a tool message without a known id answers the calls of the last assistant message)."""
+    pending: dict[str | None, str] = {}
+    last: list[str] = []
+    done: set[str] = set()
+    for m in messages:
+        if m.role == "assistant" and m.tool_calls:
+            last = []
+            for c in m.tool_calls:
+                key = call_key(c.function.name, _args(c.function.arguments))
+                pending[c.id] = key
+                last.append(key)
+        elif m.role in ("tool", "function"):
+            if m.tool_call_id is not None and m.tool_call_id in pending:
+                done.add(pending[m.tool_call_id])
+            else:  # no id, or one the calls do not carry: it answers the last assistant message's calls
+                done.update(last)
+    return frozenset(done)
+
+
+def _args(a: str | dict[str, Any]) -> Any:
+    if isinstance(a, dict):
+        return a
+    try:
+        return json.loads(a)
+    except json.JSONDecodeError:
+        return a
