@@ -28,11 +28,11 @@ from .config import ServerConfig
 from .errors import APIError, from_exception
 from .metrics import Metrics
 from .plan import Plan, plan_request, response_parts, usage
-from .toolchoice import call_key
 from .prepare import Preparer, longest_token_chars
 from .protocol import ChatRequest
 from .scheduler import ClientDisconnected, Job, QueueFull, Scheduler, ShuttingDown
 from .streaming import open_stream
+from .toolchoice import call_key
 
 
 @dataclass

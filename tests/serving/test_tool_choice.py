@@ -1,0 +1,153 @@
+"""tool_choice auto (serving/toolchoice.py): the choice decode over the tools plus "respond", the text decode after
+"respond" or a repeated call, and "required" -- on a scripted engine (each branch forced) and the tiny model."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+from agentkit.serving.app import create_app
+from agentkit.serving.toolchoice import answered_calls, call_key, no_call_name
+
+from agentkit.engine.stats import DecodeStats, GenerationResult
+
+WEATHER = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12}}, "required": ["city"],
+           "additionalProperties": False}
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather for a city",
+                                           "parameters": WEATHER}}]
+MSG = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+
+def _compiler():
+    from agentkit.constrain.compiler import compile_schema_cached
+
+    return compile_schema_cached
+
+
+class Scripted:
+    """An engine whose choice decode (a call template) returns ``choice`` and whose free decode returns ``text``;
+    it records each call's messages and whether a template was given."""
+
+    name = "scripted"
+
+    def __init__(self, choice: dict, text: str = "It is sunny.") -> None:
+        self.choice, self.text = choice, text
+        self.calls: list[tuple[list[dict], bool]] = []
+
+    def generate(self, messages, config, template=None, on_tokens=None, on_draft=None):
+        self.calls.append((messages, template is not None))
+        if template is not None:
+            return GenerationResult(json.dumps(self.choice), [1] * 9,
+                                    DecodeStats(mode=config.mode, prompt_tokens=30, output_tokens=9,
+                                                finish_reason="template"), self.choice)
+        return GenerationResult(self.text, [2] * 4, DecodeStats(mode=config.mode, prompt_tokens=20, output_tokens=4,
+                                                                finish_reason="stop"))
+
+
+async def _post(engine, body) -> httpx.Response:
+    app = create_app(engine, compile_schema=_compiler())
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t", timeout=30) as c:
+            return await c.post("/v1/chat/completions", json=body)
+    finally:
+        app.state.scheduler.close()
+
+
+def _sse(text: str) -> list[dict]:
+    return [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: {")]
+
+
+async def test_auto_tool_branch():
+    eng = Scripted({"name": "get_weather", "arguments": {"city": "Paris"}})
+    r = await _post(eng, {"messages": MSG, "tools": TOOLS})
+    d = r.json()
+    ch = d["choices"][0]
+    assert ch["finish_reason"] == "tool_calls" and ch["message"]["content"] is None
+    assert json.loads(ch["message"]["tool_calls"][0]["function"]["arguments"]) == {"city": "Paris"}
+    (msgs, templated), = eng.calls  # one decode: the choice
+    assert templated and '"respond"' in msgs[0]["content"] and '"get_weather"' in msgs[0]["content"]
+    assert d["usage"] == {"prompt_tokens": 30, "completion_tokens": 9, "total_tokens": 39}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_auto_no_call_branch_decodes_text_without_the_tools(stream):
+    eng = Scripted({"name": "respond", "arguments": {}})
+    r = await _post(eng, {"messages": MSG, "tools": TOOLS, "max_tokens": 8, "stream": stream})
+    assert r.status_code == 200, r.text
+    [(_, t1), (m2, t2)] = eng.calls
+    assert t1 and not t2  # the choice under its template, then free text
+    assert not any("get_weather" in m["content"] or "respond" in m["content"] for m in m2)
+    assert m2[-1] == MSG[-1]
+    if stream:
+        chunks = _sse(r.text)
+        text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+        assert text == "It is sunny." and not any(c["choices"] and c["choices"][0]["delta"].get("tool_calls")
+                                                  for c in chunks)
+        final = [c for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]][-1]
+        assert final["choices"][0]["finish_reason"] == "stop" and final["usage"]["completion_tokens"] == 13
+    else:
+        d = r.json()
+        assert d["choices"][0]["message"] == {"role": "assistant", "content": "It is sunny."}
+        assert d["choices"][0]["finish_reason"] == "stop"
+        assert d["usage"] == {"prompt_tokens": 50, "completion_tokens": 13, "total_tokens": 63}  # both decodes
+
+
+HISTORY = MSG + [
+    {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
+        "name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+    {"role": "tool", "tool_call_id": "c1", "content": "sunny, 21 C"}]
+
+
+async def test_repeat_rule_answers_in_text():
+    eng = Scripted({"name": "get_weather", "arguments": {"city": "Paris"}}, text="Sunny, 21 C.")
+    d = (await _post(eng, {"messages": HISTORY, "tools": TOOLS})).json()
+    assert d["choices"][0]["message"]["content"] == "Sunny, 21 C." and d["choices"][0]["finish_reason"] == "stop"
+    assert len(eng.calls) == 2 and "sunny, 21 C" in eng.calls[1][0][-1]["content"]  # the result in view
+    eng = Scripted({"name": "get_weather", "arguments": {"city": "Rome"}})  # a new call is returned
+    d = (await _post(eng, {"messages": HISTORY, "tools": TOOLS})).json()
+    assert d["choices"][0]["finish_reason"] == "tool_calls" and len(eng.calls) == 1
+    eng = Scripted({"name": "get_weather", "arguments": {"city": "Paris"}})  # required: the call asked for
+    d = (await _post(eng, {"messages": HISTORY, "tools": TOOLS, "tool_choice": "required"})).json()
+    assert d["choices"][0]["finish_reason"] == "tool_calls" and len(eng.calls) == 1
+    no_result = HISTORY[:-1] + [{"role": "user", "content": "again"}]  # a call without a result is no repeat
+    eng = Scripted({"name": "get_weather", "arguments": {"city": "Paris"}})
+    d = (await _post(eng, {"messages": no_result, "tools": TOOLS})).json()
+    assert d["choices"][0]["finish_reason"] == "tool_calls"
+
+
+def test_answered_calls_and_names():
+    from agentkit.serving.protocol import ChatRequest
+
+    req = ChatRequest.model_validate({"messages": HISTORY})
+    assert answered_calls(req.messages) == {call_key("get_weather", {"city": "Paris"})}
+    assert call_key("f", {"a": 1, "b": 2}) == call_key("f", {"b": 2, "a": 1})
+    assert no_call_name(["get_weather"]) == "respond" and no_call_name(["respond", "respond_"]) == "respond__"
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    from agentkit.engine import tiny_engine
+
+    return tiny_engine(0)
+
+
+async def test_auto_on_the_tiny_model(tiny, monkeypatch):
+    """The real choice template on the tiny random model: whichever option it picks, the answer is consistent
+    (a tool call under its schema, or text from a second, template-free decode); with the tool's name forced away
+    (monkeypatched out of the allowed names), "respond" must be taken."""
+    seen = []
+    real = tiny.generate
+
+    def spy(messages, config, **kw):
+        seen.append(kw.get("template") is not None)
+        return real(messages, config, **kw)
+
+    monkeypatch.setattr(tiny, "generate", spy)
+    r = await _post(tiny, {"messages": MSG, "tools": TOOLS, "max_tokens": 16})
+    ch = r.json()["choices"][0]
+    if ch["finish_reason"] == "tool_calls":
+        assert seen == [True]
+        assert set(json.loads(ch["message"]["tool_calls"][0]["function"]["arguments"])) == {"city"}
+    else:
+        assert seen == [True, False] and isinstance(ch["message"]["content"], str)
