@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import inspect
+import json
 import time
 import uuid
 from collections.abc import Callable
@@ -21,7 +23,8 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from agentkit.toolcall import read_call
+from agentkit.constrain.canonical import json_style
+from agentkit.toolcall import NAME_ARGS, read_call
 
 from .admission import WorkBudget, WorkBudgetFull, check_bounds, check_request_work, estimate_work
 from .config import ServerConfig
@@ -32,7 +35,7 @@ from .prepare import Preparer, longest_token_chars
 from .protocol import ChatRequest
 from .scheduler import ClientDisconnected, Job, QueueFull, Scheduler, ShuttingDown
 from .streaming import open_stream
-from .toolchoice import call_key
+from .toolchoice import call_key, wants_call
 
 
 @dataclass
@@ -42,6 +45,7 @@ class Outcome:
     result: Any
     logprobs: list[dict[str, Any]] | None = None
     choice: Any = None  # tool_choice auto: the choice decode's result when a text decode followed it
+    decision: dict[str, Any] | None = None  # tool_choice auto: how the call / no-call decision was made
 
     def usage(self) -> dict[str, int]:
         """OpenAI's usage: the choice decode's and the text decode's tokens summed (both were computed)."""
@@ -146,11 +150,15 @@ class ChatService:
                     fn(*a)
             return run
 
-        auto = plan.tool_mode == "auto"  # the choice decode's tokens are not streamed (serving/toolchoice.py)
-        res = self._generate(job, plan.messages, plan.config, template, hook(None if auto else on_tokens),
-                             hook(on_draft))
-        choice = None
-        if auto and self._answer_in_text(plan, res.value):
+        auto = plan.tool_mode == "auto"  # the choice is not streamed (serving/toolchoice.py)
+        call, decision = (self._decide(job, plan) if auto else (None, None))
+        res = choice = None
+        if call is not False:  # a call (a decided one under the tools' template, else the choice decode)
+            if call:
+                template = self.preparer.template(dataclasses.replace(plan.schema, no_call=None))
+            res = self._generate(job, plan.messages, plan.config, template, hook(None if auto else on_tokens),
+                                 hook(on_draft))
+        if auto and (res is None or self._answer_in_text(plan, res.value)):
             choice, prompt_ids = res, self.preparer.check_prompt(plan, text=True)
             assert plan.text_messages is not None and plan.text_config is not None
             res = self._generate(job, plan.text_messages, plan.text_config, None, hook(on_tokens), hook(on_draft))
@@ -159,7 +167,7 @@ class ChatService:
             from .logprobs import token_logprobs
 
             lp = token_logprobs(self.engine, prompt_ids, list(res.token_ids), plan.logprobs, job.slot)
-        return Outcome(res, lp, choice)
+        return Outcome(res, lp, choice, decision)
 
     def _generate(self, job: Job, messages: list[dict[str, str]], config: Any, template: Any,
                   on_tokens: Callable, on_draft: Callable) -> Any:
@@ -173,6 +181,17 @@ class ChatService:
         res = self.engine.generate(messages, config, **kw)
         job.check()  # stopped early because the request was cancelled: its answer is already decided
         return res
+
+    def _decide(self, job: Job, plan: Plan) -> tuple[bool | None, dict[str, Any]]:
+        """tool_choice auto: (True: call, False: answer in text, None: left to the choice decode) by the model's
+        calibrated scores (``serving/toolchoice.wants_call``); None for an engine without a backbone to score."""
+        if not hasattr(self.engine, "backbone") or not hasattr(self.engine, "encode_prompt"):
+            return None, {"by": "choice_decode"}
+        assert plan.schema is not None and plan.no_call is not None
+        head = "{" + json.dumps(NAME_ARGS.name_key) + json_style(plan.schema.style).key_sep + '"'
+        call, margins = wants_call(self.engine, plan.messages, sorted(plan.tool_names), plan.no_call, head, job.slot)
+        job.check()
+        return call, {"by": "calibrated_scores", "call": call, **margins}
 
     @staticmethod
     def _answer_in_text(plan: Plan, value: Any) -> bool:
@@ -196,6 +215,8 @@ class ChatService:
         d.update(queue_ms=round(job.queue_ms, 3), prepare_ms=round(prepare_ms, 3),
                  batch_size=round(sum(sizes) / len(sizes), 3), batch_size_max=max(sizes),
                  token_ids=list(res.token_ids))
+        if out.decision is not None:
+            d["tool_choice"] = out.decision
         return d
 
     async def complete(self, req: ChatRequest, request: Request, t0: float) -> JSONResponse:

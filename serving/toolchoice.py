@@ -25,6 +25,7 @@ the reply is decoded as text (the SDK's ``on_repeat="answer"``, ``agentkit/sdk/_
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 NO_CALL = "respond"
@@ -74,3 +75,50 @@ def _args(a: str | dict[str, Any]) -> Any:
         return json.loads(a)
     except json.JSONDecodeError:
         return a
+
+
+# -- the decision by the model's calibrated scores (engines with a backbone to score with) ------------------------
+NULL_QUESTION = "N/A"  # the content-free question the scores are calibrated against
+
+
+def name_scores(engine: Any, messages: list[dict[str, str]], names: list[str], head: str,
+                slot: Any = None) -> dict[str, float]:
+    """log P(name, then its closing quote | the prompt and the call's ``head``) for each name: one forward over
+    prompt + head + name per name, with the base weights, at temperature 1 (the model's own distribution)."""
+    import torch
+
+    bb = engine.backbone if slot is None else slot.wrap(engine.backbone)
+    with engine.lock:  # the tokenizer is shared with concurrent requests
+        base = list(engine.encode_prompt(messages)) + engine.tokenizer.encode(head, add_special_tokens=False)
+        conts = {n: engine.tokenizer.encode(n + '"', add_special_tokens=False) for n in names}
+    out = {}
+    for n, cont in conts.items():
+        ids = base + cont
+        logits = bb.encode(ids, bb.new_cache(), rows=list(range(len(base) - 1, len(ids) - 1)))
+        logp = torch.log_softmax(logits.float(), dim=-1)
+        out[n] = float(logp.gather(-1, torch.tensor(cont, dtype=torch.long)[:, None]).sum())
+    return out
+
+
+def no_call_margin(scores: dict[str, float], no_call: str) -> float:
+    """log P(no call) - log P(any tool) from :func:`name_scores`."""
+    tools = [v for k, v in scores.items() if k != no_call]
+    return scores[no_call] - logsumexp(tools)
+
+
+def logsumexp(xs: list[float]) -> float:
+    m = max(xs)
+    return m + math.log(sum(math.exp(x - m) for x in xs))
+
+
+def wants_call(engine: Any, messages: list[dict[str, str]], names: list[str], no_call: str, head: str,
+               slot: Any = None) -> tuple[bool, dict[str, float]]:
+    """Whether the model calls a tool: its margin of "no call" over the tools on the request, against the same
+    margin with the conversation replaced by a content-free question (:data:`NULL_QUESTION`; contextual
+    calibration: what the question adds to the model's preference, not the preference the tool list alone gives
+    it). Returns the decision and the two margins (for ``agentkit_stats``)."""
+    options = list(names) + [no_call]
+    null = [m for m in messages[:1] if m["role"] == "system"] + [{"role": "user", "content": NULL_QUESTION}]
+    asked = no_call_margin(name_scores(engine, messages, options, head, slot), no_call)
+    base = no_call_margin(name_scores(engine, null, options, head, slot), no_call)
+    return asked - base <= 0, {"no_call_margin": round(asked, 4), "no_call_margin_null": round(base, 4)}

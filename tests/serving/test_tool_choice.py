@@ -132,22 +132,51 @@ def tiny():
     return tiny_engine(0)
 
 
-async def test_auto_on_the_tiny_model(tiny, monkeypatch):
-    """The real choice template on the tiny random model: whichever option it picks, the answer is consistent
-    (a tool call under its schema, or text from a second, template-free decode); with the tool's name forced away
-    (monkeypatched out of the allowed names), "respond" must be taken."""
-    seen = []
+@pytest.mark.parametrize("forced", [True, False])
+async def test_auto_on_the_tiny_model(tiny, monkeypatch, forced):
+    """The tiny random model through the real scoring and templates: the decision (forced each way by
+    monkeypatching wants_call, so both branches run) picks the decode: a call under the tools' template (no
+    "respond" option left), or text from a template-free decode with no choice decode before it."""
+    from agentkit.serving import service
+
+    seen, asked = [], []
     real = tiny.generate
 
     def spy(messages, config, **kw):
         seen.append(kw.get("template") is not None)
         return real(messages, config, **kw)
 
+    def decide(engine, messages, names, no_call, head, slot=None):
+        asked.append((names, no_call, head))
+        return forced, {"no_call_margin": 0.0, "no_call_margin_null": 0.0}
+
     monkeypatch.setattr(tiny, "generate", spy)
-    r = await _post(tiny, {"messages": MSG, "tools": TOOLS, "max_tokens": 16})
-    ch = r.json()["choices"][0]
-    if ch["finish_reason"] == "tool_calls":
-        assert seen == [True]
-        assert set(json.loads(ch["message"]["tool_calls"][0]["function"]["arguments"])) == {"city"}
+    monkeypatch.setattr(service, "wants_call", decide)
+    d = (await _post(tiny, {"messages": MSG, "tools": TOOLS, "max_tokens": 16})).json()
+    ch = d["choices"][0]
+    assert asked == [(["get_weather"], "respond", '{"name": "')]
+    assert d["agentkit_stats"]["tool_choice"]["call"] is forced
+    if forced:
+        assert seen == [True] and ch["finish_reason"] == "tool_calls"
+        tc = ch["message"]["tool_calls"][0]["function"]
+        assert tc["name"] == "get_weather" and set(json.loads(tc["arguments"])) == {"city"}
     else:
-        assert seen == [True, False] and isinstance(ch["message"]["content"], str)
+        assert seen == [False] and isinstance(ch["message"]["content"], str) and ch["finish_reason"] != "tool_calls"
+
+
+def test_wants_call_is_calibrated_against_the_null_question(tiny, monkeypatch):
+    """The decision is the margin of "respond" over the tools on the request minus the same margin on the
+    content-free question: a margin that is low only because the tool list favours the tools still calls, one above
+    the null margin answers in text."""
+    from agentkit.serving import toolchoice
+
+    table, real_scores = {}, toolchoice.name_scores
+    monkeypatch.setattr(toolchoice, "name_scores", lambda eng, msgs, names, head, slot=None: table[msgs[-1]["content"]])
+    sysmsg = {"role": "system", "content": "tools"}
+    for asked, null, want in [(-1.0, -3.0, False), (-3.0, -1.0, True), (2.0, 1.0, False), (0.5, 1.0, True)]:
+        table["q"] = {"f": 0.0, "respond": asked}
+        table[toolchoice.NULL_QUESTION] = {"f": 0.0, "respond": null}
+        call, info = toolchoice.wants_call(tiny, [sysmsg, {"role": "user", "content": "q"}], ["f"], "respond", "{")
+        assert call is want and info["no_call_margin"] == asked
+    scores = real_scores(tiny, [{"role": "user", "content": "hi"}], ["get_weather", "respond"], '{"name": "')
+    assert set(scores) == {"get_weather", "respond"} and all(v < 0 for v in scores.values())
