@@ -211,7 +211,7 @@ def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: 
     mode = ext.mode or default_mode or (structured_mode() if schema is not None else "ar")
     tool_mode: Literal["none", "forced", "auto"] = "forced" if forced else ("auto" if auto else "none")
     names = frozenset(t.function.name for t in (forced or tools)) if tool_mode != "none" else frozenset()
-    # auto: the choice decode may take more than a small max_tokens (it must hold the no-call option and a call);
+    # auto: a call's decode may take more than a small max_tokens (a small max_tokens must not forbid a call);
     # max_tokens bounds the text reply (serving/toolchoice.py)
     plan = Plan(messages, decode_config(req, mode, max(max_tokens, DEFAULT_MAX_TOKENS) if auto else max_tokens),
                 schema, tool_mode, names, ext.canvas,

@@ -1,16 +1,24 @@
 """``tool_choice: "auto"``: the model's decision between a tool call and a text reply, and the repeat rule.
 
 A small model almost never starts a free-text reply with a call (SmolLM2-135M: probability ~0.003 of opening a
-JSON call on questions that need a tool), so ``"auto"`` is not decided in free text. It is decided in two decodes:
+JSON call on questions that need a tool), so ``"auto"`` is not decided in free text. It is decided at one
+constrained point: the name of a call whose options are the tools plus one pseudo-tool, :data:`NO_CALL`
+(``"respond"``, with ``{}`` arguments), meaning "no call: answer in text". The system message lists the tools and
+says how to pick ``respond``.
 
-1. the *choice* decode, under a call template (``agentkit.toolcall.call_template``) whose names are the tools plus
-   one pseudo-tool, :data:`NO_CALL` (``"respond"``, with ``{}`` arguments), meaning "no call: answer in text".
-   The system message lists the tools and says how to pick ``respond``; the name is chosen token by token by the
-   model's own scores among the names the template allows (the names' shared start is pinned, so the first token
-   that differs between names is the model's choice) -- no default, no threshold;
-2. if a tool was chosen, its call (decoded in step 1, arguments under the tool's schema) is the answer
-   (``tool_calls``). If ``respond`` was chosen, or the call repeats one already answered (below), the reply is
-   decoded as free text from the conversation *without* the tool instructions in view and returned as content.
+1. **The decision** (:func:`wants_call`, engines with a backbone to score with): the model's log-probability of
+   each option's name after the call's head (``{"name": "``), summed over the name's tokens; the margin
+   log P(respond) - log sum P(tools) on the request is compared with the same margin when the conversation is
+   replaced by a content-free question (:data:`NULL_QUESTION`; contextual calibration, Zhao et al. 2021): the model
+   calls when the question moves it towards the tools. Both numbers are the model's own scores on this request; no
+   default, no tuned threshold. (The raw margin alone, i.e. the greedy choice under the template, called a tool on
+   13 of 20 no-tool questions on SmolLM2; calibrated, 8 of 20, with every tool question still calling; see
+   docs/serving_tools.md.) An engine without a backbone (a test double) decodes the choice under the template and
+   takes what it decodes.
+2. **A call**: decoded under the tools' call template (the same as ``"required"``: the name by the model's scores
+   among the tools, the arguments under the tool's schema) and returned as ``tool_calls``. **No call**, or a call
+   that repeats one already answered (below): the reply is decoded as free text from the conversation *without* the
+   tool instructions in view and returned as content.
 
 Budget: the choice decode may use up to ``max(max_tokens, 256)`` tokens (a small ``max_tokens`` must not forbid a
 call: the no-call option alone takes ~10 tokens on SmolLM2); ``max_tokens`` bounds the text reply. ``usage``
@@ -83,20 +91,25 @@ NULL_QUESTION = "N/A"  # the content-free question the scores are calibrated aga
 
 def name_scores(engine: Any, messages: list[dict[str, str]], names: list[str], head: str,
                 slot: Any = None) -> dict[str, float]:
-    """log P(name, then its closing quote | the prompt and the call's ``head``) for each name: one forward over
-    prompt + head + name per name, with the base weights, at temperature 1 (the model's own distribution)."""
+    """log P(name, then its closing quote | the prompt and the call's ``head``) for each name, with the base
+    weights at temperature 1 (the model's own distribution): one pass over prompt + head, then one short pass per
+    name over its tokens on that cache (cropped back after each)."""
     import torch
 
     bb = engine.backbone if slot is None else slot.wrap(engine.backbone)
     with engine.lock:  # the tokenizer is shared with concurrent requests
         base = list(engine.encode_prompt(messages)) + engine.tokenizer.encode(head, add_special_tokens=False)
         conts = {n: engine.tokenizer.encode(n + '"', add_special_tokens=False) for n in names}
+    cache = bb.new_cache()
+    first = torch.log_softmax(bb.encode(base, cache, rows=[len(base) - 1]).float(), dim=-1)[0]
     out = {}
     for n, cont in conts.items():
-        ids = base + cont
-        logits = bb.encode(ids, bb.new_cache(), rows=list(range(len(base) - 1, len(ids) - 1)))
-        logp = torch.log_softmax(logits.float(), dim=-1)
-        out[n] = float(logp.gather(-1, torch.tensor(cont, dtype=torch.long)[:, None]).sum())
+        lp = float(first[cont[0]])
+        if len(cont) > 1:
+            logp = torch.log_softmax(bb.encode(cont[:-1], cache, rows=list(range(len(cont) - 1))).float(), dim=-1)
+            lp += float(logp.gather(-1, torch.tensor(cont[1:], dtype=torch.long)[:, None]).sum())
+            bb.crop(cache, len(base))
+        out[n] = lp
     return out
 
 

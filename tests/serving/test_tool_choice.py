@@ -180,3 +180,22 @@ def test_wants_call_is_calibrated_against_the_null_question(tiny, monkeypatch):
         assert call is want and info["no_call_margin"] == asked
     scores = real_scores(tiny, [{"role": "user", "content": "hi"}], ["get_weather", "respond"], '{"name": "')
     assert set(scores) == {"get_weather", "respond"} and all(v < 0 for v in scores.values())
+
+
+def test_name_scores_equal_a_full_pass_per_name(tiny):
+    """The cached scoring (one prompt pass, a short pass per name, cropped back) gives each name's log-probability
+    as a separate full pass over prompt + head + name does."""
+    import torch
+    from agentkit.serving.toolchoice import name_scores
+
+    msgs, head, names = MSG, '{"name": "', ["get_weather", "add", "respond", "a_longer_tool_name"]
+    got = name_scores(tiny, msgs, names, head)
+    bb, tok = tiny.backbone, tiny.tokenizer
+    base = list(tiny.encode_prompt(msgs)) + tok.encode(head, add_special_tokens=False)
+    for n in names:
+        cont = tok.encode(n + '"', add_special_tokens=False)
+        ids = base + cont
+        lp = torch.log_softmax(bb.encode(ids, bb.new_cache(), rows=list(range(len(base) - 1, len(ids) - 1))).float(),
+                               -1)
+        assert got[n] == pytest.approx(sum(float(lp[i, t]) for i, t in enumerate(cont)), abs=1e-3)
+    assert len(set(round(v, 3) for v in got.values())) == len(names)  # the names are told apart
