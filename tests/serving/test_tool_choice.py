@@ -198,4 +198,4 @@ def test_name_scores_equal_a_full_pass_per_name(tiny):
         lp = torch.log_softmax(bb.encode(ids, bb.new_cache(), rows=list(range(len(base) - 1, len(ids) - 1))).float(),
                                -1)
         assert got[n] == pytest.approx(sum(float(lp[i, t]) for i, t in enumerate(cont)), abs=1e-3)
-    assert len(set(round(v, 3) for v in got.values())) == len(names)  # the names are told apart
+    assert len({round(v, 3) for v in got.values()}) == len(names)  # the names are told apart
