@@ -35,7 +35,7 @@ from .prepare import Preparer, longest_token_chars
 from .protocol import ChatRequest
 from .scheduler import ClientDisconnected, Job, QueueFull, Scheduler, ShuttingDown
 from .streaming import open_stream
-from .toolchoice import call_key, wants_call
+from .toolchoice import call_key, pick_tool, wants_call
 
 
 @dataclass
@@ -151,11 +151,15 @@ class ChatService:
             return run
 
         auto = plan.tool_mode == "auto"  # the choice is not streamed (serving/toolchoice.py)
-        call, decision = (self._decide(job, plan) if auto else (None, None))
+        call, decision = self._decide(job, plan) if auto else (None, None)
+        if plan.tool_mode == "forced" and len(plan.tool_names) > 1 and self._can_score():
+            decision = {"by": "name_scores", "tool": self._pick(job, plan)}
         res = choice = None
-        if call is not False:  # a call (a decided one under the tools' template, else the choice decode)
-            if call:
-                template = self.preparer.template(dataclasses.replace(plan.schema, no_call=None))
+        if call is not False:  # a call (the picked tool's template, else the choice decode), or forced/no tools
+            if decision and decision.get("tool"):
+                assert plan.schema is not None
+                tool = tuple(t for t in plan.schema.tools if t.function.name == decision["tool"])
+                template = self.preparer.template(dataclasses.replace(plan.schema, tools=tool, no_call=None))
             res = self._generate(job, plan.messages, plan.config, template, hook(None if auto else on_tokens),
                                  hook(on_draft))
         if auto and (res is None or self._answer_in_text(plan, res.value)):
@@ -185,13 +189,28 @@ class ChatService:
     def _decide(self, job: Job, plan: Plan) -> tuple[bool | None, dict[str, Any]]:
         """tool_choice auto: (True: call, False: answer in text, None: left to the choice decode) by the model's
         calibrated scores (``serving/toolchoice.wants_call``); None for an engine without a backbone to score."""
-        if not hasattr(self.engine, "backbone") or not hasattr(self.engine, "encode_prompt"):
+        if not self._can_score():
             return None, {"by": "choice_decode"}
-        assert plan.schema is not None and plan.no_call is not None
-        head = "{" + json.dumps(NAME_ARGS.name_key) + json_style(plan.schema.style).key_sep + '"'
-        call, margins = wants_call(self.engine, plan.messages, sorted(plan.tool_names), plan.no_call, head, job.slot)
+        assert plan.no_call is not None
+        call, info = wants_call(self.engine, plan.messages, sorted(plan.tool_names), plan.no_call, self._head(plan),
+                                job.slot)
         job.check()
-        return call, {"by": "calibrated_scores", "call": call, **margins}
+        return call, {"by": "calibrated_scores", "call": call, **info}
+
+    def _can_score(self) -> bool:
+        return hasattr(self.engine, "backbone") and hasattr(self.engine, "encode_prompt")
+
+    @staticmethod
+    def _head(plan: Plan) -> str:
+        """The call's text before its name (``{"name": "`` in the request's JSON style)."""
+        assert plan.schema is not None
+        return "{" + json.dumps(NAME_ARGS.name_key) + json_style(plan.schema.style).key_sep + '"'
+
+    def _pick(self, job: Job, plan: Plan) -> str:
+        """tool_choice required: the tool the model scores highest (``serving/toolchoice.pick_tool``)."""
+        name = pick_tool(self.engine, plan.messages, sorted(plan.tool_names), self._head(plan), job.slot)
+        job.check()
+        return name
 
     @staticmethod
     def _answer_in_text(plan: Plan, value: Any) -> bool:

@@ -199,3 +199,21 @@ def test_name_scores_equal_a_full_pass_per_name(tiny):
                                -1)
         assert got[n] == pytest.approx(sum(float(lp[i, t]) for i, t in enumerate(cont)), abs=1e-3)
     assert len({round(v, 3) for v in got.values()}) == len(names)  # the names are told apart
+
+
+async def test_required_picks_the_tool_the_model_scores_highest(tiny):
+    """required with several tools: the call is of the tool whose whole name scores highest (names sharing their
+    start, so greedy decoding would decide on the first differing token only)."""
+    from agentkit.serving.plan import plan_request
+    from agentkit.serving.protocol import ChatRequest
+    from agentkit.serving.toolchoice import name_scores
+
+    params = {"type": "object", "properties": {}, "additionalProperties": False}
+    names = ["area_heron", "area_base_height", "area_circle_from_radius"]
+    tools = [{"type": "function", "function": {"name": n, "parameters": params}} for n in names]
+    body = {"messages": MSG, "tools": tools, "tool_choice": "required", "max_tokens": 32}
+    plan = plan_request(ChatRequest.model_validate(body))
+    scores = name_scores(tiny, plan.messages, sorted(names), '{"name": "')
+    d = (await _post(tiny, body)).json()
+    got = d["choices"][0]["message"]["tool_calls"][0]["function"]["name"]
+    assert got == max(scores, key=scores.get) == d["agentkit_stats"]["tool_choice"]["tool"]
