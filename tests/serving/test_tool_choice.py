@@ -58,6 +58,16 @@ def _sse(text: str) -> list[dict]:
     return [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: {")]
 
 
+async def test_auto_tool_branch_streamed():
+    eng = Scripted({"name": "get_weather", "arguments": {"city": "Paris"}})
+    r = await _post(eng, {"messages": MSG, "tools": TOOLS, "stream": True})
+    chunks = [c for c in _sse(r.text) if c["choices"]]
+    calls = [c["choices"][0]["delta"]["tool_calls"] for c in chunks if c["choices"][0]["delta"].get("tool_calls")]
+    assert len(calls) == 1 and json.loads(calls[0][0]["function"]["arguments"]) == {"city": "Paris"}
+    assert not any(c["choices"][0]["delta"].get("content") for c in chunks)
+    assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
+
+
 async def test_auto_tool_branch():
     eng = Scripted({"name": "get_weather", "arguments": {"city": "Paris"}})
     r = await _post(eng, {"messages": MSG, "tools": TOOLS})
