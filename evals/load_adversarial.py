@@ -38,6 +38,8 @@ import httpx
 
 KEY = "sk-adversarial"
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from load_server import wait_healthy  # a sibling script: the server start-up wait
 
 
 def valid_body(i: int) -> dict:
@@ -92,18 +94,7 @@ def spawn(port: int, startup_s: float, extra: list[str]) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "agentkit.cli", "serve", "--port", str(port), "--log-level", "warning",
            "--max-batch", "8", "--threads", "1", "--api-key", KEY, *extra]
     proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < startup_s:
-        if proc.poll() is not None:
-            raise SystemExit(f"server exited with {proc.returncode} during startup")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    proc.terminate()
-    raise SystemExit(f"server did not come up within {startup_s:g} s")
+    return wait_healthy(proc, port, startup_s)
 
 
 async def post(client: httpx.AsyncClient, kind: str, body: dict) -> dict:

@@ -132,6 +132,11 @@ def spawn(port: int, model: str | None, startup_s: float, max_batch: int | None 
     if max_batch:
         cmd += ["--max-batch", str(max_batch)]
     proc = subprocess.Popen(cmd, cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
+    return wait_healthy(proc, port, startup_s)
+
+
+def wait_healthy(proc: subprocess.Popen, port: int, startup_s: float) -> subprocess.Popen:
+    """``proc`` once its server answers ``/health`` on ``port`` (SystemExit if it exits or takes over ``startup_s``)."""
     t0 = time.monotonic()
     while time.monotonic() - t0 < startup_s:
         if proc.poll() is not None:
