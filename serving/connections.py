@@ -86,7 +86,7 @@ class ConnectionLimits:
         while True:
             try:
                 message = await asyncio.wait_for(receive(), self.body_timeout_s)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return APIError(408, f"the request body did not arrive within {self.body_timeout_s:g} s per chunk "
                                      "(server setting --body-timeout-s)", param="body", code="body_timeout")
             if message["type"] != "http.request":

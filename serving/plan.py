@@ -22,10 +22,11 @@ from agentkit.constrain.canonical import DEFAULT_STYLE
 from agentkit.errors import UserError
 from agentkit.sdk import _steps as steps
 from agentkit.settings import server_fields
-from agentkit.toolcall import parse_call
+from agentkit.toolcall import parse_call, read_call
 
 from .errors import APIError, user_error
 from .protocol import AgentkitExt, ChatRequest, ContentPart, NamedToolChoice, ToolDef
+from .toolchoice import NO_CALL_NOTE, answered_calls, no_call_name
 
 _TOOL_PROMPT = (
     "You can call these tools. To call one, reply with only a JSON object "
@@ -46,13 +47,15 @@ class SchemaJob:
     tools: tuple[ToolDef, ...] = ()  # kind "tools"
     where: str = "response_format"
     style: str | None = None  # the JSON style (AgentkitExt.json_style); None: the compiler's default
+    no_call: str | None = None  # kind "tools" under tool_choice auto: the pseudo-tool that means "answer in text"
 
     @functools.cached_property
     def key(self) -> str:
         """The cache key: the JSON text with its key order kept (property order is the output's order). Computed
         once: a large schema's text is asked for several times (cache, lane, work) on the event loop."""
         if self.kind == "tools":
-            return json.dumps([[t.function.name, t.function.parameters] for t in self.tools] + [self.style])
+            return json.dumps([[t.function.name, t.function.parameters] for t in self.tools]
+                              + [self.style, self.no_call])
         return json.dumps([self.schema, self.strict, self.style])
 
     @functools.cached_property
@@ -76,6 +79,12 @@ class RequestPlan:
     max_tokens_given: bool = False  # False: the server may shorten the default to what the context leaves
     logprobs: int | None = None  # None: off; else how many alternatives per token (top_logprobs)
     stop: list[str] = field(default_factory=list)
+    # tool_choice auto (serving/toolchoice.py): the text decode's messages (no tool instructions) and config, the
+    # pseudo-tool meaning "no call", and the calls already answered by a tool message (canonical keys)
+    text_messages: list[dict[str, str]] | None = None
+    text_config: DecodeConfig | None = None
+    no_call: str | None = None
+    answered: frozenset[str] = frozenset()
 
     @property
     def mode(self) -> str:
@@ -113,8 +122,9 @@ def describe_tools(tools: list[ToolDef]) -> str:
     return _TOOL_PROMPT.format(tools=desc)
 
 
-def chat_messages(req: ChatRequest, tools: list[ToolDef]) -> list[dict[str, str]]:
-    """The request's messages as the engine's chat template takes them (tool calls written as JSON lines)."""
+def chat_messages(req: ChatRequest, tools: list[ToolDef], no_call: str | None = None) -> list[dict[str, str]]:
+    """The request's messages as the engine's chat template takes them (tool calls written as JSON lines); with
+    ``tools``, a system message describing them (and, with ``no_call``, how to choose no call)."""
     out: list[dict[str, str]] = []
     for i, m in enumerate(req.messages):
         role = {"developer": "system", "function": "tool"}.get(m.role, m.role)
@@ -124,7 +134,7 @@ def chat_messages(req: ChatRequest, tools: list[ToolDef]) -> list[dict[str, str]
             content = (content + "\n" if content else "") + "\n".join(json.dumps(c) for c in calls)
         out.append({"role": role, "content": content})
     if tools:
-        sys = describe_tools(tools)
+        sys = describe_tools(tools) + ("\n" + NO_CALL_NOTE.format(name=no_call) if no_call else "")
         if out and out[0]["role"] == "system":
             out[0] = {"role": "system", "content": out[0]["content"] + "\n\n" + sys}
         else:
@@ -150,10 +160,12 @@ def _tools(req: ChatRequest) -> tuple[list[ToolDef], list[ToolDef], str | NamedT
     return tools, (tools if choice == "required" else []), choice
 
 
-def _schema_job(req: ChatRequest, forced: list[ToolDef]) -> SchemaJob | None:
+def _schema_job(req: ChatRequest, forced: list[ToolDef], no_call: str | None) -> SchemaJob | None:
     style = req.agentkit.json_style if req.agentkit else None
     if forced:
         return SchemaJob("tools", tools=tuple(forced), where="tools", style=style)
+    if no_call:
+        return SchemaJob("tools", tools=tuple(req.tools or ()), where="tools", style=style, no_call=no_call)
     if style is None and steps.EXTRACT_STYLE != DEFAULT_STYLE:  # the JSON written as agentkit's extract writes it
         style = steps.EXTRACT_STYLE  # (None is the compiler's default, so a custom compile_schema need not know styles)
     rf = req.response_format
@@ -216,10 +228,12 @@ def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: 
     token's length) bound the prompt cheaply: a prompt of C characters holds at least C / max_token_chars tokens,
     so a prompt that cannot fit is refused here, before it is even tokenized."""
     tools, forced, choice = _tools(req)
-    schema = _schema_job(req, forced)
+    auto = choice == "auto" and not forced and (req.response_format is None or req.response_format.type == "text")
+    no_call = no_call_name([t.function.name for t in tools]) if auto else None
+    schema = _schema_job(req, forced, no_call)
     given = req.max_completion_tokens or req.max_tokens
     max_tokens = given or DEFAULT_MAX_TOKENS
-    messages = chat_messages(req, tools if choice != "none" else [])
+    messages = chat_messages(req, tools if choice != "none" else [], no_call)
     if context is not None and max_token_chars:
         chars = sum(len(m["content"]) for m in messages)
         check_prompt_length(-(-chars // max_token_chars), context, given or 1, at_least=True)
@@ -230,12 +244,19 @@ def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: 
         raw = rf.json_schema.schema_ if rf is not None and rf.type == "json_schema" and rf.json_schema else {}
         messages, source = with_schema_prompt(messages, raw)
     mode = ext.mode or default_mode or (structured_mode() if schema is not None else "ar")
-    tool_mode: Literal["none", "forced", "auto"] = "forced" if forced else (
-        "auto" if choice == "auto" and schema is None else "none")
+    tool_mode: Literal["none", "forced", "auto"] = "forced" if forced else ("auto" if auto else "none")
     names = frozenset(t.function.name for t in (forced or tools)) if tool_mode != "none" else frozenset()
-    return RequestPlan(messages, decode_config(req, mode, max_tokens, source), schema, tool_mode, names, ext.canvas,
-                max_tokens_given=given is not None,
-                logprobs=(req.top_logprobs or 0) if req.logprobs else None, stop=list(req.stop or []))
+    # auto: a call's decode may take more than a small max_tokens (a small max_tokens must not forbid a call);
+    # max_tokens bounds the text reply (serving/toolchoice.py)
+    budget = max(max_tokens, DEFAULT_MAX_TOKENS) if auto else max_tokens
+    plan = RequestPlan(messages, decode_config(req, mode, budget, source), schema, tool_mode, names, ext.canvas,
+                       max_tokens_given=given is not None,
+                       logprobs=(req.top_logprobs or 0) if req.logprobs else None, stop=list(req.stop or []))
+    if auto:  # the text reply, when the model chooses no call: free text (AR unless a mode is asked for)
+        plan.text_messages = chat_messages(req, [])
+        plan.text_config = decode_config(req, ext.mode or default_mode or "ar", max_tokens)
+        plan.no_call, plan.answered = no_call, answered_calls(req.messages)
+    return plan
 
 
 def check_prompt_length(prompt_tokens: int, context: int, max_tokens: int, *, at_least: bool = False) -> None:
@@ -264,10 +285,13 @@ def fit_max_tokens(plan: RequestPlan, prompt_tokens: int, context: int | None) -
 
 
 def response_parts(plan: RequestPlan, text: str, value: Any, finish_reason: str) -> tuple[dict[str, Any], str]:
-    """(assistant message, finish_reason) for a generation result."""
+    """(assistant message, finish_reason) for a generation result. Under ``tool_choice`` auto only the choice
+    decode's parsed call (``value``) is a call: a text reply (``value`` None) is content even if it holds JSON."""
     call = None
-    if plan.tool_mode != "none":
-        call = parse_call(text, value if plan.tool_mode == "forced" else None)
+    if plan.tool_mode == "forced":
+        call = parse_call(text, value)
+    elif plan.tool_mode == "auto" and value is not None:
+        call = read_call(value)
     if call is not None and call[0] in plan.tool_names and isinstance(call[1], dict):
         tc = {"id": "call_" + uuid.uuid4().hex[:24], "type": "function",
               "function": {"name": call[0], "arguments": json.dumps(call[1])}}

@@ -111,9 +111,12 @@ class Preparer:
                 self._templates.move_to_end(key)
                 return t
         if sj.kind == "tools":  # each tool's parameters compiled here (errors name the tool), then one call template
-            t = call_template([(tool.function.name, self.compile_one(tool.function.parameters or EMPTY_PARAMETERS,
-                                                                    f"tools[{i}].function.parameters", style=sj.style))
-                               for i, tool in enumerate(sj.tools)], style=sj.style, meta={"step": "tool_call"})
+            specs = [(tool.function.name, self.compile_one(tool.function.parameters or EMPTY_PARAMETERS,
+                                                           f"tools[{i}].function.parameters", style=sj.style))
+                     for i, tool in enumerate(sj.tools)]
+            if sj.no_call:  # tool_choice auto: "no call" is one more option, with {} (serving/toolchoice.py)
+                specs.append((sj.no_call, None))
+            t = call_template(specs, style=sj.style, meta={"step": "tool_call"})
         else:
             t = self.compile_one(sj.schema, sj.where, sj.strict, sj.style)
         with self._lock:
@@ -193,9 +196,16 @@ class Preparer:
             raise APIError(e.status, f"{e.message} (remembered: this schema failed before)", e.type, e.code,
                            e.param, **e.extra)
 
-    def check_prompt(self, plan: RequestPlan) -> list[int] | None:
+    def check_prompt(self, plan: RequestPlan, text: bool = False) -> list[int] | None:
         """Step 3 (on the decoding worker, before the request's first forward): tokenize and check the prompt;
-        a default max_tokens shrinks to what the context leaves."""
+        a default max_tokens shrinks to what the context leaves. ``text``: the text decode of ``tool_choice``
+        auto (``plan.text_messages``, ``plan.text_config``)."""
+        if text:
+            assert plan.text_messages is not None and plan.text_config is not None
+            sub = dataclasses.replace(plan, messages=plan.text_messages, config=plan.text_config)
+            ids = self.check_prompt(sub)
+            plan.text_config = sub.config
+            return ids
         ids = self.prompt_ids(plan)
         if ids is not None:
             n = fit_max_tokens(plan, len(ids), self.context)

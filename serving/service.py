@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import inspect
+import json
 import time
 import uuid
 from collections.abc import Callable
@@ -20,6 +22,9 @@ from typing import Any
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, StreamingResponse
+
+from agentkit.constrain.canonical import json_style
+from agentkit.toolcall import NAME_ARGS, read_call
 
 from .admission import WorkBudget, WorkBudgetFull, check_bounds, check_request_work, estimate_work
 from .config import ServerConfig
@@ -30,6 +35,7 @@ from .prepare import Preparer, longest_token_chars
 from .protocol import ChatRequest
 from .scheduler import ClientDisconnected, Job, QueueFull, Scheduler, ShuttingDown
 from .streaming import open_stream
+from .toolchoice import call_key, pick_tool, wants_call
 
 
 @dataclass
@@ -38,6 +44,14 @@ class Outcome:
 
     result: Any
     logprobs: list[dict[str, Any]] | None = None
+    choice: Any = None  # tool_choice auto: the choice decode's result when a text decode followed it
+    decision: dict[str, Any] | None = None  # tool_choice auto: how the call / no-call decision was made
+
+    def usage(self) -> dict[str, int]:
+        """OpenAI's usage: the choice decode's and the text decode's tokens summed (both were computed)."""
+        runs = [r.stats for r in (self.choice, self.result) if r is not None]
+        return usage(sum(st.prompt_tokens for st in runs), sum(st.output_tokens for st in runs),
+                     sum(st.cached_prompt_tokens for st in runs))
 
 
 def _params(fn: Callable) -> tuple[set[str], bool]:
@@ -130,33 +144,84 @@ class ChatService:
         prompt_ids = self.preparer.check_prompt(plan)
         progress = self.scheduler.progress if self.scheduler.batcher is None else (lambda: None)
 
-        def tokens_hook(ids: list[int]) -> None:
-            job.check()
-            progress()
-            if on_tokens is not None:
-                on_tokens(ids)
+        def hook(fn: Callable | None) -> Callable:
+            def run(*a: Any) -> None:
+                job.check()
+                progress()
+                if fn is not None:
+                    fn(*a)
+            return run
 
-        def draft_hook(tokens: list[int], frozen: list[bool]) -> None:
-            job.check()
-            progress()
-            if on_draft is not None:
-                on_draft(tokens, frozen)
-
-        kw: dict[str, Any] = {"template": template, "on_draft": draft_hook}
-        if self._hooks:
-            kw["on_tokens"] = tokens_hook
-        if self._should_stop:
-            kw["should_stop"] = job.cancelled.is_set  # a cancelled job stops before its next forward
-        if job.slot is not None:
-            kw["batch"] = job.slot
-        res = self.engine.generate(plan.messages, plan.config, **kw)
-        job.check()  # stopped early because the request was cancelled: its answer is already decided
+        auto = plan.tool_mode == "auto"  # the choice is not streamed (serving/toolchoice.py)
+        call, decision = self._decide(job, plan) if auto else (None, None)
+        if plan.tool_mode == "forced" and len(plan.tool_names) > 1 and self._can_score():
+            decision = {"by": "name_scores", "tool": self._pick(job, plan)}
+        res = choice = None
+        if call is not False:  # a call (the picked tool's template, else the choice decode), or forced/no tools
+            if decision and decision.get("tool"):
+                assert plan.schema is not None
+                tool = tuple(t for t in plan.schema.tools if t.function.name == decision["tool"])
+                template = self.preparer.template(dataclasses.replace(plan.schema, tools=tool, no_call=None))
+            res = self._generate(job, plan.messages, plan.config, template, hook(None if auto else on_tokens),
+                                 hook(on_draft))
+        if auto and (res is None or self._answer_in_text(plan, res.value)):
+            choice, prompt_ids = res, self.preparer.check_prompt(plan, text=True)
+            assert plan.text_messages is not None and plan.text_config is not None
+            res = self._generate(job, plan.text_messages, plan.text_config, None, hook(on_tokens), hook(on_draft))
         lp = None
         if plan.logprobs is not None and prompt_ids is not None:
             from .logprobs import token_logprobs
 
             lp = token_logprobs(self.engine, prompt_ids, list(res.token_ids), plan.logprobs, job.slot)
-        return Outcome(res, lp)
+        return Outcome(res, lp, choice, decision)
+
+    def _generate(self, job: Job, messages: list[dict[str, str]], config: Any, template: Any,
+                  on_tokens: Callable, on_draft: Callable) -> Any:
+        kw: dict[str, Any] = {"template": template, "on_draft": on_draft}
+        if self._hooks:
+            kw["on_tokens"] = on_tokens
+        if self._should_stop:
+            kw["should_stop"] = job.cancelled.is_set  # a cancelled job stops before its next forward
+        if job.slot is not None:
+            kw["batch"] = job.slot
+        res = self.engine.generate(messages, config, **kw)
+        job.check()  # stopped early because the request was cancelled: its answer is already decided
+        return res
+
+    def _decide(self, job: Job, plan: RequestPlan) -> tuple[bool | None, dict[str, Any]]:
+        """tool_choice auto: (True: call, False: answer in text, None: left to the choice decode) by the model's
+        calibrated scores (``serving/toolchoice.wants_call``); None for an engine without a backbone to score."""
+        if not self._can_score():
+            return None, {"by": "choice_decode"}
+        assert plan.no_call is not None
+        call, info = wants_call(self.engine, plan.messages, sorted(plan.tool_names), plan.no_call, self._head(plan),
+                                job.slot)
+        job.check()
+        return call, {"by": "calibrated_scores", "call": call, **info}
+
+    def _can_score(self) -> bool:
+        return hasattr(self.engine, "backbone") and hasattr(self.engine, "encode_prompt")
+
+    @staticmethod
+    def _head(plan: RequestPlan) -> str:
+        """The call's text before its name (``{"name": "`` in the request's JSON style)."""
+        assert plan.schema is not None
+        return "{" + json.dumps(NAME_ARGS.name_key) + json_style(plan.schema.style).key_sep + '"'
+
+    def _pick(self, job: Job, plan: RequestPlan) -> str:
+        """tool_choice required: the tool the model scores highest (``serving/toolchoice.pick_tool``)."""
+        name = pick_tool(self.engine, plan.messages, sorted(plan.tool_names), self._head(plan), job.slot)
+        job.check()
+        return name
+
+    @staticmethod
+    def _answer_in_text(plan: RequestPlan, value: Any) -> bool:
+        """After the choice decode of tool_choice auto: True when the model chose no call, or a call that
+        repeats one a tool message already answered (the repeat rule), so the reply is decoded as text."""
+        call = read_call(value) if value is not None else None
+        if call is None or call[0] not in plan.tool_names:
+            return True  # the no-call option (or, from a template-less test engine, no call at all)
+        return call_key(*call) in plan.answered
 
     def decode_text(self, ids: list[int]) -> str:
         with self.lock:  # the tokenizer is shared with concurrent requests
@@ -171,6 +236,8 @@ class ChatService:
         d.update(queue_ms=round(job.queue_ms, 3), prepare_ms=round(prepare_ms, 3),
                  batch_size=round(sum(sizes) / len(sizes), 3), batch_size_max=max(sizes),
                  token_ids=list(res.token_ids))
+        if out.decision is not None:
+            d["tool_choice"] = out.decision
         return d
 
     async def complete(self, req: ChatRequest, request: Request, t0: float) -> JSONResponse:
@@ -189,8 +256,7 @@ class ChatService:
         body = {"id": "chatcmpl-" + uuid.uuid4().hex, "object": "chat.completion", "created": int(time.time()),
                 "model": self.model_name, "system_fingerprint": None,
                 "choices": [{"index": 0, "message": message, "logprobs": logprobs, "finish_reason": finish}],
-                "usage": usage(res.stats.prompt_tokens, res.stats.output_tokens,
-                                               res.stats.cached_prompt_tokens), "agentkit_stats": self.stats(out, job)}
+                "usage": out.usage(), "agentkit_stats": self.stats(out, job)}
         self.metrics.request(plan.mode, 200, time.perf_counter() - t0)
         return JSONResponse(body)
 

@@ -9,8 +9,8 @@ Content: with free text or a ``response_format`` schema, one delta per committed
 the pinned run after it; diffusion: a block; verify: the verified prefix). A forced tool call streams the same
 way as OpenAI's: a first ``tool_calls`` delta with the id and the name once the name is committed, then argument
 fragments (the raw JSON text of the arguments as it is committed; they concatenate to the call's ``arguments``).
-With ``tool_choice: "auto"`` a reply that starts like a call (``{``) is held until it can be told apart, and a call
-comes as one ``tool_calls`` delta at the end. Canvas drafts (diffusion, verify) are ``event: agentkit.canvas`` chunks with
+With ``tool_choice: "auto"`` the choice decode (``serving/toolchoice.py``) is not streamed: a call comes as one
+``tool_calls`` delta at the end, a text reply streams as content deltas from its own decode. Canvas drafts (diffusion, verify) are ``event: agentkit.canvas`` chunks with
 ``choices: []``, which OpenAI clients pass over.
 """
 
@@ -27,7 +27,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import StreamingResponse
 
-from .plan import RequestPlan, response_parts, usage
+from .plan import RequestPlan, response_parts
 from .scheduler import ClientDisconnected, Job
 from .sse import DONE, Chunks, TextDeltas, event
 
@@ -100,7 +100,6 @@ class _Stream:
                  deltas: TextDeltas, t0: float) -> None:
         self.svc, self.plan, self.job, self.waiter, self.q, self.deltas, self.t0 = svc, plan, job, waiter, q, deltas, t0
         self.chunks = Chunks("chatcmpl-" + uuid.uuid4().hex, int(time.time()), svc.model_name)
-        self.held = ""  # tool_choice auto: text that may be a call
         self.first_content: float | None = None
         self.call_text = ""  # a forced call's text so far
         self.call_id: str | None = None  # set once its first delta (id, name) is sent
@@ -128,11 +127,6 @@ class _Stream:
         """The SSE event for content ``text`` (None when it is held back or suppressed)."""
         if self.plan.tool_mode == "forced":
             return self._call(text, final)
-        if self.plan.tool_mode == "auto" and not final:
-            self.held += text
-            if self.held.lstrip().startswith("{") or not self.held.strip():
-                return None
-            text, self.held = self.held, ""
         if not text:
             return None
         if self.first_content is None:
@@ -165,15 +159,11 @@ class _Stream:
         elif message.get("tool_calls"):
             events.append(event(self.chunks.chunk({"tool_calls": [{"index": 0, **message["tool_calls"][0]}]})))
         else:
-            rest = self.held + self.deltas.finish(res.text)
-            self.held = ""
-            ev = self._text(rest, final=True)
+            ev = self._text(self.deltas.finish(res.text), final=True)
             if ev:
                 events.append(ev)
         logprobs = {"content": out.logprobs} if out.logprobs is not None else None
-        events.append(event(self.chunks.chunk({}, finish, logprobs, usage=usage(res.stats.prompt_tokens,
-                                                                                 res.stats.output_tokens,
-                                                                                 res.stats.cached_prompt_tokens),
+        events.append(event(self.chunks.chunk({}, finish, logprobs, usage=out.usage(),
                                               agentkit_stats=self.svc.stats(out, self.job))))
         return events
 

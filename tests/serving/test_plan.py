@@ -39,8 +39,10 @@ def test_schema_routes_to_the_calibrated_mode_and_tools_are_described():
     p = plan_request(_req(tools=[TOOL], tool_choice="required", agentkit={"mode": "ar"}))
     assert p.mode == "ar" and p.tool_mode == "forced" and p.schema.kind == "tools" and p.tool_names == {"add"}
     assert '"name": "add"' in p.messages[0]["content"] and p.messages[0]["role"] == "system"
-    p = plan_request(_req(tools=[TOOL]))
-    assert p.tool_mode == "auto" and p.schema is None
+    p = plan_request(_req(tools=[TOOL]))  # auto: a choice decode over the tools plus "respond", then maybe text
+    assert p.tool_mode == "auto" and p.schema.kind == "tools" and p.schema.no_call == "respond"
+    assert p.mode == structured_mode() and p.text_config.mode == "ar"
+    assert '"respond"' in p.messages[0]["content"] and not any('"add"' in m["content"] for m in p.text_messages)
     assert plan_request(_req(tools=[TOOL]), default_mode="verify").mode == "verify"
 
 
@@ -74,9 +76,12 @@ def test_response_parts():
     msg, finish = response_parts(p, '{"name":"add","arguments":{"a":1}}', {"name": "add", "arguments": {"a": 1}},
                                  "template")
     assert finish == "tool_calls" and json.loads(msg["tool_calls"][0]["function"]["arguments"]) == {"a": 1}
-    p = plan_request(_req(tools=[TOOL]))  # auto: a free-text reply that is a call
-    msg, finish = response_parts(p, ' {"name": "add", "arguments": {"a": 2}}', None, "stop")
+    p = plan_request(_req(tools=[TOOL]))  # auto: the choice decode's call is a call ...
+    msg, finish = response_parts(p, '{"name": "add", "arguments": {"a": 2}}', {"name": "add", "arguments": {"a": 2}},
+                                 "template")
     assert finish == "tool_calls" and msg["content"] is None
+    msg, finish = response_parts(p, ' {"name": "add", "arguments": {"a": 2}}', None, "stop")  # ... a text reply is not
+    assert finish == "stop" and msg["content"].startswith(" {")
     msg, finish = response_parts(p, '{"name": "sub", "arguments": {}}', None, "length")  # not one of the tools
     assert finish == "length" and msg["content"].startswith("{")
 

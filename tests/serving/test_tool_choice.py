@@ -1,0 +1,231 @@
+"""tool_choice auto (serving/toolchoice.py): the choice decode over the tools plus "respond", the text decode after
+"respond" or a repeated call, and "required" -- on a scripted engine (each branch forced) and the tiny model."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+from agentkit.serving.app import create_app
+from agentkit.serving.toolchoice import answered_calls, call_key, no_call_name
+
+from agentkit.engine.stats import DecodeStats, GenerationResult
+
+WEATHER = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12}}, "required": ["city"],
+           "additionalProperties": False}
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather for a city",
+                                           "parameters": WEATHER}}]
+MSG = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+
+def _compiler():
+    from agentkit.constrain.compiler import compile_schema_cached
+
+    return compile_schema_cached
+
+
+class Scripted:
+    """An engine whose choice decode (a call template) returns ``choice`` and whose free decode returns ``text``;
+    it records each call's messages and whether a template was given."""
+
+    name = "scripted"
+
+    def __init__(self, choice: dict, text: str = "It is sunny.") -> None:
+        self.choice, self.text = choice, text
+        self.calls: list[tuple[list[dict], bool]] = []
+
+    def generate(self, messages, config, template=None, on_tokens=None, on_draft=None):
+        self.calls.append((messages, template is not None))
+        if template is not None:
+            return GenerationResult(json.dumps(self.choice), [1] * 9,
+                                    DecodeStats(mode=config.mode, prompt_tokens=30, output_tokens=9,
+                                                finish_reason="template"), self.choice)
+        return GenerationResult(self.text, [2] * 4, DecodeStats(mode=config.mode, prompt_tokens=20, output_tokens=4,
+                                                                finish_reason="stop"))
+
+
+async def _post(engine, body) -> httpx.Response:
+    app = create_app(engine, compile_schema=_compiler())
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t", timeout=30) as c:
+            return await c.post("/v1/chat/completions", json=body)
+    finally:
+        app.state.scheduler.close()
+
+
+def _sse(text: str) -> list[dict]:
+    return [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: {")]
+
+
+async def test_auto_tool_branch_streamed():
+    eng = Scripted({"name": "get_weather", "arguments": {"city": "Paris"}})
+    r = await _post(eng, {"messages": MSG, "tools": TOOLS, "stream": True})
+    chunks = [c for c in _sse(r.text) if c["choices"]]
+    calls = [c["choices"][0]["delta"]["tool_calls"] for c in chunks if c["choices"][0]["delta"].get("tool_calls")]
+    assert len(calls) == 1 and json.loads(calls[0][0]["function"]["arguments"]) == {"city": "Paris"}
+    assert not any(c["choices"][0]["delta"].get("content") for c in chunks)
+    assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
+
+
+async def test_auto_tool_branch():
+    eng = Scripted({"name": "get_weather", "arguments": {"city": "Paris"}})
+    r = await _post(eng, {"messages": MSG, "tools": TOOLS})
+    d = r.json()
+    ch = d["choices"][0]
+    assert ch["finish_reason"] == "tool_calls" and ch["message"]["content"] is None
+    assert json.loads(ch["message"]["tool_calls"][0]["function"]["arguments"]) == {"city": "Paris"}
+    (msgs, templated), = eng.calls  # one decode: the choice
+    assert templated and '"respond"' in msgs[0]["content"] and '"get_weather"' in msgs[0]["content"]
+    assert d["usage"] == {"prompt_tokens": 30, "completion_tokens": 9, "total_tokens": 39,
+                          "prompt_tokens_details": {"cached_tokens": 0}}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_auto_no_call_branch_decodes_text_without_the_tools(stream):
+    eng = Scripted({"name": "respond", "arguments": {}})
+    r = await _post(eng, {"messages": MSG, "tools": TOOLS, "max_tokens": 8, "stream": stream})
+    assert r.status_code == 200, r.text
+    [(_, t1), (m2, t2)] = eng.calls
+    assert t1 and not t2  # the choice under its template, then free text
+    assert not any("get_weather" in m["content"] or "respond" in m["content"] for m in m2)
+    assert m2[-1] == MSG[-1]
+    if stream:
+        chunks = _sse(r.text)
+        text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+        assert text == "It is sunny." and not any(c["choices"] and c["choices"][0]["delta"].get("tool_calls")
+                                                  for c in chunks)
+        final = [c for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]][-1]
+        assert final["choices"][0]["finish_reason"] == "stop" and final["usage"]["completion_tokens"] == 13
+    else:
+        d = r.json()
+        assert d["choices"][0]["message"] == {"role": "assistant", "content": "It is sunny."}
+        assert d["choices"][0]["finish_reason"] == "stop"
+        assert d["usage"] == {"prompt_tokens": 50, "completion_tokens": 13, "total_tokens": 63,
+                              "prompt_tokens_details": {"cached_tokens": 0}}  # both decodes
+
+
+HISTORY = MSG + [
+    {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
+        "name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+    {"role": "tool", "tool_call_id": "c1", "content": "sunny, 21 C"}]
+
+
+async def test_repeat_rule_answers_in_text():
+    eng = Scripted({"name": "get_weather", "arguments": {"city": "Paris"}}, text="Sunny, 21 C.")
+    d = (await _post(eng, {"messages": HISTORY, "tools": TOOLS})).json()
+    assert d["choices"][0]["message"]["content"] == "Sunny, 21 C." and d["choices"][0]["finish_reason"] == "stop"
+    assert len(eng.calls) == 2 and "sunny, 21 C" in eng.calls[1][0][-1]["content"]  # the result in view
+    eng = Scripted({"name": "get_weather", "arguments": {"city": "Rome"}})  # a new call is returned
+    d = (await _post(eng, {"messages": HISTORY, "tools": TOOLS})).json()
+    assert d["choices"][0]["finish_reason"] == "tool_calls" and len(eng.calls) == 1
+    eng = Scripted({"name": "get_weather", "arguments": {"city": "Paris"}})  # required: the call asked for
+    d = (await _post(eng, {"messages": HISTORY, "tools": TOOLS, "tool_choice": "required"})).json()
+    assert d["choices"][0]["finish_reason"] == "tool_calls" and len(eng.calls) == 1
+    no_result = HISTORY[:-1] + [{"role": "user", "content": "again"}]  # a call without a result is no repeat
+    eng = Scripted({"name": "get_weather", "arguments": {"city": "Paris"}})
+    d = (await _post(eng, {"messages": no_result, "tools": TOOLS})).json()
+    assert d["choices"][0]["finish_reason"] == "tool_calls"
+
+
+def test_answered_calls_and_names():
+    from agentkit.serving.protocol import ChatRequest
+
+    req = ChatRequest.model_validate({"messages": HISTORY})
+    assert answered_calls(req.messages) == {call_key("get_weather", {"city": "Paris"})}
+    assert call_key("f", {"a": 1, "b": 2}) == call_key("f", {"b": 2, "a": 1})
+    assert no_call_name(["get_weather"]) == "respond" and no_call_name(["respond", "respond_"]) == "respond__"
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    from agentkit.engine import tiny_engine
+
+    return tiny_engine(0)
+
+
+@pytest.mark.parametrize("forced", [True, False])
+async def test_auto_on_the_tiny_model(tiny, monkeypatch, forced):
+    """The tiny random model through the real scoring and templates: the decision (forced each way by
+    monkeypatching wants_call, so both branches run) picks the decode: a call under the tools' template (no
+    "respond" option left), or text from a template-free decode with no choice decode before it."""
+    from agentkit.serving import service
+
+    seen, asked = [], []
+    real = tiny.generate
+
+    def spy(messages, config, **kw):
+        seen.append(kw.get("template") is not None)
+        return real(messages, config, **kw)
+
+    def decide(engine, messages, names, no_call, head, slot=None):
+        asked.append((names, no_call, head))
+        return forced, {"no_call_margin": 0.0, "no_call_margin_null": 0.0}
+
+    monkeypatch.setattr(tiny, "generate", spy)
+    monkeypatch.setattr(service, "wants_call", decide)
+    d = (await _post(tiny, {"messages": MSG, "tools": TOOLS, "max_tokens": 16})).json()
+    ch = d["choices"][0]
+    assert asked == [(["get_weather"], "respond", '{"name": "')]
+    assert d["agentkit_stats"]["tool_choice"]["call"] is forced
+    if forced:
+        assert seen == [True] and ch["finish_reason"] == "tool_calls"
+        tc = ch["message"]["tool_calls"][0]["function"]
+        assert tc["name"] == "get_weather" and set(json.loads(tc["arguments"])) == {"city"}
+    else:
+        assert seen == [False] and isinstance(ch["message"]["content"], str) and ch["finish_reason"] != "tool_calls"
+
+
+def test_wants_call_is_calibrated_against_the_null_question(tiny, monkeypatch):
+    """The decision is the margin of "respond" over the tools on the request minus the same margin on the
+    content-free question: a margin that is low only because the tool list favours the tools still calls, one above
+    the null margin answers in text."""
+    from agentkit.serving import toolchoice
+
+    table, real_scores = {}, toolchoice.name_scores
+    monkeypatch.setattr(toolchoice, "name_scores", lambda eng, msgs, names, head, slot=None: table[msgs[-1]["content"]])
+    sysmsg = {"role": "system", "content": "tools"}
+    for asked, null, want in [(-1.0, -3.0, False), (-3.0, -1.0, True), (2.0, 1.0, False), (0.5, 1.0, True)]:
+        table["q"] = {"f": 0.0, "respond": asked}
+        table[toolchoice.NULL_QUESTION] = {"f": 0.0, "respond": null}
+        call, info = toolchoice.wants_call(tiny, [sysmsg, {"role": "user", "content": "q"}], ["f"], "respond", "{")
+        assert call is want and info["no_call_margin"] == asked
+    scores = real_scores(tiny, [{"role": "user", "content": "hi"}], ["get_weather", "respond"], '{"name": "')
+    assert set(scores) == {"get_weather", "respond"} and all(v < 0 for v in scores.values())
+
+
+def test_name_scores_equal_a_full_pass_per_name(tiny):
+    """The cached scoring (one prompt pass, a short pass per name, cropped back) gives each name's log-probability
+    as a separate full pass over prompt + head + name does."""
+    import torch
+    from agentkit.serving.toolchoice import name_scores
+
+    msgs, head, names = MSG, '{"name": "', ["get_weather", "add", "respond", "a_longer_tool_name"]
+    got = name_scores(tiny, msgs, names, head)
+    bb, tok = tiny.backbone, tiny.tokenizer
+    base = list(tiny.encode_prompt(msgs)) + tok.encode(head, add_special_tokens=False)
+    for n in names:
+        cont = tok.encode(n + '"', add_special_tokens=False)
+        ids = base + cont
+        lp = torch.log_softmax(bb.encode(ids, bb.new_cache(), rows=list(range(len(base) - 1, len(ids) - 1))).float(),
+                               -1)
+        assert got[n] == pytest.approx(sum(float(lp[i, t]) for i, t in enumerate(cont)), abs=1e-3)
+    assert len({round(v, 3) for v in got.values()}) == len(names)  # the names are told apart
+
+
+async def test_required_picks_the_tool_the_model_scores_highest(tiny):
+    """required with several tools: the call is of the tool whose whole name scores highest (names sharing their
+    start, so greedy decoding would decide on the first differing token only)."""
+    from agentkit.serving.plan import plan_request
+    from agentkit.serving.protocol import ChatRequest
+    from agentkit.serving.toolchoice import name_scores
+
+    params = {"type": "object", "properties": {}, "additionalProperties": False}
+    names = ["to_c", "to_f", "to_kelvin"]  # on tiny_engine(0) greedy decoding takes to_kelvin, the scores to_f
+    tools = [{"type": "function", "function": {"name": n, "parameters": params}} for n in names]
+    body = {"messages": MSG, "tools": tools, "tool_choice": "required", "max_tokens": 32}
+    plan = plan_request(ChatRequest.model_validate(body))
+    scores = name_scores(tiny, plan.messages, sorted(names), '{"name": "')
+    d = (await _post(tiny, body)).json()
+    got = d["choices"][0]["message"]["tool_calls"][0]["function"]["name"]
+    assert got == max(scores, key=scores.get) == d["agentkit_stats"]["tool_choice"]["tool"]
