@@ -24,6 +24,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from agentkit.constrain.canonical import json_style
+from agentkit.decide import can_score, pick_tool, wants_call
 from agentkit.toolcall import NAME_ARGS, read_call
 
 from .admission import WorkBudget, WorkBudgetFull, check_bounds, check_request_work, estimate_work
@@ -35,7 +36,7 @@ from .prepare import Preparer, longest_token_chars
 from .protocol import ChatRequest
 from .scheduler import ClientDisconnected, Job, QueueFull, Scheduler, ShuttingDown
 from .streaming import open_stream
-from .toolchoice import call_key, pick_tool, wants_call
+from .toolchoice import call_key
 
 
 @dataclass
@@ -190,7 +191,7 @@ class ChatService:
 
     def _decide(self, job: Job, plan: RequestPlan) -> tuple[bool | None, dict[str, Any]]:
         """tool_choice auto: (True: call, False: answer in text, None: left to the choice decode) by the model's
-        calibrated scores (``serving/toolchoice.wants_call``); None for an engine without a backbone to score."""
+        calibrated scores (``agentkit.decide.wants_call``); None for an engine without a backbone to score."""
         if not self._can_score():
             return None, {"by": "choice_decode"}
         assert plan.no_call is not None
@@ -200,7 +201,7 @@ class ChatService:
         return call, {"by": "calibrated_scores", "call": call, **info}
 
     def _can_score(self) -> bool:
-        return hasattr(self.engine, "backbone") and hasattr(self.engine, "encode_prompt")
+        return can_score(self.engine)
 
     @staticmethod
     def _head(plan: RequestPlan) -> str:
@@ -209,7 +210,7 @@ class ChatService:
         return "{" + json.dumps(NAME_ARGS.name_key) + json_style(plan.schema.style).key_sep + '"'
 
     def _pick(self, job: Job, plan: RequestPlan) -> str:
-        """tool_choice required: the tool the model scores highest (``serving/toolchoice.pick_tool``)."""
+        """tool_choice required: the tool the model scores highest (``agentkit.decide.pick_tool``)."""
         name = pick_tool(self.engine, plan.messages, sorted(plan.tool_names), self._head(plan), job.slot)
         job.check()
         return name

@@ -33,8 +33,12 @@ the reply is decoded as text (the SDK's ``on_repeat="answer"``, ``agentkit/sdk/_
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
+
+from agentkit.decide import NULL_QUESTION, logsumexp, name_scores, no_call_margin, pick_tool, wants_call
+
+__all__ = ["NO_CALL", "NO_CALL_NOTE", "NULL_QUESTION", "answered_calls", "call_key", "logsumexp", "name_scores",
+           "no_call_margin", "no_call_name", "pick_tool", "wants_call"]
 
 NO_CALL = "respond"
 NO_CALL_NOTE = ('If no tool is needed, reply with only {{"name": "{name}", "arguments": {{}}}} '
@@ -83,67 +87,3 @@ def _args(a: str | dict[str, Any]) -> Any:
         return json.loads(a)
     except json.JSONDecodeError:
         return a
-
-
-# -- the decision by the model's calibrated scores (engines with a backbone to score with) ------------------------
-NULL_QUESTION = "N/A"  # the content-free question the scores are calibrated against
-
-
-def name_scores(engine: Any, messages: list[dict[str, str]], names: list[str], head: str,
-                slot: Any = None) -> dict[str, float]:
-    """log P(name, then its closing quote | the prompt and the call's ``head``) for each name, with the base
-    weights at temperature 1 (the model's own distribution): one pass over prompt + head, then one short pass per
-    name over its tokens on that cache (cropped back after each)."""
-    import torch
-
-    bb = engine.backbone if slot is None else slot.wrap(engine.backbone)
-    with engine.lock:  # the tokenizer is shared with concurrent requests
-        base = list(engine.encode_prompt(messages)) + engine.tokenizer.encode(head, add_special_tokens=False)
-        conts = {n: engine.tokenizer.encode(n + '"', add_special_tokens=False) for n in names}
-    cache = bb.new_cache()
-    first = torch.log_softmax(bb.encode(base, cache, rows=[len(base) - 1]).float(), dim=-1)[0]
-    out = {}
-    for n, cont in conts.items():
-        lp = float(first[cont[0]])
-        if len(cont) > 1:
-            logp = torch.log_softmax(bb.encode(cont[:-1], cache, rows=list(range(len(cont) - 1))).float(), dim=-1)
-            lp += float(logp.gather(-1, torch.tensor(cont[1:], dtype=torch.long)[:, None]).sum())
-            bb.crop(cache, len(base))
-        out[n] = lp
-    return out
-
-
-def pick_tool(engine: Any, messages: list[dict[str, str]], names: list[str], head: str, slot: Any = None) -> str:
-    """The tool whose whole name the model scores highest (:func:`name_scores`), for ``"required"`` and an
-    ``"auto"`` call. Greedy decoding under the call template chose by the first token where names differ (the names'
-    shared start pinned), which is not the same: on 10 BFCL questions with 2-4 functions the greedy choice took
-    ``math.triangle_area_base_height`` for Heron's formula, the whole name's score ``math.triangle_area_heron``."""
-    scores = name_scores(engine, messages, names, head, slot)
-    return max(names, key=lambda n: scores[n])
-
-
-def no_call_margin(scores: dict[str, float], no_call: str) -> float:
-    """log P(no call) - log P(any tool) from :func:`name_scores`."""
-    tools = [v for k, v in scores.items() if k != no_call]
-    return scores[no_call] - logsumexp(tools)
-
-
-def logsumexp(xs: list[float]) -> float:
-    m = max(xs)
-    return m + math.log(sum(math.exp(x - m) for x in xs))
-
-
-def wants_call(engine: Any, messages: list[dict[str, str]], names: list[str], no_call: str, head: str,
-               slot: Any = None) -> tuple[bool, dict[str, float]]:
-    """Whether the model calls a tool: its margin of "no call" over the tools on the request, against the same
-    margin with the conversation replaced by a content-free question (:data:`NULL_QUESTION`; contextual
-    calibration: what the question adds to the model's preference, not the preference the tool list alone gives
-    it). Returns the decision and ``{"no_call_margin", "no_call_margin_null", "tool"}`` (for ``agentkit_stats``;
-    ``tool``: the tool the model scores highest, :func:`pick_tool`'s choice)."""
-    options = list(names) + [no_call]
-    null = [m for m in messages[:1] if m["role"] == "system"] + [{"role": "user", "content": NULL_QUESTION}]
-    scores = name_scores(engine, messages, options, head, slot)
-    asked = no_call_margin(scores, no_call)
-    base = no_call_margin(name_scores(engine, null, options, head, slot), no_call)
-    best = max(names, key=lambda n: scores[n])
-    return asked - base <= 0, {"no_call_margin": round(asked, 4), "no_call_margin_null": round(base, 4), "tool": best}

@@ -19,7 +19,7 @@ from .backbone import Backbone
 from .copy import CopyPrior
 from .draft import lookup
 from .gemma import denoise_uniform
-from .prefix import chunks
+from .prefix import cached_prompt_pass
 from .sampler import greedy_by_byte, masked_logits, pick
 from .sizing import DEFAULT_CURVE, DRAFT, EXACT, PINNED, AcceptRate, pass_length
 from .stats import DecodeStats
@@ -169,15 +169,7 @@ class Decoder:
             self.state = self._advance(self.state, t)
         self._emit(forced, pinned=len(forced))
         seq = prompt_ids + forced
-        lease = self.prefix.restore(seq, self.cache) if self.prefix is not None else None
-        try:
-            reused = lease.tokens if lease is not None else 0
-            self.logits = self._prompt_pass(seq, reused)
-            if lease is not None:
-                self.prefix.store(seq, self.cache, lease)
-        finally:
-            if lease is not None:
-                self.prefix.release(lease)
+        self.logits, reused = cached_prompt_pass(self.bb, self.cache, seq, self.prefix, self.prompt_chunk)
         self.stats.prompt_tokens = len(prompt_ids)
         self.stats.cached_prompt_tokens = reused
         self.prompt = list(prompt_ids)
@@ -189,17 +181,6 @@ class Decoder:
         self.stats.prefill_ms += 1000 * (time.perf_counter() - t0)
         if self._complete(self.state) or self.budget <= 0:
             self.finished = True
-
-    def _prompt_pass(self, seq: list[int], start: int) -> torch.Tensor:
-        """Encode ``seq[start:]`` after the ``start`` positions already in the cache, in :func:`chunks` of
-        ``prompt_chunk`` (each one pass: ``whole``, never row-exact pieces); the last position's logits."""
-        if not self.prompt_chunk:
-            return self.bb.encode(seq[start:], self.cache)[0]
-        pieces = chunks(start, len(seq), self.prompt_chunk)
-        for lo, hi in pieces[:-1]:
-            self.bb.encode(seq[lo:hi], self.cache, rows=[], whole=True)
-        lo, hi = pieces[-1]
-        return self.bb.encode(seq[lo:hi], self.cache, whole=True)[0]
 
     def _commit(self, toks: list[int], rows=(-1,)) -> torch.Tensor:
         t0 = time.perf_counter()

@@ -61,6 +61,34 @@ def chunks(start: int, end: int, block: int) -> list[tuple[int, int]]:
         (start // block + 1) * block, end, block))]
 
 
+def prompt_pass(bb, cache: DynamicCache, seq: Sequence[int], start: int, block: int) -> torch.Tensor:
+    """Encode ``seq[start:]`` after the ``start`` positions already in ``cache``, in :func:`chunks` of ``block``
+    (each one pass: ``whole``, never row-exact pieces; ``block`` 0: one pass); the last position's logits."""
+    if not block:
+        return bb.encode(list(seq[start:]), cache)[0]
+    pieces = chunks(start, len(seq), block)
+    for lo, hi in pieces[:-1]:
+        bb.encode(list(seq[lo:hi]), cache, rows=[], whole=True)
+    lo, hi = pieces[-1]
+    return bb.encode(list(seq[lo:hi]), cache, whole=True)[0]
+
+
+def cached_prompt_pass(bb, cache: DynamicCache, seq: Sequence[int], prefix: PrefixCache | None,
+                       block: int) -> tuple[torch.Tensor, int]:
+    """The prompt pass into the empty ``cache`` with ``prefix``'s held blocks copied in first and the new full blocks
+    stored after (None: no reuse); returns the last position's logits and how many positions were reused."""
+    lease = prefix.restore(seq, cache) if prefix is not None else None
+    try:
+        reused = lease.tokens if lease is not None else 0
+        logits = prompt_pass(bb, cache, seq, reused, block)
+        if lease is not None:
+            prefix.store(seq, cache, lease)
+    finally:
+        if lease is not None:
+            prefix.release(lease)
+    return logits, reused
+
+
 def unsupported(bb) -> str | None:
     """Why ``bb``'s prompts cannot be reused exactly, or None when they can: a plain :class:`Backbone` (its own
     ``encode`` and causal pass) whose caches are plain growing full-attention layers."""

@@ -122,8 +122,8 @@ class GuidedModel:
     @classmethod
     def for_task(cls, model: Any, task: dict[str, Any]) -> GuidedModel:
         sources = sorted(p for p in task["files"] if not Path(p).name.startswith("test_"))
-        calls = [{"tool": "read_file", "arguments": {"path": p}} for p in sources]
-        calls += [{"tool": "apply_edits", "arguments": {}}] * len(sources) + [{"tool": "run_tests", "arguments": {}}]
+        calls = [{"name": "read_file", "arguments": {"path": p}} for p in sources]
+        calls += [{"name": "apply_edits", "arguments": {}}] * len(sources) + [{"name": "run_tests", "arguments": {}}]
         return cls(model, calls)
 
     async def generate(self, messages, config, template=None, on_draft=None):
@@ -133,9 +133,9 @@ class GuidedModel:
             return await self.inner.generate(messages, config, template, on_draft)
         done = 0
         for m in messages:
-            if m["role"] == "assistant" and m["content"].startswith('{"tool":'):
+            if m["role"] == "assistant" and m["content"].startswith('{"name":'):  # a call (sdk._steps.call_text)
                 done += 1
-        out = self.calls[done] if done < len(self.calls) else {"tool": "final_answer", "arguments": {}}
+        out = self.calls[done] if done < len(self.calls) else {"name": "final_answer", "arguments": {}}
         return await FunctionModel(lambda _m, _i: out).generate(messages, config, template)
 
     def release(self, template: Any) -> None:

@@ -45,15 +45,17 @@ def tiny_tokenizer():
     return fast
 
 
-def tiny_llama(seed: int = 0, *, layers: int = 2, hidden: int = 64, mask_token: bool = False) -> LoadedModel:
-    """A random 2-layer Llama over the tiny tokenizer (causal canvas; optional absorbing-mask token)."""
+def tiny_llama(seed: int = 0, *, layers: int = 2, hidden: int = 64, mask_token: bool = False,
+               context: int = 2048) -> LoadedModel:
+    """A random 2-layer Llama over the tiny tokenizer (causal canvas; optional absorbing-mask token); ``context``:
+    its positions (the tiny tokenizer spends about a token per character, so a long agent prompt needs more)."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     tok = tiny_tokenizer()
     torch.manual_seed(seed)
     cfg = LlamaConfig(
         vocab_size=len(tok), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=context,
         eos_token_id=tok.eos_token_id, bos_token_id=tok.bos_token_id, pad_token_id=tok.pad_token_id,
         tie_word_embeddings=True,
     )

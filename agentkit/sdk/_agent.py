@@ -31,11 +31,13 @@ from ..errors import (
     UsageLimitExceeded,
     UserError,
 )
+from . import _decide as decide_
 from . import _repeat as repeat_
 from . import _settings as settings_
 from . import _steps as steps
 from ._callbacks import draft_callback, token_callback
 from ._context import RunContext, RunUsage
+from ._decide import Decide
 from ._events import AgentEvent, Reply, StepStarted, TextDelta, ToolCall, ToolResult
 from ._generator import _keywords, as_generator
 from ._messages import (
@@ -134,6 +136,10 @@ class Agent(Generic[DepsT, OutputT]):
     (``True`` or an ``Instrumentation``; default: ``Agent.instrument_all``'s setting). ``on_repeat`` and
     ``repeat``: what a call of a tool that already returned a result does (``_repeat.py``): by default an identical
     call, or one that feeds the tool's own result back to it, is not executed and the run goes to its answer step.
+    ``decide``: how a tool step chooses between a call (of which tool) and the answer. ``"scores"`` (default): by the
+    model's calibrated scores of the options' names when the generator can score them (the in-process engine;
+    ``_decide.py``), then only the chosen tool's arguments are decoded; otherwise, and with ``"decode"``, the
+    choice is decoded under the call template.
     """
 
     _instrument_default: bool | Instrumentation = False
@@ -156,8 +162,10 @@ class Agent(Generic[DepsT, OutputT]):
         instrument: bool | Instrumentation | None = None,
         on_repeat: OnRepeat = "answer",
         repeat: RepeatKey = "feedback",
+        decide: Decide = "scores",
     ) -> None:
         repeat_.check(on_repeat, repeat)
+        decide_.check(decide)
         self.generator = as_generator(model)
         self._tools = as_tools(tools)
         self._instructions: list[Instructions] = _instruction_list(instructions)
@@ -174,6 +182,8 @@ class Agent(Generic[DepsT, OutputT]):
         self.instrument = instrument
         self.on_repeat: OnRepeat = on_repeat
         self.repeat: RepeatKey = repeat
+        self.decide: Decide = decide
+        self._scorer = decide_.scorer_of(self.generator, decide)
         self._templates: dict[tuple[str, str], Template] = {}  # by (step, JSON style)
         self._streams_tokens = "on_tokens" in _keywords(self.generator.generate)
 
@@ -194,7 +204,7 @@ class Agent(Generic[DepsT, OutputT]):
         def register(fn: Callable[..., Any]) -> Tool:
             t = Tool(fn, name=name, description=description, retries=retries)
             self._tools = as_tools([*self._tools, t])
-            for key in [k for k in self._templates if k[0] == "tool_call"]:
+            for key in [k for k in self._templates if k[0].startswith("tool_call")]:
                 del self._templates[key]
             return t
 
@@ -334,8 +344,19 @@ class Agent(Generic[DepsT, OutputT]):
         return chat
 
     async def _tool_step(self, run: RunState) -> bool:
-        """One tool-call iteration; False when the model chose ``final_answer``."""
-        result, rec, t0 = await self._generate(run, "tool_call", None)
+        """One tool-call iteration; False when the run goes to its answer (the model chose ``final_answer``: by its
+        scores, then the answer step's iteration carries the decision, or in the decoded call)."""
+        template, compile_ms = None, 0.0
+        if self._scorer is not None:
+            style = run.settings.get("json_style", steps.STYLE)
+            last = next(iter(run.results.recent.values()), None)
+            run.decision = run.last_decision = await decide_.decide_step(
+                self._scorer, to_chat(run.messages), [t.name for t in self._tools], style, run.null_scores,
+                last_tool=last[0] if last else None, previous=run.last_decision)
+            if run.decision.tool is None:
+                return False
+            template, compile_ms = self._call_template(run.decision.tool, style)
+        result, rec, t0 = await self._generate(run, "tool_call", None, template, compile_ms)
         try:
             name, args = self._parse_call(steps.parse_json(result))
         except steps.OutputError as e:
@@ -481,7 +502,8 @@ class Agent(Generic[DepsT, OutputT]):
         ``meta["max_new_tokens"]``, when set, replaces the agent's (a one-off template may know its longest output).
         ``chat``: the messages to send instead of the conversation with ``prompt`` (the answer step's own view).
         """
-        t0 = time.perf_counter()
+        decision, run.decision = run.decision, None
+        t0 = decision.t0 if decision is not None else time.perf_counter()
         limits = run.limits
         if len(run.trace) >= limits.max_iterations:
             raise UsageLimitExceeded(f"max_iterations={limits.max_iterations} reached", run.trace)
@@ -506,6 +528,8 @@ class Agent(Generic[DepsT, OutputT]):
         rec.add_stats(result.stats)
         rec.queue_ms = max(wall_ms - result.stats.latency_ms, 0.0)
         rec.compile_ms = compile_ms
+        if decision is not None:
+            rec.decide_ms, rec.decision = decision.ms, decision.record()
         run.tokens += result.stats.output_tokens
         return result, rec, t0
 
@@ -582,12 +606,24 @@ class Agent(Generic[DepsT, OutputT]):
         self._templates[(step, style)] = template
         return template, (time.perf_counter() - t0) * 1000
 
+    def _call_template(self, tool: str, style: str | None) -> tuple[Template, float]:
+        """The template of a call of ``tool`` only (its name pinned, its arguments decoded), in JSON ``style``,
+        and the ms spent compiling it now."""
+        key = (f"tool_call:{tool}", style or "")
+        if key in self._templates:
+            return self._templates[key], 0.0
+        t0 = time.perf_counter()
+        template = steps.tool_call_template([t for t in self._tools if t.name == tool], style, final_answer=False)
+        self._templates[key] = template
+        return template, (time.perf_counter() - t0) * 1000
+
     def _parse_call(self, value: Any) -> tuple[str, dict[str, Any]]:
         names = [t.name for t in self._tools] + [steps.FINAL_ANSWER]
         # the one call reader (agentkit.toolcall), held to the step's exact shape: no other keys, no aliases
-        call = steps.read_tool_call(value) if isinstance(value, dict) and set(value) == {"tool", "arguments"} else None
+        call = steps.read_tool_call(value)
         if call is None:
-            raise steps.OutputError(f'expected {{"tool":NAME,"arguments":{{...}}}}, got {steps.compact(value)[:200]}')
+            raise steps.OutputError(f'expected {{"name": NAME, "arguments": {{...}}}}, got '
+                                    f'{steps.compact(value)[:200]}')
         name, args = call
         if name not in names:
             raise steps.OutputError(f"unknown tool {name!r}; the tools are {names}")

@@ -12,6 +12,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..config import DecodeConfig
 from ..constrain.nodes import Template
+from ..decide import can_score, name_scores
 from ..engine.stats import GenerationResult
 from ..errors import UserError
 
@@ -39,6 +40,17 @@ class Generator(Protocol):
     ) -> GenerationResult: ...
 
 
+@runtime_checkable
+class NameScorer(Protocol):
+    """A generator that can score a call's name options with the model (:func:`agentkit.decide.name_scores`):
+    ``can_score`` says whether its model has what that needs. The agent's tool step then decides call-or-answer
+    and which tool by the model's calibrated scores, and decodes only the arguments (``Agent(decide="scores")``)."""
+
+    can_score: bool
+
+    async def name_scores(self, messages: list[dict[str, str]], names: list[str], head: str) -> dict[str, float]: ...
+
+
 class EngineGenerator:
     """Runs a synchronous ``Engine.generate`` in a worker thread (``asyncio.to_thread``).
 
@@ -54,6 +66,14 @@ class EngineGenerator:
         if not callable(getattr(engine, "generate", None)):
             raise UserError(f"EngineGenerator needs an object with a generate() method, got {engine!r}")
         self.engine = engine
+        self.can_score = can_score(engine)
+
+    async def name_scores(self, messages: list[dict[str, str]], names: list[str], head: str) -> dict[str, float]:
+        """log P(each name | the messages and ``head``) by the engine's model (:func:`agentkit.decide.name_scores`),
+        in a worker thread."""
+        if not self.can_score:
+            raise UserError(f"{self.engine!r} cannot score names (no backbone); decode the choice instead")
+        return await asyncio.to_thread(name_scores, self.engine, messages, names, head)
 
     async def generate(
         self,

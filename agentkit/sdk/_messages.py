@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter
 
-from ._steps import compact, observation
+from ._steps import call_text, observation
 
 
 def _now() -> datetime:
@@ -143,5 +143,5 @@ def _part_chat(part: Any) -> dict[str, str]:
             return {"role": "user", "content": observation(part.tool_name, part.content, error=True)}
         return {"role": "user", "content": RETRY_TEXT.format(part.content)}
     if isinstance(part, ToolCallPart):
-        return {"role": "assistant", "content": compact({"tool": part.tool_name, "arguments": part.args})}
+        return {"role": "assistant", "content": call_text(part.tool_name, part.args)}
     return {"role": "assistant", "content": part.content}

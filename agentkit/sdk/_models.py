@@ -93,12 +93,12 @@ class TestModel(_Fake):
         return self._result(compact(value), value, messages, config, template, on_draft, on_tokens)
 
     def _next_call(self, messages: list[dict[str, str]], tools: dict[str, dict[str, Any]]) -> dict[str, Any]:
-        called = {c["tool"] for c in _calls(messages)}
+        called = {c.get("name", c.get("tool")) for c in _calls(messages)}
         wanted = list(tools) if self.call_tools == "all" else [t for t in self.call_tools if t in tools]
         for name in wanted:
             if name not in called:
-                return {"tool": name, "arguments": example_value(tools[name])}
-        return {"tool": FINAL_ANSWER, "arguments": {}}
+                return {"name": name, "arguments": example_value(tools[name])}
+        return {"name": FINAL_ANSWER, "arguments": {}}
 
     def _reply_text(self, messages: list[dict[str, str]]) -> str:
         if self.output_text is not None:
@@ -241,7 +241,7 @@ def _calls(messages: list[dict[str, str]]) -> list[dict[str, Any]]:
             v = json.loads(m["content"])
         except json.JSONDecodeError:
             continue
-        if isinstance(v, dict) and "tool" in v:
+        if isinstance(v, dict) and ("name" in v or "tool" in v):
             calls.append(v)
     return calls
 

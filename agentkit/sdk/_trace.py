@@ -62,6 +62,10 @@ class IterationRecord:
     finish_reason: str = ""  # the generation's: stop | length | template | cancelled (timeout, cancellation)
     tool_args: str | None = None  # the tool's arguments as JSON, clipped to MAX_FIELD characters
     tool_result: str | None = None  # what the tool returned (as the model reads it), clipped likewise
+    # the tool step's call-or-answer decision by the model's scores (``_decide.py``), made at the start of this
+    # iteration (its ms are in ``total_ms``): {"call", "tool", "no_call_margin", "no_call_margin_null"}
+    decide_ms: float = 0.0
+    decision: dict[str, Any] | None = None
 
     def add_stats(self, stats: DecodeStats) -> None:
         """Copy a generation's counts and latency split into this record."""

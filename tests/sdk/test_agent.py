@@ -56,7 +56,7 @@ def script(*outputs):
 
 
 def call(name, **args):
-    return {"tool": name, "arguments": args}
+    return {"name": name, "arguments": args}
 
 
 FINAL = call("final_answer")
@@ -82,15 +82,15 @@ async def test_message_format_for_tool_calls():
     result = await Agent(model, tools=[add], instructions="Be terse.").run("2+3?")
     system = result.messages[0]
     assert system["role"] == "system"
-    assert system["content"].startswith("Be terse.\n\nYou can call these tools (JSON specs, one per line):\n")
+    assert system["content"].startswith("Be terse.\n\nYou can call the following tool:\n")
     assert ('{"name":"add","description":"Add two integers.","parameters":{"type":"object","properties":'
             '{"a":{"description":"First.","type":"integer"},"b":{"description":"Second.","type":"integer"}},'
             '"required":["a","b"],"additionalProperties":false}}') in system["content"]
     assert result.messages[1:] == [
         {"role": "user", "content": "2+3?"},
-        {"role": "assistant", "content": '{"tool":"add","arguments":{"a":2,"b":3}}'},
+        {"role": "assistant", "content": '{"name": "add", "arguments": {"a": 2, "b": 3}}'},
         {"role": "user", "content": "Tool add returned: 5"},
-        {"role": "assistant", "content": '{"tool":"final_answer","arguments":{}}'},
+        {"role": "assistant", "content": '{"name": "final_answer", "arguments": {}}'},
         {"role": "assistant", "content": "It is 5."},
     ]
     # the answer step sees no JSON call: the instructions (no tool specs), then the task with the results restated
@@ -107,14 +107,14 @@ async def test_tool_call_template_is_one_choice_over_tools_and_final_answer():
     template = tool_call_template([add, shout])
     assert isinstance(template.root, Seq)
     first, choice, last = template.root.items
-    assert first == Lit('{"tool":"') and last == Lit("}")  # the name's opening quote is pinned with the start
+    assert first == Lit('{"name": "') and last == Lit("}")  # the name's opening quote is pinned with the start
     assert isinstance(choice, Choice)
     heads = [o.items[0].text if isinstance(o, Seq) else o.text for o in choice.options]
     # each option opens with the rest of its pinned name (merged with the pinned start of its arguments)
     assert [h.split('"', 1)[0] for h in heads] == ["add", "shout", "final_answer"]
-    assert all(h.startswith(f'{n}","arguments":') for h, n in zip(heads, ["add", "shout", "final_answer"]))
-    assert template.matches('{"tool":"final_answer","arguments":{}}')
-    assert not template.matches('{"tool":"rm","arguments":{}}')
+    assert all(h.startswith(f'{n}", "arguments": ') for h, n in zip(heads, ["add", "shout", "final_answer"]))
+    assert template.matches('{"name": "final_answer", "arguments": {}}')
+    assert not template.matches('{"name": "rm", "arguments": {}}')
     assert template.meta["step"] == "tool_call"
     assert template.meta["tools"] == {"add": add.parameters_schema, "shout": shout.parameters_schema}
 
@@ -318,7 +318,7 @@ async def test_run_stream_yields_events_in_order():
     events = [e async for e in agent.run_stream("go")]
     deltas = [e for e in events if isinstance(e, TextDelta)]
     assert "".join(d.delta for d in deltas if d.step == "reply") == '{"add":"0"}'
-    assert "".join(d.delta for d in deltas if d.iteration == 1) == '{"tool":"add","arguments":{"a":0,"b":0}}'
+    assert "".join(d.delta for d in deltas if d.iteration == 1) == '{"name":"add","arguments":{"a":0,"b":0}}'
     events = [e for e in events if not isinstance(e, TextDelta)]
     kinds = [e.kind for e in events]
     assert kinds == ["step_started", "canvas_draft", "canvas_draft", "tool_call", "tool_result",
@@ -326,7 +326,7 @@ async def test_run_stream_yields_events_in_order():
                      "step_started", "reply", "final"]
     assert events[0] == StepStarted(1, "tool_call", "diffusion")
     draft = events[2]
-    assert isinstance(draft, CanvasDraft) and draft.text == '{"tool":"add","arguments":{"a":0,"b":0}}'
+    assert isinstance(draft, CanvasDraft) and draft.text == '{"name":"add","arguments":{"a":0,"b":0}}'
     assert all(draft.fixed)
     assert events[3] == ToolCall(1, "add", {"a": 0, "b": 0})
     assert events[4] == ToolResult(1, "add", "Tool add returned: 0", False)

@@ -52,7 +52,7 @@ def script(*outputs):
 
 
 def call(name, **args):
-    return {"tool": name, "arguments": args}
+    return {"name": name, "arguments": args}
 
 
 # -- the SDK hook: templated tools ----------------------------------------------------------------------------
@@ -80,8 +80,8 @@ def test_templated_tool_is_a_bare_choice_in_the_call_template():
     assert echo.spec["parameters"] == {"type": "object", "properties": {}, "additionalProperties": False}
     assert "next message" in echo.spec["description"]
     template = tool_call_template([echo])
-    assert template.matches('{"tool":"_echo","arguments":{}}')
-    assert not template.matches('{"tool":"_echo","arguments":{"text":"x"}}')
+    assert template.matches('{"name": "_echo", "arguments": {}}')
+    assert not template.matches('{"name": "_echo", "arguments": {"text": "x"}}')
     assert tool_call_schema([echo])["anyOf"][0]["properties"]["arguments"]["properties"] == {}
     assert counter["n"] == 0  # built at call time, not when the agent is
 
@@ -232,11 +232,21 @@ class _EditsFromEngine:
         self.engine.release(template)
 
 
+@pytest.fixture(scope="module")
+def tiny_long():
+    """The tiny engine with 4096 positions: its tokenizer spends about a token per character, so the coding agent's
+    system prompt (the tools' specs and the call example) with two edits' turns passes 2048."""
+    from agentkit.engine.engine import Engine
+    from agentkit.models.tiny import tiny_llama
+
+    return Engine.from_loaded(tiny_llama(1, context=4096))
+
+
 @pytest.mark.parametrize("mode", ["ar", "diffusion", "verify"])
-def test_random_weight_edits_all_apply(tmp_path, tiny, mode, monkeypatch):
+def test_random_weight_edits_all_apply(tmp_path, tiny_long, mode, monkeypatch):
     monkeypatch.setattr(ca, "MAX_REPLACE_TOKENS", 24)  # random weights rarely end a REPLACE: keep it short
     root = repo(tmp_path, OFF_BY_ONE)
-    model = _EditsFromEngine(tiny, n=2)
+    model = _EditsFromEngine(tiny_long, n=2)
     agent = ca.build_agent(root, model, plan=False, routing=RoutingPolicy.force(mode))
     result = agent.run_sync("edit anything")
     edits = [r for r in result.trace if r.step == "tool_input"]

@@ -32,9 +32,16 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
+@tool
+def shout(text: str) -> str:
+    """Upper-case the text."""
+    return text.upper()
+
+
 @pytest.mark.parametrize("mode", ["ar", "verify"])
 async def test_agent_tool_calls_on_tiny_engine_are_valid(tiny, mode):
-    agent = Agent(tiny, tools=[add], limits=Limits(max_iterations=3))
+    # the choice decoded under the call template (the random model's scores may answer at once: tested below)
+    agent = Agent(tiny, tools=[add], limits=Limits(max_iterations=3), decide="decode")
     assert isinstance(agent.generator, EngineGenerator)
     try:
         result = await agent.run("What is 2+3?", mode=mode)
@@ -80,3 +87,38 @@ async def test_canvas_drafts_stream_from_the_engine_thread(tiny):
     drafts = [e for e in events if e.kind == "canvas_draft"]
     assert drafts and all(d.iteration == 1 and isinstance(d.text, str) for d in drafts)
     assert all(len(d.token_ids) == len(d.fixed) for d in drafts)
+
+
+@pytest.mark.parametrize("call", [True, False])
+async def test_scores_decide_call_or_answer_on_tiny_engine(tiny, monkeypatch, call):
+    """decide="scores" (the default with an engine): the calibrated scores decide; a call decodes only the picked
+    tool's arguments (its name pinned), an answer goes straight to the reply step, whose record carries the
+    decision. Both branches forced through ``agentkit.decide.calibrated``; the scores themselves are the model's."""
+    from agentkit import decide
+
+    real = decide.calibrated
+    seen = []
+
+    def forced(scores, null, names, no_call):
+        got, info = real(scores, null, names, no_call)
+        seen.append((scores, null))
+        return call, info
+
+    monkeypatch.setattr(decide, "calibrated", forced)
+    agent = Agent(tiny, tools=[add, shout], limits=Limits(max_iterations=2))
+    try:
+        trace = (await agent.run("What is 2+3?", mode="ar")).trace
+    except UsageLimitExceeded as e:
+        trace = e.trace
+    first = trace[0]
+    assert first.decision is not None and first.decision["call"] is call and first.decide_ms > 0
+    assert set(seen[0][0]) == {"add", "shout", "final_answer"} and all(v < 0 for v in seen[0][0].values())
+    if call:
+        picked = max(("add", "shout"), key=lambda n: seen[0][0][n])
+        assert (first.step, first.tool) == ("tool_call", picked) and first.error is None
+        assert first.decision["tool"] == picked
+    else:
+        assert (first.step, first.tool) == ("reply", None) and len(trace) == 1
+    by_options = {}
+    for _, null in seen:  # the baseline is scored once per run and option set (the same dict is reused)
+        assert by_options.setdefault(tuple(null), null) is null

@@ -187,7 +187,7 @@ async def test_agent_over_a_real_loopback_server():
     assert result.messages[3] == {"role": "user", "content": "Tool add returned: 5"}
     assert [b["agentkit"]["mode"] for b in _Handler.bodies] == ["diffusion", "diffusion", "diffusion", "ar"]
     rf = _Handler.bodies[1]["response_format"]["json_schema"]
-    assert rf["name"] == "tool_call" and [v["properties"]["tool"]["const"] for v in rf["schema"]["anyOf"]] == [
+    assert rf["name"] == "tool_call" and [v["properties"]["name"]["const"] for v in rf["schema"]["anyOf"]] == [
         "add", "final_answer"]
     assert "response_format" not in _Handler.bodies[3]
 

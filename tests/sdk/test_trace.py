@@ -42,7 +42,7 @@ async def test_run_trace_fields():
         "total_ms": 0, "prompt_tokens": first.prompt_tokens, "cached_prompt_tokens": 0, "encoder_forwards": 3, "decoder_forwards": 8,
         "output_tokens": 40, "pinned_tokens": 33, "slot_tokens": 7, "tokens_per_forward": 4.0, "retries": 0,
         "error": None, "run_id": result.run_id, "agent": "calc", "finish_reason": "template",
-        "tool_args": '{"a":0,"b":0}', "tool_result": "0"}
+        "tool_args": '{"a":0,"b":0}', "tool_result": "0", "decide_ms": 0.0, "decision": None}
     assert first.tool_ms > 0 and first.total_ms >= first.tool_ms + first.queue_ms
     assert first.compile_ms > 0 and final.compile_ms == 0  # the tool-call template compiles once per agent
     assert (reply.step, reply.mode, reply.decoder_forwards, reply.tokens_per_forward) == ("reply", "ar", 0, 1.0)

@@ -180,7 +180,7 @@ def test_wants_call_is_calibrated_against_the_null_question(tiny, monkeypatch):
     """The decision is the margin of "respond" over the tools on the request minus the same margin on the
     content-free question: a margin that is low only because the tool list favours the tools still calls, one above
     the null margin answers in text."""
-    from agentkit.serving import toolchoice
+    from agentkit import decide as toolchoice
 
     table, real_scores = {}, toolchoice.name_scores
     monkeypatch.setattr(toolchoice, "name_scores", lambda eng, msgs, names, head, slot=None: table[msgs[-1]["content"]])

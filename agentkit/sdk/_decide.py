@@ -1,0 +1,98 @@
+"""The tool step's decision by the model's scores: call a tool (which one) or answer (``Agent(decide="scores")``).
+
+A 135M model asked to write ``{"name": ..., "arguments": ...}`` with ``final_answer`` among the names almost always
+writes a call (it imitates the calls it sees), and greedy decoding picks a name by the first token where the names
+differ. With a generator that can score names (:class:`~agentkit.sdk._generator.NameScorer`: the in-process
+engine), the step is split as the server's ``tool_choice: "auto"`` is (``serving/toolchoice.py``):
+
+1. the model's log-probability of each option's whole name (the tools and ``final_answer``) after the call's head,
+   on the conversation and on a content-free question with the same system message (:mod:`agentkit.decide`;
+   contextual calibration). The model calls when the conversation moves it towards the tools, and the tool is the
+   one it scores highest;
+2. a call: only its arguments are decoded, under that tool's template (the name pinned). An answer: no decode
+   here; the run goes to its answer step, whose iteration carries the decision and its time.
+
+The baseline's scores depend on the system message only, so a run computes them once per system message.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .. import decide
+from ..errors import UserError
+from ._generator import NameScorer
+from ._steps import FINAL_ANSWER, call_head
+
+Decide = Literal["scores", "decode"]
+DECIDE: tuple[str, ...] = ("scores", "decode")
+
+
+def check(value: str) -> None:
+    if value not in DECIDE:
+        raise UserError(f"decide must be one of {DECIDE}, got {value!r}")
+
+
+def scorer_of(generator: Any, value: Decide) -> NameScorer | None:
+    """The generator as a :class:`NameScorer` when ``decide="scores"`` and it can score; else None (the choice is
+    decoded under the call template)."""
+    if value == "scores" and isinstance(generator, NameScorer) and getattr(generator, "can_score", False):
+        return generator
+    return None
+
+
+@dataclass
+class Decision:
+    """A tool step's decision: ``tool`` to call (None: answer), the scores' facts, when it started, its ms."""
+
+    tool: str | None
+    info: dict[str, Any]
+    t0: float
+    ms: float
+
+    def record(self) -> dict[str, Any]:
+        """What the trace keeps (``IterationRecord.decision``)."""
+        return {"call": self.tool is not None, **self.info}
+
+
+@dataclass
+class NullScores:
+    """The baseline's scores per (system message, options), for one run."""
+
+    by_key: dict[tuple[str, tuple[str, ...]], dict[str, float]] = field(default_factory=dict)
+
+
+# After a tool result, which rule decides (measured on ``agentkit eval agent-loop``, docs/agent_loop.md):
+# "exclude_last": the tool whose result just came back is not an option (another tool, or the answer, calibrated
+#   against the baseline as the first step is); "moved": call again only if the result moved the model towards the
+#   tools (its margin is at most the previous decision's); "null": the first step's rule unchanged.
+AFTER_RESULT_RULES = ("exclude_last", "moved", "null")
+AFTER_RESULT = "exclude_last"
+
+
+async def decide_step(scorer: NameScorer, chat: list[dict[str, str]], tools: list[str], style: str | None,
+                      null: NullScores, *, last_tool: str | None = None, previous: Decision | None = None,
+                      rule: str | None = None) -> Decision:
+    """Call or answer, and which tool, by the model's calibrated scores on ``chat`` (the tool step's messages).
+    ``last_tool``: the tool whose result came back last (None before any); ``previous``: this run's last decision;
+    ``rule``: :data:`AFTER_RESULT` when None."""
+    t0 = time.perf_counter()
+    rule = rule or AFTER_RESULT
+    after = last_tool is not None
+    names = [t for t in tools if not (after and rule == "exclude_last" and t == last_tool)]
+    if not names:
+        return Decision(None, {"by": "no tool left", "tool": None}, t0, (time.perf_counter() - t0) * 1000)
+    options, head = [*names, FINAL_ANSWER], call_head(style)
+    scores = await scorer.name_scores(chat, options, head)
+    base = decide.null_messages(chat)
+    key = (base[0]["content"] if base[0]["role"] == "system" else "", tuple(options))
+    if key not in null.by_key:
+        null.by_key[key] = await scorer.name_scores(base, options, head)
+    call, info = decide.calibrated(scores, null.by_key[key], names, FINAL_ANSWER)
+    if after and rule == "moved" and previous is not None and "no_call_margin" in previous.info:
+        call = info["no_call_margin"] <= previous.info["no_call_margin"]
+        info["previous_margin"] = previous.info["no_call_margin"]
+    return Decision(info["tool"] if call else None, {"rule": rule if after else "null", **info}, t0,
+                    (time.perf_counter() - t0) * 1000)

@@ -1,0 +1,107 @@
+"""The tool step's decision by scores (``agentkit/sdk/_decide.py``) on a scripted scorer: the calibration, the
+rules after a tool result, and the agent loop with a scorer (the answer step carries the decision)."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentkit.errors import UserError
+from agentkit.sdk import Agent, FunctionModel, tool
+from agentkit.sdk import _decide as d
+
+SYSTEM = {"role": "system", "content": "tools"}
+
+
+class Scripted:
+    """A NameScorer whose scores come from ``table(messages, names)``; records each call."""
+
+    can_score = True
+
+    def __init__(self, table):
+        self.table, self.calls = table, []
+
+    async def name_scores(self, messages, names, head):
+        self.calls.append((messages[-1]["content"], tuple(names), head))
+        return self.table(messages, names)
+
+
+def margins(asked: float, null: float, tools=("a", "b")):
+    """Scores giving no-call margin ``asked`` on the question and ``null`` on the baseline ("a" the best tool)."""
+    def table(messages, names):
+        m = null if messages[-1]["content"] == "N/A" else asked
+        out = {n: (0.0 if n == "a" else -1.0) for n in names if n != "final_answer"}
+        from agentkit.decide import logsumexp
+        out["final_answer"] = m + logsumexp(list(out.values()))
+        return out
+    return table
+
+
+@pytest.mark.parametrize("asked,null,call", [(-2.0, 0.0, True), (1.0, 0.0, False), (0.0, 0.0, True)])
+async def test_first_step_is_calibrated_against_the_null_question(asked, null, call):
+    scorer = Scripted(margins(asked, null))
+    got = await d.decide_step(scorer, [SYSTEM, {"role": "user", "content": "q"}], ["a", "b"], None, d.NullScores())
+    assert (got.tool is not None) is call and got.info["rule"] == "null"
+    assert got.tool in (None, "a") and scorer.calls[0][2] == '{"name": "'
+
+
+async def test_exclude_last_drops_the_tool_that_just_returned():
+    scorer = Scripted(margins(-2.0, 0.0))
+    chat = [SYSTEM, {"role": "user", "content": "q"}]
+    got = await d.decide_step(scorer, chat, ["a", "b"], None, d.NullScores(), last_tool="a", rule="exclude_last")
+    assert got.tool == "b" and scorer.calls[0][1] == ("b", "final_answer")
+    only = await d.decide_step(scorer, chat, ["a"], None, d.NullScores(), last_tool="a", rule="exclude_last")
+    assert only.tool is None and only.info["by"] == "no tool left" and len(scorer.calls) == 2  # nothing scored
+
+
+async def test_moved_calls_again_only_when_the_result_moved_towards_the_tools():
+    chat = [SYSTEM, {"role": "user", "content": "q"}]
+    first = await d.decide_step(Scripted(margins(-3.0, 0.0)), chat, ["a"], None, d.NullScores())
+    for after, call in [(-2.0, False), (-4.0, True)]:
+        got = await d.decide_step(Scripted(margins(after, 0.0)), chat, ["a"], None, d.NullScores(), last_tool="a",
+                                  previous=first, rule="moved")
+        assert (got.tool is not None) is call and got.info["previous_margin"] == -3.0
+
+
+async def test_the_baseline_is_scored_once_per_option_set():
+    scorer, null = Scripted(margins(-2.0, 0.0)), d.NullScores()
+    chat = [SYSTEM, {"role": "user", "content": "q"}]
+    for _ in range(3):
+        await d.decide_step(scorer, chat, ["a", "b"], None, null)
+    assert [c[0] for c in scorer.calls].count("N/A") == 1
+
+
+def test_decide_is_checked_and_fakes_decode():
+    with pytest.raises(UserError, match="decide must be one of"):
+        Agent(FunctionModel(lambda m, i: "x"), decide="vote")
+    assert Agent(FunctionModel(lambda m, i: "x"))._scorer is None  # a fake cannot score: the choice is decoded
+
+
+@tool
+def double(x: int) -> int:
+    """Double x."""
+    return 2 * x
+
+
+class ScoringModel(FunctionModel):
+    """A FunctionModel that can score: calls ``double`` first, then its scores say answer."""
+
+    can_score = True
+
+    async def name_scores(self, messages, names, head):
+        answered = any(m["content"].startswith("Tool double returned") for m in messages)
+        return {n: (-9.0 if n == "final_answer" and not answered else 0.0) for n in names}
+
+
+async def test_agent_with_a_scorer_calls_then_answers_in_two_iterations():
+    steps = []
+
+    def fn(messages, info):
+        steps.append((info.step, info.template.meta.get("tools") if info.template is not None else None))
+        return {"name": "double", "arguments": {"x": 21}} if info.step == "tool_call" else "It is 42."
+
+    result = await Agent(ScoringModel(fn), tools=[double]).run("Double 21")
+    assert result.output == "It is 42."
+    assert [(r.step, r.tool) for r in result.trace] == [("tool_call", "double"), ("reply", None)]
+    assert result.trace[0].decision["call"] and result.trace[1].decision == {"call": False, "by": "no tool left",
+                                                                              "tool": None}
+    assert steps[0][1] == {"double": double.call_schema}  # only the picked tool's template: no final_answer option
