@@ -55,7 +55,7 @@ from ._otel import Instrumentation, as_instrumentation, end_iteration, end_run, 
 from ._repeat import OnRepeat, RepeatKey
 from ._result import RunResult, RunState
 from ._settings import ModelSettings
-from ._tools import Tool, as_tools, to_observation_text
+from ._tools import Tool, as_tools, clip_result, to_observation_text
 from ._trace import IterationRecord, Trace, clip
 
 OutputT = TypeVar("OutputT")
@@ -107,11 +107,14 @@ class RoutingPolicy:
 @dataclass(frozen=True)
 class Limits:
     """Bounds on a run. ``max_tokens`` counts output tokens over all steps; ``timeout_s`` the whole run (the
-    generation in progress stops at its next forward)."""
+    generation in progress stops at its next forward); ``max_tool_result_chars``: the characters of one tool result
+    (or error) kept in the conversation, its start and end with a marker saying how much was cut between them
+    (None: all; a long pytest log or file otherwise fills a 2,048-token context in one call)."""
 
     max_iterations: int = 16
     max_tokens: int | None = None
     timeout_s: float | None = None
+    max_tool_result_chars: int | None = 4000
 
     def __post_init__(self) -> None:
         if not isinstance(self.max_iterations, int) or self.max_iterations < 1:
@@ -120,6 +123,9 @@ class Limits:
             raise UserError(f"max_tokens must be >= 1 or None, got {self.max_tokens!r}")
         if self.timeout_s is not None and self.timeout_s <= 0:
             raise UserError(f"timeout_s must be > 0 or None, got {self.timeout_s!r}")
+        n = self.max_tool_result_chars
+        if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 100):
+            raise UserError(f"max_tool_result_chars must be an integer >= 100 or None, got {n!r}")
 
 
 class Agent(Generic[DepsT, OutputT]):
@@ -349,10 +355,12 @@ class Agent(Generic[DepsT, OutputT]):
         template, compile_ms = None, 0.0
         if self._scorer is not None:
             style = run.settings.get("json_style", steps.STYLE)
-            last = next(iter(run.results.recent.values()), None)
+            done = tuple(dict.fromkeys(c[0] for c in run.results.calls.values()))  # by first result...
+            last = next(iter(run.results.recent.values()), None)  # ...with the latest tool last
+            done = tuple(t for t in done if last is None or t != last[0]) + ((last[0],) if last else ())
             run.decision = run.last_decision = await decide_.decide_step(
                 self._scorer, to_chat(run.messages), [t.name for t in self._tools], style, run.null_scores,
-                last_tool=last[0] if last else None, previous=run.last_decision)
+                done=done, previous=run.last_decision)
             if run.decision.tool is None:
                 return False
             template, compile_ms = self._call_template(run.decision.tool, style)
@@ -381,6 +389,8 @@ class Agent(Generic[DepsT, OutputT]):
         rec.tool_args = clip(steps.compact(args))
         t_tool = time.perf_counter()
         text, error = await self._call_tool(run, tool, call.tool_call_id, args, rec, error)
+        text = clip_result(text, run.limits.max_tool_result_chars)
+        error = clip_result(error, run.limits.max_tool_result_chars) if error is not None else None
         rec.tool_ms = (time.perf_counter() - t_tool) * 1000
         if error is None:
             run.failures = run.tool_failures[name] = 0

@@ -51,6 +51,7 @@ class Decision:
     info: dict[str, Any]
     t0: float
     ms: float
+    chat: list[dict[str, str]] = field(default_factory=list, repr=False)  # the messages it was made on
 
     def record(self) -> dict[str, Any]:
         """What the trace keeps (``IterationRecord.decision``)."""
@@ -66,24 +67,27 @@ class NullScores:
 
 # After a tool result, which rule decides (measured on ``agentkit eval agent-loop``, docs/agent_loop.md):
 # "exclude_last": the tool whose result just came back is not an option (another tool, or the answer, calibrated
-#   against the baseline as the first step is); "moved": call again only if the result moved the model towards the
-#   tools (its margin is at most the previous decision's); "null": the first step's rule unchanged.
-AFTER_RESULT_RULES = ("exclude_last", "moved", "null")
+#   against the baseline as the first step is); "exclude_done": no tool that returned a result in this run is an
+#   option; "exclude_moved": as exclude_last, and a call only if the result moved the model towards the remaining
+#   tools (the margin over the same options on the conversation before that call, the previous decision's chat);
+#   "moved": call again only if the margin is at most the previous decision's; "null": the first step's rule.
+AFTER_RESULT_RULES = ("exclude_last", "exclude_done", "exclude_moved", "moved", "null")
 AFTER_RESULT = "exclude_last"
 
 
 async def decide_step(scorer: NameScorer, chat: list[dict[str, str]], tools: list[str], style: str | None,
-                      null: NullScores, *, last_tool: str | None = None, previous: Decision | None = None,
+                      null: NullScores, *, done: tuple[str, ...] = (), previous: Decision | None = None,
                       rule: str | None = None) -> Decision:
     """Call or answer, and which tool, by the model's calibrated scores on ``chat`` (the tool step's messages).
-    ``last_tool``: the tool whose result came back last (None before any); ``previous``: this run's last decision;
-    ``rule``: :data:`AFTER_RESULT` when None."""
+    ``done``: the tools that returned a result in this run, the last one last (empty before any); ``previous``:
+    this run's last decision; ``rule``: :data:`AFTER_RESULT` when None."""
     t0 = time.perf_counter()
     rule = rule or AFTER_RESULT
-    after = last_tool is not None
-    names = [t for t in tools if not (after and rule == "exclude_last" and t == last_tool)]
+    after = bool(done)
+    gone = set(done) if rule == "exclude_done" else {done[-1]} if after and rule.startswith("exclude") else set()
+    names = [t for t in tools if t not in gone]
     if not names:
-        return Decision(None, {"by": "no tool left", "tool": None}, t0, (time.perf_counter() - t0) * 1000)
+        return Decision(None, {"by": "no tool left", "tool": None}, t0, (time.perf_counter() - t0) * 1000, chat)
     options, head = [*names, FINAL_ANSWER], call_head(style)
     scores = await scorer.name_scores(chat, options, head)
     base = decide.null_messages(chat)
@@ -91,8 +95,11 @@ async def decide_step(scorer: NameScorer, chat: list[dict[str, str]], tools: lis
     if key not in null.by_key:
         null.by_key[key] = await scorer.name_scores(base, options, head)
     call, info = decide.calibrated(scores, null.by_key[key], names, FINAL_ANSWER)
-    if after and rule == "moved" and previous is not None and "no_call_margin" in previous.info:
-        call = info["no_call_margin"] <= previous.info["no_call_margin"]
-        info["previous_margin"] = previous.info["no_call_margin"]
+    if after and previous is not None and rule in ("moved", "exclude_moved"):
+        before = (previous.info.get("no_call_margin") if rule == "moved" else
+                  decide.no_call_margin(await scorer.name_scores(previous.chat, options, head), FINAL_ANSWER))
+        if before is not None:
+            call = info["no_call_margin"] <= before
+            info["previous_margin"] = round(before, 4)
     return Decision(info["tool"] if call else None, {"rule": rule if after else "null", **info}, t0,
-                    (time.perf_counter() - t0) * 1000)
+                    (time.perf_counter() - t0) * 1000, chat)

@@ -285,6 +285,17 @@ def to_observation_text(value: Any) -> str:
         return repr(value)
 
 
+def clip_result(text: str, limit: int | None) -> str:
+    """``text`` as the conversation keeps it: whole when it fits ``limit`` characters (None: no limit), else its
+    first two thirds and last third of ``limit`` with a marker between saying how many characters were cut (a
+    tool's key line is often first, a test run's summary last)."""
+    if limit is None or len(text) <= limit:
+        return text
+    head, tail = (2 * limit) // 3, limit // 3
+    cut = len(text) - head - tail
+    return f"{text[:head]}\n[... {cut} characters cut (Limits.max_tool_result_chars={limit}) ...]\n{text[-tail:]}"
+
+
 def _tidy_schema(schema: dict[str, Any]) -> dict[str, Any]:
     """Drop generated titles at the top level; order keys type, properties, required, additionalProperties."""
     props = {k: {kk: vv for kk, vv in v.items() if kk != "title"} for k, v in schema.get("properties", {}).items()}

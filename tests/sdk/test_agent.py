@@ -398,3 +398,23 @@ async def test_workspace_tools_mix_with_user_tools(tmp_path):
     result = await agent.run("what files are there?")
     assert [r.tool for r in result.trace if r.step == "tool_call"] == ["list_files", "add", "final_answer"]
     assert json.loads(result.output) == {"list_files": '["notes.txt"]', "add": "0"}
+
+
+async def test_long_tool_results_are_clipped_in_the_conversation_with_a_marker():
+    from agentkit.sdk import Limits
+    from agentkit.sdk._tools import clip_result
+
+    @tool
+    def dump() -> str:
+        """A long log."""
+        return "START " + "x" * 9000 + " END"
+
+    outputs = iter([call("dump"), FINAL, "done"])
+    result = await Agent(FunctionModel(lambda m, i: next(outputs)), tools=[dump],
+                         limits=Limits(max_tool_result_chars=600)).run("go")
+    seen = next(m["content"] for m in result.messages if m["content"].startswith("Tool dump returned"))
+    assert "START" in seen and seen.endswith(" END") and "characters cut (Limits.max_tool_result_chars=600)" in seen
+    assert len(seen) < 700
+    assert clip_result("short", 100) == "short" and clip_result("y" * 500, None) == "y" * 500
+    with pytest.raises(UserError, match="max_tool_result_chars"):
+        Limits(max_tool_result_chars=5)

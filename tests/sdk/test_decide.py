@@ -47,9 +47,9 @@ async def test_first_step_is_calibrated_against_the_null_question(asked, null, c
 async def test_exclude_last_drops_the_tool_that_just_returned():
     scorer = Scripted(margins(-2.0, 0.0))
     chat = [SYSTEM, {"role": "user", "content": "q"}]
-    got = await d.decide_step(scorer, chat, ["a", "b"], None, d.NullScores(), last_tool="a", rule="exclude_last")
+    got = await d.decide_step(scorer, chat, ["a", "b"], None, d.NullScores(), done=("a",), rule="exclude_last")
     assert got.tool == "b" and scorer.calls[0][1] == ("b", "final_answer")
-    only = await d.decide_step(scorer, chat, ["a"], None, d.NullScores(), last_tool="a", rule="exclude_last")
+    only = await d.decide_step(scorer, chat, ["a"], None, d.NullScores(), done=("a",), rule="exclude_last")
     assert only.tool is None and only.info["by"] == "no tool left" and len(scorer.calls) == 2  # nothing scored
 
 
@@ -57,7 +57,7 @@ async def test_moved_calls_again_only_when_the_result_moved_towards_the_tools():
     chat = [SYSTEM, {"role": "user", "content": "q"}]
     first = await d.decide_step(Scripted(margins(-3.0, 0.0)), chat, ["a"], None, d.NullScores())
     for after, call in [(-2.0, False), (-4.0, True)]:
-        got = await d.decide_step(Scripted(margins(after, 0.0)), chat, ["a"], None, d.NullScores(), last_tool="a",
+        got = await d.decide_step(Scripted(margins(after, 0.0)), chat, ["a"], None, d.NullScores(), done=("a",),
                                   previous=first, rule="moved")
         assert (got.tool is not None) is call and got.info["previous_margin"] == -3.0
 

@@ -100,7 +100,7 @@ async def test_scores_decide_call_or_answer_on_tiny_engine(tiny, monkeypatch, ca
     seen = []
 
     def forced(scores, null, names, no_call):
-        got, info = real(scores, null, names, no_call)
+        _, info = real(scores, null, names, no_call)
         seen.append((scores, null))
         return call, info
 

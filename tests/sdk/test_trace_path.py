@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from agentkit.errors import InvalidRequestError
 from agentkit.sdk._trace import Trace
 
