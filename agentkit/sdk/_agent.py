@@ -190,6 +190,7 @@ class Agent(Generic[DepsT, OutputT]):
         self.repeat: RepeatKey = repeat
         self.decide: Decide = decide
         self._scorer = decide_.scorer_of(self.generator, decide)
+        self._null_scores = decide_.NullScores()  # the decision's baseline, shared by this agent's runs
         self._templates: dict[tuple[str, str], Template] = {}  # by (step, JSON style)
         self._streams_tokens = "on_tokens" in _keywords(self.generator.generate)
 
@@ -359,7 +360,7 @@ class Agent(Generic[DepsT, OutputT]):
             last = next(iter(run.results.recent.values()), None)  # ...with the latest tool last
             done = tuple(t for t in done if last is None or t != last[0]) + ((last[0],) if last else ())
             run.decision = run.last_decision = await decide_.decide_step(
-                self._scorer, to_chat(run.messages), [t.name for t in self._tools], style, run.null_scores,
+                self._scorer, to_chat(run.messages), [t.name for t in self._tools], style, self._null_scores,
                 done=done, previous=run.last_decision)
             if run.decision.tool is None:
                 return False

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from ._context import RunContext, RunUsage
-from ._decide import Decision, NullScores
+from ._decide import Decision
 from ._events import AgentEvent
 from ._messages import ModelMessage, ModelMessagesTypeAdapter, to_chat
 from ._repeat import Results
@@ -79,7 +79,6 @@ class RunState:
     results: Results = field(default_factory=Results)  # the calls that returned a result (``_repeat.py``)
     decision: Decision | None = None  # a tool step's decision not yet in a record (the next generation takes it)
     last_decision: Decision | None = None  # the run's last tool-step decision
-    null_scores: NullScores = field(default_factory=NullScores)  # the decision's baseline, per system message
 
     def context(self, tool_name: str | None = None, model: Any = None) -> RunContext[Any]:
         retry = self.tool_failures.get(tool_name, 0) if tool_name else self.failures

@@ -105,3 +105,10 @@ async def test_agent_with_a_scorer_calls_then_answers_in_two_iterations():
     assert result.trace[0].decision["call"] and result.trace[1].decision == {"call": False, "by": "no tool left",
                                                                               "tool": None}
     assert steps[0][1] == {"double": double.call_schema}  # only the picked tool's template: no final_answer option
+
+
+def test_null_scores_keep_the_most_recent_entries():
+    null = d.NullScores(size=2)
+    for i in range(3):
+        null.put(("s", (str(i),)), {"x": float(i)})
+    assert null.get(("s", ("0",))) is None and null.get(("s", ("2",))) == {"x": 2.0} and len(null.by_key) == 2

@@ -120,5 +120,5 @@ async def test_scores_decide_call_or_answer_on_tiny_engine(tiny, monkeypatch, ca
     else:
         assert (first.step, first.tool) == ("reply", None) and len(trace) == 1
     by_options = {}
-    for _, null in seen:  # the baseline is scored once per run and option set (the same dict is reused)
+    for _, null in seen:  # the baseline is scored once per agent and option set (the same dict is reused)
         assert by_options.setdefault(tuple(null), null) is null
