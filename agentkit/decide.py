@@ -100,5 +100,8 @@ def wants_call(engine: Any, messages: list[dict[str, str]], names: list[str], no
 
 
 def can_score(engine: Any) -> bool:
-    """Whether ``engine`` has what :func:`name_scores` needs (an engine without a backbone, a test double, does not)."""
-    return all(hasattr(engine, a) for a in ("backbone", "tokenizer", "encode_prompt", "lock"))
+    """Whether ``engine`` has what :func:`name_scores` needs: the :class:`~agentkit.engine.faces.Scoring` face (an
+    engine without a backbone, a test double, does not)."""
+    from .engine.faces import Scoring
+
+    return isinstance(engine, Scoring)

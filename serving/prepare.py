@@ -30,6 +30,7 @@ from typing import Any
 from agentkit.constrain.build import build_constraint
 from agentkit.constrain.limits import CompileLimits, budget
 from agentkit.constrain.nodes import Template
+from agentkit.engine.faces import Constraining, Tokenizing
 from agentkit.errors import CompileCancelled, UserError
 from agentkit.toolcall import call_template
 
@@ -43,24 +44,15 @@ Compile = Callable[..., Template]
 
 
 def model_context(engine: Any) -> int | None:
-    """The model's context in tokens, or None when the engine does not say (a test double): ``context_length``
-    if the engine has one, else the torch model's ``max_position_embeddings``, else a llama.cpp backbone's
-    ``n_ctx_train`` or its context size (``options.n_ctx``)."""
-    n = getattr(engine, "context_length", None)
-    if n is None:
-        cfg = getattr(getattr(getattr(engine, "lm", None), "model", None), "config", None)
-        n = getattr(cfg, "max_position_embeddings", None)
-    if n is None:
-        bb = getattr(engine, "backbone", None)
-        n = getattr(bb, "n_ctx_train", None) or getattr(getattr(bb, "options", None), "n_ctx", None)
-    return int(n) if isinstance(n, int) and n > 0 else None
+    """The model's context in tokens, or None when the engine does not say (an engine without the
+    :class:`~agentkit.engine.faces.Tokenizing` face: a test double)."""
+    return engine.context_length if isinstance(engine, Tokenizing) else None
 
 
 def longest_token_chars(engine: Any) -> int | None:
-    """Characters in the vocabulary's longest token (bounds a prompt's token count from below)."""
-    vocab = getattr(engine, "vocab", None)
-    tb = getattr(vocab, "token_bytes", None)
-    return max((len(b) for b in tb if b), default=1) if tb else None
+    """Characters in the vocabulary's longest token (bounds a prompt's token count from below); None without the
+    :class:`~agentkit.engine.faces.Tokenizing` face."""
+    return engine.longest_token_chars if isinstance(engine, Tokenizing) else None
 
 
 class Preparer:
@@ -128,18 +120,17 @@ class Preparer:
     def build_automata(self, template: Template, job: Job, limits: CompileLimits) -> None:
         """Build the template's token automaton now, outside the engine's lock, within ``limits`` and stopping
         when the request is cancelled (``agentkit.constrain.build_constraint``); the engine then finds it ready."""
-        if getattr(self.engine, "vocab", None) is None or not hasattr(self.engine, "constraint"):
-            return  # a test double without a vocabulary: nothing to build
+        if not isinstance(self.engine, Constraining) or self.engine.vocab is None:
+            return  # an engine without a vocabulary (a test double): nothing to build
         job.check()
         build_constraint(template, engine=self.engine, limits=limits, cancel=job.cancelled)
 
     def prompt_ids(self, plan: RequestPlan) -> list[int] | None:
-        encode = getattr(self.engine, "encode_prompt", None)
-        if encode is None:
+        if not isinstance(self.engine, Tokenizing):
             return None
         try:
-            with getattr(self.engine, "lock", threading.RLock()):
-                return encode(plan.messages)
+            with self.engine.lock:
+                return self.engine.encode_prompt(plan.messages)
         except UserError as e:
             raise user_error(e, "messages") from None
 

@@ -25,6 +25,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from agentkit.constrain.canonical import json_style
 from agentkit.decide import can_score, pick_tool, wants_call
+from agentkit.engine.faces import Scoring, Tokenizing
 from agentkit.toolcall import NAME_ARGS, read_call
 
 from .admission import WorkBudget, WorkBudgetFull, check_bounds, check_request_work, estimate_work
@@ -83,7 +84,7 @@ class ChatService:
                                  failure_ttl_s=cfg.failure_ttl_s, fast_lane_s=cfg.fast_lane_s)
         self.budget = WorkBudget(cfg.max_work, cfg.max_memory_mb)
         self.max_token_chars = longest_token_chars(engine)
-        self.lock = getattr(engine, "lock", None) or contextlib.nullcontext()
+        self.lock = engine.lock if isinstance(engine, Tokenizing) else contextlib.nullcontext()
         self.model_name = str(getattr(engine, "name", "agentkit"))
         self.created = int(time.time())
 
@@ -105,7 +106,7 @@ class ChatService:
 
     # -- plan, submit, decode --------------------------------------------------------------------------------
     def plan(self, req: ChatRequest) -> RequestPlan:
-        if req.logprobs and not hasattr(self.engine, "backbone"):
+        if req.logprobs and not isinstance(self.engine, Scoring):
             raise APIError(400, "logprobs: not available with this engine (it exposes no model backbone to score "
                                 "with)", param="logprobs", code="unsupported_parameter")
         plan = plan_request(req, default_mode=self.cfg.default_mode, context=self.preparer.context,

@@ -111,18 +111,25 @@ def test_text_deltas_hold_back_stop_prefixes_and_partial_utf8():
     assert d.feed([1]) == "a" and d.feed([2]) == "" and d.finish("a\xe9b") == "\xe9b"
 
 
-def test_model_context_sources():
+def test_model_context_comes_from_the_engines_tokenizing_face(tiny):
     from types import SimpleNamespace as NS
 
-    from agentkit.serving.prepare import model_context
+    from agentkit.engine.engine import Engine
+    from agentkit.serving.prepare import longest_token_chars, model_context
 
-    assert model_context(NS(context_length=512)) == 512
-    torch_engine = NS(lm=NS(model=NS(config=NS(max_position_embeddings=2048))))
-    assert model_context(torch_engine) == 2048
-    llama = NS(lm=NS(model=None), backbone=NS(options=NS(n_ctx=16384)))  # llama.cpp: no torch model
-    assert model_context(llama) == 16384
-    assert model_context(NS(lm=NS(model=None), backbone=NS(n_ctx_train=8192, options=NS(n_ctx=16384)))) == 8192
-    assert model_context(NS()) is None
+    assert model_context(tiny) == tiny.context_length == 2048
+    assert longest_token_chars(tiny) == tiny.longest_token_chars
+    assert model_context(NS(context_length=512)) is None  # not a Tokenizing engine: no guess at its attributes
+
+    def ctx(lm, backbone=None):  # Engine.context_length's sources: the torch config, else llama.cpp's
+        e = Engine.__new__(Engine)
+        e.lm, e.backbone = lm, backbone
+        return e.context_length
+
+    assert ctx(NS(model=NS(config=NS(max_position_embeddings=2048)))) == 2048
+    assert ctx(NS(model=None), NS(options=NS(n_ctx=16384))) == 16384
+    assert ctx(NS(model=None), NS(n_ctx_train=8192, options=NS(n_ctx=16384))) == 8192
+    assert ctx(NS(model=None), NS()) is None
 
 
 def test_schema_cache_key_keeps_property_order():

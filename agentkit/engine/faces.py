@@ -1,0 +1,51 @@
+"""The faces of an engine that the server and the SDK use, as Protocols: what each part may rely on, checked with
+``isinstance`` once, instead of attribute guesses at each use.
+
+- :class:`Generating`: ``generate(prompt, config, **kw)``; every engine, and every test double.
+- :class:`Tokenizing`: the model's context and tokenizer: ``context_length`` (None: unknown),
+  ``longest_token_chars``, ``encode_prompt`` and the ``lock`` that guards the tokenizer. The server bounds a
+  prompt's length before it queues and counts its tokens with them.
+- :class:`Constraining`: ``vocab`` and ``constraint(template)``: the server builds a template's token automaton
+  outside the engine's lock.
+- :class:`Scoring`: a ``backbone`` to run the base weights directly (and a tokenizer): log-probabilities
+  (``logprobs``) and the tool decision by scores (:mod:`agentkit.decide`).
+
+:class:`agentkit.engine.Engine` has all four; a test double may have only the first, and a part that needs another
+face says so when it is missing (``logprobs`` is refused, the decision is decoded, nothing is prebuilt).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = ["Constraining", "Generating", "Scoring", "Tokenizing"]
+
+
+@runtime_checkable
+class Generating(Protocol):
+    def generate(self, prompt: Any, config: Any = None, **kw: Any) -> Any: ...
+
+
+@runtime_checkable
+class Tokenizing(Protocol):
+    context_length: int | None
+    longest_token_chars: int
+    lock: Any
+
+    def encode_prompt(self, prompt: Any, *, raw: bool = False) -> list[int]: ...
+
+
+@runtime_checkable
+class Constraining(Protocol):
+    vocab: Any
+
+    def constraint(self, template: Any, **kw: Any) -> Any: ...
+
+
+@runtime_checkable
+class Scoring(Protocol):
+    backbone: Any
+    tokenizer: Any
+    lock: Any
+
+    def encode_prompt(self, prompt: Any, *, raw: bool = False) -> list[int]: ...
