@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import logging
 import time
 import uuid
@@ -18,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from ..config import MODES, DecodeConfig, Mode
 from ..constrain.nodes import Template
@@ -131,8 +132,9 @@ class Limits:
 class Agent(Generic[DepsT, OutputT]):
     """An agent over a model (an ``Engine``, a ``Generator`` or an http(s) base URL).
 
-    ``output_type`` (a pydantic model class or a JSON Schema dict) makes the run end with an ``extract`` step and
-    ``RunResult.output`` the validated value; without it the run ends with a free-text ``reply`` step.
+    ``output_type`` (any type pydantic validates: a model, ``int``, ``list[str]``, a union, ``Literal``, a
+    ``TypedDict``, a dataclass; or a JSON Schema dict) makes the run end with an ``extract`` step and
+    ``RunResult.output`` the validated value (``run(output_type=...)`` for one run); without it the run ends with a free-text ``reply`` step.
     ``plan=True`` starts each run with a ``plan`` step. ``output_retries``: unusable structured outputs in a row
     sent back to the model before the run fails; each retry samples (``temperature`` >= 0.7, a seed per retry), so
     it can differ from the output it retries. ``deps_type``: the type of ``run(..., deps=...)``, which tools taking
@@ -156,7 +158,7 @@ class Agent(Generic[DepsT, OutputT]):
         *,
         tools: Sequence[Tool | Callable[..., Any]] = (),
         instructions: Instructions | Sequence[Instructions] | None = None,
-        output_type: type[BaseModel] | dict[str, Any] | None = None,
+        output_type: Any = None,
         deps_type: type[DepsT] | None = None,
         routing: RoutingPolicy | None = None,
         limits: Limits | None = None,
@@ -230,15 +232,17 @@ class Agent(Generic[DepsT, OutputT]):
     async def run(self, task: str, *, message_history: Sequence[ModelMessage] | None = None, deps: Any = None,
                   model_settings: ModelSettings | None = None, mode: Mode | None = None,
                   routing: RoutingPolicy | None = None, limits: Limits | None = None,
-                  trace_path: str | None = None) -> RunResult[OutputT]:
+                  trace_path: str | None = None, output_type: Any = None) -> RunResult[Any]:
         """Run the agent on ``task``, continuing ``message_history`` (``result.all_messages()`` of earlier runs).
 
-        ``mode`` forces every step into one mode; ``routing`` replaces the agent's. ``trace_path``: append each
+        ``mode`` forces every step into one mode; ``routing`` replaces the agent's; ``output_type`` the agent's for
+        this run (as pydantic-ai's ``run(output_type=...)``). ``trace_path``: append each
         iteration to this JSONL file as soon as it ends. Raises ``UsageLimitExceeded`` / ``UnexpectedModelBehavior``
         with ``.trace`` (the iterations so far) and ``.messages`` (the conversation so far).
         """
         return await self._run(task, message_history=message_history, deps=deps, model_settings=model_settings,
-                               mode=mode, routing=routing, limits=limits, trace_path=trace_path)
+                               mode=mode, routing=routing, limits=limits, trace_path=trace_path,
+                               output_type=output_type)
 
     def run_sync(self, task: str, **kwargs: Any) -> RunResult[OutputT]:
         """``run`` for synchronous code (not from inside a running event loop)."""
@@ -262,7 +266,7 @@ class Agent(Generic[DepsT, OutputT]):
                    model_settings: ModelSettings | None = None, mode: Mode | None = None,
                    routing: RoutingPolicy | None = None, limits: Limits | None = None,
                    trace_path: str | None = None, emit: Callable[[AgentEvent], None] | None = None,
-                   ) -> RunResult[OutputT]:
+                   output_type: Any = None) -> RunResult[Any]:
         if not isinstance(task, str) or not task.strip():
             raise UserError("task must be a non-empty string")
         settings = settings_.merge(self.model_settings, model_settings)
@@ -271,7 +275,8 @@ class Agent(Generic[DepsT, OutputT]):
         limits = limits or self.limits
         history = _check_history(message_history)
         run = RunState(history, Trace(path=trace_path), routing, limits, uuid.uuid4().hex[:12], settings, deps,
-                       task, emit, new_message_index=len(history))
+                       task, emit, new_message_index=len(history),
+                       output=steps.OutputSpec(output_type) if output_type is not None else self._output)
         otel = as_instrumentation(self.instrument if self.instrument is not None else self._instrument_default)
         if otel is not None:
             run.spans["otel"] = otel
@@ -328,9 +333,8 @@ class Agent(Generic[DepsT, OutputT]):
             while await self._tool_step(run):
                 pass
         results = steps.results_text(list(run.results.calls.values()))
-        if self._output is not None:
-            return await self._structured(run, "extract", self._output,
-                                          results + steps.extract_prompt(self._output))
+        if run.output is not None:
+            return await self._structured(run, "extract", run.output, results + steps.extract_prompt(run.output))
         chat = self._answer_chat(run, results) if self._tools else None
         result, rec, t0 = await self._generate(run, "reply", None, chat=chat)
         text = result.text
@@ -489,7 +493,7 @@ class Agent(Generic[DepsT, OutputT]):
                 self._output_failure(run, rec, t0, result, str(e))
                 continue
             run.failures = run.output_failures = 0
-            dumped = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
+            dumped = spec.dump(value)
             run.messages.append(self._response(run, TextPart(content=result.text or steps.compact(dumped)), step,
                                                result))
             self._finish(run, rec, t0)
@@ -526,7 +530,7 @@ class Agent(Generic[DepsT, OutputT]):
                 raise UsageLimitExceeded(f"max_tokens={limits.max_tokens} reached ({run.tokens} used)", run.trace)
             max_new = min(max_new, limits.max_tokens - run.tokens)
         if template is None:
-            template, compile_ms = self._template(step, run.settings.get("json_style", steps.STYLE))
+            template, compile_ms = self._template(step, run.settings.get("json_style", steps.STYLE), run.output)
         config = self._config(run, step, max_new)
         iteration = len(run.trace) + 1
         self._emit(run, lambda: StepStarted(iteration, step, config.mode))
@@ -601,20 +605,28 @@ class Agent(Generic[DepsT, OutputT]):
         run.trace.add(rec)
         end_iteration(run, rec)
 
-    def _template(self, step: str, style: str = steps.STYLE) -> tuple[Template | None, float]:
-        """The step's template (None for reply) in JSON ``style`` and the ms spent compiling it now (0 once the
-        agent has it)."""
+    def _template(self, step: str, style: str = steps.STYLE,
+                  output: steps.OutputSpec | None = None) -> tuple[Template | None, float]:
+        """The step's template (None for reply) in JSON ``style`` (``output``: the run's, for ``extract``) and the
+        ms spent compiling it now (0 once the agent has it)."""
         if step == "reply":
             return None, 0.0
-        if (step, style) in self._templates:
-            return self._templates[(step, style)], 0.0
+        if step == "extract":
+            assert output is not None
+            key = ("extract:" + json.dumps(output.schema, sort_keys=True, default=str), style or "")
+        else:
+            key = (step, style or "")
+        if key in self._templates:
+            return self._templates[key], 0.0
         t0 = time.perf_counter()
         if step == "tool_call":
             template = steps.tool_call_template(self._tools, style)
         else:
-            schema = steps.Plan.model_json_schema() if step == "plan" else self._output.schema  # type: ignore[union-attr]
+            schema = steps.Plan.model_json_schema() if step == "plan" else output.schema  # type: ignore[union-attr]
             template = steps.for_step(steps.compile_template(schema, style), step)
-        self._templates[(step, style)] = template
+        self._templates[key] = template
+        while len(self._templates) > 64:  # per-run output types: the oldest compiled templates go first
+            del self._templates[next(iter(self._templates))]
         return template, (time.perf_counter() - t0) * 1000
 
     def _call_template(self, tool: str, style: str | None) -> tuple[Template, float]:

@@ -6,7 +6,7 @@ import asyncio
 from dataclasses import replace
 from typing import Any, TypeVar, overload
 
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 
 from ..config import DecodeConfig
 from ..errors import UserError
@@ -30,7 +30,7 @@ async def aextract(output_type: dict[str, Any], text: str, *, model: Any, mode: 
                    trace_path: str | None = ..., model_settings: ModelSettings | None = ...,
                    return_usage: bool = ..., fallback_mode: str | None = ...) -> Any: ...
 async def aextract(
-    output_type: type[BaseModel] | dict[str, Any],
+    output_type: Any,
     text: str,
     *,
     model: Any,
@@ -85,7 +85,8 @@ def grounded(output: Any, text: str) -> tuple[int, int]:
     where the text holds it (case-insensitively), a number where the text writes it (``$1,200`` is 1200)."""
     from ..engine.copy import source_numbers
 
-    value = output.model_dump(mode="json") if isinstance(output, BaseModel) else output
+    value = TypeAdapter(type(output)).dump_python(output, mode="json") if not isinstance(
+        output, dict | list | str | int | float | bool | type(None)) else output  # a model, a dataclass, ...
     low, numbers = text.casefold(), {float(n) for n in source_numbers(text.encode())}
     found = checked = 0
     stack = [value]
@@ -102,7 +103,7 @@ def grounded(output: Any, text: str) -> tuple[int, int]:
     return found, checked
 
 
-def extract_messages(output_type: type[BaseModel] | dict[str, Any], text: str,
+def extract_messages(output_type: Any, text: str,
                      instructions: str | None = None) -> list[dict[str, str]]:
     """The chat messages ``extract`` sends for ``text`` (the system instructions; the text and the extract
     prompt as one user message): what the extraction benchmark gives the peers, and the server's

@@ -12,7 +12,7 @@ from ._events import AgentEvent
 from ._messages import ModelMessage, ModelMessagesTypeAdapter, to_chat
 from ._repeat import Results
 from ._settings import ModelSettings
-from ._steps import Plan
+from ._steps import OutputSpec, Plan
 from ._trace import Trace
 
 OutputT = TypeVar("OutputT")
@@ -79,6 +79,7 @@ class RunState:
     results: Results = field(default_factory=Results)  # the calls that returned a result (``_repeat.py``)
     decision: Decision | None = None  # a tool step's decision not yet in a record (the next generation takes it)
     last_decision: Decision | None = None  # the run's last tool-step decision
+    output: OutputSpec | None = None  # the run's output type (None: a text reply)
 
     def context(self, tool_name: str | None = None, model: Any = None) -> RunContext[Any]:
         retry = self.tool_failures.get(tool_name, 0) if tool_name else self.failures

@@ -12,7 +12,7 @@ import json
 from typing import Any, Literal
 
 import jsonschema
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, PydanticSchemaGenerationError, PydanticUserError, TypeAdapter, ValidationError
 
 from ..constrain.canonical import json_style
 from ..constrain.nodes import Template
@@ -157,16 +157,26 @@ def _rewrite_refs(node: Any, names: dict[str, str]) -> Any:
     return node
 
 
-class OutputSpec:
-    """An ``output_type`` (a pydantic model class or a JSON Schema dict): its schema and its validation."""
+RESPONSE_KEY = "response"  # the key a non-object output is wrapped in (pydantic-ai's name for it)
 
-    def __init__(self, output_type: type[BaseModel] | dict[str, Any]) -> None:
+
+class OutputSpec:
+    """An ``output_type``: its JSON Schema (what the extract step's template is compiled from), its validation and
+    its JSON form.
+
+    - a JSON Schema dict: validated with ``jsonschema``; the output is the JSON value;
+    - any type pydantic can validate (a ``BaseModel``, ``int``, ``list[str]``, a union, ``Literal``, a
+      ``TypedDict``, a dataclass, ...): validated with a ``TypeAdapter``; the output is an instance of the type.
+      A type whose schema is not an object (``int``, ``list[T]``, a union) is asked for as
+      ``{"response": VALUE}`` and unwrapped, as pydantic-ai does: a JSON object is what the model is prompted for,
+      and a union stays a choice inside it.
+    """
+
+    def __init__(self, output_type: Any) -> None:
         self.output_type = output_type
-        if isinstance(output_type, type) and issubclass(output_type, BaseModel):
-            self.schema = output_type.model_json_schema()
-            self.name = output_type.__name__
-            self._validator = None
-        elif isinstance(output_type, dict):
+        self.wrapped = False
+        self._validator = self._adapter = None
+        if isinstance(output_type, dict):
             try:
                 cls = jsonschema.validators.validator_for(output_type, default=jsonschema.Draft202012Validator)
                 cls.check_schema(output_type)
@@ -175,21 +185,45 @@ class OutputSpec:
             self.schema = output_type
             self.name = str(output_type.get("title") or "output")
             self._validator = cls(output_type)
-        else:
-            raise UserError(f"output_type must be a pydantic model class or a JSON Schema dict, got {output_type!r}")
+            return
+        try:
+            self._adapter = TypeAdapter(output_type)
+            schema = self._adapter.json_schema()
+        except (PydanticSchemaGenerationError, PydanticUserError, TypeError, ValueError) as e:
+            raise UserError(f"output_type must be a JSON Schema dict or a type pydantic can validate (a model, "
+                            f"int, list[str], a union, ...), got {output_type!r}: {e}") from e
+        self.name = getattr(output_type, "__name__", None) or str(schema.get("title") or "output")
+        if schema.get("type") != "object":
+            defs = schema.pop("$defs", None)
+            schema = {"type": "object", "properties": {RESPONSE_KEY: schema}, "required": [RESPONSE_KEY],
+                      "additionalProperties": False, **({"$defs": defs} if defs else {})}
+            self.wrapped = True
+        self.schema = schema
 
     def parse(self, result: GenerationResult) -> Any:
-        """The validated output (model instance or dict). Raises ``OutputError`` with a readable reason."""
+        """The validated output (an instance of the type, or the JSON value for a schema dict). Raises
+        ``OutputError`` with a readable reason."""
         value = parse_json(result)
-        if self._validator is None:
-            try:
-                return self.output_type.model_validate(value)  # type: ignore[union-attr]
-            except ValidationError as e:
-                raise OutputError(_pydantic_errors(e)) from e
-        errors = sorted(self._validator.iter_errors(value), key=lambda e: list(e.absolute_path))
-        if errors:
-            raise OutputError("; ".join(f"{_pointer(e.absolute_path)}: {e.message}" for e in errors[:8]))
-        return value
+        if self._validator is not None:
+            errors = sorted(self._validator.iter_errors(value), key=lambda e: list(e.absolute_path))
+            if errors:
+                raise OutputError("; ".join(f"{_pointer(e.absolute_path)}: {e.message}" for e in errors[:8]))
+            return value
+        if self.wrapped:
+            if not isinstance(value, dict) or set(value) != {RESPONSE_KEY}:
+                raise OutputError(f'expected {{"{RESPONSE_KEY}": ...}}, got {compact(value)[:200]}')
+            value = value[RESPONSE_KEY]
+        try:
+            return self._adapter.validate_python(value)  # type: ignore[union-attr]
+        except ValidationError as e:
+            raise OutputError(_pydantic_errors(e)) from e
+
+    def dump(self, value: Any) -> Any:
+        """The output as JSON data (what the conversation keeps)."""
+        if self._adapter is None:
+            return value
+        data = self._adapter.dump_python(value, mode="json")
+        return {RESPONSE_KEY: data} if self.wrapped else data
 
 
 def parse_json(result: GenerationResult) -> Any:

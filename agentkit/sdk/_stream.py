@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError, create_model
 
 from ..errors import UserError
 from ._events import AgentEvent, CanvasDraft, Final, StepStarted, TextDelta
+from ._steps import RESPONSE_KEY
 
 if TYPE_CHECKING:
     from ._agent import Agent
@@ -92,7 +93,7 @@ class StreamedRunResult:
         if self.agent._output is None:
             raise UserError("stream_output() streams a structured output; this agent has no output_type: use "
                             "stream_text()")
-        partial = _PartialValidator(self.agent.output_type)
+        partial = _PartialValidator(self.agent.output_type, wrapped=self.agent._output.wrapped)
         decode = getattr(self.agent.generator, "decode", None)
         committed, last, step_of = "", None, {}
         async for event in self.stream_events():
@@ -142,9 +143,11 @@ class StreamedRunResult:
 
 class _PartialValidator:
     """Partial JSON text -> a partial output: a model with every field optional (nested models stay strict and
-    appear once complete), or the parsed value for a JSON Schema dict; None when nothing parses yet."""
+    appear once complete), the ``response`` value so far for a type asked for wrapped (``int``, ``list[T]``; see
+    ``OutputSpec``), or the parsed value otherwise; None when nothing parses yet."""
 
-    def __init__(self, output_type: Any) -> None:
+    def __init__(self, output_type: Any, wrapped: bool = False) -> None:
+        self.wrapped = wrapped
         self.model: type[BaseModel] | None = None
         if isinstance(output_type, type) and issubclass(output_type, BaseModel):
             fields = {k: (f.annotation | None, None) for k, f in output_type.model_fields.items()}  # type: ignore[operator]
@@ -158,6 +161,8 @@ class _PartialValidator:
             value = pydantic_core.from_json(text, allow_partial="trailing-strings")
         except ValueError:
             return None
+        if self.wrapped:
+            return value.get(RESPONSE_KEY) if isinstance(value, dict) else None
         if self.model is None:
             return value
         if not isinstance(value, dict):

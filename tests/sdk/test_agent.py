@@ -225,8 +225,8 @@ async def test_output_type_dict_schema_returns_dict():
 
 
 def test_bad_output_type_is_user_error():
-    with pytest.raises(UserError, match="output_type must be a pydantic model class or a JSON Schema dict"):
-        Agent(TestModel(), output_type=int)
+    with pytest.raises(UserError, match="output_type must be a JSON Schema dict or a type pydantic can validate"):
+        Agent(TestModel(), output_type=42)
     with pytest.raises(UserError, match="output_type is not a valid JSON Schema"):
         Agent(TestModel(), output_type={"type": "nonsense"})
 

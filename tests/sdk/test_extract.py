@@ -73,8 +73,48 @@ def test_extract_sync_with_test_model():
 def test_extract_rejects_bad_input():
     with pytest.raises(UserError, match="non-empty string"):
         extract(Invoice, "  ", model=TestModel())
-    with pytest.raises(UserError, match="output_type must be a pydantic model class or a JSON Schema dict"):
-        extract(list, "text", model=TestModel())
+    with pytest.raises(UserError, match="output_type must be a JSON Schema dict or a type pydantic can validate"):
+        extract(42, "text", model=TestModel())
+
+
+def test_extract_any_type_pydantic_validates():
+    """Scalars, lists, unions, Literal, TypedDict and dataclasses: a non-object type is asked for as
+    {"response": ...} and unwrapped (pydantic-ai's convention); the output is an instance of the type."""
+    import dataclasses
+    from typing import Literal
+
+    from typing_extensions import TypedDict
+
+    class Movie(TypedDict):
+        title: str
+        year: int
+
+    @dataclasses.dataclass
+    class Point:
+        x: int
+        y: int
+
+    def answer(value):
+        return FunctionModel(lambda m, info: value)
+
+    assert extract(int, "Maria is 41.", model=answer({"response": 41})) == 41
+    assert extract(list[str], "a, b", model=answer({"response": ["a", "b"]})) == ["a", "b"]
+    assert extract(int | str, "x", model=answer({"response": "x"})) == "x"
+    assert extract(Literal["yes", "no"], "no", model=answer({"response": "no"})) == "no"
+    assert extract(Movie, "Heat (1995)", model=answer({"title": "Heat", "year": 1995})) == {"title": "Heat",
+                                                                                           "year": 1995}
+    assert extract(Point, "(1, 2)", model=answer({"x": 1, "y": 2})) == Point(1, 2)
+    with pytest.raises(UnexpectedModelBehavior, match="expected"):
+        extract(int, "x", model=answer({"value": 3}), retries=0)
+
+
+async def test_per_run_output_type_overrides_the_agents():
+    from agentkit.sdk import Agent
+
+    agent = Agent(FunctionModel(lambda m, info: {"response": [1, 2]} if "response" in str(info.schema) else
+                                {"number": "7", "total": 1.0}), output_type=Invoice)
+    assert (await agent.run("x", output_type=list[int])).output == [1, 2]
+    assert isinstance((await agent.run("x")).output, Invoice)
 
 
 def test_grounded_counts_the_values_the_text_states():
