@@ -56,7 +56,7 @@ from ._otel import Instrumentation, as_instrumentation, end_iteration, end_run, 
 from ._repeat import OnRepeat, RepeatKey
 from ._result import RunResult, RunState
 from ._settings import ModelSettings
-from ._tools import Tool, as_tools, clip_result, to_observation_text
+from ._tools import Tool, ToolTimeout, as_tools, clip_result, to_observation_text
 from ._trace import IterationRecord, Trace, clip
 
 OutputT = TypeVar("OutputT")
@@ -206,12 +206,12 @@ class Agent(Generic[DepsT, OutputT]):
         return list(self._tools)
 
     def tool(self, function: Callable[..., Any] | None = None, /, *, name: str | None = None,
-             description: str | None = None, retries: int = 1) -> Any:
-        """Register a tool: ``@agent.tool`` or ``@agent.tool(name=..., retries=...)``. Returns the ``Tool``.
-        A first parameter ``ctx: RunContext[Deps]`` receives the run's context."""
+             description: str | None = None, retries: int = 1, timeout_s: float | None = None) -> Any:
+        """Register a tool: ``@agent.tool`` or ``@agent.tool(name=..., retries=..., timeout_s=...)``. Returns the
+        ``Tool``. A first parameter ``ctx: RunContext[Deps]`` receives the run's context."""
 
         def register(fn: Callable[..., Any]) -> Tool:
-            t = Tool(fn, name=name, description=description, retries=retries)
+            t = Tool(fn, name=name, description=description, retries=retries, timeout_s=timeout_s)
             self._tools = as_tools([*self._tools, t])
             for key in [k for k in self._templates if k[0].startswith("tool_call")]:
                 del self._templates[key]
@@ -310,6 +310,8 @@ class Agent(Generic[DepsT, OutputT]):
                 stopped = run.trace[-1] if len(run.trace) and run.trace[-1].finish_reason == "cancelled" else None
                 done = len(run.trace) - (stopped is not None)
                 where = f"; the {stopped.step} step in progress was stopped at its next forward" if stopped else ""
+                if run.running_tool is not None:
+                    where = f"; tool {run.running_tool!r} was running (abandoned in its thread)"
                 raise UsageLimitExceeded(f"timeout_s={run.limits.timeout_s} exceeded after {done} iteration(s)"
                                          f"{where}", run.trace) from None
             raise
@@ -472,12 +474,16 @@ class Agent(Generic[DepsT, OutputT]):
             error = f"invalid arguments: {steps._pydantic_errors(e)}. Fix the arguments and call the tool again."
         else:
             run.usage.tool_calls += 1
+            run.running_tool = tool.name
             try:
                 text = to_observation_text(await tool.invoke(pos, kw, run.context(tool.name, self.generator)))
             except ModelRetry as e:
                 error = e.message
+            except ToolTimeout as e:
+                error = str(e)
             except Exception as e:  # noqa: BLE001 (any tool failure goes back to the model)
                 error = f"{type(e).__name__}: {e}"
+            run.running_tool = None  # (left set when the run is cancelled meanwhile: its timeout names the tool)
         if otel:
             otel.end(span, {"gen_ai.tool.call.result": otel.content(error if error is not None else text),
                             "agentkit.tool.error": error is not None})

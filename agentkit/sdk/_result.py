@@ -80,6 +80,7 @@ class RunState:
     decision: Decision | None = None  # a tool step's decision not yet in a record (the next generation takes it)
     last_decision: Decision | None = None  # the run's last tool-step decision
     output: OutputSpec | None = None  # the run's output type (None: a text reply)
+    running_tool: str | None = None  # the tool running now (named by a run timeout)
 
     def context(self, tool_name: str | None = None, model: Any = None) -> RunContext[Any]:
         retry = self.tool_failures.get(tool_name, 0) if tool_name else self.failures

@@ -8,10 +8,13 @@ description and each parameter's description. Every problem in a definition is c
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import functools
 import inspect
 import json
 import re
+import threading
 import typing
 from collections.abc import Callable, Iterable
 from typing import Any, overload
@@ -64,6 +67,7 @@ class Tool:
         retries: int = 1,
         template_factory: Callable[[], Template] | None = None,
         input_prompt: str | None = None,
+        timeout_s: float | None = None,
     ) -> None:
         problems: list[str] = []
         if not callable(function):
@@ -75,6 +79,10 @@ class Tool:
         if not isinstance(retries, int) or retries < 0:
             problems.append(f"retries must be an integer >= 0, got {retries!r}")
         self.retries = retries
+        if timeout_s is not None and (isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float)
+                                      or not timeout_s > 0):
+            problems.append(f"timeout_s must be a number > 0 or None, got {timeout_s!r}")
+        self.timeout_s = timeout_s
         summary, param_docs = parse_docstring(inspect.getdoc(function))
         self.description = description if description is not None else summary
         self._positional: list[str] = []
@@ -201,18 +209,26 @@ class Tool:
         return await self.invoke(pos, kw, ctx)
 
     async def invoke(self, pos: list[Any], kw: dict[str, Any], ctx: RunContext[Any] | None = None) -> Any:
-        """Run the function on already-validated arguments (from ``bind``); ``ctx`` goes first if it takes one."""
+        """Run the function on already-validated arguments (from ``bind``); ``ctx`` goes first if it takes one.
+        A synchronous function runs in its own daemon thread, so a run that times out or is cancelled returns
+        even if the function never does (it is abandoned there). Past ``timeout_s`` raises ``ToolTimeout``."""
         if self.takes_ctx:
             if ctx is None:
                 raise UserError(f"tool {self.name!r} takes a RunContext; call it from an agent run (or pass ctx)")
             pos = [ctx, *pos]
-        if self.is_async:
-            result = await self.function(*pos, **kw)
-        else:
-            result = await asyncio.to_thread(self.function, *pos, **kw)
-            if inspect.isawaitable(result):
-                result = await result
-        return result
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                if self.is_async:
+                    return await self.function(*pos, **kw)
+                result = await in_thread(self.function, pos, kw, f"agentkit-tool-{self.name}")
+                if inspect.isawaitable(result):
+                    result = await result
+                return result
+        except TimeoutError:
+            if self.timeout_s is None:
+                raise
+            raise ToolTimeout(f"tool {self.name!r} timed out after {self.timeout_s:g} s (its timeout_s); it was "
+                              "abandoned") from None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.function(*args, **kwargs)
@@ -222,12 +238,41 @@ class Tool:
         return f"Tool(name={self.name!r}, retries={self.retries}{extra})"
 
 
+class ToolTimeout(Exception):
+    """A tool ran past its ``timeout_s`` (the message names it); the agent sends it back to the model as a failure."""
+
+
+def in_thread(fn: Callable[..., Any], pos: list[Any], kw: dict[str, Any], name: str) -> asyncio.Future[Any]:
+    """``fn(*pos, **kw)`` in a new daemon thread (with the caller's context variables), as a future of this loop.
+    Unlike ``asyncio.to_thread`` (the loop's default executor, which ``asyncio.run`` joins at exit) a function that
+    never returns does not keep the loop's owner waiting after the future is cancelled."""
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[Any] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(ok: bool, value: Any) -> None:
+        if not fut.done():
+            fut.set_result(value) if ok else fut.set_exception(value)
+
+    def target() -> None:
+        try:
+            ok, value = True, context.run(fn, *pos, **kw)
+        except BaseException as e:  # noqa: BLE001 (handed to the awaiting coroutine)
+            ok, value = False, e
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits for it
+            loop.call_soon_threadsafe(settle, ok, value)
+
+    threading.Thread(target=target, name=name, daemon=True).start()
+    return fut
+
+
 @overload
 def tool(function: Callable[..., Any], /) -> Tool: ...
 @overload
 def tool(
     *, name: str | None = None, description: str | None = None, retries: int = 1,
     template_factory: Callable[[], Template] | None = None, input_prompt: str | None = None,
+    timeout_s: float | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
     function: Callable[..., Any] | None = None,
@@ -238,13 +283,16 @@ def tool(
     retries: int = 1,
     template_factory: Callable[[], Template] | None = None,
     input_prompt: str | None = None,
+    timeout_s: float | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a ``Tool`` from a function: ``@tool`` or ``@tool(name=..., description=..., retries=...)``.
 
     The result is still callable like the function. ``template_factory``/``input_prompt``: see ``Tool``.
+    ``timeout_s``: a call running longer fails with an error naming the tool (sent back to the model).
     """
     kw: dict[str, Any] = {"name": name, "description": description, "retries": retries,
-                          "template_factory": template_factory, "input_prompt": input_prompt}
+                          "template_factory": template_factory, "input_prompt": input_prompt,
+                          "timeout_s": timeout_s}
     if function is not None:
         return Tool(function, **kw)
     return lambda fn: Tool(fn, **kw)

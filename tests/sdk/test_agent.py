@@ -418,3 +418,45 @@ async def test_long_tool_results_are_clipped_in_the_conversation_with_a_marker()
     assert clip_result("short", 100) == "short" and clip_result("y" * 500, None) == "y" * 500
     with pytest.raises(UserError, match="max_tool_result_chars"):
         Limits(max_tool_result_chars=5)
+
+
+async def test_a_tool_past_its_timeout_fails_with_its_name_and_the_run_goes_on():
+    import time as _time
+
+    @tool(timeout_s=0.2)
+    def slow() -> str:
+        """Sleeps."""
+        _time.sleep(2)
+        return "late"
+
+    outputs = iter([call("slow"), FINAL, "gave up"])
+    result = await Agent(FunctionModel(lambda m, i: next(outputs)), tools=[slow]).run("go")
+    assert result.output == "gave up"
+    assert result.trace[0].error == "tool 'slow' timed out after 0.2 s (its timeout_s); it was abandoned"
+    with pytest.raises(UserError, match="timeout_s must be a number > 0"):
+        tool(timeout_s=0)(lambda: 1)
+
+
+def test_run_sync_returns_at_the_run_timeout_while_a_sync_tool_hangs():
+    import threading
+    import time as _time
+
+    from agentkit.sdk import Limits
+
+    release = threading.Event()
+
+    @tool
+    def hang() -> str:
+        """Never returns on its own."""
+        release.wait(30)
+        return "done"
+
+    agent = Agent(FunctionModel(lambda m, i: call("hang") if i.step == "tool_call" else "x"), tools=[hang],
+                  limits=Limits(timeout_s=0.5))
+    t0 = _time.perf_counter()
+    try:
+        with pytest.raises(UsageLimitExceeded, match="tool 'hang' was running"):
+            agent.run_sync("go")
+        assert _time.perf_counter() - t0 < 5  # not the 30 s the tool would take
+    finally:
+        release.set()
