@@ -444,8 +444,11 @@ def serve(
     from .constrain.limits import CompileLimits
 
     try:
+        from agentkit.serving.cli import check_address
         from agentkit.serving.cli import run as _run  # the [server] extra: a MissingExtraError naming it
         from agentkit.serving.config import ServerConfig
+
+        check_address(host, port)  # before the model loads (tens of seconds)
 
         given = {"max_seconds": compile_timeout_s, "max_states": compile_max_states,
                  "max_slot_states": compile_max_slot_states, "max_branch_names": compile_max_branch_names}
