@@ -22,16 +22,12 @@ from agentkit.constrain.canonical import DEFAULT_STYLE
 from agentkit.errors import UserError
 from agentkit.sdk import _steps as steps
 from agentkit.settings import server_fields
-from agentkit.toolcall import parse_call, read_call
+from agentkit.toolcall import parse_call, read_call, tools_prompt
 
 from .errors import APIError, user_error
 from .protocol import AgentkitExt, ChatRequest, ContentPart, NamedToolChoice, ToolDef
 from .toolchoice import NO_CALL_NOTE, answered_calls, no_call_name
 
-_TOOL_PROMPT = (
-    "You can call these tools. To call one, reply with only a JSON object "
-    '{{"name": "<tool name>", "arguments": {{...}}}}.\n{tools}'
-)
 EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
 
 DEFAULT_MAX_TOKENS = 256
@@ -114,12 +110,12 @@ def _args(a: str | dict[str, Any]) -> Any:
         return a
 
 
-def describe_tools(tools: list[ToolDef]) -> str:
-    """The system-message text listing the tools and the call format (``agentkit.toolcall``'s ``name`` /
-    ``arguments`` shape)."""
-    desc = "\n".join(json.dumps({"name": t.function.name, "description": t.function.description or "",
-                                 "parameters": t.function.parameters or EMPTY_PARAMETERS}) for t in tools)
-    return _TOOL_PROMPT.format(tools=desc)
+def describe_tools(tools: list[ToolDef], no_call: str | None = None) -> str:
+    """The system-message text listing the tools and the call format (:func:`agentkit.toolcall.tools_prompt`, the
+    SDK's too) and, with ``no_call``, how to choose no call."""
+    specs = [{"name": t.function.name, "description": t.function.description or "",
+              "parameters": t.function.parameters or EMPTY_PARAMETERS} for t in tools]
+    return tools_prompt(specs, NO_CALL_NOTE.format(name=no_call) if no_call else "")
 
 
 def chat_messages(req: ChatRequest, tools: list[ToolDef], no_call: str | None = None) -> list[dict[str, str]]:
@@ -134,7 +130,7 @@ def chat_messages(req: ChatRequest, tools: list[ToolDef], no_call: str | None = 
             content = (content + "\n" if content else "") + "\n".join(json.dumps(c) for c in calls)
         out.append({"role": role, "content": content})
     if tools:
-        sys = describe_tools(tools) + ("\n" + NO_CALL_NOTE.format(name=no_call) if no_call else "")
+        sys = describe_tools(tools, no_call)
         if out and out[0]["role"] == "system":
             out[0] = {"role": "system", "content": out[0]["content"] + "\n\n" + sys}
         else:

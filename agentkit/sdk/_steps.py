@@ -18,7 +18,7 @@ from ..constrain.canonical import json_style
 from ..constrain.nodes import Template
 from ..engine.stats import GenerationResult
 from ..errors import UserError
-from ..toolcall import NAME_ARGS, CallShape, call_template, read_call
+from ..toolcall import NAME_ARGS, CallShape, call_template, read_call, tools_prompt
 from ._tools import Tool
 
 StepKind = Literal["plan", "tool_call", "tool_input", "extract", "reply"]
@@ -254,26 +254,14 @@ def compact(value: Any) -> str:
 DEFAULT_INSTRUCTIONS = "You are a helpful assistant."
 
 
-# the worked example of the tool prompt (a tool no benchmark task has): BFCL's default prompt's, which showed a value
-# copied as the request writes it, a number as a number, and an optional argument left out (0.422 against 0.405
-# without it on all 600 BFCL questions, evals/results/s14/prompts600.json)
-_TOOL_EXAMPLE = ('For example, for the request "Book a table for 12 at Marigold Bistro" and a tool book_table with '
-                 'the arguments restaurant, guests and an optional time, the call is:\n'
-                 '{"name": "book_table", "arguments": {"restaurant": "Marigold Bistro", "guests": 12}}')
-
-
 def system_prompt(instructions: str | None, tools: list[Tool]) -> str:
-    """The instructions, then the tools (one compact JSON spec a line) and how to call one, in BFCL's default
-    prompt's words (the prompt the engine's BFCL figures were measured with), with ``final_answer`` to stop."""
+    """The instructions, then the tools and how to call one (:func:`agentkit.toolcall.tools_prompt`: BFCL's default
+    prompt, the one the engine's BFCL figures were measured with), with ``final_answer`` to stop."""
     parts = [instructions or DEFAULT_INSTRUCTIONS]
     if tools:
-        specs = "\n".join(compact(t.spec) for t in tools)  # compact: ~10% fewer prompt tokens than spaced
-        parts.append(
-            f"You can call the following tool{'s' if len(tools) > 1 else ''}:\n{specs}\n\n"
-            "To call a tool, reply with exactly one call, written as JSON in this form:\n"
-            '{"name": "<tool name>", "arguments": {"<argument>": <value>, ...}}\n'
-            "Reply with the JSON only. The tool's result comes back in the next message. When you have what you "
-            f'need, or no tool is needed, reply {{"name": "{FINAL_ANSWER}", "arguments": {{}}}}.\n\n' + _TOOL_EXAMPLE)
+        parts.append(tools_prompt([t.spec for t in tools], "The tool's result comes back in the next message. When "
+                                  f'you have what you need, or no tool is needed, reply {{"name": "{FINAL_ANSWER}", '
+                                  '"arguments": {}}.'))
     return "\n\n".join(parts)
 
 
