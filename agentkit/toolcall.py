@@ -44,8 +44,8 @@ CALL_EXAMPLE = ('For example, for the request "Book a table for 12 at Marigold B
 
 def tools_prompt(specs: Sequence[dict], stop: str = "") -> str:
     """The tools (``{"name", "description", "parameters"}`` each, one compact JSON line) and how to call one, in
-    BFCL's default prompt's words, with ``stop`` (how to not call, or to finish) after the format: the system text
-    of the SDK's tool steps and of the server's tool requests alike."""
+    BFCL's default prompt's words, with ``stop`` (how to finish) after the format: the system text of the SDK's tool
+    steps (the server keeps its own, measured better for tool_choice auto: ``serving/plan.py``)."""
     lines = "\n".join(json.dumps(s, ensure_ascii=False, separators=(",", ":")) for s in specs)
     return (f"You can call the following tool{'s' if len(specs) != 1 else ''}:\n{lines}\n\n"
             "To call a tool, reply with exactly one call, written as JSON in this form:\n"

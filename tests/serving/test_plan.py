@@ -38,7 +38,7 @@ def test_schema_routes_to_the_calibrated_mode_and_tools_are_described():
     assert p.schema.kind == "response" and p.schema.schema == {"type": "integer"}
     p = plan_request(_req(tools=[TOOL], tool_choice="required", agentkit={"mode": "ar"}))
     assert p.mode == "ar" and p.tool_mode == "forced" and p.schema.kind == "tools" and p.tool_names == {"add"}
-    assert '{"name":"add",' in p.messages[0]["content"] and p.messages[0]["role"] == "system"
+    assert '"name": "add"' in p.messages[0]["content"] and p.messages[0]["role"] == "system"
     p = plan_request(_req(tools=[TOOL]))  # auto: a choice decode over the tools plus "respond", then maybe text
     assert p.tool_mode == "auto" and p.schema.kind == "tools" and p.schema.no_call == "respond"
     assert p.mode == structured_mode() and p.text_config.mode == "ar"
