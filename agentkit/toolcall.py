@@ -42,7 +42,7 @@ CALL_EXAMPLE = ('For example, for the request "Book a table for 12 at Marigold B
                 '{"name": "book_table", "arguments": {"restaurant": "Marigold Bistro", "guests": 12}}')
 
 
-def tools_prompt(specs: Sequence[dict], stop: str = "") -> str:
+def tools_prompt(specs: Sequence[dict], stop: str = "", example: bool = True) -> str:
     """The tools (``{"name", "description", "parameters"}`` each, one compact JSON line) and how to call one, in
     BFCL's default prompt's words, with ``stop`` (how to finish) after the format: the system text of the SDK's tool
     steps (the server keeps its own, measured better for tool_choice auto: ``serving/plan.py``)."""
@@ -50,7 +50,7 @@ def tools_prompt(specs: Sequence[dict], stop: str = "") -> str:
     return (f"You can call the following tool{'s' if len(specs) != 1 else ''}:\n{lines}\n\n"
             "To call a tool, reply with exactly one call, written as JSON in this form:\n"
             '{"name": "<tool name>", "arguments": {"<argument>": <value>, ...}}\n'
-            "Reply with the JSON only." + (f" {stop}" if stop else "") + "\n\n" + CALL_EXAMPLE)
+            "Reply with the JSON only." + (f" {stop}" if stop else "") + ("\n\n" + CALL_EXAMPLE if example else ""))
 
 
 def _head(name: str, shape: CallShape, st: JsonStyle) -> str:

@@ -24,6 +24,7 @@ def main() -> None:
     ap.add_argument("--data", default="evals/agent_loop")
     ap.add_argument("--out", required=True)
     ap.add_argument("--resume", default=None)
+    ap.add_argument("--decision-prompt", choices=decide.DECISION_PROMPTS, default=decide.DECISION_PROMPT)
     args = ap.parse_args()
     engine = default_engine()
     model = engine
@@ -32,9 +33,10 @@ def main() -> None:
         model.can_score = False  # the agent decodes the choice
     else:
         decide.AFTER_RESULT = args.rule
+        decide.DECISION_PROMPT = args.decision_prompt
     res = run_agent_loop(args.data, ["default"], limit=args.limit, engine=model, out=args.out, bfcl=False,
                          resume=args.resume)
-    res["decide_rule"] = args.rule
+    res["decide_rule"], res["decision_prompt"] = args.rule, args.decision_prompt
     print(table(res))
 
 

@@ -365,8 +365,11 @@ class Agent(Generic[DepsT, OutputT]):
             done = tuple(dict.fromkeys(c[0] for c in run.results.calls.values()))  # by first result...
             last = next(iter(run.results.recent.values()), None)  # ...with the latest tool last
             done = tuple(t for t in done if last is None or t != last[0]) + ((last[0],) if last else ())
+            chat = to_chat(run.messages)
+            if decide_.DECISION_PROMPT == "no_example" and chat and chat[0]["role"] == "system":
+                chat[0] = {"role": "system", "content": steps.system_prompt(run.instructions, self._tools, False)}
             run.decision = run.last_decision = await decide_.decide_step(
-                self._scorer, to_chat(run.messages), [t.name for t in self._tools], style, self._null_scores,
+                self._scorer, chat, [t.name for t in self._tools], style, self._null_scores,
                 done=done, previous=run.last_decision)
             if run.decision.tool is None:
                 return False

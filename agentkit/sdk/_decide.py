@@ -87,6 +87,9 @@ AFTER_RESULT_RULES = ("exclude_last", "exclude_done", "exclude_moved", "moved", 
 # (exclude_done), 3.63 (exclude_last: it ping-pongs between two tools) and 3.10 (decode), finished 0.97, two-tool
 # tasks right 0.29, answers with the result 0.25
 AFTER_RESULT = "exclude_moved"
+# The decision's view of the system prompt: "full" (the tool step's, with the worked example) or "no_example"
+DECISION_PROMPTS = ("full", "no_example")
+DECISION_PROMPT = "full"
 
 
 async def decide_step(scorer: NameScorer, chat: list[dict[str, str]], tools: list[str], style: str | None,

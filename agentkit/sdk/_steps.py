@@ -254,14 +254,14 @@ def compact(value: Any) -> str:
 DEFAULT_INSTRUCTIONS = "You are a helpful assistant."
 
 
-def system_prompt(instructions: str | None, tools: list[Tool]) -> str:
+def system_prompt(instructions: str | None, tools: list[Tool], example: bool = True) -> str:
     """The instructions, then the tools and how to call one (:func:`agentkit.toolcall.tools_prompt`: BFCL's default
     prompt, the one the engine's BFCL figures were measured with), with ``final_answer`` to stop."""
     parts = [instructions or DEFAULT_INSTRUCTIONS]
     if tools:
         parts.append(tools_prompt([t.spec for t in tools], "The tool's result comes back in the next message. When "
                                   f'you have what you need, or no tool is needed, reply {{"name": "{FINAL_ANSWER}", '
-                                  '"arguments": {}}.'))
+                                  '"arguments": {}}.', example))
     return "\n\n".join(parts)
 
 
