@@ -190,8 +190,9 @@ class Trace:
                           f"{t['tokens_per_forward']:.2f}", "")
         return table
 
-    def render(self, width: int = 200) -> str:
-        """The table as plain text (the compact table under 140 columns)."""
+    def render(self, width: int = 100) -> str:
+        """The table as plain text, ``width`` columns (the compact column set under 140; ``render(200)`` shows
+        the full latency split)."""
         from rich.console import Console
 
         buf = io.StringIO()

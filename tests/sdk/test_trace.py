@@ -57,7 +57,8 @@ def test_totals_and_table():
     totals = trace.totals()
     assert (totals["total_ms"], totals["output_tokens"], totals["iterations"]) == (15.0, 25, 2)
     assert totals["tokens_per_forward"] == 25 / 10
-    text = trace.render()
+    assert max(len(line) for line in trace.render().splitlines()) <= 100  # the default fits 100 columns
+    text = trace.render(200)  # the full column set
     lines = text.splitlines()
     assert any(line.split()[:4] == ["1", "tool_call", "diffusion", "add"] for line in lines)
     assert any(line.split()[:3] == ["2", "reply", "ar"] for line in lines)
