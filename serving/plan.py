@@ -22,11 +22,11 @@ from agentkit.constrain.canonical import DEFAULT_STYLE
 from agentkit.errors import UserError
 from agentkit.sdk import _steps as steps
 from agentkit.settings import server_fields
-from agentkit.toolcall import parse_call, read_call
+from agentkit.toolcall import choice_prompt, parse_call, read_call
 
 from .errors import APIError, user_error
 from .protocol import AgentkitExt, ChatRequest, ContentPart, NamedToolChoice, ToolDef
-from .toolchoice import NO_CALL_NOTE, answered_calls, no_call_name
+from .toolchoice import answered_calls, no_call_name
 
 EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
 
@@ -110,23 +110,14 @@ def _args(a: str | dict[str, Any]) -> Any:
         return a
 
 
-# The server's tool prompt. The SDK's (agentkit.toolcall.tools_prompt, BFCL's prompt with a worked example) was
-# measured here too (python evals/tool_choice_server.py --n 20, evals/results/s16/tool_choice_bfcl_prompt.json):
-# tool_choice auto's decision right 0.60 against this prompt's 0.80 (no-tool questions answered in text 0.20 against
-# 0.60: the worked call draws the calibrated scores to the tools), "required" the same (right function 0.95, BFCL
-# success 0.75), so the server keeps this one.
-_TOOL_PROMPT = (
-    "You can call these tools. To call one, reply with only a JSON object "
-    '{{"name": "<tool name>", "arguments": {{...}}}}.\n{tools}'
-)
-
-
 def describe_tools(tools: list[ToolDef], no_call: str | None = None) -> str:
-    """The system-message text listing the tools and the call format (``agentkit.toolcall``'s ``name`` /
-    ``arguments`` shape) and, with ``no_call``, how to choose no call."""
-    desc = "\n".join(json.dumps({"name": t.function.name, "description": t.function.description or "",
-                                 "parameters": t.function.parameters or EMPTY_PARAMETERS}) for t in tools)
-    return _TOOL_PROMPT.format(tools=desc) + ("\n" + NO_CALL_NOTE.format(name=no_call) if no_call else "")
+    """The system-message text listing the tools and the call format and, with ``no_call``, how to choose no call
+    (:func:`agentkit.toolcall.choice_prompt`, the SDK's decision prompt too). BFCL's prompt with its worked example
+    (``tools_prompt``, the SDK's call prompt) was measured here (``evals/tool_choice_server.py --n 20``,
+    ``evals/results/s16/tool_choice_bfcl_prompt.json``): auto's decision right 0.60 against 0.80, "required" the
+    same (right function 0.95, BFCL success 0.75)."""
+    return choice_prompt([{"name": t.function.name, "description": t.function.description or "",
+                           "parameters": t.function.parameters or EMPTY_PARAMETERS} for t in tools], no_call)
 
 
 def chat_messages(req: ChatRequest, tools: list[ToolDef], no_call: str | None = None) -> list[dict[str, str]]:

@@ -36,23 +36,10 @@ import json
 from typing import Any
 
 from agentkit.decide import NULL_QUESTION, logsumexp, name_scores, no_call_margin, pick_tool, wants_call
+from agentkit.toolcall import NO_CALL, NO_CALL_NOTE, no_call_name
 
 __all__ = ["NO_CALL", "NO_CALL_NOTE", "NULL_QUESTION", "answered_calls", "call_key", "logsumexp", "name_scores",
            "no_call_margin", "no_call_name", "pick_tool", "wants_call"]
-
-NO_CALL = "respond"
-NO_CALL_NOTE = ('If no tool is needed, reply with only {{"name": "{name}", "arguments": {{}}}} '
-                "and then answer in plain text.")
-
-
-def no_call_name(tool_names: list[str] | frozenset[str]) -> str:
-    """:data:`NO_CALL`, or (when a tool already has that name) the first of ``respond_``, ``respond__``, ... that
-    is not a tool's name."""
-    name = NO_CALL
-    while name in tool_names:
-        name += "_"
-    return name
-
 
 def call_key(name: str, args: Any) -> str:
     """A canonical form of a call (the SDK's ``_repeat.call_key``): key order and spacing do not matter."""

@@ -24,8 +24,9 @@ from typing import Any, Literal
 
 from .. import decide
 from ..errors import UserError
+from ..toolcall import choice_prompt, no_call_name
 from ._generator import NameScorer
-from ._steps import FINAL_ANSWER, call_head
+from ._steps import FINAL_ANSWER, call_head, system_prompt
 
 Decide = Literal["scores", "decode"]
 DECIDE: tuple[str, ...] = ("scores", "decode")
@@ -87,14 +88,30 @@ AFTER_RESULT_RULES = ("exclude_last", "exclude_done", "exclude_moved", "moved", 
 # (exclude_done), 3.63 (exclude_last: it ping-pongs between two tools) and 3.10 (decode), finished 0.97, two-tool
 # tasks right 0.29, answers with the result 0.25
 AFTER_RESULT = "exclude_moved"
-# The decision's view of the system prompt: "full" (the tool step's, with the worked example) or "no_example"
-DECISION_PROMPTS = ("full", "no_example")
+# The decision's view of the system prompt: "full" (the tool step's, with the worked example), "no_example" (the
+# same without it), or "choice" (the server's tool_choice prompt, agentkit.toolcall.choice_prompt, whose no-call
+# option is "respond" instead of final_answer)
+DECISION_PROMPTS = ("full", "no_example", "choice")
 DECISION_PROMPT = "full"
+
+
+def decision_chat(chat: list[dict[str, str]], instructions: str | None,
+                  tools: list[Any]) -> tuple[list[dict[str, str]], str]:
+    """The messages the decision scores (the tool step's, with the system message :data:`DECISION_PROMPT` says)
+    and the name of its no-call option."""
+    if DECISION_PROMPT == "full" or not chat or chat[0]["role"] != "system":
+        return chat, FINAL_ANSWER
+    if DECISION_PROMPT == "no_example":
+        return [{"role": "system", "content": system_prompt(instructions, tools, False)}, *chat[1:]], FINAL_ANSWER
+    no_call = no_call_name([t.name for t in tools])
+    text = choice_prompt([t.spec for t in tools], no_call)
+    system = f"{instructions}\n\n{text}" if instructions else text
+    return [{"role": "system", "content": system}, *chat[1:]], no_call
 
 
 async def decide_step(scorer: NameScorer, chat: list[dict[str, str]], tools: list[str], style: str | None,
                       null: NullScores, *, done: tuple[str, ...] = (), previous: Decision | None = None,
-                      rule: str | None = None) -> Decision:
+                      rule: str | None = None, no_call: str = FINAL_ANSWER) -> Decision:
     """Call or answer, and which tool, by the model's calibrated scores on ``chat`` (the tool step's messages).
     ``done``: the tools that returned a result in this run, the last one last (empty before any); ``previous``:
     this run's last decision; ``rule``: :data:`AFTER_RESULT` when None."""
@@ -105,7 +122,7 @@ async def decide_step(scorer: NameScorer, chat: list[dict[str, str]], tools: lis
     names = [t for t in tools if t not in gone]
     if not names:
         return Decision(None, {"by": "no tool left", "tool": None}, t0, (time.perf_counter() - t0) * 1000, chat)
-    options, head = [*names, FINAL_ANSWER], call_head(style)
+    options, head = [*names, no_call], call_head(style)
     scores = await scorer.name_scores(chat, options, head)
     base = decide.null_messages(chat)
     key = (base[0]["content"] if base[0]["role"] == "system" else "", tuple(options))
@@ -113,10 +130,10 @@ async def decide_step(scorer: NameScorer, chat: list[dict[str, str]], tools: lis
     if baseline is None:
         baseline = await scorer.name_scores(base, options, head)
         null.put(key, baseline)
-    call, info = decide.calibrated(scores, baseline, names, FINAL_ANSWER)
+    call, info = decide.calibrated(scores, baseline, names, no_call)
     if after and previous is not None and rule in ("moved", "exclude_moved"):
         before = (previous.info.get("no_call_margin") if rule == "moved" else
-                  decide.no_call_margin(await scorer.name_scores(previous.chat, options, head), FINAL_ANSWER))
+                  decide.no_call_margin(await scorer.name_scores(previous.chat, options, head), no_call))
         if before is not None:
             call = info["no_call_margin"] <= before
             info["previous_margin"] = round(before, 4)
