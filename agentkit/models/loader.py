@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
+from collections.abc import Iterator
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,6 +84,27 @@ def resolve_dtype(dtype: str, device: str = "cpu", flags: AbstractSet[str] | Non
     return "bfloat16" if native_bf16(flags) else "float32"
 
 
+@contextlib.contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """transformers' warnings and progress bars off while agentkit loads a model: what they say (a GGUF-packed
+    checkpoint asked for in bf16, the weights' loading bar) concerns choices agentkit made, not the user's; agentkit
+    logs the load itself (``agentkit.models``). ``AGENTKIT_LOAD_VERBOSE=1`` keeps them."""
+    if os.environ.get("AGENTKIT_LOAD_VERBOSE") == "1":
+        yield
+        return
+    from transformers.utils import logging as hf_logging
+
+    level, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
 def load_model(path: str | None = None, *, dtype: str = "float32", device: str = "cpu") -> LoadedModel:
     """``None`` loads the embedded default model; otherwise ``path`` must be a local HF model directory.
     ``dtype``: float32 | bfloat16 | auto (see :func:`resolve_dtype`)."""
@@ -99,14 +123,16 @@ def load_model(path: str | None = None, *, dtype: str = "float32", device: str =
         if not (directory / "config.json").is_file():
             raise ModelNotFoundError(f"model path {str(directory)!r} has no config.json (not a Hugging Face model)")
     torch_dtype = getattr(torch, dtype)
-    config = AutoConfig.from_pretrained(directory, local_files_only=True)
-    tokenizer = AutoTokenizer.from_pretrained(directory, local_files_only=True)
-    if config.model_type == DIFFUSION_GEMMA:
-        from transformers import DiffusionGemmaForBlockDiffusion
+    with quiet_transformers():
+        config = AutoConfig.from_pretrained(directory, local_files_only=True)
+        tokenizer = AutoTokenizer.from_pretrained(directory, local_files_only=True)
+        if config.model_type == DIFFUSION_GEMMA:
+            from transformers import DiffusionGemmaForBlockDiffusion
 
-        model = DiffusionGemmaForBlockDiffusion.from_pretrained(directory, dtype=torch_dtype, local_files_only=True)
-    else:
-        model = AutoModelForCausalLM.from_pretrained(directory, dtype=torch_dtype, local_files_only=True)
+            model = DiffusionGemmaForBlockDiffusion.from_pretrained(directory, dtype=torch_dtype,
+                                                                    local_files_only=True)
+        else:
+            model = AutoModelForCausalLM.from_pretrained(directory, dtype=torch_dtype, local_files_only=True)
     model.to(device)
     weights = directory / "model.safetensors"
     return wrap(model, tokenizer, name=name,
