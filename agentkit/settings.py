@@ -9,8 +9,8 @@ anywhere without the table knowing it fails that test.
 
 Where a setting applies (:data:`PATHS`):
 
-- ``engine``: ``DecodeConfig``, what an in-process ``Engine.generate`` honours (every setting but ``json_style``,
-  which is the template's);
+- ``engine``: ``DecodeConfig``, what an in-process ``Engine.generate`` honours (every setting but the template's,
+  :data:`TEMPLATE_SETTINGS`: ``json_style`` and ``open_objects``);
 - ``sdk``: a ``ModelSettings`` key (``Setting.sdk``, the name there);
 - ``server``: a field of the chat-completions request (``Setting.server``: ``"body.NAME"`` at the top level,
   ``"agentkit.NAME"`` in the extension); the HTTP client sends exactly these, and refuses a config whose other
@@ -98,7 +98,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("draft_steps", "int", 1, (_E,), "adapter drafts: mask-sampler passes per draft", low=1),
     Setting("json_style", "str", DEFAULT_STYLE, (_S, _V), "how structured steps write the pinned JSON punctuation "
             "(the template's setting, not the decoder's)", STYLES, sdk="json_style", server="agentkit.json_style"),
+    Setting("open_objects", "bool", False, (_S, _V), "False: an object schema that lists its properties and says "
+            "nothing of additionalProperties generates those keys only (closed); True: other keys too, as the schema "
+            "allows. Validation is the schema's own either way (the template's setting)", sdk="open_objects",
+            server="agentkit.open_objects"),
 )
+TEMPLATE_SETTINGS: tuple[str, ...] = ("json_style", "open_objects")  # the template's, not the decoder's
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 DECODE: tuple[Setting, ...] = tuple(s for s in SETTINGS if "engine" in s.applies)  # DecodeConfig's fields
 

@@ -21,7 +21,7 @@ from agentkit.config import DecodeConfig
 from agentkit.constrain.canonical import DEFAULT_STYLE
 from agentkit.errors import UserError
 from agentkit.sdk import _steps as steps
-from agentkit.settings import server_fields
+from agentkit.settings import TEMPLATE_SETTINGS, server_fields
 from agentkit.toolcall import choice_prompt, parse_call, read_call
 
 from .errors import APIError, user_error
@@ -39,7 +39,7 @@ class SchemaJob:
 
     kind: Literal["response", "tools"]
     schema: dict[str, Any] | None = None  # kind "response"
-    strict: bool = False
+    strict: bool = False  # closed objects (the request's strict, or open_objects not set)
     tools: tuple[ToolDef, ...] = ()  # kind "tools"
     where: str = "response_format"
     style: str | None = None  # the JSON style (AgentkitExt.json_style); None: the compiler's default
@@ -51,14 +51,14 @@ class SchemaJob:
         once: a large schema's text is asked for several times (cache, lane, work) on the event loop."""
         if self.kind == "tools":
             return json.dumps([[t.function.name, t.function.parameters] for t in self.tools]
-                              + [self.style, self.no_call])
+                              + [self.style, self.no_call, self.strict])
         return json.dumps([self.schema, self.strict, self.style])
 
     @functools.cached_property
     def digest(self) -> str:
         """What a build's failure is remembered by: the schema (and ``strict``) whatever the JSON style."""
-        what = ([[t.function.name, t.function.parameters] for t in self.tools] if self.kind == "tools"
-                else [self.schema, self.strict])
+        what = ([[t.function.name, t.function.parameters] for t in self.tools] + [self.strict]
+                if self.kind == "tools" else [self.schema, self.strict])
         return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
 
 
@@ -160,10 +160,12 @@ def _tools(req: ChatRequest) -> tuple[list[ToolDef], list[ToolDef], str | NamedT
 
 def _schema_job(req: ChatRequest, forced: list[ToolDef], no_call: str | None) -> SchemaJob | None:
     style = req.agentkit.json_style if req.agentkit else None
+    closed = not (req.agentkit and req.agentkit.open_objects)  # closed by default, as the SDK's (settings.py)
     if forced:
-        return SchemaJob("tools", tools=tuple(forced), where="tools", style=style)
+        return SchemaJob("tools", tools=tuple(forced), where="tools", style=style, strict=closed)
     if no_call:
-        return SchemaJob("tools", tools=tuple(req.tools or ()), where="tools", style=style, no_call=no_call)
+        return SchemaJob("tools", tools=tuple(req.tools or ()), where="tools", style=style, no_call=no_call,
+                         strict=closed)
     if style is None and steps.EXTRACT_STYLE != DEFAULT_STYLE:  # the JSON written as agentkit's extract writes it
         style = steps.EXTRACT_STYLE  # (None is the compiler's default, so a custom compile_schema need not know styles)
     rf = req.response_format
@@ -175,7 +177,8 @@ def _schema_job(req: ChatRequest, forced: list[ToolDef], no_call: str | None) ->
         raise APIError(400, "response_format.json_schema is required for type json_schema",
                        param="response_format.json_schema")
     # arrays capped as extract caps them (agentkit.sdk._steps.cap_arrays), so both decode the same language
-    return SchemaJob("response", schema=steps.cap_arrays(rf.json_schema.schema_), strict=bool(rf.json_schema.strict),
+    return SchemaJob("response", schema=steps.cap_arrays(rf.json_schema.schema_),
+                     strict=bool(rf.json_schema.strict) or closed,
                      where="response_format.json_schema.schema", style=style)
 
 
@@ -204,7 +207,7 @@ def decode_config(req: ChatRequest, mode: str, max_tokens: int, copy_source: str
                           "temperature": req.temperature if req.temperature is not None else 0.0,
                           "top_p": req.top_p, "top_k": req.top_k, "seed": req.seed, "stop": req.stop or []}
     for k, name in server_fields("agentkit").items():  # the extension's decoding settings (agentkit/settings.py)
-        if name not in kw and name != "json_style" and getattr(ext, k) is not None:
+        if name not in kw and name not in TEMPLATE_SETTINGS and getattr(ext, k) is not None:
             kw[name] = getattr(ext, k)
     if copy_source is not None and ext.copy_from is None:
         kw["copy_source"] = copy_source

@@ -104,7 +104,8 @@ class Preparer:
                 return t
         if sj.kind == "tools":  # each tool's parameters compiled here (errors name the tool), then one call template
             specs = [(tool.function.name, self.compile_one(tool.function.parameters or EMPTY_PARAMETERS,
-                                                           f"tools[{i}].function.parameters", style=sj.style))
+                                                           f"tools[{i}].function.parameters", sj.strict,
+                                                           sj.style))
                      for i, tool in enumerate(sj.tools)]
             if sj.no_call:  # tool_choice auto: "no call" is one more option, with {} (serving/toolchoice.py)
                 specs.append((sj.no_call, None))

@@ -142,6 +142,9 @@ class AgentkitExt(BaseModel):
     step: str | None = Field(default=None, max_length=64)  # a label (the SDK's step kind); decoding ignores it
     # how the pinned JSON punctuation is written (agentkit.constrain.canonical.STYLES); None: the compiler's default
     json_style: Literal["compact", "spaced", "spaced-schema-order"] | None = None
+    # False/None: an object schema that lists properties and says nothing of additionalProperties generates those
+    # keys only, also without "strict" and in tools (agentkit/settings.py open_objects); True: other keys too
+    open_objects: SBool | None = None
     # how a greedy structured step picks a token (agentkit.config.DecodeConfig.greedy); None: "byte"
     greedy: Literal["byte", "token"] | None = None
     # logit bonus for tokens that copy a span of the prompt inside a JSON string (DecodeConfig.copy_bias); None: its default, 2

@@ -51,7 +51,7 @@ def test_decode_config_is_the_tables_engine_settings():
     fields = {f.name: _default(f) for f in dataclasses.fields(DecodeConfig)}
     assert fields == {s.name: s.default for s in table.DECODE}
     assert all(s.server or s.sdk or "engine" in s.applies for s in table.SETTINGS)
-    assert [s.name for s in table.SETTINGS if "engine" not in s.applies] == ["json_style"]
+    assert [s.name for s in table.SETTINGS if "engine" not in s.applies] == list(table.TEMPLATE_SETTINGS)
 
 
 @pytest.mark.parametrize("s", table.DECODE, ids=lambda s: s.name)
@@ -131,7 +131,7 @@ def test_http_body_carries_every_server_setting_and_the_style():
     from agentkit.sdk._http import HTTPGenerator
 
     cfg = _non_default()
-    assert {s.name for s in table.where("server")} - {"json_style"} <= {
+    assert {s.name for s in table.where("server")} - set(table.TEMPLATE_SETTINGS) <= {
         s.name for s in table.DECODE if getattr(cfg, s.name) != s.default} | {"temperature"}
     tpl = compile_schema_cached({"type": "object", "properties": {"a": {"type": "string"}}}, style="compact")
     body = HTTPGenerator("http://x").request_body([{"role": "user", "content": "hi"}], cfg, tpl)

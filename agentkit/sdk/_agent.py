@@ -371,7 +371,8 @@ class Agent(Generic[DepsT, OutputT]):
                 done=done, previous=run.last_decision, no_call=no_call)
             if run.decision.tool is None:
                 return False
-            template, compile_ms = self._call_template(run.decision.tool, style)
+            template, compile_ms = self._call_template(run.decision.tool, style,
+                                                       bool(run.settings.get("open_objects", False)))
         result, rec, t0 = await self._generate(run, "tool_call", None, template, compile_ms)
         try:
             name, args = self._parse_call(steps.parse_json(result))
@@ -537,7 +538,8 @@ class Agent(Generic[DepsT, OutputT]):
                 raise UsageLimitExceeded(f"max_tokens={limits.max_tokens} reached ({run.tokens} used)", run.trace)
             max_new = min(max_new, limits.max_tokens - run.tokens)
         if template is None:
-            template, compile_ms = self._template(step, run.settings.get("json_style", steps.STYLE), run.output)
+            template, compile_ms = self._template(step, run.settings.get("json_style", steps.STYLE), run.output,
+                                                  bool(run.settings.get("open_objects", False)))
         config = self._config(run, step, max_new)
         iteration = len(run.trace) + 1
         self._emit(run, lambda: StepStarted(iteration, step, config.mode))
@@ -612,38 +614,41 @@ class Agent(Generic[DepsT, OutputT]):
         run.trace.add(rec)
         end_iteration(run, rec)
 
-    def _template(self, step: str, style: str = steps.STYLE,
-                  output: steps.OutputSpec | None = None) -> tuple[Template | None, float]:
-        """The step's template (None for reply) in JSON ``style`` (``output``: the run's, for ``extract``) and the
-        ms spent compiling it now (0 once the agent has it)."""
+    def _template(self, step: str, style: str = steps.STYLE, output: steps.OutputSpec | None = None,
+                  open_objects: bool = False) -> tuple[Template | None, float]:
+        """The step's template (None for reply) in JSON ``style``, closed unless ``open_objects`` (``output``: the
+        run's, for ``extract``) and the ms spent compiling it now (0 once the agent has it)."""
         if step == "reply":
             return None, 0.0
+        flags = (style or "") + (":open" if open_objects else "")
         if step == "extract":
             assert output is not None
-            key = ("extract:" + json.dumps(output.schema, sort_keys=True, default=str), style or "")
+            key = ("extract:" + json.dumps(output.schema, sort_keys=True, default=str), flags)
         else:
-            key = (step, style or "")
+            key = (step, flags)
         if key in self._templates:
             return self._templates[key], 0.0
         t0 = time.perf_counter()
         if step == "tool_call":
-            template = steps.tool_call_template(self._tools, style)
+            template = steps.tool_call_template(self._tools, style, strict=not open_objects)
         else:
             schema = steps.Plan.model_json_schema() if step == "plan" else output.schema  # type: ignore[union-attr]
-            template = steps.for_step(steps.compile_template(schema, style), step)
+            template = steps.for_step(steps.compile_template(schema, style, not open_objects), step,
+                                      open_objects=open_objects)
         self._templates[key] = template
         while len(self._templates) > 64:  # per-run output types: the oldest compiled templates go first
             del self._templates[next(iter(self._templates))]
         return template, (time.perf_counter() - t0) * 1000
 
-    def _call_template(self, tool: str, style: str | None) -> tuple[Template, float]:
+    def _call_template(self, tool: str, style: str | None, open_objects: bool = False) -> tuple[Template, float]:
         """The template of a call of ``tool`` only (its name pinned, its arguments decoded), in JSON ``style``,
-        and the ms spent compiling it now."""
-        key = (f"tool_call:{tool}", style or "")
+        closed unless ``open_objects``, and the ms spent compiling it now."""
+        key = (f"tool_call:{tool}", (style or "") + (":open" if open_objects else ""))
         if key in self._templates:
             return self._templates[key], 0.0
         t0 = time.perf_counter()
-        template = steps.tool_call_template([t for t in self._tools if t.name == tool], style, final_answer=False)
+        template = steps.tool_call_template([t for t in self._tools if t.name == tool], style, final_answer=False,
+                                            strict=not open_objects)
         self._templates[key] = template
         return template, (time.perf_counter() - t0) * 1000
 

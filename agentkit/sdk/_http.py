@@ -125,10 +125,13 @@ class HTTPGenerator:
                 ext["step"] = step
             if template.meta.get("style"):
                 ext["json_style"] = template.meta["style"]  # the server compiles the schema in the same style
+            if template.meta.get("open_objects"):
+                ext["open_objects"] = True  # ... and as open
             ext["schema_prompt"] = False  # the messages carry the step's own prompt already
             name = re.sub(r"[^A-Za-z0-9_-]", "_", str(step or schema.get("title") or "output"))[:64]
             body["response_format"] = {"type": "json_schema",
-                                       "json_schema": {"name": name, "schema": schema, "strict": True}}
+                                       "json_schema": {"name": name, "schema": schema,
+                                                       "strict": not template.meta.get("open_objects", False)}}
         return body
 
     async def generate(self, messages: list[dict[str, str]], config: DecodeConfig, template: Template | None = None,
@@ -209,7 +212,7 @@ def sendable(config: DecodeConfig) -> dict[str, Any]:
     if lost:
         raise UserError(f"the HTTP backend cannot send DecodeConfig {', '.join(lost)} (the server does not take "
                         "them): leave them at their defaults, or run the agent on an in-process Engine")
-    values = {s.name: getattr(config, s.name) for s in over if s.name != "json_style"}
+    values = {s.name: getattr(config, s.name) for s in over if s.name not in table.TEMPLATE_SETTINGS}
     return {k: v for k, v in values.items() if v is not None and v != []}
 
 

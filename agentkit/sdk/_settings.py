@@ -14,8 +14,9 @@ class ModelSettings(TypedDict, total=False):
     """Settings for one call or for an agent's every call; a per-call value overrides the agent's.
 
     ``max_tokens``: output tokens per model request; ``mode``: every step in this decoding mode; ``json_style``:
-    how structured steps write the pinned JSON punctuation, ``"compact"`` (the SDK's default: its prompts show
-    compact JSON) or ``"spaced"`` (as ``json.dumps`` writes it), see :data:`agentkit.constrain.canonical.STYLES`;
+    how structured steps write the pinned JSON punctuation (``"spaced"``, the default, as ``json.dumps`` writes it,
+    or ``"compact"``), see :data:`agentkit.constrain.canonical.STYLES`; ``open_objects``: False (default) generates
+    only the listed keys of an object schema that says nothing of ``additionalProperties``, True other keys too;
     ``greedy``: how a greedy structured step picks a token, ``"byte"`` (the default: byte by byte, each byte's
     tokens weighed together) or ``"token"`` (a plain argmax), see ``DecodeConfig.greedy``; ``copy_bias``: a logit
     bonus for tokens that copy a span of the prompt inside a JSON string value (default 2; 0: off), see
@@ -30,6 +31,7 @@ class ModelSettings(TypedDict, total=False):
     seed: int
     mode: Mode
     json_style: str
+    open_objects: bool
     greedy: str
     copy_bias: float
     copy_from: str
@@ -63,8 +65,8 @@ def merge(*settings: ModelSettings | None) -> ModelSettings:
 
 def apply(config: DecodeConfig, settings: ModelSettings) -> DecodeConfig:
     """``config`` with the settings applied (validated by ``DecodeConfig``)."""
-    return replace(config, **{_NAMES[k]: v for k, v in settings.items() if k != "json_style"})  # json_style: the
-    # template's, not the decoder's (Agent._template)
+    # json_style and open_objects are the template's, not the decoder's (Agent._template)
+    return replace(config, **{_NAMES[k]: v for k, v in settings.items() if _NAMES[k] not in table.TEMPLATE_SETTINGS})
 
 
 def for_retry(config: DecodeConfig, retry: int) -> DecodeConfig:

@@ -45,7 +45,7 @@ class OutputError(Exception):
     """A structured step's output was not JSON or did not validate (sent back to the model as a retry prompt)."""
 
 
-def compile_template(schema: dict[str, Any], style: str | None = STYLE) -> Template:
+def compile_template(schema: dict[str, Any], style: str | None = STYLE, strict: bool = True) -> Template:
     """The canvas template for a JSON Schema (cached by the compiler), in JSON ``style`` (None:
     :data:`EXTRACT_STYLE`).
 
@@ -56,7 +56,7 @@ def compile_template(schema: dict[str, Any], style: str | None = STYLE) -> Templ
     """
     from ..constrain.compiler import compile_schema
 
-    return compile_schema(cap_arrays(schema), strict=True, style=style or EXTRACT_STYLE)
+    return compile_schema(cap_arrays(schema), strict=strict, style=style or EXTRACT_STYLE)
 
 
 ARRAY_CAP = 16  # items, for arrays whose schema sets no maxItems (as the BFCL call templates cap them)
@@ -86,7 +86,8 @@ def for_step(template: Template, step: str, **meta: Any) -> Template:
                     meta={**template.meta, "step": step, **meta})
 
 
-def tool_call_template(tools: list[Tool], style: str | None = STYLE, *, final_answer: bool = True) -> Template:
+def tool_call_template(tools: list[Tool], style: str | None = STYLE, *, final_answer: bool = True,
+                       strict: bool = True) -> Template:
     """One template for a tool-call step (:func:`agentkit.toolcall.call_template`, keys ``name``/``arguments``):
     a choice of the tools (ARGS under that tool's compiled schema; ``{}`` for a templated tool) and, with
     ``final_answer``, ``final_answer`` with ``{}``. One tool without ``final_answer``: its name pinned, only its
@@ -94,10 +95,10 @@ def tool_call_template(tools: list[Tool], style: str | None = STYLE, *, final_an
     specs = [(t.name, None if t.templated else t.parameters_schema) for t in tools]
     if final_answer:
         specs.append((FINAL_ANSWER, None))
-    template = call_template(specs, style=style or TOOL_STYLE, shape=TOOL_SHAPE, strict=True)
+    template = call_template(specs, style=style or TOOL_STYLE, shape=TOOL_SHAPE, strict=strict)
     return Template(root=template.root, schema=tool_call_schema(tools, final_answer=final_answer),
                     compile_ms=template.compile_ms, kind="json",
-                    meta={"step": "tool_call", "style": template.meta["style"],
+                    meta={"step": "tool_call", "style": template.meta["style"], "open_objects": not strict,
                           "tools": {t.name: t.call_schema for t in tools}})
 
 

@@ -141,7 +141,7 @@ async def test_tool_choice_auto_and_none(app):
 
 
 async def test_unsupported_schema_names_keyword_and_pointer(engine):
-    def refuse(schema):
+    def refuse(schema, **kw):
         raise UnsupportedSchemaError("patternProperties", "#/properties/x")
 
     app = create_app(engine, compile_schema=refuse)
