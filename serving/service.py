@@ -85,7 +85,7 @@ class ChatService:
         self.budget = WorkBudget(cfg.max_work, cfg.max_memory_mb)
         self.max_token_chars = longest_token_chars(engine)
         self.lock = engine.lock if isinstance(engine, Tokenizing) else contextlib.nullcontext()
-        self.model_name = str(getattr(engine, "name", "agentkit"))
+        self.model_name = str(engine.name) if isinstance(engine, Tokenizing) else "agentkit"
         self.created = int(time.time())
 
     # -- callbacks from the worker threads and the batcher -------------------------------------------------------

@@ -2,13 +2,15 @@
 ``isinstance`` once, instead of attribute guesses at each use.
 
 - :class:`Generating`: ``generate(prompt, config, **kw)``; every engine, and every test double.
-- :class:`Tokenizing`: the model's context and tokenizer: ``context_length`` (None: unknown),
+- :class:`Tokenizing`: the model's name, context and tokenizer: ``name``, ``context_length`` (None: unknown),
   ``longest_token_chars``, ``encode_prompt`` and the ``lock`` that guards the tokenizer. The server bounds a
   prompt's length before it queues and counts its tokens with them.
 - :class:`Constraining`: ``vocab`` and ``constraint(template)``: the server builds a template's token automaton
   outside the engine's lock.
-- :class:`Scoring`: a ``backbone`` to run the base weights directly (and a tokenizer): log-probabilities
-  (``logprobs``) and the tool decision by scores (:mod:`agentkit.decide`).
+- :class:`Scoring`: a ``backbone`` (:class:`BackboneLike`) to run the base weights directly (and a tokenizer):
+  log-probabilities (``logprobs``) and the tool decision by scores (:mod:`agentkit.decide`).
+- :class:`BackboneLike`: what those passes use of a backbone: ``new_cache()``, ``encode(ids, cache, rows=...)``
+  (the rows' logits) and ``crop(cache, n)``. The torch ``Backbone``, DiffusionGemma's and llama.cpp's have it.
 
 :class:`agentkit.engine.Engine` has all four; a test double may have only the first, and a part that needs another
 face says so when it is missing (``logprobs`` is refused, the decision is decoded, nothing is prebuilt).
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Constraining", "Generating", "Scoring", "Tokenizing"]
+__all__ = ["BackboneLike", "Constraining", "Generating", "Scoring", "Tokenizing"]
 
 
 @runtime_checkable
@@ -28,6 +30,7 @@ class Generating(Protocol):
 
 @runtime_checkable
 class Tokenizing(Protocol):
+    name: str
     context_length: int | None
     longest_token_chars: int
     lock: Any
@@ -49,3 +52,12 @@ class Scoring(Protocol):
     lock: Any
 
     def encode_prompt(self, prompt: Any, *, raw: bool = False) -> list[int]: ...
+
+
+@runtime_checkable
+class BackboneLike(Protocol):
+    def new_cache(self) -> Any: ...
+
+    def encode(self, ids: Any, cache: Any, rows: Any = ..., **kw: Any) -> Any: ...
+
+    def crop(self, cache: Any, n: int) -> None: ...
