@@ -26,7 +26,7 @@ from agentkit.toolcall import choice_prompt, parse_call, read_call
 
 from .errors import APIError, user_error
 from .protocol import AgentkitExt, ChatRequest, ContentPart, NamedToolChoice, ToolDef
-from .toolchoice import answered_calls, no_call_name
+from .toolchoice import answered_calls, call_arguments, no_call_name
 
 EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
 
@@ -101,15 +101,6 @@ def _text(content: str | list[ContentPart] | None, where: str) -> str:
     return "".join(parts)
 
 
-def _args(a: str | dict[str, Any]) -> Any:
-    if isinstance(a, dict):
-        return a
-    try:
-        return json.loads(a)
-    except json.JSONDecodeError:
-        return a
-
-
 def describe_tools(tools: list[ToolDef], no_call: str | None = None) -> str:
     """The system-message text listing the tools and the call format and, with ``no_call``, how to choose no call
     (:func:`agentkit.toolcall.choice_prompt`, the SDK's decision prompt too). BFCL's prompt with its worked example
@@ -128,7 +119,7 @@ def chat_messages(req: ChatRequest, tools: list[ToolDef], no_call: str | None = 
         role = {"developer": "system", "function": "tool"}.get(m.role, m.role)
         content = _text(m.content, f"messages[{i}].content")
         if m.tool_calls:
-            calls = [{"name": c.function.name, "arguments": _args(c.function.arguments)} for c in m.tool_calls]
+            calls = [{"name": c.function.name, "arguments": call_arguments(c.function.arguments)} for c in m.tool_calls]
             content = (content + "\n" if content else "") + "\n".join(json.dumps(c) for c in calls)
         out.append({"role": role, "content": content})
     if tools:

@@ -56,7 +56,7 @@ def answered_calls(messages: list[Any]) -> frozenset[str]:
         if m.role == "assistant" and m.tool_calls:
             last = []
             for c in m.tool_calls:
-                key = call_key(c.function.name, _args(c.function.arguments))
+                key = call_key(c.function.name, call_arguments(c.function.arguments))
                 pending[c.id] = key
                 last.append(key)
         elif m.role in ("tool", "function"):
@@ -67,7 +67,8 @@ def answered_calls(messages: list[Any]) -> frozenset[str]:
     return frozenset(done)
 
 
-def _args(a: str | dict[str, Any]) -> Any:
+def call_arguments(a: str | dict[str, Any]) -> Any:
+    """A call's arguments as JSON data (a string that is not JSON stays the string)."""
     if isinstance(a, dict):
         return a
     try:

@@ -362,13 +362,10 @@ class Agent(Generic[DepsT, OutputT]):
         template, compile_ms = None, 0.0
         if self._scorer is not None:
             style = run.settings.get("json_style", steps.STYLE)
-            done = tuple(dict.fromkeys(c[0] for c in run.results.calls.values()))  # by first result...
-            last = next(iter(run.results.recent.values()), None)  # ...with the latest tool last
-            done = tuple(t for t in done if last is None or t != last[0]) + ((last[0],) if last else ())
             chat, no_call = decide_.decision_chat(to_chat(run.messages), run.instructions, self._tools)
             run.decision = run.last_decision = await decide_.decide_step(
                 self._scorer, chat, [t.name for t in self._tools], style, self._null_scores,
-                done=done, previous=run.last_decision, no_call=no_call)
+                done=run.results.tools_done(), previous=run.last_decision, no_call=no_call)
             if run.decision.tool is None:
                 return False
             template, compile_ms = self._call_template(run.decision.tool, style,

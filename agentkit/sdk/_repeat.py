@@ -68,6 +68,15 @@ class Results:
         values = {_norm(v) for v in (args.values() if isinstance(args, dict) else [args])}
         return next((c for c in mine if _norm(c[2]) in values), None)
 
+    def tools_done(self) -> tuple[str, ...]:
+        """The tools that returned a result in this run, in order of their first result, the latest one last."""
+        done = list(dict.fromkeys(c[0] for c in self.calls.values()))
+        last = next(iter(self.recent.values()), None)  # ``recent`` holds the latest tool's calls only
+        if last is not None:
+            done.remove(last[0])
+            done.append(last[0])
+        return tuple(done)
+
     def __len__(self) -> int:
         return len(self.calls)
 
