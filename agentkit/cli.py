@@ -391,6 +391,10 @@ def serve(
     compile_max_branch_names: int | None = typer.Option(None, help="branches x property names of one anyOf/oneOf "
                                                            "of objects, refused before compiling (default: "
                                                            "CompileLimits', 16000)"),
+    served_model_name: list[str] = typer.Option([], "--served-model-name", help="a name requests' model may carry "
+                                                "(repeat for several; default: the model's own name and "
+                                                "'agentkit'); another name is HTTP 404"),
+    max_n: int | None = typer.Option(None, help="bound on n, choices per request (default 8); over it is HTTP 400"),
     max_canvas_length: int | None = typer.Option(None, help="bound on agentkit.canvas_length (default 64); over "
                                                     "it is HTTP 400"),
     max_denoising_steps: int | None = typer.Option(None, help="bound on agentkit.max_denoising_steps (default 64); "
@@ -458,7 +462,8 @@ def serve(
                      "small_schema_chars": small_schema_chars, "fast_lane_s": fast_lane_s,
                      "failure_ttl_s": failure_ttl_s, "max_body_bytes": max_body_bytes,
                      "header_timeout_s": header_timeout_s, "body_timeout_s": body_timeout_s,
-                     "keep_alive_s": keep_alive_s, "max_connections": max_connections}
+                     "keep_alive_s": keep_alive_s, "max_connections": max_connections, "max_n": max_n,
+                     "served_model_names": tuple(served_model_name) or None}
         server = ServerConfig(api_key=api_key, max_batch=max_batch, max_queue=max_queue,
                               request_timeout_s=request_timeout_s, default_mode=default_mode,
                               prepare_workers=prepare_workers, ready_stall_s=ready_stall_s, max_context=max_context,

@@ -5,7 +5,8 @@ Endpoints
 - ``POST /v1/chat/completions``: OpenAI chat completions. Supported: ``messages``, ``tools`` + ``tool_choice``,
   ``response_format`` (``text``, ``json_object``, ``json_schema``), ``max_tokens`` (or ``max_completion_tokens``),
   ``temperature`` (default 0 = greedy, unlike OpenAI's 1), ``top_p``, ``top_k``, ``seed``, ``stop``, ``stream``,
-  ``logprobs`` + ``top_logprobs``; ``n`` must be 1. Accepted and ignored: ``user``, ``metadata``, ``store``,
+  ``logprobs`` + ``top_logprobs``, ``n`` (up to ``max_n``, not streamed). ``model`` must be a served name
+  (``GET /v1/models``; else 404). Accepted and ignored: ``user``, ``metadata``, ``store``,
   ``service_tier``, ``parallel_tool_calls``, ``prompt_cache_key``, ``safety_identifier``, ``stream_options``
   (usage is always in the last chunk); ``frequency_penalty`` / ``presence_penalty`` only as 0, ``logit_bias``
   only empty. Any other top-level field is a 400 naming it.
@@ -14,6 +15,8 @@ Endpoints
   server routes: structured output (a schema, json_object or a forced tool call) decodes in the calibrated mode
   (``agentkit.calibration.structured_mode``, the SDK's default too), free text with ``ar`` (``default_mode`` overrides this). Every response carries ``usage`` and ``agentkit_stats``
   (``DecodeStats.to_dict()`` plus ``queue_ms``, ``prepare_ms``, ``batch_size``, ``batch_size_max``, ``token_ids``).
+- ``POST /v1/completions`` (``serving/completions.py``) and ``POST /v1/responses`` (``serving/responses.py``): the
+  same service, a raw prompt / the Responses API's items and events.
 - ``GET /v1/models``; ``GET /health`` (liveness); ``GET /health/ready`` (readiness: 503 when requests wait and no
   forward has completed for ``ready_stall_s``); ``GET /metrics`` (Prometheus, ``prometheus_client``).
 
@@ -34,14 +37,14 @@ format described in a system message; a reply that parses as such a call is retu
 Streaming (``"stream": true``)
 ------------------------------
 Server-sent events in OpenAI's ``chat.completion.chunk`` format: a role chunk, content deltas as tokens are
-committed (see ``serving/streaming.py``), (diffusion/verify) canvas draft events, a final chunk with
+committed (see ``serving/streaming.py``), (diffusion/verify, with ``"agentkit": {"canvas": true}``) canvas draft events, a final chunk with
 ``finish_reason``, ``usage`` and ``agentkit_stats``, and ``data: [DONE]``. Canvas drafts::
 
     event: agentkit.canvas
     data: {"object": "chat.completion.chunk", "choices": [], ...,
            "agentkit_canvas": {"step": 3, "draft": "<decoded canvas text>", "frozen": 5, "length": 32}}
 
-``"agentkit": {"canvas": false}`` turns them off. Errors known before the first token are plain HTTP errors.
+Sent only when asked for: ``"agentkit": {"canvas": true}``. Errors known before the first token are plain HTTP errors.
 
 Errors
 ------

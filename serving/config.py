@@ -16,6 +16,10 @@ class ServerConfig:
     max_batch: int = 8  # requests decoded concurrently, their model forwards batched
     max_queue: int = 64  # requests that may wait (preparing or queued) beyond the decoding slots; then 429
     request_timeout_s: float = 120.0  # arrival to result, preparation (schema compilation) included; then 504
+    # the names a request's "model" may carry (vLLM's --served-model-name); another name is a 404. Empty: the
+    # engine's own name and "agentkit" (the name the README and the SDK's HTTP backend use)
+    served_model_names: tuple[str, ...] = ()
+    max_n: int = 8  # "n" (choices per request) at most this; each choice is decoded and charged as a request
     default_mode: str | None = None  # None: the calibrated mode for structured output (as the SDK), ar for free text
     prepare_workers: int = 2  # threads compiling schemas / building automata (separate from decoding)
     ready_stall_s: float = 30.0  # /health/ready fails when requests wait and no forward completed for this long
@@ -50,7 +54,12 @@ class ServerConfig:
             raise InvalidRequestError(f"max_queue must be >= 0, got {self.max_queue}")
         if self.max_context is not None and self.max_context < 2:
             raise InvalidRequestError(f"max_context must be >= 2, got {self.max_context}")
-        for name in ("max_canvas_length", "max_denoising_steps", "max_request_work", "max_work", "small_schema_chars",
+        if isinstance(self.served_model_names, str) or not all(
+                isinstance(n, str) and n for n in self.served_model_names):
+            raise InvalidRequestError(f"served_model_names must be a tuple of non-empty strings, got "
+                                      f"{self.served_model_names!r}")
+        self.served_model_names = tuple(self.served_model_names)
+        for name in ("max_n", "max_canvas_length", "max_denoising_steps", "max_request_work", "max_work", "small_schema_chars",
                      "max_body_bytes", "max_connections"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:

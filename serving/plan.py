@@ -8,6 +8,7 @@ prompt-length bound. :func:`response_parts` turns a generation result back into 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -71,7 +72,7 @@ class RequestPlan:
     schema: SchemaJob | None = None
     tool_mode: Literal["none", "forced", "auto"] = "none"
     tool_names: frozenset[str] = frozenset()
-    canvas: bool = True  # stream canvas draft events
+    canvas: bool = False  # stream canvas draft events
     max_tokens_given: bool = False  # False: the server may shorten the default to what the context leaves
     logprobs: int | None = None  # None: off; else how many alternatives per token (top_logprobs)
     stop: list[str] = field(default_factory=list)
@@ -81,10 +82,31 @@ class RequestPlan:
     text_config: DecodeConfig | None = None
     no_call: str | None = None
     answered: frozenset[str] = frozenset()
+    raw_prompt: str | None = None  # /v1/completions: the prompt as text, without the chat template
 
     @property
     def mode(self) -> str:
         return self.config.mode
+
+    @property
+    def prompt(self) -> list[dict[str, str]] | str:
+        """What the engine is given: the raw prompt (``Engine.generate(..., raw=True)``) or the chat messages."""
+        return self.raw_prompt if self.raw_prompt is not None else self.messages
+
+    @property
+    def prompt_chars(self) -> int:
+        return len(self.raw_prompt) if self.raw_prompt is not None else sum(len(m["content"]) for m in self.messages)
+
+    def choice(self, i: int) -> RequestPlan:
+        """The plan of choice ``i`` of a request with ``n`` > 1: its own copy (preparation rewrites the config),
+        sampled with seed ``seed + i`` when a seed is given (so the choices differ when sampling, and repeat)."""
+        def seeded(c: DecodeConfig | None) -> DecodeConfig | None:
+            if c is None:
+                return None
+            if c.seed is None or i == 0:
+                return dataclasses.replace(c)
+            return dataclasses.replace(c, seed=c.seed + i if c.seed + i <= validate.SEED_MAX else c.seed - i)
+        return dataclasses.replace(self, config=seeded(self.config), text_config=seeded(self.text_config))
 
 
 def _text(content: str | list[ContentPart] | None, where: str) -> str:
@@ -192,7 +214,8 @@ def with_schema_prompt(messages: list[dict[str, str]], schema: dict[str, Any]) -
     return out, source
 
 
-def decode_config(req: ChatRequest, mode: str, max_tokens: int, copy_source: str | None = None) -> DecodeConfig:
+def decode_config(req: Any, mode: str, max_tokens: int, copy_source: str | None = None) -> DecodeConfig:
+    """The decoding config of ``req`` (a chat or a completions request: the decoding fields they share)."""
     ext = req.agentkit or AgentkitExt()
     kw: dict[str, Any] = {"mode": mode, "max_new_tokens": max_tokens,
                           "temperature": req.temperature if req.temperature is not None else 0.0,
@@ -226,9 +249,7 @@ def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: 
     given = req.max_completion_tokens or req.max_tokens
     max_tokens = given or DEFAULT_MAX_TOKENS
     messages = chat_messages(req, tools if choice != "none" else [], no_call)
-    if context is not None and max_token_chars:
-        chars = sum(len(m["content"]) for m in messages)
-        check_prompt_length(-(-chars // max_token_chars), context, given or 1, at_least=True)
+    prompt_bound(sum(len(m["content"]) for m in messages), context, max_token_chars, given or 1)
     ext = req.agentkit or AgentkitExt()
     source = None
     if schema is not None and schema.kind == "response" and ext.schema_prompt:
@@ -249,6 +270,13 @@ def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: 
         plan.text_config = decode_config(req, ext.mode or default_mode or "ar", max_tokens)
         plan.no_call, plan.answered = no_call, answered_calls(req.messages)
     return plan
+
+
+def prompt_bound(chars: int, context: int | None, max_token_chars: int | None, max_tokens: int) -> None:
+    """400 when a prompt of ``chars`` characters cannot fit the context with ``max_tokens``: it holds at least
+    ``chars / max_token_chars`` tokens (no tokenizer needed). Nothing is checked when either bound is unknown."""
+    if context is not None and max_token_chars:
+        check_prompt_length(-(-chars // max_token_chars), context, max_tokens, at_least=True)
 
 
 def check_prompt_length(prompt_tokens: int, context: int, max_tokens: int, *, at_least: bool = False) -> None:

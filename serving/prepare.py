@@ -131,9 +131,11 @@ class Preparer:
             return None
         try:
             with self.engine.lock:
+                if plan.raw_prompt is not None:
+                    return self.engine.encode_prompt(plan.raw_prompt, raw=True)
                 return self.engine.encode_prompt(plan.messages)
         except UserError as e:
-            raise user_error(e, "messages") from None
+            raise user_error(e, "prompt" if plan.raw_prompt is not None else "messages") from None
 
     def is_cached(self, sj: SchemaJob) -> bool:
         with self._lock:

@@ -138,7 +138,7 @@ class AgentkitExt(BaseModel):
     canvas_length: SInt | None = Field(default=None, ge=1, le=4096)
     max_denoising_steps: SInt | None = Field(default=None, ge=1, le=4096)
     sampler: Literal["auto", "jacobi", "mask", "uniform"] | None = None
-    canvas: SBool = True  # stream canvas draft events
+    canvas: SBool = False  # stream canvas draft events (``event: agentkit.canvas``) when true
     step: str | None = Field(default=None, max_length=64)  # a label (the SDK's step kind); decoding ignores it
     # how the pinned JSON punctuation is written (agentkit.constrain.canonical.STYLES); None: the compiler's default
     json_style: Literal["compact", "spaced", "spaced-schema-order"] | None = None
@@ -175,7 +175,7 @@ class ChatRequest(BaseModel):
     seed: SInt | None = Field(default=None, ge=SEED_MIN, le=SEED_MAX)
     stop: str | list[str] | None = None
     stream: SBool = False
-    n: SInt = Field(default=1, ge=1, le=1)
+    n: SInt = Field(default=1, ge=1, le=128)  # at most ServerConfig.max_n (checked by the service)
     logprobs: SBool = False
     top_logprobs: SInt | None = Field(default=None, ge=0, le=20)
     agentkit: AgentkitExt | None = None

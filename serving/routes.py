@@ -10,10 +10,12 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 
 from .admission import not_ready_reason
+from .completions import CompletionRequest, Completions
 from .connections import bearer_ok, unauthorized
 from .errors import APIError, ErrorRoute
 from .metrics import CONTENT_TYPE
 from .protocol import ChatRequest
+from .responses import Responses, ResponsesRequest
 from .service import ChatService
 
 
@@ -72,8 +74,9 @@ async def metrics(request: Request) -> Response:
 @router.get("/v1/models", dependencies=authed)
 async def models(request: Request) -> dict[str, Any]:
     svc = service(request)
-    return {"object": "list", "data": [{"id": svc.model_name, "object": "model", "created": svc.created,
-                                        "owned_by": "agentkit"}]}
+    return {"object": "list", "data": [{"id": name, "object": "model", "created": svc.created, "owned_by": "agentkit",
+                                        "root": svc.model_name, "max_model_len": svc.preparer.context}
+                                       for name in svc.served_names]}
 
 
 @router.post("/v1/chat/completions", dependencies=authed)
@@ -83,6 +86,27 @@ async def chat(req: ChatRequest, request: Request) -> Response:
         if req.stream:
             return await svc.stream(req, request, t0)
         return await svc.complete(req, request, t0)
+    except APIError as e:
+        svc.metrics.request(getattr(e, "mode", "?"), e.status, time.perf_counter() - t0)
+        raise
+
+
+@router.post("/v1/completions", dependencies=authed)
+async def completions(req: CompletionRequest, request: Request) -> Response:
+    svc, t0 = service(request), time.perf_counter()
+    api = Completions(svc)
+    try:
+        return await (api.stream if req.stream else api.complete)(req, request, t0)
+    except APIError as e:
+        svc.metrics.request(getattr(e, "mode", "?"), e.status, time.perf_counter() - t0)
+        raise
+
+
+@router.post("/v1/responses", dependencies=authed)
+async def responses(req: ResponsesRequest, request: Request) -> Response:
+    svc, t0 = service(request), time.perf_counter()
+    try:
+        return await Responses(svc).create(req, request, t0)
     except APIError as e:
         svc.metrics.request(getattr(e, "mode", "?"), e.status, time.perf_counter() - t0)
         raise

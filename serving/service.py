@@ -72,6 +72,7 @@ class ChatService:
         params, any_kw = _params(engine.generate)
         self._hooks = any_kw or "on_tokens" in params  # the engine streams committed tokens
         self._should_stop = any_kw or "should_stop" in params  # ... and stops before its next forward when asked
+        self._raw = any_kw or "raw" in params  # ... and takes a prompt as text (/v1/completions)
         batcher = None
         if "batch" in params:  # explicit batch support (not merely **kwargs)
             from agentkit.engine.batch import Batcher
@@ -86,7 +87,19 @@ class ChatService:
         self.max_token_chars = longest_token_chars(engine)
         self.lock = engine.lock if isinstance(engine, Tokenizing) else contextlib.nullcontext()
         self.model_name = str(engine.name) if isinstance(engine, Tokenizing) else "agentkit"
+        self.served_names = cfg.served_model_names or tuple(dict.fromkeys((self.model_name, "agentkit")))
         self.created = int(time.time())
+
+    def served_model(self, requested: str | None) -> str:
+        """The name a response carries: the request's ``model`` when this server serves it (None: the first served
+        name); any other name is a 404, as vLLM answers (``GET /v1/models`` lists the names)."""
+        if requested is None:
+            return self.served_names[0]
+        if requested not in self.served_names:
+            raise APIError(404, f"The model `{requested}` does not exist (this server serves "
+                                f"{', '.join(repr(n) for n in self.served_names)}; see GET /v1/models)",
+                           "NotFoundError", "model_not_found", "model")
+        return requested
 
     # -- callbacks from the worker threads and the batcher -------------------------------------------------------
     def _on_forward(self, size: int) -> None:
@@ -114,9 +127,22 @@ class ChatService:
         check_bounds(plan, self.cfg)
         return plan
 
+    def check_n(self, n: int, stream: bool) -> None:
+        if n > self.cfg.max_n:
+            raise APIError(400, f"n is {n}, more than this server's max_n ({self.cfg.max_n})", param="n",
+                           code="invalid_value")
+        if n > 1 and stream:
+            raise APIError(400, "n > 1 with stream: true is not supported (ask without stream, or n: 1)",
+                           param="n", code="unsupported_parameter")
+
+    def check_raw(self) -> None:
+        if not self._raw:
+            raise APIError(400, "this engine takes chat messages only (its generate() has no raw= prompt); use "
+                                "/v1/chat/completions", param="prompt", code="unsupported_endpoint")
+
     def submit(self, plan: RequestPlan, on_tokens: Callable[[list[int]], None] | None = None,
                on_draft: Callable[[list[int], list[bool]], None] | None = None) -> Job:
-        work = estimate_work(plan, sum(len(m["content"]) for m in plan.messages))
+        work = estimate_work(plan, plan.prompt_chars)
         check_request_work(work, self.cfg)
         if plan.schema is not None:
             self.preparer.check_failed(plan.schema)  # a schema that failed before is refused at once
@@ -164,8 +190,8 @@ class ChatService:
                 assert plan.schema is not None
                 tool = tuple(t for t in plan.schema.tools if t.function.name == decision["tool"])
                 template = self.preparer.template(dataclasses.replace(plan.schema, tools=tool, no_call=None))
-            res = self._generate(job, plan.messages, plan.config, template, hook(None if auto else on_tokens),
-                                 hook(on_draft))
+            res = self._generate(job, plan.prompt, plan.config, template, hook(None if auto else on_tokens),
+                                 hook(on_draft), raw=plan.raw_prompt is not None)
         if auto and (res is None or self._answer_in_text(plan, res.value)):
             choice, prompt_ids = res, self.preparer.check_prompt(plan, text=True)
             assert plan.text_messages is not None and plan.text_config is not None
@@ -177,16 +203,18 @@ class ChatService:
             lp = token_logprobs(self.engine, prompt_ids, list(res.token_ids), plan.logprobs, job.slot)
         return Outcome(res, lp, choice, decision)
 
-    def _generate(self, job: Job, messages: list[dict[str, str]], config: Any, template: Any,
-                  on_tokens: Callable, on_draft: Callable) -> Any:
+    def _generate(self, job: Job, prompt: list[dict[str, str]] | str, config: Any, template: Any,
+                  on_tokens: Callable, on_draft: Callable, raw: bool = False) -> Any:
         kw: dict[str, Any] = {"template": template, "on_draft": on_draft}
+        if raw:
+            kw["raw"] = True
         if self._hooks:
             kw["on_tokens"] = on_tokens
         if self._should_stop:
             kw["should_stop"] = job.cancelled.is_set  # a cancelled job stops before its next forward
         if job.slot is not None:
             kw["batch"] = job.slot
-        res = self.engine.generate(messages, config, **kw)
+        res = self.engine.generate(prompt, config, **kw)
         job.check()  # stopped early because the request was cancelled: its answer is already decided
         return res
 
@@ -242,23 +270,57 @@ class ChatService:
             d["tool_choice"] = out.decision
         return d
 
-    async def complete(self, req: ChatRequest, request: Request, t0: float) -> JSONResponse:
-        plan = self.plan(req)
-        job = self.submit(plan)
+    async def outcomes(self, plans: list[RequestPlan], request: Request) -> list[tuple[Job, Outcome]]:
+        """Submit every plan (the choices of one request), wait for all; the first failure cancels the rest and
+        is raised as its HTTP error."""
+        jobs: list[Job] = []
         try:
-            out: Outcome = await self.scheduler.wait(job, self.cfg.request_timeout_s, request.is_disconnected)
+            for p in plans:
+                jobs.append(self.submit(p))
+            outs = await asyncio.gather(*(self.scheduler.wait(j, self.cfg.request_timeout_s, request.is_disconnected)
+                                          for j in jobs), return_exceptions=True)
         except asyncio.CancelledError:
             self.metrics.reject("disconnect")
+            self._cancel(jobs)
             raise
-        except BaseException as e:  # noqa: BLE001 -- mapped to an HTTP error
-            raise self.error(e, plan.mode) from None
-        res = out.result
-        message, finish = response_parts(plan, res.text, res.value, res.stats.finish_reason)
-        logprobs = {"content": out.logprobs} if out.logprobs is not None else None
+        except BaseException as e:  # noqa: BLE001 -- a later choice not admitted: mapped to an HTTP error
+            self._cancel(jobs)
+            raise self.error(e, plans[0].mode) from None
+        failed = [o for o in outs if isinstance(o, BaseException)]
+        if failed:
+            self._cancel(jobs)
+            raise self.error(failed[0], plans[0].mode) from None
+        return list(zip(jobs, outs))
+
+    def _cancel(self, jobs: list[Job]) -> None:
+        for j in jobs:
+            if not j.future.done():
+                self.scheduler.cancel(j)
+
+    @staticmethod
+    def total_usage(outs: list[Outcome]) -> dict[str, Any]:
+        """One request's usage: the prompt counted once (OpenAI's), the completions of every choice summed."""
+        first = outs[0].usage()
+        done = sum(o.usage()["completion_tokens"] for o in outs)
+        return usage(first["prompt_tokens"], done, first["prompt_tokens_details"]["cached_tokens"])
+
+    async def complete(self, req: ChatRequest, request: Request, t0: float) -> JSONResponse:
+        model = self.served_model(req.model)
+        self.check_n(req.n, False)
+        plan = self.plan(req)
+        done = await self.outcomes([plan.choice(i) for i in range(req.n)], request)
+        choices = []
+        for i, (job, out) in enumerate(done):
+            res = out.result
+            message, finish = response_parts(plan, res.text, res.value, res.stats.finish_reason)
+            logprobs = {"content": out.logprobs} if out.logprobs is not None else None
+            choice = {"index": i, "message": message, "logprobs": logprobs, "finish_reason": finish}
+            if req.n > 1:
+                choice["agentkit_stats"] = self.stats(out, job)
+            choices.append(choice)
         body = {"id": "chatcmpl-" + uuid.uuid4().hex, "object": "chat.completion", "created": int(time.time()),
-                "model": self.model_name, "system_fingerprint": None,
-                "choices": [{"index": 0, "message": message, "logprobs": logprobs, "finish_reason": finish}],
-                "usage": out.usage(), "agentkit_stats": self.stats(out, job)}
+                "model": model, "system_fingerprint": None, "choices": choices,
+                "usage": self.total_usage([o for _, o in done]), "agentkit_stats": self.stats(done[0][1], done[0][0])}
         self.metrics.request(plan.mode, 200, time.perf_counter() - t0)
         return JSONResponse(body)
 
@@ -272,4 +334,6 @@ class ChatService:
         return err
 
     async def stream(self, req: ChatRequest, request: Request, t0: float) -> StreamingResponse:
-        return await open_stream(self, self.plan(req), request, t0)
+        model = self.served_model(req.model)
+        self.check_n(req.n, True)
+        return await open_stream(self, self.plan(req), request, t0, model=model)

@@ -10,18 +10,20 @@ the pinned run after it; diffusion: a block; verify: the verified prefix). A for
 way as OpenAI's: a first ``tool_calls`` delta with the id and the name once the name is committed, then argument
 fragments (the raw JSON text of the arguments as it is committed; they concatenate to the call's ``arguments``).
 With ``tool_choice: "auto"`` the choice decode (``serving/toolchoice.py``) is not streamed: a call comes as one
-``tool_calls`` delta at the end, a text reply streams as content deltas from its own decode. Canvas drafts (diffusion, verify) are ``event: agentkit.canvas`` chunks with
-``choices: []``, which OpenAI clients pass over.
+``tool_calls`` delta at the end, a text reply streams as content deltas from its own decode. Canvas drafts
+(diffusion, verify), when the request asks for them (``"agentkit": {"canvas": true}``), are
+``event: agentkit.canvas`` chunks with ``choices: []``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fastapi import Request
@@ -32,10 +34,26 @@ from .scheduler import ClientDisconnected, Job
 from .sse import DONE, Chunks, TextDeltas, event
 
 Item = tuple[str, Any]  # ("text", str) | ("canvas", dict)
+# what a stream produces, whatever API frames it: (None, a chat.completion.chunk), ("agentkit.canvas", a chunk
+# without choices) or ("error", an error body); the chat route writes them as SSE events (chat_events),
+# /v1/completions and /v1/responses translate them (serving/completions.py, serving/responses.py)
+Frame = tuple[str | None, dict[str, Any]]
+Render = Callable[[AsyncIterator[Frame]], AsyncIterator[str]]
+
+
+async def chat_events(frames: AsyncIterator[Frame]) -> AsyncIterator[str]:
+    """Chat completions' SSE: each frame as an event (an error as a plain ``data:`` event), then ``[DONE]``."""
+    async with contextlib.aclosing(frames) as fs:  # type: ignore[type-var]
+        async for name, data in fs:
+            yield event(data, None if name == "error" else name)
+    yield DONE
 _CALL_HEAD = re.compile(r'\s*\{\s*"name"\s*:\s*("(?:[^"\\]|\\.)*")\s*,\s*"arguments"\s*:\s*')
 
 
-async def open_stream(svc: Any, plan: RequestPlan, request: Request, t0: float) -> StreamingResponse:
+async def open_stream(svc: Any, plan: RequestPlan, request: Request, t0: float, *, model: str,
+                      render: Render = chat_events) -> StreamingResponse:
+    """Submit ``plan`` and answer with its SSE stream once the first event is known (see the module docstring);
+    ``render`` writes the frames as the API's events."""
     loop = asyncio.get_running_loop()
     q: asyncio.Queue[Item] = asyncio.Queue()
 
@@ -68,8 +86,8 @@ async def open_stream(svc: Any, plan: RequestPlan, request: Request, t0: float) 
         if isinstance(e, asyncio.CancelledError):
             raise
         raise svc.error(e, plan.mode) from None
-    stream = _Stream(svc, plan, job, waiter, q, deltas, t0)
-    return StreamingResponse(stream.events(first), media_type="text/event-stream",
+    stream = _Stream(svc, plan, job, waiter, q, deltas, t0, model)
+    return StreamingResponse(render(stream.frames(first)), media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
@@ -97,15 +115,15 @@ async def _first(svc: Any, job: Job, waiter: asyncio.Future, q: asyncio.Queue, r
 
 class _Stream:
     def __init__(self, svc: Any, plan: RequestPlan, job: Job, waiter: asyncio.Future, q: asyncio.Queue,
-                 deltas: TextDeltas, t0: float) -> None:
+                 deltas: TextDeltas, t0: float, model: str) -> None:
         self.svc, self.plan, self.job, self.waiter, self.q, self.deltas, self.t0 = svc, plan, job, waiter, q, deltas, t0
-        self.chunks = Chunks("chatcmpl-" + uuid.uuid4().hex, int(time.time()), svc.model_name)
+        self.chunks = Chunks("chatcmpl-" + uuid.uuid4().hex, int(time.time()), model)
         self.first_content: float | None = None
         self.call_text = ""  # a forced call's text so far
         self.call_id: str | None = None  # set once its first delta (id, name) is sent
         self.args_sent = 0  # characters of the arguments' text sent
 
-    def _call(self, text: str, final: bool = False) -> str | None:
+    def _call(self, text: str, final: bool = False) -> Frame | None:
         """The ``tool_calls`` delta for more of a forced call's text (None while nothing new is certain)."""
         self.call_text += text
         m = _CALL_HEAD.match(self.call_text)
@@ -121,9 +139,9 @@ class _Stream:
             delta["function"]["name"] = json.loads(m.group(1))
         elif not delta["function"]["arguments"]:
             return None
-        return event(self.chunks.chunk({"tool_calls": [delta]}))
+        return None, self.chunks.chunk({"tool_calls": [delta]})
 
-    def _text(self, text: str, final: bool = False) -> str | None:
+    def _text(self, text: str, final: bool = False) -> Frame | None:
         """The SSE event for content ``text`` (None when it is held back or suppressed)."""
         if self.plan.tool_mode == "forced":
             return self._call(text, final)
@@ -132,12 +150,12 @@ class _Stream:
         if self.first_content is None:
             self.first_content = time.perf_counter()
             self.svc.metrics.first_token.labels(self.plan.mode).observe(self.first_content - self.t0)
-        return event(self.chunks.chunk({"content": text}))
+        return None, self.chunks.chunk({"content": text})
 
-    def _item(self, item: Item) -> str | None:
+    def _item(self, item: Item) -> Frame | None:
         kind, value = item
         if kind == "canvas":
-            return event(self.chunks.chunk(None, agentkit_canvas=value), "agentkit.canvas")
+            return "agentkit.canvas", self.chunks.chunk(None, agentkit_canvas=value)
         return self._text(value)
 
     async def _items(self) -> AsyncIterator[Item]:
@@ -149,7 +167,7 @@ class _Stream:
             else:
                 getter.cancel()
 
-    def _final(self, out: Any) -> list[str]:
+    def _final(self, out: Any) -> list[Frame]:
         res = out.result
         message, finish = response_parts(self.plan, res.text, res.value, res.stats.finish_reason)
         events = []
@@ -157,20 +175,20 @@ class _Stream:
             if ev := self._call(self.deltas.finish(res.text), final=True):
                 events.append(ev)
         elif message.get("tool_calls"):
-            events.append(event(self.chunks.chunk({"tool_calls": [{"index": 0, **message["tool_calls"][0]}]})))
+            events.append((None, self.chunks.chunk({"tool_calls": [{"index": 0, **message["tool_calls"][0]}]})))
         else:
             ev = self._text(self.deltas.finish(res.text), final=True)
             if ev:
                 events.append(ev)
         logprobs = {"content": out.logprobs} if out.logprobs is not None else None
-        events.append(event(self.chunks.chunk({}, finish, logprobs, usage=out.usage(),
-                                              agentkit_stats=self.svc.stats(out, self.job))))
+        events.append((None, self.chunks.chunk({}, finish, logprobs, usage=out.usage(),
+                                               agentkit_stats=self.svc.stats(out, self.job))))
         return events
 
-    async def events(self, first: Item | None) -> AsyncIterator[str]:
+    async def frames(self, first: Item | None) -> AsyncIterator[Frame]:
         status = 200
         try:
-            yield event(self.chunks.chunk({"role": "assistant", "content": ""}))
+            yield None, self.chunks.chunk({"role": "assistant", "content": ""})
             if first is not None and (ev := self._item(first)):
                 yield ev
             async for item in self._items():
@@ -181,12 +199,10 @@ class _Stream:
             except BaseException as e:  # noqa: BLE001 -- reported in-stream: the status line is sent
                 err = self.svc.error(e, self.plan.mode)
                 status = err.status
-                yield event(err.body())
-                yield DONE
+                yield "error", err.body()
                 return
             for ev in self._final(out):
                 yield ev
-            yield DONE
         except asyncio.CancelledError:
             status = 499
             self.svc.metrics.reject("disconnect")

@@ -75,7 +75,7 @@ def serve(model: str | None = None, threads: int | None = 1, startup_s: float = 
 
 
 def run_peer(peer: str, task: AgentTask, base_url: str, *, max_iterations: int, api_key: str = API_KEY,
-             model_name: str = "default") -> dict[str, Any]:
+             model_name: str = "agentkit") -> dict[str, Any]:
     """One task through ``peer`` against the server at ``base_url``; a row like agentkit's."""
     if peer not in PEERS:
         raise UserError(f"unknown peer {peer!r}; the peers are {', '.join(PEERS)}")

@@ -9,10 +9,11 @@ import time
 
 import httpx
 import pytest
-from agentkit.constrain.limits import CompileLimits, budget, current
-from agentkit.errors import SchemaLimitError
 from agentkit.serving.app import create_app
 from agentkit.serving.config import ServerConfig
+
+from agentkit.constrain.limits import CompileLimits, budget, current
+from agentkit.errors import SchemaLimitError
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 MSG = [{"role": "user", "content": "hi"}]
@@ -228,8 +229,8 @@ def test_a_big_enum_is_a_trie_with_few_threads_per_state(engine):
 @pytest.mark.parametrize("texts", [["", "a", "ab", "abc", "b"] + [f"w{i}" for i in range(40)],
                                    [f"x{i:03d}" for i in range(300)] + ["x", "x0", "y"]])
 def test_lit_trie_has_the_language_of_the_flat_choice(texts):
-    from agentkit.constrain.nodes import lit_trie
     from agentkit.constrain.matcher import tree_matches
+    from agentkit.constrain.nodes import lit_trie
 
     t = lit_trie(sorted(set(texts)))
     assert all(tree_matches(t, x, any_end=True) for x in texts)

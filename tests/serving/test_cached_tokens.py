@@ -26,7 +26,7 @@ async def test_requests_sharing_a_system_prompt_report_cached_tokens():
                 usages = []
                 for q in ("What is the weather in Paris?", "And in Rome?"):
                     r = await c.post("/v1/chat/completions", json={
-                        "model": "x", "messages": [SYSTEM, {"role": "user", "content": q}], "max_tokens": 4})
+                        "model": "agentkit", "messages": [SYSTEM, {"role": "user", "content": q}], "max_tokens": 4})
                     assert r.status_code == 200, r.text
                     usages.append(r.json()["usage"])
                 for _ in range(100):  # the counter is updated just after the response is sent

@@ -36,3 +36,14 @@ def test_serve_options_and_bad_values(monkeypatch):
     assert r.exit_code == 2 and "error:" in r.output and "default_mode" in r.output
     r = runner.invoke(app, ["serve", "--prepare-workers", "0"])
     assert r.exit_code == 2 and "prepare_workers" in r.output
+
+
+def test_serve_model_names_and_max_n(monkeypatch):
+    runner, seen = CliRunner(), {}
+    monkeypatch.setattr("agentkit.serving.cli.run", lambda e, s, **kw: seen.update(server=s))
+    r = runner.invoke(app, ["serve", "--port", "8124", "--served-model-name", "smol", "--served-model-name", "gpt-x",
+                            "--max-n", "3"])
+    assert r.exit_code == 0, r.output
+    assert seen["server"].served_model_names == ("smol", "gpt-x") and seen["server"].max_n == 3
+    runner.invoke(app, ["serve", "--port", "8124"])
+    assert seen["server"].served_model_names == () and seen["server"].max_n == 8  # defaults: the engine's name

@@ -114,8 +114,9 @@ def test_text_deltas_hold_back_stop_prefixes_and_partial_utf8():
 def test_model_context_comes_from_the_engines_tokenizing_face(tiny):
     from types import SimpleNamespace as NS
 
-    from agentkit.engine.engine import Engine
     from agentkit.serving.prepare import longest_token_chars, model_context
+
+    from agentkit.engine.engine import Engine
 
     assert model_context(tiny) == tiny.context_length == 2048
     assert longest_token_chars(tiny) == tiny.longest_token_chars

@@ -3,9 +3,9 @@
 import socket
 
 import pytest
+from agentkit.serving.cli import check_address
 
 from agentkit.errors import InvalidRequestError
-from agentkit.serving.cli import check_address
 
 
 def test_a_bad_port_or_a_busy_one_is_refused_before_the_model_loads():

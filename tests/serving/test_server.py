@@ -83,7 +83,7 @@ async def _post(app, body, **kw) -> httpx.Response:
 
 # -- chat, schemas, tools -------------------------------------------------------------------------------------------
 async def test_chat(app):
-    r = await _post(app, {"model": "x", "messages": MSG, "max_tokens": 8})
+    r = await _post(app, {"model": "agentkit", "messages": MSG, "max_tokens": 8})
     assert r.status_code == 200, r.text
     d = r.json()
     assert d["object"] == "chat.completion"
@@ -171,7 +171,8 @@ def _sse(text: str) -> list[tuple[str | None, str]]:
 
 
 async def test_stream_diffusion_with_canvas_events(app):
-    body = {"messages": MSG, "max_tokens": 64, "stream": True, "agentkit": {"canvas_length": 8, "mode": "diffusion"},
+    body = {"messages": MSG, "max_tokens": 64, "stream": True,
+            "agentkit": {"canvas_length": 8, "mode": "diffusion", "canvas": True},
             "response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": PERSON}}}
     async with _client(app) as c, c.stream("POST", "/v1/chat/completions", json=body) as r:
         assert r.status_code == 200
@@ -321,7 +322,7 @@ async def test_api_key(engine):
     ({"messages": "hello"}, 400, "messages"),
     ({"messages": MSG, "temperature": -1}, 400, "temperature"),
     ({"messages": MSG, "max_tokens": 0}, 400, "max_tokens"),
-    ({"messages": MSG, "n": 3}, 400, "n"),
+    ({"messages": MSG, "n": 9}, 400, "n"),
     ({"messages": MSG, "stop": ["", "x"]}, 400, "stop"),
     ({"messages": MSG, "agentkit": {"mode": "fast"}}, 400, "agentkit.mode"),
     ({"messages": MSG, "response_format": {"type": "xml"}}, 400, "response_format"),
@@ -385,20 +386,20 @@ def test_openai_client_round_trip(server):
 
     client = openai.OpenAI(base_url=server, api_key="k", max_retries=0)
     assert client.models.list().data[0].id
-    r = client.chat.completions.create(model="tiny", messages=MSG, max_tokens=8)
+    r = client.chat.completions.create(model="agentkit", messages=MSG, max_tokens=8)
     assert isinstance(r.choices[0].message.content, str) and r.usage.completion_tokens > 0
     assert r.model_extra["agentkit_stats"]["mode"] == "ar"
     r = client.chat.completions.create(
-        model="tiny", messages=MSG, max_tokens=64, extra_body={"agentkit": {"mode": "diffusion", "canvas_length": 8}},
+        model="agentkit", messages=MSG, max_tokens=64, extra_body={"agentkit": {"mode": "diffusion", "canvas_length": 8}},
         response_format={"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON}})
     jsonschema.validate(json.loads(r.choices[0].message.content), PERSON)
-    r = client.chat.completions.create(model="tiny", messages=MSG, tools=TOOLS, tool_choice="required",
+    r = client.chat.completions.create(model="agentkit", messages=MSG, tools=TOOLS, tool_choice="required",
                                        max_tokens=64)
     assert r.choices[0].finish_reason == "tool_calls"
     call = r.choices[0].message.tool_calls[0]
     assert call.function.name in {"get_weather", "add"} and isinstance(json.loads(call.function.arguments), dict)
     stream = client.chat.completions.create(
-        model="tiny", messages=MSG, max_tokens=64, stream=True, extra_body={"agentkit": {"canvas_length": 8}},
+        model="agentkit", messages=MSG, max_tokens=64, stream=True, extra_body={"agentkit": {"canvas_length": 8}},
         response_format={"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON}})
     text, finish = "", None
     for chunk in stream:
@@ -409,6 +410,6 @@ def test_openai_client_round_trip(server):
     assert finish == "stop"
     with pytest.raises(openai.AuthenticationError):
         openai.OpenAI(base_url=server, api_key="wrong", max_retries=0).chat.completions.create(
-            model="tiny", messages=MSG)
+            model="agentkit", messages=MSG)
     with pytest.raises(openai.BadRequestError):
-        client.chat.completions.create(model="tiny", messages=[])
+        client.chat.completions.create(model="agentkit", messages=[])
