@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from .constrain.canonical import JsonStyle, json_style
-from .constrain.nodes import Choice, Lit, Template, seq
+from .constrain.nodes import Choice, Lit, Repeat, Template, json_lines, seq
 
-__all__ = ["CallShape", "ToolSpec", "call_schema", "call_template", "choice_prompt", "parse_call", "read_call",
-           "tools_prompt"]
+__all__ = ["CALL_SEP", "CallShape", "ToolSpec", "call_schema", "call_template", "calls_template", "choice_prompt",
+           "json_lines", "parse_call", "parse_calls", "read_call", "tools_prompt"]
 
 ToolSpec = tuple[str, "dict | Template | None"]  # (name, parameters: a JSON Schema, a compiled template, or None: {})
 
@@ -127,6 +127,26 @@ def call_template(tools: Sequence[ToolSpec], *, style: str | JsonStyle | None = 
                     kind="json", meta={"style": st.name, "functions": names, **(meta or {})})
 
 
+CALL_SEP = "\n"  # between the calls of one reply: JSON lines, as the server writes earlier calls into the history
+
+
+def calls_template(tools: Sequence[ToolSpec], *, max_calls: int, style: str | JsonStyle | None = None,
+                   shape: CallShape = NAME_ARGS, strict: bool = True, cached: bool = True,
+                   meta: dict | None = None) -> Template:
+    """One to ``max_calls`` calls to any of ``tools`` (parallel tool calls), one per line: the first call is
+    :func:`call_template`'s, token for token; after each call the model either ends (EOS, where the template may
+    end) or writes :data:`CALL_SEP` and another call. Its kind is ``"jsonl"``: the result's value is the list of
+    call objects. ``max_calls`` 1 is :func:`call_template` itself."""
+    if max_calls < 1:
+        raise ValueError(f"max_calls must be >= 1, got {max_calls}")
+    one = call_template(tools, style=style, shape=shape, strict=strict, cached=cached, meta=meta)
+    if max_calls == 1:
+        return one
+    return Template(root=Repeat(one.root, sep=CALL_SEP, min=1, max=max_calls),
+                    schema={"type": "array", "items": one.schema, "minItems": 1, "maxItems": max_calls},
+                    compile_ms=one.compile_ms, kind="jsonl", meta={**one.meta, "max_calls": max_calls})
+
+
 def call_schema(tools: Sequence[tuple[str, dict]], *, shape: CallShape = NAME_ARGS) -> dict:
     """JSON Schema of one call to any of ``tools`` (``(name, parameters schema)`` pairs)."""
     branches = [{"type": "object", "properties": {shape.name_key: {"const": n}, shape.args_key: p},
@@ -181,3 +201,13 @@ def parse_call(text: str, value: Any = None, *, shape: CallShape = NAME_ARGS) ->
         if call is not None:
             return call
     return None
+
+
+def parse_calls(text: str, value: Any = None, *, shape: CallShape = NAME_ARGS) -> list[tuple[str, Any]]:
+    """Every call in an output, in order: ``value`` (a ``"jsonl"`` template's list, or one call object) when it
+    reads as calls, else each JSON object in ``text`` that reads as one."""
+    values = value if isinstance(value, list) else ([value] if value is not None else [])
+    calls = [c for c in (read_call(v, shape) for v in values) if c is not None]
+    if calls:
+        return calls
+    return [c for c in (read_call(o, shape) for o in _json_objects(text or "")) if c is not None]

@@ -23,15 +23,16 @@ from agentkit.constrain.canonical import DEFAULT_STYLE
 from agentkit.errors import UserError
 from agentkit.sdk import _steps as steps
 from agentkit.settings import TEMPLATE_SETTINGS, server_fields
-from agentkit.toolcall import choice_prompt, parse_call, read_call
+from agentkit.toolcall import choice_prompt, parse_calls
 
 from .errors import APIError, user_error
 from .protocol import AgentkitExt, ChatRequest, ContentPart, NamedToolChoice, ToolDef
-from .toolchoice import answered_calls, call_arguments, no_call_name
+from .toolchoice import answered_calls, call_arguments, call_key, no_call_name
 
 EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
 
 DEFAULT_MAX_TOKENS = 256
+MAX_CALLS = 8  # tool calls in one reply when parallel_tool_calls is true (the default, as OpenAI's)
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ class SchemaJob:
     where: str = "response_format"
     style: str | None = None  # the JSON style (AgentkitExt.json_style); None: the compiler's default
     no_call: str | None = None  # kind "tools" under tool_choice auto: the pseudo-tool that means "answer in text"
+    max_calls: int = 1  # kind "tools": calls in one reply (agentkit.toolcall.calls_template)
 
     @functools.cached_property
     def key(self) -> str:
@@ -52,7 +54,7 @@ class SchemaJob:
         once: a large schema's text is asked for several times (cache, lane, work) on the event loop."""
         if self.kind == "tools":
             return json.dumps([[t.function.name, t.function.parameters] for t in self.tools]
-                              + [self.style, self.no_call, self.strict])
+                              + [self.style, self.no_call, self.strict, self.max_calls])
         return json.dumps([self.schema, self.strict, self.style])
 
     @functools.cached_property
@@ -82,6 +84,7 @@ class RequestPlan:
     text_config: DecodeConfig | None = None
     no_call: str | None = None
     answered: frozenset[str] = frozenset()
+    max_calls: int = 1  # tool calls one reply may make (MAX_CALLS with parallel_tool_calls, the default)
     raw_prompt: str | None = None  # /v1/completions: the prompt as text, without the chat template
 
     @property
@@ -171,12 +174,17 @@ def _tools(req: ChatRequest) -> tuple[list[ToolDef], list[ToolDef], str | NamedT
     return tools, (tools if choice == "required" else []), choice
 
 
+def max_calls(req: ChatRequest) -> int:
+    return MAX_CALLS if req.parallel_tool_calls is not False else 1
+
+
 def _schema_job(req: ChatRequest, forced: list[ToolDef], no_call: str | None) -> SchemaJob | None:
     style = req.agentkit.json_style if req.agentkit else None
     closed = not (req.agentkit and req.agentkit.open_objects)  # closed by default, as the SDK's (settings.py)
     if forced:
-        return SchemaJob("tools", tools=tuple(forced), where="tools", style=style, strict=closed)
-    if no_call:
+        return SchemaJob("tools", tools=tuple(forced), where="tools", style=style, strict=closed,
+                         max_calls=max_calls(req))
+    if no_call:  # the choice decode (an engine without scores): one call or the no-call option
         return SchemaJob("tools", tools=tuple(req.tools or ()), where="tools", style=style, no_call=no_call,
                          strict=closed)
     if style is None and steps.EXTRACT_STYLE != DEFAULT_STYLE:  # the JSON written as agentkit's extract writes it
@@ -263,7 +271,7 @@ def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: 
     # max_tokens bounds the text reply (serving/toolchoice.py)
     budget = max(max_tokens, DEFAULT_MAX_TOKENS) if auto else max_tokens
     plan = RequestPlan(messages, decode_config(req, mode, budget, source), schema, tool_mode, names, ext.canvas,
-                       max_tokens_given=given is not None,
+                       max_tokens_given=given is not None, max_calls=max_calls(req),
                        logprobs=(req.top_logprobs or 0) if req.logprobs else None, stop=list(req.stop or []))
     if auto:  # the text reply, when the model chooses no call: free text (AR unless a mode is asked for)
         plan.text_messages = chat_messages(req, [])
@@ -306,17 +314,34 @@ def fit_max_tokens(plan: RequestPlan, prompt_tokens: int, context: int | None) -
 
 def response_parts(plan: RequestPlan, text: str, value: Any, finish_reason: str) -> tuple[dict[str, Any], str]:
     """(assistant message, finish_reason) for a generation result. Under ``tool_choice`` auto only the choice
-    decode's parsed call (``value``) is a call: a text reply (``value`` None) is content even if it holds JSON."""
-    call = None
+    decode's parsed calls (``value``) are calls: a text reply (``value`` None) is content even if it holds JSON."""
+    calls: list[tuple[str, Any]] = []
     if plan.tool_mode == "forced":
-        call = parse_call(text, value)
+        calls = parse_calls(text, value)
     elif plan.tool_mode == "auto" and value is not None:
-        call = read_call(value)
-    if call is not None and call[0] in plan.tool_names and isinstance(call[1], dict):
-        tc = {"id": "call_" + uuid.uuid4().hex[:24], "type": "function",
-              "function": {"name": call[0], "arguments": json.dumps(call[1])}}
-        return {"role": "assistant", "content": None, "tool_calls": [tc]}, "tool_calls"
+        calls = parse_calls("", value)
+    calls = reply_calls(plan, calls)
+    if calls:
+        tcs = [{"id": "call_" + uuid.uuid4().hex[:24], "type": "function",
+                "function": {"name": name, "arguments": json.dumps(args)}} for name, args in calls]
+        return {"role": "assistant", "content": None, "tool_calls": tcs}, "tool_calls"
     return {"role": "assistant", "content": text}, ("length" if finish_reason == "length" else "stop")
+
+
+def reply_calls(plan: RequestPlan, calls: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """The calls a reply returns: to the plan's tools, with object arguments, each once (a call written twice in
+    one reply is made once), at most ``plan.max_calls``; under ``tool_choice`` auto without the calls a tool
+    message already answered (the repeat rule, ``serving/toolchoice.py``)."""
+    out, seen = [], set()
+    for name, args in calls:
+        key = call_key(name, args)
+        if name not in plan.tool_names or not isinstance(args, dict) or key in seen:
+            continue
+        if plan.tool_mode == "auto" and key in plan.answered:
+            continue
+        seen.add(key)
+        out.append((name, args))
+    return out[:plan.max_calls]
 
 
 def usage(prompt_tokens: int, output_tokens: int, cached_tokens: int = 0) -> dict:

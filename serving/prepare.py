@@ -32,7 +32,7 @@ from agentkit.constrain.limits import CompileLimits, budget
 from agentkit.constrain.nodes import Template
 from agentkit.engine.faces import Constraining, Tokenizing
 from agentkit.errors import CompileCancelled, UserError
-from agentkit.toolcall import call_template
+from agentkit.toolcall import calls_template
 
 from .errors import APIError, user_error
 from .plan import RequestPlan, SchemaJob, fit_max_tokens
@@ -109,7 +109,7 @@ class Preparer:
                      for i, tool in enumerate(sj.tools)]
             if sj.no_call:  # tool_choice auto: "no call" is one more option, with {} (serving/toolchoice.py)
                 specs.append((sj.no_call, None))
-            t = call_template(specs, style=sj.style, meta={"step": "tool_call"})
+            t = calls_template(specs, max_calls=sj.max_calls, style=sj.style, meta={"step": "tool_call"})
         else:
             t = self.compile_one(sj.schema, sj.where, sj.strict, sj.style)
         with self._lock:

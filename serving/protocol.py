@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from agentkit.validate import SEED_MAX, SEED_MIN, SURROGATE, surrogate_error  # the engine's own checks
 
 # accepted and ignored (documented in the README): they change nothing a single-model server does
-IGNORED = ("user", "metadata", "store", "service_tier", "parallel_tool_calls", "prompt_cache_key",
+IGNORED = ("user", "metadata", "store", "service_tier", "prompt_cache_key",
            "safety_identifier", "stream_options")
 # accepted only at their neutral value (anything else is a 400: not implemented)
 NEUTRAL = {"frequency_penalty": 0, "presence_penalty": 0, "logit_bias": None}
@@ -187,7 +187,8 @@ class ChatRequest(BaseModel):
     metadata: Any = None
     store: Any = None
     service_tier: Any = None
-    parallel_tool_calls: Any = None
+    # several calls in one reply (OpenAI's default: true); false: one call at most (serving/plan.py MAX_CALLS)
+    parallel_tool_calls: SBool | None = None
     prompt_cache_key: Any = None
     safety_identifier: Any = None
     stream_options: Any = None

@@ -11,16 +11,18 @@ streaming, as the Responses API's typed events (:class:`EventWriter`).
 - ``tools``: function tools (``{"type": "function", "name", "description", "parameters", "strict"}``);
   ``tool_choice``: ``auto`` / ``none`` / ``required`` / ``{"type": "function", "name"}``.
 - ``text.format``: ``text``, ``json_object`` or ``json_schema`` (``name``, ``schema``, ``strict``).
-- ``max_output_tokens``, ``temperature``, ``top_p``, ``stream``, the ``"agentkit"`` extension.
+- ``max_output_tokens``, ``temperature``, ``top_p``, ``stream``, the ``"agentkit"`` extension; ``seed`` (not in
+  OpenAI's API: chat's seed, as vLLM takes it).
 - Accepted and ignored (they change nothing here): ``store`` (nothing is stored), ``metadata`` (echoed), ``user``,
   ``service_tier``, ``prompt_cache_key``, ``safety_identifier``, ``truncation``, ``include``, ``stream_options``,
-  ``reasoning`` (the model does not reason apart), ``parallel_tool_calls`` and ``max_tool_calls`` (one call per
-  response at most).
+  ``reasoning`` (the model does not reason apart). ``parallel_tool_calls`` is chat's (default true: up to
+  ``serving.plan.MAX_CALLS`` calls, one item each); ``max_tool_calls`` 1 is ``parallel_tool_calls: false``, a
+  larger value is accepted (the bound stays ``MAX_CALLS``).
 - Refused with a 400 naming the field: ``previous_response_id`` and ``conversation`` (nothing is stored: send the
   whole conversation as ``input``), ``background``, ``prompt`` templates, tools other than functions, items other
   than the three kinds above, content parts other than text.
 
-Output: one ``message`` item (an ``output_text`` part) or one ``function_call`` item; ``status`` ``completed``, or
+Output: one ``message`` item (an ``output_text`` part) or ``function_call`` items; ``status`` ``completed``, or
 ``incomplete`` with ``incomplete_details.reason = "max_output_tokens"`` when the text was cut; ``usage`` in the
 Responses API's names (``input_tokens``, ``output_tokens``, ``input_tokens_details.cached_tokens``).
 """
@@ -36,6 +38,8 @@ from typing import Any, Literal
 from fastapi import Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from agentkit.validate import SEED_MAX, SEED_MIN
 
 from .errors import APIError
 from .plan import response_parts
@@ -57,6 +61,7 @@ class ResponsesRequest(BaseModel):
     max_output_tokens: SInt | None = Field(default=None, ge=1, le=32768)
     temperature: SFloat | None = Field(default=None, ge=0, le=2)
     top_p: SFloat | None = Field(default=None, gt=0, le=1)
+    seed: SInt | None = Field(default=None, ge=SEED_MIN, le=SEED_MAX)  # not OpenAI's: chat's seed (vLLM takes it too)
     stream: SBool = False
     agentkit: AgentkitExt | None = None
     top_logprobs: SInt | None = Field(default=None, ge=0, le=0)  # 0 only: log-probabilities are not returned here
@@ -182,7 +187,8 @@ def to_chat(req: ResponsesRequest) -> ChatRequest:
     tools, choice = _tools(req)
     body: dict[str, Any] = {"model": req.model, "messages": to_messages(req), "tools": tools, "tool_choice": choice,
                             "response_format": _response_format(req), "max_tokens": req.max_output_tokens,
-                            "temperature": req.temperature, "top_p": req.top_p, "stream": req.stream,
+                            "temperature": req.temperature, "top_p": req.top_p, "seed": req.seed, "stream": req.stream,
+                            "parallel_tool_calls": False if req.max_tool_calls == 1 else req.parallel_tool_calls,
                             "agentkit": req.agentkit.model_dump(exclude_unset=True) if req.agentkit else None}
     try:
         return ChatRequest.model_validate({k: v for k, v in body.items() if v is not None})
@@ -243,13 +249,16 @@ def _status(message: dict[str, Any], finish: str) -> str:
 
 class EventWriter:
     """Chat stream frames -> the Responses API's events (``response.created`` ... ``response.completed``), each
-    with its ``sequence_number``."""
+    with its ``sequence_number``; a text reply is one ``message`` item, parallel calls one ``function_call`` item
+    each."""
 
     def __init__(self, req: ResponsesRequest, model: str) -> None:
         self.req, self.model = req, model
         self.rid, self.created = "resp_" + uuid.uuid4().hex, int(time.time())
         self.seq = 0
-        self.item: dict[str, Any] | None = None  # the output item being written
+        self.items: list[dict[str, Any]] = []  # the output items, in output_index order
+        self.message: dict[str, Any] | None = None  # the text reply's item
+        self.calls: dict[int, dict[str, Any]] = {}  # chat tool_calls index -> its item
         self.text = ""
 
     def ev(self, kind: str, **data: Any) -> str:
@@ -258,55 +267,65 @@ class EventWriter:
         return out
 
     def body(self, status: str, **kw: Any) -> dict[str, Any]:
-        output = [self.item] if self.item is not None and status != "in_progress" else []
+        output = self.items if status != "in_progress" else []
         return response_body(self.req, self.rid, self.created, self.model, status=status, output=output, **kw)
 
     def _open(self, item: dict[str, Any]) -> list[str]:
-        self.item = item
-        out = [self.ev("response.output_item.added", output_index=0, item=item)]
+        self.items.append(item)
+        at = len(self.items) - 1
+        out = [self.ev("response.output_item.added", output_index=at, item=item)]
         if item["type"] == "message":
-            out.append(self.ev("response.content_part.added", item_id=item["id"], output_index=0, content_index=0,
+            out.append(self.ev("response.content_part.added", item_id=item["id"], output_index=at, content_index=0,
                                part={"type": "output_text", "text": "", "annotations": []}))
         return out
 
+    def _open_message(self) -> list[str]:
+        self.message = {"type": "message", "id": "msg_" + uuid.uuid4().hex, "status": "in_progress",
+                        "role": "assistant", "content": []}
+        return self._open(self.message)
+
     def text_delta(self, text: str) -> list[str]:
-        out = [] if self.item is not None else self._open(
-            {"type": "message", "id": "msg_" + uuid.uuid4().hex, "status": "in_progress", "role": "assistant",
-             "content": []})
+        out = self._open_message() if self.message is None else []
         self.text += text
-        return out + [self.ev("response.output_text.delta", item_id=self.item["id"], output_index=0,
-                              content_index=0, delta=text, logprobs=[])]
+        return out + [self.ev("response.output_text.delta", item_id=self.message["id"],  # type: ignore[index]
+                              output_index=self.items.index(self.message), content_index=0, delta=text,
+                              logprobs=[])]
 
     def call_delta(self, tc: dict[str, Any]) -> list[str]:
         out = []
         fn = tc.get("function") or {}
-        if self.item is None:
-            out = self._open({"type": "function_call", "id": "fc_" + uuid.uuid4().hex, "call_id": tc.get("id"),
-                              "name": fn.get("name"), "arguments": "", "status": "in_progress"})
+        item = self.calls.get(tc.get("index", 0))
+        if item is None:
+            item = {"type": "function_call", "id": "fc_" + uuid.uuid4().hex, "call_id": tc.get("id"),
+                    "name": fn.get("name"), "arguments": "", "status": "in_progress"}
+            self.calls[tc.get("index", 0)] = item
+            out = self._open(item)
         if fn.get("arguments"):
-            self.item["arguments"] += fn["arguments"]
-            out.append(self.ev("response.function_call_arguments.delta", item_id=self.item["id"], output_index=0,
-                               delta=fn["arguments"]))
+            item["arguments"] += fn["arguments"]
+            out.append(self.ev("response.function_call_arguments.delta", item_id=item["id"],
+                               output_index=self.items.index(item), delta=fn["arguments"]))
         return out
 
-    def finish(self, chunk: dict[str, Any]) -> list[str]:
-        finish = chunk["choices"][0]["finish_reason"]
-        out = [] if self.item is not None else self.text_delta("")[:-1]  # an empty reply: its item still comes
-        item = self.item
-        assert item is not None
+    def _close(self, at: int, item: dict[str, Any]) -> list[str]:
         item["status"] = "completed"
         if item["type"] == "message":
             part = {"type": "output_text", "text": self.text, "annotations": [], "logprobs": []}
             item["content"] = [part]
-            out += [self.ev("response.output_text.done", item_id=item["id"], output_index=0, content_index=0,
-                            text=self.text, logprobs=[]),
-                    self.ev("response.content_part.done", item_id=item["id"], output_index=0, content_index=0,
-                            part=part)]
+            out = [self.ev("response.output_text.done", item_id=item["id"], output_index=at, content_index=0,
+                           text=self.text, logprobs=[]),
+                   self.ev("response.content_part.done", item_id=item["id"], output_index=at, content_index=0,
+                           part=part)]
         else:
-            out.append(self.ev("response.function_call_arguments.done", item_id=item["id"], output_index=0,
-                               name=item["name"], arguments=item["arguments"]))
-        out.append(self.ev("response.output_item.done", output_index=0, item=item))
-        status = "incomplete" if finish == "length" and item["type"] == "message" else "completed"
+            out = [self.ev("response.function_call_arguments.done", item_id=item["id"], output_index=at,
+                           name=item["name"], arguments=item["arguments"])]
+        return out + [self.ev("response.output_item.done", output_index=at, item=item)]
+
+    def finish(self, chunk: dict[str, Any]) -> list[str]:
+        finish = chunk["choices"][0]["finish_reason"]
+        out = self._open_message() if not self.items else []  # an empty reply: its item still comes
+        for at, item in enumerate(self.items):
+            out += self._close(at, item)
+        status = "incomplete" if finish == "length" and not self.calls else "completed"
         body = self.body(status, usage=response_usage(chunk["usage"]), stats=chunk.get("agentkit_stats"))
         return out + [self.ev(f"response.{status}", response=body)]
 

@@ -26,18 +26,17 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from agentkit.constrain.canonical import json_style
 from agentkit.decide import can_score, pick_tool, wants_call
 from agentkit.engine.faces import Scoring, Tokenizing
-from agentkit.toolcall import NAME_ARGS, read_call
+from agentkit.toolcall import NAME_ARGS, parse_calls
 
 from .admission import WorkBudget, WorkBudgetFull, check_bounds, check_request_work, estimate_work
 from .config import ServerConfig
 from .errors import APIError, from_exception
 from .metrics import Metrics
-from .plan import RequestPlan, plan_request, response_parts, usage
+from .plan import RequestPlan, plan_request, reply_calls, response_parts, usage
 from .prepare import Preparer, longest_token_chars
 from .protocol import ChatRequest
 from .scheduler import ClientDisconnected, Job, QueueFull, Scheduler, ShuttingDown
 from .streaming import open_stream
-from .toolchoice import call_key
 
 
 @dataclass
@@ -189,7 +188,8 @@ class ChatService:
             if decision and decision.get("tool"):
                 assert plan.schema is not None
                 tool = tuple(t for t in plan.schema.tools if t.function.name == decision["tool"])
-                template = self.preparer.template(dataclasses.replace(plan.schema, tools=tool, no_call=None))
+                template = self.preparer.template(dataclasses.replace(plan.schema, tools=tool, no_call=None,
+                                                                      max_calls=plan.max_calls))
             res = self._generate(job, plan.prompt, plan.config, template, hook(None if auto else on_tokens),
                                  hook(on_draft), raw=plan.raw_prompt is not None)
         if auto and (res is None or self._answer_in_text(plan, res.value)):
@@ -246,12 +246,10 @@ class ChatService:
 
     @staticmethod
     def _answer_in_text(plan: RequestPlan, value: Any) -> bool:
-        """After the choice decode of tool_choice auto: True when the model chose no call, or a call that
-        repeats one a tool message already answered (the repeat rule), so the reply is decoded as text."""
-        call = read_call(value) if value is not None else None
-        if call is None or call[0] not in plan.tool_names:
-            return True  # the no-call option (or, from a template-less test engine, no call at all)
-        return call_key(*call) in plan.answered
+        """After the call decode of tool_choice auto: True when the model chose no call, or only calls that repeat
+        ones a tool message already answered (the repeat rule), so the reply is decoded as text."""
+        calls = parse_calls("", value) if value is not None else []
+        return not reply_calls(plan, calls)  # none (the no-call option; a template-less test engine's text)
 
     def decode_text(self, ids: list[int]) -> str:
         with self.lock:  # the tokenizer is shared with concurrent requests

@@ -29,7 +29,9 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import StreamingResponse
 
-from .plan import RequestPlan, response_parts
+from agentkit.toolcall import CALL_SEP, parse_calls
+
+from .plan import RequestPlan, reply_calls, response_parts
 from .scheduler import ClientDisconnected, Job
 from .sse import DONE, Chunks, TextDeltas, event
 
@@ -121,18 +123,38 @@ class _Stream:
         self.first_content: float | None = None
         self.call_text = ""  # a forced call's text so far
         self.call_id: str | None = None  # set once its first delta (id, name) is sent
-        self.args_sent = 0  # characters of the arguments' text sent
+        self.args_sent = 0  # characters of the first call's arguments sent
+        self.calls: list[tuple[str, Any]] = []  # the calls sent whole (the first once its line is complete)
+        self.later_sent = 0  # complete lines after the first that were looked at
 
-    def _call(self, text: str, final: bool = False) -> Frame | None:
-        """The ``tool_calls`` delta for more of a forced call's text (None while nothing new is certain)."""
+    def _call(self, text: str, final: bool = False) -> list[Frame]:
+        """The ``tool_calls`` deltas for more of a forced reply's text: the first call's as it is committed (its id
+        and name once the name is, then argument fragments), each later call (parallel calls, one per line) whole
+        once its line is complete, unless it repeats an earlier one (:func:`~serving.plan.reply_calls`)."""
         self.call_text += text
-        m = _CALL_HEAD.match(self.call_text)
+        lines = self.call_text.split(CALL_SEP)
+        out = [f] if (f := self._first_call(lines[0], final or len(lines) > 1)) else []
+        done = lines[1:] if final else lines[1:-1]
+        for line in done[self.later_sent:]:
+            self.later_sent += 1
+            call = parse_calls(line)
+            if call and reply_calls(self.plan, self.calls + call)[len(self.calls):]:
+                self.calls += call
+                tc = {"index": len(self.calls) - 1, "id": "call_" + uuid.uuid4().hex[:24], "type": "function",
+                      "function": {"name": call[0][0], "arguments": json.dumps(call[0][1])}}
+                out.append((None, self.chunks.chunk({"tool_calls": [tc]})))
+        return out
+
+    def _first_call(self, line: str, complete: bool) -> Frame | None:
+        m = _CALL_HEAD.match(line)
         if m is None:
             return None
-        args = self.call_text[m.end():]
-        args = args.rstrip()[:-1] if final else args.rstrip().rstrip("}")  # the call's own closing brace
+        args = line[m.end():]
+        args = args.rstrip()[:-1] if complete else args.rstrip().rstrip("}")  # the call's own closing brace
         delta: dict[str, Any] = {"index": 0, "function": {"arguments": args[self.args_sent:]}}
         self.args_sent = max(self.args_sent, len(args))
+        if complete and not self.calls:
+            self.calls = parse_calls(line)[:1]
         if self.call_id is None:
             self.call_id = "call_" + uuid.uuid4().hex[:24]
             delta.update(id=self.call_id, type="function")
@@ -141,21 +163,21 @@ class _Stream:
             return None
         return None, self.chunks.chunk({"tool_calls": [delta]})
 
-    def _text(self, text: str, final: bool = False) -> Frame | None:
-        """The SSE event for content ``text`` (None when it is held back or suppressed)."""
+    def _text(self, text: str, final: bool = False) -> list[Frame]:
+        """The frames for content ``text`` (none when it is held back or suppressed)."""
         if self.plan.tool_mode == "forced":
             return self._call(text, final)
         if not text:
-            return None
+            return []
         if self.first_content is None:
             self.first_content = time.perf_counter()
             self.svc.metrics.first_token.labels(self.plan.mode).observe(self.first_content - self.t0)
-        return None, self.chunks.chunk({"content": text})
+        return [(None, self.chunks.chunk({"content": text}))]
 
-    def _item(self, item: Item) -> Frame | None:
+    def _item(self, item: Item) -> list[Frame]:
         kind, value = item
         if kind == "canvas":
-            return "agentkit.canvas", self.chunks.chunk(None, agentkit_canvas=value)
+            return [("agentkit.canvas", self.chunks.chunk(None, agentkit_canvas=value))]
         return self._text(value)
 
     async def _items(self) -> AsyncIterator[Item]:
@@ -171,15 +193,13 @@ class _Stream:
         res = out.result
         message, finish = response_parts(self.plan, res.text, res.value, res.stats.finish_reason)
         events = []
-        if self.call_id is not None:  # a forced call already streamed: its last fragment
-            if ev := self._call(self.deltas.finish(res.text), final=True):
-                events.append(ev)
+        if self.call_id is not None:  # a forced reply already streaming: its last fragments and calls
+            events += self._call(self.deltas.finish(res.text), final=True)
         elif message.get("tool_calls"):
-            events.append((None, self.chunks.chunk({"tool_calls": [{"index": 0, **message["tool_calls"][0]}]})))
+            events += [(None, self.chunks.chunk({"tool_calls": [{"index": i, **tc}]}))
+                       for i, tc in enumerate(message["tool_calls"])]
         else:
-            ev = self._text(self.deltas.finish(res.text), final=True)
-            if ev:
-                events.append(ev)
+            events += self._text(self.deltas.finish(res.text), final=True)
         logprobs = {"content": out.logprobs} if out.logprobs is not None else None
         events.append((None, self.chunks.chunk({}, finish, logprobs, usage=out.usage(),
                                                agentkit_stats=self.svc.stats(out, self.job))))
@@ -189,10 +209,10 @@ class _Stream:
         status = 200
         try:
             yield None, self.chunks.chunk({"role": "assistant", "content": ""})
-            if first is not None and (ev := self._item(first)):
+            for ev in self._item(first) if first is not None else []:
                 yield ev
             async for item in self._items():
-                if ev := self._item(item):
+                for ev in self._item(item):
                     yield ev
             try:
                 out = self.waiter.result()

@@ -87,7 +87,7 @@ class Template:
     root: Node
     schema: object = None
     compile_ms: float = 0.0
-    kind: str = "json"  # json | edit | regex
+    kind: str = "json"  # json | jsonl (JSON values one per line: json_lines) | edit | regex
     meta: dict = field(default_factory=dict)
 
     @cached_property
@@ -170,3 +170,17 @@ def lit_trie(texts: list[str], depth: int = 0) -> Node:
         opts = [Lit("") if k == "" else lit_trie(g, depth + 1) for k, g in groups.items()]
     node = opts[0] if len(opts) == 1 else Choice(tuple(opts))
     return node if not p else seq(Lit(p), node)
+
+
+def json_lines(text: str) -> list:
+    """The JSON values of a ``"jsonl"`` template's output, in order (whitespace between them skipped)."""
+    import json
+
+    dec, out, i = json.JSONDecoder(), [], 0
+    while True:
+        while i < len(text) and text[i].isspace():
+            i += 1
+        if i >= len(text):
+            return out
+        value, i = dec.raw_decode(text, i)
+        out.append(value)

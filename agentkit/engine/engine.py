@@ -16,7 +16,7 @@ import torch
 from .. import _threads
 from ..config import DecodeConfig, EngineConfig
 from ..constrain.limits import Cancel, CompileLimits
-from ..constrain.nodes import Template
+from ..constrain.nodes import Template, json_lines
 from ..constrain.runtime import TokenConstraint
 from ..constrain.vocab import token_vocab
 from ..errors import InvalidRequestError, ModelNotFoundError, UnsupportedModeError, UserError
@@ -326,6 +326,8 @@ class Engine:
         value: Any = None
         if template is not None and template.kind == "json" and stats.finish_reason == "template":
             value = json.loads(text)
+        elif template is not None and template.kind == "jsonl" and stats.finish_reason == "template":
+            value = json_lines(text)  # several calls, one per line (agentkit.toolcall.calls_template)
         return GenerationResult(text=text, token_ids=dec.out, stats=stats, value=value, drafts=dec.drafts)
 
     def _drafter(self, cfg: DecodeConfig):

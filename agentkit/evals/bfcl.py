@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from ..constrain.nodes import Template
-from ..toolcall import call_template, parse_call, read_call
+from ..toolcall import call_template, calls_template, parse_call, parse_calls, read_call
 
 # -- data -------------------------------------------------------------------------------------------------------
 
@@ -84,8 +84,15 @@ class BfclItem:
     def names(self) -> list[str]:
         return [f["name"] for f in self.functions]
 
+    @property
+    def parallel(self) -> bool:
+        """A category whose answers are several calls (BFCL's ``parallel``, ``parallel_multiple``): known from the
+        file's name, never from the ground truth."""
+        return "parallel" in self.category
+
 
 ARRAY_CAP = 16  # items, for arrays whose schema sets no maxItems (BFCL's answers have at most 7)
+MAX_CALLS = 8  # calls in one reply for the parallel categories (agentkit.toolcall.calls_template)
 
 
 def _close_objects(s: Any) -> Any:
@@ -214,7 +221,14 @@ def build_prompt(item: BfclItem, prompt: str = "default") -> list[dict[str, str]
            for f in item.functions]
     system = PROMPTS[prompt].format(s="s" if len(fns) > 1 else "",
                                     functions="\n".join(json.dumps(f, ensure_ascii=False) for f in fns))
+    if item.parallel:
+        system += PARALLEL_NOTE
     return [{"role": "system", "content": system}, *item.messages]
+
+
+# the parallel categories: the request may need several calls (BFCL's own prompt asks for "one or more")
+PARALLEL_NOTE = ("\n\nIf the request needs several calls, write each one as such a JSON object, one call per line, "
+                 "and nothing else.")
 
 
 def call_schema(item: BfclItem) -> dict:
@@ -236,8 +250,12 @@ class CallTemplates:
     def template(self) -> Template:
         """A fresh call template (a new object, so constraint memo tables are not shared between modes):
         :func:`agentkit.toolcall.call_template` over the item's functions."""
-        tpl = call_template([(n, self.args[n]) for n in self.item.names], style=self.style,
-                            meta={"suite": "bfcl", "id": self.item.id})
+        specs, meta = [(n, self.args[n]) for n in self.item.names], {"suite": "bfcl", "id": self.item.id}
+        if self.item.parallel:  # one to MAX_CALLS calls, one per line
+            tpl = calls_template(specs, max_calls=MAX_CALLS, style=self.style, meta=meta)
+            tpl.compile_ms = self.compile_ms
+            return tpl
+        tpl = call_template(specs, style=self.style, meta=meta)
         tpl.schema, tpl.compile_ms = call_schema(self.item), self.compile_ms
         return tpl
 
@@ -408,6 +426,31 @@ def check_call(item: BfclItem, call: tuple[str, Any] | None) -> Verdict:
     return check_arguments(fn, call[0], call[1], expected)
 
 
+def check_calls(item: BfclItem, calls: list[tuple[str, Any]]) -> Verdict:
+    """BFCL's parallel checker: as many calls as the ground truth lists, matched one to one (in any order) to
+    expected calls that each accept it."""
+    want = item.ground_truth
+    if not calls:
+        return Verdict(False, "no function call found in the output", "no_call")
+    if len(calls) != len(want):
+        return Verdict(False, f"{len(calls)} calls; {len(want)} expected", "parallel:wrong_count")
+
+    def accepts(expected: dict, call: tuple[str, Any]) -> bool:
+        name = next(iter(expected))
+        fn = next((f for f in item.functions if f["name"] == name), None)
+        return fn is not None and bool(check_arguments(fn, call[0], call[1], expected))
+
+    ok = [[accepts(e, c) for c in calls] for e in want]
+
+    def match(i: int, used: frozenset[int]) -> bool:  # expected call i onwards, calls in ``used`` taken
+        return i == len(want) or any(ok[i][j] and match(i + 1, used | {j}) for j in range(len(calls))
+                                     if j not in used)
+
+    if match(0, frozenset()):
+        return Verdict(True)
+    return Verdict(False, "the calls do not match the expected calls one to one", "parallel:no_match")
+
+
 def validate_call(item: BfclItem, call: tuple[str, Any] | None) -> bool:
     """Whether the call validates (jsonschema) against the canonical call schema of one of the candidates."""
     if call is None or call[0] not in item.names:
@@ -420,7 +463,14 @@ def validate_call(item: BfclItem, call: tuple[str, Any] | None) -> bool:
 
 
 def evaluate(item: BfclItem, text: str, value: Any = None) -> dict[str, Any]:
-    """Parse (``value`` first: the template's parsed JSON), score and validate one output."""
+    """Parse (``value`` first: the template's parsed JSON), score and validate one output (every call of it in a
+    parallel category)."""
+    if item.parallel:
+        calls = parse_calls(text, value)
+        verdict = check_calls(item, calls)
+        return {"success": verdict.ok, "valid": bool(calls) and all(validate_call(item, c) for c in calls),
+                "error": verdict.error, "error_type": verdict.error_type,
+                "calls": [{"name": n, "arguments": a} for n, a in calls]}
     call = parse_call(text, value)
     verdict = check_call(item, call)
     return {

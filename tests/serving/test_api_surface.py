@@ -242,3 +242,48 @@ async def test_responses_refusals_name_the_field(app, body, param):
     r = await _post(app, "/v1/responses", body)
     assert r.status_code == 400, r.text
     assert param in r.json()["error"]["message"]
+
+
+# ---- parallel tool calls -------------------------------------------------------------------------------------
+
+TOOLS_CHAT = [{"type": "function", "function": {k: v for k, v in WEATHER_TOOL.items() if k != "type"}}]
+
+
+async def test_parallel_tool_calls_several_calls_each_once(app):
+    # sampled (seeded): the greedy tiny model writes one call 8 times over, which is made once
+    body = {"messages": MSG, "tools": TOOLS_CHAT, "tool_choice": "required", "max_tokens": 160, "temperature": 1.0,
+            "seed": 5}
+    d = (await _post(app, "/v1/chat/completions", body)).json()  # parallel_tool_calls: true by default
+    calls = d["choices"][0]["message"]["tool_calls"]
+    args = [c["function"]["arguments"] for c in calls]
+    assert d["choices"][0]["finish_reason"] == "tool_calls"
+    assert 2 <= len(calls) <= 8 and len(set(args)) == len(args)  # the tiny model writes several; each made once
+    assert len({c["id"] for c in calls}) == len(calls)
+    text = d["agentkit_stats"]  # the decode wrote one call per line
+    assert text["output_tokens"] > 0
+    one = (await _post(app, "/v1/chat/completions", {**body, "parallel_tool_calls": False})).json()
+    (only,) = one["choices"][0]["message"]["tool_calls"]
+    assert only["function"]["arguments"] == args[0]  # the first call is the same either way
+    events = _sse((await _post(app, "/v1/chat/completions", {**body, "stream": True})).text)
+    streamed: dict[int, dict] = {}
+    for _, ch in events[:-1]:
+        for tc in (ch["choices"][0]["delta"].get("tool_calls") or []) if ch["choices"] else []:
+            s = streamed.setdefault(tc["index"], {"name": "", "arguments": ""})
+            s["name"] += tc.get("function", {}).get("name") or ""
+            s["arguments"] += tc.get("function", {}).get("arguments") or ""
+    assert [json.loads(streamed[i]["arguments"]) for i in sorted(streamed)] == [json.loads(a) for a in args]
+    r = await _post(app, "/v1/chat/completions", {**body, "parallel_tool_calls": "yes"})
+    assert r.status_code == 400 and "parallel_tool_calls" in r.text
+
+
+async def test_responses_parallel_calls_are_items(app):
+    body = {"input": MSG[0]["content"], "tools": [WEATHER_TOOL], "tool_choice": "required",
+            "max_output_tokens": 160, "temperature": 1.0, "seed": 5}
+    out = (await _post(app, "/v1/responses", body)).json()["output"]
+    assert len(out) >= 2 and all(o["type"] == "function_call" for o in out)
+    events = _sse((await _post(app, "/v1/responses", {**body, "stream": True})).text)
+    done = [d["item"] for n, d in events if n == "response.output_item.done"]
+    assert [json.loads(i["arguments"]) for i in done] == [json.loads(o["arguments"]) for o in out]
+    assert [d["output_index"] for n, d in events if n == "response.output_item.added"] == list(range(len(out)))
+    single = (await _post(app, "/v1/responses", {**body, "parallel_tool_calls": False})).json()["output"]
+    assert len(single) == 1

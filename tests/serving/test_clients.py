@@ -82,7 +82,12 @@ def test_pydantic_ai_tool_call_and_structured_output(base_url):
     result = agent.run_sync("Tell me about Paris.")
     assert len(calls) == 1 and isinstance(result.output, City)
     sent = [p for m in result.all_messages() for p in getattr(m, "parts", []) if p.part_kind == "tool-call"]
-    assert len(sent) == 1 and json.loads(sent[0].args) == calls[0]  # the function ran on the call's arguments
+    # the function ran on the first call's arguments (parallel_tool_calls is on: the tiny model may write more)
+    assert sent and json.loads(sent[0].args) == calls[0]
+    one = Agent(model, output_type=record_city, model_settings={"max_tokens": 160, "parallel_tool_calls": False})
+    sent = [p for m in one.run_sync("Tell me about Paris.").all_messages() for p in getattr(m, "parts", [])
+            if p.part_kind == "tool-call"]
+    assert len(sent) == 1  # pydantic-ai's parallel_tool_calls=False reaches the server: one call
     structured = Agent(model, output_type=City, model_settings={"max_tokens": 160}).run_sync("Paris?")
     assert isinstance(structured.output, City) and len(structured.output.name) <= 10
 
