@@ -10,7 +10,7 @@ anywhere without the table knowing it fails that test.
 Where a setting applies (:data:`PATHS`):
 
 - ``engine``: ``DecodeConfig``, what an in-process ``Engine.generate`` honours (every setting but the template's,
-  :data:`TEMPLATE_SETTINGS`: ``json_style`` and ``open_objects``);
+  :data:`TEMPLATE_SETTINGS`: ``json_style``, ``open_objects`` and ``parallel_tool_calls``);
 - ``sdk``: a ``ModelSettings`` key (``Setting.sdk``, the name there);
 - ``server``: a field of the chat-completions request (``Setting.server``: ``"body.NAME"`` at the top level,
   ``"agentkit.NAME"`` in the extension); the HTTP client sends exactly these, and refuses a config whose other
@@ -102,8 +102,16 @@ SETTINGS: tuple[Setting, ...] = (
             "nothing of additionalProperties generates those keys only (closed); True: other keys too, as the schema "
             "allows. Validation is the schema's own either way (the template's setting)", sdk="open_objects",
             server="agentkit.open_objects"),
+    # the SDK's default is off: on SmolLM2 a reply that may hold several calls writes its one call again before
+    # it stops (engine/lines.py), 1.6x the p50 of a single call on 40 BFCL questions, none of which needed a second
+    # call (evals/results/s17/parallel_calls_stop.json). The server's default is OpenAI's, on (serving/plan.py).
+    Setting("parallel_tool_calls", "bool", False, (_S, _V), "a tool step may make several calls, one per line (run "
+            "concurrently by the SDK, returned as several tool_calls by the server); False: one call at most (the "
+            "template's setting; OpenAI's and pydantic-ai's name). The server's default is true, as OpenAI's",
+            sdk="parallel_tool_calls", server="body.parallel_tool_calls"),
 )
-TEMPLATE_SETTINGS: tuple[str, ...] = ("json_style", "open_objects")  # the template's, not the decoder's
+# the template's, not the decoder's
+TEMPLATE_SETTINGS: tuple[str, ...] = ("json_style", "open_objects", "parallel_tool_calls")
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 DECODE: tuple[Setting, ...] = tuple(s for s in SETTINGS if "engine" in s.applies)  # DecodeConfig's fields
 

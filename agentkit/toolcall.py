@@ -19,7 +19,7 @@ from typing import Any
 from .constrain.canonical import JsonStyle, json_style
 from .constrain.nodes import Choice, Lit, Repeat, Template, json_lines, seq
 
-__all__ = ["CALL_SEP", "CallShape", "ToolSpec", "call_schema", "call_template", "calls_template", "choice_prompt",
+__all__ = ["CALL_SEP", "MAX_PARALLEL_CALLS", "CallShape", "ToolSpec", "call_schema", "call_template", "calls_template", "choice_prompt",
            "json_lines", "parse_call", "parse_calls", "read_call", "tools_prompt"]
 
 ToolSpec = tuple[str, "dict | Template | None"]  # (name, parameters: a JSON Schema, a compiled template, or None: {})
@@ -127,6 +127,7 @@ def call_template(tools: Sequence[ToolSpec], *, style: str | JsonStyle | None = 
                     kind="json", meta={"style": st.name, "functions": names, **(meta or {})})
 
 
+MAX_PARALLEL_CALLS = 8  # calls in one reply with parallel tool calls (the SDK, the server, BFCL's parallel files)
 CALL_SEP = "\n"  # between the calls of one reply: JSON lines, as the server writes earlier calls into the history
 
 

@@ -61,7 +61,7 @@ async def main(argv: list[str] | None = None) -> None:
 
     import httpx
 
-    from agentkit.engine import Engine
+    from agentkit.engine.engine import Engine
     from agentkit.evals.bfcl import check_call, load_bfcl
     from agentkit.serving.app import create_app
 

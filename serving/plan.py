@@ -23,7 +23,7 @@ from agentkit.constrain.canonical import DEFAULT_STYLE
 from agentkit.errors import UserError
 from agentkit.sdk import _steps as steps
 from agentkit.settings import TEMPLATE_SETTINGS, server_fields
-from agentkit.toolcall import choice_prompt, parse_calls
+from agentkit.toolcall import MAX_PARALLEL_CALLS, choice_prompt, parse_calls
 
 from .errors import APIError, user_error
 from .protocol import AgentkitExt, ChatRequest, ContentPart, NamedToolChoice, ToolDef
@@ -32,7 +32,6 @@ from .toolchoice import answered_calls, call_arguments, call_key, no_call_name
 EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
 
 DEFAULT_MAX_TOKENS = 256
-MAX_CALLS = 8  # tool calls in one reply when parallel_tool_calls is true (the default, as OpenAI's)
 
 
 @dataclass(frozen=True)
@@ -84,7 +83,7 @@ class RequestPlan:
     text_config: DecodeConfig | None = None
     no_call: str | None = None
     answered: frozenset[str] = frozenset()
-    max_calls: int = 1  # tool calls one reply may make (MAX_CALLS with parallel_tool_calls, the default)
+    max_calls: int = 1  # tool calls one reply may make (MAX_PARALLEL_CALLS with parallel_tool_calls, the default)
     raw_prompt: str | None = None  # /v1/completions: the prompt as text, without the chat template
 
     @property
@@ -175,7 +174,7 @@ def _tools(req: ChatRequest) -> tuple[list[ToolDef], list[ToolDef], str | NamedT
 
 
 def max_calls(req: ChatRequest) -> int:
-    return MAX_CALLS if req.parallel_tool_calls is not False else 1
+    return MAX_PARALLEL_CALLS if req.parallel_tool_calls is not False else 1
 
 
 def _schema_job(req: ChatRequest, forced: list[ToolDef], no_call: str | None) -> SchemaJob | None:

@@ -187,7 +187,8 @@ class ChatRequest(BaseModel):
     metadata: Any = None
     store: Any = None
     service_tier: Any = None
-    # several calls in one reply (OpenAI's default: true); false: one call at most (serving/plan.py MAX_CALLS)
+    # several calls in one reply (up to agentkit.toolcall.MAX_PARALLEL_CALLS); false: one. None: true, OpenAI's
+    # default (the SDK's is false: agentkit/settings.py)
     parallel_tool_calls: SBool | None = None
     prompt_cache_key: Any = None
     safety_identifier: Any = None

@@ -16,8 +16,8 @@ streaming, as the Responses API's typed events (:class:`EventWriter`).
 - Accepted and ignored (they change nothing here): ``store`` (nothing is stored), ``metadata`` (echoed), ``user``,
   ``service_tier``, ``prompt_cache_key``, ``safety_identifier``, ``truncation``, ``include``, ``stream_options``,
   ``reasoning`` (the model does not reason apart). ``parallel_tool_calls`` is chat's (default true: up to
-  ``serving.plan.MAX_CALLS`` calls, one item each); ``max_tool_calls`` 1 is ``parallel_tool_calls: false``, a
-  larger value is accepted (the bound stays ``MAX_CALLS``).
+  ``agentkit.toolcall.MAX_PARALLEL_CALLS`` calls, one item each); ``max_tool_calls`` 1 is ``parallel_tool_calls: false``, a
+  larger value is accepted (the bound stays that).
 - Refused with a 400 naming the field: ``previous_response_id`` and ``conversation`` (nothing is stored: send the
   whole conversation as ``input``), ``background``, ``prompt`` templates, tools other than functions, items other
   than the three kinds above, content parts other than text.

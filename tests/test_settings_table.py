@@ -16,7 +16,7 @@ NOT_SETTINGS = {
     "AgentkitExt": {"canvas", "step", "schema_prompt"},  # schema_prompt: how messages are built, not decoding
     "ChatRequest": {"model", "messages", "tools", "tool_choice", "response_format", "max_completion_tokens", "stream",
                     "n", "logprobs", "top_logprobs", "agentkit", "frequency_penalty", "presence_penalty",
-                    "logit_bias", "user", "metadata", "store", "service_tier", "parallel_tool_calls",
+                    "logit_bias", "user", "metadata", "store", "service_tier",
                     "prompt_cache_key", "safety_identifier", "stream_options"},
     "EvalContext": {"free_max_new_tokens", "prompt", "on_draft", "frames"},
     "cli generate": {"prompt", "model", "schema", "no_adapter", "as_json", "backend", "threads"},
@@ -30,6 +30,8 @@ OWN_DEFAULTS = {
     ("EvalContext", "seed"): 0,  # evals are seeded
     ("cli generate", "max_new_tokens"): 128,  # a short reply on the command line
 }
+# the server's parallel_tool_calls is OpenAI's default (true) where the SDK's is off (agentkit/settings.py says why);
+# ChatRequest's field is None (not sent) -> true in serving/plan.py max_calls
 
 
 def _default(f: dataclasses.Field):

@@ -29,6 +29,7 @@ from .attention import use_fast_decode_attention
 from .backbone import Backbone
 from .batch import BatchSeat, Locked
 from .decode import Decoder
+from .lines import RepeatedLine
 from .gemma import GemmaBackbone, gemma_sampler
 from .llama_cpp import LlamaOptions, choose_backend
 from .llama_cpp import load_default as load_default_llama
@@ -185,6 +186,10 @@ class Engine:
     def name(self) -> str:
         return self.lm.name
 
+    def _decode_locked(self, ids: list[int]) -> str:
+        with self.lock:  # the tokenizer is shared with concurrent requests
+            return self.tokenizer.decode(ids, skip_special_tokens=False)
+
     @functools.cached_property
     def context_length(self) -> int | None:
         """The model's context in tokens (prompt and output together): the torch model's
@@ -299,6 +304,10 @@ class Engine:
             backbone = batch.wrap(backbone)
             if constraint is not None:
                 constraint = Locked(constraint, self.lock)  # shared with concurrent requests on this template
+        repeated = None
+        if template is not None and template.kind == "jsonl":  # ends at its first repeated line (engine/lines.py)
+            repeated = RepeatedLine(self._decode_locked, lambda: dec.out)
+            should_stop = _either(repeated.check, should_stop)
         dec = Decoder(
             backbone, cfg, constraint, lm.eos_ids,
             mask_token_id=lm.mask_token_id, bidirectional=lm.bidirectional and cfg.mode != "ar",
@@ -316,6 +325,10 @@ class Engine:
             dec.stats.finish_reason = dec._finish_reason()
         with self.lock:
             text = self.tokenizer.decode(dec.out, skip_special_tokens=False)
+        cut = repeated.cut(dec.out) if repeated is not None else None
+        if cut is not None:  # the first repeated line and what follows dropped: the lines before it, complete
+            text, dec.out = cut
+            dec.stats.finish_reason = "template"
         if cfg.stop:
             cut = min((i for i in (text.find(s) for s in cfg.stop) if i >= 0), default=-1)
             if cut >= 0:
@@ -361,6 +374,11 @@ class Engine:
         if sampler == "uniform":
             raise UnsupportedModeError("the uniform-noise sampler is available for diffusion_gemma models only")
         return sampler
+
+
+def _either(first: Callable[[], bool], other: Callable[[], bool] | None) -> Callable[[], bool]:
+    """A ``should_stop`` true when ``first()`` or ``other()`` is."""
+    return first if other is None else (lambda: first() or other())
 
 
 def _copy_text(prompt: Prompt, cfg: DecodeConfig) -> str | None:

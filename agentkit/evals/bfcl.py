@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from ..constrain.nodes import Template
+from ..toolcall import MAX_PARALLEL_CALLS as MAX_CALLS  # calls in one reply for the parallel categories
 from ..toolcall import call_template, calls_template, parse_call, parse_calls, read_call
 
 # -- data -------------------------------------------------------------------------------------------------------
@@ -92,7 +93,6 @@ class BfclItem:
 
 
 ARRAY_CAP = 16  # items, for arrays whose schema sets no maxItems (BFCL's answers have at most 7)
-MAX_CALLS = 8  # calls in one reply for the parallel categories (agentkit.toolcall.calls_template)
 
 
 def _close_objects(s: Any) -> Any:

@@ -24,6 +24,8 @@ from pydantic import ValidationError
 from ..config import MODES, DecodeConfig, Mode
 from ..constrain.nodes import Template
 from ..engine.stats import GenerationResult
+from ..settings import BY_NAME as SETTING
+from ..toolcall import MAX_PARALLEL_CALLS
 from ..errors import (
     AgentRunError,
     ContextLengthError,
@@ -61,6 +63,7 @@ from ._trace import IterationRecord, Trace, clip
 
 OutputT = TypeVar("OutputT")
 DepsT = TypeVar("DepsT")
+PARALLEL_DEFAULT: bool = SETTING["parallel_tool_calls"].default
 log = logging.getLogger("agentkit.sdk")
 Instructions = str | Callable[[RunContext[Any]], Any]
 
@@ -369,55 +372,73 @@ class Agent(Generic[DepsT, OutputT]):
             if run.decision.tool is None:
                 return False
             template, compile_ms = self._call_template(run.decision.tool, style,
-                                                       bool(run.settings.get("open_objects", False)))
+                                                       bool(run.settings.get("open_objects", False)),
+                                                       self._max_calls(run, run.decision.tool))
         result, rec, t0 = await self._generate(run, "tool_call", None, template, compile_ms)
         try:
-            name, args = self._parse_call(steps.parse_json(result))
+            calls = self._parse_calls(steps.parse_json(result))
         except steps.OutputError as e:
             self._output_failure(run, rec, t0, result, str(e))
             return True
         run.output_failures = 0
-        rec.tool = name
-        call = ToolCallPart(tool_name=name, args=args)
-        if name == steps.FINAL_ANSWER:
-            run.messages.append(self._response(run, call, "tool_call", result))
+        parts = [ToolCallPart(tool_name=name, args=args) for name, args in calls]
+        rec.tool = parts[0].tool_name
+        if rec.tool == steps.FINAL_ANSWER:
+            run.messages.append(self._response(run, parts[:1], "tool_call", result))
             run.failures = 0
             self._finish(run, rec, t0)
             return False
-        earlier = run.results.earlier(name, args, self.repeat) if self.on_repeat != "allow" else None
-        if earlier is not None:
-            return self._repeated(run, rec, t0, call, result, earlier)
-        run.messages.append(self._response(run, call, "tool_call", result))
-        tool = next(t for t in self._tools if t.name == name)
-        error = None
-        if tool.templated:
-            args, error, rec, t0 = await self._tool_input(run, tool, rec, t0)
-        rec.tool_args = clip(steps.compact(args))
+        if self.on_repeat != "allow":  # calls that repeat one that returned are not run (``_repeat.py``)
+            earlier = [run.results.earlier(p.tool_name, p.args, self.repeat) for p in parts]
+            if all(e is not None for e in earlier):
+                return self._repeated(run, rec, t0, parts[0], result, earlier[0])  # type: ignore[arg-type]
+            parts = [p for p, e in zip(parts, earlier) if e is None]
+        run.messages.append(self._response(run, parts, "tool_call", result))
+        tools = [next(t for t in self._tools if t.name == p.tool_name) for p in parts]
+        args, error = parts[0].args, None
+        if tools[0].templated:  # a templated tool takes no arguments in the call: its input is the next step
+            args, error, rec, t0 = await self._tool_input(run, tools[0], rec, t0)
+            parts[0] = ToolCallPart(tool_name=parts[0].tool_name, args=args, tool_call_id=parts[0].tool_call_id)
+        rec.tool_args = clip(steps.compact(parts[0].args if len(parts) == 1 else [p.args for p in parts]))
         t_tool = time.perf_counter()
-        text, error = await self._call_tool(run, tool, call.tool_call_id, args, rec, error)
-        text = clip_result(text, run.limits.max_tool_result_chars)
-        error = clip_result(error, run.limits.max_tool_result_chars) if error is not None else None
+        outs = await asyncio.gather(*(self._call_tool(run, t, p.tool_call_id, p.args, rec, error if i == 0 else None)
+                                      for i, (t, p) in enumerate(zip(tools, parts))))  # parallel calls concurrently
         rec.tool_ms = (time.perf_counter() - t_tool) * 1000
-        if error is None:
-            run.failures = run.tool_failures[name] = 0
-            run.results.add(name, args, text)
-            part: Any = ToolReturnPart(tool_name=name, content=text, tool_call_id=call.tool_call_id)
-            rec.tool_result = clip(text)
-        else:
-            run.failures += 1
-            run.tool_failures[name] = run.tool_failures.get(name, 0) + 1
-            rec.error = error
-            part = RetryPromptPart(content=error, tool_name=name, tool_call_id=call.tool_call_id)
-            log.info("tool %r failed (%d in a row): %s", name, run.tool_failures[name], error)
-        run.messages.append(ModelRequest(parts=[part]))
-        content = to_chat([run.messages[-1]])[-1]["content"]
-        self._emit(run, lambda: ToolResult(rec.iteration, name, content, error is not None))
+        returned = [self._returned(run, rec, t, p, *out) for t, p, out in zip(tools, parts, outs)]
+        run.messages.append(ModelRequest(parts=returned))
+        for part in returned:
+            content = to_chat([ModelRequest(parts=[part])])[-1]["content"]
+            self._emit(run, lambda part=part, content=content: ToolResult(
+                rec.iteration, part.tool_name, content, isinstance(part, RetryPromptPart)))
         self._finish(run, rec, t0)
-        if error is not None and run.tool_failures[name] > tool.retries:
-            raise UnexpectedModelBehavior(
-                f"tool {name!r} failed {run.tool_failures[name]} time(s) in a row (retries={tool.retries}); "
-                f"last error: {error}", run.trace)
+        for tool in tools:
+            if rec.error is not None and run.tool_failures.get(tool.name, 0) > tool.retries:
+                raise UnexpectedModelBehavior(
+                    f"tool {tool.name!r} failed {run.tool_failures[tool.name]} time(s) in a row "
+                    f"(retries={tool.retries}); last error: {rec.error}", run.trace)
         return True
+
+    def _max_calls(self, run: RunState, tool: str) -> int:
+        """Calls a tool step may make: up to ``MAX_PARALLEL_CALLS`` of the picked tool with ``parallel_tool_calls``
+        (off by default: agentkit/settings.py says why), one for a templated tool (its input is a step of its own)."""
+        templated = any(t.templated for t in self._tools if t.name == tool)
+        return MAX_PARALLEL_CALLS if run.settings.get("parallel_tool_calls", PARALLEL_DEFAULT) and not templated else 1
+
+    def _returned(self, run: RunState, rec: IterationRecord, tool: Tool, call: ToolCallPart, text: str,
+                  error: str | None) -> ToolReturnPart | RetryPromptPart:
+        """A call's result as the part the model reads next (clipped), counted in the run's results or failures."""
+        text = clip_result(text, run.limits.max_tool_result_chars)
+        if error is None:
+            run.failures = run.tool_failures[tool.name] = 0
+            run.results.add(tool.name, call.args, text)
+            rec.tool_result = clip(text) if rec.tool_result is None else clip(rec.tool_result + "\n" + text)
+            return ToolReturnPart(tool_name=tool.name, content=text, tool_call_id=call.tool_call_id)
+        error = clip_result(error, run.limits.max_tool_result_chars)
+        run.failures += 1
+        run.tool_failures[tool.name] = run.tool_failures.get(tool.name, 0) + 1
+        rec.error = error
+        log.info("tool %r failed (%d in a row): %s", tool.name, run.tool_failures[tool.name], error)
+        return RetryPromptPart(content=error, tool_name=tool.name, tool_call_id=call.tool_call_id)
 
     def _repeated(self, run: RunState, rec: IterationRecord, t0: float, call: ToolCallPart,
                   result: GenerationResult, earlier: tuple[str, Any, str]) -> bool:
@@ -637,17 +658,27 @@ class Agent(Generic[DepsT, OutputT]):
             del self._templates[next(iter(self._templates))]
         return template, (time.perf_counter() - t0) * 1000
 
-    def _call_template(self, tool: str, style: str | None, open_objects: bool = False) -> tuple[Template, float]:
-        """The template of a call of ``tool`` only (its name pinned, its arguments decoded), in JSON ``style``,
-        closed unless ``open_objects``, and the ms spent compiling it now."""
-        key = (f"tool_call:{tool}", (style or "") + (":open" if open_objects else ""))
+    def _call_template(self, tool: str, style: str | None, open_objects: bool = False,
+                       max_calls: int = 1) -> tuple[Template, float]:
+        """The template of calls of ``tool`` only (its name pinned, its arguments decoded; one to ``max_calls``
+        calls, one per line), in JSON ``style``, closed unless ``open_objects``, and the ms spent compiling it now."""
+        key = (f"tool_call:{tool}:{max_calls}", (style or "") + (":open" if open_objects else ""))
         if key in self._templates:
             return self._templates[key], 0.0
         t0 = time.perf_counter()
         template = steps.tool_call_template([t for t in self._tools if t.name == tool], style, final_answer=False,
-                                            strict=not open_objects)
+                                            strict=not open_objects, max_calls=max_calls)
         self._templates[key] = template
         return template, (time.perf_counter() - t0) * 1000
+
+    def _parse_calls(self, value: Any) -> list[tuple[str, dict[str, Any]]]:
+        """The step's calls: one call object, or the list a parallel-calls template gives (each checked)."""
+        values = value if isinstance(value, list) and value else [value]
+        calls = {}
+        for v in values:  # a call written twice in one reply is made once
+            name, args = self._parse_call(v)
+            calls.setdefault(repeat_.call_key(name, args), (name, args))
+        return list(calls.values())
 
     def _parse_call(self, value: Any) -> tuple[str, dict[str, Any]]:
         names = [t.name for t in self._tools] + [steps.FINAL_ANSWER]
@@ -680,8 +711,9 @@ class Agent(Generic[DepsT, OutputT]):
                 f"(output_retries={self.output_retries}); last error: {reason}", run.trace)
 
     def _response(self, run: RunState, part: Any, step: str, result: GenerationResult) -> ModelResponse:
+        """The model's message for a step: ``part`` (or a list of parts: parallel calls)."""
         s = result.stats
-        return ModelResponse(parts=[part], model_name=self._model_name(), step=step, input_tokens=s.prompt_tokens,
+        return ModelResponse(parts=list(part) if isinstance(part, list) else [part], model_name=self._model_name(), step=step, input_tokens=s.prompt_tokens,
                              output_tokens=s.output_tokens, finish_reason=s.finish_reason, run_id=run.run_id)
 
     def _finish(self, run: RunState, rec: IterationRecord, t0: float) -> None:

@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter
 
+from ..toolcall import CALL_SEP
 from ._steps import call_text, observation
 
 
@@ -126,6 +127,10 @@ def to_chat(messages: list[ModelMessage]) -> list[dict[str, str]]:
                   None)
     chat = [{"role": "system", "content": system}] if system else []
     for m in messages:
+        calls = [p for p in m.parts if isinstance(p, ToolCallPart)]
+        if len(calls) > 1 and len(calls) == len(m.parts):  # parallel calls: one reply, a call per line
+            chat.append({"role": "assistant", "content": CALL_SEP.join(call_text(p.tool_name, p.args) for p in calls)})
+            continue
         for part in m.parts:
             chat.append(_part_chat(part))
     return chat

@@ -22,7 +22,9 @@ class ModelSettings(TypedDict, total=False):
     bonus for tokens that copy a span of the prompt inside a JSON string value (default 2; 0: off), see
     ``DecodeConfig.copy_bias``; ``copy_from``: what it copies from, ``"prompt"`` (all of it) or ``"user"`` (the last
     user message, the default); ``copy_numbers``: the same bonus for digits that go on along a number the source
-    writes (default on), see ``DecodeConfig.copy_numbers``.
+    writes (default on), see ``DecodeConfig.copy_numbers``; ``parallel_tool_calls``: a tool step may make several
+    calls to the tool it picked, run concurrently (default False: a small model tends to write its call again, see
+    ``agentkit/settings.py``; the server's default is OpenAI's, True).
     """
 
     temperature: float
@@ -36,6 +38,7 @@ class ModelSettings(TypedDict, total=False):
     copy_bias: float
     copy_from: str
     copy_numbers: bool
+    parallel_tool_calls: bool
 
 
 KEYS = frozenset(ModelSettings.__annotations__)  # the table's "sdk" settings (tests/test_settings_table.py)

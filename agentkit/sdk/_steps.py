@@ -18,7 +18,7 @@ from ..constrain.canonical import json_style
 from ..constrain.nodes import Template
 from ..engine.stats import GenerationResult
 from ..errors import UserError
-from ..toolcall import NAME_ARGS, CallShape, call_template, read_call, tools_prompt
+from ..toolcall import NAME_ARGS, CallShape, call_template, calls_template, read_call, tools_prompt
 from ._tools import Tool
 
 StepKind = Literal["plan", "tool_call", "tool_input", "extract", "reply"]
@@ -87,19 +87,26 @@ def for_step(template: Template, step: str, **meta: Any) -> Template:
 
 
 def tool_call_template(tools: list[Tool], style: str | None = STYLE, *, final_answer: bool = True,
-                       strict: bool = True) -> Template:
+                       strict: bool = True, max_calls: int = 1) -> Template:
     """One template for a tool-call step (:func:`agentkit.toolcall.call_template`, keys ``name``/``arguments``):
     a choice of the tools (ARGS under that tool's compiled schema; ``{}`` for a templated tool) and, with
     ``final_answer``, ``final_answer`` with ``{}``. One tool without ``final_answer``: its name pinned, only its
-    arguments decoded (the call the model's scores picked)."""
+    arguments decoded (the call the model's scores picked). ``max_calls`` > 1 (parallel tool calls, without
+    ``final_answer``): one to that many calls, one per line (:func:`agentkit.toolcall.calls_template`; its value is
+    the list of calls)."""
     specs = [(t.name, None if t.templated else t.parameters_schema) for t in tools]
     if final_answer:
         specs.append((FINAL_ANSWER, None))
-    template = call_template(specs, style=style or TOOL_STYLE, shape=TOOL_SHAPE, strict=strict)
-    return Template(root=template.root, schema=tool_call_schema(tools, final_answer=final_answer),
-                    compile_ms=template.compile_ms, kind="json",
+    schema = tool_call_schema(tools, final_answer=final_answer)
+    if max_calls > 1 and not final_answer:
+        template = calls_template(specs, max_calls=max_calls, style=style or TOOL_STYLE, shape=TOOL_SHAPE,
+                                  strict=strict)
+        schema = {"type": "array", "items": schema, "minItems": 1, "maxItems": max_calls}
+    else:
+        template = call_template(specs, style=style or TOOL_STYLE, shape=TOOL_SHAPE, strict=strict)
+    return Template(root=template.root, schema=schema, compile_ms=template.compile_ms, kind=template.kind,
                     meta={"step": "tool_call", "style": template.meta["style"], "open_objects": not strict,
-                          "tools": {t.name: t.call_schema for t in tools}})
+                          "tools": {t.name: t.call_schema for t in tools}, "max_calls": max_calls})
 
 
 def call_head(style: str | None = STYLE) -> str:
