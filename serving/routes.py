@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
@@ -79,34 +80,41 @@ async def models(request: Request) -> dict[str, Any]:
                                        for name in svc.served_names]}
 
 
-@router.post("/v1/chat/completions", dependencies=authed)
-async def chat(req: ChatRequest, request: Request) -> Response:
+async def _serve(request: Request, route: str, req: Any, run: Callable[[float], Awaitable[Response]]) -> Response:
+    """Run a generation route: its request metrics on an error, its OpenTelemetry span (``serving/tracing.py``)."""
     svc, t0 = service(request), time.perf_counter()
+    params = {"max_tokens": next((getattr(req, k) for k in ("max_completion_tokens", "max_tokens", "max_output_tokens")
+                                  if getattr(req, k, None) is not None), None),
+              "temperature": req.temperature, "top_p": req.top_p, "seed": getattr(req, "seed", None)}
+    span = svc.tracer.start(request.headers, route, req.model, params)
     try:
-        if req.stream:
-            return await svc.stream(req, request, t0)
-        return await svc.complete(req, request, t0)
+        resp = await run(t0)
     except APIError as e:
         svc.metrics.request(getattr(e, "mode", "?"), e.status, time.perf_counter() - t0)
+        if span is not None:
+            span.fail(e)
         raise
+    except BaseException:
+        if span is not None:
+            span.fail(APIError(500, "internal error", "server_error", "internal_error"))
+        raise
+    return span.response(resp) if span is not None else resp
+
+
+@router.post("/v1/chat/completions", dependencies=authed)
+async def chat(req: ChatRequest, request: Request) -> Response:
+    svc = service(request)
+    return await _serve(request, "chat", req, lambda t0: (svc.stream if req.stream else svc.complete)(req, request, t0))
 
 
 @router.post("/v1/completions", dependencies=authed)
 async def completions(req: CompletionRequest, request: Request) -> Response:
-    svc, t0 = service(request), time.perf_counter()
-    api = Completions(svc)
-    try:
-        return await (api.stream if req.stream else api.complete)(req, request, t0)
-    except APIError as e:
-        svc.metrics.request(getattr(e, "mode", "?"), e.status, time.perf_counter() - t0)
-        raise
+    api = Completions(service(request))
+    return await _serve(request, "completions", req,
+                        lambda t0: (api.stream if req.stream else api.complete)(req, request, t0))
 
 
 @router.post("/v1/responses", dependencies=authed)
 async def responses(req: ResponsesRequest, request: Request) -> Response:
-    svc, t0 = service(request), time.perf_counter()
-    try:
-        return await Responses(svc).create(req, request, t0)
-    except APIError as e:
-        svc.metrics.request(getattr(e, "mode", "?"), e.status, time.perf_counter() - t0)
-        raise
+    api = Responses(service(request))
+    return await _serve(request, "responses", req, lambda t0: api.create(req, request, t0))

@@ -110,6 +110,7 @@ class Job:
         self.deadline = self.enqueued + timeout_s if timeout_s is not None else math.inf
         self.ready: float | None = None  # when it entered the decoding queue (after preparing)
         self.started: float | None = None
+        self.first_token: float | None = None  # when the engine committed its first output token
         self.finished: float | None = None
         self.slot: Any = None  # the job's seat at the batcher while it runs (None without one)
         self.lane: str | None = None  # the preparation lane it is on ("fast": its build is cut to a time slice)

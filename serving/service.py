@@ -37,6 +37,7 @@ from .prepare import Preparer, longest_token_chars
 from .protocol import ChatRequest
 from .scheduler import ClientDisconnected, Job, QueueFull, Scheduler, ShuttingDown
 from .streaming import open_stream
+from .tracing import Tracer
 
 
 @dataclass
@@ -67,7 +68,10 @@ def _params(fn: Callable) -> tuple[set[str], bool]:
 class ChatService:
     def __init__(self, engine: Any, cfg: ServerConfig, compile_schema: Callable | None = None) -> None:
         self.engine, self.cfg = engine, cfg
-        self.metrics = Metrics()
+        self.model_name = str(engine.name) if isinstance(engine, Tokenizing) else "agentkit"
+        self.served_names = cfg.served_model_names or tuple(dict.fromkeys((self.model_name, "agentkit")))
+        self.metrics = Metrics(self.served_names[0])  # vLLM's model_name label: the served name
+        self.tracer = Tracer()  # a span per request when opentelemetry is installed (serving/tracing.py)
         params, any_kw = _params(engine.generate)
         self._hooks = any_kw or "on_tokens" in params  # the engine streams committed tokens
         self._should_stop = any_kw or "should_stop" in params  # ... and stops before its next forward when asked
@@ -85,8 +89,6 @@ class ChatService:
         self.budget = WorkBudget(cfg.max_work, cfg.max_memory_mb)
         self.max_token_chars = longest_token_chars(engine)
         self.lock = engine.lock if isinstance(engine, Tokenizing) else contextlib.nullcontext()
-        self.model_name = str(engine.name) if isinstance(engine, Tokenizing) else "agentkit"
-        self.served_names = cfg.served_model_names or tuple(dict.fromkeys((self.model_name, "agentkit")))
         self.created = int(time.time())
 
     def served_model(self, requested: str | None) -> str:
@@ -108,9 +110,11 @@ class ChatService:
     def _on_done(self, job: Job, service_s: float) -> None:
         f = job.future
         if f.done() and not f.cancelled() and f.exception() is None:
-            st = f.result().result.stats
+            out: Outcome = f.result()
+            st = out.result.stats
             self.metrics.generation(st.mode, st.forwards, st.output_tokens, st.tokens_per_forward,
                                     st.cached_prompt_tokens)
+            self.metrics.finished(job, out.usage(), st.finish_reason)
             if self.scheduler.batcher is None:  # no batcher: each of this request's forwards carried it alone
                 self.metrics.batch_forward(1, n=st.encoder_forwards + st.decoder_forwards)
         if job.ready is not None:
@@ -171,10 +175,12 @@ class ChatService:
         prompt_ids = self.preparer.check_prompt(plan)
         progress = self.scheduler.progress if self.scheduler.batcher is None else (lambda: None)
 
-        def hook(fn: Callable | None) -> Callable:
+        def hook(fn: Callable | None, tokens: bool = False) -> Callable:
             def run(*a: Any) -> None:
                 job.check()
                 progress()
+                if tokens and job.first_token is None:
+                    job.first_token = time.perf_counter()  # time to first token (the metrics)
                 if fn is not None:
                     fn(*a)
             return run
@@ -190,12 +196,13 @@ class ChatService:
                 tool = tuple(t for t in plan.schema.tools if t.function.name == decision["tool"])
                 template = self.preparer.template(dataclasses.replace(plan.schema, tools=tool, no_call=None,
                                                                       max_calls=plan.max_calls))
-            res = self._generate(job, plan.prompt, plan.config, template, hook(None if auto else on_tokens),
+            res = self._generate(job, plan.prompt, plan.config, template, hook(None if auto else on_tokens, True),
                                  hook(on_draft), raw=plan.raw_prompt is not None)
         if auto and (res is None or self._answer_in_text(plan, res.value)):
             choice, prompt_ids = res, self.preparer.check_prompt(plan, text=True)
             assert plan.text_messages is not None and plan.text_config is not None
-            res = self._generate(job, plan.text_messages, plan.text_config, None, hook(on_tokens), hook(on_draft))
+            res = self._generate(job, plan.text_messages, plan.text_config, None, hook(on_tokens, True),
+                                 hook(on_draft))
         lp = None
         if plan.logprobs is not None and prompt_ids is not None:
             from .logprobs import token_logprobs

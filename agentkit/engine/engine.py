@@ -29,8 +29,8 @@ from .attention import use_fast_decode_attention
 from .backbone import Backbone
 from .batch import BatchSeat, Locked
 from .decode import Decoder
-from .lines import RepeatedLine
 from .gemma import GemmaBackbone, gemma_sampler
+from .lines import RepeatedLine
 from .llama_cpp import LlamaOptions, choose_backend
 from .llama_cpp import load_default as load_default_llama
 from .prefix import PrefixCache, default_bytes, unsupported

@@ -24,8 +24,6 @@ from pydantic import ValidationError
 from ..config import MODES, DecodeConfig, Mode
 from ..constrain.nodes import Template
 from ..engine.stats import GenerationResult
-from ..settings import BY_NAME as SETTING
-from ..toolcall import MAX_PARALLEL_CALLS
 from ..errors import (
     AgentRunError,
     ContextLengthError,
@@ -34,6 +32,8 @@ from ..errors import (
     UsageLimitExceeded,
     UserError,
 )
+from ..settings import BY_NAME as SETTING
+from ..toolcall import MAX_PARALLEL_CALLS
 from . import _decide as decide_
 from . import _repeat as repeat_
 from . import _settings as settings_
@@ -54,7 +54,7 @@ from ._messages import (
     UserPromptPart,
     to_chat,
 )
-from ._otel import Instrumentation, as_instrumentation, end_iteration, end_run, start_iteration
+from ._otel import Instrumentation, as_instrumentation, end_iteration, end_run, genai_finish, start_iteration
 from ._repeat import OnRepeat, RepeatKey
 from ._result import RunResult, RunState
 from ._settings import ModelSettings
@@ -284,7 +284,7 @@ class Agent(Generic[DepsT, OutputT]):
         if otel is not None:
             run.spans["otel"] = otel
             run.spans["run"] = otel.start(f"invoke_agent {self.name}", attributes={
-                "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": self.name, "gen_ai.system": "agentkit",
+                "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": self.name, "gen_ai.provider.name": "agentkit",
                 "agentkit.run_id": run.run_id})
         error: BaseException | None = None
         try:
@@ -584,7 +584,7 @@ class Agent(Generic[DepsT, OutputT]):
             kwargs["on_tokens"] = stream
         otel = run.spans.get("otel")
         span = otel.start(f"chat {self._model_name()}", run.spans.get("iteration"), {
-            "gen_ai.operation.name": "chat", "gen_ai.system": "agentkit", "gen_ai.request.model": self._model_name(),
+            "gen_ai.operation.name": "chat", "gen_ai.provider.name": "agentkit", "gen_ai.request.model": self._model_name(),
             "gen_ai.request.temperature": config.temperature, "gen_ai.request.top_p": config.top_p,
             "gen_ai.request.max_tokens": config.max_new_tokens, "gen_ai.request.seed": config.seed,
             "agentkit.mode": config.mode, "agentkit.step": step}) if otel else None
@@ -616,7 +616,8 @@ class Agent(Generic[DepsT, OutputT]):
                   s.encoder_forwards + s.decoder_forwards, s.latency_ms, s.finish_reason)
         if otel:
             otel.end(span, {"gen_ai.usage.input_tokens": s.prompt_tokens, "gen_ai.usage.output_tokens": s.output_tokens,
-                            "gen_ai.response.finish_reasons": [s.finish_reason]})
+                            "gen_ai.response.finish_reasons": [genai_finish(s.finish_reason)],
+                            "agentkit.finish_reason": s.finish_reason})
         return result
 
     def _partial(self, run: RunState, step: str, iteration: int, mode: str, t0: float,

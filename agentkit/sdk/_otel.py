@@ -4,7 +4,9 @@ Span tree of one run::
 
     invoke_agent {agent}            gen_ai.operation.name=invoke_agent, gen_ai.agent.name, agentkit.run_id
     └── iteration {n} {step}        agentkit.* = the iteration's trace record (step, mode, forwards, ms, ...)
-        ├── chat {model}            gen_ai.operation.name=chat, gen_ai.request.*, gen_ai.usage.*, finish reasons
+        ├── chat {model}            gen_ai.operation.name=chat, gen_ai.provider.name=agentkit, gen_ai.request.*,
+        │                           gen_ai.usage.*, gen_ai.response.finish_reasons (stop | length | error; agentkit's
+        │                           own reason in agentkit.finish_reason)
         └── execute_tool {tool}     gen_ai.operation.name=execute_tool, gen_ai.tool.name, gen_ai.tool.call.*
 
 Turn it on per agent (``Agent(..., instrument=True)``) or for every agent (``Agent.instrument_all()``); spans go
@@ -55,6 +57,12 @@ class Instrumentation:
             return None
         text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
         return text if len(text) <= MAX_ATTR else text[: MAX_ATTR - 1] + "…"
+
+
+def genai_finish(reason: str) -> str:
+    """A finish reason in the GenAI conventions' words: ``template`` (the output is complete under its template)
+    is ``stop``; ``cancelled`` (a time limit or cancellation stopped it) is ``error``; the rest as they are."""
+    return {"template": "stop", "cancelled": "error"}.get(reason, reason)
 
 
 def as_instrumentation(instrument: bool | Instrumentation | None) -> Instrumentation | None:

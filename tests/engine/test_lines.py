@@ -14,7 +14,7 @@ W = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 6}
 
 
 def _decoder(text_of):
-    return RepeatedLine(lambda ids: "".join(text_of[i] for i in ids), lambda: [])
+    return RepeatedLine(lambda ids: "".join(text_of[i] for i in ids), list)
 
 
 def test_the_check_fires_on_a_complete_repeated_line_only():

@@ -58,7 +58,9 @@ async def test_span_tree_and_attributes(spans):
     chat = next(c for c in chats if c.parent.span_id == first.context.span_id)
     assert chat.attributes["gen_ai.operation.name"] == "chat"
     assert chat.attributes["gen_ai.usage.output_tokens"] == rec.output_tokens
-    assert tuple(chat.attributes["gen_ai.response.finish_reasons"]) == ("template",)
+    assert tuple(chat.attributes["gen_ai.response.finish_reasons"]) == ("stop",)  # the conventions' word
+    assert chat.attributes["agentkit.finish_reason"] == "template"
+    assert chat.attributes["gen_ai.provider.name"] == "agentkit" and "gen_ai.system" not in chat.attributes
     assert chat.attributes["gen_ai.request.temperature"] == 0.0
 
 
