@@ -38,7 +38,7 @@ from . import _decide as decide_
 from . import _repeat as repeat_
 from . import _settings as settings_
 from . import _steps as steps
-from ._callbacks import draft_callback, token_callback
+from ._callbacks import draft_callback, text_callback, token_callback
 from ._context import RunContext, RunUsage
 from ._decide import Decide
 from ._events import AgentEvent, Reply, StepStarted, TextDelta, ToolCall, ToolResult
@@ -198,6 +198,7 @@ class Agent(Generic[DepsT, OutputT]):
         self._null_scores = decide_.NullScores()  # the decision's baseline, shared by this agent's runs
         self._templates: dict[tuple[str, str], Template] = {}  # by (step, JSON style)
         self._streams_tokens = "on_tokens" in _keywords(self.generator.generate)
+        self._streams_text = not self._streams_tokens and "on_text" in _keywords(self.generator.generate)
 
     @classmethod
     def instrument_all(cls, instrument: bool | Instrumentation = True) -> None:
@@ -582,6 +583,8 @@ class Agent(Generic[DepsT, OutputT]):
         stream = token_callback(run.emit, self.generator, iteration, step) if self._streams_tokens else None
         if stream is not None:
             kwargs["on_tokens"] = stream
+        elif self._streams_text and (stream := text_callback(run.emit, iteration, step)) is not None:
+            kwargs["on_text"] = stream  # a generator that streams text (HTTP: the server's SSE)
         otel = run.spans.get("otel")
         span = otel.start(f"chat {self._model_name()}", run.spans.get("iteration"), {
             "gen_ai.operation.name": "chat", "gen_ai.provider.name": "agentkit", "gen_ai.request.model": self._model_name(),

@@ -44,6 +44,28 @@ def draft_callback(emit: Emit | None, generator: Any, iteration: int) -> Callabl
     return on_draft
 
 
+def text_callback(emit: Emit | None, iteration: int, step: str) -> Callable[[str], None] | None:
+    """Text pieces (a generator that streams text, not ids: ``HTTPGenerator``) -> ``TextDelta`` events;
+    ``.flush(final_text)`` sends any rest of the final text (the server's stop-string cut can hold a tail back)."""
+    send = threadsafe(emit)
+    if send is None:
+        return None
+    sent = [""]
+
+    def on_text(delta: str) -> None:
+        if delta:
+            sent[0] += delta
+            send(TextDelta(iteration, step, delta))
+
+    def flush(final: str) -> None:
+        if len(final) > len(sent[0]) and final.startswith(sent[0]):
+            send(TextDelta(iteration, step, final[len(sent[0]):]))
+            sent[0] = final
+
+    on_text.flush = flush  # type: ignore[attr-defined]
+    return on_text
+
+
 def token_callback(emit: Emit | None, generator: Any, iteration: int, step: str) -> Callable[[list[int]], None] | None:
     """Committed token ids -> ``TextDelta`` events (text decoded incrementally; an incomplete UTF-8 sequence waits
     for the tokens that finish it). ``.flush(final_text)`` sends what was held back once the generation ends."""

@@ -18,6 +18,7 @@ from ..errors import UserError
 
 OnDraft = Callable[[list[int], list[bool]], None]  # canvas token ids, which positions are fixed
 OnTokens = Callable[[list[int]], None]  # token ids just committed to the output
+OnText = Callable[[str], None]  # text just committed to the output (a generator that sees text, not ids: HTTP)
 
 
 @runtime_checkable
@@ -28,7 +29,8 @@ class Generator(Protocol):
     ``template is None`` means free text. ``on_draft`` may be called from any thread.
 
     A generator may also accept ``on_tokens`` (a keyword argument: called, from any thread, with each run of
-    token ids as it is committed to the output); the agent passes it when the signature has it, for text streaming.
+    token ids as it is committed to the output) or ``on_text`` (called with each piece of text as it arrives:
+    ``HTTPGenerator``, from the server's SSE); the agent passes one when the signature has it, for text streaming.
     """
 
     async def generate(

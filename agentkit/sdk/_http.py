@@ -31,7 +31,7 @@ from ..engine.stats import DecodeStats, GenerationResult
 from ..errors import ModelHTTPError, UserError
 
 if TYPE_CHECKING:  # _generator builds an HTTPGenerator for a URL: importing it here would be a cycle
-    from ._generator import OnDraft
+    from ._generator import OnDraft, OnText
 
 _STATS_FIELDS = {f.name for f in fields(DecodeStats)}
 log = logging.getLogger("agentkit.sdk.http")
@@ -135,11 +135,46 @@ class HTTPGenerator:
         return body
 
     async def generate(self, messages: list[dict[str, str]], config: DecodeConfig, template: Template | None = None,
-                       on_draft: OnDraft | None = None) -> GenerationResult:
-        response = await self._post(self.request_body(messages, config, template))
-        return self._parse(response, config, template)
+                       on_draft: OnDraft | None = None, on_text: OnText | None = None) -> GenerationResult:
+        """One generation. With ``on_text`` (a run being streamed) the request is ``"stream": true`` and each
+        content delta of the server's SSE is passed to it as it arrives."""
+        body = self.request_body(messages, config, template)
+        if on_text is None:
+            return self._parse(await self._post(body), config, template)
+        return await self._stream({**body, "stream": True}, config, template, on_text)
 
-    async def _post(self, body: dict[str, Any]) -> httpx.Response:
+    async def _stream(self, body: dict[str, Any], config: DecodeConfig, template: Template | None,
+                      on_text: OnText) -> GenerationResult:
+        response = await self._post(body, stream=True)
+        text, last = "", None
+        try:
+            async for line in response.aiter_lines():
+                if not line.startswith("data: {"):
+                    continue  # event names, blank lines, [DONE]
+                data = json.loads(line[6:])
+                if isinstance(data.get("error"), dict):  # an error after the stream began
+                    raise ModelHTTPError(f"{self.url} failed mid-stream: {data['error'].get('message')}",
+                                         200, line[6:2006])
+                if not data.get("choices"):
+                    continue  # extension events (canvas drafts)
+                choice = data["choices"][0]
+                delta = (choice.get("delta") or {}).get("content")
+                if delta:
+                    text += delta
+                    on_text(delta)
+                if choice.get("finish_reason"):
+                    last = data
+        except (httpx.HTTPError, json.JSONDecodeError) as e:
+            raise ModelHTTPError(f"{self.url} stream failed: {type(e).__name__}: {e}") from e
+        finally:
+            await response.aclose()
+        if last is None:
+            raise ModelHTTPError(f"{self.url} ended its stream without a finish_reason", response.status_code)
+        return self._result(text, last["choices"][0], last, config, template)
+
+    async def _post(self, body: dict[str, Any], stream: bool = False) -> httpx.Response:
+        """The response to ``body`` (``stream``: its head read, the body left to the caller), retried as the class
+        says; a 4xx (or a 5xx after the last attempt) is a ``ModelHTTPError``."""
         client = self._http()
         retryable = retry_if_exception(lambda e: isinstance(e, (_RetryableStatus, *_RETRY_CONNECT)))
         retrying = AsyncRetrying(stop=stop_after_attempt(self.max_attempts), wait=self._wait, retry=retryable,
@@ -147,7 +182,9 @@ class HTTPGenerator:
         try:
             async for attempt in retrying:
                 with attempt:
-                    response = await client.post(self.url, json=body)
+                    response = await client.send(client.build_request("POST", self.url, json=body), stream=stream)
+                    if stream and response.status_code >= 400:
+                        await response.aread()  # an error body is small: read it for the message
                     if response.status_code == 429 or response.status_code >= 500:
                         raise _RetryableStatus(response)
         except _RetryableStatus as e:
@@ -182,6 +219,12 @@ class HTTPGenerator:
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as e:
             raise ModelHTTPError(f"{self.url} sent a malformed completion ({type(e).__name__}: {e})",
                                  response.status_code, response.text[:2000]) from None
+        return self._result(text, choice, data, config, template)
+
+    def _result(self, text: str, choice: dict[str, Any], data: dict[str, Any], config: DecodeConfig,
+                template: Template | None) -> GenerationResult:
+        """A ``GenerationResult`` from the reply's text, its choice (the finish reason) and the body (or last chunk)
+        carrying ``usage`` and ``agentkit_stats``."""
         usage = data.get("usage") or {}
         raw = data.get("agentkit_stats") or {}
         stats = DecodeStats(**{k: v for k, v in raw.items() if k in _STATS_FIELDS})

@@ -10,6 +10,10 @@ last. One stream per run: they read the same events.
 from __future__ import annotations
 
 import asyncio
+import functools
+import operator
+import types
+import typing
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Self
 
@@ -142,16 +146,21 @@ class StreamedRunResult:
 
 
 class _PartialValidator:
-    """Partial JSON text -> a partial output: a model with every field optional (nested models stay strict and
-    appear once complete), the ``response`` value so far for a type asked for wrapped (``int``, ``list[T]``; see
-    ``OutputSpec``), or the parsed value otherwise; None when nothing parses yet."""
+    """Partial JSON text -> a partial output: a model with every field optional, nested models (and lists of them)
+    partial too, so they fill as the text does; the ``response`` value so far for a type asked for wrapped
+    (``int``, ``list[T]``; see ``OutputSpec``), or the parsed value otherwise; None when nothing parses yet.
+
+    Partials never go backwards (:func:`_merge`): a field once seen stays until it grows (a string that extends
+    it, a list that gets longer) or changes to another value; a canvas whose next draft shortens a prefix, or drops
+    a number it is rewriting, leaves the field as it was. The final output is validated apart, whatever the
+    partials said."""
 
     def __init__(self, output_type: Any, wrapped: bool = False) -> None:
         self.wrapped = wrapped
         self.model: type[BaseModel] | None = None
+        self.last: Any = None
         if isinstance(output_type, type) and issubclass(output_type, BaseModel):
-            fields = {k: (f.annotation | None, None) for k, f in output_type.model_fields.items()}  # type: ignore[operator]
-            self.model = create_model(f"Partial{output_type.__name__}", **fields)  # type: ignore[call-overload]
+            self.model = _partial_model(output_type)
 
     def __call__(self, text: str) -> Any:
         text = text.strip()
@@ -162,14 +171,15 @@ class _PartialValidator:
         except ValueError:
             return None
         if self.wrapped:
-            return value.get(RESPONSE_KEY) if isinstance(value, dict) else None
-        if self.model is None:
+            value = value.get(RESPONSE_KEY) if isinstance(value, dict) else None
+        self.last = value = _merge(self.last, value)
+        if self.wrapped or self.model is None:
             return value
         if not isinstance(value, dict):
             return None
         try:
             return self.model.model_validate(value)
-        except ValidationError:  # an incomplete nested value: keep the fields that validate alone
+        except ValidationError:  # a value that does not validate yet: keep the fields that validate alone
             good = {}
             for k, v in value.items():
                 try:
@@ -178,6 +188,46 @@ class _PartialValidator:
                 except ValidationError:
                     continue
             return self.model.model_validate(good)
+
+
+def _merge(old: Any, new: Any) -> Any:
+    """``new`` over ``old`` without going backwards: keys and list items ``old`` had and ``new`` lacks stay; a
+    string stays unless ``new`` extends it (a draft's rewrite waits for the final output); None never replaces."""
+    if new is None:
+        return old
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = dict(old)
+        for k, v in new.items():
+            out[k] = _merge(old.get(k), v)
+        return out
+    if isinstance(old, list) and isinstance(new, list):
+        merged = [_merge(o, n) for o, n in zip(old, new)]
+        return merged + (old[len(new):] if len(old) > len(new) else new[len(old):])
+    if isinstance(old, str) and isinstance(new, str):
+        return new if new.startswith(old) else old
+    return new
+
+
+_PARTIAL: dict[type, type[BaseModel]] = {}
+
+
+def _partial_model(model: type[BaseModel]) -> type[BaseModel]:
+    """``model`` with every field optional (default None), its nested models partial too."""
+    if model not in _PARTIAL:
+        fields = {k: (_partial_type(f.annotation) | None, None) for k, f in model.model_fields.items()}
+        _PARTIAL[model] = create_model(f"Partial{model.__name__}", **fields)  # type: ignore[call-overload]
+    return _PARTIAL[model]
+
+
+def _partial_type(tp: Any) -> Any:
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return _partial_model(tp)
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is list and args:
+        return list[_partial_type(args[0])]  # type: ignore[misc]
+    if origin in (typing.Union, types.UnionType) and args:
+        return functools.reduce(operator.or_, [_partial_type(a) for a in args])
+    return tp
 
 
 def _decode(decode: Any, ids: list[int]) -> str:
