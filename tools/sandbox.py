@@ -33,6 +33,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from agentkit.tools.limits import PidsCgroup, SandboxLimits
+from agentkit.tools.seccomp import socket_filter
 
 from agentkit.errors import WorkspaceError
 
@@ -43,7 +44,8 @@ ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/l
              "/etc/hosts", "/etc/alternatives", "/etc/mime.types")  # fmt: skip
 DESCRIPTIONS = {
     "bwrap": "bwrap: only system dirs, Python and the workspace bound in (system and Python read-only); control "
-             "paths (.git, venvs) read-only; private /tmp; no host sockets; no network; own PID/IPC/UTS namespaces",
+             "paths (.git, venvs) read-only; private /tmp; no host sockets; no network; no new unix or network "
+             "sockets (seccomp); own PID/IPC/UTS namespaces",
     "unshare": "unshare: no network, own PID namespace, read-only outside the workspace, control paths (.git, "
                "venvs) read-only; host files readable and host socket files reachable (bwrap not available)",
     "none": "none: bwrap, unshare or user namespaces unavailable (clean environment, process group and rlimits only; "
@@ -53,10 +55,12 @@ DESCRIPTIONS = {
 
 @dataclass
 class Prepared:
-    """A command ready for ``Popen``: its ``argv`` (launchers and sandbox included) and clean ``env``."""
+    """A command ready for ``Popen``: its ``argv`` (launchers and sandbox included), clean ``env`` and the file
+    descriptors it must inherit (``fds``: the seccomp program bwrap reads; closed by the caller after the run)."""
 
     argv: list[str]
     env: dict[str, str]
+    fds: tuple[int, ...] = ()
 
 
 def pick_mode(wanted: str) -> str:
@@ -79,7 +83,10 @@ def prepare(mode: str, root: Path, tmp: str, exe: list[str], limits: SandboxLimi
     inner = [*limits.inner(nproc=mode != "none"), *exe]
     outer = limits.outer(cgroup)
     if mode == "bwrap":
-        return Prepared([*outer, *bwrap_argv(root, tmp, inner, limits, ro_paths)], env)
+        fd = _seccomp_fd(tmp)
+        seccomp = ["--seccomp", str(fd)] if fd is not None else []
+        return Prepared([*outer, *bwrap_argv(root, tmp, inner, limits, ro_paths, seccomp)], env,
+                        (fd,) if fd is not None else ())
     if mode == "unshare":
         return Prepared([*outer, *UNSHARE, "sh", "-c", UNSHARE_SH, "sandbox", str(root), tmp, *inner], env)
     return Prepared([*outer, *inner], env)
@@ -88,12 +95,24 @@ def prepare(mode: str, root: Path, tmp: str, exe: list[str], limits: SandboxLimi
 ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "SYSTEMROOT", "PYTHONHASHSEED")
 
 
-def bwrap_argv(root: Path, tmp: str, inner: list[str], limits: SandboxLimits, ro_paths: tuple[str, ...]) -> list[str]:
+def _seccomp_fd(tmp: str) -> int | None:
+    """A read descriptor of the socket filter (``agentkit.tools.seccomp``) written under ``tmp``; None where there
+    is no filter for this architecture."""
+    program = socket_filter()
+    if program is None:
+        return None
+    path = os.path.join(tmp, "sandbox-seccomp.bpf")
+    Path(path).write_bytes(program)
+    return os.open(path, os.O_RDONLY)
+
+
+def bwrap_argv(root: Path, tmp: str, inner: list[str], limits: SandboxLimits, ro_paths: tuple[str, ...],
+               seccomp: list[str] | None = None) -> list[str]:
     """bubblewrap's argv; order matters (a later mount covers an earlier one): ``/tmp`` and the read-only Python
     dirs first (the workspace may lie under either), then the workspace read-write, then what must stay read-only
     inside it (Python dirs there, control paths)."""
     a = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-         "--hostname", "sandbox"]  # fmt: skip
+         "--hostname", "sandbox", *(seccomp or [])]  # fmt: skip
     for d in SYSTEM_DIRS:
         if os.path.islink(d):
             a += ["--symlink", os.readlink(d), d]

@@ -506,7 +506,11 @@ class Workspace:
         try:
             with tempfile.TemporaryFile() as out, tempfile.TemporaryDirectory(prefix="agentkit-ws-") as tmp:
                 run = prepare(self.isolation, self.root, tmp, exe, self.limits, cgroup, self.sandbox_ro_paths)
-                code, timed_out = self._run(run.argv, run.env, out)
+                try:
+                    code, timed_out = self._run(run.argv, run.env, out, run.fds)
+                finally:
+                    for fd in run.fds:
+                        os.close(fd)
                 output = self._read_output(out)
             hit = limits_hit(self.limits, code, timed_out, output, cgroup)
             enforced = enforcement(self.limits, self.isolation, cgroup)
@@ -534,10 +538,11 @@ class Workspace:
         _check_args(argv[len(prefix) :])
         return [sys.executable, *argv[1:]] if argv[0] in ("python", "python3") else list(argv)
 
-    def _run(self, argv: list[str], env: dict[str, str], out: IO[bytes]) -> tuple[int, bool]:
-        """Run to completion or the timeout; the whole process group is killed either way."""
+    def _run(self, argv: list[str], env: dict[str, str], out: IO[bytes], fds: tuple[int, ...] = ()
+             ) -> tuple[int, bool]:
+        """Run to completion or the timeout (``fds`` inherited); the whole process group is killed either way."""
         try:
-            proc = subprocess.Popen(argv, cwd=self.root, stdin=subprocess.DEVNULL, stdout=out,
+            proc = subprocess.Popen(argv, cwd=self.root, stdin=subprocess.DEVNULL, stdout=out, pass_fds=fds,
                                     stderr=subprocess.STDOUT, env=env, start_new_session=True)  # fmt: skip
         except (OSError, subprocess.SubprocessError) as err:
             raise WorkspaceError(f"cannot run {argv[-1]!r} in the {self.isolation!r} sandbox: {err}") from None

@@ -112,9 +112,8 @@ def test_host_unix_socket_and_outside_files_unreachable(repo, tmp_path):
     secret = tmp_path / "secret.txt"
     secret.write_text("top secret\n")
     _write_test(repo, f"""
-s = socket.socket(socket.AF_UNIX)
-try:
-    s.connect({str(sock_path)!r})
+try:  # refused twice over: no socket file is mounted, and (seccomp) no AF_UNIX socket can be made
+    socket.socket(socket.AF_UNIX).connect({str(sock_path)!r})
     reached = True
 except OSError:
     reached = False
@@ -199,3 +198,40 @@ def test_isolation_choice(repo):
         SandboxLimits(memory_bytes=0)
     with pytest.raises(WorkspaceError, match="positive int"):
         SandboxLimits(cpu_seconds="10")  # type: ignore[arg-type]
+
+
+@NEEDS_BWRAP
+@pytest.mark.skipif(__import__("agentkit.tools.seccomp", fromlist=["x"]).socket_filter() is None,
+                    reason="no seccomp program for this architecture")
+def test_no_new_unix_or_network_sockets_in_bwrap(repo):
+    """The seccomp filter: socket() for AF_UNIX / AF_INET / AF_INET6 fails with EAFNOSUPPORT whatever is mounted;
+    socketpair() (asyncio's self-pipe) still works."""
+    _write_test(repo, """
+import errno
+for family in (socket.AF_UNIX, socket.AF_INET, socket.AF_INET6):
+    try:
+        socket.socket(family).close()
+        made = True
+    except OSError as e:
+        made = e.errno
+    assert made == errno.EAFNOSUPPORT, (family, made)
+a, b = socket.socketpair()
+a.sendall(b"x")
+assert b.recv(1) == b"x"
+""")
+    res = Workspace(repo, isolation="bwrap").run_tests(Q)
+    assert res["exit_code"] == 0, res["output"]
+    assert "seccomp" in res["isolation"]
+
+
+def test_the_socket_filter_program():
+    from agentkit.tools.seccomp import socket_filter
+
+    prog = socket_filter("x86_64")
+    assert prog is not None and len(prog) % 8 == 0 and socket_filter("riscv64") is None
+    import struct
+
+    ins = [struct.unpack("=HBBI", prog[i:i + 8]) for i in range(0, len(prog), 8)]
+    assert ins[0] == (0x20, 0, 0, 4) and ins[1][3] == 0xC000003E  # the architecture is checked first
+    assert ins[-3][3] == 0x7FFF0000 and ins[-2][3] == 0x00050000 | 97  # allow, and EAFNOSUPPORT for the families
+    assert (socket_filter("aarch64") or b"")[12:16] == struct.pack("=I", 0xC00000B7)
