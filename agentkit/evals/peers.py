@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..toolcall import call_schema
+from ..toolcall import MAX_PARALLEL_CALLS, call_schema
 
 PEERS: tuple[str, ...] = ("outlines-xgrammar", "outlines-llguidance", "outlines-core", "llama-cpp")
 _OUTLINES_BACKEND = {"outlines-xgrammar": "xgrammar", "outlines-llguidance": "llguidance",
@@ -36,8 +36,13 @@ class PeerUnavailable(Exception):
 
 
 def item_schema(item) -> dict:
-    """The closed call schema of a BFCL item: what agentkit's call template is compiled from."""
-    return call_schema([(n, item.call_params(n)) for n in item.names])
+    """The closed call schema of a BFCL item: what agentkit's call template is compiled from. A parallel category's
+    item: a JSON array of 1 to ``MAX_PARALLEL_CALLS`` such calls (a peer's grammar is a JSON Schema, so its calls
+    come as an array where agentkit writes one per line; the scorer reads both)."""
+    one = call_schema([(n, item.call_params(n)) for n in item.names])
+    if item.parallel:
+        return {"type": "array", "items": one, "minItems": 1, "maxItems": MAX_PARALLEL_CALLS}
+    return one
 
 
 def _stats(output_tokens: int, latency_ms: float, compile_ms: float, prompt_tokens: int, finish: str) -> dict:

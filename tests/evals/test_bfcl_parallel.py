@@ -67,3 +67,16 @@ def test_the_suite_runs_a_parallel_file(data, tmp_path):
     assert row["category"] == "parallel" and row["valid"] and 1 <= len(row["calls"]) <= MAX_CALLS
     assert row["error_type"] in ("", "parallel:wrong_count", "parallel:no_match")  # scored by the parallel checker
     assert json.loads((tmp_path / "r.json").read_text())["items"][0]["calls"] == row["calls"]
+
+
+def test_a_peer_gets_an_array_of_calls_for_a_parallel_item(data):
+    from agentkit.evals.peers import item_schema
+
+    (item,) = load_bfcl(data)
+    schema = item_schema(item)
+    assert schema["type"] == "array" and schema["maxItems"] == MAX_CALLS
+    calls = [{"name": "get_weather", "arguments": {"city": "Paris", "days": 2}},
+             {"name": "get_weather", "arguments": {"city": "Rome"}}]
+    import json
+
+    assert evaluate(item, json.dumps(calls), calls)["success"]  # a peer's array scores as agentkit's lines do
