@@ -330,7 +330,9 @@ def start(server: ServerConfig, cfg: RayServeConfig) -> bool:
 
     os.environ.setdefault(PROXY_CALLBACK_ENV, PROXY_CALLBACK)  # a local Ray's proxy inherits it
     started = connect(cfg.address, num_cpus=cfg.local_num_cpus, runtime_env=cfg.runtime_env)
-    serve.start(http_options={"host": cfg.host, "port": cfg.port,
+    # the proxy is Serve's uvicorn: keep-alive is set here; the head timeout and the connection cap of agentkit's own
+    # uvicorn (serving/connections.py) have no Serve option (docs/ray.md, "Connection limits under Ray")
+    serve.start(http_options={"host": cfg.host, "port": cfg.port, "keep_alive_timeout_s": server.keep_alive_s,
                               "request_timeout_s": server.request_timeout_s + 10})
     serve.run(application(server, cfg), name=cfg.app_name, route_prefix="/", blocking=False)
     return started
