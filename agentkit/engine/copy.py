@@ -162,21 +162,39 @@ class CopyPrior:
             digits = _number_tail(out) if numbers and self.numbers else None  # outside a string: no second scan
             if digits is None or not (digits or first_digit) or not any(n.startswith(digits) for n in self.numbers):
                 return logits  # no number begun (or may begin), or one that copies none of the source's
-            return self._add(logits, allowed, bonus, lambda tok: self.copies_number(digits, tok, first_digit))
+            cut = (lambda tok: self.cuts_number(digits, tok)) if first_digit else None
+            return self._add(logits, allowed, bonus, lambda tok: self.copies_number(digits, tok, first_digit), cut)
         conts = self.continuations(value) if value else None
         if value and not conts:
             return logits  # the value so far is no copy of the prompt: nothing to continue
         return self._add(logits, allowed, bonus, lambda tok: self.copies(value, tok, conts))
 
-    def _add(self, logits: torch.Tensor, allowed: torch.Tensor, bonus: float, copies) -> torch.Tensor:
+    def cuts_number(self, digits: bytes, token: bytes) -> bool:
+        """Whether ``token`` ends the number at ``digits`` (+ its own number bytes) that only begins one of the
+        source's numbers: ``127`` of ``$127,000``, ``2`` of ``2.1``, where a copy stopped at a thousands separator or
+        a decimal point (the extract figures: 14 of 40 salaries written ``127`` for ``$127,000``)."""
+        i = 0
+        while i < len(token) and token[i] in NUMBER_BYTES:
+            i += 1
+        head = digits + token[:i]
+        if i == len(token) or not head or head in self.numbers:
+            return False
+        return any(n.startswith(head) for n in self.numbers)
+
+    def _add(self, logits: torch.Tensor, allowed: torch.Tensor, bonus: float, copies, cuts=None) -> torch.Tensor:
+        """``bonus`` added to the tokens among the likeliest allowed that ``copies``, taken from those that
+        ``cuts`` (a copy stopped short; only with ``DecodeConfig.copy_first_digit``, extract's setting)."""
         k = min(TOP, int(allowed.sum()))
         if k == 0:
             return logits
         top = torch.topk(masked_logits(logits, allowed), k).indices.tolist()
-        hit = [t for t in top if t < len(self.token_bytes) and self.token_bytes[t] is not None
-               and copies(self.token_bytes[t])]
+        known = [t for t in top if t < len(self.token_bytes) and self.token_bytes[t] is not None]
+        hit = [t for t in known if copies(self.token_bytes[t])]
+        cut = [t for t in known if cuts(self.token_bytes[t])] if cuts is not None and hit else []
         if not hit:
             return logits
         out_logits = logits.clone()
         out_logits[hit] += bonus
+        if cut:
+            out_logits[cut] -= bonus
         return out_logits
