@@ -93,6 +93,19 @@ def test_which_tokens_copy_a_number():
     assert prior.bias(logits, allowed, b'{"budget": ', 3.0) is logits  # nor does the prior pick the first digit
 
 
+def test_a_number_that_only_begins_a_source_number_is_not_ended_under_first_digit():
+    """extract's setting (copy_first_digit): ending a number at a thousands separator of the source's number (127 of
+    $127,000) loses the bonus; without it (tool calls, BFCL) only the copies get one."""
+    vocab = [b"000", b",", b"}", b" ", b"5"]
+    prior = CopyPrior(b"John earns $127,000 and is 41.", vocab)
+    assert prior.cuts_number(b"127", b",") and prior.cuts_number(b"12", b"}") and not prior.cuts_number(b"41", b",")
+    assert not prior.cuts_number(b"127", b"000") and not prior.cuts_number(b"9", b",")  # continuing; no source number
+    logits, allowed = torch.zeros(len(vocab)), torch.ones(len(vocab), dtype=torch.bool)
+    after = prior.bias(logits, allowed, b'{"salary": 127', 2.0, first_digit=True)
+    assert after.tolist() == [2.0, -2.0, -2.0, -2.0, 0.0]
+    assert prior.bias(logits, allowed, b'{"salary": 127', 2.0).tolist() == [2.0, 0.0, 0.0, 0.0, 0.0]
+
+
 def test_copy_bias_is_validated():
     with pytest.raises(InvalidRequestError, match="copy_bias"):
         DecodeConfig(copy_bias=-1.0)
