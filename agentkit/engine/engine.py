@@ -323,6 +323,12 @@ class Engine:
             {"ar": dec.ar, "diffusion": dec.diffusion, "verify": dec.verify}[cfg.mode]()
         else:
             dec.stats.finish_reason = dec._finish_reason()
+        return self._result(dec, cfg, template, repeated, t_start)
+
+    def _result(self, dec: Decoder, cfg: DecodeConfig, template: Template | None, repeated: RepeatedLine | None,
+                t_start: float) -> GenerationResult:
+        """The decoded output as a result: its text (a ``jsonl`` output cut at its first repeated line, any output at
+        a stop string), the template's parsed value when it completed, the latency from ``t_start``."""
         with self.lock:
             text = self.tokenizer.decode(dec.out, skip_special_tokens=False)
         cut = repeated.cut(dec.out) if repeated is not None else None
@@ -330,9 +336,9 @@ class Engine:
             text, dec.out = cut
             dec.stats.finish_reason = "template"
         if cfg.stop:
-            cut = min((i for i in (text.find(s) for s in cfg.stop) if i >= 0), default=-1)
-            if cut >= 0:
-                text, dec.stats.finish_reason = text[:cut], "stop"
+            at = min((i for i in (text.find(s) for s in cfg.stop) if i >= 0), default=-1)
+            if at >= 0:
+                text, dec.stats.finish_reason = text[:at], "stop"
         stats = dec.stats
         stats.output_tokens = len(dec.out)
         stats.latency_ms = 1000 * (time.perf_counter() - t_start)
