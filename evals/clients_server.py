@@ -23,9 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import socket
 import sys
-import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -44,24 +42,6 @@ class City(BaseModel):
 TEXT = "Paris is the capital of France and has about 2.1 million inhabitants."
 QUESTION = [{"role": "user", "content": "What is the weather in Paris?"}]
 WEATHER = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
-
-
-def serve(app: Any) -> tuple[str, Callable[[], None]]:
-    import uvicorn
-
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    srv = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-    th = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
-    th.start()
-    while not srv.started:
-        time.sleep(0.05)
-
-    def stop() -> None:
-        srv.should_exit = True
-        th.join(10)
-
-    return f"http://127.0.0.1:{sock.getsockname()[1]}/v1", stop
 
 
 def openai_checks(url: str) -> dict[str, Callable[[], str]]:
@@ -228,10 +208,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", type=Path, required=True)
     a = ap.parse_args(argv)
 
-    from agentkit.engine.engine import Engine
     from agentkit.serving.app import create_app
+    from ttfb_server import _serve  # evals/ttfb_server.py: the app on a loopback port, uvicorn in a thread
 
-    url, stop = serve(create_app(Engine()))
+    from agentkit.engine.engine import Engine
+
+    base, stop = _serve(create_app(Engine()))
+    url = base + "/v1"
     cmd = "python " + " ".join(["evals/clients_server.py", *(argv if argv is not None else sys.argv[1:])])
     result: dict[str, Any] = {"command": cmd, "model": "SmolLM2-135M-Instruct (embedded)", "checks": {}}
     try:

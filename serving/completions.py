@@ -19,57 +19,27 @@ from typing import Any
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-
-from agentkit.validate import SEED_MAX, SEED_MIN
+from pydantic import Field, model_validator
 
 from .admission import check_bounds
 from .plan import RequestPlan, decode_config, prompt_bound
-from .protocol import AgentkitExt, FieldError, SBool, SFloat, SInt, check_json
+from .protocol import AgentkitExt, FieldError, Sampling, SBool, SInt
 from .sse import DONE, event
 from .streaming import Frame, open_stream
 
 DEFAULT_MAX_TOKENS = 16  # OpenAI's completions default
 
 
-class CompletionRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class CompletionRequest(Sampling):
     model: str | None = None
     prompt: str | list[str] | list[int] | list[list[int]]
     max_tokens: SInt | None = Field(default=DEFAULT_MAX_TOKENS, ge=1, le=32768)
-    temperature: SFloat | None = Field(default=None, ge=0, le=2)
-    top_p: SFloat | None = Field(default=None, gt=0, le=1)
-    top_k: SInt | None = Field(default=None, ge=1)
-    seed: SInt | None = Field(default=None, ge=SEED_MIN, le=SEED_MAX)
-    stop: str | list[str] | None = None
     stream: SBool = False
     n: SInt = Field(default=1, ge=1, le=128)
     logprobs: SInt | None = Field(default=None, ge=0, le=5)
     echo: SBool = False
     suffix: str | None = None
     best_of: SInt | None = Field(default=None, ge=1)
-    agentkit: AgentkitExt | None = None
-    frequency_penalty: SFloat | None = None
-    presence_penalty: SFloat | None = None
-    logit_bias: dict[str, float] | None = None
-    user: Any = None
-    stream_options: Any = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _valid_json(cls, data: Any) -> Any:
-        check_json(data)
-        return data
-
-    @field_validator("stop")
-    @classmethod
-    def _stop(cls, v: str | list[str] | None) -> list[str] | None:
-        if v is None:
-            return None
-        v = [v] if isinstance(v, str) else v
-        if len(v) > 4 or any(not s for s in v):
-            raise ValueError("stop must be a non-empty string or a list of at most 4 non-empty strings")
-        return v
 
     @model_validator(mode="after")
     def _supported(self) -> CompletionRequest:
@@ -84,11 +54,6 @@ class CompletionRequest(BaseModel):
         if self.echo and self.logprobs is not None:
             raise FieldError("echo", "echo with logprobs is not supported (the prompt's log-probabilities are "
                                      "not computed)")
-        for name in ("frequency_penalty", "presence_penalty"):
-            if getattr(self, name) not in (None, 0):
-                raise FieldError(name, "not supported (only 0 is accepted)")
-        if self.logit_bias:
-            raise FieldError("logit_bias", "not supported (only an empty object is accepted)")
         return self
 
     @property

@@ -160,45 +160,34 @@ class AgentkitExt(BaseModel):
     schema_prompt: SBool = True
 
 
-class ChatRequest(BaseModel):
+class Body(BaseModel):
+    """A request body's top level: strict (a field neither implemented nor listed is a 400 naming it), every string
+    and number checked before anything else (:func:`check_json`). Chat, completions and responses requests."""
+
     model_config = ConfigDict(extra="forbid")
-    model: str | None = None
-    messages: list[Message] = Field(min_length=1)
-    tools: list[ToolDef] | None = None
-    tool_choice: Literal["auto", "none", "required"] | NamedToolChoice | None = None
-    response_format: ResponseFormat | None = None
-    max_tokens: SInt | None = Field(default=None, ge=1, le=32768)
-    max_completion_tokens: SInt | None = Field(default=None, ge=1, le=32768)
-    temperature: SFloat | None = Field(default=None, ge=0, le=2)
-    top_p: SFloat | None = Field(default=None, gt=0, le=1)
-    top_k: SInt | None = Field(default=None, ge=1)
-    seed: SInt | None = Field(default=None, ge=SEED_MIN, le=SEED_MAX)
-    stop: str | list[str] | None = None
-    stream: SBool = False
-    n: SInt = Field(default=1, ge=1, le=128)  # at most ServerConfig.max_n (checked by the service)
-    logprobs: SBool = False
-    top_logprobs: SInt | None = Field(default=None, ge=0, le=20)
-    agentkit: AgentkitExt | None = None
-    # neutral-only and ignored fields (see IGNORED / NEUTRAL)
-    frequency_penalty: SFloat | None = None
-    presence_penalty: SFloat | None = None
-    logit_bias: dict[str, float] | None = None
-    user: Any = None
-    metadata: Any = None
-    store: Any = None
-    service_tier: Any = None
-    # several calls in one reply (up to agentkit.toolcall.MAX_PARALLEL_CALLS); false: one. None: true, OpenAI's
-    # default (the SDK's is false: agentkit/settings.py)
-    parallel_tool_calls: SBool | None = None
-    prompt_cache_key: Any = None
-    safety_identifier: Any = None
-    stream_options: Any = None
 
     @model_validator(mode="before")
     @classmethod
     def _valid_json(cls, data: Any) -> Any:
         check_json(data)
         return data
+
+
+class Sampling(Body):
+    """The decoding fields chat completions and completions share, checked once here; the penalties and
+    ``logit_bias`` only at their neutral value (:data:`NEUTRAL`)."""
+
+    temperature: SFloat | None = Field(default=None, ge=0, le=2)
+    top_p: SFloat | None = Field(default=None, gt=0, le=1)
+    top_k: SInt | None = Field(default=None, ge=1)
+    seed: SInt | None = Field(default=None, ge=SEED_MIN, le=SEED_MAX)
+    stop: str | list[str] | None = None
+    agentkit: AgentkitExt | None = None
+    frequency_penalty: SFloat | None = None
+    presence_penalty: SFloat | None = None
+    logit_bias: dict[str, float] | None = None
+    user: Any = None
+    stream_options: Any = None
 
     @field_validator("stop")
     @classmethod
@@ -211,12 +200,39 @@ class ChatRequest(BaseModel):
         return v
 
     @model_validator(mode="after")
-    def _neutral(self) -> ChatRequest:
+    def _neutral(self) -> Sampling:
         for name in ("frequency_penalty", "presence_penalty"):
             if getattr(self, name) not in (None, 0):
                 raise FieldError(name, "not supported (only 0 is accepted)")
         if self.logit_bias:
             raise FieldError("logit_bias", "not supported (only an empty object is accepted)")
+        return self
+
+
+class ChatRequest(Sampling):
+    model: str | None = None
+    messages: list[Message] = Field(min_length=1)
+    tools: list[ToolDef] | None = None
+    tool_choice: Literal["auto", "none", "required"] | NamedToolChoice | None = None
+    response_format: ResponseFormat | None = None
+    max_tokens: SInt | None = Field(default=None, ge=1, le=32768)
+    max_completion_tokens: SInt | None = Field(default=None, ge=1, le=32768)
+    stream: SBool = False
+    n: SInt = Field(default=1, ge=1, le=128)  # at most ServerConfig.max_n (checked by the service)
+    logprobs: SBool = False
+    top_logprobs: SInt | None = Field(default=None, ge=0, le=20)
+    # ignored fields (see IGNORED; the neutral-only ones and user, stream_options are Sampling's)
+    metadata: Any = None
+    store: Any = None
+    service_tier: Any = None
+    # several calls in one reply (up to agentkit.toolcall.MAX_PARALLEL_CALLS); false: one. None: true, OpenAI's
+    # default (the SDK's is false: agentkit/settings.py)
+    parallel_tool_calls: SBool | None = None
+    prompt_cache_key: Any = None
+    safety_identifier: Any = None
+
+    @model_validator(mode="after")
+    def _logprobs(self) -> ChatRequest:
         if self.top_logprobs is not None and not self.logprobs:
             raise FieldError("top_logprobs", "requires logprobs: true")
         return self

@@ -37,21 +37,20 @@ from typing import Any, Literal
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError
 
 from agentkit.validate import SEED_MAX, SEED_MIN
 
 from .errors import APIError
 from .plan import response_parts
-from .protocol import AgentkitExt, ChatRequest, SBool, SFloat, SInt, check_json
+from .protocol import AgentkitExt, Body, ChatRequest, SBool, SFloat, SInt
 from .sse import event
 from .streaming import Frame, open_stream
 
 TEXT_PARTS = ("input_text", "output_text", "text")
 
 
-class ResponsesRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class ResponsesRequest(Body):
     model: str | None = None
     input: str | list[dict[str, Any]]
     instructions: str | None = None
@@ -83,12 +82,6 @@ class ResponsesRequest(BaseModel):
     include: list[str] | None = None
     stream_options: Any = None
     reasoning: Any = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _valid_json(cls, data: Any) -> Any:
-        check_json(data)
-        return data
 
 
 def _bad(param: str, message: str, code: str = "unsupported_parameter") -> APIError:

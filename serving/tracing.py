@@ -97,7 +97,9 @@ class Span:
         try:
             async for ev in events:
                 for line in (ev if isinstance(ev, str) else ev.decode()).splitlines():
-                    if line.startswith("data: {"):
+                    # only the events that carry what the span records (usage at the end, an error): not every
+                    # token's chunk is parsed again
+                    if line.startswith("data: {") and ('"usage"' in line or '"error"' in line):
                         data = json.loads(line[6:])
                         if "error" in data and isinstance(data["error"], dict):
                             self.span.set_attribute("error.type", data["error"].get("code") or "error")

@@ -329,8 +329,7 @@ class Engine:
                 t_start: float) -> GenerationResult:
         """The decoded output as a result: its text (a ``jsonl`` output cut at its first repeated line, any output at
         a stop string), the template's parsed value when it completed, the latency from ``t_start``."""
-        with self.lock:
-            text = self.tokenizer.decode(dec.out, skip_special_tokens=False)
+        text = self._decode_locked(dec.out)
         cut = repeated.cut(dec.out) if repeated is not None else None
         if cut is not None:  # the first repeated line and what follows dropped: the lines before it, complete
             text, dec.out = cut
