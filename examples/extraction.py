@@ -1,6 +1,6 @@
 """Extraction example: a meeting note in, a validated pydantic object out, with the step's trace.
 
-    python examples/extraction.py [--mode diffusion|verify|ar]
+    python examples/extraction.py [--mode ar|diffusion|verify]
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ NOTES = [
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--mode", default="diffusion", choices=["ar", "diffusion", "verify"])
+    ap.add_argument("--mode", default="ar", choices=["ar", "diffusion", "verify"])  # ar: the calibrated default
     args = ap.parse_args()
     agent = Agent(default_engine(), output_type=Meeting, name="extract",
                   instructions="Extract the meeting from the user's note as JSON.")
