@@ -70,8 +70,9 @@ SETTINGS: tuple[Setting, ...] = (
             sdk="copy_from", server="agentkit.copy_from"),
     Setting("copy_numbers", "bool", True, (_E, _S, _V, _V2), "the copy prior in number slots too",
             sdk="copy_numbers", server="agentkit.copy_numbers"),
-    Setting("copy_source", "text", None, (_E,), "the copy prior's source text itself (extract: the text being "
-            "extracted); None: as copy_from says", optional=True),
+    Setting("copy_source", "text", None, (_E, _V), "the copy prior's source text itself (extract: the text being "
+            "extracted; the agent's answer after tools: the results' values); None: as copy_from says, and no "
+            "prior on free text", optional=True, server="agentkit.copy_source"),
     Setting("copy_first_digit", "bool", False, (_E, _V), "the number copy prior at a number's first digit too "
             "(on for extract and the server's response_format)", server="agentkit.copy_first_digit"),
     Setting("top_k", "int", None, (_E, _V), "sample among the k likeliest tokens", low=1, optional=True,

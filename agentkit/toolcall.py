@@ -20,7 +20,7 @@ from .constrain.canonical import JsonStyle, json_style
 from .constrain.nodes import Choice, Lit, Repeat, Template, json_lines, seq
 
 __all__ = ["CALL_SEP", "MAX_PARALLEL_CALLS", "CallShape", "ToolSpec", "call_schema", "call_template", "calls_template", "choice_prompt",
-           "json_lines", "parse_call", "parse_calls", "read_call", "tools_prompt"]
+           "json_lines", "parse_call", "parse_calls", "read_call", "result_values", "tools_prompt"]
 
 ToolSpec = tuple[str, "dict | Template | None"]  # (name, parameters: a JSON Schema, a compiled template, or None: {})
 
@@ -212,3 +212,26 @@ def parse_calls(text: str, value: Any = None, *, shape: CallShape = NAME_ARGS) -
     if calls:
         return calls
     return [c for c in (read_call(o, shape) for o in _json_objects(text or "")) if c is not None]
+
+
+def result_values(texts: Sequence[str]) -> str:
+    """A free-text copy source from tool results: each result's scalar values (its strings and numbers, not its
+    keys) when it is JSON, else its text; one per line."""
+    lines: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+        elif isinstance(value, str | int | float) and not isinstance(value, bool):
+            lines.append(str(value))
+
+    for text in texts:
+        try:
+            walk(json.loads(text))
+        except (ValueError, RecursionError):
+            lines.append(text)
+    return "\n".join(x.replace("\n", " ") for x in lines if x.strip())

@@ -23,7 +23,7 @@ from agentkit.constrain.canonical import DEFAULT_STYLE
 from agentkit.errors import UserError
 from agentkit.sdk import _steps as steps
 from agentkit.settings import TEMPLATE_SETTINGS, server_fields
-from agentkit.toolcall import MAX_PARALLEL_CALLS, choice_prompt, parse_calls
+from agentkit.toolcall import MAX_PARALLEL_CALLS, choice_prompt, parse_calls, result_values
 
 from .errors import APIError, user_error
 from .protocol import AgentkitExt, ChatRequest, ContentPart, NamedToolChoice, ToolDef
@@ -221,8 +221,11 @@ def with_schema_prompt(messages: list[dict[str, str]], schema: dict[str, Any]) -
     return out, source
 
 
-def decode_config(req: Any, mode: str, max_tokens: int, copy_source: str | None = None) -> DecodeConfig:
-    """The decoding config of ``req`` (a chat or a completions request: the decoding fields they share)."""
+def decode_config(req: Any, mode: str, max_tokens: int, copy_source: str | None = None,
+                  first_digit: bool = True) -> DecodeConfig:
+    """The decoding config of ``req`` (a chat or a completions request: the decoding fields they share).
+    ``copy_source``: the copy prior's source unless the request names one (``copy_from`` or ``copy_source``), with
+    the number prior at a number's first digit when ``first_digit`` (an extraction's; not a tool call's)."""
     ext = req.agentkit or AgentkitExt()
     kw: dict[str, Any] = {"mode": mode, "max_new_tokens": max_tokens,
                           "temperature": req.temperature if req.temperature is not None else 0.0,
@@ -230,9 +233,9 @@ def decode_config(req: Any, mode: str, max_tokens: int, copy_source: str | None 
     for k, name in server_fields("agentkit").items():  # the extension's decoding settings (agentkit/settings.py)
         if name not in kw and name not in TEMPLATE_SETTINGS and getattr(ext, k) is not None:
             kw[name] = getattr(ext, k)
-    if copy_source is not None and ext.copy_from is None:
+    if copy_source is not None and ext.copy_from is None and ext.copy_source is None:
         kw["copy_source"] = copy_source
-    if copy_source is not None:  # extract's number prior: an extraction's numbers are the text's own
+    if copy_source is not None and first_digit:  # extract's number prior: an extraction's numbers are the text's
         kw["copy_first_digit"] = True if ext.copy_first_digit is None else ext.copy_first_digit
     elif ext.copy_first_digit is not None:
         kw["copy_first_digit"] = ext.copy_first_digit
@@ -272,11 +275,35 @@ def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: 
     plan = RequestPlan(messages, decode_config(req, mode, budget, source), schema, tool_mode, names, ext.canvas,
                        max_tokens_given=given is not None, max_calls=max_calls(req),
                        logprobs=(req.top_logprobs or 0) if req.logprobs else None, stop=list(req.stop or []))
+    results = tool_results(req)  # after tool results a reply copies their values (agentkit/engine/copy.py), a
+    if schema is None and results:  # call the question's text and theirs (a value passed on to the next call)
+        plan.config = decode_config(req, mode, budget, results)
+    elif schema is not None and schema.kind == "tools" and results:
+        plan.config = decode_config(req, mode, budget, "\n".join(x for x in (last_user_text(req), results) if x),
+                                    first_digit=False)
     if auto:  # the text reply, when the model chooses no call: free text (AR unless a mode is asked for)
         plan.text_messages = chat_messages(req, [])
-        plan.text_config = decode_config(req, ext.mode or default_mode or "ar", max_tokens)
+        plan.text_config = decode_config(req, ext.mode or default_mode or "ar", max_tokens, results)
         plan.no_call, plan.answered = no_call, answered_calls(req.messages)
     return plan
+
+
+def last_user_text(req: ChatRequest) -> str:
+    """The text of the last user message ("" without one): the copy prior's default source (``copy_from``)."""
+    i = next((i for i in range(len(req.messages) - 1, -1, -1) if req.messages[i].role == "user"), None)
+    return "" if i is None else _text(req.messages[i].content, f"messages[{i}].content")
+
+
+def tool_results(req: ChatRequest) -> str | None:
+    """The free-text copy source of a reply after tool results: the values of the ``tool`` (and ``function``)
+    messages after the last user message (:func:`agentkit.toolcall.result_values`); None when there are none."""
+    texts: list[str] = []
+    for i, m in enumerate(req.messages):
+        if m.role == "user":
+            texts = []
+        elif m.role in ("tool", "function"):
+            texts.append(_text(m.content, f"messages[{i}].content"))
+    return result_values(texts) or None
 
 
 def prompt_bound(chars: int, context: int | None, max_token_chars: int | None, max_tokens: int) -> None:

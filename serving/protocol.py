@@ -130,6 +130,9 @@ class ResponseFormat(_Lenient):
     json_schema: JSONSchemaFormat | None = None
 
 
+MAX_COPY_SOURCE = 65536  # characters of agentkit.copy_source
+
+
 class AgentkitExt(BaseModel):
     """The ``"agentkit"`` extension object (``extra_body={"agentkit": {...}}`` with the openai client)."""
 
@@ -154,6 +157,9 @@ class AgentkitExt(BaseModel):
     # the number copy prior at a number's first digit too (DecodeConfig.copy_first_digit); None: on for a
     # response_format with the schema prompt (as extract), off otherwise
     copy_first_digit: SBool | None = None
+    # the copy prior's source text itself (DecodeConfig.copy_source); None: copy_from's, or for a text reply after
+    # tool messages the results' values (the copy prior on free text needs a source)
+    copy_source: str | None = Field(default=None, max_length=MAX_COPY_SOURCE)
     # response_format: append the schema prompt agentkit's ``extract`` writes to the last user message (and its
     # instructions as the system message when there is none), copying values from that message's own text, so
     # the server and ``extract`` give the same values for the same schema and text; false: the messages as sent

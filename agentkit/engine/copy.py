@@ -31,7 +31,12 @@ gets the bonus too, and ending a number that only begins one of the source's num
 ``$127,000``: 14 of 40 salaries on the extract benchmark stopped at the thousands separator).
 
 Only inside a JSON string (an odd count of unescaped quotes in the output) or a number, only with a template:
-everything else, and the mask, are untouched. The bonus is part of the pick rule, so verify and the causal canvas, which call the
+everything else, and the mask, are untouched.
+
+Free text (no template) gets the prior only when a source is given (``DecodeConfig.copy_source``: the agent's
+answer step sets it to its tool results' values, :func:`agentkit.toolcall.result_values`), :meth:`CopyPrior.bias_text`: a token
+that begins a word may begin one of the source's words, and a token goes on along a copy the text has begun at a
+word start. A free reply's distribution is otherwise untouched. The bonus is part of the pick rule, so verify and the causal canvas, which call the
 same pick with the same context, stay equal to ar-constrained under it (the adapter drafter's walk too; DiffusionGemma's
 uniform sampler has its own pick and no copy prior).
 """
@@ -47,6 +52,10 @@ from .sampler import masked_logits
 
 MAX_SPAN = 32  # bytes of a prompt continuation a token is checked against
 TOP = 64  # the likeliest allowed tokens considered for the bonus
+# free text: the bytes (its leading space included) a token must have to get the bonus for beginning a value (a
+# lone "P" that begins "PEBBLE" drew "Pretty" at bonus 4; " J" of " JADE-2409" is two)
+TEXT_MIN_START = 2
+TEXT_OPENERS = frozenset(b" \t\n\"'`(*:")  # free text: bytes after which a token without a space may begin a value
 
 
 def _word(b: int) -> bool:
@@ -59,15 +68,31 @@ VALUE_START = frozenset(b":[, \n\t")  # what a JSON value may follow
 SOURCE_NUMBER = re.compile(rb"-?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?")
 
 
+_UNITS = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+          "seventeen eighteen nineteen").split()
+_TENS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
+NUMBER_WORDS = {w.encode(): i for i, w in enumerate(_UNITS)} | {w.encode(): 20 + 10 * i for i, w in enumerate(_TENS)} \
+    | {b"dozen": 12}
+# a number written in words: "four", "twelve", "forty-two" / "forty two", "a dozen"
+WORD_NUMBER = re.compile(rb"(?<![a-z])(?:(" + "|".join(_TENS).encode() + rb")(?:[- ](" + "|".join(_UNITS[1:10]).encode()
+                         + rb"))?|(" + "|".join(sorted([*_UNITS, "dozen"], key=len, reverse=True)).encode()
+                         + rb"))(?![a-z])")
+
+
 def source_numbers(text: bytes) -> set[bytes]:
     """The numbers ``text`` writes, as JSON writes them: ``"$200,000"`` gives ``200000``, ``"x = -2"`` gives
-    ``-2`` and ``2`` (a dash may be a range's, ``2019-2020``)."""
+    ``-2`` and ``2`` (a dash may be a range's, ``2019-2020``); and those it spells out under a hundred
+    (``"the four of us"`` gives ``4``, ``"forty-two"`` ``42``, ``"a dozen"`` ``12``)."""
     out = set()
     for m in SOURCE_NUMBER.finditer(text):
         n = m.group().replace(b",", b"")
         out.add(n)
         if n.startswith(b"-"):
             out.add(n[1:])
+    for m in WORD_NUMBER.finditer(text.lower()):
+        tens, unit, word = m.groups()
+        n = NUMBER_WORDS[word] if word else NUMBER_WORDS[tens] + (NUMBER_WORDS[unit] if unit else 0)
+        out.add(str(n).encode())
     return out
 
 
@@ -101,13 +126,19 @@ def open_string(out: bytes) -> bytes | None:
 class CopyPrior:
     """The source text, lowercased, indexed for :meth:`bias`."""
 
-    def __init__(self, text: bytes, token_bytes: Sequence[bytes | None]) -> None:
-        """``text``: what values may be copied from; ``token_bytes``: each token's bytes (None: a special one)."""
+    def __init__(self, text: bytes, token_bytes: Sequence[bytes | None], fold_case: bool = True) -> None:
+        """``text``: what values may be copied from; ``token_bytes``: each token's bytes (None: a special one);
+        ``fold_case``: matched case-insensitively (JSON values); False: as written (free text, ``bias_text``)."""
         self.token_bytes = token_bytes
-        self.text = t = text.lower()
+        self.fold = fold_case
+        self.text = t = self._low(text)
         self.starts = [i for i in range(len(t)) if _word(t[i]) and (i == 0 or not _word(t[i - 1]))]
         self._first: set[bytes] | None = None
+        self._lines: set[bytes] | None = None
         self.numbers = source_numbers(text)
+
+    def _low(self, b: bytes) -> bytes:
+        return b.lower() if self.fold else b
 
     @classmethod
     def from_tokens(cls, prompt: Sequence[int], token_bytes: Sequence[bytes | None]) -> CopyPrior:
@@ -120,19 +151,27 @@ class CopyPrior:
             self._first = {self.text[i:i + n] for i in self.starts for n in range(1, MAX_SPAN + 1)}
         return self._first
 
-    def continuations(self, value: bytes) -> list[bytes]:
-        """What follows ``value`` (lowercased) at each of its occurrences in the prompt that begin a word."""
-        value = value.lower()
+    def _line_prefixes(self) -> set[bytes]:
+        """The first bytes (up to :data:`MAX_SPAN`) of each line: where a free-text copy of a value may begin."""
+        if self._lines is None:
+            lines = self.text.split(b"\n")
+            self._lines = {line[:n] for line in lines for n in range(1, min(len(line), MAX_SPAN) + 1)}
+        return self._lines
+
+    def continuations(self, value: bytes, line_start: bool = False) -> list[bytes]:
+        """What follows ``value`` (lowercased) at each of its occurrences in the prompt that begin a word (with
+        ``line_start``: that begin a line, one of :func:`agentkit.toolcall.result_values`'s values)."""
+        value = self._low(value)
         out, t, i = [], self.text, self.text.find(value)
         while i >= 0:
-            if i == 0 or not _word(t[i - 1]):
+            if i == 0 or (t[i - 1] == 0x0A if line_start else not _word(t[i - 1])):
                 out.append(t[i + len(value):i + len(value) + MAX_SPAN])
             i = t.find(value, i + 1)
         return out
 
     def copies(self, value: bytes, token: bytes, conts: list[bytes] | None) -> bool:
         """Whether ``token`` continues a copy of the prompt after ``value`` (``conts``: its continuations)."""
-        tok = token.lower()
+        tok = self._low(token)
         if not tok:
             return False
         if not value:
@@ -173,6 +212,39 @@ class CopyPrior:
             return logits  # the value so far is no copy of the prompt: nothing to continue
         return self._add(logits, allowed, bonus, lambda tok: self.copies(value, tok, conts))
 
+    def bias_text(self, logits: torch.Tensor, out: bytes, bonus: float) -> torch.Tensor:
+        """``logits`` [V] of a free-text step with ``bonus`` added where a token among the ``TOP`` likeliest copies
+        from the source, one value per line: it begins a word (its own leading space, or after a space, quote,
+        bracket or colon) of at least :data:`TEXT_MIN_START` bytes that begins a value, or it goes on along a
+        copy of a value the text has begun at a word start. Matched as written (``fold_case=False``). Where a value ends nothing is
+        added, so where a copy stops stays the model's choice; a copy that begins mid-value (the digits of
+        ``AMBER-4231``) gets nothing."""
+        if bonus == 0:
+            return logits
+        conts = self.text_continuations(out)
+        at_start = not out or out[-1] in TEXT_OPENERS
+
+        def copies(token: bytes) -> bool:
+            tok = self._low(token)
+            if any(c.startswith(tok) for c in conts):
+                return True
+            word = tok.lstrip(b" ")
+            return len(tok) >= TEXT_MIN_START and bool(word) and (at_start or tok[:1] == b" ") and _word(word[0]) \
+                and word in self._line_prefixes()
+
+        return self._add(logits, None, bonus, copies)
+
+    def text_continuations(self, out: bytes) -> list[bytes]:
+        """What follows, in the source, each tail of ``out`` (up to :data:`MAX_SPAN` bytes) that begins a word
+        in ``out`` and occurs in the source at a word start."""
+        conts: list[bytes] = []
+        low = self._low(out[-MAX_SPAN - 1:])
+        for n in range(1, min(len(low), MAX_SPAN) + 1):
+            i = len(low) - n
+            if _word(low[i]) and (i == 0 and len(out) <= MAX_SPAN or i > 0 and not _word(low[i - 1])):
+                conts.extend(c.split(b"\n", 1)[0] for c in self.continuations(low[i:], line_start=True))
+        return [c for c in conts if c]  # a copy runs within one line of the source (one value, toolcall.result_values)
+
     def cuts_number(self, digits: bytes, token: bytes) -> bool:
         """Whether ``token`` ends the number at ``digits`` (+ its own number bytes) that only begins one of the
         source's numbers: ``127`` of ``$127,000``, ``2`` of ``2.1``, where a copy stopped at a thousands separator or
@@ -185,13 +257,14 @@ class CopyPrior:
             return False
         return any(n.startswith(head) for n in self.numbers)
 
-    def _add(self, logits: torch.Tensor, allowed: torch.Tensor, bonus: float, copies, cuts=None) -> torch.Tensor:
-        """``bonus`` added to the tokens among the likeliest allowed that ``copies``, taken from those that
+    def _add(self, logits: torch.Tensor, allowed: torch.Tensor | None, bonus: float, copies,
+             cuts=None) -> torch.Tensor:
+        """``bonus`` added to the tokens among the likeliest allowed (None: all) that ``copies``, taken from those that
         ``cuts`` (a copy stopped short; only with ``DecodeConfig.copy_first_digit``, extract's setting)."""
-        k = min(TOP, int(allowed.sum()))
+        k = min(TOP, int(allowed.sum()) if allowed is not None else logits.shape[-1])
         if k == 0:
             return logits
-        top = torch.topk(masked_logits(logits, allowed), k).indices.tolist()
+        top = torch.topk(logits if allowed is None else masked_logits(logits, allowed), k).indices.tolist()
         known = [t for t in top if t < len(self.token_bytes) and self.token_bytes[t] is not None]
         hit = [t for t in known if copies(self.token_bytes[t])]
         cut = [t for t in known if cuts(self.token_bytes[t])] if cuts is not None and hit else []

@@ -58,7 +58,8 @@ class Decoder:
     def __init__(self, bb: Backbone, cfg: DecodeConfig, constraint: TokenConstraint | None, eos_ids, *,
                  mask_token_id: int | None = None, bidirectional: bool = False, sampler: str = "jacobi",
                  on_draft=None, on_tokens=None, drafter=None, should_stop=None, prefix=None,
-                 copy_text: str | None = None, prompt_chunk: int = 0) -> None:
+                 copy_text: str | None = None, prompt_chunk: int = 0,
+                 token_bytes: Sequence[bytes | None] | None = None) -> None:
         self.bb, self.cfg, self.c = bb, cfg, constraint
         self.should_stop = should_stop  # checked before each forward: True stops decoding there (timeout, cancel)
         self.halted = False
@@ -82,7 +83,8 @@ class Decoder:
         self.prompt: list[int] = []
         self.accept = AcceptRate()  # drafted positions accepted so far (sizes verify blocks and canvas passes)
         self._open_before: list[int] = []  # causal canvas: open positions fed to the last pass
-        self.copy_text = copy_text  # the copy prior's source text; None: the prompt
+        self.copy_text = copy_text  # the copy prior's source text; None: the prompt (free text: no prior)
+        self.token_bytes = token_bytes  # each token's bytes, for a free-text copy prior (a template has its own)
         self._copy: CopyPrior | None = None  # DecodeConfig.copy_bias: its source indexed once, at prefill
 
     # -- constraint helpers ---------------------------------------------------------------------------------
@@ -113,7 +115,7 @@ class Decoder:
         time: a token that would leave no completion within it is redrawn from the closing tokens. ``tail``: the
         tokens between the output so far and this pick (a block's earlier positions), for the copy prior."""
         allowed = self._allowed(state)
-        if allowed is not None and self._copy is not None:
+        if self._copy is not None:
             logits = self._copy_bias(logits, allowed, tail)
         t, conf, ent = pick(logits[None], None if allowed is None else allowed[None], self.cfg.temperature,
                             self.cfg.top_k, self.gen, self.cfg.top_p)
@@ -131,12 +133,17 @@ class Decoder:
                                 self.cfg.top_p)
         return int(t[0]), float(conf[0]), float(ent[0])
 
-    def _copy_bias(self, logits: torch.Tensor, allowed: torch.Tensor, tail: Sequence[int]) -> torch.Tensor:
+    def _copy_bias(self, logits: torch.Tensor, allowed: torch.Tensor | None, tail: Sequence[int]) -> torch.Tensor:
+        """The copy prior on ``logits``: inside a template's JSON values (``allowed``: its mask), or over a free
+        text (``allowed`` None)."""
         t0 = time.perf_counter()
-        tb = self.c.vocab.token_bytes
+        tb = self._copy.token_bytes
         out = b"".join(tb[int(t)] or b"" for t in (*self.out, *tail) if int(t) < len(tb))
-        biased = self._copy.bias(logits, allowed, out, self.cfg.copy_bias, numbers=self.cfg.copy_numbers,
-                                 first_digit=self.cfg.copy_first_digit)
+        if allowed is None:
+            biased = self._copy.bias_text(logits, out, self.cfg.copy_bias)
+        else:
+            biased = self._copy.bias(logits, allowed, out, self.cfg.copy_bias, numbers=self.cfg.copy_numbers,
+                                     first_digit=self.cfg.copy_first_digit)
         self.stats.constraint_ms += 1000 * (time.perf_counter() - t0)
         return biased
 
@@ -177,6 +184,8 @@ class Decoder:
             tb = self.c.vocab.token_bytes
             self._copy = (CopyPrior.from_tokens(self.prompt, tb) if self.copy_text is None
                           else CopyPrior(self.copy_text.encode(), tb))
+        elif self.cfg.copy_bias and self.copy_text and self.token_bytes is not None:  # free text: a given source
+            self._copy = CopyPrior(self.copy_text.encode(), self.token_bytes, fold_case=False)
         self.stats.encoder_forwards += 1
         self.stats.prefill_ms += 1000 * (time.perf_counter() - t0)
         if self._complete(self.state) or self.budget <= 0:

@@ -33,7 +33,7 @@ from ..errors import (
     UserError,
 )
 from ..settings import BY_NAME as SETTING
-from ..toolcall import MAX_PARALLEL_CALLS
+from ..toolcall import MAX_PARALLEL_CALLS, result_values
 from . import _decide as decide_
 from . import _repeat as repeat_
 from . import _settings as settings_
@@ -533,6 +533,7 @@ class Agent(Generic[DepsT, OutputT]):
         a retry samples (``_settings.for_retry``) so it can differ from the output it retries."""
         config = replace(settings_.apply(self.decode, run.settings), mode=run.routing.mode_for(step),
                          max_new_tokens=max_new)
+        config = _copy_config(run, step, config)
         return settings_.for_retry(config, run.failures) if run.failures else config
 
     async def _generate(self, run: RunState, step: str, prompt: str | None, template: Template | None = None,
@@ -775,3 +776,29 @@ def _check_history(history: Sequence[ModelMessage] | None) -> list[ModelMessage]
                         f"or ModelMessagesTypeAdapter.validate_json(...)); item {bad[0]} is "
                         f"{type(items[bad[0]]).__name__}")
     return items
+
+
+def _copy_config(run: RunState, step: str, config: DecodeConfig) -> DecodeConfig:
+    """The copy prior's source for a run's steps (unless the config or the run's settings name one):
+
+    - ``tool_call`` after tool results: the user's prompt and the results' values
+      (:func:`agentkit.toolcall.result_values`), so a call can pass on a value an earlier call returned (the
+      second call of a lookup-then-act task);
+    - ``reply`` after tool results: the results' values, so the answer can copy a returned value exactly (a free
+      reply gets the prior only with a source);
+    - ``extract`` (the output type): the user's prompt and the results' values, with the number prior at a
+      number's first digit, as :func:`agentkit.extract` does. Without it the source was the step's last user
+      message, which holds the schema: a description's words were copied as values (``day='Weekday of the
+      Meeting'``).
+
+    Otherwise (a first tool step, a plan) the config's own ``copy_from``: the last user message."""
+    if step not in ("tool_call", "reply", "extract") or not config.copy_bias or config.copy_source is not None \
+            or "copy_from" in run.settings:
+        return config
+    values = result_values([text for _, _, text in run.results.calls.values()])
+    if step == "reply":
+        return replace(config, copy_source=values) if values else config
+    source = "\n".join(x for x in (run.prompt, values) if x)
+    if step == "tool_call":
+        return replace(config, copy_source=source) if values else config
+    return replace(config, copy_source=source, copy_first_digit=True)

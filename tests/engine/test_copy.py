@@ -68,6 +68,9 @@ def test_source_numbers_are_written_as_json_writes_them():
         b"200000", b"-2", b"2", b"1", b"43.65", b"-79.38", b"79.38", b"2019", b"-2020", b"2020"}
     assert source_numbers(b"1,2345 and 12,345,678") == {b"1", b"2345", b"12345678"}  # a group is three digits
     assert source_numbers(b"no digits here") == set()
+    # spelled out under a hundred (not inside another word: "someone", "often")
+    assert source_numbers(b"The four of us; Twelve invited; forty-two, sixty one, a dozen; someone often") == {
+        b"4", b"12", b"42", b"61"}
 
 
 def test_open_number_finds_the_digits_being_written():
@@ -201,3 +204,48 @@ def test_copy_source_replaces_the_prompt_as_the_source(seed, monkeypatch):
     place = json.loads(res.text)["place"].lower()
     text = source.lower()
     assert place and any(text[i:].startswith(place) for i in range(len(text)) if i == 0 or not text[i - 1].isalnum())
+
+
+def test_free_text_bonus_begins_and_continues_a_value_as_written():
+    """``bias_text`` (the agent's answer after tool results): a token that begins a value (its leading space
+    counted, at least two bytes) or goes on along a copy begun at a word start; case as written; nothing
+    mid-value and nothing after the value ends."""
+    vocab = [b" AM", b"BER", b"-", b"423", b"1", b" am", b" 423", b"P", b" The", b".", b"ok", b"\n"]
+    prior = CopyPrior(b"ok\nAMBER-4231", vocab, fold_case=False)
+    logits = torch.zeros(len(vocab))
+
+    def hits(out: bytes) -> list[bytes]:
+        return [v for v, x in zip(vocab, prior.bias_text(logits, out, 3.0).tolist()) if x]
+
+    assert hits(b"The result is") == [b" AM"]  # " am": case as written; " 423": mid-value
+    assert hits(b"") == [b" AM", b"ok"]  # "P" alone is too short to begin a copy
+    assert hits(b'The result is "') == [b" AM", b"ok"]  # after a quote a value may begin without a space
+    assert hits(b"The result is AM") == [b" AM", b"BER"]  # a token with its own space may always begin one
+    assert hits(b"The result is AMBER-") == [b" AM", b"423"]
+    assert hits(b"The result is AMBER-4231") == [b" AM"]  # the value ended: where the copy stops is the model's
+    assert hits(b"The result is 423") == [b" AM"]  # a copy begun mid-value is not continued
+    assert prior.bias_text(logits, b"x", 0.0) is logits
+
+
+def test_result_values_keeps_values_not_keys():
+    from agentkit.toolcall import result_values
+
+    assert result_values(['{"status": "ok", "result": "AMBER-4231", "n": 3, "flag": true}', "plain\ntext", "[]"]) \
+        == "ok\nAMBER-4231\n3\nplain text"
+    assert result_values(['{"a": {"b": ["x", null]}}']) == "x"
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_free_text_gets_the_prior_only_with_a_source(seed, monkeypatch):
+    """A free reply is untouched without ``copy_source`` (``copy_from`` does not reach it); with one and a bonus
+    far above any logit gap, the reply begins by copying one of the source's values."""
+    monkeypatch.setattr(copy_mod, "TOP", 10**6)
+    eng = Engine.from_loaded(tiny_llama(seed))
+    plain = eng.generate(PROMPT, DecodeConfig(mode="ar", max_new_tokens=24), raw=True)
+    assert eng.generate(PROMPT, DecodeConfig(mode="ar", max_new_tokens=24, copy_bias=1e4, copy_from="prompt"),
+                        raw=True).token_ids == plain.token_ids
+    source = "Boat day\nThe bay"  # values that begin with tokens of two bytes or more in the tiny vocabulary
+    res = eng.generate(PROMPT, DecodeConfig(mode="ar", max_new_tokens=24, copy_bias=1e4, copy_source=source),
+                       raw=True)
+    assert res.token_ids != plain.token_ids
+    assert any(res.text.startswith(v[:2]) for v in source.split("\n")), res.text

@@ -142,3 +142,16 @@ async def test_extract_copies_from_the_text_with_the_number_prior_from_its_first
     await aextract(SCHEMA, "Ann is 3.", model=model)
     config = model.calls[0].config
     assert config.copy_source == "Ann is 3." and config.copy_first_digit
+
+
+async def test_an_agents_output_step_copies_from_the_prompt_as_extract_does():
+    """An Agent with an output type decodes its output step with extract's copy settings: values copied from the
+    user's prompt (and any tool results' values), numbers from their first digit. The step's own message holds
+    the schema, whose words are not a source (``day='Weekday of the Meeting'`` came from a description)."""
+    from agentkit.sdk import Agent
+
+    model = script({"number": "A-7", "total": 12.5})
+    await Agent(model, output_type=Invoice).run("Invoice A-7, total 12.50 EUR")
+    info = model.calls[0]
+    assert info.step == "extract"
+    assert (info.config.copy_source, info.config.copy_first_digit) == ("Invoice A-7, total 12.50 EUR", True)

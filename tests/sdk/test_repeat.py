@@ -130,3 +130,27 @@ def test_bad_values_are_refused():
         Agent(FunctionModel(lambda m, i: ""), on_repeat="never")
     with pytest.raises(UserError, match="repeat"):
         Agent(FunctionModel(lambda m, i: ""), repeat="args")
+
+
+async def test_the_answer_copies_from_the_tool_results_values():
+    """The reply step after a result gets the result's values as its copy source (a free reply gets the copy
+    prior only with one), a tool step after it the prompt and the values; a first tool step and a run without
+    results get none (the config's ``copy_from``)."""
+    model = model_of(call("double", x=3), {"name": "final_answer", "arguments": {}})
+    seen = []
+    inner = model.fn
+
+    def fn(messages, info):
+        seen.append((info.step, info.config.copy_source, info.config.copy_first_digit))
+        return inner(messages, info)
+
+    model.fn = fn
+    await Agent(model, tools=[double]).run("double 3")
+    # the second tool step copies from the prompt and the result too (a value passed on to the next call)
+    assert seen == [("tool_call", None, False), ("tool_call", "double 3\n6.0", False), ("reply", "6.0", False)]
+    seen.clear()
+    await Agent(model).run("hello")
+    assert seen == [("reply", None, False)]
+    seen.clear()
+    await Agent(model, tools=[double], model_settings={"copy_from": "prompt"}).run("double 3")  # the user's choice
+    assert seen[-1] == ("reply", None, False)

@@ -191,3 +191,21 @@ def test_copy_bias_reaches_the_decode_config():
     assert decode_config(_req(agentkit={"copy_numbers": False}), "ar", 8).copy_numbers is False
     with pytest.raises(Exception, match="copy_numbers"):
         _req(agentkit={"copy_numbers": "sometimes"})
+
+
+def test_a_text_reply_after_tool_results_copies_their_values():
+    """After ``tool`` messages (since the last user message) the text reply's copy source is their values; an
+    explicit ``agentkit.copy_source`` or ``copy_from`` wins; before any tool message there is none."""
+    call = {"id": "c1", "type": "function", "function": {"name": "add", "arguments": '{"a": 1}'}}
+    msgs = MSG + [{"role": "assistant", "content": None, "tool_calls": [call]},
+                  {"role": "tool", "tool_call_id": "c1", "content": '{"status": "ok", "result": "AMBER-4231"}'}]
+    p = plan_request(_req(messages=msgs, tools=[TOOL]))
+    assert p.tool_mode == "auto" and p.text_config.copy_source == "ok\nAMBER-4231"
+    # a call after the results copies from the question and the results (no first-digit prior in a call)
+    assert (p.config.copy_source, p.config.copy_first_digit) == ("hi\nok\nAMBER-4231", False)
+    assert plan_request(_req(messages=msgs)).config.copy_source == "ok\nAMBER-4231"  # no tools offered: free text
+    assert plan_request(_req(messages=msgs, agentkit={"copy_source": "x"})).config.copy_source == "x"
+    assert plan_request(_req(messages=msgs, agentkit={"copy_from": "user"})).config.copy_source is None
+    assert plan_request(_req(tools=[TOOL])).text_config.copy_source is None
+    later = msgs + [{"role": "assistant", "content": "AMBER-4231"}, {"role": "user", "content": "thanks"}]
+    assert plan_request(_req(messages=later)).config.copy_source is None  # results before the last user message

@@ -1,0 +1,79 @@
+"""The agent's answer step alone, given the right tool result: does the reply carry the returned value?
+
+For each ``one_tool`` and ``fail_once`` task of the agent-loop set (``evals/agent_loop/tasks.jsonl``), the answer
+step's messages are built as the SDK's ``Agent`` builds them after one call that returned (the instructions, then
+``reply_prompt(task, results_text(...))``), with the *ground-truth* call as the call made and the task's canned
+result as what it returned: an oracle call, so the answer step is measured apart from the call steps (the full loop
+is ``agentkit eval agent-loop``). Each configuration decodes every reply in AR; the score is the agent-loop
+benchmark's ``answer_has`` (the reply carries the result's CODE).
+
+    python evals/answer_copy.py --bias 0,2,3 --limit 85 --out evals/results/s18/answer_copy.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from agentkit.config import DecodeConfig
+from agentkit.engine import default_engine
+from agentkit.evals.agent_env import answer_has
+from agentkit.evals.agent_tasks import INSTRUCTIONS, load
+from agentkit.sdk import _steps as steps
+from agentkit.toolcall import result_values
+
+
+def oracle_args(expected: dict[str, dict[str, list]]) -> tuple[str, dict]:
+    """The ground-truth call: its function and, per argument, the first allowed value (optional ones left out)."""
+    (name, params), = expected.items()
+    return name, {k: v[0] for k, v in params.items() if v and v[0] != ""}
+
+
+def messages(task) -> tuple[list[dict[str, str]], str]:
+    name, args = oracle_args(task.expected[-1])
+    text = json.dumps(task.result, ensure_ascii=False, separators=(",", ":"))  # as the SDK serializes a dict
+    chat = [{"role": "system", "content": INSTRUCTIONS},
+            {"role": "user", "content": steps.reply_prompt(task.prompt, steps.results_text([(name, args, text)]))}]
+    return chat, text
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", default="evals/agent_loop/tasks.jsonl")
+    ap.add_argument("--bias", default="0,2", help="copy_bias values, comma-separated (0: no prior)")
+    ap.add_argument("--limit", type=int, default=None)
+    ap.add_argument("--max-new-tokens", type=int, default=96)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args(argv)
+    tasks = load(args.data, kinds=["one_tool", "fail_once"], limit=args.limit)
+    engine = default_engine()
+    biases = [float(b) for b in args.bias.split(",")]
+    rows, summary = [], {}
+    for bias in biases:
+        hits, ms = 0, []
+        for i, task in enumerate(tasks):
+            chat, text = messages(task)
+            cfg = DecodeConfig(mode="ar", max_new_tokens=args.max_new_tokens, copy_bias=bias,
+                               copy_source=result_values([text]) if bias else None)
+            t0 = time.perf_counter()
+            r = engine.generate(chat, cfg)
+            ms.append((time.perf_counter() - t0) * 1000)
+            has = answer_has(r.text, task.answer_value)
+            hits += has
+            rows.append({"bias": bias, "id": task.id, "has": has, "text": r.text, "tokens": r.stats.output_tokens})
+            print(f"bias {bias} {i + 1}/{len(tasks)} {task.id} has={has} {r.text[:90]!r}", file=sys.stderr)
+        ms.sort()
+        summary[str(bias)] = {"n": len(tasks), "answer_has_result_rate": round(hits / len(tasks), 4),
+                              "p50_ms": round(ms[len(ms) // 2], 1)}
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps({"suite": "answer_copy", "data": args.data, "summary": summary,
+                                              "items": rows}, indent=1))
+    print(json.dumps(summary, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
