@@ -132,3 +132,33 @@ def sdk_names() -> dict[str, str]:
 def server_fields(place: str) -> dict[str, str]:
     """Request field -> setting name, for ``place`` ``"body"`` (the top level) or ``"agentkit"`` (the extension)."""
     return {s.server.split(".", 1)[1]: s.name for s in SETTINGS if s.server and s.server.startswith(place + ".")}
+
+
+def _range(s: Setting) -> str:
+    """A setting's range or choices as the docs' table writes them."""
+    num = lambda x: "inf" if x == INF else f"{x:g}"
+    if s.choices:
+        text = " \\| ".join(s.choices)
+    elif s.name == "seed":
+        text = "-2^63 .. 2^64-1"
+    elif s.kind in ("int", "float") and (s.low != -INF or s.high != INF):
+        text = f"{'(' if s.low_open else '['}{num(s.low)}, {num(s.high)}{']' if s.high != INF else ')'}"
+    else:
+        text = ""
+    return f"{text} or null" if s.optional and text else ("null allowed" if s.optional else text)
+
+
+def markdown_table() -> str:
+    """The table of :data:`SETTINGS` that ``docs/settings.md`` holds (``tests/test_settings_table.py`` checks they
+    are the same; ``python -m agentkit.settings`` prints it)."""
+    rows = ["| name | type | range / choices | default | applies | names | what |", "|---|---|---|---|---|---|---|"]
+    for s in SETTINGS:
+        names = "; ".join(x for x in (f"SDK `{s.sdk}`" if s.sdk else "", f"HTTP `{s.server}`" if s.server else "")
+                          if x)
+        rows.append(f"| `{s.name}` | {s.kind} | {_range(s)} | `{s.default!r}` | {', '.join(s.applies)} | {names} | "
+                    f"{s.doc.replace('|', '/')} |")
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":
+    print(markdown_table(), end="")

@@ -22,7 +22,8 @@ if __package__ in (None, ""):  # run as a script: make the repository's top-leve
 
 from agentkit.tools.workspace import Workspace
 
-from agentkit import Agent, AgentRunError, DecodeConfig, Limits, RoutingPolicy, Template, Tool, WorkspaceError
+from agentkit import (Agent, AgentRunError, DecodeConfig, Limits, RoutingPolicy, RunContext, Template, Tool,
+                      WorkspaceError)
 from agentkit.constrain.edits import DIVIDER, REPLACE_MARK, file_lines, search_replace_template
 
 INSTRUCTIONS = """You are a coding assistant working inside one repository folder.
@@ -95,9 +96,33 @@ def close_cut_edit(text: str) -> tuple[str, bool]:
     return head + REPLACE_MARK + "\n", True
 
 
+def returned(ctx: RunContext[Any], name: str) -> list[int]:
+    """The positions in the run's messages of ``name``'s results (calls that returned, not failures)."""
+    return [i for i, m in enumerate(ctx.messages) for p in getattr(m, "parts", ())
+            if getattr(p, "part_kind", None) == "tool-return" and p.tool_name == name]
+
+
+def until_returned(ctx: RunContext[Any], tool: Tool) -> Tool | None:
+    """``prepare``: offered until it has returned once in this run (the file list does not change by itself)."""
+    return None if returned(ctx, tool.name) else tool
+
+
+def after(name: str) -> Any:
+    """``prepare``: offered once ``name`` returned since this tool last did: the edit after a read, the tests
+    after an edit. The 135M model, offered every tool at every step, ran ``run_tests`` 11 times and edited
+    nothing; this is the workflow a small model can follow."""
+
+    def prepare(ctx: RunContext[Any], tool: Tool) -> Tool | None:
+        mine = returned(ctx, tool.name)
+        return tool if any(i > (mine[-1] if mine else -1) for i in returned(ctx, name)) else None
+
+    return prepare
+
+
 def build_agent(root: str | os.PathLike[str] | None = None, model: Any = None, *, max_iterations: int = 12,
                 routing: RoutingPolicy | None = None, plan: bool = True, extra_tools: bool = False,
-                test_timeout_s: float = 60, max_output_chars: int = 1500, on_repeat: str = "retry") -> Agent:
+                test_timeout_s: float = 60, max_output_chars: int = 1500, on_repeat: str = "retry",
+                workflow: bool = True) -> Agent:
     """The coding agent over the workspace ``root`` (default ``$AGENTKIT_WORKSPACE`` or the current directory).
 
     ``model``: an Engine, a Generator (e.g. a scripted ``FunctionModel``) or an http(s) URL; default the
@@ -108,6 +133,8 @@ def build_agent(root: str | os.PathLike[str] | None = None, model: Any = None, *
     because every step re-reads the whole conversation (prefill dominates a small model's step on a CPU).
     ``on_repeat``: ``"retry"`` by default (a repeated ``run_tests`` is answered with "you already have that
     result: call a different tool", so the model moves on to reading or editing; a second repeat ends the run).
+    ``workflow``: the tools are offered in a read, edit, test order (``Tool(prepare=...)``: the file list until it
+    returned, the edit after a read, the tests after an edit); False offers every tool at every step.
     """
     root = root if root is not None else os.environ.get("AGENTKIT_WORKSPACE", os.getcwd())
     ws = Workspace(root, command_timeout_s=test_timeout_s, max_output_chars=max_output_chars)
@@ -144,10 +171,11 @@ def build_agent(root: str | os.PathLike[str] | None = None, model: Any = None, *
         return ws.run_tests(["-q", "--tb=short", "-p", "no:cacheprovider", "-W", "ignore::DeprecationWarning"])
 
     tools = [
-        Tool(list_files, retries=3),
+        Tool(list_files, retries=3, prepare=until_returned if workflow else None),
         Tool(read_file, retries=3),
-        Tool(apply_edits, retries=3, template_factory=lambda: edit_template(ws), input_prompt=EDIT_PROMPT),
-        Tool(run_tests, retries=3),
+        Tool(apply_edits, retries=3, template_factory=lambda: edit_template(ws), input_prompt=EDIT_PROMPT,
+             prepare=after("read_file") if workflow else None),
+        Tool(run_tests, retries=3, prepare=after("apply_edits") if workflow else None),
     ]
     if extra_tools:
         tools += [Tool(ws.search_text, retries=3), Tool(ws.write_file, retries=3)]

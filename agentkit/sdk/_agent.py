@@ -210,12 +210,13 @@ class Agent(Generic[DepsT, OutputT]):
         return list(self._tools)
 
     def tool(self, function: Callable[..., Any] | None = None, /, *, name: str | None = None,
-             description: str | None = None, retries: int = 1, timeout_s: float | None = None) -> Any:
-        """Register a tool: ``@agent.tool`` or ``@agent.tool(name=..., retries=..., timeout_s=...)``. Returns the
-        ``Tool``. A first parameter ``ctx: RunContext[Deps]`` receives the run's context."""
+             description: str | None = None, retries: int = 1, timeout_s: float | None = None,
+             prepare: Callable[..., Any] | None = None) -> Any:
+        """Register a tool: ``@agent.tool`` or ``@agent.tool(name=..., retries=..., timeout_s=..., prepare=...)``.
+        Returns the ``Tool``. A first parameter ``ctx: RunContext[Deps]`` receives the run's context."""
 
         def register(fn: Callable[..., Any]) -> Tool:
-            t = Tool(fn, name=name, description=description, retries=retries, timeout_s=timeout_s)
+            t = Tool(fn, name=name, description=description, retries=retries, timeout_s=timeout_s, prepare=prepare)
             self._tools = as_tools([*self._tools, t])
             for key in [k for k in self._templates if k[0].startswith("tool_call")]:
                 del self._templates[key]
@@ -364,11 +365,14 @@ class Agent(Generic[DepsT, OutputT]):
         """One tool-call iteration; False when the run goes to its answer (the model chose ``final_answer``: by its
         scores, then the answer step's iteration carries the decision, or in the decoded call)."""
         template, compile_ms = None, 0.0
+        run.offered = offered = await self._offered(run)
+        if not offered:  # every tool's ``prepare`` left it out: the run answers
+            return False
         if self._scorer is not None:
             style = run.settings.get("json_style", steps.STYLE)
-            chat, no_call = decide_.decision_chat(to_chat(run.messages), run.instructions, self._tools)
+            chat, no_call = decide_.decision_chat(to_chat(run.messages), run.instructions, offered)
             run.decision = run.last_decision = await decide_.decide_step(
-                self._scorer, chat, [t.name for t in self._tools], style, self._null_scores,
+                self._scorer, chat, [t.name for t in offered], style, self._null_scores,
                 done=run.results.tools_done(), previous=run.last_decision, no_call=no_call)
             if run.decision.tool is None:
                 return False
@@ -377,7 +381,7 @@ class Agent(Generic[DepsT, OutputT]):
                                                        self._max_calls(run, run.decision.tool))
         result, rec, t0 = await self._generate(run, "tool_call", None, template, compile_ms)
         try:
-            calls = self._parse_calls(steps.parse_json(result))
+            calls = self._parse_calls(steps.parse_json(result), offered)
         except steps.OutputError as e:
             self._output_failure(run, rec, t0, result, str(e))
             return True
@@ -395,7 +399,7 @@ class Agent(Generic[DepsT, OutputT]):
                 return self._repeated(run, rec, t0, parts[0], result, earlier[0])  # type: ignore[arg-type]
             parts = [p for p, e in zip(parts, earlier) if e is None]
         run.messages.append(self._response(run, parts, "tool_call", result))
-        tools = [next(t for t in self._tools if t.name == p.tool_name) for p in parts]
+        tools = [next(t for t in offered if t.name == p.tool_name) for p in parts]
         args, error = parts[0].args, None
         if tools[0].templated:  # a templated tool takes no arguments in the call: its input is the next step
             args, error, rec, t0 = await self._tool_input(run, tools[0], rec, t0)
@@ -559,7 +563,8 @@ class Agent(Generic[DepsT, OutputT]):
             max_new = min(max_new, limits.max_tokens - run.tokens)
         if template is None:
             template, compile_ms = self._template(step, run.settings.get("json_style", steps.STYLE), run.output,
-                                                  bool(run.settings.get("open_objects", False)))
+                                                  bool(run.settings.get("open_objects", False)),
+                                                  run.offered if step == "tool_call" else None)
         config = self._config(run, step, max_new)
         iteration = len(run.trace) + 1
         self._emit(run, lambda: StepStarted(iteration, step, config.mode))
@@ -638,9 +643,11 @@ class Agent(Generic[DepsT, OutputT]):
         end_iteration(run, rec)
 
     def _template(self, step: str, style: str = steps.STYLE, output: steps.OutputSpec | None = None,
-                  open_objects: bool = False) -> tuple[Template | None, float]:
+                  open_objects: bool = False, tools: list[Tool] | None = None) -> tuple[Template | None, float]:
         """The step's template (None for reply) in JSON ``style``, closed unless ``open_objects`` (``output``: the
-        run's, for ``extract``) and the ms spent compiling it now (0 once the agent has it)."""
+        run's, for ``extract``; ``tools``: the tools a ``tool_call`` step offers, default all) and the ms spent
+        compiling it now (0 once the agent has it)."""
+        tools = self._tools if tools is None else tools
         if step == "reply":
             return None, 0.0
         flags = (style or "") + (":open" if open_objects else "")
@@ -648,12 +655,12 @@ class Agent(Generic[DepsT, OutputT]):
             assert output is not None
             key = ("extract:" + json.dumps(output.schema, sort_keys=True, default=str), flags)
         else:
-            key = (step, flags)
+            key = (step if tools is self._tools else step + ":" + ",".join(t.name for t in tools), flags)
         if key in self._templates:
             return self._templates[key], 0.0
         t0 = time.perf_counter()
         if step == "tool_call":
-            template = steps.tool_call_template(self._tools, style, strict=not open_objects)
+            template = steps.tool_call_template(tools, style, strict=not open_objects)
         else:
             schema = steps.Plan.model_json_schema() if step == "plan" else output.schema  # type: ignore[union-attr]
             template = steps.for_step(steps.compile_template(schema, style, not open_objects), step,
@@ -676,17 +683,18 @@ class Agent(Generic[DepsT, OutputT]):
         self._templates[key] = template
         return template, (time.perf_counter() - t0) * 1000
 
-    def _parse_calls(self, value: Any) -> list[tuple[str, dict[str, Any]]]:
-        """The step's calls: one call object, or the list a parallel-calls template gives (each checked)."""
+    def _parse_calls(self, value: Any, offered: list[Tool] | None = None) -> list[tuple[str, dict[str, Any]]]:
+        """The step's calls: one call object, or the list a parallel-calls template gives (each checked against
+        the ``offered`` tools, default all)."""
         values = value if isinstance(value, list) and value else [value]
         calls = {}
         for v in values:  # a call written twice in one reply is made once
-            name, args = self._parse_call(v)
+            name, args = self._parse_call(v, offered)
             calls.setdefault(repeat_.call_key(name, args), (name, args))
         return list(calls.values())
 
-    def _parse_call(self, value: Any) -> tuple[str, dict[str, Any]]:
-        names = [t.name for t in self._tools] + [steps.FINAL_ANSWER]
+    def _parse_call(self, value: Any, offered: list[Tool] | None = None) -> tuple[str, dict[str, Any]]:
+        names = [t.name for t in (self._tools if offered is None else offered)] + [steps.FINAL_ANSWER]
         # the one call reader (agentkit.toolcall), held to the step's exact shape: no other keys, no aliases
         call = steps.read_tool_call(value)
         if call is None:
@@ -700,6 +708,25 @@ class Agent(Generic[DepsT, OutputT]):
         if args and any(t.templated and t.name == name for t in self._tools):
             raise steps.OutputError(f"{name} takes no arguments in the call ({{}}); its input is written next")
         return name, args
+
+    async def _offered(self, run: RunState) -> list[Tool]:
+        """The tools this tool step offers: each tool's ``prepare(ctx, tool)`` (awaited when a coroutine) keeps it,
+        replaces it with a tool of the same name, or (None) leaves it out; a tool without one is offered."""
+        offered = []
+        for t in self._tools:
+            if t.prepare is None:
+                offered.append(t)
+                continue
+            got = t.prepare(run.context(t.name), t)
+            if inspect.isawaitable(got):
+                got = await got
+            if got is None:
+                continue
+            if not isinstance(got, Tool) or got.name != t.name:
+                raise UserError(f"tool {t.name!r}: prepare must return the tool (a Tool named {t.name!r}) or None, "
+                                f"got {got!r}")
+            offered.append(got)
+        return offered
 
     def _output_failure(self, run: RunState, rec: IterationRecord, t0: float, result: GenerationResult,
                         reason: str) -> None:

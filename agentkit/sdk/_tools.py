@@ -56,6 +56,11 @@ class Tool:
 
     A first parameter annotated ``RunContext[...]`` (``takes_ctx``) receives the run's context (deps, usage, retry
     count, run id, messages); it is not part of the schema the model sees.
+
+    ``prepare`` (pydantic-ai's name): called before each tool step with the run's context and the tool,
+    ``prepare(ctx, tool) -> Tool | None`` (or a coroutine): None leaves the tool out of that step's choice, a tool
+    (this one, or one with the same name and another description) offers it. A workflow a small model can follow
+    is written this way: an edit tool offered once a file was read, the tests once an edit was applied.
     """
 
     def __init__(
@@ -68,6 +73,7 @@ class Tool:
         template_factory: Callable[[], Template] | None = None,
         input_prompt: str | None = None,
         timeout_s: float | None = None,
+        prepare: Callable[..., Any] | None = None,
     ) -> None:
         problems: list[str] = []
         if not callable(function):
@@ -83,6 +89,9 @@ class Tool:
                                       or not timeout_s > 0):
             problems.append(f"timeout_s must be a number > 0 or None, got {timeout_s!r}")
         self.timeout_s = timeout_s
+        if prepare is not None and not callable(prepare):
+            problems.append(f"prepare must be callable or None, got {prepare!r}")
+        self.prepare = prepare
         summary, param_docs = parse_docstring(inspect.getdoc(function))
         self.description = description if description is not None else summary
         self._positional: list[str] = []
@@ -272,7 +281,7 @@ def tool(function: Callable[..., Any], /) -> Tool: ...
 def tool(
     *, name: str | None = None, description: str | None = None, retries: int = 1,
     template_factory: Callable[[], Template] | None = None, input_prompt: str | None = None,
-    timeout_s: float | None = None,
+    timeout_s: float | None = None, prepare: Callable[..., Any] | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
     function: Callable[..., Any] | None = None,
@@ -284,15 +293,17 @@ def tool(
     template_factory: Callable[[], Template] | None = None,
     input_prompt: str | None = None,
     timeout_s: float | None = None,
+    prepare: Callable[..., Any] | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a ``Tool`` from a function: ``@tool`` or ``@tool(name=..., description=..., retries=...)``.
 
     The result is still callable like the function. ``template_factory``/``input_prompt``: see ``Tool``.
     ``timeout_s``: a call running longer fails with an error naming the tool (sent back to the model).
+    ``prepare``: whether (and how) the tool is offered at each tool step, see ``Tool``.
     """
     kw: dict[str, Any] = {"name": name, "description": description, "retries": retries,
                           "template_factory": template_factory, "input_prompt": input_prompt,
-                          "timeout_s": timeout_s}
+                          "timeout_s": timeout_s, "prepare": prepare}
     if function is not None:
         return Tool(function, **kw)
     return lambda fn: Tool(fn, **kw)
