@@ -83,6 +83,9 @@ class RequestPlan:
     text_config: DecodeConfig | None = None
     no_call: str | None = None
     answered: frozenset[str] = frozenset()
+    # tool_choice auto: the text a call's arguments must take a value from (the user and tool messages'), else the
+    # reply is text (agentkit.toolcall.call_grounded)
+    sources: str = ""
     max_calls: int = 1  # tool calls one reply may make (MAX_PARALLEL_CALLS with parallel_tool_calls, the default)
     raw_prompt: str | None = None  # /v1/completions: the prompt as text, without the chat template
 
@@ -285,6 +288,8 @@ def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: 
         plan.text_messages = chat_messages(req, [])
         plan.text_config = decode_config(req, ext.mode or default_mode or "ar", max_tokens, results)
         plan.no_call, plan.answered = no_call, answered_calls(req.messages)
+        plan.sources = "\n".join(_text(m.content, f"messages[{i}].content") for i, m in enumerate(req.messages)
+                                  if m.role in ("user", "tool", "function"))
     return plan
 
 

@@ -26,7 +26,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from agentkit.constrain.canonical import json_style
 from agentkit.decide import can_score, pick_tool, wants_call
 from agentkit.engine.faces import Scoring, Tokenizing
-from agentkit.toolcall import NAME_ARGS, parse_calls
+from agentkit.toolcall import NAME_ARGS, call_grounded, parse_calls
 
 from .admission import WorkBudget, WorkBudgetFull, check_bounds, check_request_work, estimate_work
 from .config import ServerConfig
@@ -254,9 +254,12 @@ class ChatService:
     @staticmethod
     def _answer_in_text(plan: RequestPlan, value: Any) -> bool:
         """After the call decode of tool_choice auto: True when the model chose no call, or only calls that repeat
-        ones a tool message already answered (the repeat rule), so the reply is decoded as text."""
+        ones a tool message already answered (the repeat rule) or that take none of their argument values from the
+        conversation (``agentkit.toolcall.call_grounded``: ``{"base": 10, "height": 10}`` for "What is the capital
+        of France?"), so the reply is decoded as text."""
         calls = parse_calls("", value) if value is not None else []
-        return not reply_calls(plan, calls)  # none (the no-call option; a template-less test engine's text)
+        calls = [c for c in reply_calls(plan, calls) if call_grounded(c[1], plan.sources)]
+        return not calls  # none (the no-call option; a template-less test engine's text)
 
     def decode_text(self, ids: list[int]) -> str:
         with self.lock:  # the tokenizer is shared with concurrent requests

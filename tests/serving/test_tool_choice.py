@@ -116,9 +116,13 @@ async def test_repeat_rule_answers_in_text():
     d = (await _post(eng, {"messages": HISTORY, "tools": TOOLS})).json()
     assert d["choices"][0]["message"]["content"] == "Sunny, 21 C." and d["choices"][0]["finish_reason"] == "stop"
     assert len(eng.calls) == 2 and "sunny, 21 C" in eng.calls[1][0][-1]["content"]  # the result in view
+    rome = HISTORY + [{"role": "user", "content": "And in Rome?"}]
     eng = Scripted({"name": "get_weather", "arguments": {"city": "Rome"}})  # a new call is returned
-    d = (await _post(eng, {"messages": HISTORY, "tools": TOOLS})).json()
+    d = (await _post(eng, {"messages": rome, "tools": TOOLS})).json()
     assert d["choices"][0]["finish_reason"] == "tool_calls" and len(eng.calls) == 1
+    eng = Scripted({"name": "get_weather", "arguments": {"city": "Oslo"}}, text="Ask me anything.")
+    d = (await _post(eng, {"messages": HISTORY, "tools": TOOLS})).json()  # no value from the conversation: text
+    assert d["choices"][0]["message"]["content"] == "Ask me anything." and len(eng.calls) == 2
     eng = Scripted({"name": "get_weather", "arguments": {"city": "Paris"}})  # required: the call asked for
     d = (await _post(eng, {"messages": HISTORY, "tools": TOOLS, "tool_choice": "required"})).json()
     assert d["choices"][0]["finish_reason"] == "tool_calls" and len(eng.calls) == 1
@@ -164,6 +168,8 @@ async def test_auto_on_the_tiny_model(tiny, monkeypatch, forced):
 
     monkeypatch.setattr(tiny, "generate", spy)
     monkeypatch.setattr(service, "wants_call", decide)
+    # random weights write random arguments; the grounding rule has its own test (test_repeat_rule_answers_in_text)
+    monkeypatch.setattr(service, "call_grounded", lambda args, text: True)
     d = (await _post(tiny, {"messages": MSG, "tools": TOOLS, "max_tokens": 16})).json()
     ch = d["choices"][0]
     assert asked == [(["get_weather"], "respond", '{"name": "')]
@@ -229,3 +235,14 @@ async def test_required_picks_the_tool_the_model_scores_highest(tiny):
     d = (await _post(tiny, body)).json()
     got = d["choices"][0]["message"]["tool_calls"][0]["function"]["name"]
     assert got == max(scores, key=scores.get) == d["agentkit_stats"]["tool_choice"]["tool"]
+
+
+def test_a_call_is_grounded_when_it_takes_a_value_from_the_conversation():
+    from agentkit.toolcall import call_grounded
+
+    assert not call_grounded({"base": 10, "height": 10}, "What is the capital of France?")
+    assert call_grounded({"base": 10, "height": 5}, "A triangle with base 10 and height 5")
+    assert call_grounded({"location": "New York, NY"}, "vegan places in new york")  # a word of the value
+    assert call_grounded({"guests": 4}, "the four of us") and call_grounded({"total": 1200}, "within $1,200")
+    assert not call_grounded({"city": "Oslo", "days": [3]}, "What is the weather in Paris?")
+    assert call_grounded({}, "hi") and call_grounded({"metric": True, "x": None}, "hi")  # nothing to check
