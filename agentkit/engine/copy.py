@@ -134,7 +134,7 @@ class CopyPrior:
         self.text = t = self._low(text)
         self.starts = [i for i in range(len(t)) if _word(t[i]) and (i == 0 or not _word(t[i - 1]))]
         self._first: set[bytes] | None = None
-        self._lines: set[bytes] | None = None
+        self._lines: list[bytes] | None = None
         self.numbers = source_numbers(text)
 
     def _low(self, b: bytes) -> bytes:
@@ -151,12 +151,16 @@ class CopyPrior:
             self._first = {self.text[i:i + n] for i in self.starts for n in range(1, MAX_SPAN + 1)}
         return self._first
 
-    def _line_prefixes(self) -> set[bytes]:
-        """The first bytes (up to :data:`MAX_SPAN`) of each line: where a free-text copy of a value may begin."""
+    def _line_prefixes(self, out: bytes) -> set[bytes]:
+        """The first bytes (up to :data:`MAX_SPAN`) of each line (a value) that ``out`` has not begun yet: where a
+        free-text copy of a value may begin. A value is begun once a word of ``out`` starts with its first
+        :data:`TEXT_MIN_START` bytes, so a copy is begun once (at bonus 5 ``ZEPHYR-6712`` was followed by
+        ``ZEUS-6712`` ten times, and the ``ok`` of every ``{"status": "ok"}`` by ``ok... ok...``)."""
         if self._lines is None:
-            lines = self.text.split(b"\n")
-            self._lines = {line[:n] for line in lines for n in range(1, min(len(line), MAX_SPAN) + 1)}
-        return self._lines
+            self._lines = [line for line in self.text.split(b"\n") if line]
+        begun = {w[:TEXT_MIN_START] for w in re.findall(rb"[^\s\"'`(*:]+", out)}
+        return {line[:n] for line in self._lines if line[:TEXT_MIN_START] not in begun
+                for n in range(1, min(len(line), MAX_SPAN) + 1)}
 
     def continuations(self, value: bytes, line_start: bool = False) -> list[bytes]:
         """What follows ``value`` (lowercased) at each of its occurrences in the prompt that begin a word (with
@@ -216,13 +220,14 @@ class CopyPrior:
         """``logits`` [V] of a free-text step with ``bonus`` added where a token among the ``TOP`` likeliest copies
         from the source, one value per line: it begins a word (its own leading space, or after a space, quote,
         bracket or colon) of at least :data:`TEXT_MIN_START` bytes that begins a value, or it goes on along a
-        copy of a value the text has begun at a word start. Matched as written (``fold_case=False``). Where a value ends nothing is
-        added, so where a copy stops stays the model's choice; a copy that begins mid-value (the digits of
-        ``AMBER-4231``) gets nothing."""
+        copy of a value the text has begun at a word start. Matched as written (``fold_case=False``); a value is
+        begun once. Where a value ends nothing is added, so where a copy stops stays the model's choice; a copy
+        that begins mid-value (the digits of ``AMBER-4231``) gets nothing."""
         if bonus == 0:
             return logits
         conts = self.text_continuations(out)
         at_start = not out or out[-1] in TEXT_OPENERS
+        starts = self._line_prefixes(out)
 
         def copies(token: bytes) -> bool:
             tok = self._low(token)
@@ -230,7 +235,7 @@ class CopyPrior:
                 return True
             word = tok.lstrip(b" ")
             return len(tok) >= TEXT_MIN_START and bool(word) and (at_start or tok[:1] == b" ") and _word(word[0]) \
-                and word in self._line_prefixes()
+                and word in starts
 
         return self._add(logits, None, bonus, copies)
 

@@ -220,10 +220,11 @@ def test_free_text_bonus_begins_and_continues_a_value_as_written():
     assert hits(b"The result is") == [b" AM"]  # " am": case as written; " 423": mid-value
     assert hits(b"") == [b" AM", b"ok"]  # "P" alone is too short to begin a copy
     assert hits(b'The result is "') == [b" AM", b"ok"]  # after a quote a value may begin without a space
-    assert hits(b"The result is AM") == [b" AM", b"BER"]  # a token with its own space may always begin one
-    assert hits(b"The result is AMBER-") == [b" AM", b"423"]
-    assert hits(b"The result is AMBER-4231") == [b" AM"]  # the value ended: where the copy stops is the model's
+    assert hits(b"The result is AM") == [b"BER"]  # a value is begun once
+    assert hits(b"The result is AMBER-") == [b"423"]
+    assert hits(b"The result is AMBER-4231") == []  # the value ended: where the copy stops is the model's
     assert hits(b"The result is 423") == [b" AM"]  # a copy begun mid-value is not continued
+    assert hits(b"The result is ok, so") == [b" AM"]  # "ok" was written: not begun again
     assert prior.bias_text(logits, b"x", 0.0) is logits
 
 
