@@ -134,6 +134,12 @@ class DecodeConfig:
     # default (BFCL 600: 6 won, 4 lost, it drew "initial_velocity": 0 to the question's 150); ``extract`` and the
     # server's response_format turn it on, where values are the text's own (docs/extraction.md)
     copy_first_digit: bool = False
+    # free text (no template): the logit bonus for tokens that begin or go on along one of ``copy_source``'s values
+    # (the agent's answer after tool results; agentkit/engine/copy.py bias_text); 0: off. Free text gets no prior
+    # without ``copy_source``. The answer step given the right result (evals/answer_copy.py, 85 tasks): the reply
+    # carries the returned value 0.235 off, 0.482 at 2, 0.577 at 3, 0.718 at 5, 0.824 at 8 (replies at the token
+    # budget 4, 2, 1, 7, 11 of 85: above 5 the value is pushed into odd places)
+    copy_text_bias: float = 5.0
     top_k: int | None = None
     top_p: float | None = None  # nucleus sampling (with temperature > 0); None or 1.0: off
     seed: int | None = None

@@ -7,7 +7,7 @@ result as what it returned: an oracle call, so the answer step is measured apart
 is ``agentkit eval agent-loop``). Each configuration decodes every reply in AR; the score is the agent-loop
 benchmark's ``answer_has`` (the reply carries the result's CODE).
 
-    python evals/answer_copy.py --bias 0,2,3 --limit 85 --out evals/results/s18/answer_copy.json
+    python evals/answer_copy.py --bias 0,2,3,5,8 --out evals/results/s18/answer_copy_once.json
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def messages(task) -> tuple[list[dict[str, str]], str]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", default="evals/agent_loop/tasks.jsonl")
-    ap.add_argument("--bias", default="0,2", help="copy_bias values, comma-separated (0: no prior)")
+    ap.add_argument("--bias", default="0,5", help="copy_text_bias values, comma-separated (0: no prior)")
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--max-new-tokens", type=int, default=96)
     ap.add_argument("--out", required=True)
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         hits, ms = 0, []
         for i, task in enumerate(tasks):
             chat, text = messages(task)
-            cfg = DecodeConfig(mode="ar", max_new_tokens=args.max_new_tokens, copy_bias=bias,
+            cfg = DecodeConfig(mode="ar", max_new_tokens=args.max_new_tokens, copy_text_bias=bias,
                                copy_source=result_values([text]) if bias else None)
             t0 = time.perf_counter()
             r = engine.generate(chat, cfg)

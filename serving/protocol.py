@@ -157,6 +157,8 @@ class AgentkitExt(BaseModel):
     # the number copy prior at a number's first digit too (DecodeConfig.copy_first_digit); None: on for a
     # response_format with the schema prompt (as extract), off otherwise
     copy_first_digit: SBool | None = None
+    # the bonus for copying copy_source's values in a text reply (DecodeConfig.copy_text_bias); None: its default, 5
+    copy_text_bias: SFloat | None = Field(default=None, ge=0, le=100)
     # the copy prior's source text itself (DecodeConfig.copy_source); None: copy_from's, or for a text reply after
     # tool messages the results' values (the copy prior on free text needs a source)
     copy_source: str | None = Field(default=None, max_length=MAX_COPY_SOURCE)

@@ -140,7 +140,7 @@ class Decoder:
         tb = self._copy.token_bytes
         out = b"".join(tb[int(t)] or b"" for t in (*self.out, *tail) if int(t) < len(tb))
         if allowed is None:
-            biased = self._copy.bias_text(logits, out, self.cfg.copy_bias)
+            biased = self._copy.bias_text(logits, out, self.cfg.copy_text_bias)
         else:
             biased = self._copy.bias(logits, allowed, out, self.cfg.copy_bias, numbers=self.cfg.copy_numbers,
                                      first_digit=self.cfg.copy_first_digit)
@@ -184,7 +184,7 @@ class Decoder:
             tb = self.c.vocab.token_bytes
             self._copy = (CopyPrior.from_tokens(self.prompt, tb) if self.copy_text is None
                           else CopyPrior(self.copy_text.encode(), tb))
-        elif self.cfg.copy_bias and self.copy_text and self.token_bytes is not None:  # free text: a given source
+        elif self.cfg.copy_text_bias and self.copy_text and self.token_bytes is not None:  # free text: a source
             self._copy = CopyPrior(self.copy_text.encode(), self.token_bytes, fold_case=False)
         self.stats.encoder_forwards += 1
         self.stats.prefill_ms += 1000 * (time.perf_counter() - t0)

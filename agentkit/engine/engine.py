@@ -313,7 +313,7 @@ class Engine:
             mask_token_id=lm.mask_token_id, bidirectional=lm.bidirectional and cfg.mode != "ar",
             sampler=sampler, on_draft=on_draft, on_tokens=on_tokens, drafter=self._drafter(cfg),
             should_stop=should_stop, prefix=prefix,
-            copy_text=_copy_text(prompt, cfg) if template is not None else cfg.copy_source if cfg.copy_bias else None,
+            copy_text=_copy_text(prompt, cfg) if template is not None else cfg.copy_source,
             prompt_chunk=self.prompt_chunk if base else 0, token_bytes=self.vocab.token_bytes,
         )
         dec.stats.backend = backend

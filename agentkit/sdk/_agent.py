@@ -819,7 +819,8 @@ def _copy_config(run: RunState, step: str, config: DecodeConfig) -> DecodeConfig
       Meeting'``).
 
     Otherwise (a first tool step, a plan) the config's own ``copy_from``: the last user message."""
-    if step not in ("tool_call", "reply", "extract") or not config.copy_bias or config.copy_source is not None \
+    bonus = config.copy_text_bias if step == "reply" else config.copy_bias
+    if step not in ("tool_call", "reply", "extract") or not bonus or config.copy_source is not None \
             or "copy_from" in run.settings:
         return config
     values = result_values([text for _, _, text in run.results.calls.values()])

@@ -22,7 +22,8 @@ class ModelSettings(TypedDict, total=False):
     bonus for tokens that copy a span of the prompt inside a JSON string value (default 2; 0: off), see
     ``DecodeConfig.copy_bias``; ``copy_from``: what it copies from, ``"prompt"`` (all of it) or ``"user"`` (the last
     user message, the default); ``copy_numbers``: the same bonus for digits that go on along a number the source
-    writes (default on), see ``DecodeConfig.copy_numbers``; ``parallel_tool_calls``: a tool step may make several
+    writes (default on), see ``DecodeConfig.copy_numbers``; ``copy_text_bias``: the bonus for copying a tool result's
+    values into a free-text answer (default 5; 0: off), see ``DecodeConfig.copy_text_bias``; ``parallel_tool_calls``: a tool step may make several
     calls to the tool it picked, run concurrently (default False: a small model tends to write its call again, see
     ``agentkit/settings.py``; the server's default is OpenAI's, True).
     """
@@ -38,6 +39,7 @@ class ModelSettings(TypedDict, total=False):
     copy_bias: float
     copy_from: str
     copy_numbers: bool
+    copy_text_bias: float
     parallel_tool_calls: bool
 
 

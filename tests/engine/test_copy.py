@@ -238,15 +238,18 @@ def test_result_values_keeps_values_not_keys():
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_free_text_gets_the_prior_only_with_a_source(seed, monkeypatch):
-    """A free reply is untouched without ``copy_source`` (``copy_from`` does not reach it); with one and a bonus
-    far above any logit gap, the reply begins by copying one of the source's values."""
+    """A free reply is untouched without ``copy_source`` (``copy_from`` does not reach it) or with
+    ``copy_text_bias=0``; with a source and a bonus far above any logit gap, the reply begins by copying one of the
+    source's values."""
     monkeypatch.setattr(copy_mod, "TOP", 10**6)
     eng = Engine.from_loaded(tiny_llama(seed))
     plain = eng.generate(PROMPT, DecodeConfig(mode="ar", max_new_tokens=24), raw=True)
     assert eng.generate(PROMPT, DecodeConfig(mode="ar", max_new_tokens=24, copy_bias=1e4, copy_from="prompt"),
                         raw=True).token_ids == plain.token_ids
     source = "Boat day\nThe bay"  # values that begin with tokens of two bytes or more in the tiny vocabulary
-    res = eng.generate(PROMPT, DecodeConfig(mode="ar", max_new_tokens=24, copy_bias=1e4, copy_source=source),
+    res = eng.generate(PROMPT, DecodeConfig(mode="ar", max_new_tokens=24, copy_text_bias=1e4, copy_source=source),
                        raw=True)
+    off = DecodeConfig(mode="ar", max_new_tokens=24, copy_text_bias=0.0, copy_source=source)
+    assert eng.generate(PROMPT, off, raw=True).token_ids == plain.token_ids  # 0: off
     assert res.token_ids != plain.token_ids
     assert any(res.text.startswith(v[:2]) for v in source.split("\n")), res.text
