@@ -41,6 +41,7 @@ class _Cont:
 
 
 END = ("end",)
+MAX_CONSUMED = 100_000  # memoized _consume results kept per constraint (cleared past this)
 
 
 class TokenConstraint:
@@ -62,6 +63,10 @@ class TokenConstraint:
         self._lit_bytes: dict[int, bytes] = {}
         self._seps: dict[int, Lit] = {}
         self._span: dict[tuple, list[int]] = {}
+        # _consume's results by (state, data): a slot reads raw bytes as every split into tokens, and without the
+        # memo the splits of a long run (the 16-space token of an edit's REPLACE) were explored once per path,
+        # exponentially (an edit template's pinned run took minutes at one position)
+        self._consumed: dict[tuple[frozenset, bytes], frozenset] = {}
         self._keep: list[object] = []  # keeps interned objects' ids stable
         self._cost: dict[int, float] = {}  # id(node or cont) -> tokens to produce it (budget bounds)
         self._state_cost: dict[frozenset, float] = {}
@@ -360,8 +365,17 @@ class TokenConstraint:
                 out |= self._dfa(th[1].regex).first_bytes(th[2])
         return out
 
-    def _consume(self, state: frozenset, data: bytes) -> set:
-        """Threads after reading raw ``data`` from ``state`` (slots read it as whole tokens)."""
+    def _consume(self, state: frozenset, data: bytes) -> frozenset:
+        """Threads after reading raw ``data`` from ``state`` (slots read it as whole tokens), memoized."""
+        key = (state, data)
+        hit = self._consumed.get(key)
+        if hit is None:
+            if len(self._consumed) > MAX_CONSUMED:
+                self._consumed.clear()
+            hit = self._consumed[key] = frozenset(self._consume_once(state, data))
+        return hit
+
+    def _consume_once(self, state: frozenset, data: bytes) -> set:
         out: set = set()
         for th in state:
             if th is END:
