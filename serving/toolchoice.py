@@ -16,9 +16,12 @@ says how to pick ``respond``.
    docs/serving_tools.md.) An engine without a backbone (a test double) decodes the choice under the template and
    takes what it decodes.
 2. **A call**: decoded under the tools' call template (the same as ``"required"``: the name by the model's scores
-   among the tools, the arguments under the tool's schema) and returned as ``tool_calls``. **No call**, or a call
-   that repeats one already answered (below): the reply is decoded as free text from the conversation *without* the
-   tool instructions in view and returned as content.
+   among the tools, the arguments under the tool's schema) and returned as ``tool_calls``. **No call**, a call
+   that repeats one already answered (below), or a call that takes none of its argument values from the
+   conversation's user and tool messages (``agentkit.toolcall.call_grounded``: the model's calls on questions that
+   need no tool invent their arguments; on the 40-question check the decision went from 0.80 to 0.95 right,
+   docs/serving_tools.md): the reply is decoded as free text from the conversation *without* the tool instructions
+   in view and returned as content.
 
 Budget: the choice decode may use up to ``max(max_tokens, 256)`` tokens (a small ``max_tokens`` must not forbid a
 call: the no-call option alone takes ~10 tokens on SmolLM2); ``max_tokens`` bounds the text reply. ``usage``
