@@ -150,7 +150,11 @@ class Agent(Generic[DepsT, OutputT]):
     ``decide``: how a tool step chooses between a call (of which tool) and the answer. ``"scores"`` (default): by the
     model's calibrated scores of the options' names when the generator can score them (the in-process engine;
     ``_decide.py``), then only the chosen tool's arguments are decoded; otherwise, and with ``"decode"``, the
-    choice is decoded under the call template.
+    choice is decoded under the call template. ``after_result``: the scores' rule after a tool result, one of
+    ``_decide.AFTER_RESULT_RULES`` (None: ``"exclude_moved"``, the tool that just returned is no option and another
+    call is made only if the result moved the model towards the tools; ``"exclude_last"``: calibrated against the
+    content-free question as the first step is, which a workflow agent whose tools' ``prepare`` narrows the choice
+    wants: the coding assistant).
     """
 
     _instrument_default: bool | Instrumentation = False
@@ -174,9 +178,10 @@ class Agent(Generic[DepsT, OutputT]):
         on_repeat: OnRepeat = "answer",
         repeat: RepeatKey = "feedback",
         decide: Decide = "scores",
+        after_result: str | None = None,
     ) -> None:
         repeat_.check(on_repeat, repeat)
-        decide_.check(decide)
+        decide_.check(decide, after_result)
         self.generator = as_generator(model)
         self._tools = as_tools(tools)
         self._instructions: list[Instructions] = _instruction_list(instructions)
@@ -194,6 +199,7 @@ class Agent(Generic[DepsT, OutputT]):
         self.on_repeat: OnRepeat = on_repeat
         self.repeat: RepeatKey = repeat
         self.decide: Decide = decide
+        self.after_result = after_result  # the decision's rule after a tool result (None: _decide.AFTER_RESULT)
         self._scorer = decide_.scorer_of(self.generator, decide)
         self._null_scores = decide_.NullScores()  # the decision's baseline, shared by this agent's runs
         self._templates: dict[tuple[str, str], Template] = {}  # by (step, JSON style)
@@ -373,7 +379,7 @@ class Agent(Generic[DepsT, OutputT]):
             chat, no_call = decide_.decision_chat(to_chat(run.messages), run.instructions, offered)
             run.decision = run.last_decision = await decide_.decide_step(
                 self._scorer, chat, [t.name for t in offered], style, self._null_scores,
-                done=run.results.tools_done(), previous=run.last_decision, no_call=no_call)
+                done=run.results.tools_done(), previous=run.last_decision, no_call=no_call, rule=self.after_result)
             if run.decision.tool is None:
                 return False
             template, compile_ms = self._call_template(run.decision.tool, style,

@@ -32,9 +32,11 @@ Decide = Literal["scores", "decode"]
 DECIDE: tuple[str, ...] = ("scores", "decode")
 
 
-def check(value: str) -> None:
+def check(value: str, after_result: str | None = None) -> None:
     if value not in DECIDE:
         raise UserError(f"decide must be one of {DECIDE}, got {value!r}")
+    if after_result is not None and after_result not in AFTER_RESULT_RULES:
+        raise UserError(f"after_result must be one of {AFTER_RESULT_RULES} or None, got {after_result!r}")
 
 
 def scorer_of(generator: Any, value: Decide) -> NameScorer | None:

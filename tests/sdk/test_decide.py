@@ -112,3 +112,21 @@ def test_null_scores_keep_the_most_recent_entries():
     for i in range(3):
         null.put(("s", (str(i),)), {"x": float(i)})
     assert null.get(("s", ("0",))) is None and null.get(("s", ("2",))) == {"x": 2.0} and len(null.by_key) == 2
+
+
+async def test_an_agents_after_result_rule_reaches_the_decision():
+    """``Agent(after_result=...)`` is the rule after a tool result (checked at construction)."""
+    with pytest.raises(UserError, match="after_result must be one of"):
+        Agent(FunctionModel(lambda m, i: "x"), after_result="always")
+
+    def fn(messages, info):
+        return {"name": "double", "arguments": {"x": 21}} if info.step == "tool_call" else "It is 42."
+
+    @tool
+    def halve(x: int) -> int:
+        """Halve x."""
+        return x // 2
+
+    for rule, expected in (("exclude_last", "exclude_last"), (None, d.AFTER_RESULT)):
+        result = await Agent(ScoringModel(fn), tools=[double, halve], after_result=rule).run("Double 21")
+        assert result.trace[1].decision["rule"] == expected

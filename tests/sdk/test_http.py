@@ -63,7 +63,7 @@ async def test_request_body_and_stats_parsing():
         "model": "agentkit", "messages": MESSAGES, "max_tokens": 64, "temperature": 0.0, "stop": ["\n"],
         "agentkit": {"mode": "diffusion", "canvas_length": 32, "max_denoising_steps": 48, "sampler": "auto",
                      "greedy": "byte", "copy_bias": 2.0, "copy_from": "user", "copy_numbers": True,
-                     "copy_first_digit": False, "step": "extract", "schema_prompt": False},
+                     "copy_text_bias": 5.0, "copy_first_digit": False, "step": "extract", "schema_prompt": False},
         "response_format": {"type": "json_schema", "json_schema": {"name": "extract", "schema": schema,
                                                                    "strict": True}},
     }
