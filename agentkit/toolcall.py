@@ -215,9 +215,12 @@ def parse_calls(text: str, value: Any = None, *, shape: CallShape = NAME_ARGS) -
     return [c for c in (read_call(o, shape) for o in _json_objects(text or "")) if c is not None]
 
 
-def result_values(texts: Sequence[str]) -> str:
+MAX_RESULT_VALUES = 16_000  # characters of result_values kept (the latest), under the server's copy_source cap
+
+
+def result_values(texts: Sequence[str], limit: int = MAX_RESULT_VALUES) -> str:
     """A free-text copy source from tool results: each result's scalar values (its strings and numbers, not its
-    keys) when it is JSON, else its text; one per line."""
+    keys) when it is JSON, else its text; one per line; the last ``limit`` characters (the latest results)."""
     lines: list[str] = []
 
     def walk(value: Any) -> None:
@@ -235,7 +238,8 @@ def result_values(texts: Sequence[str]) -> str:
             walk(json.loads(text))
         except (ValueError, RecursionError):
             lines.append(text)
-    return "\n".join(x.replace("\n", " ") for x in lines if x.strip())
+    text = "\n".join(x.replace("\n", " ") for x in lines if x.strip())
+    return text[-limit:] if len(text) > limit else text
 
 
 _WORD = re.compile(r"[^\W_]{3,}")  # a word of three or more letters or digits

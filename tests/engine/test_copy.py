@@ -234,6 +234,7 @@ def test_result_values_keeps_values_not_keys():
     assert result_values(['{"status": "ok", "result": "AMBER-4231", "n": 3, "flag": true}', "plain\ntext", "[]"]) \
         == "ok\nAMBER-4231\n3\nplain text"
     assert result_values(['{"a": {"b": ["x", null]}}']) == "x"
+    assert result_values(["a" * 9, "b" * 9], limit=12) == "a" * 2 + "\n" + "b" * 9  # the latest kept
 
 
 @pytest.mark.parametrize("seed", [0, 1])
