@@ -28,7 +28,8 @@ call: the no-call option alone takes ~10 tokens on SmolLM2); ``max_tokens`` boun
 sums both decodes' prompt and completion tokens (both were computed); ``agentkit_stats`` are the last decode's.
 
 The repeat rule: a decoded call identical (same name; same arguments as canonical JSON: key order and spacing do
-not matter) to a call of an earlier assistant message that already has a ``tool`` result is not returned again;
+not matter) to a call of an earlier assistant message that already has a ``tool`` result (not a failure,
+:func:`tool_failed`) is not returned again;
 the reply is decoded as text (the SDK's ``on_repeat="answer"``, ``agentkit/sdk/_repeat.py``). It applies to
 ``"auto"`` only: a client that forces a call (``"required"`` or a named tool) gets the call it asked for.
 """
@@ -42,16 +43,29 @@ from agentkit.decide import NULL_QUESTION, logsumexp, name_scores, no_call_margi
 from agentkit.toolcall import NO_CALL, NO_CALL_NOTE, no_call_name
 
 __all__ = ["NO_CALL", "NO_CALL_NOTE", "NULL_QUESTION", "answered_calls", "call_key", "logsumexp", "name_scores",
-           "no_call_margin", "no_call_name", "pick_tool", "wants_call"]
+           "no_call_margin", "no_call_name", "pick_tool", "tool_failed", "wants_call"]
 
 def call_key(name: str, args: Any) -> str:
     """A canonical form of a call (the SDK's ``_repeat.call_key``): key order and spacing do not matter."""
     return name + " " + json.dumps(args, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
+# how clients write a tool's failure in a ``tool`` message (the protocol has no error flag): pydantic-ai's retry
+# prompt ends with this sentence; the openai examples and many loops start the content with "error"
+RETRY_SUFFIX = "Fix the errors and try again."
+
+
+def tool_failed(content: str) -> bool:
+    """Whether a ``tool`` message's text reports a failure rather than a result (a failed call is no repeat)."""
+    text = content.strip()
+    return text.endswith(RETRY_SUFFIX) or text[:5].lower() == "error"
+
+
 def answered_calls(messages: list[Any]) -> frozenset[str]:
     """The :func:`call_key` of every call in an assistant message that a later ``tool`` message answered (by its
-    ``tool_call_id``; a tool message without a known id answers the calls of the last assistant message)."""
+    ``tool_call_id``; a tool message without a known id answers the calls of the last assistant message). A tool
+    message that reports a failure (:func:`tool_failed`) answers nothing: calling again is a retry, as the SDK's
+    ``on_repeat`` counts it."""
     pending: dict[str | None, str] = {}
     last: list[str] = []
     done: set[str] = set()
@@ -63,6 +77,8 @@ def answered_calls(messages: list[Any]) -> frozenset[str]:
                 pending[c.id] = key
                 last.append(key)
         elif m.role in ("tool", "function"):
+            if tool_failed(_content(m.content)):
+                continue
             if m.tool_call_id is not None and m.tool_call_id in pending:
                 done.add(pending[m.tool_call_id])
             else:  # no id, or one the calls do not carry: it answers the last assistant message's calls
@@ -78,3 +94,10 @@ def call_arguments(a: str | dict[str, Any]) -> Any:
         return json.loads(a)
     except json.JSONDecodeError:
         return a
+
+
+def _content(content: Any) -> str:
+    """A message's text: a string, or its text parts joined (other parts are refused earlier, serving/plan.py)."""
+    if isinstance(content, str) or content is None:
+        return content or ""
+    return "".join(getattr(p, "text", None) or "" for p in content)

@@ -246,3 +246,17 @@ def test_a_call_is_grounded_when_it_takes_a_value_from_the_conversation():
     assert call_grounded({"guests": 4}, "the four of us") and call_grounded({"total": 1200}, "within $1,200")
     assert not call_grounded({"city": "Oslo", "days": [3]}, "What is the weather in Paris?")
     assert call_grounded({}, "hi") and call_grounded({"metric": True, "x": None}, "hi")  # nothing to check
+
+
+async def test_a_call_whose_tool_message_reports_a_failure_may_be_made_again():
+    """A ``tool`` message that reports a failure (pydantic-ai's retry prompt, or text starting with "error")
+    answers nothing: the same call again is a retry and is returned, not answered in text."""
+    from agentkit.serving.toolchoice import tool_failed
+
+    assert tool_failed("error: Service temporarily unavailable (HTTP 503)")
+    assert tool_failed("Service temporarily unavailable (HTTP 503)\n\nFix the errors and try again.")
+    assert not tool_failed("sunny, 21 C") and not tool_failed("no errors found")
+    failed = HISTORY[:-1] + [{"role": "tool", "tool_call_id": "c1", "content": "error: timed out"}]
+    eng = Scripted({"name": "get_weather", "arguments": {"city": "Paris"}})
+    d = (await _post(eng, {"messages": failed, "tools": TOOLS})).json()
+    assert d["choices"][0]["finish_reason"] == "tool_calls" and len(eng.calls) == 1
