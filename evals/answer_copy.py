@@ -32,11 +32,19 @@ def oracle_args(expected: dict[str, dict[str, list]]) -> tuple[str, dict]:
     return name, {k: v[0] for k, v in params.items() if v and v[0] != ""}
 
 
-def messages(task) -> tuple[list[dict[str, str]], str]:
+# the answer step's closing request: the SDK's (``_steps.reply_prompt``), or a variant measured against it
+PROMPTS = {"default": None,
+           "exact": "Answer in one sentence that gives the result exactly as the tool returned it.",
+           "starts": "Answer in one sentence that starts with the result."}
+
+
+def messages(task, prompt: str = "default") -> tuple[list[dict[str, str]], str]:
     name, args = oracle_args(task.expected[-1])
     text = json.dumps(task.result, ensure_ascii=False, separators=(",", ":"))  # as the SDK serializes a dict
-    chat = [{"role": "system", "content": INSTRUCTIONS},
-            {"role": "user", "content": steps.reply_prompt(task.prompt, steps.results_text([(name, args, text)]))}]
+    results = steps.results_text([(name, args, text)])
+    user = steps.reply_prompt(task.prompt, results) if PROMPTS[prompt] is None else \
+        f"{task.prompt}\n\n{results}{PROMPTS[prompt]}"
+    chat = [{"role": "system", "content": INSTRUCTIONS}, {"role": "user", "content": user}]
     return chat, text
 
 
@@ -45,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", default="evals/agent_loop/tasks.jsonl")
     ap.add_argument("--bias", default="0,5", help="copy_text_bias values, comma-separated (0: no prior)")
     ap.add_argument("--limit", type=int, default=None)
+    ap.add_argument("--prompt", default="default", choices=sorted(PROMPTS), help="the answer request's wording")
     ap.add_argument("--max-new-tokens", type=int, default=96)
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
@@ -55,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     for bias in biases:
         hits, ms = 0, []
         for i, task in enumerate(tasks):
-            chat, text = messages(task)
+            chat, text = messages(task, args.prompt)
             cfg = DecodeConfig(mode="ar", max_new_tokens=args.max_new_tokens, copy_text_bias=bias,
                                copy_source=result_values([text]) if bias else None)
             t0 = time.perf_counter()
@@ -69,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
         summary[str(bias)] = {"n": len(tasks), "answer_has_result_rate": round(hits / len(tasks), 4),
                               "p50_ms": round(ms[len(ms) // 2], 1)}
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps({"suite": "answer_copy", "data": args.data, "summary": summary,
+        Path(args.out).write_text(json.dumps({"suite": "answer_copy", "data": args.data, "prompt": args.prompt,
+                                              "summary": summary,
                                               "items": rows}, indent=1))
     print(json.dumps(summary, indent=1))
     return 0
