@@ -11,8 +11,8 @@ free text.
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,8 +20,9 @@ from typing import Any
 from .constrain.canonical import JsonStyle, json_style
 from .constrain.nodes import Choice, Lit, Repeat, Template, json_lines, seq
 
-__all__ = ["CALL_SEP", "MAX_PARALLEL_CALLS", "CallShape", "ToolSpec", "call_schema", "call_template", "calls_template", "choice_prompt",
-           "json_lines", "parse_call", "parse_calls", "read_call", "result_values", "tools_prompt", "call_grounded"]
+__all__ = ["CALL_SEP", "MAX_PARALLEL_CALLS", "CallShape", "ToolSpec", "call_grounded", "call_schema", "call_template",
+           "calls_template", "choice_prompt", "json_lines", "parse_call", "parse_calls", "read_call", "result_values",
+           "tools_prompt"]
 
 ToolSpec = tuple[str, "dict | Template | None"]  # (name, parameters: a JSON Schema, a compiled template, or None: {})
 

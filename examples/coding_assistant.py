@@ -22,8 +22,17 @@ if __package__ in (None, ""):  # run as a script: make the repository's top-leve
 
 from agentkit.tools.workspace import Workspace
 
-from agentkit import (Agent, AgentRunError, DecodeConfig, Limits, RoutingPolicy, RunContext, Template, Tool,
-                      WorkspaceError)
+from agentkit import (
+    Agent,
+    AgentRunError,
+    DecodeConfig,
+    Limits,
+    RoutingPolicy,
+    RunContext,
+    Template,
+    Tool,
+    WorkspaceError,
+)
 from agentkit.constrain.edits import DIVIDER, REPLACE_MARK, file_lines, search_replace_template
 
 INSTRUCTIONS = """You are a coding assistant working inside one repository folder.

@@ -68,9 +68,9 @@ VALUE_START = frozenset(b":[, \n\t")  # what a JSON value may follow
 SOURCE_NUMBER = re.compile(rb"-?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?")
 
 
-_UNITS = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
-          "seventeen eighteen nineteen").split()
-_TENS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
+_UNITS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
+          "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"]
+_TENS = ["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
 NUMBER_WORDS = {w.encode(): i for i, w in enumerate(_UNITS)} | {w.encode(): 20 + 10 * i for i, w in enumerate(_TENS)} \
     | {b"dozen": 12}
 # a number written in words: "four", "twelve", "forty-two" / "forty two", "a dozen"
