@@ -22,7 +22,7 @@ from .constrain.nodes import Choice, Lit, Repeat, Template, json_lines, seq
 
 __all__ = ["CALL_SEP", "MAX_PARALLEL_CALLS", "CallShape", "ToolSpec", "call_grounded", "call_schema", "call_template",
            "calls_template", "choice_prompt", "json_lines", "parse_call", "parse_calls", "read_call", "result_values",
-           "tools_prompt"]
+           "scalar_leaves", "tools_prompt"]
 
 ToolSpec = tuple[str, "dict | Template | None"]  # (name, parameters: a JSON Schema, a compiled template, or None: {})
 
@@ -219,24 +219,27 @@ def parse_calls(text: str, value: Any = None, *, shape: CallShape = NAME_ARGS) -
 MAX_RESULT_VALUES = 16_000  # characters of result_values kept (the latest), under the server's copy_source cap
 
 
+def scalar_leaves(value: Any) -> Iterator[Any]:
+    """The scalar values of JSON data in document order (a dict's values, a list's items; booleans and None
+    included, keys not): what ``result_values``, ``call_grounded`` and ``extract``'s ``grounded`` look at."""
+    if isinstance(value, dict):
+        for v in value.values():
+            yield from scalar_leaves(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from scalar_leaves(v)
+    else:
+        yield value
+
+
 def result_values(texts: Sequence[str], limit: int = MAX_RESULT_VALUES) -> str:
     """A free-text copy source from tool results: each result's scalar values (its strings and numbers, not its
     keys) when it is JSON, else its text; one per line; the last ``limit`` characters (the latest results)."""
     lines: list[str] = []
-
-    def walk(value: Any) -> None:
-        if isinstance(value, dict):
-            for v in value.values():
-                walk(v)
-        elif isinstance(value, list):
-            for v in value:
-                walk(v)
-        elif isinstance(value, str | int | float) and not isinstance(value, bool):
-            lines.append(str(value))
-
     for text in texts:
         try:
-            walk(json.loads(text))
+            lines.extend(str(v) for v in scalar_leaves(json.loads(text))
+                         if isinstance(v, str | int | float) and not isinstance(v, bool))
         except (ValueError, RecursionError):
             lines.append(text)
     text = "\n".join(x.replace("\n", " ") for x in lines if x.strip())
@@ -256,14 +259,8 @@ def call_grounded(args: Any, text: str) -> bool:
     from .engine.copy import source_numbers  # torch: only where the engine is
 
     low, numbers, checked = text.casefold(), None, False
-    stack = [args]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, dict):
-            stack.extend(v.values())
-        elif isinstance(v, list):
-            stack.extend(v)
-        elif isinstance(v, str) and v.strip():
+    for v in scalar_leaves(args):
+        if isinstance(v, str) and v.strip():
             checked = True
             s = v.casefold()
             if s in low or any(w in low for w in _WORD.findall(s)):

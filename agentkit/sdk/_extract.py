@@ -84,19 +84,14 @@ def grounded(output: Any, text: str) -> tuple[int, int]:
     """(values found in ``text``, values checked) over the output's string and number leaves: a string is found
     where the text holds it (case-insensitively), a number where the text writes it (``$1,200`` is 1200)."""
     from ..engine.copy import source_numbers
+    from ..toolcall import scalar_leaves
 
     value = TypeAdapter(type(output)).dump_python(output, mode="json") if not isinstance(
         output, dict | list | str | int | float | bool | type(None)) else output  # a model, a dataclass, ...
     low, numbers = text.casefold(), {float(n) for n in source_numbers(text.encode())}
     found = checked = 0
-    stack = [value]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, dict):
-            stack.extend(v.values())
-        elif isinstance(v, list):
-            stack.extend(v)
-        elif isinstance(v, str) and v:
+    for v in scalar_leaves(value):
+        if isinstance(v, str) and v:
             checked, found = checked + 1, found + (v.casefold() in low)
         elif isinstance(v, int | float) and not isinstance(v, bool):
             checked, found = checked + 1, found + (float(v) in numbers)
