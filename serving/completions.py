@@ -97,7 +97,7 @@ class Completions:
     def plans(self, req: CompletionRequest) -> list[RequestPlan]:
         svc = self.svc
         svc.check_raw()
-        svc.check_n(req.n * len(req.prompts), req.stream)
+        svc.check_n(req.n * len(req.prompts))
         out = []
         for prompt in req.prompts:
             plan = plan_completion(req, prompt, default_mode=svc.cfg.default_mode, context=svc.preparer.context,
@@ -126,28 +126,33 @@ class Completions:
 
     async def stream(self, req: CompletionRequest, request: Request, t0: float) -> StreamingResponse:
         model = self.svc.served_model(req.model)
-        (plan,) = self.plans(req)  # one prompt, n 1 (check_n refuses more with stream)
+        plans = self.plans(req)  # choice i is prompt i // n's (i % n)-th sample, as without stream
         cid, created = "cmpl-" + uuid.uuid4().hex, int(time.time())
-        head = plan.raw_prompt if req.echo else ""
+        heads = [p.raw_prompt or "" if req.echo else "" for p in plans]
+
+        def chunk(i: int | None, text: str = "", finish: str | None = None, **extra: Any) -> str:
+            choices = [] if i is None else [{"index": i, "text": text, "logprobs": None, "finish_reason": finish}]
+            return event({"id": cid, "object": "text_completion", "created": created, "model": model,
+                          "choices": choices, **extra})
 
         async def render(frames: AsyncIterator[Frame]) -> AsyncIterator[str]:
-            def chunk(text: str, finish: str | None = None, **extra: Any) -> str:
-                return event({"id": cid, "object": "text_completion", "created": created, "model": model,
-                              "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish}],
-                              **extra})
-            if head:
-                yield chunk(head)
+            for i, head in enumerate(heads):
+                if head:
+                    yield chunk(i, head)
             async with contextlib.aclosing(frames) as fs:  # type: ignore[type-var]
                 async for name, data in fs:
                     if name is not None:  # an error (the canvas events are chat chunks; not sent here)
                         if name == "error":
                             yield event(data)
                         continue
+                    if not data["choices"]:  # n > 1: the request's usage, after every choice ended
+                        yield chunk(None, usage=data["usage"])
+                        continue
                     ch = data["choices"][0]
                     text, finish = ch["delta"].get("content") or "", ch["finish_reason"]
                     if text or finish:
-                        extra = {"usage": data["usage"], "agentkit_stats": data["agentkit_stats"]} if finish else {}
-                        yield chunk(text, finish, **extra)
+                        extra = {k: data[k] for k in ("usage", "agentkit_stats") if k in data} if finish else {}
+                        yield chunk(ch["index"], text, finish, **extra)
             yield DONE
 
-        return await open_stream(self.svc, plan, request, t0, model=model, render=render)
+        return await open_stream(self.svc, plans, request, t0, model=model, render=render)

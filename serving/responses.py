@@ -363,7 +363,7 @@ class Responses:
         chat = to_chat(req)
         plan = svc.plan(chat)
         if req.stream:
-            return await open_stream(svc, plan, request, t0, model=model, render=EventWriter(req, model).render)
+            return await open_stream(svc, [plan], request, t0, model=model, render=EventWriter(req, model).render)
         ((job, out),) = await svc.outcomes([plan], request)
         res = out.result
         message, finish = response_parts(plan, res.text, res.value, res.stats.finish_reason)

@@ -130,13 +130,10 @@ class ChatService:
         check_bounds(plan, self.cfg)
         return plan
 
-    def check_n(self, n: int, stream: bool) -> None:
+    def check_n(self, n: int) -> None:
         if n > self.cfg.max_n:
             raise APIError(400, f"n is {n}, more than this server's max_n ({self.cfg.max_n})", param="n",
                            code="invalid_value")
-        if n > 1 and stream:
-            raise APIError(400, "n > 1 with stream: true is not supported (ask without stream, or n: 1)",
-                           param="n", code="unsupported_parameter")
 
     def check_raw(self) -> None:
         if not self._raw:
@@ -314,7 +311,7 @@ class ChatService:
 
     async def complete(self, req: ChatRequest, request: Request, t0: float) -> JSONResponse:
         model = self.served_model(req.model)
-        self.check_n(req.n, False)
+        self.check_n(req.n)
         plan = self.plan(req)
         done = await self.outcomes([plan.choice(i) for i in range(req.n)], request)
         choices = []
@@ -343,5 +340,6 @@ class ChatService:
 
     async def stream(self, req: ChatRequest, request: Request, t0: float) -> StreamingResponse:
         model = self.served_model(req.model)
-        self.check_n(req.n, True)
-        return await open_stream(self, self.plan(req), request, t0, model=model)
+        self.check_n(req.n)
+        plan = self.plan(req)
+        return await open_stream(self, [plan.choice(i) for i in range(req.n)], request, t0, model=model)

@@ -22,14 +22,18 @@ def event(obj: dict[str, Any], name: str | None = None) -> str:
 
 
 class Chunks:
-    def __init__(self, cid: str, created: int, model: str) -> None:
-        self.cid, self.created, self.model = cid, created, model
+    def __init__(self, cid: str, created: int, model: str, index: int = 0) -> None:
+        self.cid, self.created, self.model, self.index = cid, created, model, index
+
+    def for_choice(self, index: int) -> Chunks:
+        """The chunks of choice ``index`` of the same response (``n`` > 1)."""
+        return Chunks(self.cid, self.created, self.model, index)
 
     def chunk(self, delta: dict[str, Any] | None, finish: str | None = None, logprobs: Any = None,
               **extra: Any) -> dict[str, Any]:
         """A chunk with one choice (``delta``), or with none (``delta`` None: extension events, as OpenAI's own
         usage chunk carries ``choices: []``)."""
-        choices = [] if delta is None else [{"index": 0, "delta": delta, "logprobs": logprobs,
+        choices = [] if delta is None else [{"index": self.index, "delta": delta, "logprobs": logprobs,
                                              "finish_reason": finish}]
         return {"id": self.cid, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
                 "system_fingerprint": None, "choices": choices, **extra}

@@ -12,7 +12,11 @@ fragments (the raw JSON text of the arguments as it is committed; they concatena
 With ``tool_choice: "auto"`` the choice decode (``serving/toolchoice.py``) is not streamed: a call comes as one
 ``tool_calls`` delta at the end, a text reply streams as content deltas from its own decode. Canvas drafts
 (diffusion, verify), when the request asks for them (``"agentkit": {"canvas": true}``), are
-``event: agentkit.canvas`` chunks with ``choices: []``.
+``event: agentkit.canvas`` chunks with ``choices: []`` (the choice's ``index`` inside).
+
+With ``n`` > 1 every choice is submitted at once (they batch like separate requests); the status line waits for
+each choice's first event, their chunks then interleave as they are committed (each with its choice ``index``, as
+OpenAI's), and a last chunk with ``choices: []`` carries the request's ``usage``.
 """
 
 from __future__ import annotations
@@ -52,45 +56,71 @@ async def chat_events(frames: AsyncIterator[Frame]) -> AsyncIterator[str]:
 _CALL_HEAD = re.compile(r'\s*\{\s*"name"\s*:\s*("(?:[^"\\]|\\.)*")\s*,\s*"arguments"\s*:\s*')
 
 
-async def open_stream(svc: Any, plan: RequestPlan, request: Request, t0: float, *, model: str,
+async def open_stream(svc: Any, plans: list[RequestPlan], request: Request, t0: float, *, model: str,
                       render: Render = chat_events) -> StreamingResponse:
-    """Submit ``plan`` and answer with its SSE stream once the first event is known (see the module docstring);
-    ``render`` writes the frames as the API's events."""
-    loop = asyncio.get_running_loop()
-    q: asyncio.Queue[Item] = asyncio.Queue()
-
-    def put(item: Item) -> None:
-        loop.call_soon_threadsafe(q.put_nowait, item)
-
-    deltas = TextDeltas(svc.decode_text, plan.stop)
-    steps = [0]
-
-    def on_tokens(ids: list[int]) -> None:  # the decoding thread
-        d = deltas.feed(ids)
-        if d:
-            put(("text", d))
-
-    def on_draft(tokens: list[int], frozen: list[bool]) -> None:  # the decoding thread
-        steps[0] += 1
-        put(("canvas", {"step": steps[0], "draft": svc.decode_text(tokens), "frozen": sum(frozen),
-                        "length": len(frozen)}))
-
-    want_canvas = plan.canvas and plan.mode != "ar"
-    job = svc.submit(plan, on_tokens, on_draft if want_canvas else None)
-    waiter = asyncio.ensure_future(svc.scheduler.wait(job, svc.cfg.request_timeout_s))
-    waiter.add_done_callback(_quiet)  # a stream cut by its client never reads the waiter: no "never retrieved" log
+    """Submit ``plans`` (the choices of one request, ``n`` of them) and answer with their SSE stream once each has
+    its first event (see the module docstring); ``render`` writes the frames as the API's events. With several
+    choices their chunks interleave as they are committed, each with its ``index``, and a last chunk without
+    choices carries the request's usage (the prompt counted once, as without ``stream``)."""
+    chunks = Chunks("chatcmpl-" + uuid.uuid4().hex, int(time.time()), model)
+    streams = [_Stream(svc, p, chunks.for_choice(i), t0, primary=i == 0, own_usage=len(plans) == 1)
+               for i, p in enumerate(plans)]
+    firsts: list[Item | None] = []
     try:
-        first = await _first(svc, job, waiter, q, request)
+        for s in streams:
+            s.submit()
+        for s in streams:
+            firsts.append(await s.first(request))
     except BaseException as e:
-        if not waiter.done():
-            waiter.cancel()
-        svc.scheduler.cancel(job)
+        for s in streams:
+            s.abandon()
         if isinstance(e, asyncio.CancelledError):
             raise
-        raise svc.error(e, plan.mode) from None
-    stream = _Stream(svc, plan, job, waiter, q, deltas, t0, model)
-    return StreamingResponse(render(stream.frames(first)), media_type="text/event-stream",
+        raise svc.error(e, plans[0].mode) from None
+    frames = streams[0].frames(firsts[0]) if len(streams) == 1 else _merged(svc, streams, firsts, chunks)
+    return StreamingResponse(render(frames), media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+async def _merged(svc: Any, streams: list[_Stream], firsts: list[Item | None],
+                  chunks: Chunks) -> AsyncIterator[Frame]:
+    """The frames of several choices as they come; an error in one ends the stream (the others are cancelled)."""
+    q: asyncio.Queue[Frame | BaseException | None] = asyncio.Queue()
+
+    async def pump(s: _Stream, first: Item | None) -> None:
+        try:
+            async with contextlib.aclosing(s.frames(first)) as fs:  # type: ignore[type-var]
+                async for f in fs:
+                    q.put_nowait(f)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as e:  # noqa: BLE001 -- re-raised by the reader
+            q.put_nowait(e)
+        q.put_nowait(None)
+
+    tasks = [asyncio.ensure_future(pump(s, f)) for s, f in zip(streams, firsts)]
+    try:
+        left = len(tasks)
+        while left:
+            f = await q.get()
+            if f is None:
+                left -= 1
+                continue
+            if isinstance(f, BaseException):
+                raise f
+            yield f
+            if f[0] == "error":
+                return
+        yield None, chunks.chunk(None, usage=svc.total_usage([s.outcome() for s in streams]))
+    except asyncio.CancelledError:
+        svc.metrics.reject("disconnect")
+        raise
+    finally:
+        for s in streams:
+            s.quiet = True  # a choice cancelled here was not cut by its client
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _quiet(f: asyncio.Future) -> None:
@@ -99,33 +129,83 @@ def _quiet(f: asyncio.Future) -> None:
         f.exception()
 
 
-async def _first(svc: Any, job: Job, waiter: asyncio.Future, q: asyncio.Queue, request: Request) -> Item | None:
-    """The request's first event, None if it ended without one; raises what it failed with (4xx before the
-    status line is sent), or :class:`ClientDisconnected`."""
-    while True:
-        getter = asyncio.ensure_future(q.get())
-        done, _ = await asyncio.wait({waiter, getter}, timeout=0.1, return_when=asyncio.FIRST_COMPLETED)
-        if getter in done:
-            return getter.result()
-        getter.cancel()
-        if waiter in done:
-            waiter.result()  # raises the job's error
-            return None
-        if await request.is_disconnected():
-            raise ClientDisconnected("client disconnected")
-
-
 class _Stream:
-    def __init__(self, svc: Any, plan: RequestPlan, job: Job, waiter: asyncio.Future, q: asyncio.Queue,
-                 deltas: TextDeltas, t0: float, model: str) -> None:
-        self.svc, self.plan, self.job, self.waiter, self.q, self.deltas, self.t0 = svc, plan, job, waiter, q, deltas, t0
-        self.chunks = Chunks("chatcmpl-" + uuid.uuid4().hex, int(time.time()), model)
+    """One choice's stream: its job, its committed text as deltas, its frames."""
+
+    def __init__(self, svc: Any, plan: RequestPlan, chunks: Chunks, t0: float, *, primary: bool = True,
+                 own_usage: bool = True) -> None:
+        self.svc, self.plan, self.chunks, self.t0 = svc, plan, chunks, t0
+        self.primary = primary  # records the request's metrics (one per request, whatever its n)
+        self.own_usage = own_usage  # the final chunk carries usage (n 1; with more, the merged stream's last)
+        self.quiet = False  # cancelled by the merged stream, not by its client: no disconnect metric
+        self.loop = asyncio.get_running_loop()
+        self.q: asyncio.Queue[Item] = asyncio.Queue()
+        self.deltas = TextDeltas(svc.decode_text, plan.stop)
+        self.steps = 0
+        self._job: Job | None = None
+        self._waiter: asyncio.Future | None = None
         self.first_content: float | None = None
         self.call_text = ""  # a forced call's text so far
         self.call_id: str | None = None  # set once its first delta (id, name) is sent
         self.args_sent = 0  # characters of the first call's arguments sent
         self.calls: list[tuple[str, Any]] = []  # the calls sent whole (the first once its line is complete)
         self.later_sent = 0  # complete lines after the first that were looked at
+
+    @property
+    def job(self) -> Job:
+        assert self._job is not None, "submit() first"
+        return self._job
+
+    @property
+    def waiter(self) -> asyncio.Future:
+        assert self._waiter is not None, "submit() first"
+        return self._waiter
+
+    def outcome(self) -> Any:
+        return self.waiter.result()
+
+    # -- the decoding thread's callbacks ------------------------------------------------------------------------
+    def _put(self, item: Item) -> None:
+        self.loop.call_soon_threadsafe(self.q.put_nowait, item)
+
+    def _on_tokens(self, ids: list[int]) -> None:
+        d = self.deltas.feed(ids)
+        if d:
+            self._put(("text", d))
+
+    def _on_draft(self, tokens: list[int], frozen: list[bool]) -> None:
+        self.steps += 1
+        self._put(("canvas", {"step": self.steps, "draft": self.svc.decode_text(tokens), "frozen": sum(frozen),
+                              "length": len(frozen)}))
+
+    # -- submit, first event, abandon ---------------------------------------------------------------------------
+    def submit(self) -> None:
+        want_canvas = self.plan.canvas and self.plan.mode != "ar"
+        self._job = self.svc.submit(self.plan, self._on_tokens, self._on_draft if want_canvas else None)
+        self._waiter = asyncio.ensure_future(self.svc.scheduler.wait(self._job, self.svc.cfg.request_timeout_s))
+        self._waiter.add_done_callback(_quiet)  # a cut stream never reads the waiter: no "never retrieved" log
+
+    async def first(self, request: Request) -> Item | None:
+        """The choice's first event, None if it ended without one; raises what it failed with (4xx before the
+        status line is sent), or :class:`ClientDisconnected`."""
+        while True:
+            getter = asyncio.ensure_future(self.q.get())
+            done, _ = await asyncio.wait({self.waiter, getter}, timeout=0.1, return_when=asyncio.FIRST_COMPLETED)
+            if getter in done:
+                return getter.result()
+            getter.cancel()
+            if self.waiter in done:
+                self.waiter.result()  # raises the job's error
+                return None
+            if await request.is_disconnected():
+                raise ClientDisconnected("client disconnected")
+
+    def abandon(self) -> None:
+        """Stop the choice's job (its stream is not sent)."""
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.cancel()
+        if self._job is not None and not self._job.future.done():
+            self.svc.scheduler.cancel(self._job)
 
     def _call(self, text: str, final: bool = False) -> list[Frame]:
         """The ``tool_calls`` deltas for more of a forced reply's text: the first call's as it is committed (its id
@@ -171,13 +251,14 @@ class _Stream:
             return []
         if self.first_content is None:
             self.first_content = time.perf_counter()
-            self.svc.metrics.first_token.labels(self.plan.mode).observe(self.first_content - self.t0)
+            if self.primary:
+                    self.svc.metrics.first_token.labels(self.plan.mode).observe(self.first_content - self.t0)
         return [(None, self.chunks.chunk({"content": text}))]
 
     def _item(self, item: Item) -> list[Frame]:
         kind, value = item
         if kind == "canvas":
-            return [("agentkit.canvas", self.chunks.chunk(None, agentkit_canvas=value))]
+            return [("agentkit.canvas", self.chunks.chunk(None, agentkit_canvas={"index": self.chunks.index, **value}))]
         return self._text(value)
 
     async def _items(self) -> AsyncIterator[Item]:
@@ -201,7 +282,8 @@ class _Stream:
         else:
             events += self._text(self.deltas.finish(res.text), final=True)
         logprobs = {"content": out.logprobs} if out.logprobs is not None else None
-        events.append((None, self.chunks.chunk({}, finish, logprobs, usage=out.usage(),
+        extra = {"usage": out.usage()} if self.own_usage else {}
+        events.append((None, self.chunks.chunk({}, finish, logprobs, **extra,
                                                agentkit_stats=self.svc.stats(out, self.job))))
         return events
 
@@ -225,12 +307,10 @@ class _Stream:
                 yield ev
         except asyncio.CancelledError:
             status = 499
-            self.svc.metrics.reject("disconnect")
-            self.svc.scheduler.cancel(self.job)
+            if not self.quiet:
+                self.svc.metrics.reject("disconnect")
             raise
         finally:
-            if not self.waiter.done():
-                self.waiter.cancel()
-            if not self.job.future.done():
-                self.svc.scheduler.cancel(self.job)
-            self.svc.metrics.request(self.plan.mode, status, time.perf_counter() - self.t0)
+            self.abandon()
+            if self.primary:
+                self.svc.metrics.request(self.plan.mode, status, time.perf_counter() - self.t0)

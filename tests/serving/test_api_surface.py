@@ -94,11 +94,44 @@ async def test_n_choices_are_decoded_each_with_its_seed(app):
     assert one["choices"][0]["message"]["content"] == texts[1]  # choice i is the request with seed + i
 
 
-async def test_n_over_the_bound_and_n_with_stream_are_400s(app):
+async def test_n_over_the_bound_is_a_400(app):
     r = await _post(app, "/v1/chat/completions", {"messages": MSG, "n": 9})
     assert r.status_code == 400 and r.json()["error"]["param"] == "n" and "max_n" in r.json()["error"]["message"]
-    r = await _post(app, "/v1/chat/completions", {"messages": MSG, "n": 2, "stream": True})
-    assert r.status_code == 400 and r.json()["error"]["code"] == "unsupported_parameter"
+    r = await _post(app, "/v1/chat/completions", {"messages": MSG, "n": 9, "stream": True})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "n"
+
+
+async def test_n_choices_stream_interleaved_with_their_index_and_match_the_unstreamed_ones(app):
+    body = {"messages": MSG, "max_tokens": 6, "n": 3, "temperature": 1.0, "seed": 7}
+    plain = (await _post(app, "/v1/chat/completions", body)).json()
+    events = _sse((await _post(app, "/v1/chat/completions", {**body, "stream": True})).text)
+    assert events[-1] == (None, "[DONE]")
+    chunks = [d for _, d in events[:-1]]
+    assert len({c["id"] for c in chunks}) == 1
+    text: dict[int, str] = {}
+    finish: dict[int, str] = {}
+    for c in chunks[:-1]:
+        (ch,) = c["choices"]
+        text[ch["index"]] = text.get(ch["index"], "") + (ch["delta"].get("content") or "")
+        if ch["finish_reason"]:
+            finish[ch["index"]] = ch["finish_reason"]
+            assert "usage" not in c and c["agentkit_stats"]["output_tokens"] >= 1  # each choice's own stats
+    assert [text[i] for i in range(3)] == [c["message"]["content"] for c in plain["choices"]]
+    assert finish == {i: c["finish_reason"] for i, c in enumerate(plain["choices"])}
+    last = chunks[-1]  # the request's usage, once, after every choice ended
+    assert last["choices"] == [] and last["usage"] == plain["usage"]
+
+
+async def test_completions_stream_n_choices_per_prompt(app):
+    body = {"prompt": ["Once upon a time", "The sky"], "max_tokens": 4, "n": 2, "temperature": 1.0, "seed": 3}
+    plain = (await _post(app, "/v1/completions", body)).json()
+    events = _sse((await _post(app, "/v1/completions", {**body, "stream": True})).text)
+    text: dict[int, str] = {}
+    for _, d in events[:-1]:
+        for ch in d["choices"]:
+            text[ch["index"]] = text.get(ch["index"], "") + ch["text"]
+    assert [text[i] for i in range(4)] == [c["text"] for c in plain["choices"]]
+    assert events[-2][1]["choices"] == [] and events[-2][1]["usage"] == plain["usage"]
 
 
 # ---- canvas events -------------------------------------------------------------------------------------------
