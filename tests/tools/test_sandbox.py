@@ -4,9 +4,13 @@ outside file, and is stopped with a clear result by the memory, process, file-si
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import socket
 import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -149,6 +153,66 @@ def test_process_limit_stops_a_test(repo):  # in the best mode here; how it is e
         pytest.skip(f"process count not enforceable here: {res['limits']['max_processes']}")
     assert res["exit_code"] != 0 and "BlockingIOError" in res["output"], res["output"]
     assert "max_processes" in res["limits_hit"]
+
+
+NOBODY = 65534
+_AS_NOBODY = """
+import json, sys
+from agentkit.tools.limits import SandboxLimits
+from agentkit.tools.workspace import Workspace
+res = Workspace(sys.argv[1], isolation=sys.argv[2], limits=SandboxLimits(max_processes=24)).run_tests(
+    ["-q", "-p", "no:cacheprovider"])
+print(json.dumps({k: res[k] for k in ("exit_code", "limits_hit", "limits", "output")}))
+"""
+# run as root in a private mount namespace: where the interpreter lies under a directory others cannot enter (pyenv
+# under a 0700 /root), a tmpfs over that directory holds just the interpreter's tree, bound back, for the run
+_OUTER = f"""
+set -e
+if [ -n "$HIDDEN" ]; then
+  mkdir -p "$WORK/view" && mount --bind "$HIDDEN/$REL" "$WORK/view"
+  mount -t tmpfs -o mode=755 tmpfs "$HIDDEN" && mkdir -p "$HIDDEN/$REL" && mount --bind "$WORK/view" "$HIDDEN/$REL"
+fi
+exec setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups env HOME="$WORK" "$PY" "$WORK/run.py" "$WORK/repo" "$MODE"
+"""
+
+
+def _hidden_ancestor(path: Path) -> Path | None:
+    """The outermost ancestor of ``path`` that other users cannot enter (no o+x), if any."""
+    for parent in reversed(path.parents):
+        if parent != Path("/") and not parent.stat().st_mode & 0o001:
+            return parent
+    return None
+
+
+@pytest.mark.skipif(not (hasattr(os, "getuid") and os.getuid() == 0 and shutil.which("setpriv")
+                         and shutil.which("unshare")), reason="needs root (to become another user), setpriv, unshare")
+@pytest.mark.parametrize("mode", _modes("bwrap", "unshare"))
+def test_process_limit_as_a_non_root_user(mode):
+    """As a user other than root (the kernel exempts uid 0 from RLIMIT_NPROC, and only root can make the pids
+    cgroup), the process count is enforced by RLIMIT_NPROC inside the sandbox's user namespace."""
+    work = Path(tempfile.mkdtemp(prefix="agentkit-nonroot-", dir="/tmp"))
+    try:
+        (work / "repo" / "tests").mkdir(parents=True)
+        _write_test(work / "repo", "procs = [subprocess.Popen(['sleep', '30']) for _ in range(60)]")
+        (work / "run.py").write_text(_AS_NOBODY)
+        for p in [work, *work.rglob("*")]:
+            os.chown(p, NOBODY, NOBODY)
+        py = Path(sys.executable)
+        hidden = _hidden_ancestor(Path(os.path.realpath(py)))
+        env = {**os.environ, "WORK": str(work), "PY": str(py), "MODE": mode, "HIDDEN": str(hidden or ""),
+               "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+        if hidden is not None:
+            env["REL"] = str(Path(os.path.realpath(py)).relative_to(hidden).parts[0])
+        proc = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", _OUTER], check=False, env=env,
+                              capture_output=True, text=True, timeout=300)
+        if proc.returncode != 0 and not proc.stdout.strip():
+            pytest.skip(f"could not run as uid {NOBODY} here: {proc.stderr.strip()[-300:]}")
+        res = json.loads(proc.stdout.strip().splitlines()[-1])
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    assert res["limits"]["max_processes"] == "RLIMIT_NPROC=24 (in the sandbox's user namespace)", res["limits"]
+    assert res["exit_code"] != 0 and "BlockingIOError" in res["output"], res["output"][-2000:]
+    assert res["limits_hit"] == ["max_processes"]
 
 
 def test_file_size_limit_stops_a_test(repo):  # rlimits and the cgroup are the same in every mode
