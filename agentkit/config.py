@@ -61,11 +61,12 @@ class EngineConfig:
     # it -- verify and the causal canvas then equal AR bit for bit whatever their pass sizes. "off": every pass in
     # one piece (longer ones on the dense weights)
     row_exact: str = "auto"
-    # exact prompt-prefix reuse (agentkit/engine/prefix.py): the keys/values of earlier prompts, in blocks of
+    # exact prompt-prefix reuse (agentkit/engine/prefix.py): the keys/values of earlier prompts, in pieces of at most
     # ``prompt_chunk`` tokens shared by all requests of the engine, are copied into a new request whose prompt starts
-    # with them; only the rest is encoded. Exact: the prompt pass always runs in chunks cut at multiples of
-    # ``prompt_chunk`` (cache on or off), so outputs are bit-identical with it off. Where the backbone cannot
-    # (llama.cpp, DiffusionGemma, fixed-shape passes, sliding-window caches) it is off; Engine.prefix_status says why
+    # with them; only the rest is encoded. Exact: the prompt pass always runs in pieces cut at multiples of
+    # ``prompt_chunk`` and before each chat message (cache on or off), so outputs are bit-identical with it off. Where
+    # the backbone cannot (llama.cpp, DiffusionGemma, fixed-shape passes, sliding-window caches), it is off;
+    # Engine.prefix_status says why
     prefix_cache: bool = True
     prefix_cache_bytes: int | None = None  # bound on the cached keys/values (LRU); None: 1/16 of RAM, at most 512 MiB
     # the prompt pass's chunk (and the cache's block) in tokens; 0: one pass (no prefix cache then). On a 2-core CPU

@@ -40,7 +40,7 @@ def name_scores(engine: Any, messages: list[dict[str, str]], names: list[str], h
         conts = {n: engine.tokenizer.encode(n + '"', add_special_tokens=False) for n in names}
     cache = bb.new_cache()  # the prompt's blocks come from (and go to) the engine's prefix cache when it has one
     last, _ = cached_prompt_pass(bb, cache, base, getattr(engine, "prefixes", None),
-                                 getattr(engine, "prompt_chunk", 0))
+                                 getattr(engine, "chunking", 0))
     first = torch.log_softmax(last.float(), dim=-1)
     out = {}
     for n, cont in conts.items():

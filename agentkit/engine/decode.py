@@ -19,7 +19,7 @@ from .backbone import Backbone
 from .copy import CopyPrior
 from .draft import lookup
 from .gemma import denoise_uniform
-from .prefix import cached_prompt_pass
+from .prefix import Chunking, cached_prompt_pass
 from .sampler import greedy_by_byte, masked_logits, pick
 from .sizing import DEFAULT_CURVE, DRAFT, EXACT, PINNED, AcceptRate, pass_length
 from .stats import DecodeStats
@@ -58,15 +58,15 @@ class Decoder:
     def __init__(self, bb: Backbone, cfg: DecodeConfig, constraint: TokenConstraint | None, eos_ids, *,
                  mask_token_id: int | None = None, bidirectional: bool = False, sampler: str = "jacobi",
                  on_draft=None, on_tokens=None, drafter=None, should_stop=None, prefix=None,
-                 copy_text: str | None = None, prompt_chunk: int = 0,
+                 copy_text: str | None = None, prompt_chunk: int | Chunking = 0,
                  token_bytes: Sequence[bytes | None] | None = None) -> None:
         self.bb, self.cfg, self.c = bb, cfg, constraint
         self.should_stop = should_stop  # checked before each forward: True stops decoding there (timeout, cancel)
         self.halted = False
         self.drafter = drafter  # verify: a selfspec.Drafter (adapter drafts); None: prompt-lookup drafts
         self.prefix = prefix  # a prefix.PrefixCache: the prompt's longest run of held blocks is copied, not encoded
-        # the prompt pass in chunks cut at multiples of this many positions (0: one pass); with a prefix cache it
-        # is the cache's block, so reused and encoded blocks are the same bits (agentkit/engine/prefix.py)
+        # the prompt pass in pieces cut at multiples of this many positions and at chat messages (a prefix.Chunking;
+        # 0: one pass); with a prefix cache its cuts are the cache's, so reused and encoded pieces are the same bits
         self.prompt_chunk = prompt_chunk
         self.eos = set(eos_ids)
         self.mask_id, self.bidirectional, self.sampler = mask_token_id, bidirectional, sampler

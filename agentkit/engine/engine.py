@@ -33,7 +33,7 @@ from .gemma import GemmaBackbone, gemma_sampler
 from .lines import RepeatedLine
 from .llama_cpp import LlamaOptions, choose_backend
 from .llama_cpp import load_default as load_default_llama
-from .prefix import PrefixCache, default_bytes, unsupported
+from .prefix import Chunking, PrefixCache, default_bytes, message_marks, unsupported
 from .stats import GenerationResult
 
 Prompt = str | list[dict[str, str]]
@@ -88,7 +88,8 @@ class Engine:
         self._constraints: dict[int, TokenConstraint] = {}
         self._adapted: tuple[LoadedModel, Backbone] | None = None
         # earlier prompts' keys/values in blocks, for prompts that start the same way (agentkit/engine/prefix.py)
-        self.prompt_chunk, self.prefixes, self.prefix_status = self._prefix_cache()
+        self.chunking, self.prefixes, self.prefix_status = self._prefix_cache()
+        self.prompt_chunk = self.chunking.block
         # guards what concurrent generate() calls share: the tokenizer, the constraint LRU and the automata in it
         self.lock = threading.RLock()
         log.info("model %s ready (%s, %s, %s parameters)", lm.name, lm.kind, getattr(self.config, "dtype", "?"),
@@ -116,21 +117,25 @@ class Engine:
             return FixedShapeBackbone(lm, self.config.pass_width)
         return Backbone(lm, row_exact=self.config.row_exact != "off")
 
-    def _prefix_cache(self) -> tuple[int, PrefixCache | None, str]:
-        """The base backbone's prompt chunk (0: one pass), its prefix cache (None: off) and a line saying which."""
+    def _prefix_cache(self) -> tuple[Chunking, PrefixCache | None, str]:
+        """The base backbone's prompt pieces (block 0: one pass), its prefix cache (None: off) and a line saying
+        which. The pieces are cut at multiples of ``prompt_chunk`` and before each chat message's start token."""
         c = self.config
         why = unsupported(self.backbone)
         chunk = 0 if why else getattr(c, "prompt_chunk", 0)
+        chunking = Chunking(chunk, message_marks(self.tokenizer) if chunk else frozenset())
         if not getattr(c, "prefix_cache", False):
-            return chunk, None, "off (EngineConfig.prefix_cache=False)"
+            return chunking, None, "off (EngineConfig.prefix_cache=False)"
         if why:
             log.info("prefix cache off: %s", why)
-            return chunk, None, f"off: {why}"
+            return chunking, None, f"off: {why}"
         if not chunk:
             log.info("prefix cache off: prompt_chunk=0 (a one-pass prompt's keys/values cannot be reused exactly)")
-            return chunk, None, "off: EngineConfig.prompt_chunk=0 (one-pass prompts cannot be reused exactly)"
+            return chunking, None, "off: EngineConfig.prompt_chunk=0 (one-pass prompts cannot be reused exactly)"
         cap = default_bytes() if c.prefix_cache_bytes is None else c.prefix_cache_bytes
-        return chunk, PrefixCache(chunk, cap), f"on: blocks of {chunk} tokens, at most {cap / 2 ** 20:.0f} MiB"
+        cuts = " and at each chat message" if chunking.marks else ""
+        return chunking, PrefixCache(chunking, cap), (f"on: pieces of at most {chunk} tokens{cuts}, at most "
+                                                      f"{cap / 2 ** 20:.0f} MiB")
 
     # -- block-diffusion adapter ------------------------------------------------------------------------------
     @property
@@ -314,7 +319,7 @@ class Engine:
             sampler=sampler, on_draft=on_draft, on_tokens=on_tokens, drafter=self._drafter(cfg),
             should_stop=should_stop, prefix=prefix,
             copy_text=_copy_text(prompt, cfg) if template is not None else cfg.copy_source,
-            prompt_chunk=self.prompt_chunk if base else 0, token_bytes=self.vocab.token_bytes,
+            prompt_chunk=self.chunking if base else 0, token_bytes=self.vocab.token_bytes,
         )
         dec.stats.backend = backend
         if template is not None:

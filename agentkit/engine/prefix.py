@@ -7,12 +7,18 @@ keys/values of earlier prompts as a tree of fixed-width token blocks (a radix tr
 vLLM's automatic prefix caching hashes block chains and SGLang's RadixAttention shares prefixes between requests),
 one tree for all requests of an engine.
 
-Exactness: the prompt pass always runs in chunks of ``block`` positions aligned to absolute positions 0, block,
-2*block, ... (:func:`chunks`; the last chunk is what is left), with the cache on *and* off. A block's keys/values
-depend only on its tokens and the keys/values before it, so a block encoded now and the same block copied from the
-tree are the same bits, and a prompt's logits with the cache on equal those with it off, bit for bit. Only full
-blocks of the prompt pass are kept (never positions written by decoding steps, whose passes are grouped
-differently), and a prompt always encodes at least its last token (its logits are the prompt's).
+Exactness: the prompt pass always runs in pieces cut by one rule (:class:`Chunking`), with the cache on *and* off:
+at absolute positions 0, block, 2*block, ... and before every token that starts a chat message (the chat
+template's message-start token, ``<|im_start|>`` for ChatML); the last piece is what is left. Where a cut falls
+depends only on the position and the token there, so two prompts that share a prefix cut it the same way. A piece's
+keys/values depend only on its tokens and the keys/values before it, so a piece encoded now and the same piece
+copied from the tree are the same bits, and a prompt's logits with the cache on equal those with it off, bit for
+bit. Only pieces of the prompt pass that end at a cut are kept (never positions written by decoding steps, whose
+passes are grouped differently), and a prompt always encodes at least its last token (its logits are the prompt's).
+
+The message cuts are what make an agent's next iteration cheap: its prompt is the last one plus the call and the
+result, and the last prompt's final message (the assistant header) starts at a cut, so everything before it is
+reused, not just the whole blocks before it (which re-encoded on average half a block of the old prompt).
 
 Memory: a byte bound (``EngineConfig.prefix_cache_bytes``, default :func:`default_bytes`) with LRU eviction of
 leaf blocks; the blocks a request restored from are pinned (never evicted) until its prompt pass has stored its own
@@ -61,12 +67,61 @@ def chunks(start: int, end: int, block: int) -> list[tuple[int, int]]:
         (start // block + 1) * block, end, block))]
 
 
-def prompt_pass(bb, cache: DynamicCache, seq: Sequence[int], start: int, block: int) -> torch.Tensor:
-    """Encode ``seq[start:]`` after the ``start`` positions already in ``cache``, in :func:`chunks` of ``block``
-    (each one pass: ``whole``, never row-exact pieces; ``block`` 0: one pass); the last position's logits."""
-    if not block:
+@dataclass(frozen=True)
+class Chunking:
+    """Where the prompt pass cuts (see the module docstring): before position ``i`` when ``i`` is a multiple of
+    ``block`` or ``ids[i]`` is one of ``marks`` (message-start tokens); ``block`` 0: one pass, no cuts."""
+
+    block: int
+    marks: frozenset[int] = frozenset()
+
+    def __bool__(self) -> bool:
+        return self.block > 0
+
+    def cut(self, ids: Sequence[int], i: int) -> bool:
+        """Whether a piece ends before position ``i`` (known only from ``ids[i]``, so False past the end unless
+        ``i`` is a multiple of the block)."""
+        return bool(self.block) and (i % self.block == 0 or (i < len(ids) and ids[i] in self.marks))
+
+    def pieces(self, ids: Sequence[int], start: int, end: int) -> list[tuple[int, int]]:
+        """The pieces of positions ``[start, end)`` (``start`` is a cut)."""
+        if not self.block:
+            return [(start, end)]
+        if not self.marks:
+            return chunks(start, end, self.block)
+        bounds = [start, *(i for i in range(start + 1, end) if i % self.block == 0 or ids[i] in self.marks), end]
+        return list(itertools.pairwise(bounds))
+
+
+def as_chunking(c: Chunking | int) -> Chunking:
+    return c if isinstance(c, Chunking) else Chunking(c)
+
+
+def message_marks(tokenizer) -> frozenset[int]:
+    """The special token a chat template starts each message with (``<|im_start|>`` in ChatML), found by
+    rendering one and two messages; empty when the template has none (or no chat template)."""
+    def ids(msgs: list[dict[str, str]]) -> list[int]:
+        out = tokenizer.apply_chat_template(msgs, tokenize=True)
+        return list(out["input_ids"] if hasattr(out, "keys") else out)
+    try:
+        one = ids([{"role": "user", "content": "a"}])
+        two = ids([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}])
+    except Exception:  # noqa: BLE001 -- no chat template (or one that refuses these): no message cuts
+        return frozenset()
+    if len(two) <= len(one) or two[:len(one)] != one:
+        return frozenset()
+    start = two[len(one)]
+    return frozenset({start}) if start in set(getattr(tokenizer, "all_special_ids", ())) else frozenset()
+
+
+def prompt_pass(bb, cache: DynamicCache, seq: Sequence[int], start: int, chunking: Chunking | int) -> torch.Tensor:
+    """Encode ``seq[start:]`` after the ``start`` positions already in ``cache``, in ``chunking``'s pieces (each
+    one pass: ``whole``, never row-exact pieces; a ``Chunking`` of block 0, or 0: one pass); the last position's
+    logits."""
+    chunking = as_chunking(chunking)
+    if not chunking:
         return bb.encode(list(seq[start:]), cache)[0]
-    pieces = chunks(start, len(seq), block)
+    pieces = chunking.pieces(seq, start, len(seq))
     for lo, hi in pieces[:-1]:
         bb.encode(list(seq[lo:hi]), cache, rows=[], whole=True)
     lo, hi = pieces[-1]
@@ -74,13 +129,13 @@ def prompt_pass(bb, cache: DynamicCache, seq: Sequence[int], start: int, block: 
 
 
 def cached_prompt_pass(bb, cache: DynamicCache, seq: Sequence[int], prefix: PrefixCache | None,
-                       block: int) -> tuple[torch.Tensor, int]:
-    """The prompt pass into the empty ``cache`` with ``prefix``'s held blocks copied in first and the new full blocks
-    stored after (None: no reuse); returns the last position's logits and how many positions were reused."""
+                       chunking: Chunking | int) -> tuple[torch.Tensor, int]:
+    """The prompt pass into the empty ``cache`` with ``prefix``'s held pieces copied in first and the new ones stored
+    after (None: no reuse); returns the last position's logits and how many positions were reused."""
     lease = prefix.restore(seq, cache) if prefix is not None else None
     try:
         reused = lease.tokens if lease is not None else 0
-        logits = prompt_pass(bb, cache, seq, reused, block)
+        logits = prompt_pass(bb, cache, seq, reused, prefix.chunking if prefix is not None else chunking)
         if lease is not None:
             prefix.store(seq, cache, lease)
     finally:
@@ -117,27 +172,27 @@ class _Node:
 
 @dataclass
 class Lease:
-    """The blocks a request restored (pinned until :meth:`PrefixCache.release`)."""
+    """The pieces a request restored or stored (pinned until :meth:`PrefixCache.release`); ``tokens``: the positions
+    restored."""
 
     nodes: list[_Node] = field(default_factory=list)
-    block: int = 0
+    tokens: int = 0
     released: bool = False
-
-    @property
-    def tokens(self) -> int:
-        return len(self.nodes) * self.block
 
 
 class PrefixCache:
-    """A tree of ``block``-token prompt blocks and their keys/values, at most ``max_bytes`` of tensors (LRU
-    eviction of unpinned leaves). Use: ``lease = restore(ids, cache)``, the prompt pass over the rest in
-    :func:`chunks`, ``store(ids, cache, lease)``, ``release(lease)``."""
+    """A tree of prompt pieces (cut by ``chunking``: a :class:`Chunking`, or a block width alone) and their
+    keys/values, at most ``max_bytes`` of tensors (LRU eviction of unpinned leaves). Use: ``lease = restore(ids,
+    cache)``, the prompt pass over the rest in ``chunking``'s pieces, ``store(ids, cache, lease)``,
+    ``release(lease)``."""
 
-    def __init__(self, block: int, max_bytes: int) -> None:
-        if not isinstance(block, int) or block < 1:
+    def __init__(self, chunking: Chunking | int, max_bytes: int) -> None:
+        block = chunking.block if isinstance(chunking, Chunking) else chunking
+        if not isinstance(block, int) or isinstance(block, bool) or block < 1:
             raise ValueError(f"a prefix cache needs a block of at least one token, got {block!r}")
         if not isinstance(max_bytes, int) or max_bytes < 0:
             raise ValueError(f"a prefix cache needs a byte bound >= 0, got {max_bytes!r}")
+        self.chunking = as_chunking(chunking)
         self.block, self.max_bytes = block, max_bytes
         self._root = _Node(None, (), [])
         self._lru: OrderedDict[int, _Node] = OrderedDict()  # id(node) -> node, least recently used first
@@ -153,21 +208,25 @@ class PrefixCache:
         self._lru.move_to_end(id(node))
 
     def restore(self, ids: Sequence[int], cache: DynamicCache) -> Lease:
-        """Copy the longest run of held blocks that starts ``ids`` (leaving at least its last token to encode) into
+        """Copy the longest run of held pieces that starts ``ids`` (leaving at least its last token to encode) into
         the empty ``cache``; the lease pins them."""
-        lease = Lease(block=self.block)
+        lease = Lease()
         if cache.get_seq_length() != 0:
             raise ValueError("PrefixCache.restore needs an empty cache")
+        pieces = self.chunking.pieces(ids, 0, len(ids) - 1) if len(ids) > 1 else []
         with self._lock:
             self.lookups += 1
             node = self._root
-            for b in range((len(ids) - 1) // self.block):
-                node = node.children.get(tuple(ids[b * self.block:(b + 1) * self.block]))
+            for lo, hi in pieces:
+                if not self.chunking.cut(ids, hi):  # the last piece before the last token: whole only at a cut
+                    break
+                node = node.children.get(tuple(ids[lo:hi]))
                 if node is None:
                     break
                 node.pins += 1
                 self._touch(node)
                 lease.nodes.append(node)
+                lease.tokens = hi
             if lease.nodes:
                 self.hits += 1
                 self.cached_tokens += lease.tokens
@@ -178,18 +237,19 @@ class PrefixCache:
         return lease
 
     def store(self, ids: Sequence[int], cache: DynamicCache, lease: Lease) -> int:
-        """Keep the full blocks of ``ids`` that ``cache`` holds (written by the chunked prompt pass) beyond those
-        ``lease`` restored; returns how many blocks were added. A block that does not fit in the bound once every
-        unpinned leaf is gone is not kept (nor any after it)."""
-        n = min(len(ids), cache.get_seq_length()) // self.block
+        """Keep the pieces of ``ids`` that ``cache`` holds (written by the prompt pass) beyond those ``lease``
+        restored and that end at a cut; returns how many were added. A piece that does not fit in the bound once
+        every unpinned leaf is gone is not kept (nor any after it)."""
+        end = min(len(ids), cache.get_seq_length())
         added = 0
         parent = lease.nodes[-1] if lease.nodes else self._root
-        for b in range(len(lease.nodes), n):
-            tokens = tuple(ids[b * self.block:(b + 1) * self.block])
+        for lo, hi in self.chunking.pieces(ids, lease.tokens, end) if end > lease.tokens else []:
+            if not self.chunking.cut(ids, hi):
+                break
+            tokens = tuple(ids[lo:hi])
             with self._lock:
                 node = parent.children.get(tokens)
             if node is None:
-                lo, hi = b * self.block, (b + 1) * self.block
                 kv = [(layer.keys[:, :, lo:hi].clone(), layer.values[:, :, lo:hi].clone()) for layer in cache.layers]
                 node = self._insert(parent, tokens, kv, lease)
                 if node is None:

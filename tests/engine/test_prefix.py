@@ -9,7 +9,7 @@ from transformers import DynamicCache
 from agentkit.config import DecodeConfig, EngineConfig
 from agentkit.engine.decode import Decoder
 from agentkit.engine.engine import Engine
-from agentkit.engine.prefix import PrefixCache, chunks, default_bytes
+from agentkit.engine.prefix import Chunking, PrefixCache, chunks, default_bytes, message_marks
 from agentkit.errors import InvalidRequestError
 from agentkit.models.tiny import tiny_llama
 
@@ -36,7 +36,7 @@ def _conversation(replies: list[str], user: str) -> list[dict]:
 
 def _prompt_logits(eng: Engine, ids: list[int]) -> torch.Tensor:
     dec = Decoder(eng.backbone, DecodeConfig(mode="ar"), None, eng.lm.eos_ids, prefix=eng.prefixes,
-                  prompt_chunk=eng.prompt_chunk)
+                  prompt_chunk=eng.chunking)
     dec.prefill(ids)
     return dec.logits
 
@@ -46,6 +46,31 @@ def test_chunks_are_cut_at_multiples_of_the_block():
     assert chunks(16, 17, 8) == [(16, 17)]
     assert chunks(8, 16, 8) == [(8, 16)]
     assert chunks(3, 9, 0) == [(3, 9)]
+
+
+def test_pieces_are_also_cut_before_each_message_start_token():
+    ids = [1, 5, 5, 5, 5, 1, 6, 6, 6, 6, 6, 1, 7]  # 1 starts a message
+    c = Chunking(4, frozenset({1}))
+    assert c.pieces(ids, 0, len(ids)) == [(0, 4), (4, 5), (5, 8), (8, 11), (11, 12), (12, 13)]
+    assert c.pieces(ids, 5, 10) == [(5, 8), (8, 10)]
+    assert c.cut(ids, 11) and c.cut(ids, 8) and not c.cut(ids, 10) and not c.cut(ids, 13) and c.cut(ids, 16)
+    assert Chunking(4).pieces(ids, 0, 13) == chunks(0, 13, 4) and Chunking(0).pieces(ids, 2, 9) == [(2, 9)]
+    assert not Chunking(0) and Chunking(4)
+
+
+def test_the_message_start_token_is_found_from_the_chat_template():
+    lm = tiny_llama(3)
+    (mark,) = message_marks(lm.tokenizer)
+    assert lm.tokenizer.convert_ids_to_tokens(mark) == "<|im_start|>"
+    eng = Engine.from_loaded(lm, EngineConfig(prompt_chunk=BLOCK))
+    assert eng.chunking == Chunking(BLOCK, frozenset({mark})) and "at each chat message" in eng.prefix_status
+
+    class NoTemplate:
+        all_special_ids = [0]
+
+        def apply_chat_template(self, *a, **k):
+            raise ValueError("no chat template")
+    assert message_marks(NoTemplate()) == frozenset()
 
 
 def test_a_chunked_prompt_pass_gives_a_one_pass_prompts_logits_within_float_tolerance():
@@ -71,22 +96,29 @@ def test_a_scripted_conversation_is_bit_identical_with_the_cache_on_and_off(mode
         assert a.token_ids == b.token_ids and a.text == b.text
         assert b.stats.cached_prompt_tokens == 0
         c = a.stats.cached_prompt_tokens
-        assert c % BLOCK == 0 and c <= len(ids) - 1  # whole blocks, the last token always encoded
+        assert on.chunking.cut(ids, c) and c <= len(ids) - 1  # whole pieces, the last token always encoded
         cached.append(c)
-        lengths.append(len(ids))
+        lengths.append(last_message(ids, on))
         replies.append(a.text or "ok")
-    # a turn after the first reuses (at least) every full block of the previous turn's prompt
-    assert cached[0] == 0 and all(c >= n // BLOCK * BLOCK > 0 for c, n in zip(cached[1:], lengths))
+    # a turn after the first reuses everything of the previous turn's prompt before its last message (the assistant
+    # header): the earlier messages, not only the whole blocks
+    assert cached[0] == 0 and all(c >= start > 0 for c, start in zip(cached[1:], lengths))
+
+
+def last_message(ids: list[int], eng: Engine) -> int:
+    return max(i for i, t in enumerate(ids) if t in eng.chunking.marks)
 
 
 def test_the_same_prompt_again_reuses_its_full_blocks_before_the_last_token():
     on, _ = _engines(4)
     prompt = _conversation([], "def add(a, b): return")
-    n = len(on.encode_prompt(prompt))
+    ids = on.encode_prompt(prompt)
+    last_cut = max(i for i in range(1, len(ids)) if on.chunking.cut(ids, i))  # a block's or a message's start
+    assert last_cut >= last_message(ids, on)
     runs = [on.generate(prompt, DecodeConfig(mode="ar", max_new_tokens=6)) for _ in range(3)]
-    assert [r.stats.cached_prompt_tokens for r in runs] == [0, (n - 1) // BLOCK * BLOCK, (n - 1) // BLOCK * BLOCK]
+    assert [r.stats.cached_prompt_tokens for r in runs] == [0, last_cut, last_cut]
     assert runs[0].token_ids == runs[1].token_ids == runs[2].token_ids
-    assert runs[1].to_dict()["stats"]["cached_prompt_tokens"] == (n - 1) // BLOCK * BLOCK
+    assert runs[1].to_dict()["stats"]["cached_prompt_tokens"] == last_cut
 
 
 def _cache_of(ids: list[int], width: int = 4) -> DynamicCache:
