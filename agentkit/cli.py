@@ -435,8 +435,8 @@ def serve(
     prefix_cache: bool = typer.Option(True, help="exact prompt-prefix reuse across requests (docs/prefix_cache.md)"),
     prefix_cache_mb: int | None = typer.Option(None, help="bound on the prefix cache in MiB (default: 1/16 of RAM, "
                                                "at most 512)"),
-    prompt_chunk: int = typer.Option(128, help="the prompt pass's chunk and the prefix cache's block, in tokens; 0: "
-                                     "one pass, no prefix cache"),
+    prompt_chunk: int = typer.Option(128, help="the prompt pass's longest piece, in tokens (it is also cut at "
+                                     "each chat message); 0: one pass, no prefix cache"),
     log_level: str = typer.Option("info", help="uvicorn log level"),
     ray: bool = typer.Option(False, "--ray", help="serve as Ray Serve replicas (each one engine)"),
     ray_address: str = typer.Option("local", help="with --ray: 'local' (start Ray here) or a cluster address"),
