@@ -60,10 +60,10 @@ async def main(argv: list[str] | None = None) -> None:
     a = ap.parse_args(argv)
 
     import httpx
+    from agentkit.serving.app import create_app
 
     from agentkit.engine.engine import Engine
     from agentkit.evals.bfcl import check_call, load_bfcl
-    from agentkit.serving.app import create_app
 
     app = create_app(Engine())
     items = load_bfcl(Path(a.data), limit=a.n)

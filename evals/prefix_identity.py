@@ -23,7 +23,7 @@ from agentkit.engine.engine import Engine
 from agentkit.evals import bfcl
 from agentkit.evals.runner import EvalContext
 
-MODES = ("ar-constrained", "verify")
+CHECKED_MODES = ("ar-constrained", "verify")
 
 
 def one(engines: dict[str, Engine], ctx: EvalContext, item: bfcl.BfclItem, mode: str) -> dict:
@@ -61,7 +61,7 @@ def main() -> None:
     ctx = EvalContext()
     t0 = time.time()
     for item in items:
-        for mode in MODES:
+        for mode in CHECKED_MODES:
             if (item.id, mode) in done:
                 continue
             rows.append(one(engines, ctx, item, mode))
@@ -74,7 +74,7 @@ def main() -> None:
 
 def report(a: argparse.Namespace, rows: list[dict], n_items: int, engines: dict[str, Engine], wall_s: float) -> dict:
     summary = {}
-    for mode in MODES:
+    for mode in CHECKED_MODES:
         rs = [r for r in rows if r["mode"] == mode]
         summary[mode] = {"n": len(rs), "same_on_off": sum(r["same_on_off"] for r in rs),
                          "same_again": sum(r["same_again"] for r in rs),
@@ -83,7 +83,7 @@ def report(a: argparse.Namespace, rows: list[dict], n_items: int, engines: dict[
                          "success": round(sum(r["success"] for r in rs) / max(1, len(rs)), 4)}
     return {"command": "python evals/prefix_identity.py " + " ".join(f"--{k} {v}" for k, v in vars(a).items()
                                                                      if v is not None),
-            "partial": len(rows) < n_items * len(MODES), "items": n_items, "wall_s": round(wall_s, 1),
+            "partial": len(rows) < n_items * len(CHECKED_MODES), "items": n_items, "wall_s": round(wall_s, 1),
             "prefix_status": engines["on"].prefix_status, "prefix_cache": engines["on"].prefixes.stats(),
             "summary": summary, "rows": rows}
 

@@ -134,7 +134,7 @@ class Scheduler:
     """FIFO bounded queue served by up to ``max_batch`` worker threads (see the module docstring)."""
 
     def __init__(self, max_queue: int = 64, *, max_batch: int = 1, batcher: Any = None,
-                 on_done: Callable[[Job, float], None] | None = None, prepare_workers: int = 2) -> None:
+                 on_done: Callable[[Job, float, Any], None] | None = None, prepare_workers: int = 2) -> None:
         if max_queue < 0:
             raise ValueError("max_queue must be >= 0")
         if max_batch < 1:
@@ -310,6 +310,8 @@ class Scheduler:
                     continue
                 self._running.add(job)
             job.started = time.perf_counter()
+            result: Any = None
+            error: BaseException | None = None
             try:
                 job.check()
                 if self.batcher is not None:
@@ -318,21 +320,22 @@ class Scheduler:
                 else:
                     result = job.fn(job)
             except BaseException as e:  # noqa: BLE001 -- delivered to the waiting request
-                job.future.set_exception(e)
+                error = e
+            job.finished = time.perf_counter()
+            service = job.finished - job.started
+            self.progress()
+            with self._cond:
+                self._running.discard(job)
+                self._service_ewma_s = 0.8 * self._service_ewma_s + 0.2 * service
+            if self._on_done is not None:  # before the future: a client that reads /metrics after its answer sees it
+                try:
+                    self._on_done(job, service, None if error is not None else result)
+                except Exception:
+                    log.exception("metrics callback failed")
+            if error is not None:
+                job.future.set_exception(error)
             else:
                 job.future.set_result(result)
-            finally:
-                job.finished = time.perf_counter()
-                service = job.finished - job.started
-                self.progress()
-                with self._cond:
-                    self._running.discard(job)
-                    self._service_ewma_s = 0.8 * self._service_ewma_s + 0.2 * service
-                if self._on_done is not None:
-                    try:
-                        self._on_done(job, service)
-                    except Exception:
-                        log.exception("metrics callback failed")
 
 
 class _DaemonPool:

@@ -107,10 +107,9 @@ class ChatService:
         self.metrics.batch_forward(size)
         self.scheduler.progress()
 
-    def _on_done(self, job: Job, service_s: float) -> None:
-        f = job.future
-        if f.done() and not f.cancelled() and f.exception() is None:
-            out: Outcome = f.result()
+    def _on_done(self, job: Job, service_s: float, out: Outcome | None) -> None:
+        """A job's decoding ended (``out`` None: it failed), called before its answer is delivered."""
+        if out is not None:
             st = out.result.stats
             self.metrics.generation(st.mode, st.forwards, st.output_tokens, st.tokens_per_forward,
                                     st.cached_prompt_tokens)

@@ -4,12 +4,11 @@ additionalProperties generate closed by default, in the SDK and the server alike
 from __future__ import annotations
 
 import pytest
-
-from agentkit.constrain.matcher import tree_matches
-
-from agentkit.sdk import Agent, FunctionModel, tool
 from agentkit.serving.plan import plan_request
 from agentkit.serving.protocol import ChatRequest
+
+from agentkit.constrain.matcher import tree_matches
+from agentkit.sdk import Agent, FunctionModel, tool
 
 OPEN_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 EXTRA = '{"name": "Ann", "x": 1}'

@@ -66,7 +66,7 @@ def test_the_message_start_token_is_found_from_the_chat_template():
     assert eng.chunking == Chunking(BLOCK, frozenset({mark})) and "at each chat message" in eng.prefix_status
 
     class NoTemplate:
-        all_special_ids = [0]
+        all_special_ids = (0,)
 
         def apply_chat_template(self, *a, **k):
             raise ValueError("no chat template")

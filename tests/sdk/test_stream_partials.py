@@ -45,8 +45,9 @@ def test_partials_never_go_backwards_and_nested_objects_fill():
 
 @pytest.fixture(scope="module")
 def app():
-    from agentkit.engine import tiny_engine
     from agentkit.serving.app import create_app
+
+    from agentkit.engine import tiny_engine
 
     return create_app(tiny_engine(0))
 
