@@ -141,6 +141,11 @@ class DecodeConfig:
     # carries the returned value 0.235 off, 0.482 at 2, 0.577 at 3, 0.718 at 5, 0.824 at 8 (replies at the token
     # budget 4, 2, 1, 7, 11 of 85: above 5 the value is pushed into odd places)
     copy_text_bias: float = 5.0
+    # OpenAI's penalties on the output so far (every token of it, pinned text included): a token's logit less
+    # frequency_penalty times its count, less presence_penalty if it occurs (agentkit/engine/sampler.py penalize);
+    # applied before the copy prior, in every mode's pick, so verify still reproduces AR with them
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
     top_k: int | None = None
     top_p: float | None = None  # nucleus sampling (with temperature > 0); None or 1.0: off
     seed: int | None = None

@@ -82,6 +82,11 @@ SETTINGS: tuple[Setting, ...] = (
             server="body.top_k"),
     Setting("top_p", "float", None, (_E, _S, _V), "nucleus sampling", low=0, high=1, low_open=True, optional=True,
             sdk="top_p", server="body.top_p"),
+    Setting("frequency_penalty", "float", 0.0, (_E, _S, _V), "subtracted from a token's logit once per time it is "
+            "already in the output (OpenAI's definition; every mode, the template's mask still applies)", low=-2,
+            high=2, sdk="frequency_penalty", server="body.frequency_penalty"),
+    Setting("presence_penalty", "float", 0.0, (_E, _S, _V), "subtracted from the logit of a token already in the "
+            "output (OpenAI's definition)", low=-2, high=2, sdk="presence_penalty", server="body.presence_penalty"),
     Setting("seed", "int", None, (_E, _S, _V, _C, _V2), "sampling seed (agentkit.validate.SEED_MIN..SEED_MAX)",
             optional=True, sdk="seed", server="body.seed"),
     Setting("canvas_length", "int", 32, (_E, _V, _C, _V2), "canvas positions per block", low=1,

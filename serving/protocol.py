@@ -23,7 +23,7 @@ from agentkit.validate import SEED_MAX, SEED_MIN, SURROGATE, surrogate_error  # 
 IGNORED = ("user", "metadata", "store", "service_tier", "prompt_cache_key",
            "safety_identifier", "stream_options")
 # accepted only at their neutral value (anything else is a 400: not implemented)
-NEUTRAL = {"frequency_penalty": 0, "presence_penalty": 0, "logit_bias": None}
+NEUTRAL = {"logit_bias": None}
 MAX_JSON_DEPTH = 64
 # numbers and flags are taken as JSON gives them: "10" or true for an integer, "0.5" for a number, 1 or "true" for a
 # flag are 400s (pydantic's lax mode would convert them); an integer is a valid number
@@ -182,8 +182,8 @@ class Body(BaseModel):
 
 
 class Sampling(Body):
-    """The decoding fields chat completions and completions share, checked once here; the penalties and
-    ``logit_bias`` only at their neutral value (:data:`NEUTRAL`)."""
+    """The decoding fields chat completions and completions share, checked once here; ``logit_bias`` only at its
+    neutral value (:data:`NEUTRAL`)."""
 
     temperature: SFloat | None = Field(default=None, ge=0, le=2)
     top_p: SFloat | None = Field(default=None, gt=0, le=1)
@@ -191,8 +191,8 @@ class Sampling(Body):
     seed: SInt | None = Field(default=None, ge=SEED_MIN, le=SEED_MAX)
     stop: str | list[str] | None = None
     agentkit: AgentkitExt | None = None
-    frequency_penalty: SFloat | None = None
-    presence_penalty: SFloat | None = None
+    frequency_penalty: SFloat | None = Field(default=None, ge=-2, le=2)
+    presence_penalty: SFloat | None = Field(default=None, ge=-2, le=2)
     logit_bias: dict[str, float] | None = None
     user: Any = None
     stream_options: Any = None
@@ -209,9 +209,6 @@ class Sampling(Body):
 
     @model_validator(mode="after")
     def _neutral(self) -> Sampling:
-        for name in ("frequency_penalty", "presence_penalty"):
-            if getattr(self, name) not in (None, 0):
-                raise FieldError(name, "not supported (only 0 is accepted)")
         if self.logit_bias:
             raise FieldError("logit_bias", "not supported (only an empty object is accepted)")
         return self

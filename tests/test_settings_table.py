@@ -15,8 +15,7 @@ from agentkit.errors import InvalidRequestError, UserError
 NOT_SETTINGS = {
     "AgentkitExt": {"canvas", "step", "schema_prompt"},  # schema_prompt: how messages are built, not decoding
     "ChatRequest": {"model", "messages", "tools", "tool_choice", "response_format", "max_completion_tokens", "stream",
-                    "n", "logprobs", "top_logprobs", "agentkit", "frequency_penalty", "presence_penalty",
-                    "logit_bias", "user", "metadata", "store", "service_tier",
+                    "n", "logprobs", "top_logprobs", "agentkit", "logit_bias", "user", "metadata", "store", "service_tier",
                     "prompt_cache_key", "safety_identifier", "stream_options"},
     "EvalContext": {"free_max_new_tokens", "prompt", "on_draft", "frames"},
     "cli generate": {"prompt", "model", "schema", "no_adapter", "as_json", "backend", "threads"},
@@ -123,7 +122,8 @@ def _non_default() -> DecodeConfig:
     return DecodeConfig(mode="verify", max_new_tokens=17, temperature=0.0, greedy="token", copy_bias=0.5,
                         copy_from="prompt", copy_numbers=False, top_k=5, top_p=0.9, seed=11, canvas_length=12,
                         max_denoising_steps=9, sampler="jacobi", stop=["END"], copy_first_digit=True,
-                        copy_source="Maria Lopez, 41", copy_text_bias=3.0)
+                        copy_source="Maria Lopez, 41", copy_text_bias=3.0,
+                        frequency_penalty=0.5, presence_penalty=-0.25)
 
 
 def test_http_body_carries_every_server_setting_and_the_style():

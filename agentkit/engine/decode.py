@@ -20,7 +20,7 @@ from .copy import CopyPrior
 from .draft import lookup
 from .gemma import denoise_uniform
 from .prefix import Chunking, cached_prompt_pass
-from .sampler import greedy_by_byte, masked_logits, pick
+from .sampler import greedy_by_byte, masked_logits, penalize, pick
 from .sizing import DEFAULT_CURVE, DRAFT, EXACT, PINNED, AcceptRate, pass_length
 from .stats import DecodeStats
 
@@ -115,6 +115,9 @@ class Decoder:
         time: a token that would leave no completion within it is redrawn from the closing tokens. ``tail``: the
         tokens between the output so far and this pick (a block's earlier positions), for the copy prior."""
         allowed = self._allowed(state)
+        if self.cfg.frequency_penalty or self.cfg.presence_penalty:
+            logits = penalize(logits, [*self.out, *map(int, tail)], self.cfg.frequency_penalty,
+                              self.cfg.presence_penalty)
         if self._copy is not None:
             logits = self._copy_bias(logits, allowed, tail)
         t, conf, ent = pick(logits[None], None if allowed is None else allowed[None], self.cfg.temperature,

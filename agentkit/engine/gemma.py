@@ -129,10 +129,14 @@ class GemmaBackbone(Backbone):
 
 def gemma_sampler(cfg: DecodeConfig) -> str:
     """The canvas sampler for a DiffusionGemma model: only the uniform-noise one fits its training."""
-    if cfg.sampler in ("auto", "uniform"):
-        return "uniform"
     if cfg.mode != "diffusion":
         return "uniform"  # AR and verify modes do not use a canvas sampler
+    if cfg.frequency_penalty or cfg.presence_penalty:  # its steps resample every position at once
+        raise UnsupportedModeError(
+            "frequency_penalty and presence_penalty are not applied by DiffusionGemma's uniform sampler (each step "
+            "resamples the whole canvas); use mode='ar' or 'verify', or leave them 0")
+    if cfg.sampler in ("auto", "uniform"):
+        return "uniform"
     raise UnsupportedModeError(
         f"sampler={cfg.sampler!r} does not fit DiffusionGemma: it was trained to denoise uniform-noise canvases "
         "(no mask token, bidirectional canvas); use sampler='uniform' or 'auto'"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 
 
@@ -13,6 +15,16 @@ def masked_logits(logits: torch.Tensor, allowed: torch.Tensor | None) -> torch.T
     if extra > 0:  # tokens added after the constraint's vocabulary (e.g. an adapter's mask token): never allowed
         allowed = torch.nn.functional.pad(allowed, (0, extra), value=False)
     return logits.masked_fill(~allowed, float("-inf"))
+
+
+def penalize(logits: torch.Tensor, output: Sequence[int], frequency: float, presence: float) -> torch.Tensor:
+    """OpenAI's penalties: ``logits`` (one row) less ``frequency`` times each token's count in ``output`` and less
+    ``presence`` for each token that occurs there. ``logits`` itself when both are 0 or the output is empty."""
+    if not output or (frequency == 0 and presence == 0):
+        return logits
+    counts = torch.bincount(torch.as_tensor(list(output), dtype=torch.long), minlength=logits.shape[-1])
+    counts = counts[: logits.shape[-1]].to(torch.float32)
+    return logits.float() - frequency * counts - presence * (counts > 0).to(torch.float32)
 
 
 def logits_to_probs(logits: torch.Tensor, temperature: float, top_k: int | None = None,

@@ -61,6 +61,7 @@ async def test_request_body_and_stats_parsing():
     assert req.headers["authorization"] == "Bearer sk-test"
     assert json.loads(req.content) == {
         "model": "agentkit", "messages": MESSAGES, "max_tokens": 64, "temperature": 0.0, "stop": ["\n"],
+        "frequency_penalty": 0.0, "presence_penalty": 0.0,
         "agentkit": {"mode": "diffusion", "canvas_length": 32, "max_denoising_steps": 48, "sampler": "auto",
                      "greedy": "byte", "copy_bias": 2.0, "copy_from": "user", "copy_numbers": True,
                      "copy_text_bias": 5.0, "copy_first_digit": False, "step": "extract", "schema_prompt": False},

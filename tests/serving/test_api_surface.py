@@ -189,7 +189,7 @@ async def test_completions_several_prompts_and_the_stream(app):
     ({"prompt": "x", "best_of": 2}, "best_of"),
     ({"prompt": "x", "echo": True, "logprobs": 1}, "echo"),
     ({"prompt": "x", "logprobs": 6}, "logprobs"),
-    ({"prompt": "x", "presence_penalty": 0.5}, "presence_penalty"),
+    ({"prompt": "x", "presence_penalty": -3}, "presence_penalty"),
     ({"prompt": "x", "max_tokens": "4"}, "max_tokens"),
     ({"prompt": "x", "colour": 1}, "colour"),
 ])
@@ -320,3 +320,16 @@ async def test_responses_parallel_calls_are_items(app):
     assert [d["output_index"] for n, d in events if n == "response.output_item.added"] == list(range(len(out)))
     single = (await _post(app, "/v1/responses", {**body, "parallel_tool_calls": False})).json()["output"]
     assert len(single) == 1
+
+
+async def test_the_penalties_reach_the_decoder(app):
+    """OpenAI's frequency_penalty and presence_penalty are honoured (chat and completions), not just accepted."""
+    ids = {}
+    for path, body in (("/v1/chat/completions", {"messages": MSG}), ("/v1/completions", {"prompt": "The sea"})):
+        for pen in (0, 2):
+            r = await _post(app, path, {**body, "max_tokens": 24, "frequency_penalty": pen, "presence_penalty": pen})
+            assert r.status_code == 200, r.text
+            ids[path, pen] = r.json()["agentkit_stats"]["token_ids"]
+        plain, penalized = ids[path, 0], ids[path, 2]
+        assert len(set(plain)) < len(plain)  # the tiny model repeats itself, so the penalty has work to do
+        assert penalized != plain and len(set(penalized)) / len(penalized) > len(set(plain)) / len(plain)

@@ -70,7 +70,7 @@ BAD = [  # (body: dict or raw JSON text, the field the error must name)
     ('{"messages": [{"role": "user", "content": "hi"}], "temperature": NaN}', "temperature"),
     ({"messages": MSG, "mode": "diffusion"}, "mode"),
     ({"messages": MSG, "agentkit": {"mdoe": "ar"}}, "agentkit.mdoe"),
-    ({"messages": MSG, "frequency_penalty": 0.5}, "frequency_penalty"),
+    ({"messages": MSG, "frequency_penalty": 2.5}, "frequency_penalty"),
     ({"messages": MSG, "top_logprobs": 2}, "top_logprobs"),
     ({"messages": MSG, "top_p": 0}, "top_p"),
     ({"messages": MSG, "metadata": {"x": json.loads("[" * 80 + "]" * 80)}}, "metadata.x"),
