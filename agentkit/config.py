@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from .errors import InvalidRequestError
-from .settings import DECODE, GREEDY, MODES, SAMPLERS  # noqa: F401 (MODES, GREEDY, SAMPLERS: re-exported)
+from .settings import BY_NAME, DECODE, GREEDY, MODES, SAMPLERS  # noqa: F401 (MODES, GREEDY, SAMPLERS: re-exported)
 from .validate import check_seed, check_text
 
 Mode = Literal["ar", "diffusion", "verify"]
@@ -146,6 +146,10 @@ class DecodeConfig:
     # applied before the copy prior, in every mode's pick, so verify still reproduces AR with them
     frequency_penalty: float = 0.0
     presence_penalty: float = 0.0
+    # OpenAI's logit_bias: token id -> a bonus added to that token's logit in every pick (-100..100; -100 bans it).
+    # Keys may be given as ints or as decimal strings (JSON's), and are kept as ints; a key outside the model's
+    # vocabulary is refused by the engine, which knows its size
+    logit_bias: dict[int, float] = field(default_factory=dict)
     top_k: int | None = None
     top_p: float | None = None  # nucleus sampling (with temperature > 0); None or 1.0: off
     seed: int | None = None
@@ -189,6 +193,7 @@ class DecodeConfig:
         for i, s in enumerate(self.stop):
             check_text(s, f"stop[{i}]")
         check_seed(self.seed)
+        self.logit_bias = _check_bias(self.logit_bias)
         if self.copy_source is not None:
             if not isinstance(self.copy_source, str):
                 raise InvalidRequestError(f"copy_source must be a string or None, got "
@@ -203,6 +208,27 @@ _NUMBERS: dict[str, tuple[bool, float, float, bool, bool]] = {
     st.name: (st.kind == "int", st.low, st.high, st.low_open, st.optional) for st in DECODE
     if st.kind in ("int", "float") and st.name != "seed"}  # seed: validate.check_seed (torch's range)
 _BOOLS = tuple(st.name for st in DECODE if st.kind == "bool")
+
+
+_BIAS = BY_NAME["logit_bias"]
+
+
+def _check_bias(bias: object) -> dict[int, float]:
+    """``logit_bias`` as ``{token id: bonus}``: keys ints >= 0 (or their decimal strings), bonuses numbers in the
+    table's range; anything else an ``InvalidRequestError`` naming the key."""
+    if not isinstance(bias, dict):
+        raise InvalidRequestError(f"logit_bias must be an object of token id -> bias, got {type(bias).__name__}")
+    out: dict[int, float] = {}
+    for k, v in bias.items():
+        tok = k if isinstance(k, int) and not isinstance(k, bool) else (int(k) if isinstance(k, str) and
+                                                                         k.isascii() and k.isdigit() else None)
+        if tok is None or tok < 0:
+            raise InvalidRequestError(f"logit_bias keys must be token ids (integers >= 0), got {k!r}")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not _BIAS.low <= v <= _BIAS.high:
+            raise InvalidRequestError(f"logit_bias[{k!r}] must be a number in {_BIAS.low:g}..{_BIAS.high:g}, "
+                                      f"got {v!r}")
+        out[tok] = float(v)
+    return out
 
 
 def _check_choices(cfg: DecodeConfig) -> None:

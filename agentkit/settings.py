@@ -37,9 +37,8 @@ INF = math.inf
 @dataclass(frozen=True)
 class Setting:
     """One decoding setting. ``kind``: ``int``, ``float``, ``bool``, ``str`` (one of ``choices``), ``text`` (any
-    string) or ``list``
-    (of non-empty strings); numbers lie in ``low..high`` (``low_open``: ``low`` itself excluded); ``optional``:
-    None is allowed."""
+    string), ``list`` (of non-empty strings) or ``bias`` (token id -> a number); numbers (a bias's too) lie in
+    ``low..high`` (``low_open``: ``low`` itself excluded); ``optional``: None is allowed."""
 
     name: str
     kind: str
@@ -87,6 +86,9 @@ SETTINGS: tuple[Setting, ...] = (
             high=2, sdk="frequency_penalty", server="body.frequency_penalty"),
     Setting("presence_penalty", "float", 0.0, (_E, _S, _V), "subtracted from the logit of a token already in the "
             "output (OpenAI's definition)", low=-2, high=2, sdk="presence_penalty", server="body.presence_penalty"),
+    Setting("logit_bias", "bias", {}, (_E, _S, _V), "token id -> a bonus added to its logit (OpenAI's logit_bias; "
+            "-100 bans the token, 100 all but forces it; inside a template only among the tokens its mask allows)",
+            low=-100, high=100, sdk="logit_bias", server="body.logit_bias"),
     Setting("seed", "int", None, (_E, _S, _V, _C, _V2), "sampling seed (agentkit.validate.SEED_MIN..SEED_MAX)",
             optional=True, sdk="seed", server="body.seed"),
     Setting("canvas_length", "int", 32, (_E, _V, _C, _V2), "canvas positions per block", low=1,
@@ -149,7 +151,7 @@ def _range(s: Setting) -> str:
         text = " \\| ".join(s.choices)
     elif s.name == "seed":
         text = "-2^63 .. 2^64-1"
-    elif s.kind in ("int", "float") and (s.low != -INF or s.high != INF):
+    elif s.kind in ("int", "float", "bias") and (s.low != -INF or s.high != INF):
         text = f"{'(' if s.low_open else '['}{num(s.low)}, {num(s.high)}{']' if s.high != INF else ')'}"
     else:
         text = ""

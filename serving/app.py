@@ -5,11 +5,11 @@ Endpoints
 - ``POST /v1/chat/completions``: OpenAI chat completions. Supported: ``messages``, ``tools`` + ``tool_choice``,
   ``response_format`` (``text``, ``json_object``, ``json_schema``), ``max_tokens`` (or ``max_completion_tokens``),
   ``temperature`` (default 0 = greedy, unlike OpenAI's 1), ``top_p``, ``top_k``, ``seed``, ``stop``,
-  ``frequency_penalty`` / ``presence_penalty`` (not with DiffusionGemma's diffusion mode), ``stream``,
+  ``frequency_penalty`` / ``presence_penalty`` / ``logit_bias`` (not with DiffusionGemma's diffusion mode), ``stream``,
   ``logprobs`` + ``top_logprobs``, ``n`` (up to ``max_n``, streamed too), ``parallel_tool_calls``. ``model`` must
   be a served name (``GET /v1/models``; else 404). Accepted and ignored: ``user``, ``metadata``, ``store``,
   ``service_tier``, ``prompt_cache_key``, ``safety_identifier``, ``stream_options`` (usage is always in the last
-  chunk); ``logit_bias`` only empty. Any other top-level field is a 400 naming it.
+  chunk). Any other top-level field is a 400 naming it.
   Extension field ``"agentkit": {"mode": "ar"|"diffusion"|"verify", "canvas_length", "max_denoising_steps",
   "sampler", "canvas": bool}`` (``extra_body={"agentkit": {...}}`` with the openai client). Without a mode the
   server routes: structured output (a schema, json_object or a forced tool call) decodes in the calibrated mode

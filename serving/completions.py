@@ -1,12 +1,13 @@
 """``POST /v1/completions``: OpenAI's (legacy) completions -- a prompt in, text out, no chat template.
 
 The prompt is given to the engine as it is (``Engine.generate(prompt, raw=True)``); decoding takes the same options
-as chat completions (``temperature``, ``top_p``, ``top_k``, ``seed``, ``stop``, the penalties, ``n``, ``stream``, the
-``"agentkit"`` extension) with OpenAI's completions defaults where they differ (``max_tokens`` 16). ``prompt`` is a
-string or a list of strings (each one's ``n`` choices, in order: ``index`` = prompt * n + choice). ``logprobs`` (0-5) gives the
-legacy object (``tokens``, ``token_logprobs``, ``top_logprobs``, ``text_offset``). ``echo`` puts the prompt in front
-of the text. Refused with a 400 naming the field: token-id prompts, ``suffix``, ``best_of`` > 1, ``echo`` with
-``logprobs`` (the prompt's own log-probabilities are not computed), a non-empty ``logit_bias``.
+as chat completions (``temperature``, ``top_p``, ``top_k``, ``seed``, ``stop``, the penalties and ``logit_bias``,
+``n``, ``stream``, the ``"agentkit"`` extension) with OpenAI's completions defaults where they differ (``max_tokens``
+16). ``prompt`` is a string or a list of strings (each one's ``n`` choices, in order: ``index`` = prompt * n +
+choice). ``logprobs`` (0-5) gives the legacy object (``tokens``, ``token_logprobs``, ``top_logprobs``,
+``text_offset``). ``echo`` puts the prompt in front of the text. Refused with a 400 naming the field: token-id
+prompts, ``suffix``, ``best_of`` > 1, ``echo`` with ``logprobs`` (the prompt's own log-probabilities are not
+computed).
 """
 
 from __future__ import annotations

@@ -234,7 +234,7 @@ def decode_config(req: Any, mode: str, max_tokens: int, copy_source: str | None 
                           "temperature": req.temperature if req.temperature is not None else 0.0,
                           "top_p": req.top_p, "top_k": req.top_k, "seed": req.seed, "stop": req.stop or [],
                           "frequency_penalty": req.frequency_penalty or 0.0,
-                          "presence_penalty": req.presence_penalty or 0.0}
+                          "presence_penalty": req.presence_penalty or 0.0, "logit_bias": req.logit_bias or {}}
     for k, name in server_fields("agentkit").items():  # the extension's decoding settings (agentkit/settings.py)
         if name not in kw and name not in TEMPLATE_SETTINGS and getattr(ext, k) is not None:
             kw[name] = getattr(ext, k)

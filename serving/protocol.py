@@ -22,8 +22,6 @@ from agentkit.validate import SEED_MAX, SEED_MIN, SURROGATE, surrogate_error  # 
 # accepted and ignored (documented in the README): they change nothing a single-model server does
 IGNORED = ("user", "metadata", "store", "service_tier", "prompt_cache_key",
            "safety_identifier", "stream_options")
-# accepted only at their neutral value (anything else is a 400: not implemented)
-NEUTRAL = {"logit_bias": None}
 MAX_JSON_DEPTH = 64
 # numbers and flags are taken as JSON gives them: "10" or true for an integer, "0.5" for a number, 1 or "true" for a
 # flag are 400s (pydantic's lax mode would convert them); an integer is a valid number
@@ -182,8 +180,8 @@ class Body(BaseModel):
 
 
 class Sampling(Body):
-    """The decoding fields chat completions and completions share, checked once here; ``logit_bias`` only at its
-    neutral value (:data:`NEUTRAL`)."""
+    """The decoding fields chat completions and completions share, checked once here (``logit_bias``'s keys and
+    range by ``DecodeConfig``, a token id against the vocabulary by the engine)."""
 
     temperature: SFloat | None = Field(default=None, ge=0, le=2)
     top_p: SFloat | None = Field(default=None, gt=0, le=1)
@@ -193,7 +191,7 @@ class Sampling(Body):
     agentkit: AgentkitExt | None = None
     frequency_penalty: SFloat | None = Field(default=None, ge=-2, le=2)
     presence_penalty: SFloat | None = Field(default=None, ge=-2, le=2)
-    logit_bias: dict[str, float] | None = None
+    logit_bias: dict[str, SFloat] | None = None
     user: Any = None
     stream_options: Any = None
 
@@ -206,12 +204,6 @@ class Sampling(Body):
         if len(v) > 4 or any(not s for s in v):
             raise ValueError("stop must be a non-empty string or a list of at most 4 non-empty strings")
         return v
-
-    @model_validator(mode="after")
-    def _neutral(self) -> Sampling:
-        if self.logit_bias:
-            raise FieldError("logit_bias", "not supported (only an empty object is accepted)")
-        return self
 
 
 class ChatRequest(Sampling):

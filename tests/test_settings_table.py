@@ -15,7 +15,7 @@ from agentkit.errors import InvalidRequestError, UserError
 NOT_SETTINGS = {
     "AgentkitExt": {"canvas", "step", "schema_prompt"},  # schema_prompt: how messages are built, not decoding
     "ChatRequest": {"model", "messages", "tools", "tool_choice", "response_format", "max_completion_tokens", "stream",
-                    "n", "logprobs", "top_logprobs", "agentkit", "logit_bias", "user", "metadata", "store", "service_tier",
+                    "n", "logprobs", "top_logprobs", "agentkit", "user", "metadata", "store", "service_tier",
                     "prompt_cache_key", "safety_identifier", "stream_options"},
     "EvalContext": {"free_max_new_tokens", "prompt", "on_draft", "frames"},
     "cli generate": {"prompt", "model", "schema", "no_adapter", "as_json", "backend", "threads"},
@@ -75,6 +75,9 @@ def test_decode_config_checks_what_the_table_says(s):
         bad += [1, "yes", None]
     elif s.kind == "list":
         bad += ["x", [""], [1]]
+    elif s.kind == "bias":
+        assert DecodeConfig(**{s.name: {"7": s.low, 3: s.high}}).logit_bias == {7: s.low, 3: s.high}
+        bad += [[1], {"x": 1}, {-1: 1}, {"1.5": 1}, {1: s.high + 1}, {1: s.low - 1}, {1: "2"}, {1: True}]
     if s.optional:
         DecodeConfig(**{s.name: None})
     for v in bad:
@@ -123,7 +126,7 @@ def _non_default() -> DecodeConfig:
                         copy_from="prompt", copy_numbers=False, top_k=5, top_p=0.9, seed=11, canvas_length=12,
                         max_denoising_steps=9, sampler="jacobi", stop=["END"], copy_first_digit=True,
                         copy_source="Maria Lopez, 41", copy_text_bias=3.0,
-                        frequency_penalty=0.5, presence_penalty=-0.25)
+                        frequency_penalty=0.5, presence_penalty=-0.25, logit_bias={5: -100.0})
 
 
 def test_http_body_carries_every_server_setting_and_the_style():

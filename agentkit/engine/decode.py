@@ -20,7 +20,7 @@ from .copy import CopyPrior
 from .draft import lookup
 from .gemma import denoise_uniform
 from .prefix import Chunking, cached_prompt_pass
-from .sampler import greedy_by_byte, masked_logits, penalize, pick
+from .sampler import add_bias, bias_rows, greedy_by_byte, masked_logits, penalize, pick
 from .sizing import DEFAULT_CURVE, DRAFT, EXACT, PINNED, AcceptRate, pass_length
 from .stats import DecodeStats
 
@@ -86,6 +86,7 @@ class Decoder:
         self.copy_text = copy_text  # the copy prior's source text; None: the prompt (free text: no prior)
         self.token_bytes = token_bytes  # each token's bytes, for a free-text copy prior (a template has its own)
         self._copy: CopyPrior | None = None  # DecodeConfig.copy_bias: its source indexed once, at prefill
+        self._bias: tuple[torch.Tensor, torch.Tensor] | None = None  # DecodeConfig.logit_bias, set at prefill
 
     # -- constraint helpers ---------------------------------------------------------------------------------
     def _forced(self, state) -> list[int]:
@@ -115,6 +116,8 @@ class Decoder:
         time: a token that would leave no completion within it is redrawn from the closing tokens. ``tail``: the
         tokens between the output so far and this pick (a block's earlier positions), for the copy prior."""
         allowed = self._allowed(state)
+        if self._bias is not None:
+            logits = add_bias(logits, self._bias)
         if self.cfg.frequency_penalty or self.cfg.presence_penalty:
             logits = penalize(logits, [*self.out, *map(int, tail)], self.cfg.frequency_penalty,
                               self.cfg.presence_penalty)
@@ -180,6 +183,7 @@ class Decoder:
         self._emit(forced, pinned=len(forced))
         seq = prompt_ids + forced
         self.logits, reused = cached_prompt_pass(self.bb, self.cache, seq, self.prefix, self.prompt_chunk)
+        self._bias = bias_rows(self.cfg.logit_bias, self.logits.shape[-1])  # the vocabulary's size is the logits'
         self.stats.prompt_tokens = len(prompt_ids)
         self.stats.cached_prompt_tokens = reused
         self.prompt = list(prompt_ids)

@@ -131,10 +131,10 @@ def gemma_sampler(cfg: DecodeConfig) -> str:
     """The canvas sampler for a DiffusionGemma model: only the uniform-noise one fits its training."""
     if cfg.mode != "diffusion":
         return "uniform"  # AR and verify modes do not use a canvas sampler
-    if cfg.frequency_penalty or cfg.presence_penalty:  # its steps resample every position at once
+    if cfg.frequency_penalty or cfg.presence_penalty or cfg.logit_bias:  # its steps resample every position
         raise UnsupportedModeError(
-            "frequency_penalty and presence_penalty are not applied by DiffusionGemma's uniform sampler (each step "
-            "resamples the whole canvas); use mode='ar' or 'verify', or leave them 0")
+            "frequency_penalty, presence_penalty and logit_bias are not applied by DiffusionGemma's uniform sampler "
+            "(each step resamples the whole canvas); use mode='ar' or 'verify', or leave them unset")
     if cfg.sampler in ("auto", "uniform"):
         return "uniform"
     raise UnsupportedModeError(

@@ -6,6 +6,8 @@ from collections.abc import Sequence
 
 import torch
 
+from ..errors import InvalidRequestError
+
 
 def masked_logits(logits: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
     """logits: [k, V] (or [V]); allowed: same shape bool, or None."""
@@ -25,6 +27,23 @@ def penalize(logits: torch.Tensor, output: Sequence[int], frequency: float, pres
     counts = torch.bincount(torch.as_tensor(list(output), dtype=torch.long), minlength=logits.shape[-1])
     counts = counts[: logits.shape[-1]].to(torch.float32)
     return logits.float() - frequency * counts - presence * (counts > 0).to(torch.float32)
+
+
+def bias_rows(bias: dict[int, float], vocab_size: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """``DecodeConfig.logit_bias`` as (token ids, bonuses) for :func:`add_bias`; None when empty. A token id outside
+    the vocabulary is an ``InvalidRequestError`` naming it."""
+    if not bias:
+        return None
+    bad = sorted(t for t in bias if t >= vocab_size)
+    if bad:
+        raise InvalidRequestError(f"logit_bias: token id(s) {bad[:5]} not in this model's vocabulary "
+                                  f"(0..{vocab_size - 1})")
+    return torch.tensor(list(bias), dtype=torch.long), torch.tensor(list(bias.values()), dtype=torch.float32)
+
+
+def add_bias(logits: torch.Tensor, rows: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    """``logits`` (one row) with :func:`bias_rows`' bonuses added (a new float32 tensor)."""
+    return logits.float().index_add(0, rows[0], rows[1])
 
 
 def logits_to_probs(logits: torch.Tensor, temperature: float, top_k: int | None = None,

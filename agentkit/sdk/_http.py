@@ -247,7 +247,8 @@ class HTTPGenerator:
 
 
 def sendable(config: DecodeConfig) -> dict[str, Any]:
-    """The config's settings that go over HTTP (setting name -> value; None and an empty ``stop`` left out);
+    """The config's settings that go over HTTP (setting name -> value; None, an empty ``stop`` and an empty
+    ``logit_bias`` left out);
     ``UserError`` naming any other setting that is not at its default."""
     over = table.where("server")
     lost = [f"{s.name}={getattr(config, s.name)!r}" for s in table.DECODE
@@ -256,7 +257,10 @@ def sendable(config: DecodeConfig) -> dict[str, Any]:
         raise UserError(f"the HTTP backend cannot send DecodeConfig {', '.join(lost)} (the server does not take "
                         "them): leave them at their defaults, or run the agent on an in-process Engine")
     values = {s.name: getattr(config, s.name) for s in over if s.name not in table.TEMPLATE_SETTINGS}
-    return {k: v for k, v in values.items() if v is not None and v != []}
+    for s in over:  # a bias's token ids as JSON object keys
+        if s.kind == "bias" and values.get(s.name):
+            values[s.name] = {str(k): v for k, v in values[s.name].items()}
+    return {k: v for k, v in values.items() if v is not None and v != [] and v != {}}
 
 
 def retry_after_s(value: str | None) -> float | None:

@@ -63,3 +63,21 @@ def test_diffusiongemmas_sampler_refuses_them():
     with pytest.raises(UnsupportedModeError, match="presence_penalty"):
         gemma_sampler(DecodeConfig(mode="diffusion", presence_penalty=0.5))
     assert gemma_sampler(DecodeConfig(mode="ar", presence_penalty=0.5)) == "uniform"
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_logit_bias_bans_and_verify_still_equals_ar(seed):
+    eng = Engine.from_loaded(tiny_llama(seed))
+    plain = _ids(eng, DecodeConfig(mode="ar", max_new_tokens=24))
+    banned = {t: -100 for t in plain[:3]}  # the greedy decode's own first tokens
+    ar = _ids(eng, DecodeConfig(mode="ar", max_new_tokens=24, logit_bias=banned))
+    assert ar != plain and not set(ar) & set(banned)
+    assert _ids(eng, DecodeConfig(mode="verify", max_new_tokens=24, logit_bias=banned)) == ar
+    forced = _ids(eng, DecodeConfig(mode="ar", max_new_tokens=4, logit_bias={str(plain[-1]): 100}))
+    assert forced == [plain[-1]] * 4  # keys as JSON gives them (strings) are token ids too
+
+
+def test_a_token_id_outside_the_vocabulary_is_a_typed_error():
+    eng = Engine.from_loaded(tiny_llama(0))
+    with pytest.raises(InvalidRequestError, match=r"logit_bias: token id\(s\) \[999999\]"):
+        _ids(eng, DecodeConfig(mode="ar", max_new_tokens=4, logit_bias={999999: 1}))

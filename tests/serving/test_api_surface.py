@@ -333,3 +333,15 @@ async def test_the_penalties_reach_the_decoder(app):
         plain, penalized = ids[path, 0], ids[path, 2]
         assert len(set(plain)) < len(plain)  # the tiny model repeats itself, so the penalty has work to do
         assert penalized != plain and len(set(penalized)) / len(penalized) > len(set(plain)) / len(plain)
+
+
+async def test_logit_bias_bans_tokens_and_bad_keys_are_400s(app):
+    r = await _post(app, "/v1/chat/completions", {"messages": MSG, "max_tokens": 12})
+    plain = r.json()["agentkit_stats"]["token_ids"]
+    banned = {str(t): -100 for t in plain[:3]}
+    r = await _post(app, "/v1/chat/completions", {"messages": MSG, "max_tokens": 12, "logit_bias": banned})
+    assert r.status_code == 200, r.text
+    assert not set(r.json()["agentkit_stats"]["token_ids"]) & set(map(int, banned))
+    for bias, says in (({"x": 1}, "token ids"), ({"5": 101}, "logit_bias"), ({"999999": 1}, "vocabulary")):
+        r = await _post(app, "/v1/completions", {"prompt": "The sea", "logit_bias": bias})
+        assert r.status_code == 400 and says in r.json()["error"]["message"], (bias, r.text)
