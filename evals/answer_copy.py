@@ -8,6 +8,7 @@ is ``agentkit eval agent-loop``). Each configuration decodes every reply in AR; 
 benchmark's ``answer_has`` (the reply carries the result's CODE).
 
     python evals/answer_copy.py --bias 0,2,3,5,8 --out evals/results/s18/answer_copy_once.json
+    python evals/answer_copy.py --bias 5 --presence 0,0.5,1 --out evals/results/s20/answer_copy_presence.json
 """
 
 from __future__ import annotations
@@ -55,32 +56,38 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--prompt", default="default", choices=sorted(PROMPTS), help="the answer request's wording")
     ap.add_argument("--max-new-tokens", type=int, default=96)
+    ap.add_argument("--presence", default="0", help="presence_penalty values (OpenAI's), comma-separated; each is "
+                    "run with every --bias")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     tasks = load(args.data, kinds=["one_tool", "fail_once"], limit=args.limit)
     engine = default_engine()
     biases = [float(b) for b in args.bias.split(",")]
+    configs = [(b, float(p)) for p in args.presence.split(",") for b in biases]
     rows, summary = [], {}
-    for bias in biases:
-        hits, ms = 0, []
+    for bias, presence in configs:
+        key = str(bias) if presence == 0 else f"{bias}/presence {presence}"
+        hits, ms, at_budget = 0, [], 0
         for i, task in enumerate(tasks):
             chat, text = messages(task, args.prompt)
             cfg = DecodeConfig(mode="ar", max_new_tokens=args.max_new_tokens, copy_text_bias=bias,
-                               copy_source=result_values([text]) if bias else None)
+                               copy_source=result_values([text]) if bias else None, presence_penalty=presence)
             t0 = time.perf_counter()
             r = engine.generate(chat, cfg)
             ms.append((time.perf_counter() - t0) * 1000)
             has = answer_has(r.text, task.answer_value)
             hits += has
-            rows.append({"bias": bias, "id": task.id, "has": has, "text": r.text, "tokens": r.stats.output_tokens})
-            print(f"bias {bias} {i + 1}/{len(tasks)} {task.id} has={has} {r.text[:90]!r}", file=sys.stderr)
+            at_budget += r.stats.output_tokens >= args.max_new_tokens
+            rows.append({"bias": bias, "presence": presence, "id": task.id, "has": has, "text": r.text,
+                         "tokens": r.stats.output_tokens})
+            print(f"{key} {i + 1}/{len(tasks)} {task.id} has={has} {r.text[:90]!r}", file=sys.stderr)
         ms.sort()
-        summary[str(bias)] = {"n": len(tasks), "answer_has_result_rate": round(hits / len(tasks), 4),
-                              "p50_ms": round(ms[len(ms) // 2], 1)}
+        summary[key] = {"n": len(tasks), "answer_has_result_rate": round(hits / len(tasks), 4),
+                        "at_budget": at_budget, "p50_ms": round(ms[len(ms) // 2], 1)}
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps({"suite": "answer_copy", "data": args.data, "prompt": args.prompt,
-                                              "summary": summary,
-                                              "items": rows}, indent=1))
+                                              "command": "python evals/answer_copy.py " + " ".join(argv or sys.argv[1:]),
+                                              "summary": summary, "items": rows}, indent=1))
     print(json.dumps(summary, indent=1))
     return 0
 
