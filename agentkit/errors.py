@@ -34,7 +34,12 @@ class AgentkitError(Exception):
 
 
 class UserError(AgentkitError):
-    """The caller asked for something invalid."""
+    """The caller asked for something invalid. ``param``: the setting or field at fault, when one is (the server
+    reports it as OpenAI's ``error.param``)."""
+
+    def __init__(self, *args: object, param: str | None = None) -> None:
+        super().__init__(*args)
+        self.param = param
 
 
 class ModelNotFoundError(UserError):

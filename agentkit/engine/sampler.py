@@ -37,7 +37,7 @@ def bias_rows(bias: dict[int, float], vocab_size: int) -> tuple[torch.Tensor, to
     bad = sorted(t for t in bias if t >= vocab_size)
     if bad:
         raise InvalidRequestError(f"logit_bias: token id(s) {bad[:5]} not in this model's vocabulary "
-                                  f"(0..{vocab_size - 1})")
+                                  f"(0..{vocab_size - 1})", param="logit_bias")
     return torch.tensor(list(bias), dtype=torch.long), torch.tensor(list(bias.values()), dtype=torch.float32)
 
 

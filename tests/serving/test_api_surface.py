@@ -345,3 +345,4 @@ async def test_logit_bias_bans_tokens_and_bad_keys_are_400s(app):
     for bias, says in (({"x": 1}, "token ids"), ({"5": 101}, "logit_bias"), ({"999999": 1}, "vocabulary")):
         r = await _post(app, "/v1/completions", {"prompt": "The sea", "logit_bias": bias})
         assert r.status_code == 400 and says in r.json()["error"]["message"], (bias, r.text)
+        assert r.json()["error"]["param"] == "logit_bias" or says != "vocabulary", r.text
