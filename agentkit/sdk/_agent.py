@@ -154,7 +154,9 @@ class Agent(Generic[DepsT, OutputT]):
     ``_decide.AFTER_RESULT_RULES`` (None: ``"exclude_moved"``, the tool that just returned is no option and another
     call is made only if the result moved the model towards the tools; ``"exclude_last"``: calibrated against the
     content-free question as the first step is, which a workflow agent whose tools' ``prepare`` narrows the choice
-    wants: the coding assistant).
+    wants: the coding assistant). ``after_failure``: after a failed call (``ModelRetry``, an exception, invalid
+    arguments) ``"retry"`` (default) makes the next step a call, of the tool the model scores highest, while the
+    failed tool has retries left, as the retry prompt asks; ``"decide"`` lets the model answer instead.
     """
 
     _instrument_default: bool | Instrumentation = False
@@ -179,9 +181,10 @@ class Agent(Generic[DepsT, OutputT]):
         repeat: RepeatKey = "feedback",
         decide: Decide = "scores",
         after_result: str | None = None,
+        after_failure: str = "retry",
     ) -> None:
         repeat_.check(on_repeat, repeat)
-        decide_.check(decide, after_result)
+        decide_.check(decide, after_result, after_failure)
         self.generator = as_generator(model)
         self._tools = as_tools(tools)
         self._instructions: list[Instructions] = _instruction_list(instructions)
@@ -200,6 +203,7 @@ class Agent(Generic[DepsT, OutputT]):
         self.repeat: RepeatKey = repeat
         self.decide: Decide = decide
         self.after_result = after_result  # the decision's rule after a tool result (None: _decide.AFTER_RESULT)
+        self.after_failure = after_failure  # the decision's rule after a failed call (_decide.AFTER_FAILURE_RULES)
         self._scorer = decide_.scorer_of(self.generator, decide)
         self._null_scores = decide_.NullScores()  # the decision's baseline, shared by this agent's runs
         self._templates: dict[tuple[str, str], Template] = {}  # by (step, JSON style)
@@ -379,7 +383,8 @@ class Agent(Generic[DepsT, OutputT]):
             chat, no_call = decide_.decision_chat(to_chat(run.messages), run.instructions, offered)
             run.decision = run.last_decision = await decide_.decide_step(
                 self._scorer, chat, [t.name for t in offered], style, self._null_scores,
-                done=run.results.tools_done(), previous=run.last_decision, no_call=no_call, rule=self.after_result)
+                done=run.results.tools_done(), previous=run.last_decision, no_call=no_call, rule=self.after_result,
+                retry=self.after_failure == "retry" and self._retrying(run, offered))
             if run.decision.tool is None:
                 return False
             template, compile_ms = self._call_template(run.decision.tool, style,
@@ -428,6 +433,13 @@ class Agent(Generic[DepsT, OutputT]):
                     f"tool {tool.name!r} failed {run.tool_failures[tool.name]} time(s) in a row "
                     f"(retries={tool.retries}); last error: {rec.error}", run.trace)
         return True
+
+    @staticmethod
+    def _retrying(run: RunState, offered: list[Tool]) -> bool:
+        """The last request reports a failed call of an offered tool that has retries left (``Tool.retries``)."""
+        last = run.messages[-1] if run.messages else None
+        failed = {p.tool_name for p in getattr(last, "parts", ()) if isinstance(p, RetryPromptPart) and p.tool_name}
+        return any(t.name in failed and run.tool_failures.get(t.name, 0) <= t.retries for t in offered)
 
     def _max_calls(self, run: RunState, tool: str) -> int:
         """Calls a tool step may make: up to ``MAX_PARALLEL_CALLS`` of the picked tool with ``parallel_tool_calls``

@@ -32,9 +32,11 @@ Decide = Literal["scores", "decode"]
 DECIDE: tuple[str, ...] = ("scores", "decode")
 
 
-def check(value: str, after_result: str | None = None) -> None:
+def check(value: str, after_result: str | None = None, after_failure: str = "retry") -> None:
     if value not in DECIDE:
         raise UserError(f"decide must be one of {DECIDE}, got {value!r}")
+    if after_failure not in AFTER_FAILURE_RULES:
+        raise UserError(f"after_failure must be one of {AFTER_FAILURE_RULES}, got {after_failure!r}")
     if after_result is not None and after_result not in AFTER_RESULT_RULES:
         raise UserError(f"after_result must be one of {AFTER_RESULT_RULES} or None, got {after_result!r}")
 
@@ -97,6 +99,10 @@ AFTER_RESULT = "exclude_moved"
 # tool 8 of 8 against 3 of 8 ("full") and 4 of 8 ("no_example"), the same right first calls (0.27), 1.97 iterations
 # a run against 2.47, task success 4 of 30 against 1
 DECISION_PROMPTS = ("full", "no_example", "choice")
+# After a tool call failed (``ModelRetry``, an exception, invalid arguments): "retry", the step calls a tool (the one
+# the model scores highest, the failed one among them) while that tool has retries left (``Tool.retries``), as the
+# retry prompt asks; "decide", the first step's rule (the model may answer instead)
+AFTER_FAILURE_RULES = ("retry", "decide")
 DECISION_PROMPT = "choice"
 
 
@@ -116,11 +122,18 @@ def decision_chat(chat: list[dict[str, str]], instructions: str | None,
 
 async def decide_step(scorer: NameScorer, chat: list[dict[str, str]], tools: list[str], style: str | None,
                       null: NullScores, *, done: tuple[str, ...] = (), previous: Decision | None = None,
-                      rule: str | None = None, no_call: str = FINAL_ANSWER) -> Decision:
+                      rule: str | None = None, no_call: str = FINAL_ANSWER, retry: bool = False) -> Decision:
     """Call or answer, and which tool, by the model's calibrated scores on ``chat`` (the tool step's messages).
     ``done``: the tools that returned a result in this run, the last one last (empty before any); ``previous``:
-    this run's last decision; ``rule``: :data:`AFTER_RESULT` when None."""
+    this run's last decision; ``rule``: :data:`AFTER_RESULT` when None; ``retry``: the last call failed and is to
+    be retried (``after_failure="retry"``): a call of the tool the model scores highest."""
     t0 = time.perf_counter()
+    if retry:
+        scores = await scorer.name_scores(chat, tools, call_head(style))
+        best = max(tools, key=lambda n: scores[n])
+        return Decision(best, {"rule": "retry", "by": "retry after a failure", "tool": best,
+                               "scores": {k: round(v, 4) for k, v in scores.items()}}, t0,
+                        (time.perf_counter() - t0) * 1000, chat)
     rule = rule or AFTER_RESULT
     after = bool(done)
     gone = set(done) if rule == "exclude_done" else {done[-1]} if after and rule.startswith("exclude") else set()

@@ -130,3 +130,50 @@ async def test_an_agents_after_result_rule_reaches_the_decision():
     for rule, expected in (("exclude_last", "exclude_last"), (None, d.AFTER_RESULT)):
         result = await Agent(ScoringModel(fn), tools=[double, halve], after_result=rule).run("Double 21")
         assert result.trace[1].decision["rule"] == expected
+
+
+async def test_after_a_failed_call_the_step_retries_unless_told_to_decide():
+    """``after_failure="retry"`` (default): after a ``ModelRetry`` the next step is a call (the scores pick the tool,
+    ``final_answer`` is no option) while the tool has retries left; ``"decide"``: the scores may answer instead."""
+    from agentkit import ModelRetry, UnexpectedModelBehavior
+
+    with pytest.raises(UserError, match="after_failure must be one of"):
+        Agent(FunctionModel(lambda m, i: "x"), after_failure="never")
+    attempts = []
+
+    @tool
+    def flaky(x: int) -> int:
+        """Fails on its first call."""
+        attempts.append(x)
+        if len(attempts) == 1:
+            raise ModelRetry("busy, try again")
+        return x
+
+    class AnswersAfterAnyReply(FunctionModel):
+        can_score = True
+
+        async def name_scores(self, messages, names, head):  # answers as soon as the conversation holds a reply
+            replied = any("busy" in m["content"] for m in messages)
+            return {n: (0.0 if (n not in ("flaky", "broken")) == replied else -9.0) for n in names}  # no-call
+
+    def fn(messages, info):
+        return {"name": "flaky", "arguments": {"x": 7}} if info.step == "tool_call" else "It is 7."
+
+    result = await Agent(AnswersAfterAnyReply(fn), tools=[flaky]).run("Seven")
+    assert [(r.step, r.tool, r.error is None) for r in result.trace] == [
+        ("tool_call", "flaky", False), ("tool_call", "flaky", True), ("reply", None, True)]
+    assert result.trace[1].decision["rule"] == "retry" and attempts == [7, 7]
+    attempts.clear()
+    result = await Agent(AnswersAfterAnyReply(fn), tools=[flaky], after_failure="decide").run("Seven")
+    assert [(r.step, r.tool) for r in result.trace] == [("tool_call", "flaky"), ("reply", None)] and attempts == [7]
+
+    @tool(retries=0)
+    def broken(x: int) -> int:
+        """Always fails."""
+        raise ModelRetry("no")
+
+    def fn2(messages, info):
+        return {"name": "broken", "arguments": {"x": 1}} if info.step == "tool_call" else "?"
+
+    with pytest.raises(UnexpectedModelBehavior, match="failed 1 time"):  # no retries left: pydantic-ai's error
+        await Agent(AnswersAfterAnyReply(fn2), tools=[broken]).run("One")
