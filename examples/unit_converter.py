@@ -1,8 +1,8 @@
 """A small tool-using agent: unit conversions. The tool call decodes under the tool's schema in diffusion mode
 (on the default model it reads the units' direction right where ar-constrained swaps them); the final reply is
-free text (AR).
+free text (AR). The 135M model gets about half of such conversions right (``python evals/unit_converter.py``).
 
-    python examples/unit_converter.py "How many km is 26.2 miles?"
+    python examples/unit_converter.py "Turn 2 miles into meters."
     agentkit run examples/unit_converter.py:agent "Convert 100 F to C" --trace trace.jsonl
 
 One tool with the units as the question writes them ("miles", "F", "kg") suits a small model better than one tool
@@ -84,7 +84,7 @@ agent = _LazyAgent()
 
 
 if __name__ == "__main__":
-    task = sys.argv[1] if len(sys.argv) > 1 else "How many km is 26.2 miles?"
+    task = sys.argv[1] if len(sys.argv) > 1 else "Turn 2 miles into meters."
     result = build_agent().run_sync(task)
     print(result.output)
     print(result.trace.render())

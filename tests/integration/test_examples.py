@@ -14,12 +14,23 @@ def numbers(text):
     return [float(x) for x in re.findall(r"-?\d+(?:\.\d+)?", text)]
 
 
-@pytest.mark.parametrize("task, expected", [("How many km is 26.2 miles?", 42.16),
+@pytest.fixture(scope="module")
+def readme_engine():
+    """The engine the README's commands get: ``EngineConfig()``'s defaults (bf16 on a CPU with native bf16
+    matmuls, float32 on one without), not the float32 of the ``default_engine`` fixture."""
+    from agentkit.config import EngineConfig
+    from agentkit.engine.engine import Engine
+
+    return Engine(EngineConfig())
+
+
+@pytest.mark.parametrize("which", ["readme_engine", "default_engine"])
+@pytest.mark.parametrize("task, expected", [("Turn 2 miles into meters.", 3218.69),
                                             ("Convert 100 F to C", 37.78)])
-def test_unit_converter_finishes_with_the_result(default_engine, task, expected):
+def test_unit_converter_finishes_with_the_result(request, which, task, expected):
     from unit_converter import build_agent
 
-    result = build_agent(default_engine).run_sync(task)
+    result = build_agent(request.getfixturevalue(which)).run_sync(task)
     assert result.trace[-1].step == "reply"
     assert any(abs(n - expected) < 0.05 for n in numbers(result.output)), result.output
     calls = [r for r in result.trace if r.tool == "convert" and r.tool_result is not None]
