@@ -65,13 +65,15 @@ def _routing(mode: str) -> Any:
 
 
 def run_agentkit(task: AgentTask, model: Any, mode: str = "default", *, max_iterations: int = MAX_ITERATIONS,
-                 timeout_s: float | None = TIMEOUT_S) -> dict[str, Any]:
-    """One task through agentkit's ``Agent`` on ``model`` (an Engine, a Generator or a test model); a row."""
+                 timeout_s: float | None = TIMEOUT_S, agent_options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One task through agentkit's ``Agent`` on ``model`` (an Engine, a Generator or a test model); a row.
+    ``agent_options``: more ``Agent`` keywords (a loop choice being measured, e.g. ``after_failure``)."""
     from ..errors import AgentRunError
     from ..sdk import Agent, Limits
 
     env = TaskEnv(task)
     kw: dict[str, Any] = {"routing": _routing(mode)} if mode != "default" else {}
+    kw.update(agent_options or {})
     agent = Agent(model, tools=agentkit_tools(task, env), instructions=INSTRUCTIONS, name="agent-loop",
                   limits=Limits(max_iterations=max_iterations, timeout_s=timeout_s), **kw)
     t0 = time.perf_counter()
