@@ -27,7 +27,7 @@ from agentkit.toolcall import MAX_PARALLEL_CALLS, choice_prompt, parse_calls, re
 
 from .errors import APIError, user_error
 from .protocol import AgentkitExt, ChatRequest, ContentPart, NamedToolChoice, ToolDef
-from .toolchoice import answered_calls, call_arguments, call_key, no_call_name
+from .toolchoice import answered_calls, call_arguments, call_key, no_call_name, retrying
 
 EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
 
@@ -83,6 +83,7 @@ class RequestPlan:
     text_config: DecodeConfig | None = None
     no_call: str | None = None
     answered: frozenset[str] = frozenset()
+    retry: bool = False  # tool_choice auto after a tool message reporting a failure: a call (toolchoice.retrying)
     # tool_choice auto: the text a call's arguments must take a value from (the user and tool messages'), else the
     # reply is text (agentkit.toolcall.call_grounded)
     sources: str = ""
@@ -289,7 +290,7 @@ def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: 
     if auto:  # the text reply, when the model chooses no call: free text (AR unless a mode is asked for)
         plan.text_messages = chat_messages(req, [])
         plan.text_config = decode_config(req, ext.mode or default_mode or "ar", max_tokens, results)
-        plan.no_call, plan.answered = no_call, answered_calls(req.messages)
+        plan.no_call, plan.answered, plan.retry = no_call, answered_calls(req.messages), retrying(req.messages)
         plan.sources = "\n".join(_text(m.content, f"messages[{i}].content") for i, m in enumerate(req.messages)
                                   if m.role in ("user", "tool", "function"))
     return plan

@@ -224,6 +224,9 @@ class ChatService:
     def _decide(self, job: Job, plan: RequestPlan) -> tuple[bool | None, dict[str, Any]]:
         """tool_choice auto: (True: call, False: answer in text, None: left to the choice decode) by the model's
         calibrated scores (``agentkit.decide.wants_call``); None for an engine without a backbone to score."""
+        if plan.retry:  # the last tool message reports a failure: a call again (serving/toolchoice.py)
+            tool = self._pick(job, plan) if self._can_score() else None  # without scores, the choice decode's
+            return True, {"by": "retry after a failed tool message", "call": True, "tool": tool}
         if not self._can_score():
             return None, {"by": "choice_decode"}
         assert plan.no_call is not None

@@ -32,6 +32,10 @@ not matter) to a call of an earlier assistant message that already has a ``tool`
 :func:`tool_failed`) is not returned again;
 the reply is decoded as text (the SDK's ``on_repeat="answer"``, ``agentkit/sdk/_repeat.py``). It applies to
 ``"auto"`` only: a client that forces a call (``"required"`` or a named tool) gets the call it asked for.
+
+The retry rule: when the conversation ends with a ``tool`` message that reports a failure, ``"auto"`` makes a call
+(the decision is not asked; :func:`retrying`), as the SDK's ``after_failure="retry"``: on the agent-loop
+benchmark's fail-once tasks the SDK recovered more often than when the model could answer instead.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ from agentkit.decide import NULL_QUESTION, logsumexp, name_scores, no_call_margi
 from agentkit.toolcall import NO_CALL, NO_CALL_NOTE, no_call_name
 
 __all__ = ["NO_CALL", "NO_CALL_NOTE", "NULL_QUESTION", "answered_calls", "call_key", "logsumexp", "name_scores",
-           "no_call_margin", "no_call_name", "pick_tool", "tool_failed", "wants_call"]
+           "no_call_margin", "no_call_name", "pick_tool", "retrying", "tool_failed", "wants_call"]
 
 def call_key(name: str, args: Any) -> str:
     """A canonical form of a call (the SDK's ``_repeat.call_key``): key order and spacing do not matter."""
@@ -59,6 +63,17 @@ def tool_failed(content: str) -> bool:
     """Whether a ``tool`` message's text reports a failure rather than a result (a failed call is no repeat)."""
     text = content.strip()
     return text.endswith(RETRY_SUFFIX) or text[:5].lower() == "error"
+
+
+def retrying(messages: list[Any]) -> bool:
+    """The conversation ends with ``tool`` messages of which one reports a failure (:func:`tool_failed`): under
+    ``"auto"`` the next reply is a call again (a retry, as the SDK's ``after_failure="retry"``), not decided."""
+    tail = []
+    for m in reversed(messages):
+        if m.role not in ("tool", "function"):
+            break
+        tail.append(m)
+    return any(tool_failed(_content(m.content)) for m in tail)
 
 
 def answered_calls(messages: list[Any]) -> frozenset[str]:

@@ -260,3 +260,24 @@ async def test_a_call_whose_tool_message_reports_a_failure_may_be_made_again():
     eng = Scripted({"name": "get_weather", "arguments": {"city": "Paris"}})
     d = (await _post(eng, {"messages": failed, "tools": TOOLS})).json()
     assert d["choices"][0]["finish_reason"] == "tool_calls" and len(eng.calls) == 1
+
+
+async def test_after_a_failed_tool_message_auto_calls_again(tiny):
+    """The retry rule: a conversation ending with a tool message that reports a failure gets a call under "auto"
+    (the decision is not asked), of the tool the model scores highest; a result instead leaves it to the decision."""
+    from agentkit.serving.plan import plan_request
+    from agentkit.serving.protocol import ChatRequest
+    from agentkit.serving.toolchoice import retrying
+
+    failed = HISTORY[:-1] + [{"role": "tool", "tool_call_id": "c1", "content": "error: timed out"}]
+    assert retrying(ChatRequest.model_validate({"messages": failed}).messages)
+    assert not retrying(ChatRequest.model_validate({"messages": HISTORY}).messages)
+    assert not retrying(ChatRequest.model_validate({"messages": failed + [MSG[0]]}).messages)  # a user turn since
+    assert plan_request(ChatRequest.model_validate({"messages": failed, "tools": TOOLS})).retry
+    d = (await _post(tiny, {"messages": failed, "tools": TOOLS, "max_tokens": 8})).json()
+    assert d["agentkit_stats"]["tool_choice"] == {"by": "retry after a failed tool message", "call": True,
+                                                  "tool": "get_weather"}  # (the random model's arguments are not
+    # grounded in the conversation, so its reply is text: the grounding rule still applies to a retry)
+    eng = Scripted({"name": "get_weather", "arguments": {"city": "Paris"}})  # no scores: the choice decode's call
+    d = (await _post(eng, {"messages": failed, "tools": TOOLS})).json()
+    assert d["choices"][0]["finish_reason"] == "tool_calls" and len(eng.calls) == 1
