@@ -27,7 +27,7 @@ from agentkit.toolcall import MAX_PARALLEL_CALLS, choice_prompt, parse_calls, re
 
 from .errors import APIError, user_error
 from .protocol import AgentkitExt, ChatRequest, ContentPart, NamedToolChoice, ToolDef
-from .toolchoice import answered_calls, call_arguments, call_key, no_call_name, retrying
+from .toolchoice import answered_calls, call_arguments, call_key, no_call_name, retrying, tool_failed
 
 EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
 
@@ -288,7 +288,7 @@ def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: 
         plan.config = decode_config(req, mode, budget, "\n".join(x for x in (last_user_text(req), results) if x),
                                     first_digit=False)
     if auto:  # the text reply, when the model chooses no call: free text (AR unless a mode is asked for)
-        plan.text_messages = chat_messages(req, [])
+        plan.text_messages = reply_messages(req)
         plan.text_config = decode_config(req, ext.mode or default_mode or "ar", max_tokens, results)
         plan.no_call, plan.answered, plan.retry = no_call, answered_calls(req.messages), retrying(req.messages)
         plan.sources = "\n".join(_text(m.content, f"messages[{i}].content") for i, m in enumerate(req.messages)
@@ -300,6 +300,28 @@ def last_user_text(req: ChatRequest) -> str:
     """The text of the last user message ("" without one): the copy prior's default source (``copy_from``)."""
     i = next((i for i in range(len(req.messages) - 1, -1, -1) if req.messages[i].role == "user"), None)
     return "" if i is None else _text(req.messages[i].content, f"messages[{i}].content")
+
+
+def reply_messages(req: ChatRequest) -> list[dict[str, str]]:
+    """The text reply's messages under ``tool_choice`` auto. After tool results (since the last user message), the
+    SDK answer step's view (``Agent._answer_chat``): the system messages and earlier text turns, then the last user
+    message with the calls' results and a request for a one-sentence answer (``_steps.reply_prompt``); no JSON call
+    in view, since a small model answering after calls written as JSON writes JSON (pydantic-ai's loop through the
+    server got ``{"name": "no record matches..."}`` as 7 of 8 final answers). Otherwise the conversation as it is."""
+    last = max((i for i, m in enumerate(req.messages) if m.role == "user"), default=None)
+    ids = {c.id: (c.function.name, call_arguments(c.function.arguments)) for m in req.messages[last or 0:]
+           for c in (m.tool_calls or [])}
+    done = [(*ids[m.tool_call_id], _text(m.content, f"messages[{i}].content")) for i, m in enumerate(req.messages)
+            if last is not None and i > last and m.role in ("tool", "function") and m.tool_call_id in ids
+            and not tool_failed(_text(m.content, f"messages[{i}].content"))]
+    if not done:
+        return chat_messages(req, [])
+    assert last is not None
+    out = [{"role": {"developer": "system"}.get(m.role, m.role), "content": _text(m.content, f"messages[{i}].content")}
+           for i, m in enumerate(req.messages[:last]) if m.role in ("system", "developer", "user")
+           or (m.role == "assistant" and not m.tool_calls)]
+    task = _text(req.messages[last].content, f"messages[{last}].content")
+    return [*out, {"role": "user", "content": steps.reply_prompt(task, steps.results_text(done))}]
 
 
 def tool_results(req: ChatRequest) -> str | None:

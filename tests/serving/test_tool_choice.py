@@ -281,3 +281,23 @@ async def test_after_a_failed_tool_message_auto_calls_again(tiny):
     eng = Scripted({"name": "get_weather", "arguments": {"city": "Paris"}})  # no scores: the choice decode's call
     d = (await _post(eng, {"messages": failed, "tools": TOOLS})).json()
     assert d["choices"][0]["finish_reason"] == "tool_calls" and len(eng.calls) == 1
+
+
+def test_the_text_reply_after_tool_results_sees_no_json_call():
+    """Under auto, the text reply after tool results reads the SDK answer step's view: the task with the calls'
+    results and a one-sentence request, no call written as JSON (a small model imitates it); without results since
+    the last user message it reads the conversation as it is."""
+    from agentkit.serving.plan import chat_messages, plan_request
+    from agentkit.serving.protocol import ChatRequest
+
+    sys_msg = {"role": "system", "content": "Be brief."}
+    failed = {"role": "tool", "tool_call_id": "c0", "content": "error: busy"}
+    retry = {"role": "assistant", "content": None, "tool_calls": [{"id": "c0", "type": "function", "function": {
+        "name": "get_weather", "arguments": '{"city": "Paris"}'}}]}
+    body = {"messages": [sys_msg, *MSG, retry, failed, *HISTORY[1:]], "tools": TOOLS}
+    text = plan_request(ChatRequest.model_validate(body)).text_messages
+    assert text == [sys_msg, {"role": "user", "content": MSG[0]["content"] + "\n\nUse this tool result in your "
+                              "answer: get_weather(city=\"Paris\") returned sunny, 21 C\nAnswer in one sentence "
+                              "that gives the result."}]  # the failed call is not a result
+    req = ChatRequest.model_validate({"messages": MSG, "tools": TOOLS})
+    assert plan_request(req).text_messages == chat_messages(req, [])
