@@ -1,6 +1,6 @@
 """A small tool-using agent: unit conversions. The tool call decodes under the tool's schema in diffusion mode
 (on the default model it reads the units' direction right where ar-constrained swaps them); the final reply is
-free text (AR). The 135M model gets about half of such conversions right (``python evals/unit_converter.py``).
+free text (AR). The 135M model gets about half of such conversions right (``python evals/unit_conversions.py``).
 
     python examples/unit_converter.py "Turn 2 miles into meters."
     agentkit run examples/unit_converter.py:agent "Convert 100 F to C" --trace trace.jsonl

@@ -85,3 +85,10 @@ def test_examples_import_flat_names_from_agentkit():
     assert not deep, deep
     assert any(isinstance(n, ast.ImportFrom) and n.module == "agentkit"
                for _p, tree in _modules("examples") for n in ast.walk(tree))
+
+
+def test_evals_and_examples_share_no_module_name():
+    """Tests put both folders on ``sys.path``; a script named as an example shadowed it (``evals/unit_converter.py``
+    made ``from unit_converter import build_agent`` fail in CI, depending on the order the tests ran)."""
+    root = Path(__file__).resolve().parents[1]
+    assert not {p.stem for p in (root / "evals").glob("*.py")} & {p.stem for p in (root / "examples").glob("*.py")}

@@ -5,7 +5,7 @@ CPU with native bf16 matmuls, what the README's commands get there; ``float32``)
 right when a number in its answer is the converted value (within 0.05). Task success only: the example's times are
 in the README.
 
-    python evals/unit_converter.py --out evals/results/s20/unit_converter.json
+    python evals/unit_conversions.py --out evals/results/s20/unit_converter.json
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
                                           "finished": sum(r["finished"] for r in got)}
             print(f"{dtype}/{mode}: {summary[f'{dtype}/{mode}']}", file=sys.stderr)
             Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.out).write_text(json.dumps({"command": "python evals/unit_converter.py " + " ".join(
+            Path(args.out).write_text(json.dumps({"command": "python evals/unit_conversions.py " + " ".join(
                 argv if argv is not None else sys.argv[1:]), "summary": summary, "rows": rows}, indent=1))
     print(json.dumps(summary, indent=1))
     return 0
