@@ -106,14 +106,19 @@ def generate(
 @app.command()
 def demo(
     model: str | None = typer.Option(None, help="local model directory (default: embedded SmolLM2)"),
-    mode: str = typer.Option("diffusion", help="mode for the structured step"),
+    mode: str | None = typer.Option(None, help="mode for the structured step (default: the calibrated one, as "
+                                    "extract's; diffusion, verify or ar)"),
     backend: str = typer.Option("auto", help=BACKEND_HELP),
 ) -> None:
-    """One structured extraction and one free-form reply on the default model, with decoding statistics."""
+    """One structured extraction (``extract``'s prompt, JSON style and copy prior) and one free-form reply on the
+    default model, with decoding statistics."""
     from pydantic import BaseModel
 
+    from .calibration import structured_mode
     from .config import DecodeConfig
     from .constrain.compiler import compile_schema
+    from .sdk._extract import extract_messages
+    from .sdk._steps import EXTRACT_STYLE
 
     class Meeting(BaseModel):
         person: str
@@ -124,12 +129,10 @@ def demo(
     text = "Lunch with Maria Lopez in Lisbon on Friday, the four of us."
     try:
         engine = _engine(model, backend=backend)
-        template = compile_schema(Meeting, strict=True)
-        messages = [
-            {"role": "system", "content": "Extract the meeting as JSON with keys person, city, day, attendees."},
-            {"role": "user", "content": text},
-        ]
-        res = engine.generate(messages, DecodeConfig(mode=mode, max_new_tokens=96), template=template)
+        mode = mode or structured_mode(model)
+        template = compile_schema(Meeting, strict=True, style=EXTRACT_STYLE)
+        config = DecodeConfig(mode=mode, max_new_tokens=96, copy_source=text, copy_first_digit=True)  # extract's
+        res = engine.generate(extract_messages(Meeting, text), config, template=template)
         console.print(f"[bold]extraction[/bold] ({mode}): {text!r}")
         print(json.dumps(Meeting.model_validate(res.value).model_dump(), ensure_ascii=False))
         console.print(_stats_table(f"extraction, {mode} mode", res.stats))

@@ -35,3 +35,20 @@ def test_unit_converter_finishes_with_the_result(request, which, task, expected)
     assert any(abs(n - expected) < 0.05 for n in numbers(result.output)), result.output
     calls = [r for r in result.trace if r.tool == "convert" and r.tool_result is not None]
     assert len(calls) == 1 and abs(float(calls[0].tool_result) - expected) < 0.01
+
+
+def test_agentkit_demo_extracts_the_meeting_as_extract_does():
+    """``agentkit demo`` (the README's first command) on the default model, in its default (calibrated) mode and in
+    diffusion: the meeting's values are the text's (it printed person "Lopez" with its own prompt and no copy
+    prior, before it used extract's)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from agentkit.cli import app
+
+    for args in ([], ["--mode", "diffusion"]):
+        out = CliRunner().invoke(app, ["demo", *args])
+        assert out.exit_code == 0, out.output
+        line = next(x for x in out.stdout.splitlines() if x.startswith('{"person"'))
+        assert json.loads(line) == {"person": "Maria Lopez", "city": "Lisbon", "day": "Friday", "attendees": 4}
