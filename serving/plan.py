@@ -232,13 +232,11 @@ def decode_config(req: Any, mode: str, max_tokens: int, copy_source: str | None 
     the number prior at a number's first digit when ``first_digit`` (an extraction's; not a tool call's)."""
     ext = req.agentkit or AgentkitExt()
     kw: dict[str, Any] = {"mode": mode, "max_new_tokens": max_tokens,
-                          "temperature": req.temperature if req.temperature is not None else 0.0,
-                          "top_p": req.top_p, "top_k": req.top_k, "seed": req.seed, "stop": req.stop or [],
-                          "frequency_penalty": req.frequency_penalty or 0.0,
-                          "presence_penalty": req.presence_penalty or 0.0, "logit_bias": req.logit_bias or {}}
-    for k, name in server_fields("agentkit").items():  # the extension's decoding settings (agentkit/settings.py)
-        if name not in kw and name not in TEMPLATE_SETTINGS and getattr(ext, k) is not None:
-            kw[name] = getattr(ext, k)
+                          "temperature": req.temperature if req.temperature is not None else 0.0}
+    for place, src in (("body", req), ("agentkit", ext)):  # the other decoding settings (agentkit/settings.py)
+        for k, name in server_fields(place).items():
+            if name not in kw and name not in TEMPLATE_SETTINGS and getattr(src, k, None) is not None:
+                kw[name] = getattr(src, k)
     if copy_source is not None and ext.copy_from is None and ext.copy_source is None:
         kw["copy_source"] = copy_source
     if copy_source is not None and first_digit:  # extract's number prior: an extraction's numbers are the text's
@@ -298,8 +296,13 @@ def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: 
 
 def last_user_text(req: ChatRequest) -> str:
     """The text of the last user message ("" without one): the copy prior's default source (``copy_from``)."""
-    i = next((i for i in range(len(req.messages) - 1, -1, -1) if req.messages[i].role == "user"), None)
+    i = _last_user(req)
     return "" if i is None else _text(req.messages[i].content, f"messages[{i}].content")
+
+
+def _last_user(req: ChatRequest) -> int | None:
+    """The index of the last user message (None without one)."""
+    return next((i for i in range(len(req.messages) - 1, -1, -1) if req.messages[i].role == "user"), None)
 
 
 def reply_messages(req: ChatRequest) -> list[dict[str, str]]:
@@ -308,20 +311,18 @@ def reply_messages(req: ChatRequest) -> list[dict[str, str]]:
     message with the calls' results and a request for a one-sentence answer (``_steps.reply_prompt``); no JSON call
     in view, since a small model answering after calls written as JSON writes JSON (pydantic-ai's loop through the
     server got ``{"name": "no record matches..."}`` as 7 of 8 final answers). Otherwise the conversation as it is."""
-    last = max((i for i, m in enumerate(req.messages) if m.role == "user"), default=None)
-    ids = {c.id: (c.function.name, call_arguments(c.function.arguments)) for m in req.messages[last or 0:]
-           for c in (m.tool_calls or [])}
-    done = [(*ids[m.tool_call_id], _text(m.content, f"messages[{i}].content")) for i, m in enumerate(req.messages)
-            if last is not None and i > last and m.role in ("tool", "function") and m.tool_call_id in ids
-            and not tool_failed(_text(m.content, f"messages[{i}].content"))]
-    if not done:
+    last = _last_user(req)
+    texts = [_text(m.content, f"messages[{i}].content") for i, m in enumerate(req.messages)]
+    calls = {c.id: (c.function.name, call_arguments(c.function.arguments)) for m in req.messages[last + 1:]
+             for c in (m.tool_calls or [])} if last is not None else {}
+    done = [(*calls[m.tool_call_id], texts[i]) for i, m in enumerate(req.messages) if m.tool_call_id in calls
+            and m.role in ("tool", "function") and not tool_failed(texts[i])]
+    if last is None or not done:
         return chat_messages(req, [])
-    assert last is not None
-    out = [{"role": {"developer": "system"}.get(m.role, m.role), "content": _text(m.content, f"messages[{i}].content")}
+    out = [{"role": {"developer": "system"}.get(m.role, m.role), "content": texts[i]}
            for i, m in enumerate(req.messages[:last]) if m.role in ("system", "developer", "user")
            or (m.role == "assistant" and not m.tool_calls)]
-    task = _text(req.messages[last].content, f"messages[{last}].content")
-    return [*out, {"role": "user", "content": steps.reply_prompt(task, steps.results_text(done))}]
+    return [*out, {"role": "user", "content": steps.reply_prompt(texts[last], steps.results_text(done))}]
 
 
 def tool_results(req: ChatRequest) -> str | None:

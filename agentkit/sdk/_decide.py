@@ -99,11 +99,11 @@ AFTER_RESULT = "exclude_moved"
 # tool 8 of 8 against 3 of 8 ("full") and 4 of 8 ("no_example"), the same right first calls (0.27), 1.97 iterations
 # a run against 2.47, task success 4 of 30 against 1
 DECISION_PROMPTS = ("full", "no_example", "choice")
+DECISION_PROMPT = "choice"
 # After a tool call failed (``ModelRetry``, an exception, invalid arguments): "retry", the step calls a tool (the one
 # the model scores highest, the failed one among them) while that tool has retries left (``Tool.retries``), as the
 # retry prompt asks; "decide", the first step's rule (the model may answer instead)
 AFTER_FAILURE_RULES = ("retry", "decide")
-DECISION_PROMPT = "choice"
 
 
 def decision_chat(chat: list[dict[str, str]], instructions: str | None,
