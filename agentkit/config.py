@@ -170,6 +170,9 @@ class DecodeConfig:
     entropy_threshold: float = 0.05  # ... and mean entropy below this
     final_temperature: float | None = None  # linear temperature schedule end (None: constant)
     stop: list[str] = field(default_factory=list)
+    # the output ends at a loop: this many copies in a row of one piece of 1..32 tokens (12 tokens at least), the
+    # copies after the first dropped (agentkit/engine/loops.py; finish reason "loop"); 0: off
+    stop_loops: int = 0
     # which weights decode: "auto" = the block-diffusion adapter (when the engine has one) in diffusion mode only,
     # base weights for AR and verify; "adapted" = the adapter in every mode (AR on the adapted weights, to see
     # what the adaptation costs AR); "base" = never the adapter (diffusion then runs as a causal canvas)
@@ -192,6 +195,8 @@ class DecodeConfig:
             raise InvalidRequestError(f"stop must be a list of non-empty strings, got {self.stop!r}")
         for i, s in enumerate(self.stop):
             check_text(s, f"stop[{i}]")
+        if self.stop_loops == 1:
+            raise InvalidRequestError("stop_loops must be 0 (off) or >= 2 (copies in a row that make a loop), got 1")
         check_seed(self.seed)
         self.logit_bias = _check_bias(self.logit_bias)
         if self.copy_source is not None:

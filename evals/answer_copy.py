@@ -9,6 +9,7 @@ benchmark's ``answer_has`` (the reply carries the result's CODE).
 
     python evals/answer_copy.py --bias 0,2,3,5,8 --out evals/results/s18/answer_copy_once.json
     python evals/answer_copy.py --bias 5 --presence 0,0.5,1 --out evals/results/s20/answer_copy_presence.json
+    python evals/answer_copy.py --bias 5 --loops 0,3,4 --out evals/results/s21/answer_copy_loops.json
 """
 
 from __future__ import annotations
@@ -58,32 +59,39 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-new-tokens", type=int, default=96)
     ap.add_argument("--presence", default="0", help="presence_penalty values (OpenAI's), comma-separated; each is "
                     "run with every --bias")
+    ap.add_argument("--loops", default="0", help="stop_loops values (0: off), comma-separated; each is run with "
+                    "every --bias and --presence")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     tasks = load(args.data, kinds=["one_tool", "fail_once"], limit=args.limit)
     engine = default_engine()
     biases = [float(b) for b in args.bias.split(",")]
-    configs = [(b, float(p)) for p in args.presence.split(",") for b in biases]
+    configs = [(b, float(p), int(n)) for n in args.loops.split(",") for p in args.presence.split(",") for b in biases]
     rows, summary = [], {}
-    for bias, presence in configs:
-        key = str(bias) if presence == 0 else f"{bias}/presence {presence}"
-        hits, ms, at_budget = 0, [], 0
+    for bias, presence, loops in configs:
+        key = str(bias) + (f"/presence {presence}" if presence else "") + (f"/loops {loops}" if loops else "")
+        hits, ms, at_budget, tokens, cut = 0, [], 0, 0, 0
         for i, task in enumerate(tasks):
             chat, text = messages(task, args.prompt)
             cfg = DecodeConfig(mode="ar", max_new_tokens=args.max_new_tokens, copy_text_bias=bias,
-                               copy_source=result_values([text]) if bias else None, presence_penalty=presence)
+                               copy_source=result_values([text]) if bias else None, presence_penalty=presence,
+                               stop_loops=loops)
             t0 = time.perf_counter()
             r = engine.generate(chat, cfg)
             ms.append((time.perf_counter() - t0) * 1000)
             has = answer_has(r.text, task.answer_value)
             hits += has
             at_budget += r.stats.output_tokens >= args.max_new_tokens
-            rows.append({"bias": bias, "presence": presence, "id": task.id, "has": has, "text": r.text,
-                         "tokens": r.stats.output_tokens})
+            tokens += r.stats.output_tokens
+            cut += r.stats.finish_reason == "loop"
+            rows.append({"bias": bias, "presence": presence, "loops": loops, "id": task.id, "has": has,
+                         "text": r.text, "tokens": r.stats.output_tokens, "finish_reason": r.stats.finish_reason})
             print(f"{key} {i + 1}/{len(tasks)} {task.id} has={has} {r.text[:90]!r}", file=sys.stderr)
         ms.sort()
         summary[key] = {"n": len(tasks), "answer_has_result_rate": round(hits / len(tasks), 4),
-                        "at_budget": at_budget, "p50_ms": round(ms[len(ms) // 2], 1)}
+                        "at_budget": at_budget, "ended_at_a_loop": cut,
+                        "output_tokens_mean": round(tokens / len(tasks), 1), "p50_ms": round(ms[len(ms) // 2], 1),
+                        "mean_ms": round(sum(ms) / len(ms), 1)}
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps({"suite": "answer_copy", "data": args.data, "prompt": args.prompt,
                                               "command": "python evals/answer_copy.py " + " ".join(argv or sys.argv[1:]),

@@ -11,6 +11,7 @@ a SEARCH can only be verbatim lines of a real file and every proposed edit appli
 
 from __future__ import annotations
 
+import copy
 import os
 import sys
 from pathlib import Path
@@ -39,18 +40,19 @@ INSTRUCTIONS = """You are a coding assistant working inside one repository folde
 Work in small steps: list the files, read the ones that matter, change code with apply_edits, then run_tests to
 check the change. When the tests pass (or you cannot do better), answer final_answer."""
 
-EDIT_PROMPT = """Write one edit as a SEARCH/REPLACE block: the file path on its own line, then
-<<<<<<< SEARCH
-exact lines copied from the file
-=======
-the new lines
->>>>>>> REPLACE"""
+EDIT_PROMPT = """Write one edit that makes the change: the file path on its own line, then a line <<<<<<< SEARCH,
+the lines to change copied exactly from the file, a line =======, the corrected lines, and a line >>>>>>> REPLACE."""
+# No placeholder text and no worked example: the model copied a placeholder ("the new lines") into 2 of the 6 eval
+# repositories' files (evals/results/s18/coding_agent_ar_one_round.json), and a worked example's line ("return a +
+# b") into 2 of 6.
 
 #: Bounds of one edit: a SEARCH of at most ``MAX_SEARCH_LINES`` lines, a REPLACE of at most ``MAX_REPLACE_TOKENS``.
 MAX_SEARCH_LINES = 8
 MAX_REPLACE_TOKENS = 256
 MAX_EDIT_FILES = 40  # text files offered to the edit template (sorted paths; the rest are left out)
-DECODE_MAX_NEW_TOKENS = 256  # plan, tool calls, reply
+DECODE_MAX_NEW_TOKENS = 256  # plan, tool calls, reply (the reply ends at a loop: the SDK's stop_loops default)
+# DecodeConfig(stop_loops=4) for every step was tried: a plan that loops, cut, is not JSON, and its sampled retries
+# looped again (2 of 6 eval runs stopped; evals/results/s21/coding_agent_ar_loops_all.json)
 
 
 def edit_template(ws: Workspace, paths: list[str] | None = None) -> Template:
@@ -114,6 +116,30 @@ def returned(ctx: RunContext[Any], name: str) -> list[int]:
 def until_returned(ctx: RunContext[Any], tool: Tool) -> Tool | None:
     """``prepare``: offered until it has returned once in this run (the file list does not change by itself)."""
     return None if returned(ctx, tool.name) else tool
+
+
+def read_paths(ctx: RunContext[Any]) -> list[str]:
+    """The paths ``read_file`` returned in this run, in the order first read."""
+    ids = {p.tool_call_id for m in ctx.messages for p in getattr(m, "parts", ())
+           if getattr(p, "part_kind", None) == "tool-return" and p.tool_name == "read_file"}
+    paths = [p.args.get("path") for m in ctx.messages for p in getattr(m, "parts", ())
+             if getattr(p, "part_kind", None) == "tool-call" and p.tool_call_id in ids]
+    return list(dict.fromkeys(p for p in paths if isinstance(p, str)))
+
+
+def edit_read_files(ws: Workspace, prepare: Any) -> Any:
+    """``prepare`` for the edit tool: when ``prepare`` offers it, its template covers only the files read in this
+    run (read before edit). Offered every file, the 135M model read ``stats.py`` and edited ``test_stats.py``."""
+
+    def offer(ctx: RunContext[Any], tool: Tool) -> Tool | None:
+        if prepare(ctx, tool) is None:
+            return None
+        paths = read_paths(ctx)
+        narrowed = copy.copy(tool)
+        narrowed.template_factory = lambda: edit_template(ws, paths)
+        return narrowed
+
+    return offer
 
 
 def after(name: str, most: int | None = None) -> Any:
@@ -188,7 +214,7 @@ def build_agent(root: str | os.PathLike[str] | None = None, model: Any = None, *
         Tool(list_files, retries=3, prepare=until_returned if workflow else None),
         Tool(read_file, retries=3),
         Tool(apply_edits, retries=3, template_factory=lambda: edit_template(ws), input_prompt=EDIT_PROMPT,
-             prepare=after("read_file", edit_rounds) if workflow else None),
+             prepare=edit_read_files(ws, after("read_file", edit_rounds)) if workflow else None),
         Tool(run_tests, retries=3, prepare=after("apply_edits") if workflow else None),
     ]
     if extra_tools:

@@ -126,7 +126,7 @@ def _non_default() -> DecodeConfig:
                         copy_from="prompt", copy_numbers=False, top_k=5, top_p=0.9, seed=11, canvas_length=12,
                         max_denoising_steps=9, sampler="jacobi", stop=["END"], copy_first_digit=True,
                         copy_source="Maria Lopez, 41", copy_text_bias=3.0,
-                        frequency_penalty=0.5, presence_penalty=-0.25, logit_bias={5: -100.0})
+                        frequency_penalty=0.5, presence_penalty=-0.25, logit_bias={5: -100.0}, stop_loops=4)
 
 
 def test_http_body_carries_every_server_setting_and_the_style():

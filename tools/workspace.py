@@ -469,7 +469,10 @@ class Workspace:
             self._replace(rel, text.encode("utf-8"))
             delta = text.count("\n") - files[rel].count("\n")
             changed.append(f"{rel} ({delta:+d} lines)")
-        summary = f"applied {len(edits)} edit(s); changed: {', '.join(changed) or 'nothing'}"
+        if not changed:  # every REPLACE equals its SEARCH: reported, not a silent success the model builds on
+            raise EditError("the edit changes nothing: its REPLACE lines are the same as its SEARCH lines; "
+                            "write the corrected lines after =======", canon[0].path)
+        summary = f"applied {len(edits)} edit(s); changed: {', '.join(changed)}"
         return "\n".join([summary, *notes])
 
     def _replace(self, rel: str, data: bytes) -> None:

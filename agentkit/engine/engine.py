@@ -31,6 +31,7 @@ from .batch import BatchSeat, Locked
 from .decode import Decoder
 from .gemma import GemmaBackbone, gemma_sampler
 from .lines import RepeatedLine
+from .loops import LoopStop
 from .llama_cpp import LlamaOptions, choose_backend
 from .llama_cpp import load_default as load_default_llama
 from .prefix import Chunking, PrefixCache, default_bytes, message_marks, unsupported
@@ -313,6 +314,10 @@ class Engine:
         if template is not None and template.kind == "jsonl":  # ends at its first repeated line (engine/lines.py)
             repeated = RepeatedLine(self._decode_locked, lambda: dec.out)
             should_stop = _either(repeated.check, should_stop)
+        loops = None
+        if cfg.stop_loops:  # the output ends at a loop (engine/loops.py)
+            loops = LoopStop(lambda: dec.out, cfg.stop_loops)
+            should_stop = _either(loops.check, should_stop)
         dec = Decoder(
             backbone, cfg, constraint, lm.eos_ids,
             mask_token_id=lm.mask_token_id, bidirectional=lm.bidirectional and cfg.mode != "ar",
@@ -329,17 +334,22 @@ class Engine:
             {"ar": dec.ar, "diffusion": dec.diffusion, "verify": dec.verify}[cfg.mode]()
         else:
             dec.stats.finish_reason = dec._finish_reason()
-        return self._result(dec, cfg, template, repeated, t_start)
+        return self._result(dec, cfg, template, repeated, loops, t_start)
 
     def _result(self, dec: Decoder, cfg: DecodeConfig, template: Template | None, repeated: RepeatedLine | None,
-                t_start: float) -> GenerationResult:
+                loops: LoopStop | None, t_start: float) -> GenerationResult:
         """The decoded output as a result: its text (a ``jsonl`` output cut at its first repeated line, any output at
-        a stop string), the template's parsed value when it completed, the latency from ``t_start``."""
-        text = self._decode_locked(dec.out)
+        its first loop and at a stop string), the template's parsed value when it completed, the latency
+        from ``t_start``."""
         cut = repeated.cut(dec.out) if repeated is not None else None
         if cut is not None:  # the first repeated line and what follows dropped: the lines before it, complete
-            text, dec.out = cut
+            dec.out = cut[1]
             dec.stats.finish_reason = "template"
+        kept = loops.cut(dec.out) if loops is not None else None
+        if kept is not None:  # a loop's copies after the first dropped
+            dec.out = kept
+            dec.stats.finish_reason = "loop"
+        text = cut[0] if cut is not None else self._decode_locked(dec.out)
         if cfg.stop:
             at = min((i for i in (text.find(s) for s in cfg.stop) if i >= 0), default=-1)
             if at >= 0:

@@ -214,7 +214,8 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "task_success": round(sum(r["success"] for r in rows) / n, 4) if n else 0.0,
         "valid_rate": round(applied / proposed, 4) if proposed else 1.0,  # the runner's column: edit-apply rate
         "edits_proposed": proposed,
-        "edits_applied": applied,
+        "edits_applied": applied,  # edits that changed a file (one that changes nothing is a tool error)
+        "tasks_edited": sum(1 for r in rows if r["edits_applied"]),
         "edit_apply_rate": round(applied / proposed, 4) if proposed else None,
         "iterations_mean": round(iters / n, 2) if n else 0.0,
         "iter_ms_mean": round(sum(r["iter_ms_mean"] * r["timed_iterations"] for r in rows) / timed, 1) if timed else 0.0,
@@ -226,7 +227,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def table(result: dict[str, Any]) -> str:
     cols = [("n", "n"), ("success", "task_success"), ("edits proposed", "edits_proposed"),
-            ("edits applied", "edits_applied"), ("apply rate", "edit_apply_rate"),
+            ("edits applied", "edits_applied"), ("tasks edited", "tasks_edited"), ("apply rate", "edit_apply_rate"),
             ("iterations (mean)", "iterations_mean"), ("ms / iteration", "iter_ms_mean"),
             ("gen ms / iteration", "gen_ms_per_iter"), ("stopped early", "runs_stopped_early")]
     lines = ["| mode | " + " | ".join(c for c, _ in cols) + " |", "|---" * (len(cols) + 1) + "|"]

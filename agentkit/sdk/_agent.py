@@ -556,6 +556,8 @@ class Agent(Generic[DepsT, OutputT]):
         config = replace(settings_.apply(self.decode, run.settings), mode=run.routing.mode_for(step),
                          max_new_tokens=max_new)
         config = _copy_config(run, step, config)
+        if step == "reply" and not config.stop_loops and "stop_loops" not in run.settings:
+            config = replace(config, stop_loops=steps.REPLY_STOP_LOOPS)
         return settings_.for_retry(config, run.failures) if run.failures else config
 
     async def _generate(self, run: RunState, step: str, prompt: str | None, template: Template | None = None,

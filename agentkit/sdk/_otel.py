@@ -62,7 +62,7 @@ class Instrumentation:
 def genai_finish(reason: str) -> str:
     """A finish reason in the GenAI conventions' words: ``template`` (the output is complete under its template)
     is ``stop``; ``cancelled`` (a time limit or cancellation stopped it) is ``error``; the rest as they are."""
-    return {"template": "stop", "cancelled": "error"}.get(reason, reason)
+    return {"template": "stop", "loop": "stop", "cancelled": "error"}.get(reason, reason)
 
 
 def as_instrumentation(instrument: bool | Instrumentation | None) -> Instrumentation | None:

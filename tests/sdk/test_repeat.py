@@ -154,3 +154,28 @@ async def test_the_answer_copies_from_the_tool_results_values():
     seen.clear()
     await Agent(model, tools=[double], model_settings={"copy_from": "prompt"}).run("double 3")  # the user's choice
     assert seen[-1] == ("reply", None, False)
+
+
+async def test_the_answer_ends_at_a_loop_unless_the_settings_say():
+    """The free-text reply gets ``stop_loops`` (steps.REPLY_STOP_LOOPS) unless the agent's config or the model
+    settings set it; the structured steps never do (a template's output is not cut)."""
+    from agentkit.config import DecodeConfig
+    from agentkit.sdk import _steps as steps
+
+    model = model_of(call("double", x=3), {"name": "final_answer", "arguments": {}})
+    seen = []
+    inner = model.fn
+
+    def fn(messages, info):
+        seen.append((info.step, info.config.stop_loops))
+        return inner(messages, info)
+
+    model.fn = fn
+    await Agent(model, tools=[double]).run("double 3")
+    assert seen == [("tool_call", 0), ("tool_call", 0), ("reply", steps.REPLY_STOP_LOOPS)]
+    seen.clear()
+    await Agent(model, tools=[double], model_settings={"stop_loops": 0}).run("double 3")
+    assert seen[-1] == ("reply", 0)
+    seen.clear()
+    await Agent(model, tools=[double], decode=DecodeConfig(stop_loops=5)).run("double 3")
+    assert seen[-1] == ("reply", 5)

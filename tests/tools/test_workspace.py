@@ -95,6 +95,14 @@ def test_write_file(ws, repo):
     assert (repo / "src" / "app.py").read_text() == APP
 
 
+def test_an_edit_that_changes_nothing_is_an_error(ws, repo):
+    same = "src/app.py\n<<<<<<< SEARCH\n    return a - b\n=======\n    return a - b\n>>>>>>> REPLACE\n"
+    with pytest.raises(EditError, match="changes nothing") as e:
+        ws.apply_edits(same)
+    assert e.value.path == "src/app.py"
+    assert (repo / "src" / "app.py").read_text() == APP
+
+
 def test_apply_edits_and_run_tests(ws, repo):
     assert ws.run_tests(["-q", "-p", "no:cacheprovider"])["exit_code"] == 0
     msg = ws.apply_edits(

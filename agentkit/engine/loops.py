@@ -1,0 +1,65 @@
+"""An output ends at a loop: one piece of tokens written ``n`` times in a row (``DecodeConfig.stop_loops``).
+
+A small model often falls into a loop it never leaves: SmolLM2-135M's coding assistant answered ``... a a a a a`` to
+its 256-token budget (11.9 s of a 28.5 s run) and wrote ``# Corrected lines`` 24 times into one edit, and the agent
+loop's answers ran on with ``R-6901 R-6901 R-6901 ...``. With ``stop_loops = n`` (0: off) decoding stops as soon as
+the output ends with ``n`` copies of one piece of 1..:data:`MAX_PERIOD` tokens that together make at least
+:data:`MIN_TOKENS` tokens, and the copies after the first are dropped (finish reason ``"loop"``; a template's output
+is then incomplete, as one cut by the token budget is). The token floor keeps numbers whole: digits are single
+tokens, and with ``n = 3`` alone ``35000`` was cut to ``350`` (evals/results/s21/answer_copy_loops.json). Modes that
+commit many tokens at once (diffusion blocks, verified drafts) may pass the loop's start before the check runs;
+:meth:`LoopStop.cut` cuts their output at the same place, so every mode returns the same text for the same tokens.
+
+:class:`LoopStop` is the ``should_stop`` check the decoder calls before each forward; :meth:`LoopStop.cut` gives the
+token ids to keep once it has fired.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+MAX_PERIOD = 32  # the longest piece (in tokens) whose repeats count as a loop: a sentence said again and again
+MIN_TOKENS = 12  # a loop's copies together are at least this long (a piece of 1 token: 12 copies)
+
+
+def loop_at(ids: list[int], end: int, n: int) -> int:
+    """The period ``p`` of a loop ending at ``end`` (``ids[:end]`` ends with ``max(n, ceil(MIN_TOKENS / p))``
+    copies of one piece of ``p`` tokens; the shortest such ``p``), or 0 when there is none."""
+    for p in range(1, MAX_PERIOD + 1):
+        copies = max(n, -(-MIN_TOKENS // p))
+        start = end - copies * p
+        if start < 0:
+            continue
+        piece = ids[end - p:end]
+        if all(ids[start + k * p:start + (k + 1) * p] == piece for k in range(copies - 1)):
+            return p
+    return 0
+
+
+class LoopStop:
+    """``check()`` is True once the output ends with a loop of ``n`` copies (see :func:`loop_at`)."""
+
+    def __init__(self, out: Callable[[], list[int]], n: int) -> None:
+        if n < 2:
+            raise ValueError(f"a loop is at least 2 copies, got n={n}")
+        self.out, self.n = out, n
+        self.seen = 0
+        self.fired = False
+
+    def check(self) -> bool:
+        ids = self.out()
+        if self.fired or len(ids) == self.seen:
+            return self.fired
+        # tokens committed since the last check (several at once in diffusion and verify): any end among them
+        first = max(self.seen + 1, self.n)
+        self.seen = len(ids)
+        self.fired = any(loop_at(ids, end, self.n) for end in range(first, len(ids) + 1))
+        return self.fired
+
+    def cut(self, ids: list[int]) -> list[int] | None:
+        """The output up to the end of the first copy of its first loop, or None when it has none."""
+        for end in range(self.n, len(ids) + 1):
+            p = loop_at(ids, end, self.n)
+            if p:
+                return ids[:end - (max(self.n, -(-MIN_TOKENS // p)) - 1) * p]
+        return None
