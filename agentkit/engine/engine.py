@@ -31,9 +31,9 @@ from .batch import BatchSeat, Locked
 from .decode import Decoder
 from .gemma import GemmaBackbone, gemma_sampler
 from .lines import RepeatedLine
-from .loops import LoopStop
 from .llama_cpp import LlamaOptions, choose_backend
 from .llama_cpp import load_default as load_default_llama
+from .loops import LoopStop
 from .prefix import Chunking, PrefixCache, default_bytes, message_marks, unsupported
 from .stats import GenerationResult
 
