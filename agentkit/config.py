@@ -170,8 +170,8 @@ class DecodeConfig:
     entropy_threshold: float = 0.05  # ... and mean entropy below this
     final_temperature: float | None = None  # linear temperature schedule end (None: constant)
     stop: list[str] = field(default_factory=list)
-    # the output ends at a loop: this many copies in a row of one piece of 1..32 tokens (12 tokens at least), the
-    # copies after the first dropped (agentkit/engine/loops.py; finish reason "loop"); 0: off
+    # the output ends at a loop: this many copies in a row of one piece of 1..32 tokens (12 tokens at least; they
+    # stay in the output, which a stream has sent; agentkit/engine/loops.py; finish reason "loop"); 0: off
     stop_loops: int = 0
     # which weights decode: "auto" = the block-diffusion adapter (when the engine has one) in diffusion mode only,
     # base weights for AR and verify; "adapted" = the adapter in every mode (AR on the adapted weights, to see

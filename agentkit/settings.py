@@ -105,9 +105,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("final_temperature", "float", None, (_E,), "linear temperature schedule's end", low=0, optional=True),
     Setting("stop", "list", [], (_E, _V), "stop strings (the output is cut before the first)", server="body.stop"),
     Setting("stop_loops", "int", 0, (_E, _S, _V), "the output ends once it has written one piece of 1..32 tokens this "
-            "many times in a row (12 tokens at least), and the copies after the first are dropped (finish reason loop; "
-            "a template's output is then incomplete, as at the token budget); 0: off, else >= 2. The SDK agent's "
-            "free-text reply: 4 unless set", low=0, sdk="stop_loops",
+            "many times in a row (12 tokens at least; finish reason loop, a template's output is then incomplete, as "
+            "at the token budget); 0: off, else >= 2. The SDK agent's free-text reply: 4 unless set", low=0, sdk="stop_loops",
             server="agentkit.stop_loops"),
     Setting("weights", "str", "auto", (_E, _C), "which weights decode", ("auto", "base", "adapted")),
     Setting("draft", "str", "lookup", (_E,), "verify mode's drafts", ("lookup", "adapter")),

@@ -157,7 +157,7 @@ class AgentkitExt(BaseModel):
     copy_first_digit: SBool | None = None
     # the bonus for copying copy_source's values in a text reply (DecodeConfig.copy_text_bias); None: its default, 5
     copy_text_bias: SFloat | None = Field(default=None, ge=0, le=100)
-    # the output ends at a loop of this many copies, the copies after the first dropped (DecodeConfig.stop_loops);
+    # the output ends at a loop of this many copies of one piece (DecodeConfig.stop_loops);
     # None: its default, 0 (off)
     stop_loops: SInt | None = Field(default=None, ge=0, le=64)
     # the copy prior's source text itself (DecodeConfig.copy_source); None: copy_from's, or for a text reply after

@@ -341,15 +341,17 @@ class Engine:
         """The decoded output as a result: its text (a ``jsonl`` output cut at its first repeated line, any output at
         its first loop and at a stop string), the template's parsed value when it completed, the latency
         from ``t_start``."""
+        text = None
         cut = repeated.cut(dec.out) if repeated is not None else None
         if cut is not None:  # the first repeated line and what follows dropped: the lines before it, complete
-            dec.out = cut[1]
+            text, dec.out = cut
             dec.stats.finish_reason = "template"
         kept = loops.cut(dec.out) if loops is not None else None
-        if kept is not None:  # a loop's copies after the first dropped
-            dec.out = kept
+        if kept is not None:  # a mode that commits many tokens at once may have gone past the loop: cut at its end
+            text, dec.out = None, kept
             dec.stats.finish_reason = "loop"
-        text = cut[0] if cut is not None else self._decode_locked(dec.out)
+        if text is None:
+            text = self._decode_locked(dec.out)
         if cfg.stop:
             at = min((i for i in (text.find(s) for s in cfg.stop) if i >= 0), default=-1)
             if at >= 0:

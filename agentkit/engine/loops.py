@@ -4,11 +4,12 @@ A small model often falls into a loop it never leaves: SmolLM2-135M's coding ass
 its 256-token budget (11.9 s of a 28.5 s run) and wrote ``# Corrected lines`` 24 times into one edit, and the agent
 loop's answers ran on with ``R-6901 R-6901 R-6901 ...``. With ``stop_loops = n`` (0: off) decoding stops as soon as
 the output ends with ``n`` copies of one piece of 1..:data:`MAX_PERIOD` tokens that together make at least
-:data:`MIN_TOKENS` tokens, and the copies after the first are dropped (finish reason ``"loop"``; a template's output
-is then incomplete, as one cut by the token budget is). The token floor keeps numbers whole: digits are single
-tokens, and with ``n = 3`` alone ``35000`` was cut to ``350`` (evals/results/s21/answer_copy_loops.json). Modes that
-commit many tokens at once (diffusion blocks, verified drafts) may pass the loop's start before the check runs;
-:meth:`LoopStop.cut` cuts their output at the same place, so every mode returns the same text for the same tokens.
+:data:`MIN_TOKENS` tokens (finish reason ``"loop"``; a template's output is then incomplete, as one cut by the token
+budget is). The copies stay in the output: a stream has already sent them, and the streamed text and the final text
+must be the same. The token floor lets numbers be: digits are single tokens, and with ``n = 3`` and no floor a reply
+ended at the zeros of ``35000``, before the value it was to carry (evals/results/s21/answer_copy_loops.json). Modes that commit many
+tokens at once (diffusion blocks, verified drafts) may pass the loop's end before the check runs; :meth:`LoopStop.cut`
+cuts their output at the same place, so every mode returns the same text for the same tokens.
 
 :class:`LoopStop` is the ``should_stop`` check the decoder calls before each forward; :meth:`LoopStop.cut` gives the
 token ids to keep once it has fired.
@@ -57,9 +58,6 @@ class LoopStop:
         return self.fired
 
     def cut(self, ids: list[int]) -> list[int] | None:
-        """The output up to the end of the first copy of its first loop, or None when it has none."""
-        for end in range(self.n, len(ids) + 1):
-            p = loop_at(ids, end, self.n)
-            if p:
-                return ids[:end - (max(self.n, -(-MIN_TOKENS // p)) - 1) * p]
-        return None
+        """The output up to the end of its first loop (where decoding one token at a time stops), or None when it
+        has none."""
+        return next((ids[:end] for end in range(self.n, len(ids) + 1) if loop_at(ids, end, self.n)), None)

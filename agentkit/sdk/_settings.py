@@ -26,8 +26,8 @@ class ModelSettings(TypedDict, total=False):
     values into a free-text answer (default 5; 0: off), see ``DecodeConfig.copy_text_bias``; ``frequency_penalty``
     / ``presence_penalty``: OpenAI's penalties on tokens already in the output (default 0), see
     ``DecodeConfig.frequency_penalty``; ``logit_bias``: token id -> a bonus for its logit (OpenAI's; -100 bans the
-    token); ``stop_loops``: the output ends at a loop of this many copies of one piece, the copies after the
-    first dropped (0: off; the agent's free-text reply uses 4 unless set), see
+    token); ``stop_loops``: the output ends at a loop of this many copies of one piece (0: off; the agent's
+    free-text reply uses 4 unless set), see
     ``DecodeConfig.stop_loops``; ``parallel_tool_calls``: a tool step may make several calls to the tool it picked, run concurrently
     (default False: a small model tends to write its call again, see ``agentkit/settings.py``; the server's default
     is OpenAI's, True).

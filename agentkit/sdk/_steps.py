@@ -343,8 +343,8 @@ def _call_args(args: Any) -> str:
 #: The free-text reply ends at a loop of this many copies of one piece (``DecodeConfig.stop_loops``;
 #: ``model_settings={"stop_loops": 0}`` turns it off). SmolLM2-135M's coding assistant replied "... a a a a" to its
 #: 256-token budget. On the answer step of 85 tasks (``python evals/answer_copy.py --bias 5 --loops 0,3,4``): 4 ends
-#: every runaway reply (6 at the budget -> 0) and carries the value as often as off; 3 cut two values' repeated
-#: digits before the 12-token floor (docs/agent_loop.md).
+#: every runaway reply (6 at the budget -> 0) and carries the value as often as off; 3 without a 12-token floor
+#: ended two replies at a number's repeated digits, before the value (docs/agent_loop.md).
 REPLY_STOP_LOOPS = 4
 
 

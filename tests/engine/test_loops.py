@@ -1,4 +1,4 @@
-"""An output ends at a loop (DecodeConfig.stop_loops, agentkit/engine/loops.py): the rule on token lists, the cut of a
+"""An output ends at a loop (DecodeConfig.stop_loops, agentkit/engine/loops.py): the rule on token lists, the end of a
 real greedy decode on a tiny model in every mode and under a template, and the typed refusal of 1."""
 
 import pytest
@@ -25,11 +25,12 @@ def test_loop_at_finds_the_shortest_period_ending_there():
     assert MIN_TOKENS == 12
 
 
-def test_cut_keeps_the_first_copy_of_the_first_loop():
+def test_cut_ends_at_the_end_of_the_first_loop():
+    """The copies stay (a stream has sent them); tokens after the loop's end, committed at once, go."""
     ids = [1, 2] + [5, 6, 7, 8] * 4 + [8] * 20
     stop = LoopStop(lambda: ids, 3)
-    assert stop.cut(ids) == [1, 2, 5, 6, 7, 8]
-    assert LoopStop(lambda: ids, 5).cut(ids) == ids[:18]  # the 8s (the last of 5 6 7 8 starts them): one kept
+    assert stop.cut(ids) == [1, 2] + [5, 6, 7, 8] * 3
+    assert LoopStop(lambda: ids, 5).cut(ids) == ids[:17 + 12]  # the 8s, from the last of 5 6 7 8: 12 of them
     assert stop.check() and stop.fired
 
 
@@ -54,6 +55,7 @@ def test_a_greedy_loop_is_cut_the_same_in_every_mode(seed):
     plain = eng.generate(MSG, DecodeConfig(mode="ar", max_new_tokens=48))
     expected = LoopStop(lambda: plain.token_ids, 3).cut(plain.token_ids)
     assert expected is not None and len(expected) < len(plain.token_ids)  # the random model loops: put to the test
+    assert plain.token_ids[:len(expected)] == expected  # the loop's copies stay: what a stream sent is the output
     for mode in ("ar", "verify", "diffusion"):
         cut = eng.generate(MSG, DecodeConfig(mode=mode, max_new_tokens=48, stop_loops=3))
         assert cut.token_ids == expected, mode

@@ -17,7 +17,7 @@ class City(BaseModel):
 
 
 async def test_stream_text_deltas_on_a_tiny_engine(tiny):
-    agent = Agent(tiny, model_settings={"max_tokens": 20})
+    agent = Agent(tiny, model_settings={"max_tokens": 20, "stop_loops": 0})  # the tiny model's loop runs on
     async with agent.run_stream("Say hello") as s:
         deltas = [d async for d in s.stream_text(delta=True)]
     output = await s.get_output()
@@ -97,7 +97,7 @@ def test_timeout_stops_a_long_generation_within_one_forward(tiny, monkeypatch):
         return encode(*args, **kwargs)
 
     monkeypatch.setattr(tiny.backbone, "encode", slow_encode)
-    agent = Agent(tiny, limits=Limits(timeout_s=1.0), model_settings={"max_tokens": 400})  # ~20 s uncut
+    agent = Agent(tiny, limits=Limits(timeout_s=1.0), model_settings={"max_tokens": 400, "stop_loops": 0})  # ~20 s
     t0 = time.perf_counter()
     with pytest.raises(UsageLimitExceeded, match="timeout_s=1.0 exceeded after 0 iteration") as exc:
         agent.run_sync("Tell a long story")
