@@ -138,9 +138,12 @@ class DecodeConfig:
     # free text (no template): the logit bonus for tokens that begin or go on along one of ``copy_source``'s values
     # (the agent's answer after tool results; agentkit/engine/copy.py bias_text); 0: off. Free text gets no prior
     # without ``copy_source``. The answer step given the right result (evals/answer_copy.py, 85 tasks): the reply
-    # carries the returned value 0.235 off, 0.482 at 2, 0.577 at 3, 0.718 at 5, 0.824 at 8 (replies at the token
-    # budget 4, 2, 1, 7, 11 of 85: above 5 the value is pushed into odd places)
-    copy_text_bias: float = 5.0
+    # carries the returned value 0.235 off, 0.482 at 2, 0.577 at 3, 0.718 at 5, 0.824 at 8 (s18; replies at the
+    # token budget 4, 2, 1, 7, 11 of 85). Since the agent's reply ends at a loop (stop_loops), 8: with it, on those
+    # 85 and 110 held-out one-tool tasks, 8 carried the value on 13 more and 2 fewer than 5 (p = 0.007), 0.871 and
+    # 0.864 against 0.776 and 0.836 (evals/results/s21/answer_copy_{bias_loops,held_out}.json). Above 5 the value
+    # is also written in odd places ("The power of NECTAR-6320 is 1."): carried, not always well put
+    copy_text_bias: float = 8.0
     # OpenAI's penalties on the output so far (every token of it, pinned text included): a token's logit less
     # frequency_penalty times its count, less presence_penalty if it occurs (agentkit/engine/sampler.py penalize);
     # applied before the copy prior, in every mode's pick, so verify still reproduces AR with them

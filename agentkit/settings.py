@@ -72,7 +72,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("copy_source", "text", None, (_E, _V), "the copy prior's source text itself (extract: the text being "
             "extracted; the agent's answer after tools: the results' values); None: as copy_from says, and no "
             "prior on free text", optional=True, server="agentkit.copy_source"),
-    Setting("copy_text_bias", "float", 5.0, (_E, _S, _V), "logit bonus for copying copy_source's values in free text "
+    Setting("copy_text_bias", "float", 8.0, (_E, _S, _V), "logit bonus for copying copy_source's values in free text "
             "(the agent's answer after tool results); 0: off", low=0, sdk="copy_text_bias",
             server="agentkit.copy_text_bias"),
     Setting("copy_first_digit", "bool", False, (_E, _V), "the number copy prior at a number's first digit too "

@@ -155,7 +155,7 @@ class AgentkitExt(BaseModel):
     # the number copy prior at a number's first digit too (DecodeConfig.copy_first_digit); None: on for a
     # response_format with the schema prompt (as extract), off otherwise
     copy_first_digit: SBool | None = None
-    # the bonus for copying copy_source's values in a text reply (DecodeConfig.copy_text_bias); None: its default, 5
+    # the bonus for copying copy_source's values in a text reply (DecodeConfig.copy_text_bias); None: its default, 8
     copy_text_bias: SFloat | None = Field(default=None, ge=0, le=100)
     # the output ends at a loop of this many copies of one piece (DecodeConfig.stop_loops);
     # None: its default, 0 (off)

@@ -23,7 +23,7 @@ class ModelSettings(TypedDict, total=False):
     ``DecodeConfig.copy_bias``; ``copy_from``: what it copies from, ``"prompt"`` (all of it) or ``"user"`` (the last
     user message, the default); ``copy_numbers``: the same bonus for digits that go on along a number the source
     writes (default on), see ``DecodeConfig.copy_numbers``; ``copy_text_bias``: the bonus for copying a tool result's
-    values into a free-text answer (default 5; 0: off), see ``DecodeConfig.copy_text_bias``; ``frequency_penalty``
+    values into a free-text answer (default 8; 0: off), see ``DecodeConfig.copy_text_bias``; ``frequency_penalty``
     / ``presence_penalty``: OpenAI's penalties on tokens already in the output (default 0), see
     ``DecodeConfig.frequency_penalty``; ``logit_bias``: token id -> a bonus for its logit (OpenAI's; -100 bans the
     token); ``stop_loops``: the output ends at a loop of this many copies of one piece (0: off; the agent's

@@ -64,7 +64,7 @@ async def test_request_body_and_stats_parsing():
         "frequency_penalty": 0.0, "presence_penalty": 0.0,
         "agentkit": {"mode": "diffusion", "canvas_length": 32, "max_denoising_steps": 48, "sampler": "auto",
                      "greedy": "byte", "copy_bias": 2.0, "copy_from": "user", "copy_numbers": True,
-                     "copy_text_bias": 5.0, "copy_first_digit": False, "stop_loops": 0, "step": "extract",
+                     "copy_text_bias": 8.0, "copy_first_digit": False, "stop_loops": 0, "step": "extract",
                      "schema_prompt": False},
         "response_format": {"type": "json_schema", "json_schema": {"name": "extract", "schema": schema,
                                                                    "strict": True}},
