@@ -228,6 +228,24 @@ def test_free_text_bonus_begins_and_continues_a_value_as_written():
     assert prior.bias_text(logits, b"x", 0.0) is logits
 
 
+def test_a_copy_begun_in_another_case_goes_on(monkeypatch):
+    """A value begins as written, but a word that begins it in another case ("Haz" of HAZEL-2544, the model's own
+    case) is continued along the value, case-insensitively (``TEXT_FOLD_GO_ON``)."""
+    vocab = [b" Haz", b" HAZ", b"el", b"EL", b"-", b"2544", b"ard"]
+    prior = CopyPrior(b"HAZEL-2544", vocab, fold_case=False)
+    logits = torch.zeros(len(vocab))
+
+    def hits(out: bytes) -> list[bytes]:
+        return [v for v, x in zip(vocab, prior.bias_text(logits, out, 3.0).tolist()) if x]
+
+    assert hits(b"It is") == [b" HAZ"]  # begins as written only
+    assert hits(b"It is Haz") == [b"el", b"EL"]  # begun in another case: goes on in any case
+    assert hits(b"It is HAZ") == [b"EL"]  # begun as written: goes on as written
+    assert hits(b"It is Hazel") == [b"-"]
+    monkeypatch.setattr(copy_mod, "TEXT_FOLD_GO_ON", False)
+    assert hits(b"It is Haz") == [b" HAZ"]  # before: no copy begun, and the value may begin again
+
+
 def test_result_values_keeps_values_not_keys():
     from agentkit.toolcall import result_values
 
