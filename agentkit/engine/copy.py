@@ -230,8 +230,9 @@ class CopyPrior:
         """``logits`` [V] of a free-text step with ``bonus`` added where a token among the ``TOP`` likeliest copies
         from the source, one value per line: it begins a word (its own leading space, or after a space, quote,
         bracket or colon) of at least :data:`TEXT_MIN_START` bytes that begins a value, or it goes on along a
-        copy of a value the text has begun at a word start. Matched as written (``fold_case=False``); a value is
-        begun once. Where a value ends nothing is added, so where a copy stops stays the model's choice; a copy
+        copy of a value the text has begun at a word start. Matched as written (``fold_case=False``), except that a
+        word that begins a value in another case goes on along it in any case (:data:`TEXT_FOLD_GO_ON`); a value is
+        begun once, in any case. Where a value ends nothing is added, so where a copy stops stays the model's choice; a copy
         that begins mid-value (the digits of ``AMBER-4231``) gets nothing."""
         if bonus == 0:
             return logits
