@@ -142,6 +142,7 @@ class CopyPrior:
         self.starts = [i for i in range(len(t)) if _word(t[i]) and (i == 0 or not _word(t[i - 1]))]
         self._first: set[bytes] | None = None
         self._lines: list[bytes] | None = None
+        self._folded: bytes | None = None  # the source lowercased, for a free-text copy begun in another case
         self.numbers = source_numbers(text)
 
     def _low(self, b: bytes) -> bytes:
@@ -256,7 +257,11 @@ class CopyPrior:
         found only in another case, what follows it lowercased. Each with whether it was folded."""
         conts: list[tuple[bytes, bool]] = []
         tail = out[-MAX_SPAN - 1:]
-        folded = self.text.lower() if TEXT_FOLD_GO_ON and not self.fold else None
+        folded = None
+        if TEXT_FOLD_GO_ON and not self.fold:
+            if self._folded is None:
+                self._folded = self.text.lower()
+            folded = self._folded
         for n in range(1, min(len(tail), MAX_SPAN) + 1):
             i = len(tail) - n
             if not (_word(tail[i]) and (i == 0 and len(out) <= MAX_SPAN or i > 0 and not _word(tail[i - 1]))):

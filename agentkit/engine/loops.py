@@ -44,20 +44,25 @@ class LoopStop:
         if n < 2:
             raise ValueError(f"a loop is at least 2 copies, got n={n}")
         self.out, self.n = out, n
-        self.seen = 0
-        self.fired = False
+        self.seen = 0  # output tokens whose ends were looked at
+        self.end: int | None = None  # where the first loop ends, once found
+
+    @property
+    def fired(self) -> bool:
+        return self.end is not None
 
     def check(self) -> bool:
         ids = self.out()
         if self.fired or len(ids) == self.seen:
             return self.fired
-        # tokens committed since the last check (several at once in diffusion and verify): any end among them
+        # tokens committed since the last check (several at once in diffusion and verify): the first end among them
         first = max(self.seen + 1, self.n)
         self.seen = len(ids)
-        self.fired = any(loop_at(ids, end, self.n) for end in range(first, len(ids) + 1))
+        self.end = next((end for end in range(first, len(ids) + 1) if loop_at(ids, end, self.n)), None)
         return self.fired
 
     def cut(self, ids: list[int]) -> list[int] | None:
-        """The output up to the end of its first loop (where decoding one token at a time stops), or None when it
-        has none."""
-        return next((ids[:end] for end in range(self.n, len(ids) + 1) if loop_at(ids, end, self.n)), None)
+        """``ids`` (the output, or a prefix of it) up to the end of its first loop (where decoding one token at a
+        time stops), or None when it has none. Ends already looked at by :meth:`check` are not looked at again."""
+        self.check()  # the tokens committed after the last check
+        return ids[:self.end] if self.end is not None and self.end <= len(ids) else None
