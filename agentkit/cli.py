@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -181,20 +182,27 @@ def eval_(
                                      "BFCL call on the same items, per mode"),
     resume: Path | None = typer.Option(None, help="agent-loop: keep the rows of this earlier result JSON (same "
                                        "task, framework and mode) instead of rerunning them"),
+    lora: Path | None = typer.Option(None, help="agent-loop: a LoRA merged into the weights (EngineConfig.lora, "
+                                     "e.g. adapters/smollm2-135m-loop)"),
 ) -> None:
     """Run an evaluation suite; prints a markdown table and writes JSON (and plots)."""
     try:
         from .config import EngineConfig
 
-        EngineConfig(dtype=dtype, backend=backend, pass_width=pass_width)  # a bad value is one error line now, not in a worker later
+        EngineConfig(dtype=dtype, backend=backend, pass_width=pass_width,
+                     lora=str(lora) if lora else None)  # a bad value is one error line now, not in a worker later
         data = _check_suite(suite, data)
         if suite == "extract":
             _eval_extract(data, modes, limit, model, out, plot, threads, dtype, backend)
             return
         if suite == "agent-loop":
             _agent_loop(data, modes, kinds, peers, base_url, limit, out, plot, threads, max_iterations, bfcl_single,
-                        resume, seed, model)
+                        resume, seed, model, lora)
             return
+        if lora is not None:
+            from .errors import UserError
+
+            raise UserError("--lora is an agent-loop option (the other suites build their engines elsewhere)")
         if suite == "coverage":
             from .constrain.coverage import run_coverage
 
@@ -249,7 +257,7 @@ def _split(text: str) -> list[str]:
 
 
 def _agent_loop(data, modes, kinds, peers, base_url, limit, out, plot, threads, max_iterations, bfcl,
-                resume, seed, model) -> None:
+                resume, seed, model, lora=None) -> None:
     """``agentkit eval agent-loop`` (``agentkit.evals.agent_loop``): the run, then its markdown table."""
     from .evals.agent_loop import run_agent_loop, table
 
@@ -259,7 +267,7 @@ def _agent_loop(data, modes, kinds, peers, base_url, limit, out, plot, threads, 
         torch.set_num_threads(threads)
     res = run_agent_loop(data, _split(modes) or ["default"], kinds=_split(kinds) or None, limit=limit, out=out,
                          plot=plot, peers=_split(peers), base_url=base_url, bfcl=bfcl, max_iterations=max_iterations,
-                         resume=resume, seed=seed, model=model)
+                         resume=resume, seed=seed, model=model, lora=str(lora) if lora else None)
     print(f"\nagent-loop · {res['model']} · {res['tasks']} tasks · {res['wall_s']:.0f} s\n")
     print(table(res))
 
@@ -440,6 +448,8 @@ def serve(
                                                "at most 512)"),
     prompt_chunk: int = typer.Option(128, help="the prompt pass's longest piece, in tokens (it is also cut at "
                                      "each chat message); 0: one pass, no prefix cache"),
+    lora: Path | None = typer.Option(None, help="a LoRA merged into the weights (EngineConfig.lora, e.g. "
+                                     "adapters/smollm2-135m-loop)"),
     log_level: str = typer.Option("info", help="uvicorn log level"),
     ray: bool = typer.Option(False, "--ray", help="serve as Ray Serve replicas (each one engine)"),
     ray_address: str = typer.Option("local", help="with --ray: 'local' (start Ray here) or a cluster address"),
@@ -474,7 +484,8 @@ def serve(
         engine = EngineConfig(model=model, threads=threads, dtype=dtype, backend=backend, pass_width=pass_width,
                               attention=attention, q4_steps=q4_steps, prepack=prepack, row_exact=row_exact,
                               prefix_cache=prefix_cache, prompt_chunk=prompt_chunk,
-                              prefix_cache_bytes=None if prefix_cache_mb is None else prefix_cache_mb * 2 ** 20)
+                              prefix_cache_bytes=None if prefix_cache_mb is None else prefix_cache_mb * 2 ** 20,
+                              lora=str(lora) if lora else None)
     except (AgentkitError, ValueError) as e:
         _fail(e)
     if ray:
@@ -489,14 +500,11 @@ def _serve_ray(server, engine, *, host, port, address, replicas, autoscale) -> N
 
     try:
         require_ray()
-        from agentkit.serving.ray_serve import RayServeConfig, parse_autoscale, run
+        from agentkit.serving.ray_serve import RayServeConfig, engine_fields, parse_autoscale, run
 
         cfg = RayServeConfig(replicas=replicas, autoscale=parse_autoscale(autoscale) if autoscale else None,
-                             address=address, host=host, port=port, model=engine.model, threads=engine.threads,
-                             dtype=engine.dtype, backend=engine.backend, pass_width=engine.pass_width,
-                             attention=engine.attention, q4_steps=engine.q4_steps, prepack=engine.prepack,
-                             row_exact=engine.row_exact, prefix_cache=engine.prefix_cache,
-                             prefix_cache_bytes=engine.prefix_cache_bytes, prompt_chunk=engine.prompt_chunk)
+                             address=address, host=host, port=port)
+        cfg = dataclasses.replace(cfg, **{k: getattr(engine, k) for k in engine_fields(cfg)})
     except AgentkitError as e:
         _fail(e)
     run(server, cfg)

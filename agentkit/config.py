@@ -73,8 +73,14 @@ class EngineConfig:
     # a 900-token prompt costs about 1.1x one pass in chunks of 256, 1.9x in 128, 2.1x in 64, 4x in 32
     # (docs/prefix_cache.md); longer chunks reuse less (an iteration re-encodes from the last cut before it)
     prompt_chunk: int = 128
+    # a LoRA merged into the causal weights every mode decodes with (``AdapterConfig(kind="ar")``, e.g. the loop
+    # adapter adapters/smollm2-135m-loop, agentkit/training/sft.py); the merged layers are dense, so the 4-bit
+    # steps are off. None: the weights as loaded
+    lora: str | None = None
 
     def __post_init__(self) -> None:
+        if self.lora is not None and self.backend == "llama.cpp":
+            raise InvalidRequestError("EngineConfig.lora merges a LoRA into torch weights; backend='llama.cpp' has none")
         if self.dtype not in DTYPES:
             raise InvalidRequestError(f"EngineConfig.dtype must be one of {DTYPES}, got {self.dtype!r}")
         if self.backend not in BACKENDS:

@@ -65,8 +65,7 @@ class RayServeConfig:
     model: str | None = None
     threads: int | None = None
     # EngineConfig.dtype / .backend / .pass_width / .attention / .q4_steps / .prepack / .row_exact / .prefix_cache
-    # / .prefix_cache_bytes / .prompt_chunk
-    # of each replica
+    # / .prefix_cache_bytes / .prompt_chunk / .lora of each replica (engine_fields: the names both declare)
     dtype: str = "auto"
     backend: str = "auto"
     pass_width: int | None = None
@@ -77,6 +76,7 @@ class RayServeConfig:
     prefix_cache: bool = True
     prefix_cache_bytes: int | None = None
     prompt_chunk: int = 128
+    lora: str | None = None
     engine_factory: str | None = None
     num_cpus_per_replica: float = 1.0
     graceful_shutdown_timeout_s: float | None = None  # None: the request timeout + 5 s
@@ -104,11 +104,17 @@ class RayServeConfig:
         """The :class:`~agentkit.config.EngineConfig` every replica loads (unless ``engine_factory``)."""
         from agentkit.config import EngineConfig
 
-        return EngineConfig(model=self.model, threads=self.threads, dtype=self.dtype, backend=self.backend,
-                            pass_width=self.pass_width, attention=self.attention, q4_steps=self.q4_steps,
-                            prepack=self.prepack, row_exact=self.row_exact,
-                            prefix_cache=self.prefix_cache, prefix_cache_bytes=self.prefix_cache_bytes,
-                            prompt_chunk=self.prompt_chunk)
+        return EngineConfig(**{k: getattr(self, k) for k in engine_fields(self)})
+
+
+def engine_fields(config: Any) -> list[str]:
+    """The names of ``config``'s fields that are ``EngineConfig``'s too (what a replica's engine is built from)."""
+    import dataclasses
+
+    from agentkit.config import EngineConfig
+
+    engine = {f.name for f in dataclasses.fields(EngineConfig)}
+    return [f.name for f in dataclasses.fields(config) if f.name in engine]
 
 
 def parse_autoscale(text: str) -> tuple[int, int]:

@@ -20,7 +20,7 @@ from ..constrain.nodes import Template, json_lines
 from ..constrain.runtime import TokenConstraint
 from ..constrain.vocab import token_vocab
 from ..errors import InvalidRequestError, ModelNotFoundError, UnsupportedModeError, UserError
-from ..models.loader import DIFFUSION_GEMMA, LoadedModel, load_model
+from ..models.loader import DIFFUSION_GEMMA, LoadedModel, load_model, resolve_dtype
 from ..models.packed import use_packed_weights
 from ..models.q4 import MAX_ROWS as Q4_MAX_ROWS
 from ..models.q4 import safetensors_source, use_q4_steps
@@ -42,6 +42,19 @@ _CONSTRAINTS_LOCK = threading.Lock()  # guards every Engine's LRU of token autom
 log = logging.getLogger("agentkit.engine")
 
 
+def merged_lora(lm: LoadedModel, path: str) -> LoadedModel:
+    """``lm`` with the ``"ar"`` LoRA at ``path`` merged in (:func:`agentkit.models.adapter.merge_lora`); its
+    layers are dense then, so the 4-bit steps, which read the checkpoint's weights, are off."""
+    from ..models.adapter import merge_lora
+
+    try:
+        merged = merge_lora(lm, path)
+    except (FileNotFoundError, ValueError) as e:
+        raise ModelNotFoundError(f"EngineConfig.lora {path!r}: {e}") from e
+    merged.meta["weights"] = None
+    return merged
+
+
 class Engine:
     """One set of weights, three ways to decode."""
 
@@ -61,7 +74,12 @@ class Engine:
             lm, bb = load_default_llama(LlamaOptions(threads=self.config.threads))
             self._init(lm, bb)
         else:
-            lm = load_model(self.config.model, dtype=self.config.dtype, device=self.config.device)
+            c = self.config
+            if c.lora is None:
+                lm = load_model(c.model, dtype=c.dtype, device=c.device)
+            else:  # merged in float32 (a LoRA's small deltas vanish in bf16 weights), then cast
+                lm = merged_lora(load_model(c.model, dtype="float32", device=c.device), c.lora)
+                lm.model.to(getattr(torch, resolve_dtype(c.dtype, c.device)))
             self._init(lm, chose_dtype=self.config.dtype == "auto")
 
     @classmethod

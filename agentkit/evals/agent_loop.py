@@ -239,11 +239,12 @@ def run_agent_loop(data: str | Path = TASKS_DIR, modes: list[str] | tuple[str, .
                    out: str | Path = "agent_loop.json", plot: str | Path | None = None, peers: list[str] = (),
                    base_url: str | None = None, bfcl: bool = True, max_iterations: int = MAX_ITERATIONS,
                    seed: int = 0, verbose: bool = True, resume: str | Path | None = None,
-                   model: str | None = None) -> dict[str, Any]:
+                   model: str | None = None, lora: str | None = None) -> dict[str, Any]:
     """Every task (``kinds``/``limit`` select them) in each agentkit mode, then through each peer (against
     ``base_url``, or an ``agentkit serve`` started here); ``out`` rewritten after every run (``partial`` until the
     end); a plot at ``plot``. ``engine``: the agent's model (default: ``model``, a local model directory, or the
-    embedded default model; the spawned server loads the same). ``bfcl``:
+    embedded default model, with the LoRA ``lora`` merged in when given; the spawned server loads the model
+    without it). ``bfcl``:
     also the single BFCL call on the one_tool/fail_once items, per mode. ``resume``: an earlier result JSON
     (e.g. a ``--limit 30`` run, or one stopped part way) whose rows for the same task, framework and mode are kept,
     not rerun. Returns the results."""
@@ -260,10 +261,10 @@ def run_agent_loop(data: str | Path = TASKS_DIR, modes: list[str] | tuple[str, .
     if engine is None and modes:
         from ..engine import default_engine
 
-        engine = default_engine(model)
+        engine = default_engine(model, lora=lora)
     rows: list[dict[str, Any]] = []
     result: dict[str, Any] = {
-        "suite": "agent-loop", "model": getattr(engine, "name", None) or "the server's default model",
+        "suite": "agent-loop", "model": getattr(engine, "name", None) or "the server's default model", "lora": lora,
         "data": str(data), "limit": limit,
         "kinds": kinds or list(KINDS), "max_iterations": max_iterations, "instructions": INSTRUCTIONS,
         "env": environment(_command(data, modes, kinds, limit, peers, base_url, out, plot, max_iterations, resume)),

@@ -38,6 +38,9 @@ class AdapterConfig:
     # weights); "base": only over the noisy block, so the prefix's KV cache is the base model's and one cache
     # serves AR, verify and the adapter's canvas (self-speculation drafts need no second prompt pass)
     prefix: str = "adapted"
+    # "block-diffusion": LoRA + mask row, merged for the bidirectional canvas (apply_adapter); "ar": a LoRA alone,
+    # merged into the causal weights every mode decodes with (merge_lora; the loop adapter, training/sft.py)
+    kind: str = "block-diffusion"
 
     @property
     def scale(self) -> float:
@@ -123,12 +126,13 @@ def suppress_mask_logit(model: nn.Module, mask_id: int) -> None:
         model.set_output_embeddings(NoMaskHead(head, mask_id))
 
 
-def adapter_state(loras: dict[str, LoRALinear], mask_embedding: torch.Tensor) -> dict[str, torch.Tensor]:
+def adapter_state(loras: dict[str, LoRALinear], mask_embedding: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
     state = {}
     for name, m in loras.items():
         state[f"{name}.lora_a"] = m.lora_a.detach().float().cpu().contiguous()
         state[f"{name}.lora_b"] = m.lora_b.detach().float().cpu().contiguous()
-    state["mask_embedding"] = mask_embedding.detach().float().cpu().contiguous()
+    if mask_embedding is not None:
+        state["mask_embedding"] = mask_embedding.detach().float().cpu().contiguous()
     return state
 
 
@@ -164,6 +168,8 @@ def apply_adapter(lm: LoadedModel, path: str | Path | None = None, *, copy_model
     target projections, the mask token added to the tokenizer and its embedding row set. ``copy_model=False``
     modifies ``lm.model`` in place (saves memory; the base weights are then gone)."""
     state, cfg = load_adapter(DEFAULT_DIR if path is None else path)
+    if cfg.kind != "block-diffusion":
+        raise ValueError(f"{str(path)!r} is a {cfg.kind!r} adapter, not a block-diffusion one (see merge_lora)")
     model = copy.deepcopy(lm.model) if copy_model else lm.model
     dense_linears(model)  # merged weights: a 4-bit copy of the base weights would be stale
     tok = copy.deepcopy(lm.tokenizer)
@@ -173,14 +179,36 @@ def apply_adapter(lm: LoadedModel, path: str | Path | None = None, *, copy_model
     with torch.no_grad():
         emb = model.get_input_embeddings().weight
         emb[tid] = state["mask_embedding"].to(emb.dtype).to(emb.device)
+    _add_deltas(model, state, cfg)
+    suppress_mask_logit(model, tid)
+    meta = {**lm.meta, "adapter": str(path or DEFAULT_DIR), "adapter_config": asdict(cfg)}
+    return wrap(model, tok, name=f"{lm.name} + block-diffusion adapter", kind=lm.kind, bidirectional=True,
+                mask_token_id=tid, chat=lm.chat, meta=meta)
+
+
+def _add_deltas(model: nn.Module, state: dict[str, torch.Tensor], cfg: AdapterConfig) -> None:
+    """Add each ``B @ A * scale`` of ``state`` to its linear layer's weight (the layers dense already)."""
+    with torch.no_grad():
         for key, a in state.items():
             if not key.endswith(".lora_a"):
                 continue
             name = key[: -len(".lora_a")]
             w = model.get_submodule(name).weight
-            b = state[name + ".lora_b"]
-            w += ((b @ a) * cfg.scale).to(w.dtype).to(w.device)
-    suppress_mask_logit(model, tid)
-    meta = {**lm.meta, "adapter": str(path or DEFAULT_DIR), "adapter_config": asdict(cfg)}
-    return wrap(model, tok, name=f"{lm.name} + block-diffusion adapter", kind=lm.kind, bidirectional=True,
-                mask_token_id=tid, chat=lm.chat, meta=meta)
+            w += ((state[name + ".lora_b"] @ a) * cfg.scale).to(w.dtype).to(w.device)
+
+
+def merge_lora(lm: LoadedModel, path: str | Path, *, copy_model: bool = False) -> LoadedModel:
+    """A ``LoadedModel`` whose causal weights have the ``"ar"`` adapter at ``path`` merged in (every mode then
+    decodes with them: the loop adapter, ``EngineConfig.lora``). ``copy_model=False`` changes ``lm.model``."""
+    state, cfg = load_adapter(path)
+    if cfg.kind != "ar":
+        raise ValueError(f"{str(path)!r} is a {cfg.kind!r} adapter; merge_lora takes an 'ar' one (a LoRA alone)")
+    if cfg.vocab_size and cfg.vocab_size != lm.model.get_input_embeddings().weight.shape[0]:
+        raise ValueError(f"{str(path)!r} was trained on a model with {cfg.vocab_size} tokens, this one has "
+                         f"{lm.model.get_input_embeddings().weight.shape[0]}: wrong base model?")
+    model = copy.deepcopy(lm.model) if copy_model else lm.model
+    dense_linears(model)
+    _add_deltas(model, state, cfg)
+    meta = {**lm.meta, "lora": str(path), "lora_config": asdict(cfg)}
+    return wrap(model, lm.tokenizer, name=f"{lm.name} + LoRA {Path(path).name}", kind=lm.kind,
+                bidirectional=lm.bidirectional, mask_token_id=lm.mask_token_id, chat=lm.chat, meta=meta)

@@ -220,8 +220,9 @@ def test_replicas_load_the_engine_options_given():
 
     cfg = RayServeConfig(dtype="float32", backend="torch", pass_width=8, model="/m", threads=1, attention="sdpa",
                          q4_steps="off", row_exact="off", prefix_cache=False,
-                         prefix_cache_bytes=2 ** 20, prompt_chunk=64)
+                         prefix_cache_bytes=2 ** 20, prompt_chunk=64, lora="/adapters/loop")
     e = cfg.engine_config()
+    assert e.lora == "/adapters/loop"
     assert (e.dtype, e.backend, e.pass_width, e.model, e.threads) == ("float32", "torch", 8, "/m", 1)
     assert (e.attention, e.q4_steps, e.row_exact, e.prefix_cache) == ("sdpa", "off", "off", False)
     assert (e.prefix_cache_bytes, e.prompt_chunk) == (2 ** 20, 64)
