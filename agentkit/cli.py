@@ -184,6 +184,9 @@ def eval_(
                                        "task, framework and mode) instead of rerunning them"),
     lora: Path | None = typer.Option(None, help="agent-loop: a LoRA merged into the weights (EngineConfig.lora, "
                                      "e.g. adapters/smollm2-135m-loop)"),
+    after_result: str | None = typer.Option(None, help="agent-loop: the Agent's decision rule after a tool result "
+                                            "(exclude_last, exclude_done, exclude_moved, moved, null; default: the "
+                                            "Agent's)"),
 ) -> None:
     """Run an evaluation suite; prints a markdown table and writes JSON (and plots)."""
     try:
@@ -197,12 +200,12 @@ def eval_(
             return
         if suite == "agent-loop":
             _agent_loop(data, modes, kinds, peers, base_url, limit, out, plot, threads, max_iterations, bfcl_single,
-                        resume, seed, model, lora)
+                        resume, seed, model, lora, after_result)
             return
-        if lora is not None:
+        if lora is not None or after_result is not None:
             from .errors import UserError
 
-            raise UserError("--lora is an agent-loop option (the other suites build their engines elsewhere)")
+            raise UserError("--lora and --after-result are agent-loop options")
         if suite == "coverage":
             from .constrain.coverage import run_coverage
 
@@ -257,7 +260,7 @@ def _split(text: str) -> list[str]:
 
 
 def _agent_loop(data, modes, kinds, peers, base_url, limit, out, plot, threads, max_iterations, bfcl,
-                resume, seed, model, lora=None) -> None:
+                resume, seed, model, lora=None, after_result=None) -> None:
     """``agentkit eval agent-loop`` (``agentkit.evals.agent_loop``): the run, then its markdown table."""
     from .evals.agent_loop import run_agent_loop, table
 
@@ -267,7 +270,8 @@ def _agent_loop(data, modes, kinds, peers, base_url, limit, out, plot, threads, 
         torch.set_num_threads(threads)
     res = run_agent_loop(data, _split(modes) or ["default"], kinds=_split(kinds) or None, limit=limit, out=out,
                          plot=plot, peers=_split(peers), base_url=base_url, bfcl=bfcl, max_iterations=max_iterations,
-                         resume=resume, seed=seed, model=model, lora=str(lora) if lora else None)
+                         resume=resume, seed=seed, model=model, lora=str(lora) if lora else None,
+                         agent_options={"after_result": after_result} if after_result else None)
     print(f"\nagent-loop · {res['model']} · {res['tasks']} tasks · {res['wall_s']:.0f} s\n")
     print(table(res))
 

@@ -78,14 +78,23 @@ def null_messages(messages: list[dict[str, str]]) -> list[dict[str, str]]:
     return [m for m in messages[:1] if m["role"] == "system"] + [{"role": "user", "content": NULL_QUESTION}]
 
 
-def calibrated(scores: dict[str, float], null_scores: dict[str, float], names: list[str],
+def calibrated(scores: dict[str, float], null_scores: dict[str, float] | None, names: list[str],
                no_call: str) -> tuple[bool, dict[str, Any]]:
     """The decision from the request's scores and the baseline's (:func:`wants_call`): call when the request's
     margin of ``no_call`` over the tools is at most the baseline's. Returns it and ``{"no_call_margin",
     "no_call_margin_null", "tool"}`` (``tool``: the tool the request scores highest)."""
-    asked, base = no_call_margin(scores, no_call), no_call_margin(null_scores, no_call)
+    asked = no_call_margin(scores, no_call)
+    base = 0.0 if null_scores is None else no_call_margin(null_scores, no_call)  # None: the raw margin decides
     best = max(names, key=lambda n: scores[n])
     return asked - base <= 0, {"no_call_margin": round(asked, 4), "no_call_margin_null": round(base, 4), "tool": best}
+
+
+def calibrates(engine: Any) -> bool:
+    """Whether decisions on ``engine``'s weights are calibrated against the content-free question: yes, unless a
+    LoRA merged into them declares it was trained on the decisions (``AdapterConfig.calibrate``, the loop adapter:
+    on 220 held-out tasks its calibrated decision was right on 0.67, its raw one on 0.91)."""
+    lm = getattr(engine, "lm", None)
+    return bool((getattr(lm, "meta", None) or {}).get("lora_config", {}).get("calibrate", True))
 
 
 def wants_call(engine: Any, messages: list[dict[str, str]], names: list[str], no_call: str, head: str,
@@ -96,7 +105,8 @@ def wants_call(engine: Any, messages: list[dict[str, str]], names: list[str], no
     it). Returns :func:`calibrated`'s decision and facts (for ``agentkit_stats`` and the SDK's trace)."""
     options = list(names) + [no_call]
     scores = name_scores(engine, messages, options, head, slot)
-    return calibrated(scores, name_scores(engine, null_messages(messages), options, head, slot), names, no_call)
+    null = name_scores(engine, null_messages(messages), options, head, slot) if calibrates(engine) else None
+    return calibrated(scores, null, names, no_call)
 
 
 def can_score(engine: Any) -> bool:

@@ -216,7 +216,8 @@ def table(result: dict[str, Any]) -> str:
 
 
 def _command(data: Path, modes: list[str], kinds: list[str] | None, limit: int | None, peers: list[str],
-             base_url: str | None, out: Path, plot: Path | None, max_iterations: int, resume: Any = None) -> str:
+             base_url: str | None, out: Path, plot: Path | None, max_iterations: int, resume: Any = None,
+             lora: str | None = None, agent_options: dict[str, Any] | None = None) -> str:
     parts = ["agentkit", "eval", "agent-loop", "--data", str(data), "--modes", ",".join(modes) or "none"]
     if kinds:
         parts += ["--kinds", ",".join(kinds)]
@@ -230,6 +231,10 @@ def _command(data: Path, modes: list[str], kinds: list[str] | None, limit: int |
         parts += ["--max-iterations", str(max_iterations)]
     if resume:
         parts += ["--resume", str(resume)]
+    if lora:
+        parts += ["--lora", lora]
+    for k, v in (agent_options or {}).items():
+        parts += [f"--{k.replace('_', '-')}", str(v)]
     parts += ["--out", str(out)]
     return " ".join(parts + (["--plot", str(plot)] if plot else []))
 
@@ -239,12 +244,14 @@ def run_agent_loop(data: str | Path = TASKS_DIR, modes: list[str] | tuple[str, .
                    out: str | Path = "agent_loop.json", plot: str | Path | None = None, peers: list[str] = (),
                    base_url: str | None = None, bfcl: bool = True, max_iterations: int = MAX_ITERATIONS,
                    seed: int = 0, verbose: bool = True, resume: str | Path | None = None,
-                   model: str | None = None, lora: str | None = None) -> dict[str, Any]:
+                   model: str | None = None, lora: str | None = None,
+                   agent_options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Every task (``kinds``/``limit`` select them) in each agentkit mode, then through each peer (against
     ``base_url``, or an ``agentkit serve`` started here); ``out`` rewritten after every run (``partial`` until the
     end); a plot at ``plot``. ``engine``: the agent's model (default: ``model``, a local model directory, or the
     embedded default model, with the LoRA ``lora`` merged in when given; the spawned server loads the model
-    without it). ``bfcl``:
+    without it). ``agent_options``: more ``Agent`` keywords for every agentkit run (a loop choice being
+    measured, e.g. ``{"after_result": "null"}``). ``bfcl``:
     also the single BFCL call on the one_tool/fail_once items, per mode. ``resume``: an earlier result JSON
     (e.g. a ``--limit 30`` run, or one stopped part way) whose rows for the same task, framework and mode are kept,
     not rerun. Returns the results."""
@@ -265,9 +272,11 @@ def run_agent_loop(data: str | Path = TASKS_DIR, modes: list[str] | tuple[str, .
     rows: list[dict[str, Any]] = []
     result: dict[str, Any] = {
         "suite": "agent-loop", "model": getattr(engine, "name", None) or "the server's default model", "lora": lora,
+        "agent_options": agent_options or {},
         "data": str(data), "limit": limit,
         "kinds": kinds or list(KINDS), "max_iterations": max_iterations, "instructions": INSTRUCTIONS,
-        "env": environment(_command(data, modes, kinds, limit, peers, base_url, out, plot, max_iterations, resume)),
+        "env": environment(_command(data, modes, kinds, limit, peers, base_url, out, plot, max_iterations, resume,
+                                       lora, agent_options)),
         "partial": True, "tasks": len(tasks), "summary": {}, "items": rows}
     kept = _resumable(resume, max_iterations)
     t0 = time.perf_counter()
@@ -286,7 +295,7 @@ def run_agent_loop(data: str | Path = TASKS_DIR, modes: list[str] | tuple[str, .
             if ("agentkit", mode, task.id) in kept:
                 publish(kept[("agentkit", mode, task.id)])
                 continue
-            row = run_agentkit(task, engine, mode, max_iterations=max_iterations)
+            row = run_agentkit(task, engine, mode, max_iterations=max_iterations, agent_options=agent_options)
             if bfcl:
                 row["bfcl_single"] = _safe_bfcl(engine, task, mode)
             publish(row)

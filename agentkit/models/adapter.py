@@ -41,6 +41,10 @@ class AdapterConfig:
     # "block-diffusion": LoRA + mask row, merged for the bidirectional canvas (apply_adapter); "ar": a LoRA alone,
     # merged into the causal weights every mode decodes with (merge_lora; the loop adapter, training/sft.py)
     kind: str = "block-diffusion"
+    # whether an agent's call/no-call decision on these weights is calibrated against a content-free question
+    # (agentkit.decide.calibrated); False: the weights were trained on the decisions themselves (the loop adapter),
+    # so the request's own scores decide (agentkit.decide.calibrates reads it)
+    calibrate: bool = True
 
     @property
     def scale(self) -> float:

@@ -7,8 +7,9 @@ engine), the step is split as the server's ``tool_choice: "auto"`` is (``serving
 
 1. the model's log-probability of each option's whole name (the tools and ``final_answer``) after the call's head,
    on the conversation and on a content-free question with the same system message (:mod:`agentkit.decide`;
-   contextual calibration). The model calls when the conversation moves it towards the tools, and the tool is the
-   one it scores highest;
+   contextual calibration; not on weights trained on the loop's decisions, the loop adapter, whose generator says
+   ``calibrate = False``: the conversation's own scores decide). The model calls when the conversation moves it
+   towards the tools, and the tool is the one it scores highest;
 2. a call: only its arguments are decoded, under that tool's template (the name pinned). An answer: no decode
    here; the run goes to its answer step, whose iteration carries the decision and its time.
 
@@ -120,6 +121,18 @@ def decision_chat(chat: list[dict[str, str]], instructions: str | None,
     return [{"role": "system", "content": system}, *chat[1:]], no_call
 
 
+async def _baseline(scorer: NameScorer, chat: list[dict[str, str]], options: list[str], head: str,
+                    null: NullScores) -> dict[str, float]:
+    """The content-free question's scores of ``options`` (with ``chat``'s system message), cached in ``null``."""
+    base = decide.null_messages(chat)
+    key = (base[0]["content"] if base[0]["role"] == "system" else "", tuple(options))
+    baseline = null.get(key)
+    if baseline is None:
+        baseline = await scorer.name_scores(base, options, head)
+        null.put(key, baseline)
+    return baseline
+
+
 async def decide_step(scorer: NameScorer, chat: list[dict[str, str]], tools: list[str], style: str | None,
                       null: NullScores, *, done: tuple[str, ...] = (), previous: Decision | None = None,
                       rule: str | None = None, no_call: str = FINAL_ANSWER, retry: bool = False) -> Decision:
@@ -142,12 +155,7 @@ async def decide_step(scorer: NameScorer, chat: list[dict[str, str]], tools: lis
         return Decision(None, {"by": "no tool left", "tool": None}, t0, (time.perf_counter() - t0) * 1000, chat)
     options, head = [*names, no_call], call_head(style)
     scores = await scorer.name_scores(chat, options, head)
-    base = decide.null_messages(chat)
-    key = (base[0]["content"] if base[0]["role"] == "system" else "", tuple(options))
-    baseline = null.get(key)
-    if baseline is None:
-        baseline = await scorer.name_scores(base, options, head)
-        null.put(key, baseline)
+    baseline = await _baseline(scorer, chat, options, head, null) if getattr(scorer, "calibrate", True) else None
     call, info = decide.calibrated(scores, baseline, names, no_call)
     if after and previous is not None and rule in ("moved", "exclude_moved"):
         before = (previous.info.get("no_call_margin") if rule == "moved" else

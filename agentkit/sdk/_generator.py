@@ -12,7 +12,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..config import DecodeConfig
 from ..constrain.nodes import Template
-from ..decide import can_score, name_scores
+from ..decide import calibrates, can_score, name_scores
 from ..engine.stats import GenerationResult
 from ..errors import UserError
 
@@ -48,7 +48,9 @@ class NameScorer(Protocol):
     ``can_score`` says whether its model has what that needs. The agent's tool step then decides call-or-answer
     and which tool by the model's calibrated scores, and decodes only the arguments (``Agent(decide="scores")``)."""
 
-    can_score: bool
+    can_score: bool  # (an optional ``calibrate`` attribute, read with getattr and True when absent, says whether
+    # the decision is calibrated against a content-free question; False: the weights were trained on the loop's
+    # decisions, agentkit.decide.calibrates. Not a member: isinstance would then refuse scorers without it)
 
     async def name_scores(self, messages: list[dict[str, str]], names: list[str], head: str) -> dict[str, float]: ...
 
@@ -69,6 +71,7 @@ class EngineGenerator:
             raise UserError(f"EngineGenerator needs an object with a generate() method, got {engine!r}")
         self.engine = engine
         self.can_score = can_score(engine)
+        self.calibrate = calibrates(engine)
 
     async def name_scores(self, messages: list[dict[str, str]], names: list[str], head: str) -> dict[str, float]:
         """log P(each name | the messages and ``head``) by the engine's model (:func:`agentkit.decide.name_scores`),

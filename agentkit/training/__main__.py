@@ -21,7 +21,8 @@ from .data import DISTILL_PROMPTS, distill, synthetic, tokenize
 from .recipe import TrainConfig, train
 
 
-def plot_loss(log: Path, png: Path) -> list[tuple[int, float, int]]:
+def plot_loss(log: Path, png: Path, title: str = "block-diffusion adaptation",
+              ylabel: str = "masked-token cross entropy") -> list[tuple[int, float, int]]:
     recs = [json.loads(x) for x in log.read_text().splitlines() if x.strip()] if log.is_file() else []
     pts = [(r["step"], r["loss"], r["tokens"]) for r in recs]
     if pts:
@@ -39,8 +40,8 @@ def plot_loss(log: Path, png: Path) -> list[tuple[int, float, int]]:
         smooth = [statistics.mean(p[1] for p in pts[max(0, i - k + 1): i + 1]) for i in range(len(pts))]
         ax.plot([p[2] for p in pts], smooth, lw=2, label=f"mean of {k}")
         ax.set_xlabel("tokens seen")
-        ax.set_ylabel("masked-token cross entropy")
-        ax.set_title("block-diffusion adaptation")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
         ax.legend()
         fig.tight_layout()
         fig.savefig(png, dpi=100)

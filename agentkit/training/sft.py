@@ -68,7 +68,8 @@ class SFTTrainer:
         self.lm, self.cfg = lm, cfg
         self.model = lm.model.to(torch.float32)
         self.acfg = AdapterConfig(rank=cfg.rank, alpha=cfg.alpha, targets=tuple(cfg.targets), base=lm.name,
-                                  vocab_size=self.model.get_input_embeddings().weight.shape[0], kind="ar")
+                                  vocab_size=self.model.get_input_embeddings().weight.shape[0], kind="ar",
+                                  calibrate=False)  # trained on the decisions: read them raw
         self.loras = inject_lora(self.model, self.acfg)
         self.body, self.head = getattr(self.model, self.model.base_model_prefix), self.model.get_output_embeddings()
         self.params = [p for m in self.loras.values() for p in (m.lora_a, m.lora_b)]
@@ -179,6 +180,10 @@ def main(argv: list[str] | None = None) -> int:
     (out / "run.json").write_text(json.dumps({"traces": a.traces, "config": asdict(cfg), "examples": len(kept),
                                               "skipped": len(rows) - len(kept)}, indent=2) + "\n")
     train(lm, kept, cfg, out)
+    from .__main__ import plot_loss
+
+    plot_loss(out / "log.jsonl", out / "loss.png", "loop adapter (SFT on agent-loop traces)",
+              "target-token cross entropy")
     return 0
 
 

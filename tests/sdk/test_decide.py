@@ -177,3 +177,44 @@ async def test_after_a_failed_call_the_step_retries_unless_told_to_decide():
 
     with pytest.raises(UnexpectedModelBehavior, match="failed 1 time"):  # no retries left: pydantic-ai's error
         await Agent(AnswersAfterAnyReply(fn2), tools=[broken]).run("One")
+
+
+class RecordingScorer(ScoringModel):
+    """Scores as ScoringModel and records the questions it was asked to score."""
+
+    def __init__(self, fn, calibrate=None):
+        super().__init__(fn)
+        self.asked = []
+        if calibrate is not None:
+            self.calibrate = calibrate
+
+    async def name_scores(self, messages, names, head):
+        self.asked.append(messages[-1]["content"])
+        return await super().name_scores(messages, names, head)
+
+
+async def test_weights_trained_on_the_decisions_decide_without_the_null_question():
+    from agentkit.decide import NULL_QUESTION
+
+    def fn(messages, info):
+        return {"name": "double", "arguments": {"x": 21}} if info.step == "tool_call" else "It is 42."
+
+    calibrated, raw = RecordingScorer(fn), RecordingScorer(fn, calibrate=False)
+    for scorer in (calibrated, raw):
+        result = await Agent(scorer, tools=[double]).run("Double 21")
+        assert result.output == "It is 42." and result.trace[0].tool == "double"
+    assert NULL_QUESTION in calibrated.asked and NULL_QUESTION not in raw.asked
+    assert result.trace[0].decision["no_call_margin_null"] == 0.0  # the raw margin decided
+
+
+def test_calibrates_reads_the_merged_lora_declaration():
+    from types import SimpleNamespace
+
+    from agentkit.decide import calibrated, calibrates
+
+    assert calibrates(SimpleNamespace(lm=SimpleNamespace(meta={})))
+    assert calibrates(SimpleNamespace(lm=SimpleNamespace(meta={"lora_config": {"calibrate": True}})))
+    assert not calibrates(SimpleNamespace(lm=SimpleNamespace(meta={"lora_config": {"calibrate": False}})))
+    scores, null = {"t": -1.0, "respond": -0.5}, {"t": -3.0, "respond": -0.1}
+    assert calibrated(scores, null, ["t"], "respond")[0]  # the request moved towards the tool: call
+    assert not calibrated(scores, None, ["t"], "respond")[0]  # raw: "respond" is likelier, answer

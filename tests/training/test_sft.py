@@ -69,6 +69,10 @@ def test_merging_adds_the_trained_deltas(tmp_path):
         assert torch.allclose(merged.model(ids).logits, tr.model(ids).logits, atol=1e-4)  # the same function
     engine = Engine.from_loaded(merged_lora(tiny_llama(0), str(tmp_path)))
     assert engine.lm.meta["weights"] is None and "LoRA" in engine.name
+    from agentkit.sdk._generator import EngineGenerator
+
+    assert EngineGenerator(engine).calibrate is False  # trained on the decisions: the agent reads them raw
+    assert EngineGenerator(Engine.from_loaded(tiny_llama(0))).calibrate is True
 
 
 def test_a_wrong_adapter_is_a_typed_error(tmp_path):
