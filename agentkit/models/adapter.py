@@ -159,7 +159,7 @@ def load_adapter(path: str | Path) -> tuple[dict[str, torch.Tensor], AdapterConf
     path = Path(path)
     f = path / FILE if path.is_dir() else path
     if not f.is_file():
-        raise FileNotFoundError(f"no block-diffusion adapter at {str(f)!r}")
+        raise FileNotFoundError(f"no adapter at {str(f)!r} (expected {FILE})")
     with safe_open(str(f), framework="pt") as h:
         meta = json.loads(h.metadata()["agentkit_adapter"])
         state = {k: h.get_tensor(k) for k in h.keys()}  # noqa: SIM118 (safe_open is not iterable)

@@ -152,7 +152,8 @@ class Agent(Generic[DepsT, OutputT]):
     ``_decide.py``), then only the chosen tool's arguments are decoded; otherwise, and with ``"decode"``, the
     choice is decoded under the call template. ``after_result``: the scores' rule after a tool result, one of
     ``_decide.AFTER_RESULT_RULES`` (None: ``"exclude_moved"``, the tool that just returned is no option and another
-    call is made only if the result moved the model towards the tools; ``"exclude_last"``: calibrated against the
+    call is made only if the result moved the model towards the tools; on weights trained on the loop's decisions,
+    the loop adapter, ``"null"``: the first step's rule, as in its training; ``"exclude_last"``: calibrated against the
     content-free question as the first step is, which a workflow agent whose tools' ``prepare`` narrows the choice
     wants: the coding assistant). ``after_failure``: after a failed call (``ModelRetry``, an exception, invalid
     arguments) ``"retry"`` (default) makes the next step a call, of the tool the model scores highest, while the
@@ -202,9 +203,13 @@ class Agent(Generic[DepsT, OutputT]):
         self.on_repeat: OnRepeat = on_repeat
         self.repeat: RepeatKey = repeat
         self.decide: Decide = decide
-        self.after_result = after_result  # the decision's rule after a tool result (None: _decide.AFTER_RESULT)
+        # the decision's rule after a tool result (None: _decide.AFTER_RESULT; on weights trained on the loop's
+        # decisions, whose scorer says calibrate=False, "null": every tool an option, as in their training traces)
+        self.after_result = after_result
         self.after_failure = after_failure  # the decision's rule after a failed call (_decide.AFTER_FAILURE_RULES)
         self._scorer = decide_.scorer_of(self.generator, decide)
+        if after_result is None and self._scorer is not None and not getattr(self._scorer, "calibrate", True):
+            self.after_result = "null"
         self._null_scores = decide_.NullScores()  # the decision's baseline, shared by this agent's runs
         self._templates: dict[tuple[str, str], Template] = {}  # by (step, JSON style)
         self._streams_tokens = "on_tokens" in _keywords(self.generator.generate)

@@ -205,6 +205,9 @@ async def test_weights_trained_on_the_decisions_decide_without_the_null_question
         assert result.output == "It is 42." and result.trace[0].tool == "double"
     assert NULL_QUESTION in calibrated.asked and NULL_QUESTION not in raw.asked
     assert result.trace[0].decision["no_call_margin_null"] == 0.0  # the raw margin decided
+    assert Agent(raw, tools=[double]).after_result == "null"  # the rule its training traces were made with
+    assert Agent(raw, tools=[double], after_result="exclude_last").after_result == "exclude_last"
+    assert Agent(calibrated, tools=[double]).after_result is None  # _decide.AFTER_RESULT
 
 
 def test_calibrates_reads_the_merged_lora_declaration():
