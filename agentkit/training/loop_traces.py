@@ -17,7 +17,7 @@ sentences), never from a benchmark, in the benchmark's four kinds:
   the reference's form and the prompt's note drawn from lists that are not the benchmark's);
 - ``fail_once``: the first call fails with a transient error (wordings not the benchmark's); the run calls again.
 
-Recorded steps (``Example.step``): ``decide`` (the decision's chat and the call head; the target is the right
+Recorded steps (``StepExample.step``): ``decide`` (the decision's chat and the call head; the target is the right
 option's name and its closing quote, the tool or the no-call option), ``tool_call`` (the call, as the engine's
 template writes it) and ``reply`` (one sentence that gives the value). ::
 
@@ -174,7 +174,7 @@ class TraceEnv:
 
 
 @dataclass
-class Example:
+class StepExample:
     step: str
     messages: list[dict[str, str]]
     prefix: str  # the assistant text before the target (not trained on): the call head of a decision
@@ -194,7 +194,7 @@ class TeacherGenerator:
 
     def _add(self, step: str, messages: list[dict[str, str]], target: str, prefix: str = "") -> None:
         t = self.env.task
-        self.examples.append(Example(step, [dict(m) for m in messages], prefix, target, t.id, t.kind))
+        self.examples.append(StepExample(step, [dict(m) for m in messages], prefix, target, t.id, t.kind))
 
     async def name_scores(self, messages: list[dict[str, str]], names: list[str], head: str) -> dict[str, float]:
         if messages[-1]["content"] == "N/A":  # decide.NULL_QUESTION: the calibration baseline
@@ -228,7 +228,7 @@ class TeacherGenerator:
         return GenerationResult(text=text, token_ids=[], stats=DecodeStats(mode="teacher"), value=value)
 
 
-def trace(task: AgentTask, r: random.Random) -> list[Example]:
+def trace(task: AgentTask, r: random.Random) -> list[StepExample]:
     """The recorded steps of a right run of ``task`` through the SDK ``Agent`` (instructions drawn from
     :data:`SYSTEMS`, the benchmark's among them; the decisions' after-result rule ``null``, so each decision is
     scored on its own chat)."""
@@ -245,10 +245,10 @@ def trace(task: AgentTask, r: random.Random) -> list[Example]:
     return teacher.examples
 
 
-def generate(n: int, seed: int = 0) -> list[Example]:
+def generate(n: int, seed: int = 0) -> list[StepExample]:
     """Examples from ``n`` tasks (kinds drawn by :data:`WEIGHTS`), deterministic for ``(n, seed)``."""
     r = random.Random(seed)
-    out: list[Example] = []
+    out: list[StepExample] = []
     i = 0
     while i < n:
         task = make_task(r, i, r.choices(KINDS, WEIGHTS)[0])
