@@ -45,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dtypes", default="auto,float32")
     ap.add_argument("--modes", default="diffusion,ar", help="the tool-call step's mode (the example's: diffusion)")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--lora", default=None, help="a LoRA merged into the weights (EngineConfig.lora)")
     args = ap.parse_args(argv)
     from unit_converter import build_agent
 
@@ -54,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
 
     rows, summary = [], {}
     for dtype in args.dtypes.split(","):
-        engine = Engine(EngineConfig(dtype=dtype))
+        engine = Engine(EngineConfig(dtype=dtype, lora=args.lora))
         for mode in args.modes.split(","):
             agent = build_agent(engine)
             agent.routing = RoutingPolicy(tool_call=mode)
