@@ -70,10 +70,15 @@ def __getattr__(name: str):
         from .constrain.compiler import compile_schema
 
         return compile_schema
+    if name == "LOOP_ADAPTER":  # the loop adapter's folder, for default_engine(lora=...) / EngineConfig.lora
+        from .models.adapter import LOOP_DIR
+
+        return str(LOOP_DIR)
     raise AttributeError(f"module 'agentkit' has no attribute {name!r}")
 
 
 __all__ = [
+    "LOOP_ADAPTER",
     "Agent",
     "AgentRunError",
     "AgentkitError",

@@ -1,6 +1,8 @@
 """A small tool-using agent: unit conversions. The tool call decodes under the tool's schema in diffusion mode
 (on the default model it reads the units' direction right where ar-constrained swaps them); the final reply is
-free text (AR). The 135M model gets about half of such conversions right (``python evals/unit_conversions.py``).
+free text (AR). It runs on the default model with the loop adapter merged in (``LOOP_ADAPTER``, a LoRA taught on the
+agent loop's own traces: adapters/smollm2-135m-loop/MODEL_CARD.md); on it the 135M model gets 5 of 8 conversions
+right in bf16, 4 on the base weights (``python evals/unit_conversions.py --lora ...``).
 
     python examples/unit_converter.py "Turn 2 miles into meters."
     agentkit run examples/unit_converter.py:agent "Convert 100 F to C" --trace trace.jsonl
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 import sys
 
-from agentkit import Agent, Limits, ModelRetry, RoutingPolicy, default_engine, tool
+from agentkit import LOOP_ADAPTER, Agent, Limits, ModelRetry, RoutingPolicy, default_engine, tool
 
 # unit -> (quantity, factor to the quantity's base unit); temperatures are converted apart
 _UNITS = {
@@ -63,7 +65,7 @@ def convert(value: float, from_unit: str, to_unit: str) -> float:
 
 def build_agent(model=None) -> Agent:
     return Agent(
-        model if model is not None else default_engine(),
+        model if model is not None else default_engine(lora=LOOP_ADAPTER),
         tools=[convert],
         instructions="You convert units. Call the convert tool with the number and the units from the question, "
                      "then answer in one short sentence.",
