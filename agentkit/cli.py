@@ -182,8 +182,8 @@ def eval_(
                                      "BFCL call on the same items, per mode"),
     resume: Path | None = typer.Option(None, help="agent-loop: keep the rows of this earlier result JSON (same "
                                        "task, framework and mode) instead of rerunning them"),
-    lora: Path | None = typer.Option(None, help="agent-loop: a LoRA merged into the weights (EngineConfig.lora, "
-                                     "e.g. adapters/smollm2-135m-loop)"),
+    lora: Path | None = typer.Option(None, help="agent-loop, extract: a LoRA merged into the weights "
+                                     "(EngineConfig.lora, e.g. adapters/smollm2-135m-loop)"),
     after_result: str | None = typer.Option(None, help="agent-loop: the Agent's decision rule after a tool result "
                                             "(exclude_last, exclude_done, exclude_moved, moved, null; default: the "
                                             "Agent's)"),
@@ -195,17 +195,14 @@ def eval_(
         EngineConfig(dtype=dtype, backend=backend, pass_width=pass_width,
                      lora=str(lora) if lora else None)  # a bad value is one error line now, not in a worker later
         data = _check_suite(suite, data)
+        _check_loop_options(suite, lora, after_result)
         if suite == "extract":
-            _eval_extract(data, modes, limit, model, out, plot, threads, dtype, backend)
+            _eval_extract(data, modes, limit, model, out, plot, threads, dtype, backend, lora)
             return
         if suite == "agent-loop":
             _agent_loop(data, modes, kinds, peers, base_url, limit, out, plot, threads, max_iterations, bfcl_single,
                         resume, seed, model, lora, after_result)
             return
-        if lora is not None or after_result is not None:
-            from .errors import UserError
-
-            raise UserError("--lora and --after-result are agent-loop options")
         if suite == "coverage":
             from .constrain.coverage import run_coverage
 
@@ -236,7 +233,7 @@ SUITES = {"bfcl": "runner", "coverage": "runner", "validity": "validity", "agent
 
 
 def _eval_extract(data: Path, modes: str, limit: int | None, model: str | None, out: Path, plot: Path | None,
-                  threads: int | None, dtype: str, backend: str) -> None:
+                  threads: int | None, dtype: str, backend: str, lora: Path | None = None) -> None:
     """``agentkit eval extract``: rows are modes (``ar``, ``ar+compact``, ...) and peers (``outlines-xgrammar``)."""
     from .config import EngineConfig
     from .engine.engine import Engine
@@ -249,10 +246,20 @@ def _eval_extract(data: Path, modes: str, limit: int | None, model: str | None, 
             parse_row(r)  # a bad setting is one error line now, before the model loads
     peers = load_peers([r for r in rows if r in PEERS], model_dir=model, threads=threads)
     rows = [r for r in rows if r not in PEERS or r in peers]
-    engine = Engine(EngineConfig(model=model, threads=threads, dtype=dtype, backend=backend))
+    engine = Engine(EngineConfig(model=model, threads=threads, dtype=dtype, backend=backend,
+                                 lora=str(lora) if lora else None))
     report = run_extract_eval(data, rows, limit=limit, out=out, plot=plot, engine=engine, peers=peers,
                               command="agentkit " + " ".join(sys.argv[1:]))
     print(table(report["summary"]))
+
+
+def _check_loop_options(suite: str, lora: Path | None, after_result: str | None) -> None:
+    from .errors import UserError
+
+    if after_result is not None and suite != "agent-loop":
+        raise UserError("--after-result is an agent-loop option")
+    if lora is not None and suite not in ("agent-loop", "extract"):
+        raise UserError("--lora is an agent-loop and extract option (the other suites build their engines elsewhere)")
 
 
 def _split(text: str) -> list[str]:

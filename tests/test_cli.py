@@ -72,6 +72,14 @@ def test_eval_with_missing_data_is_one_error_line(tmp_path):
     assert len(lines) == 1 and lines[0].startswith("error:"), out.output
 
 
+@pytest.mark.parametrize("suite, flag, value, says", [("bfcl", "--lora", "x", "--lora is an agent-loop and extract"),
+                                                     ("extract", "--after-result", "null", "--after-result is")])
+def test_a_loop_option_on_another_suite_is_an_error_not_ignored(tmp_path, suite, flag, value, says):
+    data = _bfcl_dir(tmp_path) if suite == "bfcl" else tmp_path
+    out = runner.invoke(app, ["eval", suite, "--data", str(data), flag, value])
+    assert out.exit_code != 0 and says in out.output, out.output
+
+
 def _bfcl_dir(tmp_path):
     """One BFCL-format question (and its possible answer) in a folder of its own."""
     d = tmp_path / "bfcl"
