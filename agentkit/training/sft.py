@@ -162,12 +162,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--model", default=None, help="HF model folder (default: the embedded model)")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--fp32", action="store_true", help="float32 arithmetic (default: bf16 autocast on CPU)")
     for k, v in asdict(SFTConfig()).items():
         if isinstance(v, (int, float)) and not isinstance(v, bool):
             ap.add_argument(f"--{k.replace('_', '-')}", type=type(v), default=v)
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
-    cfg = SFTConfig(**{k: getattr(a, k) for k in asdict(SFTConfig()) if hasattr(a, k)})
+    cfg = SFTConfig(**{k: getattr(a, k) for k in asdict(SFTConfig()) if hasattr(a, k)}, cpu_bf16=not a.fp32)
     lm = load_model(a.model)
     examples = [json.loads(x) for x in Path(a.traces).read_text(encoding="utf-8").splitlines() if x.strip()]
     eos = lm.tokenizer.convert_tokens_to_ids("<|im_end|>") if lm.chat else lm.eos_ids[0]
@@ -180,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     (out / "run.json").write_text(json.dumps({"traces": a.traces, "config": asdict(cfg), "examples": len(kept),
                                               "skipped": len(rows) - len(kept)}, indent=2) + "\n")
     train(lm, kept, cfg, out)
-    from .__main__ import plot_loss
+    from .curve import plot_loss
 
     plot_loss(out / "log.jsonl", out / "loss.png", "loop adapter (SFT on agent-loop traces)",
               "target-token cross entropy")
