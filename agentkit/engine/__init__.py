@@ -5,9 +5,9 @@ from functools import lru_cache
 
 @lru_cache(maxsize=4)
 def default_engine(model: str | None = None, prefix_cache: bool = True, lora: str | None = None):
-    """An ``Engine`` for ``model`` (None: the embedded default model); ``prefix_cache``:
-    ``EngineConfig.prefix_cache`` (on by default: an agent's steps resend the conversation); ``lora``:
-    ``EngineConfig.lora``."""
+    """A process-wide ``Engine`` for ``model`` (None: the embedded default model), loaded on first use;
+    ``prefix_cache``: ``EngineConfig.prefix_cache`` (on by default: an agent's steps resend the conversation);
+    ``lora``: ``EngineConfig.lora``."""
     from ..config import EngineConfig
     from .engine import Engine
 

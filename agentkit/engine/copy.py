@@ -266,7 +266,7 @@ class CopyPrior:
             i = len(tail) - n
             if not (_word(tail[i]) and (i == 0 and len(out) <= MAX_SPAN or i > 0 and not _word(tail[i - 1]))):
                 continue
-            exact = self.continuations(self._low(tail[i:]), line_start=True)
+            exact = self.continuations(tail[i:], line_start=True)
             if exact or folded is None:
                 conts.extend((c.split(b"\n", 1)[0], False) for c in exact)
             else:

@@ -48,11 +48,9 @@ def merged_lora(lm: LoadedModel, path: str) -> LoadedModel:
     from ..models.adapter import merge_lora
 
     try:
-        merged = merge_lora(lm, path)
+        return merge_lora(lm, path)
     except (FileNotFoundError, ValueError) as e:
         raise ModelNotFoundError(f"EngineConfig.lora {path!r}: {e}") from e
-    merged.meta["weights"] = None
-    return merged
 
 
 class Engine:

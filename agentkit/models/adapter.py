@@ -216,6 +216,7 @@ def merge_lora(lm: LoadedModel, path: str | Path, *, copy_model: bool = False) -
     model = copy.deepcopy(lm.model) if copy_model else lm.model
     dense_linears(model)
     _add_deltas(model, state, cfg)
-    meta = {**lm.meta, "lora": str(path), "lora_config": asdict(cfg)}
+    # the checkpoint's 4-bit weights (the engine's 4-bit steps read them) are not these any more
+    meta = {**lm.meta, "weights": None, "lora": str(path), "lora_config": asdict(cfg)}
     return wrap(model, lm.tokenizer, name=f"{lm.name} + LoRA {Path(path).name}", kind=lm.kind,
                 bidirectional=lm.bidirectional, mask_token_id=lm.mask_token_id, chat=lm.chat, meta=meta)
