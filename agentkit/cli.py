@@ -182,8 +182,8 @@ def eval_(
                                      "BFCL call on the same items, per mode"),
     resume: Path | None = typer.Option(None, help="agent-loop: keep the rows of this earlier result JSON (same "
                                        "task, framework and mode) instead of rerunning them"),
-    lora: Path | None = typer.Option(None, help="agent-loop, extract: a LoRA merged into the weights "
-                                     "(EngineConfig.lora, e.g. adapters/smollm2-135m-loop)"),
+    lora: Path | None = typer.Option(None, help="a LoRA merged into the weights (EngineConfig.lora, e.g. "
+                                     "adapters/smollm2-135m-loop)"),
     after_result: str | None = typer.Option(None, help="agent-loop: the Agent's decision rule after a tool result "
                                             "(exclude_last, exclude_done, exclude_moved, moved, null; default: the "
                                             "Agent's)"),
@@ -195,7 +195,7 @@ def eval_(
         EngineConfig(dtype=dtype, backend=backend, pass_width=pass_width,
                      lora=str(lora) if lora else None)  # a bad value is one error line now, not in a worker later
         data = _check_suite(suite, data)
-        _check_loop_options(suite, lora, after_result)
+        _check_loop_options(suite, after_result, lora)
         if suite == "extract":
             _eval_extract(data, modes, limit, model, out, plot, threads, dtype, backend, lora)
             return
@@ -220,10 +220,11 @@ def eval_(
 
             executor = RayExecutor(RayEvalConfig(address=ray, workers=workers, model=model, seed=seed,
                                                  threads=threads or 1, adapter=str(adapter) if adapter else None,
-                                                 dtype=dtype, backend=backend, pass_width=pass_width))
+                                                 dtype=dtype, backend=backend, pass_width=pass_width,
+                                                 lora=str(lora) if lora else None))
         run_eval(suite, data, [m.strip() for m in modes.split(",") if m.strip()], limit, model, out, plot, seed,
                  threads=threads, adapter=adapter, executor=executor, dtype=dtype, backend=backend,
-                 pass_width=pass_width, prompt=prompt)
+                 pass_width=pass_width, prompt=prompt, lora=lora)
     except Exception as e:  # noqa: BLE001 (one error line; --debug for the traceback)
         _fail(e)
 
@@ -253,13 +254,13 @@ def _eval_extract(data: Path, modes: str, limit: int | None, model: str | None, 
     print(table(report["summary"]))
 
 
-def _check_loop_options(suite: str, lora: Path | None, after_result: str | None) -> None:
+def _check_loop_options(suite: str, after_result: str | None, lora: Path | None = None) -> None:
     from .errors import UserError
 
     if after_result is not None and suite != "agent-loop":
         raise UserError("--after-result is an agent-loop option")
-    if lora is not None and suite not in ("agent-loop", "extract"):
-        raise UserError("--lora is an agent-loop and extract option (the other suites build their engines elsewhere)")
+    if lora is not None and suite == "coverage":
+        raise UserError("--lora: the coverage suite loads no model (it measures the constraint compiler)")
 
 
 def _split(text: str) -> list[str]:

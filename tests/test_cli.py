@@ -72,10 +72,10 @@ def test_eval_with_missing_data_is_one_error_line(tmp_path):
     assert len(lines) == 1 and lines[0].startswith("error:"), out.output
 
 
-@pytest.mark.parametrize("suite, flag, value, says", [("bfcl", "--lora", "x", "--lora is an agent-loop and extract"),
+@pytest.mark.parametrize("suite, flag, value, says", [("coverage", "--lora", "x", "coverage suite loads no"),
                                                      ("extract", "--after-result", "null", "--after-result is")])
 def test_a_loop_option_on_another_suite_is_an_error_not_ignored(tmp_path, suite, flag, value, says):
-    data = _bfcl_dir(tmp_path) if suite == "bfcl" else tmp_path
+    data = tmp_path
     out = runner.invoke(app, ["eval", suite, "--data", str(data), flag, value])
     assert out.exit_code != 0 and says in out.output, out.output
 
@@ -146,3 +146,15 @@ def test_eval_extract_runs_the_tiny_directory(model_dir, tmp_path):
 def test_generate_and_serve_take_threads(command):
     out = runner.invoke(app, [command, "--help"], env={"COLUMNS": "200"})
     assert out.exit_code == 0 and "--threads" in out.output
+
+
+def test_the_agent_suite_runs_on_the_engine_the_options_name(model_dir, tmp_path):
+    """``eval agent`` runs itself (not item by item); ``--model`` and the other engine options used to be
+    ignored there (always the default model)."""
+    out = tmp_path / "agent.json"
+    res = runner.invoke(app, ["eval", "agent", "--model", str(model_dir), "--modes", "ar", "--limit", "1",
+                              "--out", str(out), "--threads", "1"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(out.read_text())
+    assert doc["model"] != "SmolLM2-135M-Instruct" and "SmolLM2" not in doc["model"], doc["model"]
+    assert f"--model {model_dir}" in doc["env"]["command"] and len(doc["items"]) == 1

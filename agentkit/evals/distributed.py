@@ -39,6 +39,7 @@ class RayEvalConfig:
     dtype: str = "auto"  # EngineConfig.dtype / .backend of each worker's engine
     backend: str = "auto"
     pass_width: int | None = None  # EngineConfig.pass_width
+    lora: str | None = None  # EngineConfig.lora
     seed: int = 0
     threads: int | None = 1
     num_cpus_per_worker: float = 1.0
@@ -79,7 +80,7 @@ class EvalWorker:
             self.engine = _load_factory(cfg.engine_factory)()
         else:
             self.engine = build_engine(cfg.model, cfg.seed, cfg.threads, cfg.adapter, cfg.dtype, cfg.backend,
-                                       cfg.pass_width)
+                                       cfg.pass_width, cfg.lora)
 
     def info(self) -> dict[str, str]:
         return {"model": getattr(self.engine, "name", "?"), "diffusion": diffusion_variant(self.engine)}

@@ -210,7 +210,7 @@ def _token_text(tok, t: int) -> str:
 
 
 def _command(suite, data, modes, limit, model, out, plot, seed, adapter=None, dtype="auto", backend="auto",
-             pass_width=None, prompt="default") -> str:
+             pass_width=None, prompt="default", lora=None) -> str:
     parts = ["agentkit", "eval", suite, "--data", str(data), "--modes", ",".join(modes)]
     if prompt != "default":
         parts += ["--prompt", prompt]
@@ -225,6 +225,8 @@ def _command(suite, data, modes, limit, model, out, plot, seed, adapter=None, dt
         parts += ["--model", str(model)]
     if adapter:
         parts += ["--adapter", str(adapter)]
+    if lora:
+        parts += ["--lora", str(lora)]
     parts += ["--out", str(out)]
     if plot:
         parts += ["--plot", str(plot)]
@@ -257,14 +259,15 @@ def _canvas_key(row: dict, index: int) -> tuple:
 
 def build_engine(model: str | None = None, seed: int = 0, threads: int | None = None,
                  adapter: str | Path | None = None, dtype: str = "auto", backend: str = "auto",
-                 pass_width: int | None = None):
+                 pass_width: int | None = None, lora: str | Path | None = None):
     """The engine an eval run loads (once per process: the local run's, or each Ray worker's); ``dtype``,
-    ``backend`` and ``pass_width`` as in :class:`~agentkit.config.EngineConfig`."""
+    ``backend``, ``pass_width`` and ``lora`` as in :class:`~agentkit.config.EngineConfig`."""
     from ..config import EngineConfig
     from ..engine.engine import Engine
 
     return Engine(EngineConfig(model=model, seed=seed, threads=threads, dtype=dtype, backend=backend,
-                               pass_width=pass_width, adapter_path=str(adapter) if adapter else None))
+                               pass_width=pass_width, adapter_path=str(adapter) if adapter else None,
+                               lora=str(lora) if lora else None))
 
 
 @dataclass
@@ -393,20 +396,22 @@ def run_eval(suite: str, data: Path, modes: list[str], limit: int | None = None,
              max_new_tokens: int = 512, free_max_new_tokens: int = 128, canvas_length: int = 32,
              threads: int | None = None, progress: bool = True, quiet: bool = False,
              adapter: str | Path | None = None, executor=None, dtype: str = "auto", backend: str = "auto",
-             pass_width: int | None = None, prompt: str = "default") -> dict:
+             pass_width: int | None = None, prompt: str = "default", lora: str | Path | None = None) -> dict:
     """Run ``suite`` over ``data`` in each of ``modes`` (item-major, one engine), write ``out`` (JSON, rewritten
     after every item), print a markdown table, and write plots when ``plot`` is given (``plot``, and siblings
     ``.tpf.png`` and ``.canvas.png``). ``limit``: at most this many items per data file. ``threads``: torch threads
     (None: torch's default; on a shared, loaded CPU 1 thread is several times faster than 2). ``adapter``: the
     block-diffusion adapter directory diffusion mode uses (None: the one shipped for the default model). ``dtype``,
-    ``backend``, ``pass_width``: the engine's (:class:`~agentkit.config.EngineConfig`), when the run builds it.
+    ``backend``, ``pass_width``, ``lora``: the engine's (:class:`~agentkit.config.EngineConfig`), when the run builds
+    it (a suite that runs itself, ``agent``, gets that engine too).
     ``prompt``: bfcl's system prompt, a name in :data:`agentkit.evals.bfcl.PROMPTS`.
     ``executor``: where items run (default: a :class:`LocalExecutor` on ``engine``, or on one built from
     ``model``/``adapter``); rows come back per item and are summarized here, the same for every executor. Returns
     the results."""
     data, out = Path(data), Path(out)
     modes = list(modes)  # empty: the suite's own default set
-    command = _command(suite, data, modes, limit, model, out, plot, seed, adapter, dtype, backend, pass_width, prompt)
+    command = _command(suite, data, modes, limit, model, out, plot, seed, adapter, dtype, backend, pass_width, prompt,
+                       lora)
     if prompt != "default":
         from ..errors import UserError
         from .bfcl import PROMPTS
@@ -427,6 +432,8 @@ def run_eval(suite: str, data: Path, modes: list[str], limit: int | None = None,
         executor.close()
         raise UserError(f"suite {suite!r} runs itself in one process; --ray runs item-based suites only")
     if not isinstance(impl, Suite):
+        if engine is None:  # the run's engine options hold here too (they were ignored: always the default engine)
+            engine = build_engine(model, seed, threads, adapter, dtype, backend, pass_width, lora)
         res = impl(data=data, modes=modes, limit=limit, engine=engine, seed=seed, out=out)
         if isinstance(res, Suite):
             impl = res
@@ -447,7 +454,7 @@ def run_eval(suite: str, data: Path, modes: list[str], limit: int | None = None,
     items = impl.load(data, limit)
     if executor is None:
         if engine is None:
-            engine = build_engine(model, seed, threads, adapter, dtype, backend, pass_width)
+            engine = build_engine(model, seed, threads, adapter, dtype, backend, pass_width, lora)
         elif threads:
             torch.set_num_threads(threads)
         executor = LocalExecutor(engine)
