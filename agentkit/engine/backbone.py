@@ -28,7 +28,7 @@ from transformers.cache_utils import DynamicLayer
 from ..models.head import Int8Head, int8_head_available
 from ..models.loader import LoadedModel, native_bf16
 from ..models.packed import PackedLinear
-from ..models.q4 import Q4Linear
+from ..models.q4 import Q4Linear, Q8Linear, ShortPassLinear
 from .attention import NAME as STEP_ATTENTION
 from .attention import SDPA_LIKE
 from .sizing import DEFAULT_CURVE, pieced_curve
@@ -75,6 +75,8 @@ def cost_curve(backend: str, dtype: str, lm: LoadedModel, kind: str | None = Non
     model, DEFAULT_CURVE's shape otherwise."""
     table = SHIPPED_CURVES.get(kind or cpu_kind(), {}) if lm.meta.get("default") else {}
     # an unmeasured combination reads the nearest measured one: "+packed", then "+q4" dropped
+    # (the 8-bit short passes of a merged LoRA read the 4-bit ones': the two kernels cost the same at 1-8 rows)
+    dtype = dtype.replace("+q8", "+q4")
     names = [dtype, dtype.replace("+packed", ""), dtype.split("+")[0]]
     curve = next((table[(backend, d)] for d in names if (backend, d) in table), DEFAULT_CURVE)
     out, low = {}, float("inf")
@@ -103,13 +105,14 @@ def refined_logits(hidden: torch.Tensor, head: torch.nn.Linear, k: int = REFINED
 
 def row_exact_width(model: torch.nn.Module, coarse: Int8Head | None) -> int:
     """The longest pass (positions) whose every row ``model`` computes independently of the others, or 0: its
-    decoder layers' linear layers all 4-bit (:class:`Q4Linear`, whose kernel runs rows one by one up to its
-    ``max_rows``), attention the stepwise one (``agentkit-sdpa``) on CPU, and an int8 coarse head."""
+    decoder layers' linear layers all low-bit copies whose kernel computes rows one by one up to its ``max_rows``
+    (:class:`Q4Linear`; :class:`Q8Linear` where a probe on this machine finds it so), attention the stepwise one
+    (``agentkit-sdpa``) on CPU, and an int8 coarse head."""
     if coarse is None or getattr(model.config, "_attn_implementation", None) != STEP_ATTENTION:
         return 0
     linears = [m for name, m in model.named_modules()
-               if ".layers." in f".{name}" and isinstance(m, (torch.nn.Linear, Q4Linear))]
-    if not linears or not all(type(m) is Q4Linear for m in linears):
+               if ".layers." in f".{name}" and isinstance(m, (torch.nn.Linear, ShortPassLinear))]
+    if not linears or not all(isinstance(m, ShortPassLinear) and m.rows_independent() for m in linears):
         return 0
     return min(m.max_rows for m in linears)
 
@@ -146,6 +149,8 @@ class Backbone:
         dtype = str(self.model.dtype).removeprefix("torch.")
         if any(isinstance(m, Q4Linear) for m in self.model.modules()):
             dtype += "+q4"  # short passes on 4-bit weights: its own curve
+        elif any(isinstance(m, Q8Linear) for m in self.model.modules()):
+            dtype += "+q8"  # on 8-bit copies of merged weights (the 4-bit curve: cost_curve)
         if any(isinstance(m, PackedLinear) or getattr(m, "packed_dense", None) is not None
                for m in self.model.modules()):
             dtype += "+packed"  # longer passes on prepacked weights (models/packed.py): its own curve

@@ -23,7 +23,7 @@ from ..errors import InvalidRequestError, ModelNotFoundError, UnsupportedModeErr
 from ..models.loader import DIFFUSION_GEMMA, LoadedModel, load_model, resolve_dtype
 from ..models.packed import use_packed_weights
 from ..models.q4 import MAX_ROWS as Q4_MAX_ROWS
-from ..models.q4 import safetensors_source, use_q4_steps
+from ..models.q4 import merged_source, safetensors_source, use_q4_steps
 from ..validate import check_prompt_length, check_prompt_text, min_prompt_tokens
 from .attention import use_fast_decode_attention
 from .backbone import Backbone
@@ -44,7 +44,7 @@ log = logging.getLogger("agentkit.engine")
 
 def merged_lora(lm: LoadedModel, path: str) -> LoadedModel:
     """``lm`` with the ``"ar"`` LoRA at ``path`` merged in (:func:`agentkit.models.adapter.merge_lora`); its
-    layers are dense then, so the 4-bit steps, which read the checkpoint's weights, are off."""
+    weights are off the checkpoint's 4-bit grid then, so short passes read an 8-bit copy (``_short_steps``)."""
     from ..models.adapter import merge_lora
 
     try:
@@ -113,6 +113,24 @@ class Engine:
                  f"{sum(p.numel() for p in lm.model.parameters()) / 1e6:.1f} M"
                  if getattr(lm, "model", None) is not None else "?")
 
+    def _short_steps(self, lm: LoadedModel, chose_dtype: bool) -> None:
+        """Short passes on the checkpoint's 4-bit weights (agentkit/models/q4.py), or, with a LoRA merged into
+        them, on an 8-bit copy of the checkpoint's weights plus the LoRA's deltas."""
+        float32 = self.config.q4_steps == "on" or chose_dtype  # float32 was auto's choice for this engine
+        if lm.meta.get("weights"):
+            source, int8 = safetensors_source(lm.meta["weights"]), False
+        elif lm.meta.get("lora") and lm.meta.get("base_weights"):
+            from ..models.adapter import load_adapter, lora_deltas
+
+            deltas = lora_deltas(*load_adapter(lm.meta["lora"]))
+            source, int8 = merged_source(safetensors_source(lm.meta["base_weights"]), deltas), True
+        else:
+            return
+        n = use_q4_steps(lm.model, source, float32=float32, int8=int8)
+        if n:
+            log.info("%d linear layers read %s weights in passes of up to %d positions", n,
+                     "8-bit merged" if int8 else "4-bit", Q4_MAX_ROWS)
+
     def _backbone(self, lm: LoadedModel, chose_dtype: bool = False) -> Backbone:
         if lm.kind == DIFFUSION_GEMMA:
             if self.config.pass_width:
@@ -121,11 +139,8 @@ class Engine:
             return GemmaBackbone(lm)
         if self.config.attention == "auto":
             use_fast_decode_attention(lm.model)
-        if self.config.q4_steps != "off" and lm.meta.get("weights"):
-            float32 = self.config.q4_steps == "on" or chose_dtype  # float32 was auto's choice for this engine
-            n = use_q4_steps(lm.model, safetensors_source(lm.meta["weights"]), float32=float32)
-            if n:
-                log.info("%d linear layers read 4-bit weights in passes of up to %d positions", n, Q4_MAX_ROWS)
+        if self.config.q4_steps != "off":
+            self._short_steps(lm, chose_dtype)
         if self.config.prepack == "auto" and (n := use_packed_weights(lm.model)):
             log.info("%d linear layers read weights prepacked for oneDNN in longer passes", n)
         if self.config.pass_width:

@@ -193,15 +193,18 @@ def apply_adapter(lm: LoadedModel, path: str | Path | None = None, *, copy_model
                 mask_token_id=tid, chat=lm.chat, meta=meta)
 
 
+def lora_deltas(state: dict[str, torch.Tensor], cfg: AdapterConfig) -> dict[str, torch.Tensor]:
+    """Each adapted layer's ``B @ A * scale`` (float32), by the name of the weight it is added to."""
+    return {key[: -len(".lora_a")] + ".weight": (state[key[: -len(".lora_a")] + ".lora_b"].float() @ a.float())
+            * cfg.scale for key, a in state.items() if key.endswith(".lora_a")}
+
+
 def _add_deltas(model: nn.Module, state: dict[str, torch.Tensor], cfg: AdapterConfig) -> None:
     """Add each ``B @ A * scale`` of ``state`` to its linear layer's weight (the layers dense already)."""
     with torch.no_grad():
-        for key, a in state.items():
-            if not key.endswith(".lora_a"):
-                continue
-            name = key[: -len(".lora_a")]
-            w = model.get_submodule(name).weight
-            w += ((state[name + ".lora_b"] @ a) * cfg.scale).to(w.dtype).to(w.device)
+        for name, delta in lora_deltas(state, cfg).items():
+            w = model.get_submodule(name[: -len(".weight")]).weight
+            w += delta.to(w.dtype).to(w.device)
 
 
 def merge_lora(lm: LoadedModel, path: str | Path, *, copy_model: bool = False) -> LoadedModel:
@@ -216,7 +219,9 @@ def merge_lora(lm: LoadedModel, path: str | Path, *, copy_model: bool = False) -
     model = copy.deepcopy(lm.model) if copy_model else lm.model
     dense_linears(model)
     _add_deltas(model, state, cfg)
-    # the checkpoint's 4-bit weights (the engine's 4-bit steps read them) are not these any more
-    meta = {**lm.meta, "weights": None, "lora": str(path), "lora_config": asdict(cfg)}
+    # the checkpoint's 4-bit weights (the engine's 4-bit steps read them) are not these any more; the engine's
+    # short passes read an 8-bit copy of the checkpoint's weights plus the deltas instead ("base_weights")
+    meta = {**lm.meta, "weights": None, "base_weights": lm.meta.get("weights"), "lora": str(path),
+            "lora_config": asdict(cfg)}
     return wrap(model, lm.tokenizer, name=f"{lm.name} + LoRA {Path(path).name}", kind=lm.kind,
                 bidirectional=lm.bidirectional, mask_token_id=lm.mask_token_id, chat=lm.chat, meta=meta)

@@ -88,6 +88,34 @@ def tiny_q4_llama(seed: int = 5, dtype: torch.dtype = torch.bfloat16) -> tuple[L
     return lm, source
 
 
+def tiny_merged_q4_lora(folder, dtype: torch.dtype = torch.bfloat16) -> tuple[LoadedModel, dict[str, torch.Tensor]]:
+    """:func:`tiny_q4_llama` with its checkpoint saved in ``folder`` (as the engine reads the embedded model's), a
+    random ``"ar"`` LoRA over every projection saved beside it and merged into the float32 model, then cast to
+    ``dtype`` (as ``EngineConfig.lora`` does); and the checkpoint's tensors."""
+    from pathlib import Path
+
+    from safetensors.torch import save_file
+
+    from .adapter import AdapterConfig, merge_lora, save_adapter
+
+    folder = Path(folder)
+    lm, source = tiny_q4_llama(dtype=torch.float32)
+    save_file(source, folder / "w.safetensors")
+    lm.meta["weights"] = str(folder / "w.safetensors")
+    g = torch.Generator().manual_seed(0)
+    state = {}
+    for name, w in source.items():
+        base = name[: -len(".weight")]
+        state[f"{base}.lora_a"] = torch.randn(4, w.shape[1], generator=g) * 0.05
+        state[f"{base}.lora_b"] = torch.randn(w.shape[0], 4, generator=g) * 0.05
+    cfg = AdapterConfig(rank=4, alpha=8, kind="ar", calibrate=False,
+                        targets=("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"))
+    save_adapter(folder / "lora", state, cfg)
+    merged = merge_lora(lm, folder / "lora")
+    merged.model.to(dtype)
+    return merged, source
+
+
 def tiny_diffusion_gemma(seed: int = 0, *, canvas_length: int = 8, sliding_window: int = 24) -> LoadedModel:
     """A random ~0.9 M-parameter ``DiffusionGemmaForBlockDiffusion`` over the tiny tokenizer.
 

@@ -9,7 +9,7 @@ from agentkit.engine.engine import Engine
 from agentkit.errors import InvalidRequestError
 from agentkit.models.packed import PackedLinear, prepack_available, use_packed_weights
 from agentkit.models.q4 import MAX_ROWS, Q4Linear, dense_linears, q4_groups, use_q4_steps
-from agentkit.models.tiny import quantize_q4_1, tiny_llama, tiny_q4_llama
+from agentkit.models.tiny import quantize_q4_1, tiny_llama, tiny_merged_q4_lora, tiny_q4_llama
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 needs_prepack = pytest.mark.skipif(not prepack_available(), reason="this torch has no oneDNN prepacking")
@@ -228,3 +228,48 @@ def test_copies_of_a_packed_model_pack_their_own_weights():
             assert head.packed is not None and q4.packed_dense is not None
             assert head.weight is twin.get_input_embeddings().weight
             assert torch.equal(twin(x).logits, want)
+
+
+def test_a_merged_lora_runs_short_passes_on_an_8bit_copy_of_the_merged_weights(tmp_path):
+    from agentkit.models.q4 import Q8Linear
+
+    merged, source = tiny_merged_q4_lora(tmp_path)
+    assert merged.meta["weights"] is None and merged.meta["base_weights"]  # off the 4-bit grid now
+    dense = {n: m.weight.detach().float().clone() for n, m in merged.model.named_modules()
+             if isinstance(m, torch.nn.Linear) and ".layers." in f".{n}"}
+    eng = Engine.from_loaded(merged)
+    layers = {n: m for n, m in eng.lm.model.named_modules() if isinstance(m, Q8Linear)}
+    assert len(layers) == 14 and not any(isinstance(m, Q4Linear) for m in eng.lm.model.modules())
+    name, lin = next(iter(layers.items()))
+    w = dense[name]
+    assert not torch.equal(w, source[f"{name}.weight"].bfloat16().float())  # the LoRA moved the weights
+    for rows in (1, MAX_ROWS):
+        x = torch.randn(rows, lin.in_features).bfloat16()
+        torch.testing.assert_close(lin(x).float(), x.float() @ w.t(), atol=0.05, rtol=0.02)
+    x = torch.randn(MAX_ROWS + 1, lin.in_features).bfloat16()
+    assert torch.equal(lin(x), torch.nn.functional.linear(x, lin.weight))  # long passes: the dense weights
+    out = eng.generate(PROMPTS[1], DecodeConfig(mode="ar", max_new_tokens=8), raw=True)
+    assert len(out.token_ids) == 8
+
+
+def test_the_8bit_copy_keeps_what_a_4bit_one_would_round_away(tmp_path):
+    """The merged weights' distance from the base is kept by the 8-bit copy (a 4-bit copy of the checkpoint would
+    compute the base weights' product)."""
+    from agentkit.models.q4 import Q8Linear
+
+    merged, source = tiny_merged_q4_lora(tmp_path)
+    eng = Engine.from_loaded(merged)
+    name, lin = next((n, m) for n, m in eng.lm.model.named_modules() if isinstance(m, Q8Linear))
+    base = source[f"{name}.weight"]
+    x = torch.randn(4, lin.in_features).bfloat16()
+    want = x.float() @ lin.weight.float().t() - x.float() @ base.t()  # the LoRA's share of the product
+    got = lin(x).float() - x.float() @ base.t()
+    assert torch.nn.functional.cosine_similarity(got.flatten(), want.flatten(), dim=0) > 0.95
+
+
+def test_q4_steps_off_keeps_a_merged_lora_dense(tmp_path):
+    from agentkit.models.q4 import Q8Linear
+
+    merged, _ = tiny_merged_q4_lora(tmp_path)
+    eng = Engine.from_loaded(merged, EngineConfig(q4_steps="off"))
+    assert not any(isinstance(m, (Q8Linear, Q4Linear)) for m in eng.lm.model.modules())

@@ -74,3 +74,23 @@ def test_pieced_curve_costs_long_passes_as_pieces():
     assert pieced_curve({1: 10.0, 16: 40.0}, 8) == {1: 10.0, 8: interpolate({1: 10.0, 16: 40.0}, 8), 16: 2 * interpolate({1: 10.0, 16: 40.0}, 8)}
     assert pieced_curve({1: 10.0, 20: 40.0}, 8)[20] == 2 * interpolate({1: 10.0, 20: 40.0}, 8) + interpolate(
         {1: 10.0, 20: 40.0}, 4)
+
+
+@pytest.mark.parametrize("mode", ["verify", "diffusion"])
+def test_a_merged_loras_8bit_passes_are_row_exact_where_the_probe_finds_the_kernel_so(tmp_path, mode):
+    """The 8-bit short passes of a merged LoRA (models/q4.py: Q8Linear) count for row-exact passes only where a
+    probe on this machine finds the int8 kernel computing rows one by one; where it does, verify and the causal
+    canvas equal AR bit for bit with the LoRA too."""
+    from agentkit.models.q4 import Q8Linear
+    from agentkit.models.tiny import tiny_merged_q4_lora
+
+    merged, _ = tiny_merged_q4_lora(tmp_path)
+    eng = Engine.from_loaded(merged)
+    layers = [m for m in eng.lm.model.modules() if isinstance(m, Q8Linear)]
+    assert layers and eng.backbone.exact_rows == (MAX_ROWS if all(m.rows_independent() for m in layers) else 0)
+    if not eng.backbone.exact_rows:
+        pytest.skip("the int8 kernel does not compute rows one by one on this CPU")
+    for prompt in PROMPTS:
+        ar = eng.generate(prompt, DecodeConfig(mode="ar", max_new_tokens=24), raw=True)
+        other = eng.generate(prompt, DecodeConfig(mode=mode, max_new_tokens=24, canvas_length=32), raw=True)
+        assert other.token_ids == ar.token_ids, prompt
