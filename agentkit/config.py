@@ -48,8 +48,9 @@ class EngineConfig:
     # "auto": where the checkpoint's layer weights are 4-bit groups (the embedded Q4_1 model) and the engine runs
     # on CPU in bf16, or in float32 chosen by dtype="auto" (a CPU without native bf16), passes of up to 8 positions
     # read those 4-bit weights (torch's int4 kernel, bf16 activations; agentkit/models/q4.py), longer ones the dense
-    # weights; an explicit dtype="float32" keeps float32 arithmetic. "on": the same in any CPU dtype (float32
-    # included). "off": dense weights for every pass
+    # weights; an explicit dtype="float32" keeps float32 arithmetic. With a LoRA merged in (``lora``), those passes
+    # read an 8-bit copy of the merged weights instead (the 4-bit grid would round the LoRA away). "on": the same
+    # in any CPU dtype (float32 included). "off": dense weights for every pass
     q4_steps: str = "auto"
     # "auto": a bf16 model on CPU keeps its decoder layers' dense weights also prepacked for oneDNN (its AMX/AVX-512
     # layout, reordered once instead of on every pass; agentkit/models/packed.py): prompts and passes too long for

@@ -75,7 +75,7 @@ def cost_curve(backend: str, dtype: str, lm: LoadedModel, kind: str | None = Non
     model, DEFAULT_CURVE's shape otherwise."""
     table = SHIPPED_CURVES.get(kind or cpu_kind(), {}) if lm.meta.get("default") else {}
     # an unmeasured combination reads the nearest measured one: "+packed", then "+q4" dropped
-    # (the 8-bit short passes of a merged LoRA read the 4-bit ones': the two kernels cost the same at 1-8 rows)
+    # (the 8-bit short passes of a merged LoRA read the 4-bit curve: the same shape, 1.3x its level)
     dtype = dtype.replace("+q8", "+q4")
     names = [dtype, dtype.replace("+packed", ""), dtype.split("+")[0]]
     curve = next((table[(backend, d)] for d in names if (backend, d) in table), DEFAULT_CURVE)
