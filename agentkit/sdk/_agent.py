@@ -158,6 +158,11 @@ class Agent(Generic[DepsT, OutputT]):
     wants: the coding assistant). ``after_failure``: after a failed call (``ModelRetry``, an exception, invalid
     arguments) ``"retry"`` (default) makes the next step a call, of the tool the model scores highest, while the
     failed tool has retries left, as the retry prompt asks; ``"decide"`` lets the model answer instead.
+    ``calibrate``: whether those scores are read against a content-free question's (None: as the weights declare;
+    True on the base weights, False on the loop adapter, trained on the decisions themselves). The loop adapter's raw
+    decisions suit agents like its training's (tools that answer a question); the coding assistant, a read, edit,
+    test workflow, answered at its first decision on all 6 tasks with them and edited on 6 of 6 with
+    ``calibrate=True`` (``evals/results/s23/``).
     """
 
     _instrument_default: bool | Instrumentation = False
@@ -183,9 +188,10 @@ class Agent(Generic[DepsT, OutputT]):
         decide: Decide = "scores",
         after_result: str | None = None,
         after_failure: str = "retry",
+        calibrate: bool | None = None,
     ) -> None:
         repeat_.check(on_repeat, repeat)
-        decide_.check(decide, after_result, after_failure)
+        decide_.check(decide, after_result, after_failure, calibrate)
         self.generator = as_generator(model)
         self._tools = as_tools(tools)
         self._instructions: list[Instructions] = _instruction_list(instructions)
@@ -208,7 +214,8 @@ class Agent(Generic[DepsT, OutputT]):
         self.after_result = after_result
         self.after_failure = after_failure  # the decision's rule after a failed call (_decide.AFTER_FAILURE_RULES)
         self._scorer = decide_.scorer_of(self.generator, decide)
-        if after_result is None and self._scorer is not None and not getattr(self._scorer, "calibrate", True):
+        self.calibrate = calibrate
+        if after_result is None and self._scorer is not None and not decide_.calibrates(self._scorer, calibrate):
             self.after_result = "null"
         self._null_scores = decide_.NullScores()  # the decision's baseline, shared by this agent's runs
         self._templates: dict[tuple[str, str], Template] = {}  # by (step, JSON style)
@@ -389,7 +396,7 @@ class Agent(Generic[DepsT, OutputT]):
             run.decision = run.last_decision = await decide_.decide_step(
                 self._scorer, chat, [t.name for t in offered], style, self._null_scores,
                 done=run.results.tools_done(), previous=run.last_decision, no_call=no_call, rule=self.after_result,
-                retry=self.after_failure == "retry" and self._retrying(run, offered))
+                retry=self.after_failure == "retry" and self._retrying(run, offered), calibrate=self.calibrate)
             if run.decision.tool is None:
                 return False
             template, compile_ms = self._call_template(run.decision.tool, style,

@@ -33,7 +33,10 @@ Decide = Literal["scores", "decode"]
 DECIDE: tuple[str, ...] = ("scores", "decode")
 
 
-def check(value: str, after_result: str | None = None, after_failure: str = "retry") -> None:
+def check(value: str, after_result: str | None = None, after_failure: str = "retry",
+          calibrate: bool | None = None) -> None:
+    if calibrate is not None and not isinstance(calibrate, bool):
+        raise UserError(f"calibrate must be True, False or None, got {calibrate!r}")
     if value not in DECIDE:
         raise UserError(f"decide must be one of {DECIDE}, got {value!r}")
     if after_failure not in AFTER_FAILURE_RULES:
@@ -133,13 +136,22 @@ async def _baseline(scorer: NameScorer, chat: list[dict[str, str]], options: lis
     return baseline
 
 
+def calibrates(scorer: NameScorer, calibrate: bool | None = None) -> bool:
+    """Whether a decision on ``scorer`` reads its scores against the content-free question's: ``calibrate`` when
+    given (``Agent(calibrate=...)``), else the scorer's own declaration (its ``calibrate`` attribute: False on weights
+    trained on the loop's decisions, the loop adapter), else True."""
+    return calibrate if calibrate is not None else bool(getattr(scorer, "calibrate", True))
+
+
 async def decide_step(scorer: NameScorer, chat: list[dict[str, str]], tools: list[str], style: str | None,
                       null: NullScores, *, done: tuple[str, ...] = (), previous: Decision | None = None,
-                      rule: str | None = None, no_call: str = FINAL_ANSWER, retry: bool = False) -> Decision:
+                      rule: str | None = None, no_call: str = FINAL_ANSWER, retry: bool = False,
+                      calibrate: bool | None = None) -> Decision:
     """Call or answer, and which tool, by the model's calibrated scores on ``chat`` (the tool step's messages).
     ``done``: the tools that returned a result in this run, the last one last (empty before any); ``previous``:
     this run's last decision; ``rule``: :data:`AFTER_RESULT` when None; ``retry``: the last call failed and is to
-    be retried (``after_failure="retry"``): a call of the tool the model scores highest."""
+    be retried (``after_failure="retry"``): a call of the tool the model scores highest. ``calibrate``: scores
+    against the content-free question's (None: as the scorer's weights declare, :func:`calibrates`)."""
     t0 = time.perf_counter()
     if retry:
         scores = await scorer.name_scores(chat, tools, call_head(style))
@@ -155,7 +167,7 @@ async def decide_step(scorer: NameScorer, chat: list[dict[str, str]], tools: lis
         return Decision(None, {"by": "no tool left", "tool": None}, t0, (time.perf_counter() - t0) * 1000, chat)
     options, head = [*names, no_call], call_head(style)
     scores = await scorer.name_scores(chat, options, head)
-    baseline = await _baseline(scorer, chat, options, head, null) if getattr(scorer, "calibrate", True) else None
+    baseline = await _baseline(scorer, chat, options, head, null) if calibrates(scorer, calibrate) else None
     call, info = decide.calibrated(scores, baseline, names, no_call)
     if after and previous is not None and rule in ("moved", "exclude_moved"):
         before = (previous.info.get("no_call_margin") if rule == "moved" else

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from agentkit.errors import UserError
-from agentkit.sdk import Agent, FunctionModel, tool
+from agentkit.sdk import Agent, FunctionModel, TestModel, tool
 from agentkit.sdk import _decide as d
 
 SYSTEM = {"role": "system", "content": "tools"}
@@ -208,6 +208,29 @@ async def test_weights_trained_on_the_decisions_decide_without_the_null_question
     assert Agent(raw, tools=[double]).after_result == "null"  # the rule its training traces were made with
     assert Agent(raw, tools=[double], after_result="exclude_last").after_result == "exclude_last"
     assert Agent(calibrated, tools=[double]).after_result is None  # _decide.AFTER_RESULT
+
+
+@pytest.mark.parametrize(("declared", "asked", "null_asked"), [(False, True, True), (True, False, False),
+                                                                (False, None, False), (True, None, True)])
+async def test_the_agent_can_override_what_the_weights_declare(declared, asked, null_asked):
+    """``Agent(calibrate=...)`` decides whether the scores are read against the null question; None: the weights'
+    declaration (the coding assistant sets True, so the loop adapter's raw decisions do not end its workflow)."""
+    from agentkit.decide import NULL_QUESTION
+
+    def fn(messages, info):
+        return {"name": "double", "arguments": {"x": 21}} if info.step == "tool_call" else "It is 42."
+
+    scorer = RecordingScorer(fn, calibrate=declared)
+    agent = Agent(scorer, tools=[double], calibrate=asked)
+    result = await agent.run("Double 21")
+    assert result.output == "It is 42."
+    assert (NULL_QUESTION in scorer.asked) is null_asked
+    assert (agent.after_result == "null") is (not null_asked)  # the raw rule goes with raw decisions
+
+
+def test_calibrate_must_be_a_bool_or_none():
+    with pytest.raises(UserError, match="calibrate"):
+        Agent(TestModel(), calibrate="yes")
 
 
 def test_calibrates_reads_the_merged_lora_declaration():
