@@ -163,12 +163,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default=None, help="HF model folder (default: the embedded model)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--fp32", action="store_true", help="float32 arithmetic (default: bf16 autocast on CPU)")
+    ap.add_argument("--targets", default=",".join(PROJECTIONS),
+                    help="comma-separated names of the linear layers the LoRA adapts (default: every projection)")
     for k, v in asdict(SFTConfig()).items():
         if isinstance(v, (int, float)) and not isinstance(v, bool):
             ap.add_argument(f"--{k.replace('_', '-')}", type=type(v), default=v)
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
-    cfg = SFTConfig(**{k: getattr(a, k) for k in asdict(SFTConfig()) if hasattr(a, k)}, cpu_bf16=not a.fp32)
+    targets = tuple(t.strip() for t in a.targets.split(",") if t.strip())
+    if not targets:
+        ap.error("--targets names no layer")
+    cfg = SFTConfig(**{k: getattr(a, k) for k in asdict(SFTConfig()) if hasattr(a, k) and k != "targets"},
+                    cpu_bf16=not a.fp32, targets=targets)
     lm = load_model(a.model)
     examples = [json.loads(x) for x in Path(a.traces).read_text(encoding="utf-8").splitlines() if x.strip()]
     eos = lm.tokenizer.convert_tokens_to_ids("<|im_end|>") if lm.chat else lm.eos_ids[0]

@@ -84,3 +84,25 @@ def test_a_wrong_adapter_is_a_typed_error(tmp_path):
         merged_lora(lm, str(tmp_path))
     with pytest.raises(InvalidRequestError, match="lora"):
         EngineConfig(lora=str(tmp_path), backend="llama.cpp")
+
+
+def test_the_command_line_trains_the_layers_it_names(tmp_path):
+    """``python -m agentkit.training.sft --targets q_proj,v_proj``: the adapter adapts those layers only."""
+    import json
+
+    from agentkit.training.sft import main
+
+    lm = tiny_llama(0)
+    model_dir = tmp_path / "model"
+    lm.model.save_pretrained(model_dir)
+    lm.tokenizer.save_pretrained(model_dir)
+    traces = tmp_path / "traces.jsonl"
+    traces.write_text("".join(json.dumps(e) + "\n" for e in EXAMPLES))
+    out = tmp_path / "out"
+    assert main(["--traces", str(traces), "--out", str(out), "--model", str(model_dir), "--fp32", "--steps", "2",
+                 "--batch-size", "2", "--rank", "4", "--targets", "q_proj,v_proj", "--snapshot-every", "0"]) == 0
+    state, cfg = load_adapter(out)
+    assert cfg.targets == ("q_proj", "v_proj")
+    assert {k.rsplit(".", 2)[-2] for k in state} == {"q_proj", "v_proj"}
+    with pytest.raises(SystemExit):
+        main(["--traces", str(traces), "--out", str(out), "--targets", " , "])
