@@ -249,8 +249,8 @@ def run_agent_loop(data: str | Path = TASKS_DIR, modes: list[str] | tuple[str, .
     """Every task (``kinds``/``limit`` select them) in each agentkit mode, then through each peer (against
     ``base_url``, or an ``agentkit serve`` started here); ``out`` rewritten after every run (``partial`` until the
     end); a plot at ``plot``. ``engine``: the agent's model (default: ``model``, a local model directory, or the
-    embedded default model, with the LoRA ``lora`` merged in when given; the spawned server loads the model
-    without it). ``agent_options``: more ``Agent`` keywords for every agentkit run (a loop choice being
+    embedded default model, with the LoRA ``lora`` merged in when given; so does the spawned server's; a server at
+    ``base_url`` is as it was started). ``agent_options``: more ``Agent`` keywords for every agentkit run (a loop choice being
     measured, e.g. ``{"after_result": "null"}``). ``bfcl``:
     also the single BFCL call on the one_tool/fail_once items, per mode. ``resume``: an earlier result JSON
     (e.g. a ``--limit 30`` run, or one stopped part way) whose rows for the same task, framework and mode are kept,
@@ -300,7 +300,7 @@ def run_agent_loop(data: str | Path = TASKS_DIR, modes: list[str] | tuple[str, .
                 row["bfcl_single"] = _safe_bfcl(engine, task, mode)
             publish(row)
     if peers:
-        _run_peers(tasks, peers, base_url, max_iterations, publish, kept, model)
+        _run_peers(tasks, peers, base_url, max_iterations, publish, kept, model, lora)
     publish(None, partial=False)
     if plot is not None:
         from .agent_plot import plot_agent_loop
@@ -333,7 +333,7 @@ def _safe_bfcl(engine: Any, task: AgentTask, mode: str) -> bool | None:
 
 def _run_peers(tasks: list[AgentTask], peers: list[str], base_url: str | None, max_iterations: int,
                publish: Callable[[dict[str, Any]], None], kept: dict[tuple[str, str, str], dict[str, Any]],
-               model: str | None = None) -> None:
+               model: str | None = None, lora: str | None = None) -> None:
     from contextlib import nullcontext
 
     from .agent_peers import API_KEY, run_peer, serve
@@ -344,7 +344,7 @@ def _run_peers(tasks: list[AgentTask], peers: list[str], base_url: str | None, m
         publish(kept[(peer, "server", task.id)])
     if not todo:
         return
-    with serve(model) if base_url is None else nullcontext(base_url) as url:
+    with serve(model, lora=lora) if base_url is None else nullcontext(base_url) as url:
         for task, peer in todo:
             publish(run_peer(peer, task, url, max_iterations=max_iterations, api_key=key))
 

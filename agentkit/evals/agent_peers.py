@@ -39,8 +39,10 @@ def _free_port() -> int:
 
 
 @contextmanager
-def serve(model: str | None = None, threads: int | None = 1, startup_s: float = 600.0) -> Iterator[str]:
-    """``agentkit serve`` in a subprocess for the block; yields its ``/v1`` base URL. Stopped on exit."""
+def serve(model: str | None = None, threads: int | None = 1, startup_s: float = 600.0,
+          lora: str | None = None) -> Iterator[str]:
+    """``agentkit serve`` in a subprocess for the block (``--lora lora`` when given); yields its ``/v1`` base URL.
+    Stopped on exit."""
     import httpx
 
     port = _free_port()
@@ -48,6 +50,8 @@ def serve(model: str | None = None, threads: int | None = 1, startup_s: float = 
            "--request-timeout-s", "600", "--api-key", API_KEY]
     if model:
         cmd += ["--model", model]
+    if lora:
+        cmd += ["--lora", lora]
     if threads:
         cmd += ["--threads", str(threads)]
     proc = subprocess.Popen(cmd, env={**os.environ, "OMP_NUM_THREADS": str(threads or 1)})

@@ -257,3 +257,32 @@ def test_merge_joins_runs_and_resummarizes(tmp_path):
     res = merge_results([tmp_path / "a.json", tmp_path / "b.json"], tmp_path / "m.json", tmp_path / "m.png")
     assert res["tasks"] == 5 and len(res["items"]) == 5  # one fail_once task ran in both: the first row is kept
     assert res["modes"]["ar"]["fail_once_recovered_rate"] == 0.5 and (tmp_path / "m.png").is_file()
+
+
+def test_the_spawned_server_loads_the_lora_the_run_names(monkeypatch):
+    """``agentkit eval agent-loop --peers ... --lora DIR`` without ``--base-url``: the server started for the peers
+    merges the same LoRA (it used to load the base weights, so the peers ran on other weights than the agent)."""
+    from agentkit.errors import UserError
+    from agentkit.evals import agent_peers
+
+    class Exited:
+        returncode = 3
+
+        def __init__(self, cmd, **kw):
+            self.cmd = cmd
+
+        def poll(self):
+            return self.returncode
+
+        def terminate(self):
+            pass
+
+        def wait(self, timeout=None):
+            return self.returncode
+
+        def kill(self):
+            pass
+
+    monkeypatch.setattr(agent_peers.subprocess, "Popen", Exited)
+    with pytest.raises(UserError, match=r"--lora adapters/x"), agent_peers.serve(lora="adapters/x"):
+        pass
