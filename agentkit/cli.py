@@ -6,7 +6,7 @@ import dataclasses
 import json
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -195,7 +195,9 @@ def eval_(
         EngineConfig(dtype=dtype, backend=backend, pass_width=pass_width,
                      lora=str(lora) if lora else None)  # a bad value is one error line now, not in a worker later
         data = _check_suite(suite, data)
-        _check_loop_options(suite, after_result, lora)
+        _check_unused_options(suite, after_result, {"--model": model, "--adapter": adapter, "--lora": lora,
+                                                  "--dtype": dtype, "--backend": backend, "--pass-width": pass_width,
+                                                  "--modes": modes, "--plot": plot, "--ray": ray})
         if suite == "extract":
             _eval_extract(data, modes, limit, model, out, plot, threads, dtype, backend, lora)
             return
@@ -254,13 +256,17 @@ def _eval_extract(data: Path, modes: str, limit: int | None, model: str | None, 
     print(table(report["summary"]))
 
 
-def _check_loop_options(suite: str, after_result: str | None, lora: Path | None = None) -> None:
+def _check_unused_options(suite: str, after_result: str | None, engine_options: dict[str, Any] | None = None) -> None:
+    """Options the suite would not use are an error, not ignored: ``--after-result`` outside agent-loop, and any
+    engine option (``engine_options``: flag -> value, None or the default when not given) on ``coverage``."""
     from .errors import UserError
 
     if after_result is not None and suite != "agent-loop":
         raise UserError("--after-result is an agent-loop option")
-    if lora is not None and suite == "coverage":
-        raise UserError("--lora: the coverage suite loads no model (it measures the constraint compiler)")
+    given = [flag for flag, value in (engine_options or {}).items() if value not in (None, "", "auto")]
+    if given and suite == "coverage":
+        raise UserError(f"the coverage suite loads no model and runs no modes (it measures the constraint compiler); "
+                        f"not used: {', '.join(given)}")
 
 
 def _split(text: str) -> list[str]:

@@ -72,7 +72,9 @@ def test_eval_with_missing_data_is_one_error_line(tmp_path):
     assert len(lines) == 1 and lines[0].startswith("error:"), out.output
 
 
-@pytest.mark.parametrize("suite, flag, value, says", [("coverage", "--lora", "x", "coverage suite loads no"),
+@pytest.mark.parametrize("suite, flag, value, says", [("coverage", "--lora", "x", "not used: --lora"),
+                                                     ("coverage", "--model", "x", "not used: --model"),
+                                                     ("coverage", "--dtype", "bfloat16", "not used: --dtype"),
                                                      ("extract", "--after-result", "null", "--after-result is")])
 def test_a_loop_option_on_another_suite_is_an_error_not_ignored(tmp_path, suite, flag, value, says):
     data = tmp_path
