@@ -23,6 +23,8 @@ class DecodeStats:
     blocks: int = 0
     steps_per_block: list[int] = field(default_factory=list)
     prefill_ms: float = 0.0
+    # the passes after the prefill that decode: denoiser passes, and also AR steps and verify's checking passes (the
+    # field keeps its name for the server's stats and traces); commit_ms: a finished canvas block's causal pass
     denoise_ms: float = 0.0
     commit_ms: float = 0.0
     constraint_ms: float = 0.0  # mask computation (part of denoise/commit time)
