@@ -28,7 +28,7 @@ from transformers.cache_utils import DynamicLayer
 from ..models.head import Int8Head, int8_head_available
 from ..models.loader import LoadedModel, native_bf16
 from ..models.packed import PackedLinear
-from ..models.q4 import Q4Linear, Q8Linear, ShortPassLinear
+from ..models.q4 import ShortPassLinear
 from .attention import NAME as STEP_ATTENTION
 from .attention import SDPA_LIKE
 from .sizing import DEFAULT_CURVE, pieced_curve
@@ -75,8 +75,6 @@ def cost_curve(backend: str, dtype: str, lm: LoadedModel, kind: str | None = Non
     model, DEFAULT_CURVE's shape otherwise."""
     table = SHIPPED_CURVES.get(kind or cpu_kind(), {}) if lm.meta.get("default") else {}
     # an unmeasured combination reads the nearest measured one: "+packed", then "+q4" dropped
-    # (the 8-bit short passes of a merged LoRA read the 4-bit curve: the same shape, 1.3x its level)
-    dtype = dtype.replace("+q8", "+q4")
     names = [dtype, dtype.replace("+packed", ""), dtype.split("+")[0]]
     curve = next((table[(backend, d)] for d in names if (backend, d) in table), DEFAULT_CURVE)
     out, low = {}, float("inf")
@@ -147,10 +145,8 @@ class Backbone:
         self.device = next(lm.model.parameters()).device
         self.shift = True  # position i is predicted from the output at i-1 (AR head; Dream/Fast-dLLM v2)
         dtype = str(self.model.dtype).removeprefix("torch.")
-        if any(isinstance(m, Q4Linear) for m in self.model.modules()):
-            dtype += "+q4"  # short passes on 4-bit weights: its own curve
-        elif any(isinstance(m, Q8Linear) for m in self.model.modules()):
-            dtype += "+q8"  # on 8-bit copies of merged weights (the 4-bit curve: cost_curve)
+        if any(isinstance(m, ShortPassLinear) for m in self.model.modules()):
+            dtype += "+q4"  # short passes on low-bit copies: its own curve (8-bit ones, a merged LoRA's: the same shape)
         if any(isinstance(m, PackedLinear) or getattr(m, "packed_dense", None) is not None
                for m in self.model.modules()):
             dtype += "+packed"  # longer passes on prepacked weights (models/packed.py): its own curve

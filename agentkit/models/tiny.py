@@ -108,8 +108,8 @@ def tiny_merged_q4_lora(folder, dtype: torch.dtype = torch.bfloat16) -> tuple[Lo
         base = name[: -len(".weight")]
         state[f"{base}.lora_a"] = torch.randn(4, w.shape[1], generator=g) * 0.05
         state[f"{base}.lora_b"] = torch.randn(w.shape[0], 4, generator=g) * 0.05
-    cfg = AdapterConfig(rank=4, alpha=8, kind="ar", calibrate=False,
-                        targets=("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"))
+    targets = tuple(dict.fromkeys(name.rsplit(".", 2)[-2] for name in source))  # every projection
+    cfg = AdapterConfig(rank=4, alpha=8, kind="ar", calibrate=False, targets=targets)
     save_adapter(folder / "lora", state, cfg)
     merged = merge_lora(lm, folder / "lora")
     merged.model.to(dtype)

@@ -215,7 +215,7 @@ class Agent(Generic[DepsT, OutputT]):
         self.after_failure = after_failure  # the decision's rule after a failed call (_decide.AFTER_FAILURE_RULES)
         self._scorer = decide_.scorer_of(self.generator, decide)
         self.calibrate = calibrate
-        if after_result is None and self._scorer is not None and not decide_.calibrates(self._scorer, calibrate):
+        if after_result is None and self._scorer is not None and not decide_.decides_calibrated(self._scorer, calibrate):
             self.after_result = "null"
         self._null_scores = decide_.NullScores()  # the decision's baseline, shared by this agent's runs
         self._templates: dict[tuple[str, str], Template] = {}  # by (step, JSON style)

@@ -136,7 +136,7 @@ async def _baseline(scorer: NameScorer, chat: list[dict[str, str]], options: lis
     return baseline
 
 
-def calibrates(scorer: NameScorer, calibrate: bool | None = None) -> bool:
+def decides_calibrated(scorer: NameScorer, calibrate: bool | None = None) -> bool:
     """Whether a decision on ``scorer`` reads its scores against the content-free question's: ``calibrate`` when
     given (``Agent(calibrate=...)``), else the scorer's own declaration (its ``calibrate`` attribute: False on weights
     trained on the loop's decisions, the loop adapter), else True."""
@@ -151,7 +151,7 @@ async def decide_step(scorer: NameScorer, chat: list[dict[str, str]], tools: lis
     ``done``: the tools that returned a result in this run, the last one last (empty before any); ``previous``:
     this run's last decision; ``rule``: :data:`AFTER_RESULT` when None; ``retry``: the last call failed and is to
     be retried (``after_failure="retry"``): a call of the tool the model scores highest. ``calibrate``: scores
-    against the content-free question's (None: as the scorer's weights declare, :func:`calibrates`)."""
+    against the content-free question's (None: as the scorer's weights declare, :func:`decides_calibrated`)."""
     t0 = time.perf_counter()
     if retry:
         scores = await scorer.name_scores(chat, tools, call_head(style))
@@ -167,7 +167,7 @@ async def decide_step(scorer: NameScorer, chat: list[dict[str, str]], tools: lis
         return Decision(None, {"by": "no tool left", "tool": None}, t0, (time.perf_counter() - t0) * 1000, chat)
     options, head = [*names, no_call], call_head(style)
     scores = await scorer.name_scores(chat, options, head)
-    baseline = await _baseline(scorer, chat, options, head, null) if calibrates(scorer, calibrate) else None
+    baseline = await _baseline(scorer, chat, options, head, null) if decides_calibrated(scorer, calibrate) else None
     call, info = decide.calibrated(scores, baseline, names, no_call)
     if after and previous is not None and rule in ("moved", "exclude_moved"):
         before = (previous.info.get("no_call_margin") if rule == "moved" else
