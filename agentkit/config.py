@@ -15,7 +15,7 @@ Sampler = Literal["auto", "jacobi", "mask", "uniform"]
 DTYPES: tuple[str, ...] = ("auto", "float32", "bfloat16")
 BACKENDS: tuple[str, ...] = ("auto", "torch", "llama.cpp")
 ATTENTIONS: tuple[str, ...] = ("auto", "sdpa")
-Q4_STEPS: tuple[str, ...] = ("auto", "on", "off")
+Q4_STEPS: tuple[str, ...] = ("auto", "on", "off", "int8")
 PREPACK: tuple[str, ...] = ("auto", "off")
 ROW_EXACT: tuple[str, ...] = ("auto", "off")
 
@@ -49,8 +49,10 @@ class EngineConfig:
     # on CPU in bf16, or in float32 chosen by dtype="auto" (a CPU without native bf16), passes of up to 8 positions
     # read those 4-bit weights (torch's int4 kernel, bf16 activations; agentkit/models/q4.py), longer ones the dense
     # weights; an explicit dtype="float32" keeps float32 arithmetic. With a LoRA merged in (``lora``), those passes
-    # read an 8-bit copy of the merged weights instead (the 4-bit grid would round the LoRA away). "on": the same
-    # in any CPU dtype (float32 included). "off": dense weights for every pass
+    # read 4-bit grids fitted to the merged weights (GPTQ on agent-loop text, once per adapter, cached:
+    # agentkit/models/gptq.py; the checkpoint's grid would round the LoRA away). "on": the same in any CPU dtype
+    # (float32 included). "int8": as "auto", but a merged LoRA's passes read an 8-bit copy of its weights (1.3x a
+    # 4-bit step; no fitting). "off": dense weights for every pass
     q4_steps: str = "auto"
     # "auto": a bf16 model on CPU keeps its decoder layers' dense weights also prepacked for oneDNN (its AMX/AVX-512
     # layout, reordered once instead of on every pass; agentkit/models/packed.py): prompts and passes too long for

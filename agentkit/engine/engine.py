@@ -20,10 +20,11 @@ from ..constrain.nodes import Template, json_lines
 from ..constrain.runtime import TokenConstraint
 from ..constrain.vocab import token_vocab
 from ..errors import InvalidRequestError, ModelNotFoundError, UnsupportedModeError, UserError
+from ..models.gptq import lora_grids
 from ..models.loader import DIFFUSION_GEMMA, LoadedModel, load_model, resolve_dtype
 from ..models.packed import use_packed_weights
 from ..models.q4 import MAX_ROWS as Q4_MAX_ROWS
-from ..models.q4 import merged_source, safetensors_source, use_q4_steps
+from ..models.q4 import merged_source, q4_applies, safetensors_source, use_q4_steps
 from ..validate import check_prompt_length, check_prompt_text, min_prompt_tokens
 from .attention import use_fast_decode_attention
 from .backbone import Backbone
@@ -115,21 +116,29 @@ class Engine:
 
     def _short_steps(self, lm: LoadedModel, chose_dtype: bool) -> None:
         """Short passes on the checkpoint's 4-bit weights (agentkit/models/q4.py), or, with a LoRA merged into
-        them, on an 8-bit copy of the checkpoint's weights plus the LoRA's deltas."""
+        them, on 4-bit grids fitted to the merged weights (agentkit/models/gptq.py; ``q4_steps="int8"``: an 8-bit
+        copy of them)."""
         float32 = self.config.q4_steps == "on" or chose_dtype  # float32 was auto's choice for this engine
+        if not q4_applies(lm.model, float32):
+            return
+        grids, int8 = None, False
         if lm.meta.get("weights"):
-            source, int8 = safetensors_source(lm.meta["weights"]), False
+            source = safetensors_source(lm.meta["weights"])
         elif lm.meta.get("lora") and lm.meta.get("base_weights"):
             from ..models.adapter import load_adapter, lora_deltas
 
             deltas = lora_deltas(*load_adapter(lm.meta["lora"]))
-            source, int8 = merged_source(safetensors_source(lm.meta["base_weights"]), deltas), True
+            source = merged_source(safetensors_source(lm.meta["base_weights"]), deltas)
+            if self.config.q4_steps == "int8":
+                int8 = True
+            else:
+                grids = lora_grids(lm, deltas, source)
         else:
             return
-        n = use_q4_steps(lm.model, source, float32=float32, int8=int8)
+        n = use_q4_steps(lm.model, source, float32=float32, int8=int8, grids=grids)
         if n:
             log.info("%d linear layers read %s weights in passes of up to %d positions", n,
-                     "8-bit merged" if int8 else "4-bit", Q4_MAX_ROWS)
+                     "8-bit merged" if int8 else "fitted 4-bit" if grids else "4-bit", Q4_MAX_ROWS)
 
     def _backbone(self, lm: LoadedModel, chose_dtype: bool = False) -> Backbone:
         if lm.kind == DIFFUSION_GEMMA:

@@ -135,21 +135,32 @@ class Q8Linear(ShortPassLinear):
 _INT8_ROWS: dict[tuple[int, int, int], bool] = {}  # Q8Linear.rows_independent's probes, by shape
 
 
+def q4_applies(model: torch.nn.Module, float32: bool = False) -> bool:
+    """Whether :func:`use_q4_steps` would replace layers of ``model``: a bf16 model on CPU, or a float32 one when
+    ``float32``."""
+    p = next(model.parameters())
+    return p.dtype in ((torch.bfloat16, torch.float32) if float32 else (torch.bfloat16,)) and p.device.type == "cpu"
+
+
 def use_q4_steps(model: torch.nn.Module, source: Callable[[str], torch.Tensor | None],
-                 max_rows: int = MAX_ROWS, float32: bool = False, int8: bool = False) -> int:
+                 max_rows: int = MAX_ROWS, float32: bool = False, int8: bool = False,
+                 grids: dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] | None = None) -> int:
     """Replace each bias-free linear layer of ``model``'s decoder layers whose float32 weight (``source(name)``,
     the checkpoint's tensor for parameter ``name``; None: unknown) is a 4-bit group quantization by a
     :class:`Q4Linear`, and with ``int8`` any other by a :class:`Q8Linear` (``source`` then gives the merged
     weights: :func:`merged_source`). For a bf16 model on CPU, and a float32 one when ``float32`` (the engine asks
     for it where float32 was its ``dtype="auto"`` choice: a CPU without native bf16, where the kernel's bf16 path
     still reads a quarter of the bytes; an explicit float32 engine keeps float32 arithmetic); returns how many
-    were replaced."""
-    p = next(model.parameters())
-    if p.dtype not in ((torch.bfloat16, torch.float32) if float32 else (torch.bfloat16,)) or p.device.type != "cpu":
+    were replaced. ``grids``: a 4-bit grid ``(q, d, m)`` by layer name that takes precedence (fitted to a merged
+    LoRA's weights: :mod:`.gptq`)."""
+    if not q4_applies(model, float32):
         return 0
     swaps = []
     for name, mod in model.named_modules():
         if type(mod) is not torch.nn.Linear or mod.bias is not None or ".layers." not in f".{name}":
+            continue
+        if grids and name in grids:
+            swaps.append((name, Q4Linear(mod, *grids[name], max_rows=max_rows)))
             continue
         w = source(f"{name}.weight")
         if w is None or tuple(w.shape) != tuple(mod.weight.shape):

@@ -230,36 +230,81 @@ def test_copies_of_a_packed_model_pack_their_own_weights():
             assert torch.equal(twin(x).logits, want)
 
 
-def test_a_merged_lora_runs_short_passes_on_an_8bit_copy_of_the_merged_weights(tmp_path):
-    from agentkit.models.q4 import Q8Linear
+@pytest.fixture
+def grid_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("AGENTKIT_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "grids"
 
+
+def _merged_dense(merged) -> dict[str, torch.Tensor]:
+    return {n: m.weight.detach().float().clone() for n, m in merged.model.named_modules()
+            if isinstance(m, torch.nn.Linear) and ".layers." in f".{n}"}
+
+
+def test_a_merged_lora_runs_short_passes_on_4bit_grids_fitted_to_its_weights(tmp_path, grid_cache):
     merged, source = tiny_merged_q4_lora(tmp_path)
-    assert merged.meta["weights"] is None and merged.meta["base_weights"]  # off the 4-bit grid now
-    dense = {n: m.weight.detach().float().clone() for n, m in merged.model.named_modules()
-             if isinstance(m, torch.nn.Linear) and ".layers." in f".{n}"}
+    assert merged.meta["weights"] is None and merged.meta["base_weights"]  # off the checkpoint's grid now
+    dense = _merged_dense(merged)
     eng = Engine.from_loaded(merged)
-    layers = {n: m for n, m in eng.lm.model.named_modules() if isinstance(m, Q8Linear)}
-    assert len(layers) == 14 and not any(isinstance(m, Q4Linear) for m in eng.lm.model.modules())
-    name, lin = next(iter(layers.items()))
-    w = dense[name]
-    assert not torch.equal(w, source[f"{name}.weight"].bfloat16().float())  # the LoRA moved the weights
-    for rows in (1, MAX_ROWS):
-        x = torch.randn(rows, lin.in_features).bfloat16()
-        torch.testing.assert_close(lin(x).float(), x.float() @ w.t(), atol=0.05, rtol=0.02)
-    x = torch.randn(MAX_ROWS + 1, lin.in_features).bfloat16()
-    assert torch.equal(lin(x), torch.nn.functional.linear(x, lin.weight))  # long passes: the dense weights
+    layers = {n: m for n, m in eng.lm.model.named_modules() if isinstance(m, Q4Linear)}
+    assert len(layers) == 14 and len(list(grid_cache.glob("*.safetensors"))) == 1
+    for name, lin in layers.items():
+        w = dense[name]
+        assert not torch.equal(w, source[f"{name}.weight"].bfloat16().float())  # the LoRA moved the weights
+        x = torch.randn(MAX_ROWS, lin.in_features).bfloat16()
+        got, want = lin(x).float(), x.float() @ w.t()
+        assert (got - want).norm() < 0.15 * want.norm(), name  # a 4-bit grid of the merged weights
+        x = torch.randn(MAX_ROWS + 1, lin.in_features).bfloat16()
+        assert torch.equal(lin(x), torch.nn.functional.linear(x, lin.weight))  # long passes: the dense weights
     out = eng.generate(PROMPTS[1], DecodeConfig(mode="ar", max_new_tokens=8), raw=True)
     assert len(out.token_ids) == 8
 
 
-def test_the_8bit_copy_keeps_what_a_4bit_one_would_round_away(tmp_path):
-    """The merged weights' distance from the base is kept by the 8-bit copy (a 4-bit copy of the checkpoint would
-    compute the base weights' product)."""
+def test_fitted_grids_are_read_back_from_the_cache(tmp_path, grid_cache, monkeypatch):
+    from agentkit.models import gptq
+
+    first = Engine.from_loaded(tiny_merged_q4_lora(tmp_path)[0])
+    monkeypatch.setattr(gptq, "fit_grid", lambda *a, **k: (_ for _ in ()).throw(AssertionError("refitted")))
+    again = Engine.from_loaded(tiny_merged_q4_lora(tmp_path)[0])
+    a = {n: m.packed for n, m in first.lm.model.named_modules() if isinstance(m, Q4Linear)}
+    b = {n: m.packed for n, m in again.lm.model.named_modules() if isinstance(m, Q4Linear)}
+    assert a.keys() == b.keys() and all(torch.equal(a[n], b[n]) for n in a)
+
+
+def test_gptq_keeps_a_layers_outputs_closer_than_rounding_does():
+    """On inputs with the calibration's second moment, GPTQ's grid computes the layer's outputs closer to the
+    float32 weights' than rounding each weight onto a fresh grid of the same form."""
+    from agentkit.models.gptq import dequantized, fit_grid
+
+    g = torch.Generator().manual_seed(0)
+    mix = torch.randn(64, 64, generator=g)
+    x = torch.randn(2048, 64, generator=g) @ mix  # correlated inputs, as activations are
+    w = torch.randn(48, 64, generator=g) * 0.1
+    q, d, m = fit_grid(w, x.t() @ x / len(x))
+    assert q.dtype == torch.int32 and int(q.min()) >= 0 and int(q.max()) <= 15 and d.shape == (48, 2)
+    gm = w.view(48, 2, 32)
+    lo = gm.min(-1).values
+    step = (gm.max(-1).values - lo) / 15
+    rtn = (((gm - lo[..., None]) / step[..., None]).round() * step[..., None] + lo[..., None]).view(48, 64)
+    err = lambda v: (x @ v.t() - x @ w.t()).norm().item()
+    assert err(dequantized((q, d, m))) < 0.85 * err(rtn)  # 0.70 here; without the error feedback, 1.0
+
+
+def test_q4_steps_int8_puts_a_merged_lora_on_an_8bit_copy(tmp_path, grid_cache):
+    """``q4_steps="int8"``: the merged weights' 8-bit copy, which keeps what the checkpoint's 4-bit grid would
+    round away (no grids fitted)."""
     from agentkit.models.q4 import Q8Linear
 
     merged, source = tiny_merged_q4_lora(tmp_path)
-    eng = Engine.from_loaded(merged)
-    name, lin = next((n, m) for n, m in eng.lm.model.named_modules() if isinstance(m, Q8Linear))
+    dense = _merged_dense(merged)
+    eng = Engine.from_loaded(merged, EngineConfig(q4_steps="int8"))
+    layers = {n: m for n, m in eng.lm.model.named_modules() if isinstance(m, Q8Linear)}
+    assert len(layers) == 14 and not any(isinstance(m, Q4Linear) for m in eng.lm.model.modules())
+    assert not grid_cache.exists()
+    name, lin = next(iter(layers.items()))
+    for rows in (1, MAX_ROWS):
+        x = torch.randn(rows, lin.in_features).bfloat16()
+        torch.testing.assert_close(lin(x).float(), x.float() @ dense[name].t(), atol=0.05, rtol=0.02)
     base = source[f"{name}.weight"]
     x = torch.randn(4, lin.in_features).bfloat16()
     want = x.float() @ lin.weight.float().t() - x.float() @ base.t()  # the LoRA's share of the product
@@ -267,9 +312,10 @@ def test_the_8bit_copy_keeps_what_a_4bit_one_would_round_away(tmp_path):
     assert torch.nn.functional.cosine_similarity(got.flatten(), want.flatten(), dim=0) > 0.95
 
 
-def test_q4_steps_off_keeps_a_merged_lora_dense(tmp_path):
+def test_q4_steps_off_keeps_a_merged_lora_dense(tmp_path, grid_cache):
     from agentkit.models.q4 import Q8Linear
 
     merged, _ = tiny_merged_q4_lora(tmp_path)
     eng = Engine.from_loaded(merged, EngineConfig(q4_steps="off"))
     assert not any(isinstance(m, (Q8Linear, Q4Linear)) for m in eng.lm.model.modules())
+    assert not grid_cache.exists()

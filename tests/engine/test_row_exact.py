@@ -85,11 +85,29 @@ def test_a_merged_loras_8bit_passes_are_row_exact_where_the_probe_finds_the_kern
     from agentkit.models.tiny import tiny_merged_q4_lora
 
     merged, _ = tiny_merged_q4_lora(tmp_path)
-    eng = Engine.from_loaded(merged)
+    eng = Engine.from_loaded(merged, EngineConfig(q4_steps="int8"))
     layers = [m for m in eng.lm.model.modules() if isinstance(m, Q8Linear)]
     assert layers and eng.backbone.exact_rows == (MAX_ROWS if all(m.rows_independent() for m in layers) else 0)
     if not eng.backbone.exact_rows:
         pytest.skip("the int8 kernel does not compute rows one by one on this CPU")
+    for prompt in PROMPTS:
+        ar = eng.generate(prompt, DecodeConfig(mode="ar", max_new_tokens=24), raw=True)
+        other = eng.generate(prompt, DecodeConfig(mode=mode, max_new_tokens=24, canvas_length=32), raw=True)
+        assert other.token_ids == ar.token_ids, prompt
+
+
+@pytest.mark.parametrize("mode", ["verify", "diffusion"])
+def test_a_merged_loras_fitted_4bit_passes_are_row_exact(tmp_path, monkeypatch, mode):
+    """A merged LoRA's short passes on fitted 4-bit grids (models/gptq.py) run the int4 kernel, row by row: verify
+    and the causal canvas equal AR bit for bit with the LoRA."""
+    from agentkit.models.q4 import Q4Linear
+    from agentkit.models.tiny import tiny_merged_q4_lora
+
+    monkeypatch.setenv("AGENTKIT_CACHE", str(tmp_path / "cache"))
+    merged, _ = tiny_merged_q4_lora(tmp_path)
+    eng = Engine.from_loaded(merged)
+    assert sum(isinstance(m, Q4Linear) for m in eng.lm.model.modules()) == 14
+    assert eng.backbone.exact_rows == MAX_ROWS
     for prompt in PROMPTS:
         ar = eng.generate(prompt, DecodeConfig(mode="ar", max_new_tokens=24), raw=True)
         other = eng.generate(prompt, DecodeConfig(mode=mode, max_new_tokens=24, canvas_length=32), raw=True)
