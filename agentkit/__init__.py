@@ -70,7 +70,7 @@ def __getattr__(name: str):
         from .constrain.compiler import compile_schema
 
         return compile_schema
-    if name == "LOOP_ADAPTER":  # the loop adapter's folder, for default_engine(lora=...) / EngineConfig.lora
+    if name == "LOOP_ADAPTER":  # the loop adapter's folder (the default model merges it unless lora="none")
         from .models.adapter import LOOP_DIR
 
         return str(LOOP_DIR)

@@ -182,8 +182,9 @@ def eval_(
                                      "BFCL call on the same items, per mode"),
     resume: Path | None = typer.Option(None, help="agent-loop: keep the rows of this earlier result JSON (same "
                                        "task, framework and mode) instead of rerunning them"),
-    lora: Path | None = typer.Option(None, help="a LoRA merged into the weights (EngineConfig.lora, e.g. "
-                                     "adapters/smollm2-135m-loop)"),
+    lora: Path | None = typer.Option(None, help="a LoRA merged into the weights (EngineConfig.lora); 'none': "
+                                     "the weights as loaded; default: the model's own (the default model's: its "
+                                     "loop adapter, adapters/smollm2-135m-loop)"),
     after_result: str | None = typer.Option(None, help="agent-loop: the Agent's decision rule after a tool result "
                                             "(exclude_last, exclude_done, exclude_moved, moved, null; default: the "
                                             "Agent's)"),
@@ -466,8 +467,9 @@ def serve(
                                                "at most 512)"),
     prompt_chunk: int = typer.Option(128, help="the prompt pass's longest piece, in tokens (it is also cut at "
                                      "each chat message); 0: one pass, no prefix cache"),
-    lora: Path | None = typer.Option(None, help="a LoRA merged into the weights (EngineConfig.lora, e.g. "
-                                     "adapters/smollm2-135m-loop)"),
+    lora: Path | None = typer.Option(None, help="a LoRA merged into the weights (EngineConfig.lora); 'none': "
+                                     "the weights as loaded; default: the model's own (the default model's: its "
+                                     "loop adapter, adapters/smollm2-135m-loop)"),
     log_level: str = typer.Option("info", help="uvicorn log level"),
     ray: bool = typer.Option(False, "--ray", help="serve as Ray Serve replicas (each one engine)"),
     ray_address: str = typer.Option("local", help="with --ray: 'local' (start Ray here) or a cluster address"),

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from agentkit.config import EngineConfig
+from agentkit.config import NO_LORA, EngineConfig
 from agentkit.engine.engine import Engine
 from agentkit.evals.report import environment, write_json_atomic
 from agentkit.models.q4 import GROUP, Q4Linear, Q8Linear
@@ -109,7 +109,7 @@ def main() -> None:
     merged32 = {n: m.weight.detach().clone() for n, m in ref.named_modules()
                 if ".layers." in n and isinstance(m, torch.nn.Linear)}
     del ref
-    models = {"base (4-bit short passes)": Engine(EngineConfig(threads=1)).lm.model,
+    models = {"base (4-bit short passes)": Engine(EngineConfig(lora=NO_LORA, threads=1)).lm.model,
               "LoRA, fitted 4-bit grids (the engine's)": Engine(EngineConfig(lora=a.lora, threads=1)).lm.model,
               "LoRA, 8-bit copy (q4_steps=int8)": Engine(EngineConfig(lora=a.lora, q4_steps="int8", threads=1)).lm.model,
               "LoRA, dense": Engine(EngineConfig(lora=a.lora, q4_steps="off", threads=1)).lm.model}

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from peers_merge import sign_test  # evals/peers_merge.py (this script's folder is on sys.path)
 
-from agentkit.config import EngineConfig
+from agentkit.config import NO_LORA, EngineConfig
 from agentkit.engine.engine import Engine
 from agentkit.evals.report import write_json_atomic
 from agentkit.evals.runner import run_eval
@@ -32,7 +32,7 @@ def main() -> None:
     a = ap.parse_args()
     out = Path(a.out)
     runs = {}
-    for name, lora in (("base", None), ("lora", a.lora)):
+    for name, lora in (("base", NO_LORA), ("lora", a.lora)):
         engine = Engine(EngineConfig(threads=a.threads, lora=lora))
         runs[name] = run_eval("bfcl", Path(a.data), [a.mode], a.limit, engine=engine, threads=a.threads,
                               out=out.with_suffix(f".{name}.json"), quiet=True, progress=False)

@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     import torch
 
-    from agentkit.config import EngineConfig
+    from agentkit.config import NO_LORA, EngineConfig
     from agentkit.engine.engine import Engine
     from agentkit.evals import bfcl
     from agentkit.evals.peers import load_peers, run_peer
@@ -121,14 +121,15 @@ def main(argv: list[str] | None = None) -> dict:
 
     torch.set_num_threads(args.threads)
     variants = [m.strip() for m in args.modes.split(",") if m.strip()]
-    ecfg = EngineConfig(threads=args.threads, dtype=args.dtype, backend=args.backend)
+    # the peers run the checkpoint's weights as loaded, so agentkit does too (no loop adapter: lora="none")
+    ecfg = EngineConfig(threads=args.threads, dtype=args.dtype, backend=args.backend, lora=NO_LORA)
     engines: dict[tuple, Engine] = {}
 
     def engine_for(key: tuple[str, int | None, str, str, str, str, str]) -> Engine:
         dtype, width, backend, attention, q4, prepack, rows = key
         cfg = EngineConfig(threads=args.threads, dtype=dtype or args.dtype, backend=backend or args.backend,
                            pass_width=width, attention=attention or "auto", q4_steps=q4 or "auto",
-                           prepack=prepack or "auto", row_exact=rows or "auto")
+                           prepack=prepack or "auto", row_exact=rows or "auto", lora=NO_LORA)
         k = (cfg.dtype, cfg.pass_width, cfg.backend, cfg.attention, cfg.q4_steps, cfg.prepack, cfg.row_exact)
         if k not in engines:
             engines[k] = Engine(cfg)

@@ -43,9 +43,9 @@ def run(agent, task: str, want: float) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dtypes", default="auto,float32")
-    ap.add_argument("--modes", default="diffusion,ar", help="the tool-call step's mode (the example's: diffusion)")
+    ap.add_argument("--modes", default="diffusion,ar", help="the tool-call step's mode (the example's: the calibrated one, ar on CPU)")
     ap.add_argument("--out", required=True)
-    ap.add_argument("--lora", default=None, help="a LoRA merged into the weights (EngineConfig.lora)")
+    ap.add_argument("--lora", default=None, help="EngineConfig.lora (none: the weights as loaded; default: the model's own)")
     args = ap.parse_args(argv)
     from unit_converter import build_agent
 

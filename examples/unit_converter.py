@@ -1,10 +1,11 @@
-"""A small tool-using agent: unit conversions. The tool call decodes under the tool's schema in diffusion mode
-(on the default model it reads the units' direction right where ar-constrained swaps them); the final reply is
-free text (AR). It runs on the default model with the loop adapter merged in (``LOOP_ADAPTER``, a LoRA taught on the
-agent loop's own traces: adapters/smollm2-135m-loop/MODEL_CARD.md); on it the 135M model gets 5 of 8 conversions
-right in bf16, 4 on the base weights (``python evals/unit_conversions.py --lora ...``).
+"""A small tool-using agent: unit conversions. The tool call decodes under the tool's schema (in the calibrated
+mode: ar-constrained on a CPU; ``RoutingPolicy(tool_call="diffusion")`` sends it to the block-diffusion canvas); the
+final reply is free text (AR). It runs on the default engine, whose weights have the loop adapter merged in (a LoRA
+taught on the agent loop's own traces: adapters/smollm2-135m-loop/MODEL_CARD.md); with it the 135M model gets 5 of 8
+conversions right in bf16 with AR tool steps (all 8 finished), 5 with diffusion ones (6 finished); in float32 4 and 7
+(``python evals/unit_conversions.py [--lora none]``, evals/results/s24/).
 
-    python examples/unit_converter.py "Turn 2 miles into meters."
+    python examples/unit_converter.py "How many km is 26.2 miles?"
     agentkit run examples/unit_converter.py:agent "Convert 100 F to C" --trace trace.jsonl
 
 One tool with the units as the question writes them ("miles", "F", "kg") suits a small model better than one tool
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import sys
 
-from agentkit import LOOP_ADAPTER, Agent, Limits, ModelRetry, RoutingPolicy, default_engine, tool
+from agentkit import Agent, Limits, ModelRetry, default_engine, tool
 
 # unit -> (quantity, factor to the quantity's base unit); temperatures are converted apart
 _UNITS = {
@@ -65,11 +66,10 @@ def convert(value: float, from_unit: str, to_unit: str) -> float:
 
 def build_agent(model=None) -> Agent:
     return Agent(
-        model if model is not None else default_engine(lora=LOOP_ADAPTER),
+        model if model is not None else default_engine(),
         tools=[convert],
         instructions="You convert units. Call the convert tool with the number and the units from the question, "
                      "then answer in one short sentence.",
-        routing=RoutingPolicy(tool_call="diffusion"),
         limits=Limits(max_iterations=4),
         name="unit-converter",
     )
@@ -86,7 +86,7 @@ agent = _LazyAgent()
 
 
 if __name__ == "__main__":
-    task = sys.argv[1] if len(sys.argv) > 1 else "Turn 2 miles into meters."
+    task = sys.argv[1] if len(sys.argv) > 1 else "How many km is 26.2 miles?"
     result = build_agent().run_sync(task)
     print(result.output)
     print(result.trace.render())

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from .. import _threads
-from ..config import DecodeConfig, EngineConfig
+from ..config import NO_LORA, DecodeConfig, EngineConfig
 from ..constrain.limits import Cancel, CompileLimits
 from ..constrain.nodes import Template, json_lines
 from ..constrain.runtime import TokenConstraint
@@ -43,9 +43,27 @@ _CONSTRAINTS_LOCK = threading.Lock()  # guards every Engine's LRU of token autom
 log = logging.getLogger("agentkit.engine")
 
 
+def engine_lora(config: EngineConfig) -> str | None:
+    """The LoRA a torch engine merges: ``EngineConfig.lora``'s path, none for ``"none"``, and for None the model's
+    own: the loop adapter for the embedded default model (``agentkit.models.adapter.LOOP_DIR``)."""
+    from ..models.adapter import FILE, LOOP_DIR
+
+    if config.lora == NO_LORA:
+        return None
+    if config.lora is not None:
+        return config.lora
+    if config.model is not None:
+        return None
+    if not (LOOP_DIR / FILE).is_file():  # an install without the repository's adapters/ folder
+        log.warning("the default model's loop adapter is not at %s: the weights as loaded (EngineConfig.lora)",
+                    LOOP_DIR)
+        return None
+    return str(LOOP_DIR)
+
+
 def merged_lora(lm: LoadedModel, path: str) -> LoadedModel:
     """``lm`` with the ``"ar"`` LoRA at ``path`` merged in (:func:`agentkit.models.adapter.merge_lora`); its
-    weights are off the checkpoint's 4-bit grid then, so short passes read an 8-bit copy (``_short_steps``)."""
+    weights are off the checkpoint's 4-bit grid then, so short passes read grids fitted to them (``_short_steps``)."""
     from ..models.adapter import merge_lora
 
     try:
@@ -74,10 +92,11 @@ class Engine:
             self._init(lm, bb)
         else:
             c = self.config
-            if c.lora is None:
+            lora = engine_lora(c)
+            if lora is None:
                 lm = load_model(c.model, dtype=c.dtype, device=c.device)
             else:  # merged in float32 (a LoRA's small deltas vanish in bf16 weights), then cast
-                lm = merged_lora(load_model(c.model, dtype="float32", device=c.device), c.lora)
+                lm = merged_lora(load_model(c.model, dtype="float32", device=c.device), lora)
                 lm.model.to(getattr(torch, resolve_dtype(c.dtype, c.device)))
             self._init(lm, chose_dtype=self.config.dtype == "auto")
 
@@ -211,8 +230,12 @@ class Engine:
                 # an adapter trained with the LoRA on the block only reads a base-encoded prefix (SplitBackbone)
                 prefix_base = load_adapter(self.adapter_path or DEFAULT_DIR)[1].prefix == "base"
                 base, copy = self.lm, True
-                if base.model is None:  # llama.cpp backend: the adapter canvas needs the torch weights
-                    if self.config.backend == "llama.cpp":
+                # llama.cpp backend: the adapter canvas needs the torch weights; a merged LoRA (the loop adapter):
+                # the block-diffusion adapter was trained on the weights as loaded, so it goes on those (reloaded
+                # where this engine loaded them; a model shared by from_loaded keeps its merged weights)
+                reload = base.meta.get("lora") and (self.config.model is not None or base.meta.get("default"))
+                if base.model is None or reload:
+                    if base.model is None and self.config.backend == "llama.cpp":
                         raise UnsupportedModeError(
                             "backend='llama.cpp' cannot run the block-diffusion adapter's bidirectional canvas "
                             "(its LoRA and mask token are not in the GGUF); use backend='auto' (runs that canvas "

@@ -271,7 +271,8 @@ def run_agent_loop(data: str | Path = TASKS_DIR, modes: list[str] | tuple[str, .
         engine = default_engine(model, lora=lora)
     rows: list[dict[str, Any]] = []
     result: dict[str, Any] = {
-        "suite": "agent-loop", "model": getattr(engine, "name", None) or "the server's default model", "lora": lora,
+        "suite": "agent-loop", "model": getattr(engine, "name", None) or "the server's default model",
+        "lora": engine.lm.meta.get("lora") if getattr(engine, "lm", None) is not None else lora,
         "agent_options": agent_options or {},
         "data": str(data), "limit": limit,
         "kinds": kinds or list(KINDS), "max_iterations": max_iterations, "instructions": INSTRUCTIONS,

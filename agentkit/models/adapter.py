@@ -24,7 +24,7 @@ MASK_TOKEN = "<|mask|>"
 FILE = "adapter.safetensors"
 DEFAULT_DIR = Path(__file__).resolve().parents[2] / "adapters" / "smollm2-135m-bd"
 # the loop adapter for the default model (an "ar" LoRA trained on agent-loop traces, agentkit/training/sft.py):
-# EngineConfig.lora / default_engine(lora=LOOP_DIR) / --lora; not on unless asked (MODEL_CARD.md there says why)
+# merged by default (EngineConfig.lora=None; "none" or --lora none: the weights as loaded; MODEL_CARD.md there)
 LOOP_DIR = DEFAULT_DIR.parent / "smollm2-135m-loop"
 
 

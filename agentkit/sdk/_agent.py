@@ -159,7 +159,8 @@ class Agent(Generic[DepsT, OutputT]):
     arguments) ``"retry"`` (default) makes the next step a call, of the tool the model scores highest, while the
     failed tool has retries left, as the retry prompt asks; ``"decide"`` lets the model answer instead.
     ``calibrate``: whether those scores are read against a content-free question's (None: as the weights declare;
-    True on the base weights, False on the loop adapter, trained on the decisions themselves). The loop adapter's raw
+    True on weights as loaded, False on the loop adapter, trained on the decisions themselves, which the default
+    model merges by default). The loop adapter's raw
     decisions suit agents like its training's (tools that answer a question); the coding assistant, a read, edit,
     test workflow, answered at its first decision on all 6 tasks with them and edited on 6 of 6 with
     ``calibrate=True`` (``evals/results/s23/``).

@@ -134,3 +134,35 @@ def test_base_prefix_adapter_shares_the_verifier_cache(base_prefix_engine):
         assert v.stats.draft_forwards <= v.stats.blocks  # one canvas pass a block, no prompt pass
     d = eng.generate(PROMPTS[0], DecodeConfig(mode="diffusion", max_new_tokens=40), template=t)
     assert t.matches(d.text) and d.stats.decoder_forwards >= 1
+
+
+def test_diffusion_mode_puts_the_block_diffusion_adapter_on_the_weights_as_loaded(adapter_dir, tmp_path, monkeypatch):
+    """With a LoRA merged into the default model (the loop adapter), the block-diffusion adapter, trained on the
+    weights as loaded, is applied to those (reloaded), not to the merged ones."""
+    from agentkit.engine import engine as engine_mod
+    from agentkit.engine.engine import merged_lora
+    from agentkit.models.adapter import AdapterConfig, apply_adapter, save_adapter
+
+    g = torch.Generator().manual_seed(0)
+    plain = tiny_llama(0)
+    state = {}
+    for name, mod in plain.model.named_modules():
+        if name.endswith(("q_proj", "v_proj")):
+            state[f"{name}.lora_a"] = torch.randn(4, mod.in_features, generator=g) * 0.1
+            state[f"{name}.lora_b"] = torch.randn(mod.out_features, 4, generator=g) * 0.1
+    save_adapter(tmp_path / "loop", state, AdapterConfig(rank=4, alpha=8, kind="ar", targets=("q_proj", "v_proj")))
+    merged = merged_lora(tiny_llama(0), str(tmp_path / "loop"))
+    merged.meta["default"] = True  # as the embedded default model's
+    loads = []
+    monkeypatch.setattr(engine_mod, "load_model", lambda *a, **k: loads.append(a) or tiny_llama(0))
+    eng = Engine.from_loaded(merged, EngineConfig(adapter_path=str(adapter_dir)))
+    lm, _ = eng._diffusion_model()
+    want = apply_adapter(tiny_llama(0), adapter_dir)
+    name = "model.layers.0.self_attn.q_proj.weight"
+    assert len(loads) == 1
+    assert torch.equal(lm.model.state_dict()[name], want.model.state_dict()[name])
+    assert not torch.equal(merged.model.state_dict()[name], plain.model.state_dict()[name])  # the LoRA is there
+    del merged.meta["default"]  # a model shared by from_loaded that the engine cannot reload keeps its weights
+    other = Engine.from_loaded(merged, EngineConfig(adapter_path=str(adapter_dir)))
+    other._diffusion_model()
+    assert len(loads) == 1

@@ -17,45 +17,24 @@ def numbers(text):
 @pytest.fixture(scope="module")
 def readme_engine():
     """The engine the README's commands get: ``EngineConfig()``'s defaults (bf16 on a CPU with native bf16
-    matmuls, float32 on one without), not the float32 of the ``default_engine`` fixture."""
+    matmuls, float32 on one without; the loop adapter merged in), not the float32 of the ``default_engine``
+    fixture."""
     from agentkit.config import EngineConfig
     from agentkit.engine.engine import Engine
 
-    return Engine(EngineConfig())
+    engine = Engine(EngineConfig())
+    assert engine.lm.meta["lora"].endswith("smollm2-135m-loop")
+    return engine
 
 
-@pytest.fixture(scope="module")
-def loop_engine():
-    """What ``examples/unit_converter.py`` builds: the README's engine with the loop adapter merged in."""
-    from agentkit.config import EngineConfig
-    from agentkit.engine.engine import Engine
-    from agentkit.models.adapter import LOOP_DIR
-
-    return Engine(EngineConfig(lora=str(LOOP_DIR)))
+TASKS = [("How many km is 26.2 miles?", 42.16), ("Convert 100 F to C", 37.78)]
 
 
-@pytest.fixture(scope="module")
-def loop_engine_f32():
-    from agentkit.config import EngineConfig
-    from agentkit.engine.engine import Engine
-    from agentkit.models.adapter import LOOP_DIR
-
-    return Engine(EngineConfig(lora=str(LOOP_DIR), dtype="float32"))
-
-
-TASKS = [("Turn 2 miles into meters.", 3218.69), ("Convert 100 F to C", 37.78)]
-
-
-@pytest.mark.parametrize("which", ["loop_engine", "loop_engine_f32"])
-@pytest.mark.parametrize("task, expected", [*TASKS, ("How many km is 26.2 miles?", 42.16)])
-def test_unit_converter_with_the_loop_adapter_finishes_with_the_result(request, which, task, expected):
-    test_unit_converter_finishes_with_the_result(request, which, task, expected)
-
-
-@pytest.mark.parametrize("which", ["readme_engine", "default_engine"])
-@pytest.mark.parametrize("task, expected", TASKS)
+@pytest.mark.parametrize("which, task, expected", [("readme_engine", *TASKS[0]), ("readme_engine", *TASKS[1]),
+                                                    ("default_engine", *TASKS[0])])
 def test_unit_converter_finishes_with_the_result(request, which, task, expected):
-    """On the base weights too (the 26.2 miles question is wrong in bf16 there: README)."""
+    """The README's engine (bf16 here) on both README tasks; the float32 engine on the first (in float32 its AR
+    tool step swaps "100 F to C" into C to F: 4 of 8 conversions right there, evals/results/s24/)."""
     from unit_converter import build_agent
 
     result = build_agent(request.getfixturevalue(which)).run_sync(task)

@@ -86,6 +86,23 @@ def test_a_wrong_adapter_is_a_typed_error(tmp_path):
         EngineConfig(lora=str(tmp_path), backend="llama.cpp")
 
 
+def test_the_default_model_merges_its_loop_adapter_unless_told_not_to(monkeypatch, caplog):
+    """``EngineConfig.lora``: None is the model's own LoRA (the embedded default model's loop adapter; another
+    model has none), "none" the weights as loaded; without the adapter's file the default model says so."""
+    from agentkit.engine.engine import engine_lora
+    from agentkit.models import adapter
+
+    assert engine_lora(EngineConfig()) == str(adapter.LOOP_DIR)
+    assert engine_lora(EngineConfig(lora="none")) is None
+    assert engine_lora(EngineConfig(model="some/other-model")) is None
+    assert engine_lora(EngineConfig(lora="x/y")) == "x/y"
+    EngineConfig(backend="llama.cpp", lora="none")  # nothing to merge there, and nothing asked
+    monkeypatch.setattr(adapter, "LOOP_DIR", adapter.LOOP_DIR.parent / "missing")
+    with caplog.at_level("WARNING", logger="agentkit.engine"):
+        assert engine_lora(EngineConfig()) is None
+    assert "loop adapter is not at" in caplog.text
+
+
 def test_the_command_line_trains_the_layers_it_names(tmp_path):
     """``python -m agentkit.training.sft --targets q_proj,v_proj``: the adapter adapts those layers only."""
     import json
