@@ -12,7 +12,8 @@ Measured on the loop adapter (``python evals/bench_lora_steps.py``, bf16, one-po
 of agent-loop steps it never saw, cross entropy 0.179 with dense merged weights, 0.182 on the fitted grids, 0.521
 rounded onto a fresh grid, 1.53 on the weights as loaded; a step costs 1.04x the base weights' (dense: 1.56x).
 
-Calibration inputs are agent-loop text (:func:`calibration_ids`: generated tasks, never a benchmark's); the grids
+Calibration inputs are agent-loop text (:data:`CALIBRATION`: the last step, the answer after a tool result, of 48
+generated tasks, never a benchmark's; about 6,000 tokens); the grids
 are fitted once per (adapter, checkpoint, dtype) and cached as safetensors under the model cache
 (:func:`fitted_grids`), about a minute on one CPU thread the first time.
 """
@@ -20,6 +21,7 @@ are fitted once per (adapter, checkpoint, dtype) and cached as safetensors under
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 from collections.abc import Callable, Iterable
@@ -32,21 +34,18 @@ from .q4 import GROUP
 log = logging.getLogger("agentkit.models")
 
 ALGO = "gptq-g32-b128-d0.01-v1"  # in the cache key: a change here refits
-CALIBRATION_TASKS, CALIBRATION_SEED = 48, 1  # loop_traces tasks (the loop adapter trained on seed 0's)
+# agent-loop chats to fit on: ``python -m agentkit.training.loop_traces --n 48 --seed 1 --calibration --out ...``
+# (generated tasks, never a benchmark; the loop adapter trained on seed 0's)
+CALIBRATION = Path(__file__).resolve().parent / "data" / "loop_calibration.jsonl"
 Grid = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # q int32 [N, K] in 0..15, d and m float32 [N, K / GROUP]
 
 
-def calibration_ids(tokenizer, tasks: int = CALIBRATION_TASKS, seed: int = CALIBRATION_SEED) -> list[list[int]]:
-    """Token ids of agent-loop text: per generated task (:mod:`agentkit.training.loop_traces`), its last step's
-    chat and the right output, through the tokenizer's chat template (plain text where it has none)."""
-    from ..training.loop_traces import generate
-
-    last: dict[str, object] = {}
-    for ex in generate(tasks, seed):
-        last[ex.task] = ex
+def calibration_ids(tokenizer, path: Path = CALIBRATION) -> list[list[int]]:
+    """Token ids of the chats in ``path`` (JSON lines, one chat each), through the tokenizer's chat template (the
+    messages' text joined by newlines where it has none)."""
     rows = []
-    for ex in last.values():
-        chat = [*ex.messages, {"role": "assistant", "content": ex.prefix + ex.target}]
+    for line in path.read_text(encoding="utf-8").splitlines():
+        chat = json.loads(line)
         if getattr(tokenizer, "chat_template", None):
             ids = tokenizer.apply_chat_template(chat, tokenize=True)
             ids = list(ids["input_ids"] if hasattr(ids, "keys") else ids)
@@ -178,8 +177,7 @@ def lora_grids(lm, deltas: dict[str, torch.Tensor], weights: Callable[[str], tor
     content = hashlib.sha256()  # the deltas themselves (a file's bytes can differ for the same tensors)
     for n in names:
         content.update(n.encode() + deltas[f"{n}.weight"].float().contiguous().numpy().tobytes())
-    key = cache_key(content.digest(), base.name, base.stat().st_size, str(dtype), CALIBRATION_TASKS,
-                    CALIBRATION_SEED)
+    key = cache_key(content.digest(), base.name, base.stat().st_size, str(dtype), CALIBRATION.read_bytes())
 
     def merged(name: str) -> torch.Tensor:
         w = weights(f"{name}.weight")

@@ -289,6 +289,30 @@ EXTRACT_PROMPT = "schema"  # the default
 EXTRACT_INSTRUCTIONS = "Extract the information the schema asks for from the user's text. Answer with JSON only."
 
 
+NUMBER_BOUNDS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
+_NAMED_SCHEMAS = frozenset({"properties", "patternProperties", "$defs", "definitions"})  # name -> schema maps
+_VALUES = frozenset({"const", "enum", "default", "examples", "required"})  # data, not schemas
+
+
+def prompt_schema(node: Any) -> Any:
+    """A schema as the extract prompt shows it: without numeric bounds (``minimum``, ``maximum``, exclusive ones),
+    which the template's token masks enforce anyway and a small model copies as the value: with the loop adapter,
+    ``attendees: int = Field(le=50)`` came out 50 for "the four of us" (99 with ``le=99``)."""
+    if isinstance(node, list):
+        return [prompt_schema(x) for x in node]
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in NUMBER_BOUNDS and isinstance(value, (int, float)) and not isinstance(value, bool):
+            continue
+        if key in _NAMED_SCHEMAS and isinstance(value, dict):
+            out[key] = {name: prompt_schema(sub) for name, sub in value.items()}
+        else:
+            out[key] = value if key in _VALUES else prompt_schema(value)
+    return out
+
+
 def extract_prompt(spec: OutputSpec, prompt: str | None = None, style: str | None = None) -> str:
     """The extract step's prompt ``prompt`` (None: :data:`EXTRACT_PROMPT`, read at call time so the extraction
     benchmark can measure the variants): the output's schema (compact JSON) and, for ``"example"``, a worked
@@ -298,7 +322,7 @@ def extract_prompt(spec: OutputSpec, prompt: str | None = None, style: str | Non
         raise UserError(f"extract prompt must be one of {EXTRACT_PROMPTS}, got {prompt!r}")
     if not spec.schema.get("properties") and not spec.schema.get("$ref"):  # any JSON (json_object)
         return "Answer with one JSON object holding the values the text gives, written as the text writes them."
-    text = f"Answer with JSON matching this schema: {compact(spec.schema)}"
+    text = f"Answer with JSON matching this schema: {compact(prompt_schema(spec.schema))}"
     if prompt == "example":
         seps = (",", ":") if (style or EXTRACT_STYLE) == "compact" else (", ", ": ")
         text += ("\nFor example, for the text \"Kim Park, 35, works in Rome as a nurse.\" and a schema with the "

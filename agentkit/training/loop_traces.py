@@ -259,15 +259,32 @@ def generate(n: int, seed: int = 0) -> list[StepExample]:
     return out
 
 
+def calibration_chats(n: int, seed: int) -> list[list[dict[str, str]]]:
+    """Per task of :func:`generate` ``(n, seed)``, its last step's chat with the right output as the assistant's
+    message: agent-loop text for fitting a merged LoRA's 4-bit grids (``agentkit/models/gptq.py``)."""
+    last: dict[str, StepExample] = {}
+    for ex in generate(n, seed):
+        last[ex.task] = ex
+    return [[*ex.messages, {"role": "assistant", "content": ex.prefix + ex.target}] for ex in last.values()]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m agentkit.training.loop_traces", description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=3000, help="tasks to trace")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", required=True, help="JSONL file of examples")
+    ap.add_argument("--calibration", action="store_true",
+                    help="write one chat per task (the last step and its output), as agentkit/models/data/"
+                         "loop_calibration.jsonl holds (--n 48 --seed 1)")
     a = ap.parse_args(argv)
-    examples = generate(a.n, a.seed)
     path = Path(a.out)
     path.parent.mkdir(parents=True, exist_ok=True)
+    if a.calibration:
+        chats = calibration_chats(a.n, a.seed)
+        path.write_text("".join(json.dumps(c, ensure_ascii=False) + "\n" for c in chats), encoding="utf-8")
+        print(f"{len(chats)} chats from {a.n} tasks -> {path}")
+        return 0
+    examples = generate(a.n, a.seed)
     path.write_text("".join(json.dumps(asdict(e), ensure_ascii=False) + "\n" for e in examples), encoding="utf-8")
     steps = {s: sum(e.step == s for e in examples) for s in ("decide", "tool_call", "reply")}
     print(f"{len(examples)} examples from {a.n} tasks ({steps}) -> {path}")

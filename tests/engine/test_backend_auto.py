@@ -33,7 +33,7 @@ def test_auto_never_changes_greedy_text(tiny, llama_installed, monkeypatch):
     # the tiny model dressed as the embedded default (what used to route free text to llama.cpp)
     lm = dataclasses.replace(tiny.lm, meta={**tiny.lm.meta, "default": True})
     monkeypatch.setattr(engine_mod, "load_model", lambda *a, **k: lm)
-    auto = Engine(EngineConfig(backend="auto", adapter=False))
+    auto = Engine(EngineConfig(backend="auto", adapter=False, lora="none"))  # the tiny model takes no loop adapter
     torch_eng = Engine.from_loaded(tiny.lm, EngineConfig(backend="torch"))
     assert auto.backend == "torch"
     for prompt in PROMPTS:

@@ -35,9 +35,27 @@ async def test_extract_prompt_messages():
     assert seen[0] == [
         {"role": "system", "content": "Be exact."},
         {"role": "user", "content": 'Ann is 3.\n\nAnswer with JSON matching this schema: {"type":"object",'
-                                    '"properties":{"name":{"type":"string"},"age":{"type":"integer","minimum":0}},'
+                                    '"properties":{"name":{"type":"string"},"age":{"type":"integer"}},'
                                     '"required":["name","age"],"additionalProperties":false}'},
-    ]
+    ]  # no "minimum": the template enforces it, and a small model copied bounds as values
+
+
+def test_the_prompts_schema_drops_numeric_bounds_and_nothing_else():
+    from agentkit.sdk._steps import prompt_schema
+
+    schema = {"type": "object", "$defs": {"N": {"type": "number", "exclusiveMaximum": 9.5, "description": "n"}},
+              "properties": {"maximum": {"type": "integer", "minimum": 1, "maximum": 50},  # a field named so
+                             "tags": {"type": "array", "items": {"type": "integer", "minimum": 0}, "maxItems": 3},
+                             "n": {"$ref": "#/$defs/N"}, "k": {"const": {"minimum": 2}, "enum": [{"maximum": 1}]},
+                             "s": {"type": "string", "maxLength": 20, "pattern": "^a"}},
+              "required": ["maximum"]}
+    assert prompt_schema(schema) == {
+        "type": "object", "$defs": {"N": {"type": "number", "description": "n"}},
+        "properties": {"maximum": {"type": "integer"}, "tags": {"type": "array", "items": {"type": "integer"},
+                                                                "maxItems": 3},
+                       "n": {"$ref": "#/$defs/N"}, "k": {"const": {"minimum": 2}, "enum": [{"maximum": 1}]},
+                       "s": {"type": "string", "maxLength": 20, "pattern": "^a"}},
+        "required": ["maximum"]}
 
 
 async def test_aextract_dict_schema_returns_dict_validated_with_jsonschema():

@@ -73,3 +73,14 @@ def test_no_traced_function_is_a_benchmark_function():
         task = lt.make_task(r, i, lt.KINDS[i % 4])
         names.update(task.tool_names if task is not None else [])
     assert len(names) > 900 and bench and not names & bench
+
+
+def test_the_committed_calibration_chats_are_the_generators(tmp_path):
+    """agentkit/models/data/loop_calibration.jsonl (the text a merged LoRA's 4-bit grids are fitted on) is what
+    ``python -m agentkit.training.loop_traces --n 48 --seed 1 --calibration`` writes."""
+    from agentkit.models.gptq import CALIBRATION
+    from agentkit.training.loop_traces import main
+
+    out = tmp_path / "cal.jsonl"
+    assert main(["--n", "48", "--seed", "1", "--calibration", "--out", str(out)]) == 0
+    assert out.read_text(encoding="utf-8") == CALIBRATION.read_text(encoding="utf-8")
