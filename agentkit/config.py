@@ -52,7 +52,7 @@ class EngineConfig:
     # weights; an explicit dtype="float32" keeps float32 arithmetic. With a LoRA merged in (``lora``), those passes
     # read 4-bit grids fitted to the merged weights (GPTQ on agent-loop text, once per adapter, cached:
     # agentkit/models/gptq.py; the checkpoint's grid would round the LoRA away). "on": the same in any CPU dtype
-    # (float32 included). "int8": as "auto", but a merged LoRA's passes read an 8-bit copy of its weights (1.3x a
+    # (float32 included). "int8": as "auto", but a merged LoRA's passes read an 8-bit copy of its weights (1.37x a
     # 4-bit step; no fitting). "off": dense weights for every pass
     q4_steps: str = "auto"
     # "auto": a bf16 model on CPU keeps its decoder layers' dense weights also prepacked for oneDNN (its AMX/AVX-512

@@ -16,8 +16,9 @@ bf16, where the dense path rounds each weight to bf16: the same weights up to bf
 so greedy tokens can part at near ties between the two paths (a pass's kernel depends only on its row count, so
 fixed-shape passes stay exact).
 
-A LoRA merged into those weights (``EngineConfig.lora``) moves them off the grid by 1-2% of a step, which a 4-bit
-copy would round away; there short passes read an 8-bit copy of the merged float32 weights instead
+A LoRA merged into those weights (``EngineConfig.lora``) moves them off the grid by 1-2% of a step, which the
+checkpoint's grid would round away; there short passes read 4-bit grids fitted to the merged weights
+(:mod:`.gptq`, passed to :func:`use_q4_steps` as ``grids``), or with ``q4_steps="int8"`` an 8-bit copy of them
 (:class:`Q8Linear`: twice the 4-bit copy's bytes, half the dense weights').
 """
 
@@ -108,10 +109,9 @@ class Q4Linear(ShortPassLinear):
 class Q8Linear(ShortPassLinear):
     """Short passes on an 8-bit copy of a float32 weight (one bf16 scale per output row; torch's int8 kernel). For
     weights that are not a 4-bit grid any more: a LoRA merged into the 4-bit checkpoint, whose deltas (1-2% of a
-    4-bit step) a 4-bit copy would round away. ``python evals/bench_lora_steps.py`` (the loop adapter, 1 thread):
-    a one-position forward 1.30x the base weights' 4-bit one, dense bf16 1.58x; mean |logit error| against the
-    float32 merged model 0.11 (dense bf16 0.09; a fresh 4-bit grid of the merged weights 0.43, the base weights
-    0.79)."""
+    4-bit step) the checkpoint's grid would round away (``q4_steps="int8"``; by default such layers get grids fitted
+    to them, :mod:`.gptq`). ``python evals/bench_lora_steps.py`` (the loop adapter, 1 thread, s24): a one-position
+    forward 1.37x the base weights' 4-bit one (the fitted grids 1.04x, dense bf16 1.56x)."""
 
     def __init__(self, dense: torch.nn.Linear, w: torch.Tensor, max_rows: int = MAX_ROWS) -> None:
         super().__init__(dense, max_rows)
