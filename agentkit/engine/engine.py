@@ -146,12 +146,12 @@ class Engine:
         elif lm.meta.get("lora") and lm.meta.get("base_weights"):
             from ..models.adapter import load_adapter, lora_deltas
 
-            deltas = lora_deltas(*load_adapter(lm.meta["lora"]))
-            source = merged_source(safetensors_source(lm.meta["base_weights"]), deltas)
+            state, cfg = load_adapter(lm.meta["lora"])
+            base = safetensors_source(lm.meta["base_weights"])
             if self.config.q4_steps == "int8":
-                int8 = True
-            else:
-                grids = lora_grids(lm, deltas, source)
+                source, int8 = merged_source(base, lora_deltas(state, cfg)), True
+            else:  # the layers the LoRA left alone are still on the checkpoint's grid
+                source, grids = base, lora_grids(lm, state, cfg, base)
         else:
             return
         n = use_q4_steps(lm.model, source, float32=float32, int8=int8, grids=grids)

@@ -20,6 +20,7 @@ are fitted once per (adapter, checkpoint, dtype) and cached as safetensors under
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -33,7 +34,7 @@ from .q4 import GROUP
 
 log = logging.getLogger("agentkit.models")
 
-ALGO = "gptq-g32-b128-d0.01-v1"  # in the cache key: a change here refits
+ALGO = "gptq-g32-b128-d0.01-v1"  # in the cache key (lora_grids): a change here refits
 # agent-loop chats to fit on: ``python -m agentkit.training.loop_traces --n 48 --seed 1 --calibration --out ...``
 # (generated tasks, never a benchmark; the loop adapter trained on seed 0's)
 CALIBRATION = Path(__file__).resolve().parent / "data" / "loop_calibration.jsonl"
@@ -135,55 +136,52 @@ def dequantized(grid: Grid) -> torch.Tensor:
 
 
 def fitted_grids(model: torch.nn.Module, names: list[str], weights: Callable[[str], torch.Tensor],
-                 rows: Callable[[], list[list[int]]], cache: Path | None) -> dict[str, Grid]:
+                 rows: Callable[[], list[list[int]]], cache: Path) -> dict[str, Grid]:
     """A fitted 4-bit grid for each linear layer in ``names`` (its float32 weight: ``weights(name)``), from the
     inputs ``model`` gives those layers on ``rows()``; read from ``cache`` (a safetensors file) when it is there,
-    written to it when not (None: no cache)."""
+    written to it when not."""
     from safetensors.torch import load_file, save_file
 
-    if cache is not None and cache.is_file():
+    if cache.is_file():
         t = load_file(str(cache))
         if all(f"{n}.q" in t for n in names):
             return {n: (t[f"{n}.q"].to(torch.int32), t[f"{n}.d"], t[f"{n}.m"]) for n in names}
     log.info("fitting 4-bit grids to %d merged layers (GPTQ, once; cached at %s)", len(names), cache)
     moments = input_moments(model, names, rows())
     grids = {n: fit_grid(weights(n), moments[n]) for n in names}
-    if cache is not None:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_suffix(f".{os.getpid()}.tmp")  # processes fitting at once (Ray replicas) each write their own
-        save_file({f"{n}.{part}": t.to(torch.uint8) if part == "q" else t.contiguous()
-                   for n, g in grids.items() for part, t in zip("qdm", g, strict=True)}, str(tmp))
-        tmp.replace(cache)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cache.with_suffix(f".{os.getpid()}.tmp")  # processes fitting at once (Ray replicas) each write their own
+    save_file({f"{n}.{part}": t.to(torch.uint8) if part == "q" else t.contiguous()
+               for n, g in grids.items() for part, t in zip("qdm", g, strict=True)}, str(tmp))
+    tmp.replace(cache)
     return grids
 
 
-def cache_key(*parts: object) -> str:
-    """A file name for a grid cache from what the grids depend on (the deltas, the checkpoint, the dtype)."""
-    h = hashlib.sha256(ALGO.encode())
-    for p in parts:
-        h.update(p if isinstance(p, bytes) else repr(p).encode())
-    return h.hexdigest()[:24]
-
-
-def lora_grids(lm, deltas: dict[str, torch.Tensor], weights: Callable[[str], torch.Tensor | None]) -> dict[str, Grid]:
-    """Fitted grids for the layers a merged LoRA changed (``deltas``: by weight name; ``weights``: the merged
-    float32 weights by weight name), cached under ``cache_root()/grids`` by the deltas' values, the checkpoint and
-    the model's dtype. ``lm.model`` is the merged model, its layers still dense."""
+def lora_grids(lm, state: dict[str, torch.Tensor], cfg, base: Callable[[str], torch.Tensor | None]) -> dict[str, Grid]:
+    """Fitted grids for the layers a merged LoRA changed (``state``, ``cfg``: the adapter, as
+    :func:`~agentkit.models.adapter.load_adapter` reads it; ``base``: the checkpoint's float32 weights by weight
+    name), cached under ``cache_root()/grids`` by the adapter's tensors and scale, the checkpoint, the model's dtype,
+    :data:`ALGO` and the calibration text. ``lm.model`` is the merged model, its layers still dense. The merged
+    float32 weights are only built when the grids are fitted (a cached load reads none of them)."""
+    from .adapter import lora_deltas
     from .default import cache_root
+    from .q4 import merged_source
 
-    names = sorted(n[: -len(".weight")] for n in deltas)
-    base = Path(lm.meta["base_weights"])
-    dtype = next(lm.model.parameters()).dtype
-    content = hashlib.sha256()  # the deltas themselves (a file's bytes can differ for the same tensors)
-    for n in names:
-        content.update(n.encode() + deltas[f"{n}.weight"].float().contiguous().numpy().tobytes())
-    key = cache_key(content.digest(), base.name, base.stat().st_size, str(dtype), CALIBRATION.read_bytes())
+    names = sorted(k[: -len(".lora_a")] for k in state if k.endswith(".lora_a"))
+    h = hashlib.sha256(ALGO.encode() + repr(cfg.scale).encode())
+    for k in sorted(state):  # the tensors themselves (a file's bytes can differ for the same tensors)
+        h.update(k.encode() + state[k].float().contiguous().numpy().tobytes())
+    checkpoint = Path(lm.meta["base_weights"])
+    for part in (checkpoint.name, checkpoint.stat().st_size, next(lm.model.parameters()).dtype):
+        h.update(repr(part).encode())
+    h.update(CALIBRATION.read_bytes())
+    merged = functools.cache(lambda: merged_source(base, lora_deltas(state, cfg)))
 
-    def merged(name: str) -> torch.Tensor:
-        w = weights(f"{name}.weight")
+    def weight(name: str) -> torch.Tensor:
+        w = merged()(f"{name}.weight")
         if w is None:
             raise KeyError(f"no checkpoint weight for {name!r}")
         return w
 
-    return fitted_grids(lm.model, names, merged, lambda: calibration_ids(lm.tokenizer),
-                        cache_root() / "grids" / f"{key}.safetensors")
+    return fitted_grids(lm.model, names, weight, lambda: calibration_ids(lm.tokenizer),
+                        cache_root() / "grids" / f"{h.hexdigest()[:24]}.safetensors")

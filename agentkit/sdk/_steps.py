@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Callable
 from typing import Any, Literal
 
 import jsonschema
@@ -64,20 +65,29 @@ _MAPS = ("properties", "patternProperties", "$defs", "definitions")  # keys whos
 _VALUES = ("enum", "const", "default", "examples", "required")  # keys whose value is data, not a schema
 
 
+def map_subschemas(schema: Any, node: Callable[[dict[str, Any]], dict[str, Any]]) -> Any:
+    """``schema`` rebuilt with ``node`` applied to every schema object in it, the innermost first (the values of
+    :data:`_MAPS` keys are name -> schema maps, those of :data:`_VALUES` keys data, left as they are)."""
+    if isinstance(schema, list):
+        return [map_subschemas(x, node) for x in schema]
+    if not isinstance(schema, dict):
+        return schema
+    return node({k: ({n: map_subschemas(v, node) for n, v in sub.items()} if k in _MAPS and isinstance(sub, dict)
+                     else sub if k in _VALUES else map_subschemas(sub, node)) for k, sub in schema.items()})
+
+
 def cap_arrays(schema: Any) -> Any:
     """``schema`` with every array that sets no ``maxItems`` capped at :data:`ARRAY_CAP` items: a small model
     stuck repeating an element (an extraction's attendee list written 60 times) still closes the output within
     its token budget. The language stays a subset of the schema's, so every output still validates."""
-    if isinstance(schema, list):
-        return [cap_arrays(x) for x in schema]
-    if not isinstance(schema, dict):
-        return schema
-    out = {k: ({n: cap_arrays(v) for n, v in sub.items()} if k in _MAPS and isinstance(sub, dict)
-               else sub if k in _VALUES else cap_arrays(sub)) for k, sub in schema.items()}
-    if (out.get("type") == "array" or "items" in out) and "maxItems" not in out \
-            and out.get("minItems", 0) <= ARRAY_CAP:
-        out["maxItems"] = ARRAY_CAP
-    return out
+
+    def cap(out: dict[str, Any]) -> dict[str, Any]:
+        if (out.get("type") == "array" or "items" in out) and "maxItems" not in out \
+                and out.get("minItems", 0) <= ARRAY_CAP:
+            out["maxItems"] = ARRAY_CAP
+        return out
+
+    return map_subschemas(schema, cap)
 
 
 def for_step(template: Template, step: str, **meta: Any) -> Template:
@@ -290,27 +300,14 @@ EXTRACT_INSTRUCTIONS = "Extract the information the schema asks for from the use
 
 
 NUMBER_BOUNDS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
-_NAMED_SCHEMAS = frozenset({"properties", "patternProperties", "$defs", "definitions"})  # name -> schema maps
-_VALUES = frozenset({"const", "enum", "default", "examples", "required"})  # data, not schemas
 
 
-def prompt_schema(node: Any) -> Any:
+def prompt_schema(schema: Any) -> Any:
     """A schema as the extract prompt shows it: without numeric bounds (``minimum``, ``maximum``, exclusive ones),
     which the template's token masks enforce anyway and a small model copies as the value: with the loop adapter,
     ``attendees: int = Field(le=50)`` came out 50 for "the four of us" (99 with ``le=99``)."""
-    if isinstance(node, list):
-        return [prompt_schema(x) for x in node]
-    if not isinstance(node, dict):
-        return node
-    out: dict[str, Any] = {}
-    for key, value in node.items():
-        if key in NUMBER_BOUNDS and isinstance(value, (int, float)) and not isinstance(value, bool):
-            continue
-        if key in _NAMED_SCHEMAS and isinstance(value, dict):
-            out[key] = {name: prompt_schema(sub) for name, sub in value.items()}
-        else:
-            out[key] = value if key in _VALUES else prompt_schema(value)
-    return out
+    return map_subschemas(schema, lambda out: {k: v for k, v in out.items() if not (
+        k in NUMBER_BOUNDS and isinstance(v, (int, float)) and not isinstance(v, bool))})
 
 
 def extract_prompt(spec: OutputSpec, prompt: str | None = None, style: str | None = None) -> str:
