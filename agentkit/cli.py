@@ -399,7 +399,12 @@ def serve(
     model: str | None = typer.Option(None, help="local model directory (default: embedded SmolLM2)"),
     host: str = typer.Option("127.0.0.1", help="bind address (loopback by default)"),
     port: int = typer.Option(8000, help="port"),
-    api_key: str | None = typer.Option(None, help="require this bearer token on every request"),
+    api_key: str | None = typer.Option(None, help="require this bearer token on every request (shown by ps: prefer "
+                                       "--api-key-file or the AGENTKIT_API_KEY environment variable)"),
+    api_key_file: Path | None = typer.Option(None, help="read the bearer token from this file's one line"),
+    allowed_hosts: str | None = typer.Option(None, help="comma-separated Host header values requests may carry "
+                                             "('*': any; '*.example.com': its subdomains); another Host is HTTP 403. "
+                                             "Default on a loopback bind: localhost and the bind address; else any"),
     max_batch: int = typer.Option(8, help="requests decoded concurrently, their forwards batched"),
     max_queue: int = typer.Option(64, help="requests that may wait for a slot (then HTTP 429)"),
     request_timeout_s: float = typer.Option(120.0, help="per-request timeout, arrival to result, schema "
@@ -481,7 +486,7 @@ def serve(
     from .constrain.limits import CompileLimits
 
     try:
-        from agentkit.serving.cli import check_address
+        from agentkit.serving.cli import check_address, read_api_key, with_host_default
         from agentkit.serving.cli import run as _run  # the [server] extra: a MissingExtraError naming it
         from agentkit.serving.config import ServerConfig
 
@@ -497,10 +502,13 @@ def serve(
                      "header_timeout_s": header_timeout_s, "body_timeout_s": body_timeout_s,
                      "keep_alive_s": keep_alive_s, "max_connections": max_connections, "max_n": max_n,
                      "served_model_names": tuple(served_model_name) or None}
-        server = ServerConfig(api_key=api_key, max_batch=max_batch, max_queue=max_queue,
+        hosts = None if allowed_hosts is None else tuple(h for h in allowed_hosts.split(",") if h.strip())
+        server = ServerConfig(api_key=read_api_key(api_key, api_key_file), allowed_hosts=hosts, max_batch=max_batch,
+                              max_queue=max_queue,
                               request_timeout_s=request_timeout_s, default_mode=default_mode,
                               prepare_workers=prepare_workers, ready_stall_s=ready_stall_s, max_context=max_context,
                               compile_limits=limits, **{k: v for k, v in admission.items() if v is not None})
+        server = with_host_default(server, host)
         engine = EngineConfig(model=model, threads=threads, dtype=dtype, backend=backend, pass_width=pass_width,
                               attention=attention, q4_steps=q4_steps, prepack=prepack, row_exact=row_exact,
                               prefix_cache=prefix_cache, prompt_chunk=prompt_chunk,

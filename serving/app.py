@@ -102,5 +102,5 @@ def create_app(engine: Any, config: ServerConfig | None = None, *,
     app.include_router(router)
     cfg = svc.cfg
     app.add_middleware(ConnectionLimits, api_key=cfg.api_key, max_body_bytes=cfg.max_body_bytes,
-                       body_timeout_s=cfg.body_timeout_s)
+                       body_timeout_s=cfg.body_timeout_s, allowed_hosts=cfg.allowed_hosts)
     return app

@@ -6,12 +6,44 @@ checkout), which calls :func:`run`.
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import socket
+from pathlib import Path
 
 from agentkit.config import EngineConfig
 from agentkit.errors import InvalidRequestError
 
 from .config import ServerConfig
+from .connections import loopback_hosts
+
+API_KEY_ENV = "AGENTKIT_API_KEY"
+
+
+def read_api_key(api_key: str | None, api_key_file: Path | None) -> str | None:
+    """The server's API key: ``--api-key``, else the first line of ``--api-key-file``, else the ``AGENTKIT_API_KEY``
+    environment variable, else None (no key). The file and the variable keep the key out of the process list, where
+    ``--api-key`` shows it. Both options given, or an empty or unreadable file, is an error."""
+    if api_key is not None and api_key_file is not None:
+        raise InvalidRequestError("pass --api-key or --api-key-file, not both")
+    if api_key_file is not None:
+        try:
+            key = Path(api_key_file).read_text().strip()
+        except (OSError, UnicodeDecodeError) as e:
+            raise InvalidRequestError(f"cannot read --api-key-file {str(api_key_file)!r}: {e}") from None
+        if not key or "\n" in key:
+            raise InvalidRequestError(f"--api-key-file {str(api_key_file)!r} must hold the key on one line")
+        return key
+    if api_key is None and os.environ.get(API_KEY_ENV, "").strip():
+        return os.environ[API_KEY_ENV].strip()
+    return api_key
+
+
+def with_host_default(server_config: ServerConfig, host: str) -> ServerConfig:
+    """``server_config`` with ``allowed_hosts`` defaulted to :func:`loopback_hosts` of the bind address."""
+    if server_config.allowed_hosts is not None:
+        return server_config
+    return dataclasses.replace(server_config, allowed_hosts=loopback_hosts(host))
 
 
 def check_address(host: str, port: int) -> None:
@@ -35,10 +67,13 @@ def check_address(host: str, port: int) -> None:
 
 def run(engine_config: EngineConfig, server_config: ServerConfig, *, host: str = "127.0.0.1", port: int = 8000,
         log_level: str = "info") -> None:
-    """Load the model and serve it until interrupted (loopback by default); the address is checked first."""
+    """Load the model and serve it until interrupted (loopback by default); the address is checked first. On a
+    loopback bind, requests must name ``localhost`` or the bind address as their Host unless ``server_config``
+    says which hosts (:func:`with_host_default`)."""
     import uvicorn
 
     check_address(host, port)  # agentkit serve checked it already; a caller of run() gets the same error
+    server_config = with_host_default(server_config, host)
 
     from agentkit.engine.engine import Engine
 

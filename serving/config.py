@@ -13,6 +13,11 @@ class ServerConfig:
     """Limits and behaviour of one server. Every limit is listed in the README's "Limits and isolation"."""
 
     api_key: str | None = None  # every route but /health and /health/ready needs "Authorization: Bearer <key>"
+    # the Host header values a request may carry (a port after them is ignored; "*" any, "*.example.com" its
+    # subdomains); another Host is a 403, which keeps a web page from reaching the server by DNS rebinding.
+    # None: any Host. agentkit serve on a loopback bind defaults to localhost and the bind address
+    # (serving.connections.loopback_hosts)
+    allowed_hosts: tuple[str, ...] | None = None
     max_batch: int = 8  # requests decoded concurrently, their model forwards batched
     max_queue: int = 64  # requests that may wait (preparing or queued) beyond the decoding slots; then 429
     request_timeout_s: float = 120.0  # arrival to result, preparation (schema compilation) included; then 504
@@ -59,6 +64,14 @@ class ServerConfig:
             raise InvalidRequestError(f"served_model_names must be a tuple of non-empty strings, got "
                                       f"{self.served_model_names!r}")
         self.served_model_names = tuple(self.served_model_names)
+        if self.api_key is not None and (not isinstance(self.api_key, str) or not self.api_key.strip()):
+            raise InvalidRequestError("api_key must be a non-empty string (or None: no key)")
+        if self.allowed_hosts is not None:
+            if isinstance(self.allowed_hosts, str) or not all(
+                    isinstance(h, str) and h.strip() for h in self.allowed_hosts) or not self.allowed_hosts:
+                raise InvalidRequestError(f"allowed_hosts must be a non-empty tuple of host names, got "
+                                          f"{self.allowed_hosts!r}")
+            self.allowed_hosts = tuple(h.strip().lower() for h in self.allowed_hosts)
         for name in ("max_n", "max_canvas_length", "max_denoising_steps", "max_request_work", "max_work", "small_schema_chars",
                      "max_body_bytes", "max_connections"):
             v = getattr(self, name)

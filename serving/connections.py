@@ -5,6 +5,9 @@
   opened) is closed. The head's size is bounded by h11 (``h11_max_incomplete_event_size``, :data:`MAX_HEAD_BYTES`),
   idle keep-alive connections by ``keep_alive_s``, and connections + requests by ``max_connections`` (uvicorn's
   ``limit_concurrency``: 503 past it). See :func:`uvicorn_settings`.
+- **Host** (:class:`ConnectionLimits`): with ``allowed_hosts`` set, a request whose ``Host`` header names another
+  host is a 403 before anything else is read. ``agentkit serve`` on a loopback bind allows :func:`loopback_hosts`
+  by default, so a web page cannot reach the server by DNS rebinding (its requests carry the attacker's host name).
 - **Body** (:class:`ConnectionLimits`, an ASGI middleware in front of the app): the API key is checked *before* the
   body is read (401 without reading it); a ``Content-Length`` over ``max_body_bytes`` is a 413 before reading; a
   chunked body is a 413 as soon as it passes the bound; each body chunk must arrive within ``body_timeout_s``
@@ -15,6 +18,7 @@
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import secrets
 from typing import Any
 
@@ -32,6 +36,46 @@ def bearer_ok(authorization: str, key: str) -> bool:
     return scheme.lower() == "bearer" and secrets.compare_digest(token.strip().encode(), key.encode())
 
 
+def loopback_hosts(bind: str) -> tuple[str, ...] | None:
+    """The hosts a server bound to ``bind`` allows by default: ``localhost``, the loopback addresses and ``bind``
+    itself when ``bind`` is a loopback address; None (any host) for any other bind, whose names are not known here."""
+    name = bind.strip().strip("[]").lower()
+    if name != "localhost":
+        try:
+            if not ipaddress.ip_address(name).is_loopback:
+                return None
+        except ValueError:
+            return None
+    return tuple(dict.fromkeys(("localhost", "127.0.0.1", "::1", name)))
+
+
+def host_name(header: str) -> str:
+    """The host of a ``Host`` header, lower case, without its port or an IPv6 address's brackets."""
+    header = header.strip().lower()
+    if header.startswith("["):  # [::1]:8000
+        return header[1:].partition("]")[0]
+    if header.count(":") == 1:  # name:port (a bare IPv6 address has several colons)
+        return header.partition(":")[0]
+    return header
+
+
+def host_allowed(header: str, allowed: tuple[str, ...]) -> bool:
+    """Whether a ``Host`` header names one of ``allowed`` ("*" any; "*.example.com" a subdomain of example.com)."""
+    host = host_name(header)
+    if not host:
+        return False
+    for pattern in allowed:
+        pattern = pattern.strip("[]")
+        if pattern == "*" or host == pattern or (pattern.startswith("*.") and host.endswith(pattern[1:])):
+            return True
+    return False
+
+
+def foreign_host(header: str) -> APIError:
+    return APIError(403, f"the Host header {header[:200]!r} names a host this server does not serve (server setting "
+                         "--allowed-hosts)", "permission_error", "host_not_allowed", param="Host")
+
+
 def unauthorized() -> APIError:
     return APIError(401, "missing or invalid API key (send 'Authorization: Bearer <key>')", "authentication_error",
                     "invalid_api_key", headers={"WWW-Authenticate": "Bearer"})
@@ -40,8 +84,9 @@ def unauthorized() -> APIError:
 class ConnectionLimits:
     """ASGI middleware: auth before the body, a body-size bound checked before reading, a per-chunk read timeout."""
 
-    def __init__(self, app: Any, *, api_key: str | None, max_body_bytes: int, body_timeout_s: float) -> None:
-        self.app, self.api_key = app, api_key
+    def __init__(self, app: Any, *, api_key: str | None, max_body_bytes: int, body_timeout_s: float,
+                 allowed_hosts: tuple[str, ...] | None = None) -> None:
+        self.app, self.api_key, self.allowed_hosts = app, api_key, allowed_hosts
         self.max_body_bytes, self.body_timeout_s = max_body_bytes, body_timeout_s
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
@@ -62,6 +107,8 @@ class ConnectionLimits:
         await self.app(scope, _replay(body, receive), send)
 
     def _refuse(self, scope: dict, headers: dict[str, str]) -> APIError | None:
+        if self.allowed_hosts is not None and not host_allowed(headers.get("host", ""), self.allowed_hosts):
+            return foreign_host(headers.get("host", ""))
         if self.api_key is not None and scope.get("path") not in OPEN_PATHS \
                 and not bearer_ok(headers.get("authorization", ""), self.api_key):
             return unauthorized()
