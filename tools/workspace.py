@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
 from typing import IO
@@ -38,12 +39,13 @@ from typing import IO
 from agentkit.tools import control_paths
 from agentkit.tools.beneath import FILE_FLAGS, Resolved, changed, open_dir, resolve_beneath
 from agentkit.tools.limits import PidsCgroup, SandboxLimits, describe_hit, enforcement, limits_hit
-from agentkit.tools.sandbox import DESCRIPTIONS, pick_mode, prepare
+from agentkit.tools.sandbox import describe, pick_mode, prepare, require
 
 from agentkit.constrain.edits import Edit, parse_edits, search_replace_template
 from agentkit.constrain.edits import apply_edits as apply_edit_list
 from agentkit.constrain.nodes import Template
 from agentkit.errors import EditError, WorkspaceError
+from agentkit.tools.edit_guard import EditGuard
 
 SKIP_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".venv", "venv", "node_modules", ".mypy_cache",
                        ".pytest_cache", ".ruff_cache", ".tox"})  # fmt: skip
@@ -55,6 +57,7 @@ MAX_GLOB_STARS = 4  # ``**`` in one glob
 MAX_GLOB_CHARS = 256
 MAX_NAME_BYTES = 255  # one path component (NAME_MAX)
 MAX_PATH_BYTES = 4096
+MAX_DEPTH = 64  # directories in one path, and levels a walk descends
 # pytest options that could point it outside the workspace or load arbitrary plugins/config
 REFUSED_OPTIONS = ("-o", "--override-ini", "-p", "-c", "--config-file", "--rootdir", "--confcutdir", "--basetemp",
                    "--debug", "--junit-xml", "--junitxml", "--result-log", "--resultlog")
@@ -136,11 +139,15 @@ class Workspace:
             A leading ``python``/``python3`` runs the current interpreter.
         command_timeout_s: wall-clock limit of a command; its whole process group is killed after it.
         limits: memory, process, file-size, CPU and /tmp limits of a command (``SandboxLimits``; its defaults).
-        isolation: the sandbox of commands: ``"auto"`` (the best available: bwrap, then unshare, then none) or
-            one of ``"bwrap"``, ``"unshare"``, ``"none"`` (an unavailable one is an error). The mode chosen is
-            ``self.isolation``; what it enforces is in ``agentkit.tools.sandbox`` and docs/sandbox.md.
+        isolation: the sandbox of commands: ``"auto"`` (the best available: bwrap, then the unshare fallback;
+            with neither, running a command raises ``SandboxUnavailableError``), one of ``"bwrap"``,
+            ``"unshare"`` (an unavailable one is an error), or ``"none"``: NO isolation, only when named. The mode
+            chosen is ``self.isolation`` (None: none holds here); what it enforces is in
+            ``agentkit.tools.sandbox`` and docs/sandbox.md.
         sandbox_ro_paths: more host paths the tests need, bound read-only into the bwrap sandbox (by default only
             system dirs and the Python installation, venv and ``sys.path`` are).
+        guard: what edits and writes may not do (``agentkit.tools.edit_guard.EditGuard``: no added merge markers
+            or runaway repeats; with ``protect_tests``, no change to test files or test data).
     """
 
     def __init__(
@@ -154,6 +161,7 @@ class Workspace:
         limits: SandboxLimits | None = None,
         isolation: str = "auto",
         sandbox_ro_paths: tuple[str, ...] = (),
+        guard: EditGuard | None = None,
     ) -> None:
         if not Path(root).is_dir():
             raise WorkspaceError(f"workspace root {str(root)!r} is not a directory", str(root))
@@ -167,6 +175,7 @@ class Workspace:
         self.limits = limits or SandboxLimits()
         self.isolation = pick_mode(isolation)
         self.sandbox_ro_paths = tuple(sandbox_ro_paths)
+        self.guard = guard if guard is not None else EditGuard()
 
     # ------------------------------------------------------------------ paths
 
@@ -183,6 +192,8 @@ class Workspace:
         if len(raw) > MAX_PATH_BYTES or any(len(part) > MAX_NAME_BYTES for part in raw.split(b"/")):
             raise WorkspaceError(f"{path[:80]!r}...: name too long (at most {MAX_NAME_BYTES} bytes a component, "
                                  f"{MAX_PATH_BYTES} in all)", path[:80])
+        if raw.count(b"/") >= MAX_DEPTH:
+            raise WorkspaceError(f"{path[:80]!r}...: too deep (at most {MAX_DEPTH} components)", path[:80])
         if PurePosixPath(path).is_absolute() or Path(path).is_absolute():
             raise WorkspaceError(
                 f"{path!r}: absolute paths are not allowed; give a path relative to the workspace", path
@@ -192,9 +203,11 @@ class Workspace:
             raise WorkspaceError(f"{path!r}: escapes the workspace root", path)
         return [p for p in norm.split("/") if p not in ("", ".")]
 
-    def _walk(self, path: str, *, create_dirs: bool = False) -> Resolved:
-        """Resolve ``path`` race-free from a descriptor of the root (see ``agentkit.tools.beneath``)."""
-        return resolve_beneath(str(self.root), self._parts(path), path, create_dirs=create_dirs)
+    def _walk(self, path: str, *, create_dirs: bool = False, for_write: bool = False) -> Resolved:
+        """Resolve ``path`` race-free from a descriptor of the root (see ``agentkit.tools.beneath``); ``for_write``
+        refuses a control path (or a path too deep) before any directory is created."""
+        guard = (lambda parts: self._writable(parts, path)) if for_write else None
+        return resolve_beneath(str(self.root), self._parts(path), path, create_dirs=create_dirs, guard=guard)
 
     def resolve(self, path: str) -> Path:
         """The absolute path of workspace-relative ``path`` (symlinks inside resolved), refusing anything that
@@ -206,24 +219,45 @@ class Workspace:
         """Workspace-relative posix form of an absolute path inside the root."""
         return full.relative_to(self.root).as_posix() or "."
 
-    def _iter_files(self, base_rel: str) -> Iterator[str]:
-        """Workspace-relative paths of the files under ``base_rel`` in sorted order, skipping tool/VCS directories
-        and symlinks that lead outside or to no regular file. Walked by descriptors (``os.fwalk``): a directory
-        swapped for a symlink mid-walk is not descended into."""
+    def _iter_files(self, base_rel: str) -> Iterator[str | TooDeep]:
+        """Workspace-relative paths of the files under ``base_rel``, each directory's files (sorted) before its
+        subdirectories (sorted), skipping tool/VCS directories and symlinks that lead outside or to no regular
+        file. Walked iteratively by descriptors, each directory opened ``O_NOFOLLOW`` from its parent's (a directory
+        swapped for a symlink mid-walk is not descended into); at most :data:`MAX_DEPTH` levels, one descriptor a
+        level. Directories below that depth are not entered; a last ``TooDeep`` says how many."""
         with self._walk(base_rel) as r:
             base_fd = open_dir(r.name or ".", r.dir_fd, base_rel)
             prefix = r.parts
+        stack: list[tuple[int, list[str], list[str]]] = []  # (dir fd, its parts, its subdirectories still to visit)
+        too_deep = 0
         try:
-            for dirpath, dirnames, filenames, dir_fd in os.fwalk(".", dir_fd=base_fd):
-                dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
-                here = [*prefix, *[p for p in dirpath.split("/") if p not in ("", ".")]]
-                for name in sorted(filenames):
+            fd, here = base_fd, prefix
+            while True:
+                dirs, files = _list_dir(fd)
+                for name in files:
                     rel = "/".join([*here, name])
-                    if self._linked_file_outside(name, dir_fd, rel):
+                    if not self._linked_file_outside(name, fd, rel):
+                        yield rel
+                stack.append((fd, here, [d for d in reversed(dirs) if d not in SKIP_DIRS]))
+                fd = -1
+                while stack and fd < 0:
+                    top_fd, top, todo = stack[-1]
+                    if not todo:
+                        os.close(stack.pop()[0])
                         continue
-                    yield rel
+                    name = todo.pop()
+                    if len(top) + 1 >= MAX_DEPTH:  # its files would be deeper than a tool may name
+                        too_deep += 1
+                        continue
+                    with contextlib.suppress(WorkspaceError):
+                        fd, here = open_dir(name, top_fd, "/".join([*top, name])), [*top, name]
+                if fd < 0:
+                    break
         finally:
-            os.close(base_fd)
+            for entry in stack:
+                os.close(entry[0])
+        if too_deep:
+            yield TooDeep(too_deep)
 
     def _linked_file_outside(self, name: str, dir_fd: int, rel: str) -> bool:
         """Whether ``name`` is a symlink that does not resolve to a regular file inside the root."""
@@ -236,9 +270,14 @@ class Workspace:
             return True
 
     def _writable(self, parts: list[str], path: str) -> None:
-        """Refuse writes under ``.git/`` (read-only to agents: hooks and config there run code)."""
-        if ".git" in parts:
-            raise WorkspaceError(f"{path!r}: .git/ is read-only to the workspace tools", path)
+        """Refuse writes to control paths (the host runs code from them later; ``agentkit.tools.control_paths``)
+        and paths deeper than :data:`MAX_DEPTH` once symlinks are resolved."""
+        if len(parts) > MAX_DEPTH:
+            raise WorkspaceError(f"{path[:80]!r}: too deep (at most {MAX_DEPTH} components)", path[:80])
+        why = control_paths.refusal(self.root, parts)
+        if why is not None:
+            raise WorkspaceError(f"{path!r}: read-only to the workspace tools ({why}: the host runs code from it)",
+                                 path)
 
     def _read_bytes(self, path: str) -> tuple[str, bytes]:
         """The canonical relative path and bytes of a file, read through one descriptor opened race-free and then
@@ -254,10 +293,12 @@ class Workspace:
                     raise WorkspaceError(f"{path[:80]!r}: name too long", path[:80]) from None
                 raise WorkspaceError(f"{path!r}: no such file", path) from None
             rel = r.rel
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+            raise WorkspaceError(f"{path!r}: {kind}; read_file reads files (list_files lists directories)", path)
         with os.fdopen(fd, "rb") as f:
-            st = os.fstat(f.fileno())
-            if not stat.S_ISREG(st.st_mode):
-                raise WorkspaceError(f"{path!r}: no such file", path)
             if st.st_nlink > 1:
                 raise WorkspaceError(f"{path!r}: file has {st.st_nlink} hard links; linked files are refused (one "
                                      "link may be a file outside the workspace)", path)
@@ -299,6 +340,9 @@ class Workspace:
             base = "" if not r.parts else r.rel + "/"
         out, chars, more = [], 0, 0
         for rel in self._iter_files(subdir):
+            if isinstance(rel, TooDeep):
+                out.append(rel.note())
+                break
             if not _glob_match(pattern, rel[len(base):]):
                 continue
             if len(out) >= MAX_LIST_ENTRIES or chars + len(rel) + 1 > self.max_output_chars:
@@ -370,6 +414,9 @@ class Workspace:
         out: list[str] = []
         chars = 0
         for rel in self._iter_files("."):
+            if isinstance(rel, TooDeep):
+                out.append(rel.note())
+                break
             if not _glob_match(path_glob, rel):
                 continue
             try:
@@ -409,8 +456,9 @@ class Workspace:
             raise WorkspaceError(
                 f"{path!r}: content is {len(data)} bytes, over the {self.max_file_bytes}-byte limit", path
             )
-        with self._walk(path, create_dirs=True) as r:
-            self._writable(r.parts, path)
+        self.guard.check("/".join(parts), "", content)
+        with self._walk(path, create_dirs=True, for_write=True) as r:
+            self.guard.check(r.rel, "", content)
             if r.exists or not r.name:
                 raise WorkspaceError(f"{path!r}: already exists; change it with apply_edits", path)
             try:
@@ -454,6 +502,8 @@ class Workspace:
             canon.append(Edit(rel, e.search, e.replace))
         notes: list[str] = []
         new = apply_edit_list(files, canon, notes)
+        for rel, text in new.items():
+            self.guard.check(rel, files[rel], text)
         for rel, text in new.items():
             try:
                 size = len(text.encode("utf-8"))
@@ -504,11 +554,13 @@ class Workspace:
         the run did to ``.git`` and other control paths (and what was undone).
         """
         exe = self._checked_argv(argv)
+        mode = require(self.isolation)
         before = control_paths.take(self.root)
         cgroup = PidsCgroup(self.limits.max_processes)
         try:
             with tempfile.TemporaryFile() as out, tempfile.TemporaryDirectory(prefix="agentkit-ws-") as tmp:
-                run = prepare(self.isolation, self.root, tmp, exe, self.limits, cgroup, self.sandbox_ro_paths)
+                run = prepare(mode, self.root, tmp, exe, self.limits, cgroup, self.sandbox_ro_paths,
+                              tuple(before.paths()))
                 try:
                     code, timed_out = self._run(run.argv, run.env, out, run.fds)
                 finally:
@@ -516,10 +568,10 @@ class Workspace:
                         os.close(fd)
                 output = self._read_output(out)
             hit = limits_hit(self.limits, code, timed_out, output, cgroup)
-            enforced = enforcement(self.limits, self.isolation, cgroup)
+            enforced = enforcement(self.limits, mode, cgroup)
         finally:
             cgroup.remove()
-        notes = control_paths.settle(self.root, before, restore=self.isolation == "none")
+        notes = control_paths.settle(self.root, before)
         if timed_out:
             output += f"\n[command timed out after {self.command_timeout_s} s and was killed]"
         if hit:
@@ -527,7 +579,7 @@ class Workspace:
         if notes:
             output += "\n[sandbox: " + "; ".join(notes) + "]"
         return {"command": shlex.join(argv), "exit_code": code, "timed_out": timed_out, "output": output,
-                "isolation": DESCRIPTIONS[self.isolation], "limits_hit": hit, "limits": enforced,
+                "isolation": describe(mode), "limits_hit": hit, "limits": enforced,
                 "control_paths": notes}  # fmt: skip
 
     def _checked_argv(self, argv: list[str]) -> list[str]:
@@ -593,6 +645,25 @@ class Workspace:
         """A search/replace ``Template`` over the current contents of ``paths`` (see ``agentkit.constrain.edits``)."""
         files = dict(self._read_text(p) for p in paths)
         return search_replace_template(files, max_edits=max_edits, max_search_lines=max_search_lines)
+
+
+@dataclass(frozen=True)
+class TooDeep:
+    """The last item of a walk that left directories out for depth: how many."""
+
+    dirs: int
+
+    def note(self) -> str:
+        return f"... {self.dirs} directories deeper than {MAX_DEPTH} levels not walked"
+
+
+def _list_dir(fd: int) -> tuple[list[str], list[str]]:
+    """The sorted subdirectory and non-directory names of the open directory ``fd`` (symlinks not followed)."""
+    dirs, files = [], []
+    with os.scandir(fd) as it:
+        for entry in it:
+            (dirs if entry.is_dir(follow_symlinks=False) else files).append(entry.name)
+    return sorted(dirs), sorted(files)
 
 
 def _stat_at(r: Resolved) -> os.stat_result | None:
