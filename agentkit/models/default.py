@@ -7,10 +7,13 @@ cache directory. Later loads read only that cache (~3 s) and never touch the GGU
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import importlib.metadata
 import json
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import ModelNotFoundError
@@ -75,28 +78,44 @@ def default_tokenizer():
 
 
 def _build_cache(gguf: Path, target: Path) -> None:
-    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
     from safetensors.torch import save_file
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from .console import first_use_step, quiet_transformers
 
     tmp = target.with_name(target.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    with Progress(
-        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), transient=False
-    ) as progress:
-        task = progress.add_task("agentkit: dequantizing SmolLM2-135M (first use only)", total=3)
+    with first_use_step("dequantizing SmolLM2-135M (first use only, about 25 s)", 3) as advance, \
+            quiet_transformers(), _gguf_bar_off():
         model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype="float32")
-        progress.advance(task)
+        advance()
         tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         tok.save_pretrained(tmp)
         model.config.save_pretrained(tmp)
-        progress.advance(task)
+        advance()
         state = {k: v.contiguous() for k, v in model.state_dict().items()}
         if model.config.tie_word_embeddings:
             state.pop("lm_head.weight", None)
         save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
         (tmp / "agentkit.json").write_text(json.dumps({"source": f"{WHEEL}=={WHEEL_VERSION}/{GGUF_NAME}"}))
-        progress.advance(task)
+        advance()
     shutil.rmtree(target, ignore_errors=True)
     tmp.rename(target)  # atomic publish: a half-written cache is never used
+
+
+@contextlib.contextmanager
+def _gguf_bar_off() -> Iterator[None]:
+    """transformers' GGUF reader draws its own tqdm bar, which its progress-bar switch does not reach; off while
+    agentkit's bar runs (``AGENTKIT_LOAD_VERBOSE=1`` keeps it)."""
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
+
+    bar = getattr(gguf_utils, "tqdm", None)
+    if bar is None or os.environ.get("AGENTKIT_LOAD_VERBOSE") == "1":
+        yield
+        return
+    gguf_utils.tqdm = functools.partial(bar, disable=True)
+    try:
+        yield
+    finally:
+        gguf_utils.tqdm = bar

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import torch
 
+from .console import first_use_step
 from .q4 import GROUP
 
 log = logging.getLogger("agentkit.models")
@@ -147,8 +148,14 @@ def fitted_grids(model: torch.nn.Module, names: list[str], weights: Callable[[st
         if all(f"{n}.q" in t for n in names):
             return {n: (t[f"{n}.q"].to(torch.int32), t[f"{n}.d"], t[f"{n}.m"]) for n in names}
     log.info("fitting 4-bit grids to %d merged layers (GPTQ, once; cached at %s)", len(names), cache)
-    moments = input_moments(model, names, rows())
-    grids = {n: fit_grid(weights(n), moments[n]) for n in names}
+    with first_use_step(f"fitting the loop adapter's 4-bit grids to {len(names)} layers (first use only, about "
+                        "a minute)", len(names) + 1) as advance:
+        moments = input_moments(model, names, rows())
+        advance()
+        grids = {}
+        for n in names:
+            grids[n] = fit_grid(weights(n), moments[n])
+            advance()
     cache.parent.mkdir(parents=True, exist_ok=True)
     tmp = cache.with_suffix(f".{os.getpid()}.tmp")  # processes fitting at once (Ray replicas) each write their own
     save_file({f"{n}.{part}": t.to(torch.uint8) if part == "q" else t.contiguous()

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import os
-from collections.abc import Iterator
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,6 +10,7 @@ from pathlib import Path
 import torch
 
 from ..errors import ModelNotFoundError
+from .console import quiet_transformers
 
 DIFFUSION_GEMMA = "diffusion_gemma"
 CAUSAL = "causal"
@@ -82,27 +80,6 @@ def resolve_dtype(dtype: str, device: str = "cpu", flags: AbstractSet[str] | Non
     if not device.startswith("cpu"):
         return "bfloat16"
     return "bfloat16" if native_bf16(flags) else "float32"
-
-
-@contextlib.contextmanager
-def quiet_transformers() -> Iterator[None]:
-    """transformers' warnings and progress bars off while agentkit loads a model: what they say (a GGUF-packed
-    checkpoint asked for in bf16, the weights' loading bar) concerns choices agentkit made, not the user's; agentkit
-    logs the load itself (``agentkit.models``). ``AGENTKIT_LOAD_VERBOSE=1`` keeps them."""
-    if os.environ.get("AGENTKIT_LOAD_VERBOSE") == "1":
-        yield
-        return
-    from transformers.utils import logging as hf_logging
-
-    level, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        hf_logging.set_verbosity(level)
-        if bars:
-            hf_logging.enable_progress_bar()
 
 
 def load_model(path: str | None = None, *, dtype: str = "float32", device: str = "cpu") -> LoadedModel:
