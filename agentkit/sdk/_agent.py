@@ -190,7 +190,9 @@ class Agent(Generic[DepsT, OutputT]):
         after_result: str | None = None,
         after_failure: str = "retry",
         calibrate: bool | None = None,
+        result_type: Any = None,
     ) -> None:
+        _no_result_type(result_type)
         repeat_.check(on_repeat, repeat)
         decide_.check(decide, after_result, after_failure, calibrate)
         self.generator = as_generator(model)
@@ -260,7 +262,7 @@ class Agent(Generic[DepsT, OutputT]):
     async def run(self, task: str, *, message_history: Sequence[ModelMessage] | None = None, deps: Any = None,
                   model_settings: ModelSettings | None = None, mode: Mode | None = None,
                   routing: RoutingPolicy | None = None, limits: Limits | None = None,
-                  trace_path: str | None = None, output_type: Any = None) -> RunResult[Any]:
+                  trace_path: str | None = None, output_type: Any = None, result_type: Any = None) -> RunResult[Any]:
         """Run the agent on ``task``, continuing ``message_history`` (``result.all_messages()`` of earlier runs).
 
         ``mode`` forces every step into one mode; ``routing`` replaces the agent's; ``output_type`` the agent's for
@@ -268,6 +270,7 @@ class Agent(Generic[DepsT, OutputT]):
         iteration to this JSONL file as soon as it ends. Raises ``UsageLimitExceeded`` / ``UnexpectedModelBehavior``
         with ``.trace`` (the iterations so far) and ``.messages`` (the conversation so far).
         """
+        _no_result_type(result_type)
         return await self._run(task, message_history=message_history, deps=deps, model_settings=model_settings,
                                mode=mode, routing=routing, limits=limits, trace_path=trace_path,
                                output_type=output_type)
@@ -814,6 +817,13 @@ def to_chat_with_prompt(messages: list[ModelMessage], prompt: str | None) -> lis
         else:
             msgs.append({"role": "user", "content": prompt})
     return msgs
+
+
+def _no_result_type(result_type: Any) -> None:
+    """``result_type=``, pydantic-ai's earlier name for ``output_type``, refused with the name to use."""
+    if result_type is not None:
+        raise UserError("result_type= is pydantic-ai's earlier name; agentkit takes output_type= (the type the run's "
+                        "output is validated as)", param="result_type")
 
 
 def _instruction_list(instructions: Any) -> list[Instructions]:
