@@ -119,7 +119,7 @@ def demo(
     from .config import DecodeConfig
     from .constrain.compiler import compile_schema
     from .sdk._extract import extract_messages
-    from .sdk._steps import EXTRACT_STYLE
+    from .steps.kinds import EXTRACT_STYLE
 
     class Meeting(BaseModel):
         person: str

@@ -24,7 +24,7 @@ from agentkit.config import DecodeConfig
 from agentkit.engine import default_engine
 from agentkit.evals.agent_env import answer_has
 from agentkit.evals.agent_tasks import INSTRUCTIONS, load
-from agentkit.sdk import _steps as steps
+from agentkit.steps import kinds as steps
 from agentkit.toolcall import result_values
 
 

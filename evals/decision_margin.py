@@ -28,7 +28,7 @@ from agentkit.evals.agent_env import TaskEnv, agentkit_tools
 from agentkit.evals.agent_loop import INSTRUCTIONS
 from agentkit.evals.agent_tasks import load
 from agentkit.sdk._decide import decision_chat
-from agentkit.sdk._steps import call_head, system_prompt
+from agentkit.steps.kinds import call_head, system_prompt
 
 THRESHOLDS = (-2.0, -1.0, -0.5, 0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
 

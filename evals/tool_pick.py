@@ -23,7 +23,7 @@ from agentkit.evals.agent_env import TaskEnv, agentkit_tools
 from agentkit.evals.agent_loop import INSTRUCTIONS
 from agentkit.evals.agent_tasks import load
 from agentkit.sdk._decide import decision_chat
-from agentkit.sdk._steps import call_head, system_prompt
+from agentkit.steps.kinds import call_head, system_prompt
 
 METHODS = ("raw", "calibrated")
 

@@ -21,7 +21,7 @@ from agentkit.calibration import structured_mode
 from agentkit.config import DecodeConfig
 from agentkit.constrain.canonical import DEFAULT_STYLE
 from agentkit.errors import UserError
-from agentkit.sdk import _steps as steps
+from agentkit.steps import kinds as steps
 from agentkit.settings import TEMPLATE_SETTINGS, server_fields
 from agentkit.toolcall import MAX_PARALLEL_CALLS, choice_prompt, parse_calls, result_values
 
@@ -200,7 +200,7 @@ def _schema_job(req: ChatRequest, forced: list[ToolDef], no_call: str | None) ->
     if rf.json_schema is None:
         raise APIError(400, "response_format.json_schema is required for type json_schema",
                        param="response_format.json_schema")
-    # arrays capped as extract caps them (agentkit.sdk._steps.cap_arrays), so both decode the same language
+    # arrays capped as extract caps them (agentkit.steps.kinds.cap_arrays), so both decode the same language
     return SchemaJob("response", schema=steps.cap_arrays(rf.json_schema.schema_),
                      strict=bool(rf.json_schema.strict) or closed,
                      where="response_format.json_schema.schema", style=style)

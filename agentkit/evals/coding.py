@@ -133,7 +133,7 @@ class GuidedModel:
             return await self.inner.generate(messages, config, template, on_draft)
         done = 0
         for m in messages:
-            if m["role"] == "assistant" and m["content"].startswith('{"name":'):  # a call (sdk._steps.call_text)
+            if m["role"] == "assistant" and m["content"].startswith('{"name":'):  # a call (steps.kinds.call_text)
                 done += 1
         out = self.calls[done] if done < len(self.calls) else {"name": "final_answer", "arguments": {}}
         return await FunctionModel(lambda _m, _i: out).generate(messages, config, template)

@@ -2,7 +2,7 @@
 
 A row is a decoding mode with optional settings after ``+`` (``ar``, ``ar+compact``, ``diffusion+schema``) or a
 peer name (:data:`agentkit.evals.peers.PEERS`). Settings: ``compact``/``spaced`` (JSON style), ``schema``/
-``example`` (the extract prompt, :data:`agentkit.sdk._steps.EXTRACT_PROMPTS`), ``nocopy`` (copy prior off),
+``example`` (the extract prompt, :data:`agentkit.steps.kinds.EXTRACT_PROMPTS`), ``nocopy`` (copy prior off),
 ``copyuser`` (copying from the whole user message, schema included, instead of the text), ``nonum`` (no copy
 prior in numbers), ``nofirst`` (none at a number's first digit, ``DecodeConfig.copy_first_digit``), ``retry`` (a second decode in ``diffusion`` when the first's values are not in the text, see
 :func:`agentkit.sdk._extract.grounded`). Items run in the outer loop and rows in the inner one, so a run stopped
@@ -37,7 +37,7 @@ def parse_row(row: str) -> tuple[str, set[str]]:
 
 def run_agentkit(engine: Any, item: ExtractItem, row: str) -> dict[str, Any]:
     """One item through ``extract`` under ``row``'s mode and settings."""
-    from ..sdk import _steps
+    from ..steps import kinds as _steps
     from ..sdk._extract import extract, extract_messages
 
     mode, opts = parse_row(row)

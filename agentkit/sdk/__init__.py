@@ -28,7 +28,7 @@ from ._models import FunctionModel, StepInfo, TestModel
 from ._otel import Instrumentation
 from ._result import RunResult
 from ._settings import ModelSettings
-from ._steps import Plan
+from ..steps.kinds import Plan
 from ._stream import StreamedRunResult
 from ._tools import Tool, tool
 from ._trace import IterationRecord, Trace

@@ -37,7 +37,7 @@ from ..toolcall import MAX_PARALLEL_CALLS, result_values
 from . import _decide as decide_
 from . import _repeat as repeat_
 from . import _settings as settings_
-from . import _steps as steps
+from ..steps import kinds as steps
 from ._callbacks import draft_callback, text_callback, token_callback
 from ._context import RunContext, RunUsage
 from ._decide import Decide
@@ -530,7 +530,7 @@ class Agent(Generic[DepsT, OutputT]):
         try:
             pos, kw = tool.bind(args)
         except ValidationError as e:
-            error = f"invalid arguments: {steps._pydantic_errors(e)}. Fix the arguments and call the tool again."
+            error = f"invalid arguments: {steps.pydantic_errors(e)}. Fix the arguments and call the tool again."
         else:
             run.usage.tool_calls += 1
             run.running_tool = tool.name

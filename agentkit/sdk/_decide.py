@@ -27,7 +27,7 @@ from .. import decide
 from ..errors import UserError
 from ..toolcall import choice_prompt, no_call_name
 from ._generator import NameScorer
-from ._steps import FINAL_ANSWER, call_head, system_prompt
+from ..steps.kinds import FINAL_ANSWER, call_head, system_prompt
 
 Decide = Literal["scores", "decode"]
 DECIDE: tuple[str, ...] = ("scores", "decode")

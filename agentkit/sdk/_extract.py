@@ -12,7 +12,7 @@ from ..config import DecodeConfig
 from ..errors import UserError
 from ._agent import Agent, Limits
 from ._settings import ModelSettings
-from ._steps import EXTRACT_INSTRUCTIONS, OutputSpec, extract_prompt
+from ..steps.kinds import EXTRACT_INSTRUCTIONS, OutputSpec, extract_prompt
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 

@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, TypeAdapter
 
 from ..toolcall import CALL_SEP
-from ._steps import call_text, observation
+from ..steps.kinds import call_text, observation
 
 
 def _now() -> datetime:

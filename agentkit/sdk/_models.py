@@ -19,7 +19,7 @@ from ..config import DecodeConfig
 from ..constrain.nodes import Template
 from ..engine.stats import DecodeStats, GenerationResult
 from ._generator import OnDraft, OnTokens
-from ._steps import FINAL_ANSWER, compact
+from ..steps.kinds import FINAL_ANSWER, compact
 
 _DENOISE_STEPS_PER_BLOCK = 4
 

@@ -12,7 +12,7 @@ from ._events import AgentEvent
 from ._messages import ModelMessage, ModelMessagesTypeAdapter, to_chat
 from ._repeat import Results
 from ._settings import ModelSettings
-from ._steps import OutputSpec, Plan
+from ..steps.kinds import OutputSpec, Plan
 from ._trace import Trace
 
 OutputT = TypeVar("OutputT")

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ValidationError, create_model
 
 from ..errors import UserError
 from ._events import AgentEvent, CanvasDraft, Final, StepStarted, TextDelta
-from ._steps import RESPONSE_KEY
+from ..steps.kinds import RESPONSE_KEY
 
 if TYPE_CHECKING:
     from ._agent import Agent

@@ -38,7 +38,7 @@ from typing import Any
 
 from ..engine.stats import DecodeStats, GenerationResult
 from ..evals.agent_tasks import INSTRUCTIONS, AgentTask
-from ..sdk._steps import call_text
+from ..steps.kinds import call_text
 from .specs import NAMESPACES, VARIED_PARAMS, GenFn, random_function, request
 
 KINDS = ("one_tool", "no_tool", "two_tool", "fail_once")

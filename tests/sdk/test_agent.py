@@ -24,7 +24,7 @@ from agentkit.sdk import (
     ToolResult,
     tool,
 )
-from agentkit.sdk._steps import tool_call_schema, tool_call_template
+from agentkit.steps.kinds import tool_call_schema, tool_call_template
 
 
 @tool

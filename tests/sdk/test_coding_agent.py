@@ -15,7 +15,7 @@ from agentkit.errors import UnexpectedModelBehavior, UserError
 from agentkit.evals import coding
 from agentkit.sdk import Agent, FunctionModel, RoutingPolicy, Tool
 from agentkit.sdk._generator import EngineGenerator
-from agentkit.sdk._steps import tool_call_schema, tool_call_template
+from agentkit.steps.kinds import tool_call_schema, tool_call_template
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -41,7 +41,7 @@ async def test_extract_prompt_messages():
 
 
 def test_the_prompts_schema_drops_numeric_bounds_and_nothing_else():
-    from agentkit.sdk._steps import prompt_schema
+    from agentkit.steps.kinds import prompt_schema
 
     schema = {"type": "object", "$defs": {"N": {"type": "number", "exclusiveMaximum": 9.5, "description": "n"}},
               "properties": {"maximum": {"type": "integer", "minimum": 1, "maximum": 50},  # a field named so

@@ -160,7 +160,7 @@ async def test_the_answer_ends_at_a_loop_unless_the_settings_say():
     """The free-text reply gets ``stop_loops`` (steps.REPLY_STOP_LOOPS) unless the agent's config or the model
     settings set it; the structured steps never do (a template's output is not cut)."""
     from agentkit.config import DecodeConfig
-    from agentkit.sdk import _steps as steps
+    from agentkit.steps import kinds as steps
 
     model = model_of(call("double", x=3), {"name": "final_answer", "arguments": {}})
     seen = []

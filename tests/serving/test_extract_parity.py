@@ -12,7 +12,7 @@ from agentkit.serving.plan import plan_request
 from agentkit.serving.protocol import ChatRequest
 
 from agentkit.constrain.canonical import json_style
-from agentkit.sdk import _steps as steps
+from agentkit.steps import kinds as steps
 from agentkit.sdk import extract
 from agentkit.sdk._extract import extract_messages
 

@@ -8,7 +8,7 @@ import jsonschema
 import pytest
 
 from agentkit.evals.agent_env import parameters
-from agentkit.sdk._steps import call_head
+from agentkit.steps.kinds import call_head
 from agentkit.training import loop_traces as lt
 
 SHARED_BFCL = Path(__file__).resolve().parents[3] / "shared" / "data" / "bfcl"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import jsonschema
 from pydantic import BaseModel, Field, PydanticSchemaGenerationError, PydanticUserError, TypeAdapter, ValidationError
@@ -20,7 +20,6 @@ from ..constrain.nodes import Template
 from ..engine.stats import GenerationResult
 from ..errors import UserError
 from ..toolcall import NAME_ARGS, CallShape, call_template, calls_template, read_call, tools_prompt
-from ._tools import Tool
 
 StepKind = Literal["plan", "tool_call", "tool_input", "extract", "reply"]
 STEP_KINDS: tuple[str, ...] = ("plan", "tool_call", "tool_input", "extract", "reply")
@@ -34,6 +33,29 @@ LEGACY_SHAPE = CallShape(name_key="tool", args_key="arguments")
 STYLE: str | None = None
 EXTRACT_STYLE = "spaced"  # extraction benchmark (docs/extraction.md) and the four texts of issue 37: spaced best
 TOOL_STYLE = "spaced"  # BFCL: spaced ahead of compact, which invited junk optional keys (docs/benchmarks.md)
+
+
+class StepTool(Protocol):
+    """What a step reads of a tool (``agentkit.sdk.Tool`` has it): its name, description and schemas, and for a
+    templated tool the factory of its input's template and that step's prompt."""
+
+    name: str
+    description: str
+    parameters_schema: dict[str, Any]
+    input_prompt: str | None
+    template_factory: Callable[[], Template] | None
+
+    @property
+    def templated(self) -> bool: ...
+
+    @property
+    def input_parameter(self) -> str | None: ...
+
+    @property
+    def call_schema(self) -> dict[str, Any]: ...
+
+    @property
+    def spec(self) -> dict[str, Any]: ...
 
 
 class Plan(BaseModel):
@@ -96,7 +118,7 @@ def for_step(template: Template, step: str, **meta: Any) -> Template:
                     meta={**template.meta, "step": step, **meta})
 
 
-def tool_call_template(tools: list[Tool], style: str | None = STYLE, *, final_answer: bool = True,
+def tool_call_template(tools: list[StepTool], style: str | None = STYLE, *, final_answer: bool = True,
                        strict: bool = True, max_calls: int = 1) -> Template:
     """One template for a tool-call step (:func:`agentkit.toolcall.call_template`, keys ``name``/``arguments``):
     a choice of the tools (ARGS under that tool's compiled schema; ``{}`` for a templated tool) and, with
@@ -140,7 +162,7 @@ def read_tool_call(value: Any) -> tuple[str, Any] | None:
     return None
 
 
-def tool_call_schema(tools: list[Tool], *, final_answer: bool = True) -> dict[str, Any]:
+def tool_call_schema(tools: list[StepTool], *, final_answer: bool = True) -> dict[str, Any]:
     """The JSON Schema of a tool-call step: ``anyOf`` one object per tool; tools' ``$defs`` hoisted and prefixed."""
     defs: dict[str, Any] = {}
     variants = []
@@ -234,7 +256,7 @@ class OutputSpec:
         try:
             return self._adapter.validate_python(value)  # type: ignore[union-attr]
         except ValidationError as e:
-            raise OutputError(_pydantic_errors(e)) from e
+            raise OutputError(pydantic_errors(e)) from e
 
     def dump(self, value: Any) -> Any:
         """The output as JSON data (what the conversation keeps)."""
@@ -254,7 +276,7 @@ def parse_json(result: GenerationResult) -> Any:
         raise OutputError(f"output is not JSON ({e.msg} at char {e.pos}): {result.text[:200]!r}") from e
 
 
-def _pydantic_errors(e: ValidationError) -> str:
+def pydantic_errors(e: ValidationError) -> str:
     return "; ".join(f"{'.'.join(map(str, err['loc'])) or '<root>'}: {err['msg']}" for err in e.errors()[:8])
 
 
@@ -272,7 +294,7 @@ def compact(value: Any) -> str:
 DEFAULT_INSTRUCTIONS = "You are a helpful assistant."
 
 
-def system_prompt(instructions: str | None, tools: list[Tool], example: bool = True) -> str:
+def system_prompt(instructions: str | None, tools: list[StepTool], example: bool = True) -> str:
     """The instructions, then the tools and how to call one (:func:`agentkit.toolcall.tools_prompt`: BFCL's default
     prompt, the one the engine's BFCL figures were measured with), with ``final_answer`` to stop."""
     parts = [instructions or DEFAULT_INSTRUCTIONS]
@@ -328,7 +350,7 @@ def extract_prompt(spec: OutputSpec, prompt: str | None = None, style: str | Non
     return text
 
 
-def tool_input_template(tool: Tool) -> Template:
+def tool_input_template(tool: StepTool) -> Template:
     """The template of a templated tool's ``tool_input`` step, built now; labelled with the step and the tool.
 
     A shallow copy keeps the factory's ``Template`` subclass and attributes (e.g. an edit template's files).
@@ -341,7 +363,7 @@ def tool_input_template(tool: Tool) -> Template:
     return labelled
 
 
-def tool_input_prompt(tool: Tool) -> str:
+def tool_input_prompt(tool: StepTool) -> str:
     return tool.input_prompt or f"Now write the input of {tool.name}: {tool.description}"
 
 
