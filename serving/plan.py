@@ -21,8 +21,8 @@ from agentkit.calibration import structured_mode
 from agentkit.config import DecodeConfig
 from agentkit.constrain.canonical import DEFAULT_STYLE
 from agentkit.errors import UserError
-from agentkit.steps import kinds as steps
 from agentkit.settings import TEMPLATE_SETTINGS, server_fields
+from agentkit.steps import kinds as steps
 from agentkit.toolcall import MAX_PARALLEL_CALLS, choice_prompt, parse_calls, result_values
 
 from .errors import APIError, user_error

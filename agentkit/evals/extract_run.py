@@ -37,8 +37,8 @@ def parse_row(row: str) -> tuple[str, set[str]]:
 
 def run_agentkit(engine: Any, item: ExtractItem, row: str) -> dict[str, Any]:
     """One item through ``extract`` under ``row``'s mode and settings."""
-    from ..steps import kinds as _steps
     from ..sdk._extract import extract, extract_messages
+    from ..steps import kinds as _steps
 
     mode, opts = parse_row(row)
     decode = DecodeConfig(copy_bias=0.0 if "nocopy" in opts else DecodeConfig.copy_bias,

@@ -6,6 +6,7 @@ replies go to AR. Every iteration's cost is recorded in a ``Trace``.
 """
 
 from ..errors import ModelRetry
+from ..steps.kinds import Plan
 from ._agent import Agent, Limits, RoutingPolicy
 from ._context import RunContext, RunUsage
 from ._events import AgentEvent, CanvasDraft, Final, Reply, StepStarted, TextDelta, ToolCall, ToolResult
@@ -28,7 +29,6 @@ from ._models import FunctionModel, StepInfo, TestModel
 from ._otel import Instrumentation
 from ._result import RunResult
 from ._settings import ModelSettings
-from ..steps.kinds import Plan
 from ._stream import StreamedRunResult
 from ._tools import Tool, tool
 from ._trace import IterationRecord, Trace

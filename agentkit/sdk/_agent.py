@@ -33,11 +33,11 @@ from ..errors import (
     UserError,
 )
 from ..settings import BY_NAME as SETTING
+from ..steps import kinds as steps
 from ..toolcall import MAX_PARALLEL_CALLS, result_values
 from . import _decide as decide_
 from . import _repeat as repeat_
 from . import _settings as settings_
-from ..steps import kinds as steps
 from ._callbacks import draft_callback, text_callback, token_callback
 from ._context import RunContext, RunUsage
 from ._decide import Decide

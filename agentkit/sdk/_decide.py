@@ -25,9 +25,9 @@ from typing import Any, Literal
 
 from .. import decide
 from ..errors import UserError
+from ..steps.kinds import FINAL_ANSWER, call_head, system_prompt
 from ..toolcall import choice_prompt, no_call_name
 from ._generator import NameScorer
-from ..steps.kinds import FINAL_ANSWER, call_head, system_prompt
 
 Decide = Literal["scores", "decode"]
 DECIDE: tuple[str, ...] = ("scores", "decode")

@@ -10,9 +10,9 @@ from pydantic import BaseModel, TypeAdapter
 
 from ..config import DecodeConfig
 from ..errors import UserError
+from ..steps.kinds import EXTRACT_INSTRUCTIONS, OutputSpec, extract_prompt
 from ._agent import Agent, Limits
 from ._settings import ModelSettings
-from ..steps.kinds import EXTRACT_INSTRUCTIONS, OutputSpec, extract_prompt
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 

@@ -18,8 +18,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter
 
-from ..toolcall import CALL_SEP
 from ..steps.kinds import call_text, observation
+from ..toolcall import CALL_SEP
 
 
 def _now() -> datetime:

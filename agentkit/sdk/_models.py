@@ -18,8 +18,8 @@ from typing import Any
 from ..config import DecodeConfig
 from ..constrain.nodes import Template
 from ..engine.stats import DecodeStats, GenerationResult
-from ._generator import OnDraft, OnTokens
 from ..steps.kinds import FINAL_ANSWER, compact
+from ._generator import OnDraft, OnTokens
 
 _DENOISE_STEPS_PER_BLOCK = 4
 

@@ -6,13 +6,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from ..steps.kinds import OutputSpec, Plan
 from ._context import RunContext, RunUsage
 from ._decide import Decision
 from ._events import AgentEvent
 from ._messages import ModelMessage, ModelMessagesTypeAdapter, to_chat
 from ._repeat import Results
 from ._settings import ModelSettings
-from ..steps.kinds import OutputSpec, Plan
 from ._trace import Trace
 
 OutputT = TypeVar("OutputT")

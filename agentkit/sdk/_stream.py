@@ -21,8 +21,8 @@ import pydantic_core
 from pydantic import BaseModel, ValidationError, create_model
 
 from ..errors import UserError
-from ._events import AgentEvent, CanvasDraft, Final, StepStarted, TextDelta
 from ..steps.kinds import RESPONSE_KEY
+from ._events import AgentEvent, CanvasDraft, Final, StepStarted, TextDelta
 
 if TYPE_CHECKING:
     from ._agent import Agent

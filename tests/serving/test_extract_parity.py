@@ -12,9 +12,9 @@ from agentkit.serving.plan import plan_request
 from agentkit.serving.protocol import ChatRequest
 
 from agentkit.constrain.canonical import json_style
-from agentkit.steps import kinds as steps
 from agentkit.sdk import extract
 from agentkit.sdk._extract import extract_messages
+from agentkit.steps import kinds as steps
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
