@@ -157,6 +157,12 @@ def call_schema(tools: Sequence[tuple[str, dict]], *, shape: CallShape = NAME_AR
     return branches[0] if len(branches) == 1 else {"anyOf": branches}
 
 
+def call_key(name: str, args: Any) -> str:
+    """A canonical form of a call: key order and spacing do not matter (the repeat rule of the SDK and the
+    server compares calls by it)."""
+    return name + " " + json.dumps(args, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
 def read_call(obj: Any, shape: CallShape = NAME_ARGS) -> tuple[str, Any] | None:
     """``(name, arguments)`` of a parsed call object, or None.
 

@@ -97,7 +97,6 @@ class Completions:
 
     def plans(self, req: CompletionRequest) -> list[RequestPlan]:
         svc = self.svc
-        svc.check_raw()
         svc.check_n(req.n * len(req.prompts))
         out = []
         for prompt in req.prompts:

@@ -23,11 +23,12 @@ from agentkit.constrain.canonical import DEFAULT_STYLE
 from agentkit.errors import UserError
 from agentkit.settings import TEMPLATE_SETTINGS, server_fields
 from agentkit.steps import kinds as steps
+from agentkit.steps.runner import ToolStep, reply_calls
 from agentkit.toolcall import MAX_PARALLEL_CALLS, choice_prompt, parse_calls, result_values
 
 from .errors import APIError, user_error
 from .protocol import AgentkitExt, ChatRequest, ContentPart, NamedToolChoice, ToolDef
-from .toolchoice import answered_calls, call_arguments, call_key, no_call_name, retrying, tool_failed
+from .toolchoice import answered_calls, call_arguments, no_call_name, retrying, tool_failed
 
 EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
 
@@ -102,6 +103,15 @@ class RequestPlan:
     @property
     def prompt_chars(self) -> int:
         return len(self.raw_prompt) if self.raw_prompt is not None else sum(len(m["content"]) for m in self.messages)
+
+    @property
+    def step(self) -> ToolStep:
+        """The plan as the step runner takes it (:mod:`agentkit.steps.runner`), with the configs as they are now
+        (preparation shortens a default max_tokens to what the context leaves)."""
+        return ToolStep(self.prompt, self.config, self.tool_mode, self.tool_names, self.max_calls,
+                        raw=self.raw_prompt is not None, style=self.schema.style if self.schema else None,
+                        no_call=self.no_call, answered=self.answered, retry=self.retry, sources=self.sources,
+                        text_messages=self.text_messages, text_config=self.text_config)
 
     def choice(self, i: int) -> RequestPlan:
         """The plan of choice ``i`` of a request with ``n`` > 1: its own copy (preparation rewrites the config),
@@ -377,28 +387,12 @@ def response_parts(plan: RequestPlan, text: str, value: Any, finish_reason: str)
         calls = parse_calls(text, value)
     elif plan.tool_mode == "auto" and value is not None:
         calls = parse_calls("", value)
-    calls = reply_calls(plan, calls)
+    calls = reply_calls(plan.step, calls)
     if calls:
         tcs = [{"id": "call_" + uuid.uuid4().hex[:24], "type": "function",
                 "function": {"name": name, "arguments": json.dumps(args)}} for name, args in calls]
         return {"role": "assistant", "content": None, "tool_calls": tcs}, "tool_calls"
     return {"role": "assistant", "content": text}, ("length" if finish_reason == "length" else "stop")
-
-
-def reply_calls(plan: RequestPlan, calls: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
-    """The calls a reply returns: to the plan's tools, with object arguments, each once (a call written twice in
-    one reply is made once), at most ``plan.max_calls``; under ``tool_choice`` auto without the calls a tool
-    message already answered (the repeat rule, ``serving/toolchoice.py``)."""
-    out, seen = [], set()
-    for name, args in calls:
-        key = call_key(name, args)
-        if name not in plan.tool_names or not isinstance(args, dict) or key in seen:
-            continue
-        if plan.tool_mode == "auto" and key in plan.answered:
-            continue
-        seen.add(key)
-        out.append((name, args))
-    return out[:plan.max_calls]
 
 
 def usage(prompt_tokens: int, output_tokens: int, cached_tokens: int = 0) -> dict:

@@ -12,8 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import inspect
-import json
 import time
 import uuid
 from collections.abc import Callable
@@ -23,16 +21,15 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from agentkit.constrain.canonical import json_style
-from agentkit.decide import can_score, pick_tool, wants_call
-from agentkit.engine.faces import Scoring, Tokenizing
-from agentkit.toolcall import NAME_ARGS, call_grounded, parse_calls
+from agentkit.constrain.nodes import Template
+from agentkit.engine.faces import EngineLike, Scoring, Tokenizing
+from agentkit.steps.runner import StepIO, ToolStep, run_step
 
 from .admission import WorkBudget, WorkBudgetFull, check_bounds, check_request_work, estimate_work
 from .config import ServerConfig
 from .errors import APIError, from_exception
 from .metrics import Metrics
-from .plan import RequestPlan, plan_request, reply_calls, response_parts, usage
+from .plan import RequestPlan, plan_request, response_parts, usage
 from .prepare import Preparer, longest_token_chars
 from .protocol import ChatRequest
 from .scheduler import ClientDisconnected, Job, QueueFull, Scheduler, ShuttingDown
@@ -56,28 +53,18 @@ class Outcome:
                      sum(st.cached_prompt_tokens for st in runs))
 
 
-def _params(fn: Callable) -> tuple[set[str], bool]:
-    """``fn``'s named parameters, and whether it also takes ``**kwargs``."""
-    try:
-        ps = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return set(), False
-    return set(ps), any(p.kind is p.VAR_KEYWORD for p in ps.values())
-
-
 class ChatService:
-    def __init__(self, engine: Any, cfg: ServerConfig, compile_schema: Callable | None = None) -> None:
+    def __init__(self, engine: EngineLike, cfg: ServerConfig, compile_schema: Callable | None = None) -> None:
+        if not isinstance(engine, EngineLike):
+            raise TypeError(f"the server's engine must have generate() and batches (agentkit.engine.faces."
+                            f"EngineLike), got {type(engine).__name__}")
         self.engine, self.cfg = engine, cfg
         self.model_name = str(engine.name) if isinstance(engine, Tokenizing) else "agentkit"
         self.served_names = cfg.served_model_names or tuple(dict.fromkeys((self.model_name, "agentkit")))
         self.metrics = Metrics(self.served_names[0])  # vLLM's model_name label: the served name
         self.tracer = Tracer()  # a span per request when opentelemetry is installed (serving/tracing.py)
-        params, any_kw = _params(engine.generate)
-        self._hooks = any_kw or "on_tokens" in params  # the engine streams committed tokens
-        self._should_stop = any_kw or "should_stop" in params  # ... and stops before its next forward when asked
-        self._raw = any_kw or "raw" in params  # ... and takes a prompt as text (/v1/completions)
         batcher = None
-        if "batch" in params:  # explicit batch support (not merely **kwargs)
+        if engine.batches:
             from agentkit.engine.batch import Batcher
 
             batcher = Batcher(max_batch=cfg.max_batch, on_forward=self._on_forward)
@@ -134,11 +121,6 @@ class ChatService:
             raise APIError(400, f"n is {n}, more than this server's max_n ({self.cfg.max_n})", param="n",
                            code="invalid_value")
 
-    def check_raw(self) -> None:
-        if not self._raw:
-            raise APIError(400, "this engine takes chat messages only (its generate() has no raw= prompt); use "
-                                "/v1/chat/completions", param="prompt", code="unsupported_endpoint")
-
     def submit(self, plan: RequestPlan, on_tokens: Callable[[list[int]], None] | None = None,
                on_draft: Callable[[list[int], list[bool]], None] | None = None) -> Job:
         work = estimate_work(plan, plan.prompt_chars)
@@ -181,84 +163,28 @@ class ChatService:
                     fn(*a)
             return run
 
-        auto = plan.tool_mode == "auto"  # the choice is not streamed (serving/toolchoice.py)
-        call, decision = self._decide(job, plan) if auto else (None, None)
-        if plan.tool_mode == "forced" and len(plan.tool_names) > 1 and self._can_score():
-            decision = {"by": "name_scores", "tool": self._pick(job, plan)}
-        res = choice = None
-        if call is not False:  # a call (the picked tool's template, else the choice decode), or forced/no tools
-            if decision and decision.get("tool"):
-                assert plan.schema is not None
-                tool = tuple(t for t in plan.schema.tools if t.function.name == decision["tool"])
-                template = self.preparer.template(dataclasses.replace(plan.schema, tools=tool, no_call=None,
-                                                                      max_calls=plan.max_calls))
-            res = self._generate(job, plan.prompt, plan.config, template, hook(None if auto else on_tokens, True),
-                                 hook(on_draft), raw=plan.raw_prompt is not None)
-        if auto and (res is None or self._answer_in_text(plan, res.value)):
-            choice, prompt_ids = res, self.preparer.check_prompt(plan, text=True)
-            assert plan.text_messages is not None and plan.text_config is not None
-            res = self._generate(job, plan.text_messages, plan.text_config, None, hook(on_tokens, True),
-                                 hook(on_draft))
+        def template_for(tool: str) -> Template:
+            assert plan.schema is not None
+            one = tuple(t for t in plan.schema.tools if t.function.name == tool)
+            return self.preparer.template(dataclasses.replace(plan.schema, tools=one, no_call=None,
+                                                              max_calls=plan.max_calls))
+
+        def before_text(step: ToolStep) -> list[int] | None:
+            ids = self.preparer.check_prompt(plan, text=True)
+            step.text_config = plan.text_config
+            return ids
+
+        io = StepIO(template, template_for, job.check, hook(on_tokens, True), hook(None, True), hook(on_draft),
+                    job.cancelled.is_set, job.slot, before_text)
+        out = run_step(self.engine, plan.step, io)
+        if out.text_reply:
+            prompt_ids = out.text_prompt
         lp = None
         if plan.logprobs is not None and prompt_ids is not None:
             from .logprobs import token_logprobs
 
-            lp = token_logprobs(self.engine, prompt_ids, list(res.token_ids), plan.logprobs, job.slot)
-        return Outcome(res, lp, choice, decision)
-
-    def _generate(self, job: Job, prompt: list[dict[str, str]] | str, config: Any, template: Any,
-                  on_tokens: Callable, on_draft: Callable, raw: bool = False) -> Any:
-        kw: dict[str, Any] = {"template": template, "on_draft": on_draft}
-        if raw:
-            kw["raw"] = True
-        if self._hooks:
-            kw["on_tokens"] = on_tokens
-        if self._should_stop:
-            kw["should_stop"] = job.cancelled.is_set  # a cancelled job stops before its next forward
-        if job.slot is not None:
-            kw["batch"] = job.slot
-        res = self.engine.generate(prompt, config, **kw)
-        job.check()  # stopped early because the request was cancelled: its answer is already decided
-        return res
-
-    def _decide(self, job: Job, plan: RequestPlan) -> tuple[bool | None, dict[str, Any]]:
-        """tool_choice auto: (True: call, False: answer in text, None: left to the choice decode) by the model's
-        calibrated scores (``agentkit.decide.wants_call``); None for an engine without a backbone to score."""
-        if plan.retry:  # the last tool message reports a failure: a call again (serving/toolchoice.py)
-            tool = self._pick(job, plan) if self._can_score() else None  # without scores, the choice decode's
-            return True, {"by": "retry after a failed tool message", "call": True, "tool": tool}
-        if not self._can_score():
-            return None, {"by": "choice_decode"}
-        assert plan.no_call is not None
-        call, info = wants_call(self.engine, plan.messages, sorted(plan.tool_names), plan.no_call, self._head(plan),
-                                job.slot)
-        job.check()
-        return call, {"by": "calibrated_scores", "call": call, **info}
-
-    def _can_score(self) -> bool:
-        return can_score(self.engine)
-
-    @staticmethod
-    def _head(plan: RequestPlan) -> str:
-        """The call's text before its name (``{"name": "`` in the request's JSON style)."""
-        assert plan.schema is not None
-        return "{" + json.dumps(NAME_ARGS.name_key) + json_style(plan.schema.style).key_sep + '"'
-
-    def _pick(self, job: Job, plan: RequestPlan) -> str:
-        """tool_choice required: the tool the model scores highest (``agentkit.decide.pick_tool``)."""
-        name = pick_tool(self.engine, plan.messages, sorted(plan.tool_names), self._head(plan), job.slot)
-        job.check()
-        return name
-
-    @staticmethod
-    def _answer_in_text(plan: RequestPlan, value: Any) -> bool:
-        """After the call decode of tool_choice auto: True when the model chose no call, or only calls that repeat
-        ones a tool message already answered (the repeat rule) or that take none of their argument values from the
-        conversation (``agentkit.toolcall.call_grounded``: ``{"base": 10, "height": 10}`` for "What is the capital
-        of France?"), so the reply is decoded as text."""
-        calls = parse_calls("", value) if value is not None else []
-        calls = [c for c in reply_calls(plan, calls) if call_grounded(c[1], plan.sources)]
-        return not calls  # none (the no-call option; a template-less test engine's text)
+            lp = token_logprobs(self.engine, prompt_ids, list(out.result.token_ids), plan.logprobs, job.slot)
+        return Outcome(out.result, lp, out.choice, out.decision)
 
     def decode_text(self, ids: list[int]) -> str:
         with self.lock:  # the tokenizer is shared with concurrent requests

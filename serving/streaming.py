@@ -33,9 +33,10 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import StreamingResponse
 
+from agentkit.steps.runner import reply_calls
 from agentkit.toolcall import CALL_SEP, parse_calls
 
-from .plan import RequestPlan, reply_calls, response_parts
+from .plan import RequestPlan, response_parts
 from .scheduler import ClientDisconnected, Job
 from .sse import DONE, Chunks, TextDeltas, event
 
@@ -210,7 +211,7 @@ class _Stream:
     def _call(self, text: str, final: bool = False) -> list[Frame]:
         """The ``tool_calls`` deltas for more of a forced reply's text: the first call's as it is committed (its id
         and name once the name is, then argument fragments), each later call (parallel calls, one per line) whole
-        once its line is complete, unless it repeats an earlier one (:func:`~serving.plan.reply_calls`)."""
+        once its line is complete, unless it repeats an earlier one (:func:`agentkit.steps.runner.reply_calls`)."""
         self.call_text += text
         lines = self.call_text.split(CALL_SEP)
         out = [f] if (f := self._first_call(lines[0], final or len(lines) > 1)) else []
@@ -218,7 +219,7 @@ class _Stream:
         for line in done[self.later_sent:]:
             self.later_sent += 1
             call = parse_calls(line)
-            if call and reply_calls(self.plan, self.calls + call)[len(self.calls):]:
+            if call and reply_calls(self.plan.step, self.calls + call)[len(self.calls):]:
                 self.calls += call
                 tc = {"index": len(self.calls) - 1, "id": "call_" + uuid.uuid4().hex[:24], "type": "function",
                       "function": {"name": call[0][0], "arguments": json.dumps(call[0][1])}}

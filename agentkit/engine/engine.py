@@ -75,6 +75,8 @@ def merged_lora(lm: LoadedModel, path: str) -> LoadedModel:
 class Engine:
     """One set of weights, three ways to decode."""
 
+    batches = True  # generate(batch=seat) runs this request's forwards batched with others' (faces.EngineLike)
+
     def __init__(self, config: EngineConfig | None = None) -> None:
         self.config = config or EngineConfig()
         threads = self.config.threads or _threads.default_threads()

@@ -1,7 +1,10 @@
 """The faces of an engine that the server and the SDK use, as Protocols: what each part may rely on, checked with
 ``isinstance`` once, instead of attribute guesses at each use.
 
-- :class:`Generating`: ``generate(prompt, config, **kw)``; every engine, and every test double.
+- :class:`EngineLike`: ``generate(prompt, config, *, template, raw, on_draft, batch, on_tokens, should_stop)``, typed;
+  every engine, and every test double the server or the SDK is given (a double may ignore a keyword it has no use
+  for, but takes them all). ``batches``: whether ``batch=`` seats it at a
+  :class:`~agentkit.engine.batch.Batcher` (concurrent requests' forwards as one); False: one request at a time.
 - :class:`Tokenizing`: the model's name, context and tokenizer: ``name``, ``context_length`` (None: unknown),
   ``longest_token_chars``, ``encode_prompt`` and the ``lock`` that guards the tokenizer. The server bounds a
   prompt's length before it queues and counts its tokens with them.
@@ -18,14 +21,27 @@ face says so when it is missing (``logprobs`` is refused, the decision is decode
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-__all__ = ["BackboneLike", "Constraining", "Generating", "Scoring", "Tokenizing"]
+if TYPE_CHECKING:
+    from ..config import DecodeConfig
+    from ..constrain.nodes import Template
+    from .batch import BatchSeat
+    from .engine import Prompt
+    from .stats import GenerationResult
+
+__all__ = ["BackboneLike", "Constraining", "EngineLike", "Scoring", "Tokenizing"]
 
 
 @runtime_checkable
-class Generating(Protocol):
-    def generate(self, prompt: Any, config: Any = None, **kw: Any) -> Any: ...
+class EngineLike(Protocol):
+    batches: bool
+
+    def generate(self, prompt: Prompt, config: DecodeConfig | None = None, *, template: Template | None = None,
+                 raw: bool = False, on_draft: Callable[[list[int], list[bool]], None] | None = None,
+                 batch: BatchSeat | None = None, on_tokens: Callable[[list[int]], None] | None = None,
+                 should_stop: Callable[[], bool] | None = None) -> GenerationResult: ...
 
 
 @runtime_checkable

@@ -34,7 +34,7 @@ from ..errors import (
 )
 from ..settings import BY_NAME as SETTING
 from ..steps import kinds as steps
-from ..toolcall import MAX_PARALLEL_CALLS, result_values
+from ..toolcall import MAX_PARALLEL_CALLS, call_key, result_values
 from . import _decide as decide_
 from . import _repeat as repeat_
 from . import _settings as settings_
@@ -726,7 +726,7 @@ class Agent(Generic[DepsT, OutputT]):
         calls = {}
         for v in values:  # a call written twice in one reply is made once
             name, args = self._parse_call(v, offered)
-            calls.setdefault(repeat_.call_key(name, args), (name, args))
+            calls.setdefault(call_key(name, args), (name, args))
         return list(calls.values())
 
     def _parse_call(self, value: Any, offered: list[Tool] | None = None) -> tuple[str, dict[str, Any]]:

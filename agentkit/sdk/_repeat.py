@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..errors import UserError
+from ..toolcall import call_key
 
 OnRepeat = Literal["answer", "retry", "allow"]
 RepeatKey = Literal["call", "feedback", "tool"]
@@ -36,11 +37,6 @@ def check(on_repeat: Any, repeat: Any) -> None:
         raise UserError(f"on_repeat must be one of {ON_REPEAT}, got {on_repeat!r}")
     if repeat not in REPEAT_KEYS:
         raise UserError(f"repeat must be one of {REPEAT_KEYS}, got {repeat!r}")
-
-
-def call_key(tool: str, args: Any) -> str:
-    """A canonical form of a call (key order and spacing do not matter)."""
-    return tool + " " + json.dumps(args, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 @dataclass

@@ -42,6 +42,8 @@ class Held:
     """The tiny engine with generate() held at a gate until the test opens it; it takes ``batch=``, so the app
     batches it."""
 
+    batches = True
+
     def __init__(self, eng) -> None:
         self.eng, self.name, self.tokenizer, self.lock = eng, eng.name, eng.tokenizer, eng.lock
         self.gate = threading.Event()
@@ -156,7 +158,7 @@ async def test_timeout_aborts_running_ar_at_next_forward(engine):
 
 async def test_engine_without_batch_support_runs_one_at_a_time(engine):
     class Plain:
-        name, tokenizer = engine.name, engine.tokenizer
+        name, tokenizer, batches = engine.name, engine.tokenizer, False
 
         def generate(self, messages, config, **kw):
             return engine.generate(messages, config, **kw)

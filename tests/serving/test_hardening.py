@@ -196,7 +196,7 @@ async def test_readiness_fails_while_the_engine_stalls(engine):
     gate = threading.Event()
 
     class Stuck:
-        name, tokenizer = engine.name, engine.tokenizer
+        name, tokenizer, batches = engine.name, engine.tokenizer, False
 
         def generate(self, messages, config, **kw):
             assert gate.wait(10)
@@ -218,7 +218,7 @@ async def test_readiness_fails_while_the_engine_stalls(engine):
 
 def test_500_keeps_the_connection_usable(engine, on_loopback):
     class Broken:
-        name, tokenizer = engine.name, engine.tokenizer
+        name, tokenizer, batches = engine.name, engine.tokenizer, False
 
         def generate(self, messages, config, **kw):
             if messages[-1]["content"] == "boom":
@@ -290,7 +290,7 @@ async def test_one_requests_failure_does_not_fail_its_batch(engine, monkeypatch)
     gate = threading.Event()
 
     class Held:
-        name, tokenizer, lock = engine.name, engine.tokenizer, engine.lock
+        name, tokenizer, lock, batches = engine.name, engine.tokenizer, engine.lock, True
 
         def generate(self, messages, config, *, batch=None, **kw):
             with batch.batcher._cond:  # live before its first call, so the batcher waits for both prefills

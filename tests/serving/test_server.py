@@ -54,6 +54,8 @@ def engine():
 class Gated:
     """The tiny engine behind a gate: generate() blocks until the test opens it."""
 
+    batches = False  # one request at a time
+
     def __init__(self, eng) -> None:
         self.eng, self.name, self.tokenizer = eng, eng.name, eng.tokenizer
         self.gate = threading.Event()

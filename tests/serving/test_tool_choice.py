@@ -8,9 +8,10 @@ import json
 import httpx
 import pytest
 from agentkit.serving.app import create_app
-from agentkit.serving.toolchoice import answered_calls, call_key, no_call_name
+from agentkit.serving.toolchoice import answered_calls, no_call_name
 
 from agentkit.engine.stats import DecodeStats, GenerationResult
+from agentkit.toolcall import call_key
 
 WEATHER = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12}}, "required": ["city"],
            "additionalProperties": False}
@@ -30,12 +31,13 @@ class Scripted:
     it records each call's messages and whether a template was given."""
 
     name = "scripted"
+    batches = False
 
     def __init__(self, choice: dict, text: str = "It is sunny.") -> None:
         self.choice, self.text = choice, text
         self.calls: list[tuple[list[dict], bool]] = []
 
-    def generate(self, messages, config, template=None, on_tokens=None, on_draft=None):
+    def generate(self, messages, config, *, template=None, on_tokens=None, on_draft=None, **kw):
         self.calls.append((messages, template is not None))
         if template is not None:
             return GenerationResult(json.dumps(self.choice), [1] * 9,
@@ -135,7 +137,7 @@ async def test_repeat_rule_answers_in_text():
 def test_answered_calls_and_names():
     from agentkit.serving.protocol import ChatRequest
 
-    req = ChatRequest.model_validate({"messages": HISTORY})
+    req = ChatRequest.model_validate({"model": "agentkit", "messages": HISTORY})
     assert answered_calls(req.messages) == {call_key("get_weather", {"city": "Paris"})}
     assert call_key("f", {"a": 1, "b": 2}) == call_key("f", {"b": 2, "a": 1})
     assert no_call_name(["get_weather"]) == "respond" and no_call_name(["respond", "respond_"]) == "respond__"
@@ -153,7 +155,7 @@ async def test_auto_on_the_tiny_model(tiny, monkeypatch, forced):
     """The tiny random model through the real scoring and templates: the decision (forced each way by
     monkeypatching wants_call, so both branches run) picks the decode: a call under the tools' template (no
     "respond" option left), or text from a template-free decode with no choice decode before it."""
-    from agentkit.serving import service
+    from agentkit.steps import runner
 
     seen, asked = [], []
     real = tiny.generate
@@ -167,10 +169,10 @@ async def test_auto_on_the_tiny_model(tiny, monkeypatch, forced):
         return forced, {"no_call_margin": 0.0, "no_call_margin_null": 0.0}
 
     monkeypatch.setattr(tiny, "generate", spy)
-    monkeypatch.setattr(service, "wants_call", decide)
+    monkeypatch.setattr(runner, "wants_call", decide)
     # random weights write random arguments; the grounding rule has its own test (test_repeat_rule_answers_in_text)
-    monkeypatch.setattr(service, "call_grounded", lambda args, text: True)
-    d = (await _post(tiny, {"messages": MSG, "tools": TOOLS, "max_tokens": 16})).json()
+    monkeypatch.setattr(runner, "call_grounded", lambda args, text: True)
+    d = (await _post(tiny, {"model": "agentkit", "messages": MSG, "tools": TOOLS, "max_tokens": 16})).json()
     ch = d["choices"][0]
     assert asked == [(["get_weather"], "respond", '{"name": "')]
     assert d["agentkit_stats"]["tool_choice"]["call"] is forced
