@@ -130,28 +130,28 @@ class DecodeConfig:
     temperature: float = 0.0  # 0 = greedy
     # greedy under a template: "byte" decides byte by byte, summing the probability of the tokens that start with
     # each byte, so a choice the vocabulary spells several ways ("}" before a pinned "}", and "}}") is weighed as
-    # one (agentkit/engine/sampler.py greedy_by_byte; BFCL 600: won 14, lost 9 against "token", a plain argmax)
+    # one (agentkit/engine/sampler.py greedy_by_byte); "token" is a plain argmax (docs/benchmarks.md compares them)
     greedy: str = "byte"
     # under a template: a logit bonus for tokens that continue, inside a JSON string value, a span of the prompt
     # (agentkit/engine/copy.py); 0: off. The output is still greedy (or sampled) under the constraint. BFCL 600
-    # (evals/results/copy600_s12.json): 2.0 from the last user message 0.400 against 0.385 off (16 won, 7 lost)
+    # (evals/results/copy600_s12.json): 2.0 from the last user message 0.400 against 0.385 off
     copy_bias: float = 2.0
     copy_from: str = "user"  # the copy prior's source: "prompt" (all of it) or "user" (the last user message)
     # the copy prior's source text itself, when set (it replaces copy_from): ``extract`` and the server's
     # response_format set it to the text being extracted, so the schema the prompt shows is not a copy source
     copy_source: str | None = None
     # the copy prior in number slots too: after a number's first digit (the model's), digits that go on along a
-    # number the source writes ("200,000" as 200000). BFCL 600: 0.405 against 0.400 off, 3 won, 0 lost
+    # number the source writes ("200,000" as 200000). BFCL 600: 0.405 against 0.400 off
     copy_numbers: bool = True
     # the number copy prior at a number's first digit too (tokens that begin a number the source writes). Off by
-    # default (BFCL 600: 6 won, 4 lost, it drew "initial_velocity": 0 to the question's 150); ``extract`` and the
+    # default (on BFCL it drew "initial_velocity": 0 to the question's 150); ``extract`` and the
     # server's response_format turn it on, where values are the text's own (docs/extraction.md)
     copy_first_digit: bool = False
     # free text (no template): the logit bonus for tokens that begin or go on along one of ``copy_source``'s values
     # (the agent's answer after tool results; agentkit/engine/copy.py bias_text); 0: off. Free text gets no prior
     # without ``copy_source``. The answer step given the right result (evals/answer_copy.py, 85 tasks): the reply
-    # carries the returned value 0.235 off, 0.482 at 2, 0.577 at 3, 0.718 at 5, 0.824 at 8 (s18; replies at the
-    # token budget 4, 2, 1, 7, 11 of 85). Since the agent's reply ends at a loop (stop_loops), 8: with it, on those
+    # carries the returned value 0.235 off, 0.482 at 2, 0.577 at 3, 0.718 at 5, 0.824 at 8 (replies at the
+    # token budget 4, 2, 1, 7, 11 of 85). With the reply ending at a loop (stop_loops), 8, on those
     # 85 and 110 held-out one-tool tasks, 8 carried the value on 13 more and 2 fewer than 5 (p = 0.007), 0.871 and
     # 0.864 against 0.776 and 0.836 (evals/results/s21/answer_copy_{bias_loops,held_out}.json). Above 5 the value
     # is also written in odd places ("The power of NECTAR-6320 is 1."): carried, not always well put

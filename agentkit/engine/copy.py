@@ -15,15 +15,15 @@ allowed token, among the likeliest, whose bytes continue what the value holds so
 The text copied from is the last user message (``DecodeConfig.copy_from="user"``, the default: not the system
 prompt, so not the schema's or the functions' own names and descriptions), or the whole prompt (``"prompt"``).
 Defaults measured on all 600 BFCL questions in one run (``evals/results/copy600_s12.json``): off 0.385; 2.0 from the
-whole prompt 0.393 (10 won, 5 lost); 2.0 from the user message 0.400 (16 won, 7 lost, sign test p = 0.09), the same
+whole prompt 0.393; 2.0 from the user message 0.400 (sign test p = 0.09), the same
 p50 latency. The bonus (2) was chosen on the first 50 questions of each file, where 1, 2 and 4 scored the same.
 
 Numbers (``DecodeConfig.copy_numbers``, on by default): once a number value has begun, digits that go on along a
 number the source writes get the same bonus, and so does ending it where one ends; the source's numbers are read as
 JSON writes them (``$200,000`` is ``200000``). The first digit gets none: which number, or one the source does not
 write (a ``0``, a ``9.81``), stays the model's choice. Measured on all 600 BFCL questions against numbers off
-(``evals/results/s13/``, greedy, so one run's items pair with another's): 0.405 against 0.400, 3 won (``10`` for
-``1``, ``30`` for ``3``, ``19`` for ``180``), 0 lost; a bonus at the first digit as well won 6 and lost 4 (it drew
+(``evals/results/s13/``, greedy, so one run's items pair with another's): 0.405 against 0.400 (``10`` for
+``1``, ``30`` for ``3``, ``19`` for ``180``); a bonus at the first digit as well also made answers wrong (it drew
 ``"initial_velocity": 0`` to the question's ``150``), so it is not offered.
 
 With ``DecodeConfig.copy_first_digit`` (extract's setting, and the server's ``response_format``) the first digit
@@ -57,7 +57,7 @@ TOP = 64  # the likeliest allowed tokens considered for the bonus
 TEXT_MIN_START = 2
 # free text: a value begins as written, and a copy begun as written goes on as written; a word that begins a value
 # in another case (the model's own: "Hazeel-2544" for HAZEL-2544, no copy begun) goes on along it in any case. The
-# answer step (evals/answer_copy.py, bonus 8): 0.871 -> 0.894 on the 85 benchmark tasks (2 won, 0 lost), 0.864 on
+# answer step (evals/answer_copy.py, bonus 8): 0.871 -> 0.894 on the 85 benchmark tasks, 0.864 on
 # 110 held-out ones (no reply changed) (evals/results/s21/answer_copy_fold*.json). Going on in lowercase after any
 # begun copy scored 0.918 and 0.909, but wrote values begun as written in another case (KESTREL-7024 ->
 # Kestrel-7024), which the benchmark's case-blind check counts as right

@@ -171,7 +171,7 @@ def load_bfcl(data: Path, limit: int | None = None) -> list[BfclItem]:
 
 # -- prompt and template -----------------------------------------------------------------------------------------
 
-# the instructions the other prompts but "expert" start with (the default until session 14, ``PROMPTS["plain"]``)
+# the instructions the other prompts but "expert" start with (``PROMPTS["plain"]``)
 PLAIN_PROMPT = (
     "You are a function-calling assistant. You can call the following function{s}:\n{functions}\n\n"
     "Answer the user's request with exactly one function call, written as JSON in this form:\n"
@@ -182,7 +182,7 @@ PLAIN_PROMPT = (
 _EXAMPLE_CALL = '{{"name": "book_table", "arguments": {{"restaurant": "Marigold Bistro", "guests": 12}}}}'
 # the default: the instructions and one short worked example (a function no item has) showing a value copied as the
 # request writes it, a number as a number, and an optional argument the request does not mention left out (78 more
-# prompt tokens than plain). On all 600 BFCL questions 0.422 against plain's 0.405, 30 won / 20 lost, at 1.17x the
+# prompt tokens than plain). On all 600 BFCL questions 0.422 against plain's 0.405, at 1.17x the
 # p50 (README, "The system prompt"; evals/results/s14/prompts600.json)
 SYSTEM_PROMPT = PLAIN_PROMPT + (
     "\n\nFor example, for the request \"Book a table for 12 at Marigold Bistro\" and a function book_table with the "

@@ -110,7 +110,7 @@ class Q8Linear(ShortPassLinear):
     """Short passes on an 8-bit copy of a float32 weight (one bf16 scale per output row; torch's int8 kernel). For
     weights that are not a 4-bit grid any more: a LoRA merged into the 4-bit checkpoint, whose deltas (1-2% of a
     4-bit step) the checkpoint's grid would round away (``q4_steps="int8"``; by default such layers get grids fitted
-    to them, :mod:`.gptq`). ``python evals/bench_lora_steps.py`` (the loop adapter, 1 thread, s24): a one-position
+    to them, :mod:`.gptq`). ``python evals/bench_lora_steps.py`` (the loop adapter, 1 thread): a one-position
     forward 1.37x the base weights' 4-bit one (the fitted grids 1.04x, dense bf16 1.56x)."""
 
     def __init__(self, dense: torch.nn.Linear, w: torch.Tensor, max_rows: int = MAX_ROWS) -> None:

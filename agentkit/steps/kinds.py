@@ -24,8 +24,8 @@ from ..toolcall import NAME_ARGS, CallShape, call_template, calls_template, read
 StepKind = Literal["plan", "tool_call", "tool_input", "extract", "reply"]
 STEP_KINDS: tuple[str, ...] = ("plan", "tool_call", "tool_input", "extract", "reply")
 FINAL_ANSWER = "final_answer"
-# a call is {"name": ..., "arguments": {...}}: BFCL's, the server's and SmolLM2's function-calling format (the SDK
-# wrote {"tool": ...} until session 16; a fake model's output in that shape is still read, ``read_tool_call``)
+# a call is {"name": ..., "arguments": {...}}: BFCL's, the server's and SmolLM2's function-calling format; a fake
+# model's output in the older {"tool": ..., "arguments": ...} shape is still read (``read_tool_call``)
 TOOL_SHAPE = NAME_ARGS
 LEGACY_SHAPE = CallShape(name_key="tool", args_key="arguments")
 # the JSON style of the SDK's templates; None: each step's own default, EXTRACT_STYLE for the extract (and plan)
