@@ -13,6 +13,7 @@ The hierarchy::
     │   ├── MissingExtraError        an optional dependency is not installed (names the extra; also an ImportError)
     │   ├── EditError                an edit response cannot be parsed or applied (names file + missing text)
     │   └── WorkspaceError           a workspace tool call was refused (path escape, size bound, command)
+    │       └── SandboxUnavailableError  run_tests found no isolation that holds (names what to install)
     ├── CompileCancelled             a constraint build was cancelled by its caller (the request went away)
     └── AgentRunError                a run failed at run time (carries the trace so far)
         ├── UsageLimitExceeded       max iterations / tokens / time exceeded
@@ -64,6 +65,11 @@ class ContextLengthError(InvalidRequestError):
 
 class UnsupportedModeError(UserError):
     """The model cannot decode in the requested mode or with the requested sampler."""
+
+
+class DrafterMismatchError(UserError):
+    """A drafter (``DecodeConfig.draft="drafter"``) was trained for another base model: its fingerprint of the
+    base's output head and shape differs from the engine's model."""
 
 
 class UnsupportedSchemaError(UserError):
@@ -122,6 +128,12 @@ class WorkspaceError(UserError):
     def __init__(self, message: str, path: str = "") -> None:
         super().__init__(message)
         self.path = path
+
+
+class SandboxUnavailableError(WorkspaceError):
+    """``run_tests`` / ``run_command`` with ``isolation="auto"`` found no sandbox that holds here (neither
+    bubblewrap nor the capability-free ``unshare`` fallback runs). The message names what to install; only an
+    explicit ``isolation="none"`` runs commands unisolated."""
 
 
 class AgentRunError(AgentkitError):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Self
 
@@ -60,11 +61,14 @@ def changed(path: str) -> WorkspaceError:
                           "call ran; nothing was followed, try again", path)
 
 
-def resolve_beneath(root: str, rel_parts: list[str], path: str, *, create_dirs: bool = False) -> Resolved:
+def resolve_beneath(root: str, rel_parts: list[str], path: str, *, create_dirs: bool = False,
+                    guard: Callable[[list[str]], None] | None = None) -> Resolved:
     """Walk ``rel_parts`` (already lexically normalised, no ``..``) from ``root``; see the module doc.
 
     ``create_dirs`` creates missing directories on the way (not the last component). The last component may be
-    missing (``exists`` is then False); a missing directory on the way is a "no such file" error.
+    missing (``exists`` is then False); a missing directory on the way is a "no such file" error. ``guard`` is
+    called with the canonical components of every directory about to be created, and of the last component,
+    before anything is made: it raises to refuse, and then nothing was created.
     """
     stack = [open_dir(root, None, path)]
     names: list[str] = []
@@ -98,10 +102,14 @@ def resolve_beneath(root: str, rel_parts: list[str], path: str, *, create_dirs: 
                 todo.extend(reversed(target.split("/")))
                 continue
             if last:
+                if guard is not None:
+                    guard([*names, part])
                 return Resolved(stack.pop(), part, [*names, part], exists=st is not None)
             if st is None:
                 if not create_dirs:
                     raise WorkspaceError(f"{path!r}: no such file or directory", path)
+                if guard is not None:
+                    guard([*names, part])
                 _mkdir(part, stack[-1], path)
             stack.append(open_dir(part, stack[-1], path))
             names.append(part)

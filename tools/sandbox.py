@@ -3,21 +3,25 @@
 ``bwrap``
     bubblewrap: a fresh mount namespace holding only what is bound in: ``/usr`` and the library/binary dirs, a few
     ``/etc`` files (a synthetic ``passwd``/``group``), the Python installation, venv and ``sys.path`` entries, all
-    read-only; the workspace read-write except its control paths (:data:`CONTROL_PATHS`: ``.git``, ``.hg``,
-    ``.svn``, ``.venv``, ``venv``), which are bound read-only over themselves; a private tmpfs ``/tmp``; a new
-    ``/proc`` and a minimal ``/dev``. No host ``/tmp``, ``/run`` or home, so no host socket file exists to connect to;
-    every namespace is unshared (network, IPC, PID, UTS, cgroup; user where possible), all capabilities dropped,
-    ``--die-with-parent``, ``--new-session`` (no TIOCSTI into the host terminal).
+    read-only; the workspace read-write except its control paths (``agentkit.tools.control_paths``: VCS
+    directories, virtualenvs and start-up files at any depth), which are bound read-only over themselves; a private
+    tmpfs ``/tmp``; a new ``/proc`` and a minimal ``/dev``. No host ``/tmp``, ``/run`` or home; every namespace is
+    unshared; all capabilities dropped, ``no_new_privs``; the seccomp filter of ``agentkit.tools.seccomp``;
+    ``--die-with-parent``, ``--new-session``.
 ``unshare``
-    util-linux ``unshare`` (user, mount, network, PID namespaces): every mount read-only except the workspace and
-    a private temporary directory, with the control paths re-bound read-only. Host files stay *readable* and a
-    host socket file under a read-only mount can still be connected to.
+    the fallback where bubblewrap is missing: util-linux ``unshare`` (user, mount, network, PID namespaces) makes
+    every mount read-only except the workspace and a private temporary directory and binds the control paths
+    read-only; then ``setpriv`` clears every capability set (bounding, ambient, inheritable, so effective and
+    permitted are empty after exec), locks the securebits and sets ``no_new_privs``; then ``confine.py`` checks
+    that, restricts writes to the workspace and the temporary directory with Landlock (where the kernel has it) and
+    loads the same seccomp filter. Host files stay *readable*.
 ``none``
-    a plain process group with a clean environment. Nothing is isolated; only the control files ``.git/config``
-    and ``.git/hooks/`` are restored afterwards when a run changed them (and said so in the result).
+    only when asked for by name: a plain process group with a clean environment. Nothing is isolated.
 
-In every mode the limits of ``agentkit.tools.limits`` apply, and a control path that did not exist before the run
-and does after (a planted ``.git``) is removed.
+``isolation="auto"`` takes ``bwrap`` or else ``unshare``; where neither runs, running a command raises
+``SandboxUnavailableError`` naming bubblewrap. In every mode the limits of ``agentkit.tools.limits`` apply, and
+after the run ``agentkit.tools.control_paths.settle`` removes the control paths the run created and restores the
+tracked ones it changed.
 """
 
 from __future__ import annotations
@@ -33,24 +37,34 @@ from functools import lru_cache
 from pathlib import Path
 
 from agentkit.tools.limits import PidsCgroup, SandboxLimits
-from agentkit.tools.seccomp import socket_filter
+from agentkit.tools.seccomp import sandbox_filter
 
-from agentkit.errors import WorkspaceError
+from agentkit.errors import SandboxUnavailableError, WorkspaceError
 
 ISOLATION_MODES = ("bwrap", "unshare", "none")
-CONTROL_PATHS = (".git", ".hg", ".svn", ".venv", "venv")  # the host runs code from these later
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/nsswitch.conf",
              "/etc/hosts", "/etc/alternatives", "/etc/mime.types")  # fmt: skip
-DESCRIPTIONS = {
-    "bwrap": "bwrap: only system dirs, Python and the workspace bound in (system and Python read-only); control "
-             "paths (.git, venvs) read-only; private /tmp; no host sockets; no network; no new unix or network "
-             "sockets (seccomp); own PID/IPC/UTS namespaces",
-    "unshare": "unshare: no network, own PID namespace, read-only outside the workspace, control paths (.git, "
-               "venvs) read-only; host files readable and host socket files reachable (bwrap not available)",
-    "none": "none: bwrap, unshare or user namespaces unavailable (clean environment, process group and rlimits only; "
-            ".git/config and .git/hooks restored after the run if changed)",
-}  # fmt: skip
+CONFINE = str(Path(__file__).with_name("confine.py"))
+INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap), or "
+                "pass isolation='none' to run commands with no isolation at all")  # fmt: skip
+
+
+def describe(mode: str) -> str:
+    """What ``mode`` enforces here, in words (each run's result carries it)."""
+    seccomp = "seccomp (no mount/umount/unshare/setns/ptrace/keyctl/bpf, no new unix or network sockets)"
+    if mode == "bwrap":
+        return ("bwrap: only system dirs, Python and the workspace bound in (system and Python read-only); control "
+                "paths (VCS dirs, venvs, start-up files) read-only; private /tmp; no host sockets; no network; no "
+                f"capabilities, no_new_privs; {seccomp}; own PID/IPC/UTS namespaces")
+    if mode == "unshare":
+        landlock = (f"Landlock (ABI {landlock_abi()}): writes only to the workspace and a private temp dir"
+                    if landlock_abi() else "no Landlock in this kernel")
+        return ("unshare: no capabilities (setpriv: every set cleared, securebits locked), no_new_privs; "
+                f"{seccomp}; {landlock}; every host mount read-only, control paths (VCS dirs, venvs, start-up "
+                "files) read-only; no network, own PID namespace; host files readable (bwrap not installed)")
+    return ("none: NO isolation, as asked (clean environment, process group and rlimits only; control paths "
+            "created or changed by the run are removed or restored afterwards)")
 
 
 @dataclass
@@ -63,51 +77,94 @@ class Prepared:
     fds: tuple[int, ...] = ()
 
 
-def pick_mode(wanted: str) -> str:
-    """The mode to use: ``wanted`` (``"auto"`` = the best available); a mode not available here is an error."""
+def pick_mode(wanted: str) -> str | None:
+    """The mode to use: ``wanted``, or for ``"auto"`` the best available (None: no sandbox that holds runs here,
+    and commands are refused, see :func:`require`); a named mode not available here is an error."""
     if wanted == "auto":
-        return "bwrap" if bwrap_ok() else "unshare" if unshare_ok() else "none"
+        return "bwrap" if bwrap_ok() else "unshare" if unshare_ok() else None
     if wanted not in ISOLATION_MODES:
         raise WorkspaceError(f"isolation {wanted!r} is not one of auto, {', '.join(ISOLATION_MODES)}")
-    if (wanted == "bwrap" and not bwrap_ok()) or (wanted == "unshare" and not unshare_ok()):
-        raise WorkspaceError(f"isolation {wanted!r} is not available on this machine")
+    if wanted == "bwrap" and not bwrap_ok():
+        raise SandboxUnavailableError(f"isolation 'bwrap' is not available on this machine: {INSTALL_HINT}")
+    if wanted == "unshare" and not unshare_ok():
+        raise SandboxUnavailableError("isolation 'unshare' is not available on this machine (needs util-linux "
+                                      f"unshare and setpriv, and user namespaces): {INSTALL_HINT}")
     return wanted
 
 
+def require(mode: str | None) -> str:
+    """``mode``, or the typed error that no sandbox holds here."""
+    if mode is None:
+        raise SandboxUnavailableError(f"no sandbox for running tests here: bubblewrap (bwrap) is not installed and "
+                                      f"the unshare fallback cannot run; {INSTALL_HINT}")
+    return mode
+
+
 def prepare(mode: str, root: Path, tmp: str, exe: list[str], limits: SandboxLimits, cgroup: PidsCgroup,
-            ro_paths: tuple[str, ...] = ()) -> Prepared:  # fmt: skip
-    """The argv and environment that run ``exe`` in ``root`` under ``mode``; ``tmp`` is a fresh host directory."""
+            ro_paths: tuple[str, ...] = (), control: tuple[str, ...] = ()) -> Prepared:  # fmt: skip
+    """The argv and environment that run ``exe`` in ``root`` under ``mode``; ``tmp`` is a fresh host directory and
+    ``control`` the workspace-relative control paths to hold read-only."""
     inner_tmp = "/tmp" if mode == "bwrap" else tmp
     env = {k: v for k, v in os.environ.items() if k in ENV_ALLOW}
     env.update(PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1", HOME=inner_tmp, TMPDIR=inner_tmp)
     inner = [*limits.inner(nproc=mode != "none"), *exe]
     outer = limits.outer(cgroup)
+    held = tuple(c for c in control if not os.path.islink(root / c))  # a symlink is put back afterwards instead
     if mode == "bwrap":
         fd = _seccomp_fd(tmp)
         seccomp = ["--seccomp", str(fd)] if fd is not None else []
-        return Prepared([*outer, *bwrap_argv(root, tmp, inner, limits, ro_paths, seccomp)], env,
+        return Prepared([*outer, *bwrap_argv(root, tmp, inner, limits, ro_paths, seccomp, held)], env,
                         (fd,) if fd is not None else ())
     if mode == "unshare":
-        return Prepared([*outer, *UNSHARE, "sh", "-c", UNSHARE_SH, "sandbox", str(root), tmp, *inner], env)
+        return Prepared([*outer, *UNSHARE, "sh", "-c", UNSHARE_SH, "sandbox", str(root), tmp, *held, "--",
+                         *confined(root, tmp, inner)], env)  # fmt: skip
     return Prepared([*outer, *inner], env)
 
 
 ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "SYSTEMROOT", "PYTHONHASHSEED")
 
 
-def _seccomp_fd(tmp: str) -> int | None:
-    """A read descriptor of the socket filter (``agentkit.tools.seccomp``) written under ``tmp``; None where there
-    is no filter for this architecture."""
-    program = socket_filter()
+def confined(root: Path, tmp: str, inner: list[str]) -> list[str]:
+    """``inner`` behind ``setpriv`` (every capability set cleared, securebits locked, ``no_new_privs``) and
+    ``confine.py`` (checks that; Landlock and the seccomp filter), as the fallback runs it."""
+    drop = ["setpriv", "--no-new-privs", "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all",
+            "--securebits=+noroot,+noroot_locked,+no_setuid_fixup,+no_setuid_fixup_locked,+keep_caps_locked"]
+    opts = ["--landlock", str(root), "--landlock", tmp] if landlock_abi() else []
+    path = _seccomp_file(tmp)
+    opts += ["--seccomp", path] if path is not None else []
+    return [*drop, "--", sys.executable, "-I", CONFINE, *opts, "--", *inner]
+
+
+def _seccomp_file(tmp: str) -> str | None:
+    """The seccomp program (``agentkit.tools.seccomp``) written under ``tmp``; None where there is no filter for
+    this architecture."""
+    program = sandbox_filter()
     if program is None:
         return None
     path = os.path.join(tmp, "sandbox-seccomp.bpf")
     Path(path).write_bytes(program)
-    return os.open(path, os.O_RDONLY)
+    return path
+
+
+def _seccomp_fd(tmp: str) -> int | None:
+    """A read descriptor of the seccomp program, for bwrap's ``--seccomp``."""
+    path = _seccomp_file(tmp)
+    return None if path is None else os.open(path, os.O_RDONLY)
+
+
+@lru_cache(maxsize=1)
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version (0: none, or the ``landlock`` package is missing)."""
+    try:
+        import landlock
+
+        return int(landlock.landlock_abi_version())
+    except Exception:  # noqa: BLE001 -- ImportError, or the package's error on a kernel without Landlock
+        return 0
 
 
 def bwrap_argv(root: Path, tmp: str, inner: list[str], limits: SandboxLimits, ro_paths: tuple[str, ...],
-               seccomp: list[str] | None = None) -> list[str]:
+               seccomp: list[str] | None = None, control: tuple[str, ...] = ()) -> list[str]:
     """bubblewrap's argv; order matters (a later mount covers an earlier one): ``/tmp`` and the read-only Python
     dirs first (the workspace may lie under either), then the workspace read-write, then what must stay read-only
     inside it (Python dirs there, control paths)."""
@@ -127,9 +184,7 @@ def bwrap_argv(root: Path, tmp: str, inner: list[str], limits: SandboxLimits, ro
     a += [x for p in ro if p not in inside for x in ("--ro-bind", p, p)]  # a parent of the workspace included
     a += ["--bind", str(root), str(root)]
     a += [x for p in inside for x in ("--ro-bind", p, p)]
-    for name in CONTROL_PATHS:
-        if os.path.lexists(root / name):
-            a += ["--ro-bind", str(root / name), str(root / name)]
+    a += [x for c in control for x in ("--ro-bind", str(root / c), str(root / c))]
     return [*a, "--chdir", str(root), "--", *inner]
 
 
@@ -184,7 +239,8 @@ def bwrap_ok() -> bool:
 
 
 # inside the namespaces: the workspace and a private tmp stay writable, every other mount becomes read-only, then the
-# control paths inside the workspace are bound read-only over themselves (failing the run if that cannot be done)
+# control paths given before "--" are bound read-only over themselves (failing the run if that cannot be done),
+# then the rest of the argv (setpriv and confine.py, which drop every privilege) is run
 UNSHARE_SH = r"""
 set -e
 ws="$1"; tmp="$2"; shift 2
@@ -193,26 +249,37 @@ mount --bind "$tmp" "$tmp"
 for m in $(awk '{print $2}' /proc/self/mounts | sort -u); do
   [ "$m" = "$ws" ] || [ "$m" = "$tmp" ] || mount -o remount,bind,ro "$m" 2>/dev/null || true
 done
-for c in .git .hg .svn .venv venv; do
-  if [ -e "$ws/$c" ] || [ -L "$ws/$c" ]; then
-    mount --bind "$ws/$c" "$ws/$c"
-    mount -o remount,bind,ro "$ws/$c"
-  fi
+while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do
+  mount --bind "$ws/$1" "$ws/$1"
+  mount -o remount,bind,ro "$ws/$1"
+  shift
 done
+shift
 cd "$ws"
 exec "$@"
 """
 UNSHARE = ("unshare", "--user", "--map-root-user", "--mount", "--net", "--pid", "--fork", "--kill-child",
            "--mount-proc")  # fmt: skip
+# what the fallback's probe checks from inside: no capability, no_new_privs, a seccomp filter
+PROBE = ("s = open('/proc/self/status').read(); import sys; "
+         "sys.exit(0 if all(f'{k}:\\t0000000000000000' in s for k in ('CapPrm', 'CapEff', 'CapBnd', 'CapAmb')) "
+         "and 'NoNewPrivs:\\t1' in s and 'Seccomp:\\t2' in s else 3)")  # fmt: skip
 
 
 @lru_cache(maxsize=1)
 def unshare_ok() -> bool:
-    """Whether ``unshare`` runs here with user, mount, network and PID namespaces (probed once)."""
-    if sys.platform != "linux" or shutil.which("unshare") is None or shutil.which("sh") is None:
+    """Whether the fallback runs here as it is meant to: ``unshare`` with user, mount, network and PID namespaces,
+    then ``setpriv`` and ``confine.py``, leaving a process with no capability, ``no_new_privs`` and the seccomp
+    filter (probed once, from inside)."""
+    if sys.platform != "linux" or not all(shutil.which(t) for t in ("unshare", "setpriv", "sh")):
         return False
-    try:
-        return subprocess.run([*UNSHARE, "sh", "-c", "mount --bind / / 2>/dev/null; exit 0"], timeout=10,
-                              stdin=subprocess.DEVNULL, capture_output=True, check=False).returncode == 0
-    except (OSError, subprocess.SubprocessError):
+    if sandbox_filter() is None:
         return False
+    with tempfile.TemporaryDirectory(prefix="agentkit-probe-") as tmp:
+        argv = [*UNSHARE, "sh", "-c", UNSHARE_SH, "sandbox", tmp, tmp, "--",
+                *confined(Path(tmp), tmp, [sys.executable, "-I", "-c", PROBE])]  # fmt: skip
+        try:
+            return subprocess.run(argv, timeout=30, stdin=subprocess.DEVNULL, capture_output=True,
+                                  check=False).returncode == 0  # fmt: skip
+        except (OSError, subprocess.SubprocessError):
+            return False

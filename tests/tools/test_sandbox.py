@@ -4,20 +4,18 @@ outside file, and is stopped with a clear result by the memory, process, file-si
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
 import socket
 import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
 from agentkit.tools.limits import MiB, SandboxLimits
 from agentkit.tools.sandbox import bwrap_ok, unshare_ok
+from agentkit.tools.seccomp import sandbox_filter
 from agentkit.tools.workspace import Workspace
+from sandbox_nonroot import NEEDS_ROOT, run_as_nobody
 
 from agentkit.errors import WorkspaceError
 
@@ -91,8 +89,8 @@ open(".git/config", "w").write("[core]\\n\\tfsmonitor = touch /tmp/x\\n")
     assert not (repo / ".git").exists() and res["control_paths"] == ["removed .git (created by the run)"]
 
 
-@NEEDS_BWRAP
-def test_venv_inside_the_workspace_is_read_only(repo):
+@pytest.mark.parametrize("mode", _modes("bwrap", "unshare"))
+def test_venv_inside_the_workspace_is_read_only(repo, mode):
     (repo / ".venv" / "lib").mkdir(parents=True)
     _write_test(repo, """
 try:
@@ -102,7 +100,7 @@ except OSError:
     wrote = False
 assert not wrote
 """)
-    res = Workspace(repo, isolation="bwrap").run_tests(Q)
+    res = Workspace(repo, isolation=mode).run_tests(Q)
     assert res["exit_code"] == 0, res["output"]
     assert not (repo / ".venv" / "lib" / "evil.pth").exists()
 
@@ -155,7 +153,6 @@ def test_process_limit_stops_a_test(repo):  # in the best mode here; how it is e
     assert "max_processes" in res["limits_hit"]
 
 
-NOBODY = 65534
 _AS_NOBODY = """
 import json, sys
 from agentkit.tools.limits import SandboxLimits
@@ -164,52 +161,16 @@ res = Workspace(sys.argv[1], isolation=sys.argv[2], limits=SandboxLimits(max_pro
     ["-q", "-p", "no:cacheprovider"])
 print(json.dumps({k: res[k] for k in ("exit_code", "limits_hit", "limits", "output")}))
 """
-# run as root in a private mount namespace: where the interpreter lies under a directory others cannot enter (pyenv
-# under a 0700 /root), a tmpfs over that directory holds just the interpreter's tree, bound back, for the run
-_OUTER = f"""
-set -e
-if [ -n "$HIDDEN" ]; then
-  mkdir -p "$WORK/view" && mount --bind "$HIDDEN/$REL" "$WORK/view"
-  mount -t tmpfs -o mode=755 tmpfs "$HIDDEN" && mkdir -p "$HIDDEN/$REL" && mount --bind "$WORK/view" "$HIDDEN/$REL"
-fi
-exec setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups env HOME="$WORK" "$PY" "$WORK/run.py" "$WORK/repo" "$MODE"
-"""
 
 
-def _hidden_ancestor(path: Path) -> Path | None:
-    """The outermost ancestor of ``path`` that other users cannot enter (no o+x), if any."""
-    for parent in reversed(path.parents):
-        if parent != Path("/") and not parent.stat().st_mode & 0o001:
-            return parent
-    return None
-
-
-@pytest.mark.skipif(not (hasattr(os, "getuid") and os.getuid() == 0 and shutil.which("setpriv")
-                         and shutil.which("unshare")), reason="needs root (to become another user), setpriv, unshare")
+@NEEDS_ROOT
 @pytest.mark.parametrize("mode", _modes("bwrap", "unshare"))
 def test_process_limit_as_a_non_root_user(mode):
     """As a user other than root (the kernel exempts uid 0 from RLIMIT_NPROC, and only root can make the pids
     cgroup), the process count is enforced by RLIMIT_NPROC inside the sandbox's user namespace."""
-    work = Path(tempfile.mkdtemp(prefix="agentkit-nonroot-", dir="/tmp"))
-    try:
-        (work / "repo" / "tests").mkdir(parents=True)
-        _write_test(work / "repo", "procs = [subprocess.Popen(['sleep', '30']) for _ in range(60)]")
-        (work / "run.py").write_text(_AS_NOBODY)
-        for p in [work, *work.rglob("*")]:
-            os.chown(p, NOBODY, NOBODY)
-        py = Path(sys.executable)
-        hidden = _hidden_ancestor(Path(os.path.realpath(py)))
-        env = {**os.environ, "WORK": str(work), "PY": str(py), "MODE": mode, "HIDDEN": str(hidden or ""),
-               "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-        if hidden is not None:
-            env["REL"] = str(Path(os.path.realpath(py)).relative_to(hidden).parts[0])
-        proc = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", _OUTER], check=False, env=env,
-                              capture_output=True, text=True, timeout=300)
-        if proc.returncode != 0 and not proc.stdout.strip():
-            pytest.skip(f"could not run as uid {NOBODY} here: {proc.stderr.strip()[-300:]}")
-        res = json.loads(proc.stdout.strip().splitlines()[-1])
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    res, work = run_as_nobody(_AS_NOBODY, mode, lambda repo: _write_test(
+        repo, "procs = [subprocess.Popen(['sleep', '30']) for _ in range(60)]"))
+    shutil.rmtree(work, ignore_errors=True)
     assert res["limits"]["max_processes"] == "RLIMIT_NPROC=24 (in the sandbox's user namespace)", res["limits"]
     assert res["exit_code"] != 0 and "BlockingIOError" in res["output"], res["output"][-2000:]
     assert res["limits_hit"] == ["max_processes"]
@@ -255,7 +216,7 @@ def test_setsid_grandchild_dies_with_the_run(repo, mode):
 
 def test_isolation_choice(repo):
     assert Workspace(repo, isolation="none").isolation == "none"
-    assert Workspace(repo).isolation == next(m for m in ("bwrap", "unshare", "none") if AVAILABLE[m])
+    assert Workspace(repo).isolation == next((m for m in ("bwrap", "unshare") if AVAILABLE[m]), None)
     with pytest.raises(WorkspaceError, match="not one of"):
         Workspace(repo, isolation="docker")
     with pytest.raises(WorkspaceError, match="positive int"):
@@ -264,10 +225,9 @@ def test_isolation_choice(repo):
         SandboxLimits(cpu_seconds="10")  # type: ignore[arg-type]
 
 
-@NEEDS_BWRAP
-@pytest.mark.skipif(__import__("agentkit.tools.seccomp", fromlist=["x"]).socket_filter() is None,
-                    reason="no seccomp program for this architecture")
-def test_no_new_unix_or_network_sockets_in_bwrap(repo):
+@pytest.mark.skipif(sandbox_filter() is None, reason="no seccomp program for this architecture")
+@pytest.mark.parametrize("mode", _modes("bwrap", "unshare"))
+def test_no_new_unix_or_network_sockets(repo, mode):
     """The seccomp filter: socket() for AF_UNIX / AF_INET / AF_INET6 fails with EAFNOSUPPORT whatever is mounted;
     socketpair() (asyncio's self-pipe) still works."""
     _write_test(repo, """
@@ -283,19 +243,20 @@ a, b = socket.socketpair()
 a.sendall(b"x")
 assert b.recv(1) == b"x"
 """)
-    res = Workspace(repo, isolation="bwrap").run_tests(Q)
+    res = Workspace(repo, isolation=mode).run_tests(Q)
     assert res["exit_code"] == 0, res["output"]
     assert "seccomp" in res["isolation"]
 
 
-def test_the_socket_filter_program():
-    from agentkit.tools.seccomp import socket_filter
-
-    prog = socket_filter("x86_64")
-    assert prog is not None and len(prog) % 8 == 0 and socket_filter("riscv64") is None
+def test_the_seccomp_program():
     import struct
 
+    prog = sandbox_filter("x86_64")
+    assert prog is not None and len(prog) % 8 == 0 and sandbox_filter("riscv64") is None
     ins = [struct.unpack("=HBBI", prog[i:i + 8]) for i in range(0, len(prog), 8)]
     assert ins[0] == (0x20, 0, 0, 4) and ins[1][3] == 0xC000003E  # the architecture is checked first
-    assert ins[-3][3] == 0x7FFF0000 and ins[-2][3] == 0x00050000 | 97  # allow, and EAFNOSUPPORT for the families
-    assert (socket_filter("aarch64") or b"")[12:16] == struct.pack("=I", 0xC00000B7)
+    returns = {k for code, _, _, k in ins if code == 0x06}
+    assert returns == {0x7FFF0000, 0x00050000 | 1, 0x00050000 | 97, 0x00050000 | 38}  # allow, EPERM, EAFNOSUPPORT, ENOSYS
+    checked = {k for code, _, _, k in ins if code == 0x15}
+    assert {165, 166, 155, 272, 308, 101, 250, 321} <= checked  # mount umount2 pivot_root unshare setns ptrace keyctl bpf
+    assert (sandbox_filter("aarch64") or b"")[12:16] == struct.pack("=I", 0xC00000B7)
