@@ -123,6 +123,27 @@ class PidsCgroup:
                     return True
         return False
 
+    def kill(self) -> None:
+        """SIGKILL every process left in the cgroup (a daemon that left the run's process group included):
+        ``cgroup.kill`` on v2, else each pid of ``cgroup.procs`` until none is left."""
+        if self.path is None:
+            return
+        with contextlib.suppress(OSError):
+            if (self.path / "cgroup.kill").exists():
+                (self.path / "cgroup.kill").write_text("1")
+                return
+        for _ in range(50):
+            try:
+                pids = [int(p) for p in (self.path / "cgroup.procs").read_text().split()]
+            except OSError:
+                return
+            if not pids:
+                return
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.02)
+
     def remove(self, path: Path | None = None) -> None:
         """Remove the cgroup (retried briefly: killed processes leave it asynchronously)."""
         path = path or self.path

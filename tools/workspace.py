@@ -563,6 +563,7 @@ class Workspace:
                               tuple(before.paths()))
                 try:
                     code, timed_out = self._run(run.argv, run.env, out, run.fds)
+                    cgroup.kill()  # what left the process group (a double-forked daemon) where a cgroup holds it
                 finally:
                     for fd in run.fds:
                         os.close(fd)

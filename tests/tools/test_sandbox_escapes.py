@@ -271,3 +271,34 @@ def test_the_escape_is_refused_for_a_non_root_user(mode):
         assert not (work / "host.txt").exists() and not (work / "outside.txt").exists()
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+@NEEDS_GIT
+def test_a_daemon_left_by_an_unisolated_run_is_killed(repo, tmp_path):
+    """``isolation="none"``: a double-forked daemon that outlives the test would re-plant ``.git/config`` after the
+    restore; the run's pids cgroup kills it (where no cgroup can be made, nothing can: the test skips)."""
+    from agentkit.tools.limits import PidsCgroup
+
+    probe = PidsCgroup(8)
+    if probe.path is None:
+        pytest.skip("no pids cgroup can be made here (not root, or no delegated cgroup v2 tree)")
+    probe.remove()
+    _git("init", "-q", str(repo))
+    before = (repo / ".git" / "config").read_bytes()
+    (repo / "daemon.py").write_text(
+        "import os, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        "        for _ in range(40):\n"
+        "            time.sleep(0.1)\n"
+        "            open('.git/config', 'a').write('[core]\\n\\tfsmonitor = touch pwned\\n')\n"
+        "    os._exit(0)\n"
+        "os.wait()\n")  # fmt: skip
+    ws = Workspace(repo, allowed_commands=(("python", "daemon.py"),), isolation="none")
+    res = ws.run_command(["python", "daemon.py"])
+    assert res["exit_code"] == 0, res["output"]
+    import time
+
+    time.sleep(1.5)
+    assert (repo / ".git" / "config").read_bytes() == before
