@@ -47,6 +47,8 @@ class SchemaJob:
     style: str | None = None  # the JSON style (AgentkitExt.json_style); None: the compiler's default
     no_call: str | None = None  # kind "tools" under tool_choice auto: the pseudo-tool that means "answer in text"
     max_calls: int = 1  # kind "tools": calls in one reply (agentkit.toolcall.calls_template)
+    source: str | None = None  # kind "response": the text values are grounded in (agentkit.constrain.ground)
+    grounded: bool | None = None  # kind "response" with a source: AgentkitExt.grounded
 
     @functools.cached_property
     def key(self) -> str:
@@ -55,7 +57,7 @@ class SchemaJob:
         if self.kind == "tools":
             return json.dumps([[t.function.name, t.function.parameters] for t in self.tools]
                               + [self.style, self.no_call, self.strict, self.max_calls])
-        return json.dumps([self.schema, self.strict, self.style])
+        return json.dumps([self.schema, self.strict, self.style, self.source, self.grounded])
 
     @functools.cached_property
     def digest(self) -> str:
@@ -280,6 +282,7 @@ def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: 
         rf = req.response_format  # the schema as sent (the prompt shows it as extract does, before capping)
         raw = rf.json_schema.schema_ if rf is not None and rf.type == "json_schema" and rf.json_schema else {}
         messages, source = with_schema_prompt(messages, raw)
+        schema = dataclasses.replace(schema, source=source or None, grounded=ext.grounded)
     mode = ext.mode or default_mode or (structured_mode() if schema is not None else "ar")
     tool_mode: Literal["none", "forced", "auto"] = "forced" if forced else ("auto" if auto else "none")
     names = frozenset(t.function.name for t in (forced or tools)) if tool_mode != "none" else frozenset()

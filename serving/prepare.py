@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agentkit.constrain.build import build_constraint
+from agentkit.constrain.ground import grounded_template
 from agentkit.constrain.limits import CompileLimits, budget
 from agentkit.constrain.nodes import Template
 from agentkit.engine.faces import Constraining, Tokenizing
@@ -110,6 +111,9 @@ class Preparer:
             if sj.no_call:  # tool_choice auto: "no call" is one more option, with {} (serving/toolchoice.py)
                 specs.append((sj.no_call, None))
             t = calls_template(specs, max_calls=sj.max_calls, style=sj.style, meta={"step": "tool_call"})
+        elif sj.source is not None:  # grounded in the request's text, as extract grounds (agentkit.constrain.ground)
+            t, _ = grounded_template(sj.schema, sj.source, lambda s: self.compile_one(
+                s, sj.where, sj.strict, sj.style), grounded=sj.grounded)
         else:
             t = self.compile_one(sj.schema, sj.where, sj.strict, sj.style)
         with self._lock:

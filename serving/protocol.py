@@ -167,6 +167,10 @@ class AgentkitExt(BaseModel):
     # instructions as the system message when there is none), copying values from that message's own text, so
     # the server and ``extract`` give the same values for the same schema and text; false: the messages as sent
     schema_prompt: SBool = True
+    # response_format with the schema prompt: values grounded in that user message's text, as extract grounds them
+    # (agentkit.constrain.ground: spans, the numbers, dates and currency codes it writes); None: extract's
+    # default kinds, false: off (placeholders still refused), true: every kind
+    grounded: SBool | None = None
 
 
 class Body(BaseModel):

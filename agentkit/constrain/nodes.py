@@ -30,11 +30,19 @@ class Lit:
 
 @dataclass(frozen=True)
 class Slot:
-    """A value the model writes, constrained to ``regex`` (the value's own text, e.g. a JSON string with quotes)."""
+    """A value the model writes, constrained to ``regex`` (the value's own text, e.g. a JSON string with quotes).
+
+    ``source``: a text the value must be a span of (the JSON-escaped text of a grounded extraction,
+    :mod:`agentkit.constrain.ground`); the token automaton is then the text's substring automaton intersected with
+    ``regex``'s (:class:`~agentkit.constrain.spans.SpanDFA`). ``exclude``: values (JSON string bodies) the slot may
+    not end as (a field's name, a stock placeholder; :class:`~agentkit.constrain.spans.ExcludeDFA`). ``to_regex``
+    stays ``regex``'s language, a superset of both."""
 
     regex: str
     max_tokens: int = DEFAULT_SLOT_TOKENS
     name: str = ""  # JSON pointer of the value, for traces and errors
+    source: str | None = None
+    exclude: tuple[str, ...] = ()
 
     def to_regex(self) -> str:
         return f"(?:{self.regex})"

@@ -20,6 +20,7 @@ import torch
 
 from .limits import Cancel, CompileLimits, budget
 from .nodes import Choice, Lit, Repeat, Seq, Slot, Template
+from .spans import ExcludeDFA, SpanDFA
 from .vocab import SlotDFA, TokenVocab, slot_index
 
 
@@ -73,20 +74,26 @@ class TokenConstraint:
         self._opts: dict[int, list] = {}  # id(Choice) -> the options its cost is taken over
         self._closing: dict[frozenset, list[tuple[float, int]]] = {}
         self._encoded: dict[str, list[int]] = {}
-        self._dfas: dict[str, SlotDFA] = {}  # this template's slot DFAs (never rebuilt mid-decode)
+        # this template's slot automata by regex (and source, for a grounded slot); never rebuilt mid-decode
+        self._dfas: dict[str | tuple, SlotDFA | SpanDFA | ExcludeDFA] = {}
         t0 = time.perf_counter()
         with budget(limits, cancel) as b:
             for slot in _slots(template.root):
                 b.check(_pointer(slot.name))
-                if slot.regex not in self._dfas:
-                    self._dfas[slot.regex] = slot_index(slot.regex, vocab, _pointer(slot.name))
+                if _dfa_key(slot) not in self._dfas:
+                    dfa: SlotDFA | SpanDFA | ExcludeDFA = slot_index(slot.regex, vocab, _pointer(slot.name))
+                    if slot.source is not None:
+                        dfa = SpanDFA(slot.source, dfa, vocab)
+                    if slot.exclude:
+                        dfa = ExcludeDFA(dfa, slot.exclude, vocab)
+                    self._dfas[_dfa_key(slot)] = dfa
         self.index_ms = 1000 * (time.perf_counter() - t0)
 
-    def _dfa(self, regex: str) -> SlotDFA:
-        d = self._dfas.get(regex)
-        if d is None:  # pragma: no cover - every slot is built in __init__
-            d = self._dfas[regex] = slot_index(regex, self.vocab)
-        return d
+    def _dfa(self, slot: Slot) -> SlotDFA | SpanDFA | ExcludeDFA:
+        """The slot's token automaton: its regex's DFA; for a grounded slot (``source``) the spans of its text
+        that the regex accepts (:class:`~agentkit.constrain.spans.SpanDFA`); without the values in ``exclude``
+        (:class:`~agentkit.constrain.spans.ExcludeDFA`). All built in ``__init__``."""
+        return self._dfas[_dfa_key(slot)]
 
     # -- public ---------------------------------------------------------------------------------------------
     def start(self) -> frozenset:
@@ -120,7 +127,7 @@ class TokenConstraint:
                 ids.update(self._spanning(th))
             else:
                 _, slot, s, count, _ = th
-                ids.update(slot_tokens(self._dfa(slot.regex), s, count, slot))
+                ids.update(slot_tokens(self._dfa(slot), s, count, slot))
         return ids
 
     def advance(self, state: frozenset, token: int) -> frozenset | None:
@@ -147,7 +154,7 @@ class TokenConstraint:
                     out.update(self._consume(self._close(cont), tb[len(data) - off:]))
             else:
                 _, slot, s, count, cont = th
-                nxt = self._dfa(slot.regex).next(s, token)
+                nxt = self._dfa(slot).next(s, token)
                 if nxt is not None:
                     out.update(self._slot_threads(slot, nxt, count + 1, cont))
         res = frozenset(out) if out else None
@@ -261,7 +268,7 @@ class TokenConstraint:
             rem = self._lit_bytes[id(lit)][off:].decode("utf-8", errors="replace")
             return len(self._pieces(rem)) + self._cont_cost(cont)
         _, slot, s, _count, cont = th
-        return self._dfa(slot.regex).close_distance(s) + self._cont_cost(cont)
+        return self._dfa(slot).close_distance(s) + self._cont_cost(cont)
 
     def _cont_cost(self, cont: _Cont | None) -> float:
         """Tokens to produce everything in ``cont`` (iterative: a chain of 1,000 optional properties is fine)."""
@@ -320,7 +327,7 @@ class TokenConstraint:
         if isinstance(node, Lit):
             return float(len(self._pieces(node.text)))
         if isinstance(node, Slot):
-            index = self._dfa(node.regex)
+            index = self._dfa(node)
             return index.close_distance(index.initial())
         if isinstance(node, Seq):
             return sum(cost[id(i)] for i in node.items)
@@ -362,7 +369,7 @@ class TokenConstraint:
                     return None
                 out.add(lb[off])
             else:
-                out |= self._dfa(th[1].regex).first_bytes(th[2])
+                out |= self._dfa(th[1]).first_bytes(th[2])
         return out
 
     def _consume(self, state: frozenset, data: bytes) -> frozenset:
@@ -394,7 +401,7 @@ class TokenConstraint:
                     out.update(self._consume(self._close(cont), data[n:]))
             else:
                 _, slot, s, count, cont = th
-                index = self._dfa(slot.regex)
+                index = self._dfa(slot)
                 for n in range(len(data), 0, -1):
                     for t in self.vocab.by_bytes.get(data[:n], ()):
                         nxt = index.next(s, t)
@@ -440,7 +447,7 @@ class TokenConstraint:
         return th
 
     def _slot_threads(self, slot: Slot, s: int, count: int, cont: _Cont | None) -> set:
-        index = self._dfa(slot.regex)
+        index = self._dfa(slot)
         out: set = set()
         final = index.is_final(s)
         if not (final and count >= slot.max_tokens) and index.allowed(s):
@@ -489,7 +496,7 @@ class TokenConstraint:
         if isinstance(node, Lit):
             return ({self._thread("lit", node, 0, nxt)}, []) if node.text else (set(), [nxt])
         if isinstance(node, Slot):
-            index = self._dfa(node.regex)
+            index = self._dfa(node)
             s0 = index.initial()
             final = index.is_final(s0)
             own = {self._thread("slot", node, s0, 0, nxt)} if not (final and node.max_tokens <= 0) and \
@@ -527,6 +534,10 @@ def _cheapest(items, size) -> list:
     sized = sorted(((size(x), i) for i, x in enumerate(items)))
     keep = {i for n, i in sized[:COST_OPTIONS]} | {i for n, i in sized if n == 0}
     return [items[i] for i in sorted(keep)]
+
+
+def _dfa_key(slot: Slot) -> str | tuple:
+    return slot.regex if slot.source is None and not slot.exclude else (slot.regex, slot.source, slot.exclude)
 
 
 def _pointer(name: str) -> str:

@@ -15,8 +15,12 @@ Scoring, per field (each leaf of the schema's properties; a nested object's fiel
   writes null or ``""``), wrong when it writes a value;
 - an output that failed (no valid JSON after the retries): every field wrong.
 
+Each field is also marked *invented* when the output writes a string (or a list of strings) the text does not hold
+(after case folding) where the gold value is in the text or absent: :func:`invented`.
+
 Per row (a mode with its settings, or a peer): field accuracy, item exact rate (every field right), numeric-copy
-accuracy (the number fields whose gold value the text writes), valid rate, latency p50/p95 (the whole call:
+accuracy (the number fields whose gold value the text writes), invented values (a share of all fields), the
+None rate on absent optional fields, valid rate, latency p50/p95 (the whole call:
 compile, prompt, decode, retries), output tokens per forward.
 """
 
@@ -157,6 +161,23 @@ def _absent(v: Any) -> bool:
     return v is MISSING or v is None or v == "" or v == []
 
 
+def in_text(v: Any, text: str) -> bool:
+    """Whether a string value (each string of a list) is in ``text``, after case folding and collapsing
+    whitespace."""
+    low = norm_text(text)
+    strings = [x for x in v if isinstance(x, str)] if isinstance(v, list) else [v] if isinstance(v, str) else []
+    return all(norm_text(x) in low for x in strings)
+
+
+def invented(got: Any, want: Any, text: str) -> bool:
+    """An invented value: a string (or a list's string) the text does not hold, where the gold value is in the
+    text or absent (the model had the right value, or nothing, to write)."""
+    if _absent(got) or not isinstance(got, str | list) or (isinstance(got, list) and not any(
+            isinstance(x, str) for x in got)):
+        return False
+    return not in_text(got, text) and (want is MISSING or (isinstance(want, str | list) and in_text(want, text)))
+
+
 def score(item: ExtractItem, output: Any) -> dict[str, Any]:
     """Per-field verdicts of one output (None: the extraction failed) against the item's gold."""
     stated = {float(n) for n in source_numbers(item.text.encode())}
@@ -168,5 +189,6 @@ def score(item: ExtractItem, output: Any) -> dict[str, Any]:
         else:
             ok = output is not None and not _absent(got) and norm(got, kind) == norm(want, kind)
         copy = kind == "number" and want is not MISSING and float(want) in stated
-        rows.append({"field": ".".join(path), "kind": kind, "ok": ok, "absent": want is MISSING, "copy": copy})
+        rows.append({"field": ".".join(path), "kind": kind, "ok": ok, "absent": want is MISSING, "copy": copy,
+                     "invented": output is not None and invented(got, want, item.text)})
     return {"fields": rows, "exact": all(r["ok"] for r in rows)}

@@ -4,14 +4,17 @@ A row is a decoding mode with optional settings after ``+`` (``ar``, ``ar+compac
 peer name (:data:`agentkit.evals.peers.PEERS`). Settings: ``compact``/``spaced`` (JSON style), ``schema``/
 ``example`` (the extract prompt, :data:`agentkit.steps.kinds.EXTRACT_PROMPTS`), ``nocopy`` (copy prior off),
 ``copyuser`` (copying from the whole user message, schema included, instead of the text), ``nonum`` (no copy
-prior in numbers), ``nofirst`` (none at a number's first digit, ``DecodeConfig.copy_first_digit``), ``retry`` (a second decode in ``diffusion`` when the first's values are not in the text, see
-:func:`agentkit.sdk._extract.grounded`). Items run in the outer loop and rows in the inner one, so a run stopped
+prior in numbers), ``nofirst`` (none at a number's first digit, ``DecodeConfig.copy_first_digit``), ``ungrounded``
+(``extract(grounded=False)``: values not constrained to the text, no abstention), ``noabstain`` (grounded, but an
+optional field's value never scored against null), ``retry`` (a second decode in ``diffusion`` when the first's values are not in the text, see
+:func:`agentkit.sdk._extract.values_in_text`). Items run in the outer loop and rows in the inner one, so a run stopped
 early compares every row on the same items; results are written after every item.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import time
 from dataclasses import replace
@@ -21,7 +24,8 @@ from typing import Any
 from ..config import DecodeConfig
 from .extract import ExtractItem, load_items, score
 
-SETTINGS = ("compact", "spaced", "schema", "example", "nocopy", "copyuser", "nonum", "nofirst", "retry")
+SETTINGS = ("compact", "spaced", "schema", "example", "nocopy", "copyuser", "nonum", "nofirst", "retry", "ungrounded",
+            "noabstain")
 
 
 def parse_row(row: str) -> tuple[str, set[str]]:
@@ -38,6 +42,7 @@ def parse_row(row: str) -> tuple[str, set[str]]:
 def run_agentkit(engine: Any, item: ExtractItem, row: str) -> dict[str, Any]:
     """One item through ``extract`` under ``row``'s mode and settings."""
     from ..sdk._extract import extract, extract_messages
+    from ..steps import grounded as grounded_
     from ..steps import kinds as _steps
 
     mode, opts = parse_row(row)
@@ -48,22 +53,24 @@ def run_agentkit(engine: Any, item: ExtractItem, row: str) -> dict[str, Any]:
         if style in opts:
             settings["json_style"] = style
     prompt = next((p for p in _steps.EXTRACT_PROMPTS if p in opts), None)
-    before = _steps.EXTRACT_PROMPT
+    before, margin = _steps.EXTRACT_PROMPT, grounded_.NULL_MARGIN
     t0 = time.perf_counter()
     try:
         if prompt:
             _steps.EXTRACT_PROMPT = prompt
+        if "noabstain" in opts:
+            grounded_.NULL_MARGIN = math.inf
         if "copyuser" in opts:  # the whole user message, the extract prompt's schema with it
             decode = replace(decode, copy_source=extract_messages(item.schema, item.text)[-1]["content"])
         kw = {"model": engine, "mode": mode, "decode": decode, "model_settings": settings or None,
-              "return_usage": True,
+              "return_usage": True, "grounded": False if "ungrounded" in opts else None,
               "fallback_mode": ("diffusion" if mode != "diffusion" else "ar") if "retry" in opts else None}
         output, usage, error = _call(extract, item, kw)
     finally:
-        _steps.EXTRACT_PROMPT = before
+        _steps.EXTRACT_PROMPT, grounded_.NULL_MARGIN = before, margin
     ms = 1000 * (time.perf_counter() - t0)
     out = output.model_dump(mode="json") if hasattr(output, "model_dump") else output
-    return {"output": out, "error": error, "latency_ms": round(ms, 1),
+    return {"output": out, "error": error, "latency_ms": round(ms, 1), "ungrounded": usage.ungrounded if usage else [],
             "output_tokens": usage.output_tokens if usage else 0, "forwards": usage.forwards if usage else 0}
 
 
@@ -93,15 +100,19 @@ def run_peer(peer: Any, item: ExtractItem, max_new_tokens: int = 256) -> dict[st
 
 
 def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
-    """Field accuracy, item exact rate, numeric-copy accuracy, valid rate, latency p50/p95, tokens per forward."""
+    """Field accuracy, item exact rate, numeric-copy accuracy, invented values, the None rate on absent optional
+    fields, valid rate, latency p50/p95, tokens per forward."""
     f = [r for res in results for r in res["score"]["fields"]]
     copy = [r for r in f if r["copy"]]
+    absent = [r for r in f if r["absent"]]
     lat = sorted(res["latency_ms"] for res in results)
     toks, fwd = sum(res["output_tokens"] for res in results), sum(res["forwards"] for res in results)
     n = len(results)
     return {"items": n, "fields": len(f), "field_accuracy": round(sum(r["ok"] for r in f) / max(len(f), 1), 4),
             "item_exact": round(sum(res["score"]["exact"] for res in results) / max(n, 1), 4),
             "numeric_copy": round(sum(r["ok"] for r in copy) / max(len(copy), 1), 4), "numeric_fields": len(copy),
+            "invented": round(sum(r.get("invented", False) for r in f) / max(len(f), 1), 4),
+            "none_rate": round(sum(r["ok"] for r in absent) / max(len(absent), 1), 4), "absent_fields": len(absent),
             "valid": round(sum(res["output"] is not None for res in results) / max(n, 1), 4),
             "p50_ms": round(statistics.median(lat), 1) if lat else 0.0,
             "p95_ms": round(lat[min(n - 1, int(0.95 * n))], 1) if lat else 0.0,
@@ -140,8 +151,10 @@ def run_extract_eval(data: Path, rows: list[str], *, limit: int | None, out: Pat
 
 def table(summary: dict[str, dict]) -> str:
     """The summary as a markdown table."""
-    head = "| row | field acc | item exact | numeric copy | valid | p50 ms | p95 ms | tok/fwd |\n|---|---|---|---|---|---|---|---|"
+    head = ("| row | field acc | item exact | numeric copy | invented | None (absent) | valid | p50 ms | p95 ms | tok/fwd |"
+            "\n|---|---|---|---|---|---|---|---|---|---|")
     lines = [f"| {r} | {s['field_accuracy']:.3f} | {s['item_exact']:.3f} | {s['numeric_copy']:.3f} | "
+             f"{s.get('invented', 0):.3f} | {s.get('none_rate', 0):.3f} | "
              f"{s['valid']:.3f} | {s['p50_ms']:.0f} | {s['p95_ms']:.0f} | {s['tokens_per_forward']:.2f} |"
              for r, s in summary.items()]
     return "\n".join([head, *lines])

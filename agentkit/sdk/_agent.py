@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 import logging
 import time
 import uuid
@@ -199,7 +198,7 @@ class Agent(Generic[DepsT, OutputT]):
         self._tools = as_tools(tools)
         self._instructions: list[Instructions] = _instruction_list(instructions)
         self.output_type = output_type
-        self._output = steps.OutputSpec(output_type) if output_type is not None else None
+        self._output = _output_spec(output_type)
         self.deps_type = deps_type if deps_type is not None else type(None)
         self.routing = settings_.agent_routing(routing, decode, RoutingPolicy)  # decode.mode honoured
         self.limits = limits or Limits()
@@ -307,7 +306,7 @@ class Agent(Generic[DepsT, OutputT]):
         history = _check_history(message_history)
         run = RunState(history, Trace(path=trace_path), routing, limits, uuid.uuid4().hex[:12], settings, deps,
                        task, emit, new_message_index=len(history),
-                       output=steps.OutputSpec(output_type) if output_type is not None else self._output)
+                       output=_output_spec(output_type) if output_type is not None else self._output)
         otel = as_instrumentation(self.instrument if self.instrument is not None else self._instrument_default)
         if otel is not None:
             run.spans["otel"] = otel
@@ -689,7 +688,7 @@ class Agent(Generic[DepsT, OutputT]):
         flags = (style or "") + (":open" if open_objects else "")
         if step == "extract":
             assert output is not None
-            key = ("extract:" + json.dumps(output.schema, sort_keys=True, default=str), flags)
+            key = ("extract:" + output.template_key(), flags)
         else:
             key = (step if tools is self._tools else step + ":" + ",".join(t.name for t in tools), flags)
         if key in self._templates:
@@ -698,9 +697,9 @@ class Agent(Generic[DepsT, OutputT]):
         if step == "tool_call":
             template = steps.tool_call_template(tools, style, strict=not open_objects)
         else:
-            schema = steps.Plan.model_json_schema() if step == "plan" else output.schema  # type: ignore[union-attr]
-            template = steps.for_step(steps.compile_template(schema, style, not open_objects), step,
-                                      open_objects=open_objects)
+            compiled = steps.compile_template(steps.Plan.model_json_schema(), style, not open_objects) \
+                if step == "plan" else output.template(style, not open_objects)  # type: ignore[union-attr]
+            template = steps.for_step(compiled, step, open_objects=open_objects)
         self._templates[key] = template
         while len(self._templates) > 64:  # per-run output types: the oldest compiled templates go first
             del self._templates[next(iter(self._templates))]
@@ -849,6 +848,13 @@ def _check_history(history: Sequence[ModelMessage] | None) -> list[ModelMessage]
 
 
 def _copy_config(run: RunState, step: str, config: DecodeConfig) -> DecodeConfig:
+def _output_spec(output_type: Any) -> steps.OutputSpec | None:
+    """An output type's spec (an ``OutputSpec`` given as the type is used as it is: ``extract``'s grounded one)."""
+    if output_type is None or isinstance(output_type, steps.OutputSpec):
+        return output_type
+    return steps.OutputSpec(output_type)
+
+
     """The copy prior's source for a run's steps (unless the config or the run's settings name one):
 
     - ``tool_call`` after tool results: the user's prompt and the results' values

@@ -20,6 +20,8 @@ class RunUsage:
     output_tokens: int = 0
     tool_calls: int = 0
     forwards: int = 0  # model forward passes, prefill included (the engine's cost unit)
+    # ``extract``: the required fields the text had no value for (not grounded; their value is the model's own)
+    ungrounded: list[str] = field(default_factory=list)
 
     @property
     def total_tokens(self) -> int:
@@ -28,6 +30,7 @@ class RunUsage:
     def incr(self, other: RunUsage) -> None:
         for k in ("requests", "input_tokens", "output_tokens", "tool_calls", "forwards"):
             setattr(self, k, getattr(self, k) + getattr(other, k))
+        self.ungrounded += [f for f in other.ungrounded if f not in self.ungrounded]
 
 
 @dataclass

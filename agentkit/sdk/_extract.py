@@ -9,7 +9,10 @@ from typing import Any, TypeVar, overload
 from pydantic import BaseModel, TypeAdapter
 
 from ..config import DecodeConfig
+from ..constrain.ground import allows_null
+from ..decide import can_score
 from ..errors import UserError
+from ..steps.grounded import GroundedOutput, abstain
 from ..steps.kinds import EXTRACT_INSTRUCTIONS, OutputSpec, extract_prompt
 from ._agent import Agent, Limits
 from ._settings import ModelSettings
@@ -23,12 +26,13 @@ DEFAULT_INSTRUCTIONS = EXTRACT_INSTRUCTIONS
 async def aextract(output_type: type[ModelT], text: str, *, model: Any, mode: str | None = ..., instructions: str | None = ...,
                    retries: int = ..., decode: DecodeConfig | None = ..., trace_path: str | None = ...,
                    model_settings: ModelSettings | None = ..., return_usage: bool = ...,
-                   fallback_mode: str | None = ...) -> ModelT: ...
+                   fallback_mode: str | None = ..., grounded: bool | None = ...) -> ModelT: ...
 @overload
 async def aextract(output_type: dict[str, Any], text: str, *, model: Any, mode: str | None = ...,
                    instructions: str | None = ..., retries: int = ..., decode: DecodeConfig | None = ...,
                    trace_path: str | None = ..., model_settings: ModelSettings | None = ...,
-                   return_usage: bool = ..., fallback_mode: str | None = ...) -> Any: ...
+                   return_usage: bool = ..., fallback_mode: str | None = ...,
+                   grounded: bool | None = ...) -> Any: ...
 async def aextract(
     output_type: Any,
     text: str,
@@ -42,6 +46,7 @@ async def aextract(
     model_settings: ModelSettings | None = None,
     return_usage: bool = False,
     fallback_mode: str | None = None,
+    grounded: bool | None = None,
 ) -> Any:
     """Extract ``output_type`` from ``text`` in one structured step (asked again up to ``retries`` times).
 
@@ -51,8 +56,12 @@ async def aextract(
     ``model_settings``: temperature, top_p, max_tokens, seed, mode, json_style for this call.
     ``decode``: None takes ``DecodeConfig(copy_first_digit=True)`` (an extraction's numbers are the text's own);
     its ``copy_source``, when None, becomes ``text`` (values are copied from the text, not from the schema the
-    prompt shows). ``fallback_mode``: when a value of the output is not in the text (:func:`grounded`), decode again in this mode
+    prompt shows). ``fallback_mode``: when a value of the output is not in the text (:func:`values_in_text`), decode again in this mode
     and keep the output with more values found in the text (the first on a tie).
+    ``grounded``: values come from the text (:mod:`agentkit.steps.grounded`; None: the kinds grounded by default,
+    :data:`agentkit.constrain.ground.KINDS`; False: none, unless a field says ``"grounded": true``; a field's
+    ``Field(json_schema_extra={"grounded": False})`` overrides the call), and an optional field the model scores
+    null above its value comes back None. ``usage.ungrounded`` names the required fields the text has no value for.
     Raises ``UnexpectedModelBehavior`` (with ``.trace``) when no valid output came back, ``UserError`` for a bad
     ``output_type``.
     """
@@ -61,7 +70,8 @@ async def aextract(
     decode = decode or DecodeConfig(copy_first_digit=True)  # an extraction's numbers are the text's own
     if decode.copy_source is None:  # values are copied from the text, not from the schema the prompt shows
         decode = replace(decode, copy_source=text)
-    agent: Agent[None, Any] = Agent(model, output_type=output_type,
+    spec = GroundedOutput(output_type, text, grounded)
+    agent: Agent[None, Any] = Agent(model, output_type=spec,
                                     instructions=instructions or DEFAULT_INSTRUCTIONS, name="extract", decode=decode,
                                     output_retries=retries, limits=Limits(max_iterations=retries + 1))
     if model_settings and "mode" in model_settings:
@@ -69,18 +79,36 @@ async def aextract(
     result = await agent.run(text, mode=mode, trace_path=trace_path,  # type: ignore[arg-type]
                              model_settings=model_settings)
     output, usage = result.output, result.usage()
+    usage.ungrounded = spec.ungrounded
+    if spec.grounded is not False and can_score(model):
+        output = _abstain(model, spec, output, extract_messages(output_type, text, instructions))
     if fallback_mode is not None:
-        found, checked = grounded(output, text)
+        found, checked = values_in_text(output, text)
         if found < checked:
             second = await agent.run(text, mode=fallback_mode, trace_path=trace_path,  # type: ignore[arg-type]
                                      model_settings=model_settings)
             usage.incr(second.usage())
-            if grounded(second.output, text)[0] > found:
+            if values_in_text(second.output, text)[0] > found:
                 output = second.output
     return (output, usage) if return_usage else output
 
 
-def grounded(output: Any, text: str) -> tuple[int, int]:
+def _abstain(engine: Any, spec: GroundedOutput, output: Any, messages: list[dict[str, str]]) -> Any:
+    """``output`` with its optional fields that the model scores null above their value set to None
+    (:func:`agentkit.steps.grounded.abstain`)."""
+    fields = spec.optional_fields()
+    if spec.wrapped or not fields:
+        return output
+    value = spec.dump(output)
+    if not isinstance(value, dict):
+        return output
+    props = spec.schema.get("properties") or {}
+    nullable = {k for k in fields if isinstance(props.get(k), dict) and allows_null(props[k])}
+    new, _ = abstain(engine, messages, value, fields, nullable)
+    return output if new == value else spec.validate(new)
+
+
+def values_in_text(output: Any, text: str) -> tuple[int, int]:
     """(values found in ``text``, values checked) over the output's string and number leaves: a string is found
     where the text holds it (case-insensitively), a number where the text writes it (``$1,200`` is 1200)."""
     from ..engine.copy import source_numbers
@@ -111,12 +139,12 @@ def extract_messages(output_type: Any, text: str,
 def extract(output_type: type[ModelT], text: str, *, model: Any, mode: str | None = ..., instructions: str | None = ...,
             retries: int = ..., decode: DecodeConfig | None = ..., trace_path: str | None = ...,
             model_settings: ModelSettings | None = ..., return_usage: bool = ...,
-                   fallback_mode: str | None = ...) -> ModelT: ...
+            fallback_mode: str | None = ..., grounded: bool | None = ...) -> ModelT: ...
 @overload
 def extract(output_type: dict[str, Any], text: str, *, model: Any, mode: str | None = ..., instructions: str | None = ...,
             retries: int = ..., decode: DecodeConfig | None = ..., trace_path: str | None = ...,
             model_settings: ModelSettings | None = ..., return_usage: bool = ...,
-                   fallback_mode: str | None = ...) -> Any: ...
+            fallback_mode: str | None = ..., grounded: bool | None = ...) -> Any: ...
 def extract(output_type: Any, text: str, **kwargs: Any) -> Any:
     """``aextract`` for synchronous code (not from inside a running event loop)."""
     try:

@@ -240,10 +240,21 @@ class OutputSpec:
             self.wrapped = True
         self.schema = schema
 
+    def template(self, style: str | None, strict: bool) -> Template:
+        """The extract step's template: the schema compiled (:func:`compile_template`)."""
+        return compile_template(self.schema, style, strict)
+
+    def template_key(self) -> str:
+        """What :meth:`template` depends on (an agent caches templates by it)."""
+        return json.dumps(self.schema, sort_keys=True, default=str)
+
     def parse(self, result: GenerationResult) -> Any:
         """The validated output (an instance of the type, or the JSON value for a schema dict). Raises
         ``OutputError`` with a readable reason."""
-        value = parse_json(result)
+        return self.validate(parse_json(result))
+
+    def validate(self, value: Any) -> Any:
+        """:meth:`parse` of a JSON value."""
         if self._validator is not None:
             errors = sorted(self._validator.iter_errors(value), key=lambda e: list(e.absolute_path))
             if errors:

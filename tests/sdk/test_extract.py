@@ -136,7 +136,7 @@ async def test_per_run_output_type_overrides_the_agents():
 
 
 def test_grounded_counts_the_values_the_text_states():
-    from agentkit.sdk._extract import grounded
+    from agentkit.sdk._extract import values_in_text as grounded
 
     text = "Ann Lee paid $1,200 in Oslo."
     assert grounded({"name": "ann lee", "amount": 1200, "city": "Oslo", "tags": ["Oslo"], "ok": True}, text) == (4, 4)

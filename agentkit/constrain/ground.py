@@ -1,0 +1,486 @@
+"""Grounded values: an extraction's values constrained to what its source text says.
+
+:func:`ground_schema` rewrites an output schema for one source text, field by field (each leaf of the properties,
+nested objects and arrays' items included), by the field's kind:
+
+- a string: a *span* of the text. The compiled slot keeps its own regex (pattern, format, length) and gets the text
+  as its ``source`` (:func:`ground_template`); the token automaton is then :class:`SpanDFA`, the text's substring
+  automaton intersected with the slot's own token DFA. A field named like a phone (``phone``, ``mobile``, ``tel``,
+  ``fax``) or an email is held to that shape too (:data:`SHAPES`), so a text without one has no span for it;
+- a number or integer: one of the numbers the text writes (:func:`text_numbers`: ``$1,234.56`` is ``1234.56``,
+  ``3,480.00`` is ``3480``, ``twelve`` and ``a dozen`` are ``12``);
+- a ``format: date`` string: one of the dates the text writes, in ISO form (:func:`text_dates`: ``the 2nd of June
+  2024``, ``March 31, 2025``, ``Thursday 8 May 2025``, ``2025-03-12``);
+- a currency code (a string field named ``currency``/``currency_code``, or described as a currency code): one of
+  the codes the text writes or its symbols and words name (``€`` and ``euros`` are ``EUR``, ``A$`` is ``AUD``);
+- an ``enum``: the members the text mentions, when it mentions any (otherwise the enum as it is).
+
+An optional field whose schema allows null is always written, as a value or as null, so that the model decides
+between the two where the value goes (not by closing the object early). A field the text gives no value for: an
+optional one is left out (or null, where the schema allows null), a required one keeps its ungrounded schema and is
+named in :attr:`Grounding.ungrounded`. A string that is not
+grounded (``{"grounded": false}`` on the field, or a required field with no span) still never takes the field's
+own name or a stock placeholder (:func:`placeholders`: ``Title``, ``123-456-7890``, ``john.doe@example.com``)
+unless the text holds it.
+
+``{"grounded": false}`` on a property turns grounding off for it; :data:`KINDS` are the kinds grounded by default.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any
+
+from ..errors import UserError
+from .nodes import Choice, Node, Repeat, Seq, Slot, Template
+
+KINDS = frozenset({"string", "number", "date", "currency", "enum"})  # the field kinds grounded by default
+JOINERS = frozenset("-'/._@&+")  # characters that join the letters or digits on both sides into one word
+SPAN_CHARS = 96  # the longest span the check of a patterned slot's language tries (:func:`spans_fit`)
+
+# -- numbers ----------------------------------------------------------------------------------------------------
+
+# a number, not a piece of a code or a date joined by - or / (INV-3302, 415-555-0138, 2025-04-01, 2024/0931)
+_NUM = re.compile(r"(?<![\w.])(?<!\w[-/])-?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?(?![\d])(?![-/]\w)")
+_UNITS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
+          "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"]
+_TENS = ["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
+_WORD = re.compile(r"\b(?:(" + "|".join(_TENS) + r")(?:[- ](" + "|".join(_UNITS[1:10]) + r"))?|("
+                   + "|".join(sorted([*_UNITS, "dozen"], key=len, reverse=True)) + r"))\b", re.IGNORECASE)
+
+
+def text_numbers(text: str) -> list[int | float]:
+    """The numbers ``text`` writes, in order, each once: digits with or without thousands separators and a decimal
+    part (``1,234.56``), and numbers under a hundred in words (``three``, ``forty-two``, ``a dozen``)."""
+    out: list[int | float] = []
+    for m in _NUM.finditer(text):
+        s = m.group().replace(",", "")
+        v = float(s)
+        out.append(int(v) if v == int(v) and abs(v) < 2 ** 53 else v)
+    for m in _WORD.finditer(text):
+        tens, unit, word = (g.lower() if g else g for g in m.groups())
+        if word:
+            out.append(12 if word == "dozen" else _UNITS.index(word))
+        else:
+            out.append(20 + 10 * _TENS.index(tens) + (_UNITS.index(unit) if unit else 0))
+    return list(dict.fromkeys(out))
+
+
+# -- dates ------------------------------------------------------------------------------------------------------
+
+_MONTHS = {m: i + 1 for i, m in enumerate(["january", "february", "march", "april", "may", "june", "july", "august",
+                                           "september", "october", "november", "december"])}
+_MONTHS |= {m[:3]: i for m, i in list(_MONTHS.items())} | {"sept": 9}
+_MON = r"(" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
+_DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
+_DATES = [  # (regex, order of the groups: d/m/y as 0/1/2)
+    (re.compile(r"\b" + _DAY + r"(?:\s+of)?\s+" + _MON + r",?\s+(\d{4})\b", re.IGNORECASE), "dmy"),
+    (re.compile(r"\b" + _MON + r"\s+" + _DAY + r",?\s+(\d{4})\b", re.IGNORECASE), "mdy"),
+    (re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b"), "ymd"),
+    (re.compile(r"\b(\d{4})/(\d{1,2})/(\d{1,2})\b"), "ymd"),
+]
+
+
+def text_dates(text: str) -> list[str]:
+    """The dates ``text`` writes, as ISO ``YYYY-MM-DD``, in order, each once: ``12 March 2025``, ``the 2nd of June
+    2024``, ``March 31, 2025``, ``Oct 4th, 2025``, ``2025-03-12``, ``2025/3/12``. A date without a year is not one."""
+    found: list[tuple[int, str]] = []
+    for rx, order in _DATES:
+        for m in rx.finditer(text):
+            parts = dict(zip(order, m.groups()))
+            month = _MONTHS.get(parts["m"].lower()) if not parts["m"].isdigit() else int(parts["m"])
+            try:
+                found.append((m.start(), date(int(parts["y"]), month or 0, int(parts["d"])).isoformat()))
+            except ValueError:
+                continue
+    return list(dict.fromkeys(iso for _, iso in sorted(found)))
+
+
+# -- currencies -------------------------------------------------------------------------------------------------
+
+CURRENCY_CODES = frozenset(
+    ["USD", "EUR", "GBP", "JPY", "CHF", "CAD", "AUD", "NZD", "SEK", "NOK", "DKK", "ISK", "PLN", "CZK", "HUF", "RON", "BGN", "TRY", "RUB", "UAH", "INR", "PKR", "BDT", "LKR", "CNY", "HKD", "TWD", "KRW", "SGD", "MYR", "THB", "IDR", "PHP", "VND", "ZAR", "NGN", "KES", "GHS", "EGP", "MAD", "AED", "SAR", "QAR", "ILS", "BRL", "MXN", "ARS", "CLP", "COP", "PEN"])
+_SYMBOLS = [("US$", "USD"), ("A$", "AUD"), ("AU$", "AUD"), ("C$", "CAD"), ("CA$", "CAD"), ("NZ$", "NZD"),
+            ("HK$", "HKD"), ("S$", "SGD"), ("R$", "BRL"), ("€", "EUR"), ("£", "GBP"), ("¥", "JPY"), ("₹", "INR"),
+            ("₩", "KRW"), ("₺", "TRY"), ("₽", "RUB"), ("₪", "ILS"), ("₦", "NGN"), ("$", "USD")]
+_WORDS = {"euro": "EUR", "euros": "EUR", "pound": "GBP", "pounds": "GBP", "sterling": "GBP", "dollar": "USD",
+          "dollars": "USD", "yen": "JPY", "franc": "CHF", "francs": "CHF", "rupee": "INR", "rupees": "INR",
+          "kronor": "SEK", "kroner": "NOK", "zloty": "PLN", "złoty": "PLN", "rand": "ZAR", "yuan": "CNY"}
+
+
+def text_currencies(text: str) -> list[str]:
+    """The ISO 4217 codes ``text`` writes or names, in order, each once: codes (``CHF 860``), symbols (``€``,
+    ``£``, ``A$``; a bare ``$`` is USD) and words (``euros``, ``pounds``)."""
+    found: list[tuple[int, str]] = [(m.start(), m.group()) for m in re.finditer(r"\b[A-Z]{3}\b", text)
+                                    if m.group() in CURRENCY_CODES]
+    taken: set[int] = set()
+    for sym, code in _SYMBOLS:  # longest forms first: A$ before $
+        for m in re.finditer(re.escape(sym), text):
+            end = m.end() - 1
+            if end not in taken and not (sym == "$" and m.start() and text[m.start() - 1].isalpha()):
+                found.append((m.start(), code))
+                taken.add(end)
+    for m in re.finditer(r"\b[^\W\d_]+\b", text):
+        code = _WORDS.get(m.group().lower())
+        if code:
+            found.append((m.start(), code))
+    return list(dict.fromkeys(code for _, code in sorted(found)))
+
+
+# -- placeholders -----------------------------------------------------------------------------------------------
+
+STOCK_VALUES = ("123-456-7890", "(123) 456-7890", "555-555-5555", "555-1234", "000-000-0000", "1234567890",
+                "john.doe@example.com", "jane.doe@example.com", "john@example.com", "email@example.com",
+                "user@example.com", "example@example.com", "John Doe", "Jane Doe", "John Smith", "string", "N/A",
+                "n/a", "none", "null", "unknown", "TBD", "YYYY-MM-DD", "Name", "Company", "City", "Location")
+
+
+def placeholders(name: str, sub: dict[str, Any], text: str, names: tuple[str, ...] = ()) -> list[str]:
+    """The values a string field never takes unless ``text`` holds them (case-insensitively): the field's name and
+    the other field names ``names`` in their usual spellings (``attendees``, ``Attendees``, ``due date``, ``Due
+    Date``), its title and description, and :data:`STOCK_VALUES`."""
+    forms: set[str] = set()
+    for n in (name, *names):
+        words = n.replace("_", " ").replace("-", " ").strip()
+        forms |= {n, words, words.lower(), words.title(), words.capitalize(), words.upper(), n.capitalize()}
+    for key in ("title", "description"):
+        if isinstance(sub.get(key), str) and len(sub[key]) <= 80:
+            forms.add(sub[key])
+    low = text.casefold()
+    return sorted(v for v in forms | set(STOCK_VALUES) if v and v.casefold() not in low)
+
+
+# -- the schema, field by field ---------------------------------------------------------------------------------
+
+SHAPES = {  # field names held to a shape, with the pattern of that shape (a span of the text must match it)
+    "phone": r"^\+?\(?[0-9]{1,5}\)?[ ./-]?[0-9]{2,6}(?:[ ./-]?[0-9]{2,6}){1,4}$",
+    "email": r"^[^@\s,;:<>()]+@[^@\s,;:<>()]+\.[A-Za-z]{2,}$",
+}
+_SHAPE_NAMES = {"phone": ("phone", "mobile", "tel", "telephone", "fax", "cell"), "email": ("email", "e_mail", "mail")}
+
+
+def _shape(name: str) -> str | None:
+    low = name.lower()
+    parts = set(re.split(r"[_\W]+", low))
+    for shape, names in _SHAPE_NAMES.items():
+        if low in names or parts & set(names):
+            return shape
+    return None
+
+
+def _is_currency(name: str, sub: dict[str, Any]) -> bool:
+    low = name.lower()
+    desc = str(sub.get("description", "")).lower()
+    return low in ("currency", "currency_code", "currencycode") or "currency code" in desc
+
+
+@dataclass
+class Grounding:
+    """What :func:`ground_schema` did: the rewritten ``schema``, the JSON pointers of the string slots grounded to
+    spans (``/name``, ``/attendees/*``), the required fields it could not ground (``ungrounded``), and the
+    values each ungrounded string slot refuses (``exclude``)."""
+
+    schema: dict[str, Any]
+    text: str
+    spans: set[str] = field(default_factory=set)
+    ungrounded: list[str] = field(default_factory=list)
+    kinds: dict[str, str] = field(default_factory=dict)  # pointer -> the kind grounded there
+    no_span: frozenset[str] = frozenset()  # string fields whose slot no span of the text fits
+    exclude: dict[str, tuple[str, ...]] = field(default_factory=dict)  # pointer -> values its slot refuses
+    names: tuple[str, ...] = ()  # every property name and title in the schema (placeholders for any field)
+
+
+def check_option(value: Any, where: str) -> bool | None:
+    """A grounded option (``True``, ``False`` or None for the default); anything else is a ``UserError``."""
+    if value is None or isinstance(value, bool):
+        return value
+    raise UserError(f"{where} must be true, false or null, got {value!r}", param=where)
+
+
+def ground_schema(schema: dict[str, Any], text: str, *, grounded: bool | None = None,
+                  kinds: frozenset[str] = KINDS, no_span: frozenset[str] = frozenset()) -> Grounding:
+    """``schema`` rewritten so each field's value comes from ``text`` (the module's docstring says how, per kind).
+    ``grounded``: the call's default (None: :data:`KINDS`; False: no field grounded unless it says
+    ``"grounded": true``; True: every kind). Local ``$ref``s are followed (not through a cycle)."""
+    check_option(grounded, "grounded")
+    kinds = frozenset() if grounded is False else (frozenset(KINDS) if grounded else kinds)
+    out = Grounding(schema={}, text=text, no_span=no_span, names=tuple(_names(schema)))
+    root = _inline(copy.deepcopy(schema), schema.get("$defs") or schema.get("definitions") or {}, 0)
+    out.schema = _object(root, "", text, kinds, out) if isinstance(root, dict) else root
+    return out
+
+
+def _names(node: Any) -> list[str]:
+    """The property names and titles anywhere in a schema, each once."""
+    out: dict[str, None] = {}
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, dict):
+            if isinstance(n.get("title"), str):
+                out[n["title"]] = None
+            if isinstance(n.get("properties"), dict):
+                out.update(dict.fromkeys(n["properties"]))
+            stack.extend(v for k, v in n.items() if k not in ("enum", "const", "default", "examples", "required"))
+        elif isinstance(n, list):
+            stack.extend(n)
+    return list(out)
+
+
+def _inline(node: Any, defs: dict[str, Any], depth: int) -> Any:
+    if isinstance(node, list):
+        return [_inline(x, defs, depth) for x in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith(("#/$defs/", "#/definitions/")) and depth < 8:
+        target = defs.get(ref.rsplit("/", 1)[1])
+        if isinstance(target, dict):
+            rest = {k: v for k, v in node.items() if k != "$ref"}
+            return _inline({**copy.deepcopy(target), **rest}, defs, depth + 1)
+    return {k: (v if k in ("enum", "const", "default", "examples", "required") else _inline(v, defs, depth))
+            for k, v in node.items()}
+
+
+def _object(node: dict[str, Any], ptr: str, text: str, kinds: frozenset[str], out: Grounding) -> dict[str, Any]:
+    props = node.get("properties")
+    if not isinstance(props, dict):
+        return node
+    required = set(node.get("required") or ())
+    new: dict[str, Any] = {}
+    asked: list[str] = []
+    for name, sub in props.items():
+        if not isinstance(sub, dict):
+            new[name] = sub
+            continue
+        flag = check_option(sub.get("grounded"), f"{ptr}/{name}: grounded")
+        own = kinds if flag is None else (frozenset(KINDS) if flag else frozenset())
+        value = _field(name, sub, f"{ptr}/{name}", text, own, out)
+        if value is None:  # no value in the text
+            if name in required:
+                out.ungrounded.append(f"{ptr}/{name}".lstrip("/"))
+                new[name] = _plain(name, sub, f"{ptr}/{name}", text, out)
+            elif allows_null(sub):
+                new[name] = {"type": "null"}
+        else:
+            new[name] = value
+            if name not in required and allows_null(value) and kinds:
+                asked.append(name)  # written, as a value or null: the model decides there, not by leaving it out
+    return {**node, "properties": new, **({"required": [*node.get("required", []), *asked]} if asked else {})}
+
+
+def allows_null(sub: dict[str, Any]) -> bool:
+    """Whether the schema ``sub`` admits null (``type: null`` in it or in one of its ``anyOf``/``oneOf``)."""
+    branches = sub.get("anyOf") or sub.get("oneOf") or [sub]
+    return any(isinstance(b, dict) and (b.get("type") == "null" or (isinstance(b.get("type"), list)
+                                                                    and "null" in b["type"])) for b in branches)
+
+
+def _plain(name: str, sub: dict[str, Any], ptr: str, text: str, out: Grounding) -> dict[str, Any]:
+    """``sub`` ungrounded; its string slot (if it has one) refuses the placeholders (:func:`placeholders`)."""
+    branches = sub.get("anyOf") or sub.get("oneOf") or [sub]
+    if any(isinstance(b, dict) and b.get("type") == "string" and "enum" not in b and "const" not in b
+           for b in branches):
+        words = placeholders(name, sub, text, out.names)
+        if words:
+            out.exclude[ptr] = tuple(json.dumps(w, ensure_ascii=False)[1:-1] for w in words)
+    return sub
+
+
+def _field(name: str, sub: dict[str, Any], ptr: str, text: str, kinds: frozenset[str],
+           out: Grounding) -> dict[str, Any] | None:
+    """The grounded schema of one property (None: the text has no value for it)."""
+    for key in ("anyOf", "oneOf"):
+        if isinstance(sub.get(key), list):
+            branches = [b for b in sub[key] if not (isinstance(b, dict) and b.get("type") == "null")]
+            nulls = [b for b in sub[key] if isinstance(b, dict) and b.get("type") == "null"]
+            kept = []
+            for b in branches:
+                g = _field(name, b, ptr, text, kinds, out) if isinstance(b, dict) else b
+                if g is not None:
+                    kept.append(g)
+            if not kept:
+                return None
+            return {**{k: v for k, v in sub.items() if k != key}, key: kept + nulls}
+    t = sub.get("type")
+    if t == "object":
+        return _object(sub, ptr, text, kinds, out)
+    if t == "array" and isinstance(sub.get("items"), dict):
+        items = _field(name, sub["items"], ptr + "/*", text, kinds, out)
+        return None if items is None else {**sub, "items": items}
+    if t in ("integer", "number") and "enum" not in sub and "number" in kinds:
+        nums = [n for n in text_numbers(text) if t == "number" or isinstance(n, int)]
+        return _enum(sub, nums, ptr, "number", out)
+    if t != "string":
+        return sub
+    return _string(name, sub, ptr, text, kinds, out)
+
+
+def _string(name: str, sub: dict[str, Any], ptr: str, text: str, kinds: frozenset[str],
+            out: Grounding) -> dict[str, Any] | None:
+    if "enum" in sub:
+        if "enum" not in kinds and not (_is_currency(name, sub) and "currency" in kinds):
+            return sub
+        low = text.casefold()
+        codes = set(text_currencies(text)) if _is_currency(name, sub) else set()
+        said = [v for v in sub["enum"] if isinstance(v, str) and (v in codes or re.search(
+            r"(?<!\w)" + re.escape(v.casefold()) + r"(?!\w)", low))]
+        if said:
+            out.kinds[ptr] = "enum"
+        return {**sub, "enum": said} if said else sub
+    if "const" in sub:
+        return sub
+    if sub.get("format") == "date":
+        return _enum(sub, text_dates(text), ptr, "date", out) if "date" in kinds else _plain(name, sub, ptr, text, out)
+    if _is_currency(name, sub):
+        return _enum(sub, text_currencies(text), ptr, "currency", out) if "currency" in kinds \
+            else _plain(name, sub, ptr, text, out)
+    if "string" not in kinds or sub.get("format") not in (None, "email"):
+        return _plain(name, sub, ptr, text, out)
+    shaped = dict(sub)
+    shape = "email" if sub.get("format") == "email" else _shape(name)
+    if shape and "pattern" not in sub and not sub.get("format"):
+        shaped["pattern"] = SHAPES[shape]
+    if ptr in out.no_span:
+        return None
+    out.spans.add(ptr)
+    out.kinds[ptr] = shape or "string"
+    return shaped
+
+
+def _enum(sub: dict[str, Any], values: list[Any], ptr: str, kind: str, out: Grounding) -> dict[str, Any] | None:
+    """``sub`` with its values limited to ``values`` that still validate against it (None: none do)."""
+    import jsonschema
+
+    check = jsonschema.Draft202012Validator({k: v for k, v in sub.items() if k not in ("default", "grounded")})
+    ok = [v for v in values if check.is_valid(v)]
+    if not ok:
+        return None
+    out.kinds[ptr] = kind
+    return {**sub, "enum": ok}
+
+
+# -- the template -----------------------------------------------------------------------------------------------
+
+PLAIN_BODY = '(?:[^\\x00-\\x1f"\\\\]|\\\\[btnfr"\\\\])*'  # a JSON string body with no constraint
+
+
+def grounded_template(schema: dict[str, Any], text: str, compile_schema: Callable[[dict[str, Any]], Template], *,
+                      grounded: bool | None = None) -> tuple[Template, Grounding]:
+    """The template of ``schema`` grounded in ``text`` (``compile_schema`` compiles a schema) and what grounding
+    did. A string field whose compiled slot no span of the text fits (an email field, a text without an email) is
+    grounded again as a field without a value."""
+    g = ground_schema(schema, text, grounded=grounded)
+    template = compile_schema(g.schema)
+    body = json.dumps(text, ensure_ascii=False)[1:-1]
+    empty = frozenset(s.name for s in template_slots(template.root) if s.name in g.spans and not spans_fit(s.regex, body))
+    if empty:
+        g = ground_schema(schema, text, grounded=grounded, no_span=empty)
+        template = compile_schema(g.schema)
+    return ground_template(template, g, schema), g
+
+
+def spans_fit(regex: str, body: str) -> bool:
+    """Whether some span of the JSON-escaped text ``body`` (starting and ending where :func:`span_edges` allows, at
+    most :data:`SPAN_CHARS` characters) is in a slot's language ``regex``."""
+    if regex == PLAIN_BODY:
+        return bool(body.strip())
+    rx = re.compile(regex, re.DOTALL)
+    starts, ends = span_edges(body.encode())
+    offsets = [len(body[:k].encode()) for k in range(len(body) + 1)]
+    for i in range(len(body)):
+        if offsets[i] not in starts:
+            continue
+        for j in range(i + 1, min(len(body), i + SPAN_CHARS) + 1):
+            if offsets[j] in ends and rx.fullmatch(body, i, j):
+                return True
+    return False
+
+
+def template_slots(root: Node) -> list[Slot]:
+    """Every distinct slot of a template tree."""
+    out, seen, stack = [], set(), [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, Slot):
+            out.append(node)
+        elif isinstance(node, Seq):
+            stack.extend(node.items)
+        elif isinstance(node, Choice):
+            stack.extend(node.options)
+        elif isinstance(node, Repeat):
+            stack.append(node.item)
+    return out
+
+
+def ground_template(template: Template, grounding: Grounding, schema: Any = None) -> Template:
+    """A copy of ``template`` (compiled from ``grounding.schema``) with each string slot named in
+    ``grounding.spans`` given the JSON-escaped text as its source (the token automaton reads such a slot as
+    :class:`~agentkit.constrain.spans.SpanDFA`), labelled with ``schema`` (the output's own; None: the template's)
+    and, in ``meta``, the grounded schema and fields."""
+    body = json.dumps(grounding.text, ensure_ascii=False)[1:-1]
+    memo: dict[int, Node] = {}
+
+    def walk(node: Node) -> Node:
+        hit = memo.get(id(node))
+        if hit is not None:
+            return hit
+        new: Node = node
+        if isinstance(node, Slot) and node.name in grounding.spans:
+            new = Slot(node.regex, node.max_tokens, node.name, source=body)
+        elif isinstance(node, Slot) and node.name in grounding.exclude:
+            new = Slot(node.regex, node.max_tokens, node.name, exclude=grounding.exclude[node.name])
+        elif isinstance(node, Seq):
+            new = Seq(tuple(walk(i) for i in node.items))
+        elif isinstance(node, Choice):
+            new = Choice(tuple(walk(o) for o in node.options))
+        elif isinstance(node, Repeat):
+            new = Repeat(walk(node.item), node.sep, node.min, node.max)
+        memo[id(node)] = new
+        return new
+
+    meta = {**template.meta, "grounded": dict(sorted(grounding.kinds.items())), "grounded_schema": grounding.schema}
+    return type(template)(root=walk(template.root) if grounding.spans or grounding.exclude else template.root,
+                          schema=template.schema if schema is None else schema, compile_ms=template.compile_ms,
+                          kind=template.kind, meta=meta)
+
+
+def span_edges(body: bytes) -> tuple[frozenset[int], frozenset[int]]:
+    """(the byte offsets a span of the JSON-escaped text ``body`` may start at, those it may end at): word edges
+    outside an escape sequence. A span neither starts nor ends with whitespace, and does not start or end inside a
+    word (``Lisbon``, not ``isbo``; ``INV-3302``, not ``3302``: :data:`JOINERS` between letters or digits join
+    them)."""
+    text = body.decode("utf-8")
+    inside: set[int] = set()  # character offsets inside an escape sequence (after its backslash)
+    i = 0
+    while i < len(text):
+        if text[i] == "\\":
+            width = 6 if text[i + 1:i + 2] == "u" else 2
+            inside.update(range(i + 1, i + width))
+            i += width
+        else:
+            i += 1
+    at = [0]
+    for ch in text:
+        at.append(at[-1] + len(ch.encode("utf-8")))
+    blank = ("\\n", "\\t", "\\r")
+
+    def alnum(k: int) -> bool:
+        return 0 <= k < len(text) and text[k].isalnum() and k not in inside
+
+    def word(k: int) -> bool:  # a letter or digit, or a joiner between two (INV-20931, O'Riordan, 2024/0931)
+        return alnum(k) or (0 <= k < len(text) and text[k] in JOINERS and alnum(k - 1) and alnum(k + 1))
+
+    starts = frozenset(at[k] for k in range(len(text)) if k not in inside and not text[k].isspace()
+                       and text[k:k + 2] not in blank and not (word(k) and word(k - 1)))
+    ends = frozenset(at[k] for k in range(1, len(text) + 1) if k not in inside and not text[k - 1].isspace()
+                     and text[max(0, k - 2):k] not in blank and not (word(k - 1) and word(k)))
+    return starts, ends

@@ -1,0 +1,214 @@
+"""Grounded values: the substring automaton admits exactly the text's spans (whatever the tokens), intersected with
+the slot's own language; numbers, dates and currency codes the text writes; placeholders refused; the per-field and
+per-call options; abstention decided by the scores of null and the value."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import BaseModel, Field
+
+from agentkit.constrain.compiler import compile_schema
+from agentkit.constrain.ground import (
+    PLAIN_BODY,
+    ground_schema,
+    grounded_template,
+    placeholders,
+    span_edges,
+    text_currencies,
+    text_dates,
+    text_numbers,
+)
+from agentkit.constrain.runtime import TokenConstraint
+from agentkit.constrain.spans import ExcludeDFA, SpanDFA
+from agentkit.constrain.vocab import slot_index, token_vocab
+from agentkit.errors import UserError
+from agentkit.models.tiny import tiny_tokenizer
+
+
+@pytest.fixture(scope="module")
+def vocab():
+    tok = tiny_tokenizer()
+    return tok, token_vocab(tok)
+
+
+def _accepts(dfa, v, data: bytes) -> bool:
+    """Whether some split of ``data`` into tokens walks ``dfa`` from its start to a final state (every split)."""
+    def go(state, rest: bytes) -> bool:
+        if not rest:
+            return dfa.is_final(state)
+        for n in range(1, min(len(rest), v.max_len) + 1):
+            for t in v.by_bytes.get(rest[:n], ()):
+                nxt = dfa.next(state, t)
+                if nxt is not None and go(nxt, rest[n:]):
+                    return True
+        return False
+
+    return go(dfa.initial(), data)
+
+
+def test_substring_automaton_admits_exactly_the_spans(vocab):
+    _tok, v = vocab
+    text = "Ann Lee (Oslo) paid INV-3302."
+    dfa = SpanDFA(text, slot_index(PLAIN_BODY, v), v)
+    starts, ends = span_edges(text.encode())
+    # words start after a non-word character, any other character may start a span; INV-3302 is one word
+    assert starts == {0, 4, 8, 9, 13, 15, 20, 28} and ends == {3, 7, 9, 13, 14, 19, 28, 29}
+    for i in range(len(text)):
+        for j in range(i + 1, len(text) + 1):
+            want = i in starts and j in ends
+            assert _accepts(dfa, v, text[i:j].encode()) == want, text[i:j]
+    for other in ["Bob", "Lee Ann", "ann", "INV-3302.x", "3302", "Osl", ""]:
+        assert not _accepts(dfa, v, other.encode()), other
+
+
+def test_spans_cross_token_boundaries(vocab):
+    """A span is read the same whether the tokenizer's own tokens or single bytes spell it."""
+    tok, v = vocab
+    text = "Meet Ingeborg Halvorsen in Tromsø"
+    dfa = SpanDFA(text, slot_index(PLAIN_BODY, v), v)
+    for span in ["Ingeborg Halvorsen", "Halvorsen in Tromsø", "Tromsø"]:
+        ids = tok.encode(span, add_special_tokens=False)
+        s = dfa.initial()
+        for t in ids:
+            s = dfa.next(s, t)
+        assert s is not None and dfa.is_final(s)
+        s = dfa.initial()
+        for b in span.encode():
+            s = dfa.next(s, v.by_bytes[bytes([b])][0])
+        assert s is not None and dfa.is_final(s)
+    assert all(v.token_bytes[t] for t in dfa.allowed(dfa.initial()))
+    assert dfa.close_distance(dfa.initial()) == 2  # "in"
+
+
+def test_spans_intersect_with_the_slot_pattern(vocab):
+    _tok, v = vocab
+    text = "Call 415-555-0138 or 021 555 0190, not 42."
+    tpl = compile_schema({"type": "string", "pattern": "^[0-9][0-9 -]+[0-9]$"}, style="spaced")
+    slot = tpl.root.items[1]
+    dfa = SpanDFA(text, slot_index(slot.regex, v), v)
+    assert _accepts(dfa, v, b"415-555-0138") and _accepts(dfa, v, b"021 555 0190") and _accepts(dfa, v, b"555")
+    assert not _accepts(dfa, v, b"Call 415") and not _accepts(dfa, v, b"42.") and not _accepts(dfa, v, b"123-456")
+
+
+def test_numbers_dates_and_currencies_the_text_writes():
+    text = ("Paid €1,234.56 and CHF 3,480.00 on the 2nd of June 2024; twelve boxes, a dozen cups, forty-two pens, "
+            "due March 31, 2025 (ref 2025-04-01), A$14.50 each, 7,215.30 euros.")
+    nums = text_numbers(text)
+    assert {1234.56, 3480, 12, 42, 14.5, 7215.3, 2} <= set(nums) and 1 not in nums
+    assert text_dates(text) == ["2024-06-02", "2025-03-31", "2025-04-01"]
+    assert text_dates("Thursday 8 May 2025 and Oct 4th, 2025, not 31 February 2025") == ["2025-05-08", "2025-10-04"]
+    assert text_currencies(text) == ["EUR", "CHF", "AUD"]
+    assert text_currencies("It was $40, or 20 pounds.") == ["USD", "GBP"]
+
+
+class Invoice(BaseModel):
+    vendor: str
+    total: float
+    quantity: int
+    currency: str = Field(description="three-letter currency code")
+    issued: str = Field(json_schema_extra={"format": "date"})
+    note: str | None = Field(None, json_schema_extra={"grounded": False})
+    email: str | None = None
+    phone: str | None = None
+
+
+TEXT = "Invoice from Fjordline Catering: 12 crates at 1,250.50 NOK, issued 28 February 2025. Call 415-555-0138."
+
+
+def test_ground_schema_per_kind_and_the_overrides():
+    g = ground_schema(Invoice.model_json_schema(), TEXT)
+    props = g.schema["properties"]
+    assert props["total"]["enum"] == [12, 1250.5, 28, 2025]  # the phone's digits are not numbers
+    assert props["quantity"]["enum"] == [12, 28, 2025]
+    assert props["currency"]["enum"] == ["NOK"]
+    assert props["issued"]["enum"] == ["2025-02-28"]
+    assert g.spans == {"/vendor", "/email", "/phone"} and g.kinds["/phone"] == "phone"
+    assert "/note" not in g.spans and "Note" in g.exclude["/note"]  # per-field off: ungrounded, no placeholders
+    off = ground_schema(Invoice.model_json_schema(), TEXT, grounded=False)
+    assert not off.spans and "enum" not in off.schema["properties"]["total"]
+    assert "123-456-7890" in off.exclude["/vendor"]
+    on = ground_schema({"type": "object", "properties": {"a": {"type": "string", "grounded": True}}}, TEXT,
+                       grounded=False)
+    assert on.spans == {"/a"}
+
+
+def test_bad_options_are_typed_errors():
+    with pytest.raises(UserError, match="grounded"):
+        ground_schema(Invoice.model_json_schema(), TEXT, grounded="yes")  # type: ignore[arg-type]
+    with pytest.raises(UserError, match="/a: grounded"):
+        ground_schema({"type": "object", "properties": {"a": {"type": "string", "grounded": "no"}}}, TEXT)
+
+
+def test_fields_without_a_value_are_left_out_or_flagged(vocab):
+    tok, v = vocab
+    schema = Invoice.model_json_schema()
+    schema["required"] = [*schema["required"], "phone"]
+    text = "Ann Lee bought 3 lamps."
+    tpl, g = grounded_template(schema, text, lambda s: compile_schema(s, strict=True, style="spaced"))
+    # no currency, date or phone in the text: required ones are flagged, the optional email has no span
+    assert g.ungrounded == ["currency", "issued", "phone"] and g.schema["properties"]["total"]["enum"] == [3]
+    assert g.schema["properties"]["email"] == {"type": "null"}
+    assert tpl.schema == schema and tpl.meta["grounded_schema"] == g.schema
+    c = TokenConstraint(tpl, v, tok)
+    assert c.start() is not None
+
+
+def _walk(c, v, target: str) -> bool:
+    """Whether ``target`` can be written under the constraint, longest tokens first (pinned text as forced)."""
+    s, out, want = c.start(), b"", target.encode()
+    while out != want:
+        ids = [t for t in c.allowed(s).nonzero().flatten().tolist() if v.token_bytes[t]
+               and want.startswith(out + v.token_bytes[t])]
+        if not ids:
+            return False
+        t = max(ids, key=lambda i: len(v.token_bytes[i]))
+        s, out = c.advance(s, t), out + v.token_bytes[t]
+    return c.is_done(s) or c.can_end(s)
+
+
+def test_a_grounded_template_writes_only_the_text(vocab):
+    tok, v = vocab
+    schema = {"type": "object", "properties": {"title": {"type": "string"}, "n": {"type": "integer"},
+                                               "who": {"type": "array", "items": {"type": "string"}}},
+              "required": ["title", "n", "who"]}
+    text = "Kickoff for Project Larkspur with Bogdan and Søren, 14 people."
+    tpl, _ = grounded_template(schema, text, lambda s: compile_schema(s, strict=True, style="spaced"))
+    c = TokenConstraint(tpl, v, tok)
+    assert _walk(c, v, '{"title": "Kickoff for Project Larkspur", "n": 14, "who": ["Bogdan", "Søren"]}')
+    assert not _walk(c, v, '{"title": "Title", "n": 14, "who": []}')
+    assert not _walk(c, v, '{"title": "Kickoff", "n": 15, "who": []}')
+    assert not _walk(c, v, '{"title": "Kickoff", "n": 14, "who": ["Attendees"]}')
+
+
+def test_placeholders_are_refused_unless_the_text_has_them(vocab):
+    _tok, v = vocab
+    words = placeholders("title", {}, "Title: Budget review", ("date", "attendees"))
+    assert "Title" not in words and "Attendees" in words and "123-456-7890" in words and "Due Date" not in words
+    inner = slot_index(PLAIN_BODY, v)
+    dfa = ExcludeDFA(inner, ("Title", "123-456-7890"), v)
+    assert not _accepts(dfa, v, b"Title") and _accepts(dfa, v, b"Titles") and _accepts(dfa, v, b"Tit")
+    assert not _accepts(dfa, v, b"123-456-7890") and _accepts(dfa, v, b"123-456-7891")
+    assert dfa.close_distance(dfa.next(dfa.initial(), v.by_bytes[b"T"][0])) == 0
+
+
+def test_abstain_takes_null_where_the_model_scores_it_higher(monkeypatch):
+    from agentkit.steps import grounded
+
+    seen = []
+
+    def fake_scores(engine, messages, head, conts):
+        seen.append(head)
+        value = json.loads(conts[1])
+        return [[-0.5], [-0.1, -0.2]] if value == "Lagos" else [[-3.0], [-0.4, -0.2, -0.3]]
+
+    monkeypatch.setattr(grounded, "value_scores", fake_scores)
+    value = {"name": "Ann", "city": "Lagos", "email": "ann@x.io", "phone": None}
+    out, facts = grounded.abstain(None, [], value, ["city", "email", "phone"], nullable={"city"})
+    assert out == {"name": "Ann", "city": "Lagos", "email": "ann@x.io", "phone": None}
+    assert facts["city"] == {"null": -0.5, "value": -0.15} and "phone" not in facts
+    assert seen[0] == '{"name": "Ann", "city":'
+    monkeypatch.setattr(grounded, "value_scores", lambda e, m, h, c: [[-0.1], [-2.0, -0.1]])
+    out, _ = grounded.abstain(None, [], value, ["city", "email"], nullable={"city"})
+    assert out == {"name": "Ann", "city": None, "phone": None}  # email has no null: left out
