@@ -287,18 +287,18 @@ def canonical_json(value: Any, schema: Any, style: str | JsonStyle | None = None
     if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
         schema = schema.model_json_schema()
     res = Resolver(schema)
-    return _canon(value, [schema], res, json_style(style))
+    return canon(value, [schema], res, json_style(style))
 
 
-def _canon(v: Any, schemas: list, res: Resolver, st: JsonStyle = STYLES["compact"]) -> str:
+def canon(v: Any, schemas: list, res: Resolver, st: JsonStyle = STYLES["compact"]) -> str:
     if isinstance(v, dict):
         names = order_names(schemas, res, st.required_first)
         named = set(names)
         keys = [n for n in names if n in v] + [k for k in v if k not in named]
         return "{" + st.item_sep.join(json.dumps(k, ensure_ascii=False) + st.key_sep
-                                      + _canon(v[k], child_schemas(schemas, res, k), res, st) for k in keys) + "}"
+                                      + canon(v[k], child_schemas(schemas, res, k), res, st) for k in keys) + "}"
     if isinstance(v, list):
-        return "[" + st.item_sep.join(_canon(x, item_schemas(schemas, res, i), res, st) for i, x in enumerate(v)) + "]"
+        return "[" + st.item_sep.join(canon(x, item_schemas(schemas, res, i), res, st) for i, x in enumerate(v)) + "]"
     if v is None:
         return "null"
     if isinstance(v, float) and v.is_integer() and abs(v) <= 2 ** 53 and _integer_place(schemas, res):

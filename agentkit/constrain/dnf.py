@@ -187,7 +187,7 @@ def effective_types(f: Flat) -> tuple:
             continue
         if t == "array" and f.max_items is not None and f.min_items > f.max_items:
             continue
-        if f.enum is not None and not any(_type_of(v, t) for v in f.enum):
+        if f.enum is not None and not any(type_of(v, t) for v in f.enum):
             continue
         out.append(t)
     return tuple(out)
@@ -234,7 +234,7 @@ def _required_conflict(f: Flat) -> bool:
     return False
 
 
-def _type_of(v: Any, t: str) -> bool:
+def type_of(v: Any, t: str) -> bool:
     if t == "null":
         return v is None
     if t == "boolean":
@@ -267,9 +267,9 @@ def simple(s: dict, p: str, draft4: bool) -> Flat:
         kw["enum"] = (s["const"],) if "enum" not in kw else tuple(
             v for v in kw["enum"] if vkey(v) == vkey(s["const"]))
     if "minLength" in s:
-        kw["min_len"] = _count(s, "minLength", p)
+        kw["min_len"] = count_keyword(s, "minLength", p)
     if "maxLength" in s:
-        kw["max_len"] = _count(s, "maxLength", p)
+        kw["max_len"] = count_keyword(s, "maxLength", p)
     if isinstance(s.get("pattern"), str):
         kw["patterns"] = ((s["pattern"], p),)
     if isinstance(s.get("format"), str):
@@ -281,19 +281,19 @@ def simple(s: dict, p: str, draft4: bool) -> Flat:
         if not isinstance(props, dict) or not isinstance(pats, dict):
             raise UnsupportedSchemaError("properties", p, "not an object")
         addl = s.get("additionalProperties")
-        kw["oclauses"] = (({k: (v, f"{p}/properties/{_esc(k)}") for k, v in props.items()},
-                           tuple((rx, (v, f"{p}/patternProperties/{_esc(rx)}")) for rx, v in pats.items()),
+        kw["oclauses"] = (({k: (v, f"{p}/properties/{pointer_escape(k)}") for k, v in props.items()},
+                           tuple((rx, (v, f"{p}/patternProperties/{pointer_escape(rx)}")) for rx, v in pats.items()),
                            None if addl is None else (addl, f"{p}/additionalProperties"), p),)
     if isinstance(s.get("required"), list):
         kw["required"] = tuple(dict.fromkeys(r for r in s["required"] if isinstance(r, str)))
     for name, attr in (("minProperties", "min_props"), ("maxProperties", "max_props"),
                        ("minItems", "min_items"), ("maxItems", "max_items")):
         if name in s:
-            kw[attr] = _count(s, name, p)
+            kw[attr] = count_keyword(s, name, p)
     deps = []
     for k in ("dependencies", "dependentRequired"):
         if isinstance(s.get(k), dict):
-            deps += [(name, tuple(d for d in dep if isinstance(d, str)), f"{p}/{k}/{_esc(name)}")
+            deps += [(name, tuple(d for d in dep if isinstance(d, str)), f"{p}/{k}/{pointer_escape(name)}")
                      for name, dep in s[k].items() if isinstance(dep, list)]
     if deps:
         kw["deps"] = tuple(deps)
@@ -349,7 +349,7 @@ def _array_keywords(s: dict, p: str, kw: dict[str, Any]) -> None:
         kw["contains"] = ((s["contains"], f"{p}/contains"),)
 
 
-def _count(s: dict, name: str, p: str) -> int:
+def count_keyword(s: dict, name: str, p: str) -> int:
     """A counting keyword's value (``minLength``, ``maxItems``...): a non-negative integer (``3.0`` too)."""
     v = s[name]
     if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not v.is_integer()) \
@@ -358,5 +358,5 @@ def _count(s: dict, name: str, p: str) -> int:
     return int(v)
 
 
-def _esc(k: str) -> str:
+def pointer_escape(k: str) -> str:
     return k.replace("~", "~0").replace("/", "~1")

@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from .arrays import array_node
-from .canonical import JsonStyle, _canon, json_style
+from .canonical import JsonStyle, canon, json_style
 from .dnf import TOP, Flat, effective_types, vkey
 from .ecma_regex import ANY, cset, rep
 from .formats import NumberDigits, number_regex
@@ -102,7 +102,7 @@ class Layout:
 
     def literal_texts(self, v: Any, order: list) -> list[str]:
         """Texts of an enum/const member: its canonical JSON, and for a whole number both ``3`` and ``3.0``."""
-        text = _canon(v, order, self.res, self.style)
+        text = canon(v, order, self.res, self.style)
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not float(v).is_integer() or abs(v) >= 2 ** 53:
             return [text]
         return [str(int(v)), repr(float(v))]

@@ -9,7 +9,7 @@ import jsonschema
 
 from ..errors import UnsupportedSchemaError
 from .canonical import Resolver
-from .dnf import ALL_TYPES, _type_of, vkey
+from .dnf import ALL_TYPES, type_of, vkey
 from .limits import current
 
 
@@ -57,7 +57,7 @@ class LiteralCheck:
             ts = s.get("type")
             ts = [ts] if isinstance(ts, str) else ts
             keys = {vkey(v) for v in s["enum"]} if isinstance(s.get("enum"), list) else None
-            out = [v for v in out if (ts is None or any(_type_of(v, t) for t in ts))
+            out = [v for v in out if (ts is None or any(type_of(v, t) for t in ts))
                    and (keys is None or vkey(v) in keys) and ("const" not in s or vkey(v) == vkey(s["const"]))]
         return out
 

@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..errors import UnsupportedSchemaError
-from .dnf import ALL_TYPES, MAX_ALTS, TOP, Flat, _count, simple
+from .dnf import ALL_TYPES, MAX_ALTS, TOP, Flat, count_keyword, simple
 from .ecma_regex import PatternError
 from .formats import format_ast
 from .limits import current
@@ -86,10 +86,10 @@ class Negator:
     def _not_string(self, s: dict, p: str) -> list[Flat | None]:
         """``not`` of the string keywords (values of other types pass)."""
         out: list[Flat | None] = []
-        if "minLength" in s and _count(s, "minLength", p) > 0:
-            out.append(Flat(types=("string",), max_len=_count(s, "minLength", p) - 1))
+        if "minLength" in s and count_keyword(s, "minLength", p) > 0:
+            out.append(Flat(types=("string",), max_len=count_keyword(s, "minLength", p) - 1))
         if "maxLength" in s:
-            out.append(Flat(types=("string",), min_len=_count(s, "maxLength", p) + 1))
+            out.append(Flat(types=("string",), min_len=count_keyword(s, "maxLength", p) + 1))
         if isinstance(s.get("pattern"), str):
             out.append(Flat(types=("string",), not_patterns=((s["pattern"], p),)))
         if isinstance(s.get("format"), str) and self.format_enforced(s["format"], p):
@@ -139,10 +139,10 @@ class Negator:
             neg = False if sub is False else self.norm.synth({"not": sub})
             out.append(Flat(types=("object",), required=(name,), oclauses=(({name: (neg, f"{p}/properties/{name}")},
                                                                       (), None, p),)))
-        if "minProperties" in s and _count(s, "minProperties", p) > 0:
-            out.append(Flat(types=("object",), max_props=_count(s, "minProperties", p) - 1))
+        if "minProperties" in s and count_keyword(s, "minProperties", p) > 0:
+            out.append(Flat(types=("object",), max_props=count_keyword(s, "minProperties", p) - 1))
         if "maxProperties" in s:
-            out.append(Flat(types=("object",), min_props=_count(s, "maxProperties", p) + 1))
+            out.append(Flat(types=("object",), min_props=count_keyword(s, "maxProperties", p) + 1))
         return out
 
     def _not_array(self, s: dict, p: str) -> list[Flat | None]:
@@ -167,20 +167,20 @@ class Negator:
         if items is not None and items is not True and items != {}:
             neg = True if items is False else self.norm.synth({"not": items})
             out.append(Flat(types=("array",), contains=((neg, f"{p}/items"),)))
-        if "minItems" in s and _count(s, "minItems", p) > 0:
-            out.append(Flat(types=("array",), max_items=_count(s, "minItems", p) - 1))
+        if "minItems" in s and count_keyword(s, "minItems", p) > 0:
+            out.append(Flat(types=("array",), max_items=count_keyword(s, "minItems", p) - 1))
         if "maxItems" in s:
-            out.append(Flat(types=("array",), min_items=_count(s, "maxItems", p) + 1))
+            out.append(Flat(types=("array",), min_items=count_keyword(s, "maxItems", p) + 1))
         return out
 
     def _not_combined(self, s: dict, p: str, ctx: int, visiting: frozenset) -> list[Flat | None]:
         """``not`` of ``allOf`` / ``anyOf`` / ``not`` / ``$ref`` / ``oneOf`` (none of the branches, or two of them)."""
         out: list[Flat | None] = []
-        for i, sub in enumerate(_list(s, "allOf", p)):
+        for i, sub in enumerate(schema_list(s, "allOf", p)):
             out.extend(self.negate(sub, f"{p}/allOf/{i}", ctx, visiting))
         if "anyOf" in s:
             acc = [TOP]
-            for i, sub in enumerate(_list(s, "anyOf", p)):
+            for i, sub in enumerate(schema_list(s, "anyOf", p)):
                 acc = self.norm.product(acc, self.negate(sub, f"{p}/anyOf/{i}", ctx, visiting), p)
             out.extend(acc)
         if "not" in s:
@@ -189,7 +189,7 @@ class Negator:
         if isinstance(ref, str):
             out.extend(self.norm.ref(ref, p, ctx, visiting, negate=True))
         if "oneOf" in s:  # none of the branches, or at least two of them
-            subs = _list(s, "oneOf", p)
+            subs = schema_list(s, "oneOf", p)
             acc = [TOP]
             for i, sub in enumerate(subs):
                 acc = self.norm.product(acc, self.negate(sub, f"{p}/oneOf/{i}", ctx, visiting), p)
@@ -209,7 +209,7 @@ class Negator:
             raise UnsupportedSchemaError("format", p, str(e)) from None
 
 
-def _list(s: dict, k: str, p: str) -> list:
+def schema_list(s: dict, k: str, p: str) -> list:
     v = s.get(k, [])
     if not isinstance(v, list):
         raise UnsupportedSchemaError(k, p, f"{k} must be a list")

@@ -15,12 +15,12 @@ from typing import Any
 from ..errors import SchemaLimitError, UnsupportedSchemaError
 from . import automata
 from .canonical import Resolver, pattern_matches
-from .dnf import MAX_ALTS, TOP, Flat, _type_of, effective_types, merge, quick_empty, simple, vkey
+from .dnf import MAX_ALTS, TOP, Flat, effective_types, merge, quick_empty, simple, type_of, vkey
 from .ecma_regex import PatternError
 from .formats import format_ast, number_regex
 from .json_regex import search_ast
 from .limits import current
-from .negation import Negator, _list
+from .negation import Negator, schema_list
 
 
 class Normalizer:
@@ -90,16 +90,16 @@ class Normalizer:
         alts = [] if quick_empty(base) else [base]
         if isinstance(ref, str):
             alts = self.product(alts, self.ref(ref, p, ctx, visiting), p)
-        for i, sub in enumerate(_list(s, "allOf", p)):
+        for i, sub in enumerate(schema_list(s, "allOf", p)):
             sub_ctx = alts if context is None else self.product(context, alts, p)
             alts = self.product(alts, self.dnf_one(sub, f"{p}/allOf/{i}", ctx, visiting, sub_ctx), p)
         if "anyOf" in s:
             union: list[Flat] = []
-            for i, sub in enumerate(_list(s, "anyOf", p)):
+            for i, sub in enumerate(schema_list(s, "anyOf", p)):
                 union += [f for f in self.dnf_one(sub, f"{p}/anyOf/{i}", ctx, visiting) if f not in union]
             alts = self.product(alts, union, p)
         if "oneOf" in s:
-            alts = self._one_of(alts, _list(s, "oneOf", p), p, ctx, visiting, context)
+            alts = self._one_of(alts, schema_list(s, "oneOf", p), p, ctx, visiting, context)
         if "not" in s:
             alts = self.product(alts, self.negate(s["not"], f"{p}/not", ctx, visiting), p)
         if "if" in s and ("then" in s or "else" in s):
@@ -181,7 +181,7 @@ class Normalizer:
     def type_empty(self, f: Flat, t: str, ctx: int, depth: int) -> bool:
         excluded = {vkey(v) for v in f.not_values}
         if f.enum is not None:
-            vals = [v for v in f.enum if _type_of(v, t) and vkey(v) not in excluded]
+            vals = [v for v in f.enum if type_of(v, t) and vkey(v) not in excluded]
             if not vals:
                 return True
             if t == "string" and not f.patterns and not f.formats:

@@ -17,7 +17,7 @@ from typing import NamedTuple
 from ..errors import UnsupportedSchemaError
 from .builder import ValueBuilder
 from .canonical import child_schemas, order_names
-from .dnf import Flat, _esc
+from .dnf import Flat, pointer_escape
 from .extras import extra_node, need_member
 from .nodes import Choice, Lit, Node, Repeat, seq
 
@@ -48,7 +48,7 @@ def object_node(b: ValueBuilder, f: Flat, order: list, iptr: str, ctx: int) -> N
     need_extra = None
     if need:
         special = [b.value(b.norm.key_conj(f, m.name) + [need[1]], child_schemas(order, b.res, m.name),
-                           f"{iptr}/{_esc(m.name)}", ctx) if need_member(b, need, m.name) else None
+                           f"{iptr}/{pointer_escape(m.name)}", ctx) if need_member(b, need, m.name) else None
                    for m in members]
         need_extra = extra_node(b, f, names, order, iptr, ctx, need)
     if counted and hi is not None and len(members) - nreq > 12 and hi - nreq > 3:
@@ -76,7 +76,7 @@ def _members(b: ValueBuilder, f: Flat, names: list[str], order: list, iptr: str,
         req = name in required
         conj = b.norm.key_conj(f, name)
         ok = not pn or b.literals.valid(name, pn, pn[0][1])
-        node = b.value(conj, child_schemas(order, b.res, name), f"{iptr}/{_esc(name)}", ctx) if ok else None
+        node = b.value(conj, child_schemas(order, b.res, name), f"{iptr}/{pointer_escape(name)}", ctx) if ok else None
         if node is None:
             if req:
                 return None

@@ -30,7 +30,7 @@ from typing import Any
 from ..errors import UserError
 from .agent_env import TaskEnv, agentkit_tools, score_run
 from .agent_tasks import INSTRUCTIONS, KINDS, AgentTask, load
-from .report import _pct, environment, write_json_atomic
+from .report import environment, pct, write_json_atomic
 
 REPO = Path(__file__).resolve().parents[2]
 TASKS_DIR = REPO / "evals" / "agent_loop"
@@ -123,7 +123,7 @@ def _rate(rows: list[dict], key: str | Callable[[dict], bool]) -> float | None:
 
 
 def _dist(xs: list[float]) -> dict[str, float]:
-    return {"n": len(xs), "p50": round(_pct(xs, 50), 1), "p95": round(_pct(xs, 95), 1)}
+    return {"n": len(xs), "p50": round(pct(xs, 50), 1), "p95": round(pct(xs, 95), 1)}
 
 
 def first_called(row: dict) -> bool:
@@ -148,8 +148,8 @@ def summarize(rows: list[dict]) -> dict[str, Any]:
         "task_success": _rate(rows, "success"),
         "finished_rate": _rate(rows, "finished"),
         "iterations_mean": round(sum(iters) / len(iters), 2) if iters else None,
-        "iterations_p95": round(_pct(iters, 95), 2) if iters else None,
-        "iterations_median_one_tool": round(_pct([r["iterations"] for r in kind["one_tool"]], 50), 2)
+        "iterations_p95": round(pct(iters, 95), 2) if iters else None,
+        "iterations_median_one_tool": round(pct([r["iterations"] for r in kind["one_tool"]], 50), 2)
         if kind["one_tool"] else None,
         "right_call_rate": _rate(calls, "first_call_right"),
         "bfcl_single_call_success": round(sum(single) / len(single), 4) if single else None,
@@ -168,8 +168,8 @@ def summarize(rows: list[dict]) -> dict[str, Any]:
         "finished_rate_by_kind": {k: _rate(v, "finished") for k, v in kind.items()},
         "iteration_latency_ms": {str(i): _dist([r["iter_ms"][i - 1] for r in rows if len(r["iter_ms"]) >= i])
                                  for i in (1, 2, 3)},
-        "run_latency_ms_p50": round(_pct([r["run_ms"] for r in rows], 50), 1),
-        "run_latency_ms_p95": round(_pct([r["run_ms"] for r in rows], 95), 1),
+        "run_latency_ms_p50": round(pct([r["run_ms"] for r in rows], 50), 1),
+        "run_latency_ms_p95": round(pct([r["run_ms"] for r in rows], 95), 1),
         "errors": sum(1 for r in rows if r["error"] and not r["error"].startswith(("UsageLimitExceeded",
                                                                                   "UnexpectedModelBehavior"))),
     }

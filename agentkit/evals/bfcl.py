@@ -78,7 +78,7 @@ class BfclItem:
         default model ran out of budget mid-array and was invalid). Its language is a subset of :meth:`params`',
         so a constrained call still validates against the open schema."""
         if name not in self._closed:
-            self._closed[name] = _close_objects(copy.deepcopy(self.params(name)))
+            self._closed[name] = close_objects(copy.deepcopy(self.params(name)))
         return self._closed[name]
 
     @property
@@ -95,19 +95,19 @@ class BfclItem:
 ARRAY_CAP = 16  # items, for arrays whose schema sets no maxItems (BFCL's answers have at most 7)
 
 
-def _close_objects(s: Any) -> Any:
+def close_objects(s: Any) -> Any:
     if isinstance(s, list):
-        return [_close_objects(x) for x in s]
+        return [close_objects(x) for x in s]
     if not isinstance(s, dict):
         return s
     out = {}
     for k, v in s.items():
         if k in ("properties", "patternProperties", "$defs", "definitions") and isinstance(v, dict):
-            out[k] = {name: _close_objects(sub) for name, sub in v.items()}  # a map of schemas
+            out[k] = {name: close_objects(sub) for name, sub in v.items()}  # a map of schemas
         elif k in ("enum", "const", "default", "examples", "required"):
             out[k] = v  # values, not schemas
         else:
-            out[k] = _close_objects(v)
+            out[k] = close_objects(v)
     if out.get("properties") and "additionalProperties" not in out and "patternProperties" not in out:
         out["additionalProperties"] = False
     if (out.get("type") == "array" or "items" in out) and "maxItems" not in out and out.get("minItems", 0) <= ARRAY_CAP:

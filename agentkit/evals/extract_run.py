@@ -87,9 +87,9 @@ def _call(extract, item: ExtractItem, kw: dict[str, Any]) -> tuple[Any, Any, str
 def run_peer(peer: Any, item: ExtractItem, max_new_tokens: int = 256) -> dict[str, Any]:
     """One item on a peer: the messages ``extract`` sends and the schema closed as agentkit compiles it."""
     from ..sdk._extract import extract_messages
-    from .bfcl import _close_objects
+    from .bfcl import close_objects
 
-    out = peer.generate(extract_messages(item.schema, item.text), _close_objects(item.schema), max_new_tokens)
+    out = peer.generate(extract_messages(item.schema, item.text), close_objects(item.schema), max_new_tokens)
     try:
         value, error = json.loads(out.text), ""
     except ValueError:

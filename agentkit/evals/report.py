@@ -19,7 +19,7 @@ BASELINE = "ar-constrained"
 # -- summaries ----------------------------------------------------------------------------------------------------
 
 
-def _pct(xs: list[float], q: float) -> float:
+def pct(xs: list[float], q: float) -> float:
     if not xs:
         return 0.0
     import numpy as np
@@ -32,7 +32,7 @@ def _mean(xs) -> float:
     return float(sum(xs) / len(xs)) if xs else 0.0
 
 
-def _stats_dict(s) -> dict | None:
+def stats_dict(s) -> dict | None:
     if s is None:
         return None
     return s if isinstance(s, dict) else s.to_dict()
@@ -56,8 +56,8 @@ def summarize(rows: list[dict]) -> dict[str, float]:
         "forwards_mean": round(_mean(s["forwards"] for s in st), 3),
         "tokens_per_forward": round(out_tok / fwd, 4) if fwd else 0.0,
         "tokens_per_forward_excl_pinned": round((out_tok - pinned) / fwd, 4) if fwd else 0.0,
-        "latency_ms_p50": round(_pct(lat, 50), 2),
-        "latency_ms_p95": round(_pct(lat, 95), 2),
+        "latency_ms_p50": round(pct(lat, 50), 2),
+        "latency_ms_p95": round(pct(lat, 95), 2),
         "latency_ms_mean": round(_mean(lat), 2),
         "output_tokens_per_s": round(1000.0 * out_tok / sum(lat), 2) if sum(lat) > 0 else 0.0,
         "output_tokens_mean": round(_mean(s["output_tokens"] for s in st), 2),

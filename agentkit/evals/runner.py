@@ -34,10 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from .report import (
-    _stats_dict,
     environment,
     markdown_table,
     ratios,
+    stats_dict,
     summarize,
     write_json_atomic,
 )
@@ -317,7 +317,7 @@ def run_item(impl: Suite, engine, item, index: int, modes: list[str], ctx: EvalC
             row = {"success": False, "valid": False, "error": f"{type(e).__name__}: {e}",
                    "error_type": "exception", "stats": None}
         canvas = row.pop("_canvas", None)
-        row = {"id": iid, "mode": mode, "order": k, **row, "stats": _stats_dict(row.get("stats")),
+        row = {"id": iid, "mode": mode, "order": k, **row, "stats": stats_dict(row.get("stats")),
                "wall_ms": round(1000 * (time.perf_counter() - t0), 2)}
         out.rows.append(row)
         if canvas is not None and (mode == "diffusion" or "diffusion" not in modes):

@@ -41,7 +41,7 @@ from ._callbacks import draft_callback, text_callback, token_callback
 from ._context import RunContext, RunUsage
 from ._decide import Decide
 from ._events import AgentEvent, Reply, StepStarted, TextDelta, ToolCall, ToolResult
-from ._generator import _keywords, as_generator
+from ._generator import as_generator, keywords
 from ._messages import (
     ModelMessage,
     ModelRequest,
@@ -221,8 +221,8 @@ class Agent(Generic[DepsT, OutputT]):
             self.after_result = "null"
         self._null_scores = decide_.NullScores()  # the decision's baseline, shared by this agent's runs
         self._templates: dict[tuple[str, str], Template] = {}  # by (step, JSON style)
-        self._streams_tokens = "on_tokens" in _keywords(self.generator.generate)
-        self._streams_text = not self._streams_tokens and "on_text" in _keywords(self.generator.generate)
+        self._streams_tokens = "on_tokens" in keywords(self.generator.generate)
+        self._streams_text = not self._streams_tokens and "on_text" in keywords(self.generator.generate)
 
     @classmethod
     def instrument_all(cls, instrument: bool | Instrumentation = True) -> None:
@@ -270,7 +270,7 @@ class Agent(Generic[DepsT, OutputT]):
         with ``.trace`` (the iterations so far) and ``.messages`` (the conversation so far).
         """
         _no_result_type(result_type)
-        return await self._run(task, message_history=message_history, deps=deps, model_settings=model_settings,
+        return await self.run_events(task, message_history=message_history, deps=deps, model_settings=model_settings,
                                mode=mode, routing=routing, limits=limits, trace_path=trace_path,
                                output_type=output_type)
 
@@ -292,11 +292,12 @@ class Agent(Generic[DepsT, OutputT]):
 
     # the loop ----------------------------------------------------------------------------------------------------
 
-    async def _run(self, task: str, *, message_history: Sequence[ModelMessage] | None = None, deps: Any = None,
-                   model_settings: ModelSettings | None = None, mode: Mode | None = None,
-                   routing: RoutingPolicy | None = None, limits: Limits | None = None,
-                   trace_path: str | None = None, emit: Callable[[AgentEvent], None] | None = None,
-                   output_type: Any = None) -> RunResult[Any]:
+    async def run_events(self, task: str, *, message_history: Sequence[ModelMessage] | None = None,
+                         deps: Any = None, model_settings: ModelSettings | None = None, mode: Mode | None = None,
+                         routing: RoutingPolicy | None = None, limits: Limits | None = None,
+                         trace_path: str | None = None, emit: Callable[[AgentEvent], None] | None = None,
+                         output_type: Any = None) -> RunResult[Any]:
+        """:meth:`run`, with each event of the run sent to ``emit`` as it happens (``run_stream`` reads them)."""
         if not isinstance(task, str) or not task.strip():
             raise UserError("task must be a non-empty string")
         settings = settings_.merge(self.model_settings, model_settings)

@@ -89,7 +89,7 @@ class EngineGenerator:
         on_tokens: OnTokens | None = None,
     ) -> GenerationResult:
         kwargs: dict[str, Any] = {"template": template, "on_draft": on_draft}
-        accepts = _keywords(self.engine.generate)
+        accepts = keywords(self.engine.generate)
         if on_tokens is not None and "on_tokens" in accepts:
             kwargs["on_tokens"] = on_tokens
         stop = threading.Event()
@@ -135,7 +135,7 @@ def _keywords_of(fn: Any) -> frozenset[str]:
     return frozenset(p.name for p in params)
 
 
-def _keywords(fn: Any) -> frozenset[str]:
+def keywords(fn: Any) -> frozenset[str]:
     """The keyword arguments ``fn`` accepts (bound methods looked up through their function)."""
     return _keywords_of(getattr(fn, "__func__", fn))
 

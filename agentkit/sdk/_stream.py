@@ -44,7 +44,7 @@ class StreamedRunResult:
     # lifecycle ---------------------------------------------------------------------------------------------------
     def _start(self) -> None:
         if self._job is None:
-            self._job = asyncio.create_task(self.agent._run(self.task, emit=self._queue.put_nowait, **self.kwargs))
+            self._job = asyncio.create_task(self.agent.run_events(self.task, emit=self._queue.put_nowait, **self.kwargs))
             self._job.add_done_callback(lambda _: self._queue.put_nowait(_DONE))
 
     async def __aenter__(self) -> Self:
