@@ -32,7 +32,7 @@ DEFAULT_MAX_TOKENS = 16  # OpenAI's completions default
 
 
 class CompletionRequest(Sampling):
-    model: str | None = None
+    model: str  # required, as OpenAI requires it
     prompt: str | list[str] | list[int] | list[list[int]]
     max_tokens: SInt | None = Field(default=DEFAULT_MAX_TOKENS, ge=1, le=32768)
     stream: SBool = False

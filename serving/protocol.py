@@ -214,7 +214,7 @@ class Sampling(Body):
 
 
 class ChatRequest(Sampling):
-    model: str | None = None
+    model: str  # required, as OpenAI requires it (a request without it is a 400 naming it)
     messages: list[Message] = Field(min_length=1)
     tools: list[ToolDef] | None = None
     tool_choice: Literal["auto", "none", "required"] | NamedToolChoice | None = None

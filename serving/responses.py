@@ -51,7 +51,7 @@ TEXT_PARTS = ("input_text", "output_text", "text")
 
 
 class ResponsesRequest(Body):
-    model: str | None = None
+    model: str  # required, as OpenAI requires it
     input: str | list[dict[str, Any]]
     instructions: str | None = None
     tools: list[dict[str, Any]] | None = None

@@ -14,7 +14,7 @@ pytest.importorskip("ray")
 from agentkit.serving.config import ServerConfig
 
 TIMEOUT_S = 20.0
-BODY = {"messages": [{"role": "user", "content": "What is the weather in Paris?"}], "max_tokens": 16}
+BODY = {"model": "agentkit", "messages": [{"role": "user", "content": "What is the weather in Paris?"}], "max_tokens": 16}
 
 
 def _free_port() -> int:
@@ -95,7 +95,7 @@ def test_two_replicas_both_serve_and_label_metrics(url):
             if len(seen) == 2:
                 break
         assert len(seen) == 2, seen
-        with c.stream("POST", "/v1/chat/completions", json={**BODY, "stream": True}) as r:
+        with c.stream("POST", "/v1/chat/completions", json={"model": "agentkit", **BODY, "stream": True}) as r:
             assert r.status_code == 200 and r.headers["x-agentkit-replica"] in seen
             events = [ln for ln in r.iter_lines() if ln.startswith("data: ")]
         assert events[-1] == "data: [DONE]" and len(events) >= 3  # streaming passes through Serve

@@ -54,7 +54,7 @@ def _app(engine, **settings):
 async def test_canvas_and_steps_over_the_bound_are_400_naming_field_and_bound(engine, field, bound):
     app = _app(engine)
     async with _client(app) as c:
-        r = await c.post("/v1/chat/completions", json={"messages": MSG, "max_tokens": 8, "agentkit": {
+        r = await c.post("/v1/chat/completions", json={"model": "agentkit", "messages": MSG, "max_tokens": 8, "agentkit": {
             "mode": "diffusion", field: 4096}})
     app.state.scheduler.close()
     err = r.json()["error"]
@@ -68,7 +68,7 @@ async def test_canvas_and_steps_over_the_bound_are_400_naming_field_and_bound(en
 async def test_numbers_and_flags_must_have_their_json_type(engine, body):
     app = _app(engine)
     async with _client(app) as c:
-        r = await c.post("/v1/chat/completions", json={"messages": MSG, **body})
+        r = await c.post("/v1/chat/completions", json={"model": "agentkit", "messages": MSG, **body})
     app.state.scheduler.close()
     field = next(iter(body))
     assert r.status_code == 400 and r.json()["error"]["param"].startswith(field), r.text
@@ -77,7 +77,7 @@ async def test_numbers_and_flags_must_have_their_json_type(engine, body):
 async def test_an_integer_is_a_valid_number(engine):
     app = _app(engine)
     async with _client(app) as c:
-        r = await c.post("/v1/chat/completions", json={"messages": MSG, "max_tokens": 2, "temperature": 0})
+        r = await c.post("/v1/chat/completions", json={"model": "agentkit", "messages": MSG, "max_tokens": 2, "temperature": 0})
     app.state.scheduler.close()
     assert r.status_code == 200, r.text
 
@@ -86,9 +86,9 @@ async def test_an_integer_is_a_valid_number(engine):
 async def test_a_request_over_the_work_bound_is_400_naming_it(engine):
     app = _app(engine, max_request_work=1000)
     async with _client(app) as c:
-        big = await c.post("/v1/chat/completions", json={"messages": MSG, "max_tokens": 64, "agentkit": {
+        big = await c.post("/v1/chat/completions", json={"model": "agentkit", "messages": MSG, "max_tokens": 64, "agentkit": {
             "mode": "diffusion", "canvas_length": 32, "max_denoising_steps": 32}})  # 64 x 32 = 2048 > 1000
-        ok = await c.post("/v1/chat/completions", json={"messages": MSG, "max_tokens": 4})
+        ok = await c.post("/v1/chat/completions", json={"model": "agentkit", "messages": MSG, "max_tokens": 4})
     app.state.scheduler.close()
     err = big.json()["error"]
     assert big.status_code == 400 and err["limit"] == "max_request_work" and err["work"] > 1000
@@ -100,14 +100,14 @@ async def test_work_budget_429_with_retry_after_and_readiness_until_released(eng
     app = _app(gated, max_work=300, max_queue=4)
     async with _client(app) as c:
         assert (await c.get("/health/ready")).status_code == 200
-        first = asyncio_task(c.post("/v1/chat/completions", json={"messages": MSG, "max_tokens": 250}))
+        first = asyncio_task(c.post("/v1/chat/completions", json={"model": "agentkit", "messages": MSG, "max_tokens": 250}))
         await wait_for(gated.entered.is_set)
-        second = await c.post("/v1/chat/completions", json={"messages": MSG, "max_tokens": 100})
+        second = await c.post("/v1/chat/completions", json={"model": "agentkit", "messages": MSG, "max_tokens": 100})
         ready = await c.get("/health/ready")
         gated.gate.set()
         r1 = await first
         ready_after = await c.get("/health/ready")
-        third = await c.post("/v1/chat/completions", json={"messages": MSG, "max_tokens": 4})
+        third = await c.post("/v1/chat/completions", json={"model": "agentkit", "messages": MSG, "max_tokens": 4})
     app.state.scheduler.close()
     assert second.status_code == 429 and second.json()["error"]["code"] == "work_budget_spent"
     assert int(second.headers["Retry-After"]) >= 1
@@ -119,7 +119,7 @@ async def test_work_budget_429_with_retry_after_and_readiness_until_released(eng
 async def test_memory_over_its_bound_is_429_and_not_ready(engine):
     app = _app(engine, max_memory_mb=1.0)  # any process is over 1 MiB
     async with _client(app) as c:
-        r = await c.post("/v1/chat/completions", json={"messages": MSG, "max_tokens": 4})
+        r = await c.post("/v1/chat/completions", json={"model": "agentkit", "messages": MSG, "max_tokens": 4})
         ready = await c.get("/health/ready")
     app.state.scheduler.close()
     assert r.status_code == 429 and r.json()["error"]["code"] == "memory_over" and "Retry-After" in r.headers
@@ -156,7 +156,7 @@ class SlowCompile:
 
 
 def _schema_body(schema, **ext):
-    return {"messages": MSG, "max_tokens": 16, "response_format": {"type": "json_schema", "json_schema": {
+    return {"model": "agentkit", "messages": MSG, "max_tokens": 16, "response_format": {"type": "json_schema", "json_schema": {
         "name": "x", "schema": schema}}, "agentkit": {"schema_prompt": False, **ext}}  # a padded schema is no prompt
 
 

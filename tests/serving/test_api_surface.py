@@ -35,7 +35,8 @@ def app(engine):
 
 async def _post(app, path: str, body: dict) -> httpx.Response:
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t", timeout=60) as c:
-        return await c.post(path, json=body)
+        model = (await c.get("/v1/models")).json()["data"][0]["id"]  # OpenAI requires one (test_model_required)
+        return await c.post(path, json={"model": model, **body})
 
 
 def _sse(text: str) -> list[tuple[str | None, dict | str]]:

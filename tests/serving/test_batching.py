@@ -65,7 +65,7 @@ async def _until(cond, timeout=5.0):
 
 
 def _body(i: int, mode: str, schema: bool) -> dict:
-    b = {"messages": [{"role": "user", "content": QUESTIONS[i % len(QUESTIONS)]}], "max_tokens": 24 + 4 * i,
+    b = {"model": "agentkit", "messages": [{"role": "user", "content": QUESTIONS[i % len(QUESTIONS)]}], "max_tokens": 24 + 4 * i,
          "agentkit": {"mode": mode, "canvas_length": 8}}
     if schema:
         b["response_format"] = {"type": "json_schema", "json_schema": {"name": "p", "schema": PERSON, "strict": True}}
@@ -122,7 +122,7 @@ async def test_queue_full_counts_free_slots(engine):
     held = Held(engine)
     app = create_app(held, max_batch=2, max_queue=1)
     sched = app.state.scheduler
-    body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+    body = {"model": "agentkit", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
     async with _client(app) as c:
         a = asyncio.create_task(c.post("/v1/chat/completions", json=body))
         b = asyncio.create_task(c.post("/v1/chat/completions", json=body))
@@ -142,11 +142,11 @@ async def test_timeout_aborts_running_ar_at_next_forward(engine):
     app = create_app(engine, max_batch=2, request_timeout_s=0.5)
     sched = app.state.scheduler
     async with _client(app) as c:
-        long = asyncio.create_task(c.post("/v1/chat/completions", json={
+        long = asyncio.create_task(c.post("/v1/chat/completions", json={"model": "agentkit", 
             "messages": [{"role": "user", "content": "What is the weather in Paris?"}], "max_tokens": 2000,
             "agentkit": {"mode": "ar"}}))
         await _until(lambda: sched.running == 1)
-        short = await c.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}],
+        short = await c.post("/v1/chat/completions", json={"model": "agentkit", "messages": [{"role": "user", "content": "hi"}],
                                                             "max_tokens": 8})
         assert short.status_code == 200
         r = await long
@@ -167,7 +167,7 @@ async def test_engine_without_batch_support_runs_one_at_a_time(engine):
     sched = app.state.scheduler
     assert sched.max_batch == 1 and sched.batcher is None
     async with _client(app) as c:
-        rs = await asyncio.gather(*(c.post("/v1/chat/completions", json={
+        rs = await asyncio.gather(*(c.post("/v1/chat/completions", json={"model": "agentkit", 
             "messages": [{"role": "user", "content": q}], "max_tokens": 6}) for q in QUESTIONS))
         assert all(r.status_code == 200 and r.json()["agentkit_stats"]["batch_size"] == 1 for r in rs)
         n = sum(r.json()["agentkit_stats"]["forwards"] + 1 for r in rs)  # + 1: the prefill

@@ -133,7 +133,7 @@ def test_a_stalled_body_is_408(server):
 
 
 def test_a_normal_request_still_works(server):
-    body = json.dumps({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}).encode()
+    body = json.dumps({"model": "agentkit", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}).encode()
     with contextlib.closing(_connect(server)) as s:
         s.sendall(f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
                   f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)

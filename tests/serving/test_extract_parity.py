@@ -26,7 +26,7 @@ TEXTS = ["Paris has about 2100000 inhabitants. Extract it.", "Oslo: 709,037 peop
 
 
 def _body(text: str, **ext) -> dict:
-    return {"messages": [{"role": "user", "content": text}], "max_tokens": 64,
+    return {"model": "agentkit", "messages": [{"role": "user", "content": text}], "max_tokens": 64,
             "response_format": {"type": "json_schema", "json_schema": {"name": "c", "schema": CITY, "strict": True}},
             "agentkit": {"mode": "ar", **ext}}
 
@@ -39,7 +39,7 @@ def test_plan_writes_extracts_messages_copy_source_and_number_prior():
     assert plan.schema.schema["properties"]["districts"]["maxItems"] == 16  # and its array cap
     as_sent = plan_request(ChatRequest.model_validate(_body(TEXTS[0], schema_prompt=False)))
     assert as_sent.messages == [{"role": "user", "content": TEXTS[0]}] and as_sent.config.copy_source is None
-    obj = plan_request(ChatRequest.model_validate({"messages": [{"role": "user", "content": "Ann, 3"}],
+    obj = plan_request(ChatRequest.model_validate({"model": "agentkit", "messages": [{"role": "user", "content": "Ann, 3"}],
                                                    "response_format": {"type": "json_object"}}))
     assert obj.messages[-1]["content"].startswith("Ann, 3\n\nAnswer with one JSON object")
 

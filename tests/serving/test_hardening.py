@@ -56,24 +56,24 @@ def _client(app) -> httpx.AsyncClient:
 
 
 def _schema_raw(schema: str) -> str:
-    return ('{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 8, "response_format": '
+    return ('{"model": "agentkit", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8, "response_format": '
             '{"type": "json_schema", "json_schema": {"name": "x", "schema": ' + schema + '}}}')
 
 
 BAD = [  # (body: dict or raw JSON text, the field the error must name)
-    ({"messages": MSG, "seed": 1180591620717411303424}, "seed"),
-    ('{"messages": [{"role": "user", "content": "a\\ud800"}]}', "messages[0].content"),
+    ({"model": "agentkit", "messages": MSG, "seed": 1180591620717411303424}, "seed"),
+    ('{"model": "agentkit", "messages": [{"role": "user", "content": "a\\ud800"}]}', "messages[0].content"),
     (_schema_raw('{"type": "number", "maximum": 1e999}'), "response_format.json_schema.schema.maximum"),
     (_schema_raw('{"type": "number", "maximum": NaN}'), "response_format.json_schema.schema.maximum"),
     (_schema_raw('{"type": "number", "minimum": -Infinity}'), "response_format.json_schema.schema.minimum"),
     (_schema_raw('{"const": "\\ud800"}'), "response_format.json_schema.schema.const"),
-    ('{"messages": [{"role": "user", "content": "hi"}], "temperature": NaN}', "temperature"),
-    ({"messages": MSG, "mode": "diffusion"}, "mode"),
-    ({"messages": MSG, "agentkit": {"mdoe": "ar"}}, "agentkit.mdoe"),
-    ({"messages": MSG, "frequency_penalty": 2.5}, "frequency_penalty"),
-    ({"messages": MSG, "top_logprobs": 2}, "top_logprobs"),
-    ({"messages": MSG, "top_p": 0}, "top_p"),
-    ({"messages": MSG, "metadata": {"x": json.loads("[" * 80 + "]" * 80)}}, "metadata.x"),
+    ('{"model": "agentkit", "messages": [{"role": "user", "content": "hi"}], "temperature": NaN}', "temperature"),
+    ({"model": "agentkit", "messages": MSG, "mode": "diffusion"}, "mode"),
+    ({"model": "agentkit", "messages": MSG, "agentkit": {"mdoe": "ar"}}, "agentkit.mdoe"),
+    ({"model": "agentkit", "messages": MSG, "frequency_penalty": 2.5}, "frequency_penalty"),
+    ({"model": "agentkit", "messages": MSG, "top_logprobs": 2}, "top_logprobs"),
+    ({"model": "agentkit", "messages": MSG, "top_p": 0}, "top_p"),
+    ({"model": "agentkit", "messages": MSG, "metadata": {"x": json.loads("[" * 80 + "]" * 80)}}, "metadata.x"),
     ("{not json", "body"),
     ("[1, 2]", "body"),
 ]
@@ -109,9 +109,9 @@ async def test_prompt_over_the_context_is_400_before_any_forward(app, counting, 
     before = counting.calls
     t = time.monotonic()
     async with _client(app) as c:
-        r = await c.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "word " * (
+        r = await c.post("/v1/chat/completions", json={"model": "agentkit", "messages": [{"role": "user", "content": "word " * (
             chars // 5)}], "max_tokens": 16})
-        small = await c.post("/v1/chat/completions", json={"messages": MSG, "max_tokens": 4})
+        small = await c.post("/v1/chat/completions", json={"model": "agentkit", "messages": MSG, "max_tokens": 4})
     assert time.monotonic() - t < 10
     assert r.status_code == 400 and r.json()["error"]["code"] == "context_length_exceeded"
     assert "2048" in r.json()["error"]["message"] and "max_tokens is 16" in r.json()["error"]["message"]
@@ -121,10 +121,10 @@ async def test_prompt_over_the_context_is_400_before_any_forward(app, counting, 
 async def test_max_context_caps_the_models(engine):
     app = create_app(engine, max_context=64)
     async with _client(app) as c:
-        r = await c.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "word " * 8}],
+        r = await c.post("/v1/chat/completions", json={"model": "agentkit", "messages": [{"role": "user", "content": "word " * 8}],
                                                        "max_tokens": 30})
         assert r.status_code == 400 and "context of 64 tokens" in r.json()["error"]["message"]
-        r = await c.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "word " * 8}]})
+        r = await c.post("/v1/chat/completions", json={"model": "agentkit", "messages": [{"role": "user", "content": "word " * 8}]})
         assert r.status_code == 200 and r.json()["usage"]["total_tokens"] <= 64  # the default max_tokens shrank
     app.state.scheduler.close()
 
@@ -132,18 +132,18 @@ async def test_max_context_caps_the_models(engine):
 async def test_prompt_that_fits_only_without_max_tokens(app):
     prompt = [{"role": "user", "content": "What is the weather in Paris? " * 150}]  # ~1,300 tokens here
     async with _client(app) as c:
-        r = await c.post("/v1/chat/completions", json={"messages": prompt, "max_tokens": 1000})
+        r = await c.post("/v1/chat/completions", json={"model": "agentkit", "messages": prompt, "max_tokens": 1000})
         assert r.status_code == 400 and "max_tokens is 1000" in r.json()["error"]["message"]
-        r = await c.post("/v1/chat/completions", json={"messages": prompt, "max_tokens": 4})
+        r = await c.post("/v1/chat/completions", json={"model": "agentkit", "messages": prompt, "max_tokens": 4})
         assert r.status_code == 200, r.text
 
 
 @pytest.mark.parametrize("body", [
-    {"messages": MSG, "stream": True, "max_tokens": 2, "response_format": {"type": "json_schema", "json_schema": {
+    {"model": "agentkit", "messages": MSG, "stream": True, "max_tokens": 2, "response_format": {"type": "json_schema", "json_schema": {
         "name": "x", "schema": {"type": "object", "properties": {"a_long_property_name": {"type": "integer"}},
                                 "required": ["a_long_property_name"]}}}},
-    {"messages": MSG, "stream": True, "temperature": 0.5, "agentkit": {"mode": "verify"}},
-    {"messages": [{"role": "user", "content": "word " * 3000}], "stream": True},
+    {"model": "agentkit", "messages": MSG, "stream": True, "temperature": 0.5, "agentkit": {"mode": "verify"}},
+    {"model": "agentkit", "messages": [{"role": "user", "content": "word " * 3000}], "stream": True},
 ], ids=["template-longer-than-max-tokens", "verify-with-temperature", "prompt-too-long"])
 async def test_stream_errors_before_the_first_token_are_4xx(app, body):
     async with _client(app) as c:
@@ -178,12 +178,12 @@ async def test_slow_build_holds_nobody_and_ends_at_its_timeout(engine):
     schema = {"title": "slow", "type": "object"}
     async with _client(app) as c:
         t0 = time.monotonic()
-        bad = asyncio.ensure_future(c.post("/v1/chat/completions", json={"messages": MSG, "response_format": {
+        bad = asyncio.ensure_future(c.post("/v1/chat/completions", json={"model": "agentkit", "messages": MSG, "response_format": {
             "type": "json_schema", "json_schema": {"name": "x", "schema": schema}}}))
         while not slow.running.is_set():
             await asyncio.sleep(0.01)
         t = time.monotonic()
-        small = await c.post("/v1/chat/completions", json={"messages": MSG, "max_tokens": 4})
+        small = await c.post("/v1/chat/completions", json={"model": "agentkit", "messages": MSG, "max_tokens": 4})
         assert small.status_code == 200 and time.monotonic() - t < 5  # the one decoding slot was never taken
         r = await bad
         assert r.status_code == 504 and time.monotonic() - t0 < 6  # the build counts against the timeout
@@ -205,7 +205,7 @@ async def test_readiness_fails_while_the_engine_stalls(engine):
     app = create_app(Stuck(), ready_stall_s=0.3)
     async with _client(app) as c:
         assert (await c.get("/health/ready")).status_code == 200
-        req = asyncio.ensure_future(c.post("/v1/chat/completions", json={"messages": MSG, "max_tokens": 2}))
+        req = asyncio.ensure_future(c.post("/v1/chat/completions", json={"model": "agentkit", "messages": MSG, "max_tokens": 2}))
         await asyncio.sleep(0.8)
         r = await c.get("/health/ready")
         assert r.status_code == 503 and r.json()["error"]["code"] == "engine_stalled"
@@ -226,22 +226,22 @@ def test_500_keeps_the_connection_usable(engine, on_loopback):
             return engine.generate(messages, config, **kw)
 
     with on_loopback(create_app(Broken()), log_level="critical") as url, httpx.Client(base_url=url, timeout=20) as c:
-        r = c.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "boom"}]})
+        r = c.post("/v1/chat/completions", json={"model": "agentkit", "messages": [{"role": "user", "content": "boom"}]})
         assert r.status_code == 500 and r.json()["error"]["code"] == "internal_error"
         assert r.headers.get("connection", "").lower() != "close"
-        ok = c.post("/v1/chat/completions", json={"messages": MSG, "max_tokens": 2})
+        ok = c.post("/v1/chat/completions", json={"model": "agentkit", "messages": MSG, "max_tokens": 2})
         assert ok.status_code == 200
         assert len(c._transport._pool.connections) == 1  # the same keep-alive connection served both
 
 
 async def test_logprobs_are_the_models_and_top_p_tiny_is_greedy(app):
     async with _client(app) as c:
-        r = await c.post("/v1/chat/completions", json={"messages": MSG, "max_tokens": 6, "logprobs": True,
+        r = await c.post("/v1/chat/completions", json={"model": "agentkit", "messages": MSG, "max_tokens": 6, "logprobs": True,
                                                        "top_logprobs": 3})
-        greedy = await c.post("/v1/chat/completions", json={"messages": MSG, "max_tokens": 6})
-        nucleus = await c.post("/v1/chat/completions", json={"messages": MSG, "max_tokens": 6, "temperature": 1.0,
+        greedy = await c.post("/v1/chat/completions", json={"model": "agentkit", "messages": MSG, "max_tokens": 6})
+        nucleus = await c.post("/v1/chat/completions", json={"model": "agentkit", "messages": MSG, "max_tokens": 6, "temperature": 1.0,
                                                              "top_p": 1e-6, "seed": 1})
-        sampled = [await c.post("/v1/chat/completions", json={"messages": MSG, "max_tokens": 6,
+        sampled = [await c.post("/v1/chat/completions", json={"model": "agentkit", "messages": MSG, "max_tokens": 6,
                                                               "temperature": 2.0, "seed": s}) for s in range(4)]
     d = r.json()
     content = d["choices"][0]["logprobs"]["content"]
@@ -301,8 +301,8 @@ async def test_one_requests_failure_does_not_fail_its_batch(engine, monkeypatch)
     app = create_app(Held(), max_batch=2)
     app.state.scheduler.batcher.max_wait_s = 0.2  # both prefills meet in one forward
     async with _client(app) as c:
-        bad = asyncio.ensure_future(c.post("/v1/chat/completions", json={"messages": poison, "max_tokens": 3}))
-        good = asyncio.ensure_future(c.post("/v1/chat/completions", json={"messages": MSG, "max_tokens": 3}))
+        bad = asyncio.ensure_future(c.post("/v1/chat/completions", json={"model": "agentkit", "messages": poison, "max_tokens": 3}))
+        good = asyncio.ensure_future(c.post("/v1/chat/completions", json={"model": "agentkit", "messages": MSG, "max_tokens": 3}))
         while app.state.scheduler.running < 2:
             await asyncio.sleep(0.01)
         gate.set()
@@ -350,12 +350,12 @@ async def test_adversarial_schema_ends_while_a_small_request_completes(engine, n
     params = {"type": "object", "properties": {"v": ADVERSARIAL[name]}, "required": ["v"]}
     async with _client(app) as c:
         t0 = time.monotonic()
-        bad = asyncio.ensure_future(c.post("/v1/chat/completions", json={
+        bad = asyncio.ensure_future(c.post("/v1/chat/completions", json={"model": "agentkit", 
             "messages": MSG, "max_tokens": 48, "tool_choice": "required",
             "tools": [{"type": "function", "function": {"name": "f", "parameters": params}}]}))
         await asyncio.sleep(0.3)
         t = time.monotonic()
-        small = await c.post("/v1/chat/completions", json={"messages": MSG, "max_tokens": 4})
+        small = await c.post("/v1/chat/completions", json={"model": "agentkit", "messages": MSG, "max_tokens": 4})
         assert small.status_code == 200 and time.monotonic() - t < 5
         r = await bad
         assert time.monotonic() - t0 < 10

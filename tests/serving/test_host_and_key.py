@@ -57,7 +57,7 @@ async def test_foreign_host_is_403_on_a_loopback_bind():
             assert r.status_code == 403, path
             assert r.json()["error"]["code"] == "host_not_allowed" and r.json()["error"]["param"] == "Host"
         # checked before the key: a rebinding page learns nothing from 401 / 200
-        r = await c.post("/v1/chat/completions", json={"messages": []}, headers={"Host": "attacker.example:8000"})
+        r = await c.post("/v1/chat/completions", json={"model": "agentkit", "messages": []}, headers={"Host": "attacker.example:8000"})
         assert r.status_code == 403
     app.state.scheduler.close()
     assert with_host_default(ServerConfig(), "0.0.0.0").allowed_hosts is None  # names not known: any host

@@ -16,7 +16,7 @@ TOOL = {"type": "function", "function": {"name": "add", "parameters": {"type": "
 
 
 def _req(**kw) -> ChatRequest:
-    return ChatRequest.model_validate({"messages": MSG, **kw})
+    return ChatRequest.model_validate({"model": "agentkit", "messages": MSG, **kw})
 
 
 def test_free_text_plan():
@@ -54,11 +54,11 @@ def test_logprobs_plan():
 def test_prompt_bound_before_tokenizing():
     long = [{"role": "user", "content": "x" * 10_000}]
     with pytest.raises(APIError) as e:
-        plan_request(ChatRequest.model_validate({"messages": long, "max_tokens": 100}), context=2048,
+        plan_request(ChatRequest.model_validate({"model": "agentkit", "messages": long, "max_tokens": 100}), context=2048,
                      max_token_chars=4)
     assert e.value.status == 400 and e.value.code == "context_length_exceeded"
     assert "2500" in e.value.message and "2048" in e.value.message and "100" in e.value.message
-    plan_request(ChatRequest.model_validate({"messages": long}), context=2048, max_token_chars=8)  # 1250: fits
+    plan_request(ChatRequest.model_validate({"model": "agentkit", "messages": long}), context=2048, max_token_chars=8)  # 1250: fits
 
 
 def test_fit_max_tokens():

@@ -102,7 +102,7 @@ async def test_chat(app):
 @pytest.mark.parametrize("mode", [None, "ar", "diffusion", "verify"])
 async def test_json_schema(app, mode):
     # strict (OpenAI's flag): no keys beyond the listed ones, so a random model cannot ramble past max_tokens
-    body = {"messages": MSG, "max_tokens": 64,
+    body = {"model": "agentkit", "messages": MSG, "max_tokens": 64,
             "response_format": {"type": "json_schema",
                                 "json_schema": {"name": "person", "schema": PERSON, "strict": True}}}
     if mode:
@@ -116,14 +116,14 @@ async def test_json_schema(app, mode):
 
 
 async def test_json_object(app):
-    r = await _post(app, {"messages": MSG, "max_tokens": 32, "response_format": {"type": "json_object"}})
+    r = await _post(app, {"model": "agentkit", "messages": MSG, "max_tokens": 32, "response_format": {"type": "json_object"}})
     assert r.status_code == 200, r.text
     json.loads(r.json()["choices"][0]["message"]["content"])
 
 
 @pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "add"}}])
 async def test_tool_call(app, choice):
-    r = await _post(app, {"messages": MSG, "tools": TOOLS, "tool_choice": choice, "max_tokens": 64})
+    r = await _post(app, {"model": "agentkit", "messages": MSG, "tools": TOOLS, "tool_choice": choice, "max_tokens": 64})
     assert r.status_code == 200, r.text
     ch = r.json()["choices"][0]
     assert ch["finish_reason"] == "tool_calls" and ch["message"]["content"] is None
@@ -137,7 +137,7 @@ async def test_tool_call(app, choice):
 
 async def test_tool_choice_auto_and_none(app):
     for choice in ("auto", "none"):
-        r = await _post(app, {"messages": MSG, "tools": TOOLS, "tool_choice": choice, "max_tokens": 8})
+        r = await _post(app, {"model": "agentkit", "messages": MSG, "tools": TOOLS, "tool_choice": choice, "max_tokens": 8})
         assert r.status_code == 200, r.text
         assert r.json()["choices"][0]["finish_reason"] in ("stop", "length", "tool_calls")
 
@@ -147,13 +147,13 @@ async def test_unsupported_schema_names_keyword_and_pointer(engine):
         raise UnsupportedSchemaError("patternProperties", "#/properties/x")
 
     app = create_app(engine, compile_schema=refuse)
-    r = await _post(app, {"messages": MSG, "response_format": {"type": "json_schema",
+    r = await _post(app, {"model": "agentkit", "messages": MSG, "response_format": {"type": "json_schema",
                                                                "json_schema": {"name": "x", "schema": PERSON}}})
     assert r.status_code == 400
     err = r.json()["error"]
     assert err["keyword"] == "patternProperties" and err["pointer"] == "#/properties/x"
     assert "patternProperties" in err["message"] and "#/properties/x" in err["message"]
-    r = await _post(app, {"messages": MSG, "tools": TOOLS, "tool_choice": "required"})
+    r = await _post(app, {"model": "agentkit", "messages": MSG, "tools": TOOLS, "tool_choice": "required"})
     assert r.status_code == 400 and "tools[0].function.parameters" in r.json()["error"]["message"]
     app.state.scheduler.close()
 
@@ -173,7 +173,7 @@ def _sse(text: str) -> list[tuple[str | None, str]]:
 
 
 async def test_stream_diffusion_with_canvas_events(app):
-    body = {"messages": MSG, "max_tokens": 64, "stream": True,
+    body = {"model": "agentkit", "messages": MSG, "max_tokens": 64, "stream": True,
             "agentkit": {"canvas_length": 8, "mode": "diffusion", "canvas": True},
             "response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": PERSON}}}
     async with _client(app) as c, c.stream("POST", "/v1/chat/completions", json=body) as r:
@@ -195,7 +195,7 @@ async def test_stream_diffusion_with_canvas_events(app):
 
 
 async def test_stream_tool_call(app):
-    body = {"messages": MSG, "tools": TOOLS, "tool_choice": "required", "stream": True, "max_tokens": 64,
+    body = {"model": "agentkit", "messages": MSG, "tools": TOOLS, "tool_choice": "required", "stream": True, "max_tokens": 64,
             "agentkit": {"mode": "ar"}}
     async with _client(app) as c:
         r = await c.post("/v1/chat/completions", json=body)
@@ -224,7 +224,7 @@ async def test_429_when_queue_full(engine):
     app = create_app(g, max_queue=1)
     sched = app.state.scheduler
     async with _client(app) as c:
-        body = {"messages": MSG, "max_tokens": 4}
+        body = {"model": "agentkit", "messages": MSG, "max_tokens": 4}
         a = asyncio.create_task(c.post("/v1/chat/completions", json=body))
         await _until(lambda: sched.running == 1)
         b = asyncio.create_task(c.post("/v1/chat/completions", json=body))
@@ -244,7 +244,7 @@ async def test_timeout_504(engine):
     app = create_app(g, request_timeout_s=0.3)
     sched = app.state.scheduler
     async with _client(app) as c:
-        body = {"messages": MSG, "max_tokens": 4}
+        body = {"model": "agentkit", "messages": MSG, "max_tokens": 4}
         running, queued = await asyncio.gather(c.post("/v1/chat/completions", json=body),
                                                c.post("/v1/chat/completions", json=body))
     for r in (running, queued):
@@ -262,10 +262,10 @@ async def test_disconnect_frees_slot(engine, stream):
     app = create_app(g, max_queue=1)
     sched = app.state.scheduler
     async with _client(app) as c:
-        first = asyncio.create_task(c.post("/v1/chat/completions", json={"messages": MSG, "max_tokens": 4}))
+        first = asyncio.create_task(c.post("/v1/chat/completions", json={"model": "agentkit", "messages": MSG, "max_tokens": 4}))
         await _until(lambda: sched.running == 1)
         # a raw ASGI request whose client goes away while it is queued
-        body = json.dumps({"messages": [{"role": "user", "content": "gone"}], "max_tokens": 4,
+        body = json.dumps({"model": "agentkit", "messages": [{"role": "user", "content": "gone"}], "max_tokens": 4,
                            "stream": stream}).encode()
         sent = [False]
         queued = asyncio.Event()
@@ -302,7 +302,7 @@ async def test_disconnect_frees_slot(engine, stream):
 async def test_api_key(engine):
     app = create_app(engine, api_key="s3cret")
     async with _client(app) as c:
-        body = {"messages": MSG, "max_tokens": 2}
+        body = {"model": "agentkit", "messages": MSG, "max_tokens": 2}
         assert (await c.post("/v1/chat/completions", json=body)).status_code == 401
         r = await c.post("/v1/chat/completions", json=body, headers={"Authorization": "Bearer nope"})
         assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_api_key"
@@ -318,26 +318,26 @@ async def test_api_key(engine):
 @pytest.mark.parametrize("body,status,needle", [
     ("{not json", 400, "JSON"),
     ({}, 400, "messages"),
-    ({"messages": []}, 400, "messages"),
-    ({"messages": [{"role": "wizard", "content": "hi"}]}, 400, "role"),
-    ({"messages": [{"content": "hi"}]}, 400, "role"),
-    ({"messages": "hello"}, 400, "messages"),
-    ({"messages": MSG, "temperature": -1}, 400, "temperature"),
-    ({"messages": MSG, "max_tokens": 0}, 400, "max_tokens"),
-    ({"messages": MSG, "n": 9}, 400, "n"),
-    ({"messages": MSG, "stop": ["", "x"]}, 400, "stop"),
-    ({"messages": MSG, "agentkit": {"mode": "fast"}}, 400, "agentkit.mode"),
-    ({"messages": MSG, "response_format": {"type": "xml"}}, 400, "response_format"),
-    ({"messages": MSG, "response_format": {"type": "json_schema"}}, 400, "json_schema"),
-    ({"messages": MSG, "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": 3}}},
+    ({"model": "agentkit", "messages": []}, 400, "messages"),
+    ({"model": "agentkit", "messages": [{"role": "wizard", "content": "hi"}]}, 400, "role"),
+    ({"model": "agentkit", "messages": [{"content": "hi"}]}, 400, "role"),
+    ({"model": "agentkit", "messages": "hello"}, 400, "messages"),
+    ({"model": "agentkit", "messages": MSG, "temperature": -1}, 400, "temperature"),
+    ({"model": "agentkit", "messages": MSG, "max_tokens": 0}, 400, "max_tokens"),
+    ({"model": "agentkit", "messages": MSG, "n": 9}, 400, "n"),
+    ({"model": "agentkit", "messages": MSG, "stop": ["", "x"]}, 400, "stop"),
+    ({"model": "agentkit", "messages": MSG, "agentkit": {"mode": "fast"}}, 400, "agentkit.mode"),
+    ({"model": "agentkit", "messages": MSG, "response_format": {"type": "xml"}}, 400, "response_format"),
+    ({"model": "agentkit", "messages": MSG, "response_format": {"type": "json_schema"}}, 400, "json_schema"),
+    ({"model": "agentkit", "messages": MSG, "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": 3}}},
      400, "schema"),
-    ({"messages": MSG, "tool_choice": "required"}, 400, "tools"),
-    ({"messages": MSG, "tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "nope"}}},
+    ({"model": "agentkit", "messages": MSG, "tool_choice": "required"}, 400, "tools"),
+    ({"model": "agentkit", "messages": MSG, "tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "nope"}}},
      400, "nope"),
-    ({"messages": MSG, "tools": [{"type": "function", "function": {"name": "bad name!"}}]}, 400, "name"),
-    ({"messages": MSG, "agentkit": {"mode": "verify"}, "temperature": 0.7}, 400, "verify"),
-    ({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}, 400, "image_url"),
-    ({"messages": MSG, "max_tokens": "many"}, 400, "max_tokens"),
+    ({"model": "agentkit", "messages": MSG, "tools": [{"type": "function", "function": {"name": "bad name!"}}]}, 400, "name"),
+    ({"model": "agentkit", "messages": MSG, "agentkit": {"mode": "verify"}, "temperature": 0.7}, 400, "verify"),
+    ({"model": "agentkit", "messages": [{"role": "user", "content": [{"type": "image_url"}]}]}, 400, "image_url"),
+    ({"model": "agentkit", "messages": MSG, "max_tokens": "many"}, 400, "max_tokens"),
 ])
 async def test_malformed(app, body, status, needle):
     async with _client(app) as c:
@@ -352,7 +352,7 @@ async def test_malformed(app, body, status, needle):
 
 async def test_models_health_metrics(app):
     async with _client(app) as c:
-        await c.post("/v1/chat/completions", json={"messages": MSG, "max_tokens": 2})
+        await c.post("/v1/chat/completions", json={"model": "agentkit", "messages": MSG, "max_tokens": 2})
         assert (await c.get("/v1/models")).json()["object"] == "list"
         h = (await c.get("/health")).json()
         assert h["status"] == "ok" and h["queue_depth"] == 0

@@ -62,7 +62,7 @@ def _sse(text: str) -> list[dict]:
 
 async def test_auto_tool_branch_streamed():
     eng = Scripted({"name": "get_weather", "arguments": {"city": "Paris"}})
-    r = await _post(eng, {"messages": MSG, "tools": TOOLS, "stream": True})
+    r = await _post(eng, {"model": "agentkit", "messages": MSG, "tools": TOOLS, "stream": True})
     chunks = [c for c in _sse(r.text) if c["choices"]]
     calls = [c["choices"][0]["delta"]["tool_calls"] for c in chunks if c["choices"][0]["delta"].get("tool_calls")]
     assert len(calls) == 1 and json.loads(calls[0][0]["function"]["arguments"]) == {"city": "Paris"}
@@ -72,7 +72,7 @@ async def test_auto_tool_branch_streamed():
 
 async def test_auto_tool_branch():
     eng = Scripted({"name": "get_weather", "arguments": {"city": "Paris"}})
-    r = await _post(eng, {"messages": MSG, "tools": TOOLS})
+    r = await _post(eng, {"model": "agentkit", "messages": MSG, "tools": TOOLS})
     d = r.json()
     ch = d["choices"][0]
     assert ch["finish_reason"] == "tool_calls" and ch["message"]["content"] is None
@@ -86,7 +86,7 @@ async def test_auto_tool_branch():
 @pytest.mark.parametrize("stream", [False, True])
 async def test_auto_no_call_branch_decodes_text_without_the_tools(stream):
     eng = Scripted({"name": "respond", "arguments": {}})
-    r = await _post(eng, {"messages": MSG, "tools": TOOLS, "max_tokens": 8, "stream": stream})
+    r = await _post(eng, {"model": "agentkit", "messages": MSG, "tools": TOOLS, "max_tokens": 8, "stream": stream})
     assert r.status_code == 200, r.text
     [(_, t1), (m2, t2)] = eng.calls
     assert t1 and not t2  # the choice under its template, then free text
@@ -115,22 +115,22 @@ HISTORY = MSG + [
 
 async def test_repeat_rule_answers_in_text():
     eng = Scripted({"name": "get_weather", "arguments": {"city": "Paris"}}, text="Sunny, 21 C.")
-    d = (await _post(eng, {"messages": HISTORY, "tools": TOOLS})).json()
+    d = (await _post(eng, {"model": "agentkit", "messages": HISTORY, "tools": TOOLS})).json()
     assert d["choices"][0]["message"]["content"] == "Sunny, 21 C." and d["choices"][0]["finish_reason"] == "stop"
     assert len(eng.calls) == 2 and "sunny, 21 C" in eng.calls[1][0][-1]["content"]  # the result in view
     rome = HISTORY + [{"role": "user", "content": "And in Rome?"}]
     eng = Scripted({"name": "get_weather", "arguments": {"city": "Rome"}})  # a new call is returned
-    d = (await _post(eng, {"messages": rome, "tools": TOOLS})).json()
+    d = (await _post(eng, {"model": "agentkit", "messages": rome, "tools": TOOLS})).json()
     assert d["choices"][0]["finish_reason"] == "tool_calls" and len(eng.calls) == 1
     eng = Scripted({"name": "get_weather", "arguments": {"city": "Oslo"}}, text="Ask me anything.")
-    d = (await _post(eng, {"messages": HISTORY, "tools": TOOLS})).json()  # no value from the conversation: text
+    d = (await _post(eng, {"model": "agentkit", "messages": HISTORY, "tools": TOOLS})).json()  # no value from the conversation: text
     assert d["choices"][0]["message"]["content"] == "Ask me anything." and len(eng.calls) == 2
     eng = Scripted({"name": "get_weather", "arguments": {"city": "Paris"}})  # required: the call asked for
-    d = (await _post(eng, {"messages": HISTORY, "tools": TOOLS, "tool_choice": "required"})).json()
+    d = (await _post(eng, {"model": "agentkit", "messages": HISTORY, "tools": TOOLS, "tool_choice": "required"})).json()
     assert d["choices"][0]["finish_reason"] == "tool_calls" and len(eng.calls) == 1
     no_result = HISTORY[:-1] + [{"role": "user", "content": "again"}]  # a call without a result is no repeat
     eng = Scripted({"name": "get_weather", "arguments": {"city": "Paris"}})
-    d = (await _post(eng, {"messages": no_result, "tools": TOOLS})).json()
+    d = (await _post(eng, {"model": "agentkit", "messages": no_result, "tools": TOOLS})).json()
     assert d["choices"][0]["finish_reason"] == "tool_calls"
 
 
@@ -231,7 +231,7 @@ async def test_required_picks_the_tool_the_model_scores_highest(tiny):
     params = {"type": "object", "properties": {}, "additionalProperties": False}
     names = ["to_c", "to_f", "to_kelvin"]  # on tiny_engine(0) greedy decoding takes to_kelvin, the scores to_f
     tools = [{"type": "function", "function": {"name": n, "parameters": params}} for n in names]
-    body = {"messages": MSG, "tools": tools, "tool_choice": "required", "max_tokens": 32}
+    body = {"model": "agentkit", "messages": MSG, "tools": tools, "tool_choice": "required", "max_tokens": 32}
     plan = plan_request(ChatRequest.model_validate(body))
     scores = name_scores(tiny, plan.messages, sorted(names), '{"name": "')
     d = (await _post(tiny, body)).json()
@@ -260,7 +260,7 @@ async def test_a_call_whose_tool_message_reports_a_failure_may_be_made_again():
     assert not tool_failed("sunny, 21 C") and not tool_failed("no errors found")
     failed = HISTORY[:-1] + [{"role": "tool", "tool_call_id": "c1", "content": "error: timed out"}]
     eng = Scripted({"name": "get_weather", "arguments": {"city": "Paris"}})
-    d = (await _post(eng, {"messages": failed, "tools": TOOLS})).json()
+    d = (await _post(eng, {"model": "agentkit", "messages": failed, "tools": TOOLS})).json()
     assert d["choices"][0]["finish_reason"] == "tool_calls" and len(eng.calls) == 1
 
 
@@ -272,16 +272,16 @@ async def test_after_a_failed_tool_message_auto_calls_again(tiny):
     from agentkit.serving.toolchoice import retrying
 
     failed = HISTORY[:-1] + [{"role": "tool", "tool_call_id": "c1", "content": "error: timed out"}]
-    assert retrying(ChatRequest.model_validate({"messages": failed}).messages)
-    assert not retrying(ChatRequest.model_validate({"messages": HISTORY}).messages)
-    assert not retrying(ChatRequest.model_validate({"messages": failed + [MSG[0]]}).messages)  # a user turn since
-    assert plan_request(ChatRequest.model_validate({"messages": failed, "tools": TOOLS})).retry
-    d = (await _post(tiny, {"messages": failed, "tools": TOOLS, "max_tokens": 8})).json()
+    assert retrying(ChatRequest.model_validate({"model": "agentkit", "messages": failed}).messages)
+    assert not retrying(ChatRequest.model_validate({"model": "agentkit", "messages": HISTORY}).messages)
+    assert not retrying(ChatRequest.model_validate({"model": "agentkit", "messages": failed + [MSG[0]]}).messages)  # a user turn since
+    assert plan_request(ChatRequest.model_validate({"model": "agentkit", "messages": failed, "tools": TOOLS})).retry
+    d = (await _post(tiny, {"model": "agentkit", "messages": failed, "tools": TOOLS, "max_tokens": 8})).json()
     assert d["agentkit_stats"]["tool_choice"] == {"by": "retry after a failed tool message", "call": True,
                                                   "tool": "get_weather"}  # (the random model's arguments are not
     # grounded in the conversation, so its reply is text: the grounding rule still applies to a retry)
     eng = Scripted({"name": "get_weather", "arguments": {"city": "Paris"}})  # no scores: the choice decode's call
-    d = (await _post(eng, {"messages": failed, "tools": TOOLS})).json()
+    d = (await _post(eng, {"model": "agentkit", "messages": failed, "tools": TOOLS})).json()
     assert d["choices"][0]["finish_reason"] == "tool_calls" and len(eng.calls) == 1
 
 
@@ -296,10 +296,10 @@ def test_the_text_reply_after_tool_results_sees_no_json_call():
     failed = {"role": "tool", "tool_call_id": "c0", "content": "error: busy"}
     retry = {"role": "assistant", "content": None, "tool_calls": [{"id": "c0", "type": "function", "function": {
         "name": "get_weather", "arguments": '{"city": "Paris"}'}}]}
-    body = {"messages": [sys_msg, *MSG, retry, failed, *HISTORY[1:]], "tools": TOOLS}
+    body = {"model": "agentkit", "messages": [sys_msg, *MSG, retry, failed, *HISTORY[1:]], "tools": TOOLS}
     text = plan_request(ChatRequest.model_validate(body)).text_messages
     assert text == [sys_msg, {"role": "user", "content": MSG[0]["content"] + "\n\nUse this tool result in your "
                               "answer: get_weather(city=\"Paris\") returned sunny, 21 C\nAnswer in one sentence "
                               "that gives the result."}]  # the failed call is not a result
-    req = ChatRequest.model_validate({"messages": MSG, "tools": TOOLS})
+    req = ChatRequest.model_validate({"model": "agentkit", "messages": MSG, "tools": TOOLS})
     assert plan_request(req).text_messages == chat_messages(req, [])
