@@ -134,7 +134,7 @@ class DecodeConfig:
     greedy: str = "byte"
     # under a template: a logit bonus for tokens that continue, inside a JSON string value, a span of the prompt
     # (agentkit/engine/copy.py); 0: off. The output is still greedy (or sampled) under the constraint. BFCL 600
-    # (evals/results/copy600_s12.json): 2.0 from the last user message 0.400 against 0.385 off
+    # (evals/results/copy600_s12.json.gz): 2.0 from the last user message 0.400 against 0.385 off
     copy_bias: float = 2.0
     copy_from: str = "user"  # the copy prior's source: "prompt" (all of it) or "user" (the last user message)
     # the copy prior's source text itself, when set (it replaces copy_from): ``extract`` and the server's
