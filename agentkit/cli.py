@@ -306,8 +306,20 @@ def _check_suite(suite: str, data: Path | None) -> Path:
             raise UserError(f"--data is required for the {suite} suite: the folder with its data")
         data = module.TASKS_DIR
     if not data.exists():
-        raise UserError(f"--data {str(data)!r}: no such file or folder")
+        raise UserError(f"--data {str(data)!r}: no such file or folder{DATA_HINTS.get(suite, '')}")
     return data
+
+
+# where each suite's data is, for the error when --data is not there (paths from a clone of the repository)
+DATA_HINTS = {
+    "bfcl": "; the BFCL questions ship in evals/data/bfcl (simple, multiple) and evals/data/bfcl_parallel",
+    "agent-loop": "; the BFCL questions ship in evals/data/bfcl (or leave --data out: evals/agent_loop's tasks)",
+    "coverage": "; MaskBench: git clone --depth 1 https://github.com/guidance-ai/jsonschemabench, then --data "
+                "jsonschemabench/maskbench/data",
+    "validity": "; MaskBench: git clone --depth 1 https://github.com/guidance-ai/jsonschemabench, then --data "
+                "jsonschemabench/maskbench/data",
+    "extract": "; the extraction items ship in evals/extract",
+}
 
 
 def _load_target(target: str):
@@ -345,7 +357,7 @@ def _load_target(target: str):
 
 @app.command()
 def calibrate(
-    data: Path = typer.Option(..., help="BFCL data folder (e.g. ../shared/data/bfcl)"),
+    data: Path = typer.Option(..., help="BFCL data folder (e.g. evals/data/bfcl)"),
     limit: int = typer.Option(10, help="questions per BFCL file"),
     modes: str = typer.Option("ar,diffusion,verify", help="comma-separated modes to measure"),
     tolerance: float = typer.Option(0.0, help="success within this of the best counts as equal"),

@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dtypes", default="auto,float32")
     ap.add_argument("--modes", default="diffusion,ar", help="the tool-call step's mode (the example's: the calibrated one, ar on CPU)")
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out", default=None, help="also write the rows and summary to this JSON file")
     ap.add_argument("--lora", default=None, help="EngineConfig.lora (none: the weights as loaded; default: the model's own)")
     args = ap.parse_args(argv)
     from unit_converter import build_agent
@@ -64,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
             summary[f"{dtype}/{mode}"] = {"n": len(got), "right": sum(r["right"] for r in got),
                                           "finished": sum(r["finished"] for r in got)}
             print(f"{dtype}/{mode}: {summary[f'{dtype}/{mode}']}", file=sys.stderr)
+            if args.out is None:
+                continue
             Path(args.out).parent.mkdir(parents=True, exist_ok=True)
             Path(args.out).write_text(json.dumps({"command": "python evals/unit_conversions.py " + " ".join(
                 argv if argv is not None else sys.argv[1:]), "summary": summary, "rows": rows}, indent=1))

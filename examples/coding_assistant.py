@@ -165,7 +165,8 @@ def build_agent(root: str | os.PathLike[str] | None = None, model: Any = None, *
 
     ``model``: an Engine, a Generator (e.g. a scripted ``FunctionModel``) or an http(s) URL; default the
     embedded model, with exact prompt-prefix reuse (``EngineConfig.prefix_cache``, on by default: each step encodes only what the
-    conversation gained since the last one). Structured steps go to diffusion by default, the closing summary to AR.
+    conversation gained since the last one). Structured steps take the calibrated mode (``ar`` on a CPU; ``routing``
+    sends them elsewhere), the closing summary AR.
     Tools: ``list_files``, ``read_file``, ``apply_edits`` (templated), ``run_tests``; ``extra_tools`` adds
     ``search_text`` and ``write_file``. They are kept few and terse, and outputs short (``max_output_chars``),
     because every step re-reads the whole conversation (prefill dominates a small model's step on a CPU).

@@ -4,6 +4,7 @@ one ``error:`` line for bad arguments."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -70,9 +71,18 @@ def test_eval_with_missing_data_is_one_error_line(tmp_path):
     assert out.exit_code != 0
     lines = [ln for ln in out.output.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:"), out.output
+    assert "evals/data/bfcl" in lines[0]  # where the data is, from a clone
 
 
-@pytest.mark.parametrize("suite, flag, value, says", [("coverage", "--lora", "x", "not used: --lora"),
+def test_the_bfcl_data_the_readme_names_ships_with_the_repository():
+    from agentkit.evals.bfcl import load_bfcl
+
+    repo = Path(__file__).resolve().parents[1]
+    assert len(load_bfcl(repo / "evals" / "data" / "bfcl")) == 600
+
+
+@pytest.mark.parametrize("suite, flag, value, says"
+, [("coverage", "--lora", "x", "not used: --lora"),
                                                      ("coverage", "--model", "x", "not used: --model"),
                                                      ("coverage", "--dtype", "bfloat16", "not used: --dtype"),
                                                      ("extract", "--after-result", "null", "--after-result is")])
