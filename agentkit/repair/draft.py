@@ -19,9 +19,11 @@ Every candidate is dropped when it equals the original line, does not parse (``a
 from __future__ import annotations
 
 import ast
+import io
 import math
 import random
 import time
+import tokenize
 import zlib
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -78,6 +80,9 @@ class DraftStats:
     seconds: float = 0.0
     sampled: int = 0
     kept: int = 0
+    #: the model's score of each candidate (log p(line) - log p(original line)), in the order returned; None
+    #: when the drafter has no scores (the operators)
+    scores: list[float] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -91,7 +96,7 @@ class Drafter(Protocol):
 
 def keep(site: Site, text: str, seen: set[str]) -> bool:
     """Whether a drafted line is worth validating: new, free of merge markers, and the file still parses."""
-    if text in seen or text == site.original or not text.strip():
+    if text in seen or strip_comment(text) == strip_comment(site.original) or not text.strip():
         return False
     if any(m in text for m in MARKERS):
         return False
@@ -115,17 +120,38 @@ class OperatorDrafter:
         return cands, DraftStats(seconds=time.perf_counter() - t0, kept=len(cands))
 
 
+HOLE = "<the line to write>"
+
+
 def build_prompt(site: Site) -> tuple[list[dict[str, str]], str]:
-    """The chat messages and the pinned start of the answer (the code up to, not including, the line's newline)."""
+    """The chat messages and the pinned start of the answer (the code up to, not including, the line's newline).
+
+    The line itself is not shown: the function appears with that line as a hole, so the model writes (and
+    scores) the line from its context and the failing test, not by copying the wrong line."""
     a, b = site.window()
     lines = site.lines
-    shown = [ln + ("    # <- this line is wrong" if i == site.line else "") for i, ln in enumerate(lines[a - 1:b], a)]
+    pad = site.original[: len(site.original) - len(site.original.lstrip())]
+    shown = [pad + HOLE if i == site.line else ln for i, ln in enumerate(lines[a - 1:b], a)]
     msg = site.message.strip()[:MAX_MESSAGE_CHARS]
-    user = (f"A test fails:\n{msg}\n\nThe marked line of {site.path} is wrong. Rewrite the function with that line "
-            f"fixed.\n\n```python\n" + "\n".join(shown) + "\n```")
+    user = (f"A test fails:\n{msg}\n\nOne line of this function from {site.path} is wrong; it is shown as "
+            f"{HOLE}. Write the function again with that line written correctly.\n\n```python\n"
+            + "\n".join(shown) + "\n```")
     system = "You are a careful Python programmer. You fix bugs by changing one line."
     pinned = "```python\n" + "\n".join(lines[a - 1:site.line - 1])
     return [{"role": "system", "content": system}, {"role": "user", "content": user}], pinned.rstrip("\n")
+
+
+def strip_comment(line: str) -> str:
+    """``line`` without a trailing ``#`` comment (tokenize decides what is a comment), right-stripped."""
+    try:
+        toks = list(tokenize.generate_tokens(io.StringIO(line.strip() + "\n").readline))
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return line.rstrip()
+    cut = next((t.start[1] for t in toks if t.type == tokenize.COMMENT), None)
+    if cut is None:
+        return line.rstrip()
+    pad = line[: len(line) - len(line.lstrip())]
+    return (pad + line.strip()[:cut]).rstrip()
 
 
 def _copy_cache(cache: Any, backbone: Any) -> Any:
@@ -177,13 +203,15 @@ class ModelDrafter:
             if self.mode in ("sample", "hybrid"):
                 sampled = self.sample(cache, first, site, k, stats)
                 stats.sampled = len(sampled)
-                texts += [t for t in (_indent(s, site.original) for s in sampled) if keep(site, t, seen)]
+                lines = (_indent(strip_comment(s), site.original) for s in sampled)
+                texts += [t for t in lines if keep(site, t, seen)]
             ops = line_variants(site.source, site.line, site.tree) if self.mode != "sample" else []
             kinds = {e.text: e.kind for e in ops}
             texts += [e.text for e in ops if keep(site, e.text, seen)]
-            scores = self.score(cache, first, texts, stats)
+            *scores, now = self.score(cache, first, [*texts, site.original], stats)
         order = sorted(range(len(texts)), key=lambda i: -scores[i])
         out = [LineEdit(site.line, texts[i], kinds.get(texts[i], "model")) for i in order]
+        stats.scores = [round(scores[i] - now, 4) for i in order]
         stats.kept = len(out)
         stats.seconds = time.perf_counter() - t0
         return out, stats

@@ -30,19 +30,22 @@ from .validate import Candidate, Validator, Verdict, copy_repo
 
 @dataclass(frozen=True)
 class RepairBudget:
-    """Bounds of one repair: validated candidates, wall seconds, suspicious lines tried, lines drafted per site
-    (``samples``), seconds per test run (``time_limit_s``), parallel validations (``workers``)."""
+    """Bounds of one repair: validated candidates, wall seconds, suspicious lines tried, lines whose scored
+    candidates are ranked together (``pool_lines``), lines sampled per site (``samples``), seconds per test run
+    (``time_limit_s``; the first run of the whole suite: ``suite_time_limit_s``), parallel validations
+    (``workers``)."""
 
     max_candidates: int = 40
     max_seconds: float = 120.0
     max_lines: int = 10
+    pool_lines: int = 4
     samples: int = 8
     time_limit_s: float = 5.0
     suite_time_limit_s: float = 60.0
     workers: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("max_candidates", "max_lines", "samples", "workers"):
+        for name in ("max_candidates", "max_lines", "pool_lines", "samples", "workers"):
             if getattr(self, name) < 1:
                 raise ValueError(f"RepairBudget.{name} must be >= 1, got {getattr(self, name)}")
         if self.max_seconds <= 0 or self.time_limit_s <= 0:
@@ -155,31 +158,44 @@ def repair(root: str | Path, drafter: Drafter, budget: RepairBudget | None = Non
 
 def _search(root: Path, drafter: Drafter, budget: RepairBudget, guard: EditGuard, texts: dict[str, str],
             message: str, result: RepairResult, clock: _Clock) -> None:
+    """Suspects in groups of ``budget.pool_lines``. A drafter that scores its candidates (the model) has the
+    group's candidates validated best score first, across lines; one without scores (the operators) has each
+    line's candidates validated in its own order, line by line."""
     validator = Validator(root, result.failing, guard, time_limit_s=budget.time_limit_s, workers=budget.workers)
-    for sus in result.suspects[: budget.max_lines]:
-        if clock.lap() >= budget.max_seconds:
-            result.reason = f"time budget spent ({budget.max_seconds:.0f} s)"
-            return
-        if sus.path not in texts or guard.protects(sus.path):
-            continue
-        t0 = time.perf_counter()
-        edits, stats = drafter.draft(Site(sus.path, texts[sus.path], sus.line, message), budget.samples)
-        result.drafted += len(edits)
-        result.steps.append(Step("draft", (time.perf_counter() - t0) * 1000,
-                                 {"path": sus.path, "line": sus.line, "candidates": len(edits),
-                                  "forwards": stats.forwards, "rows": stats.rows, "sampled": stats.sampled}))
-        room = budget.max_candidates - result.validated
-        if _validate(validator, [Candidate(sus.path, e) for e in edits[:room]], result, clock, budget):
-            return
-        if result.validated >= budget.max_candidates:
-            result.reason = f"candidate budget spent ({budget.max_candidates} validated)"
+    sites = [s for s in result.suspects[: budget.max_lines] if s.path in texts and not guard.protects(s.path)]
+    for start in range(0, len(sites), budget.pool_lines):
+        pending: list[tuple[float, Candidate]] = []
+        for sus in sites[start:start + budget.pool_lines]:
+            if clock.lap() >= budget.max_seconds:
+                result.reason = f"time budget spent ({budget.max_seconds:.0f} s)"
+                return
+            cands, scores = _draft(drafter, Site(sus.path, texts[sus.path], sus.line, message), budget, result)
+            if scores is not None:
+                pending += zip(scores, cands)
+            elif _validate(validator, cands, result, clock, budget):
+                return
+        pending.sort(key=lambda p: -p[0])
+        if pending and _validate(validator, [c for _, c in pending], result, clock, budget):
             return
     result.reason = result.reason or "no candidate passed the tests"
 
 
+def _draft(drafter: Drafter, site: Site, budget: RepairBudget, result: RepairResult
+           ) -> tuple[list[Candidate], list[float] | None]:
+    t0 = time.perf_counter()
+    edits, stats = drafter.draft(site, budget.samples)
+    result.drafted += len(edits)
+    result.steps.append(Step("draft", (time.perf_counter() - t0) * 1000,
+                             {"path": site.path, "line": site.line, "candidates": len(edits),
+                              "forwards": stats.forwards, "rows": stats.rows, "sampled": stats.sampled}))
+    return [Candidate(site.path, e) for e in edits], stats.scores
+
+
 def _validate(validator: Validator, cands: list[Candidate], result: RepairResult, clock: _Clock,
               budget: RepairBudget) -> bool:
-    t0 = time.perf_counter()
+    """Validate ``cands`` in order within the budget; True when the search is over (accepted or budget spent)."""
+    t0, n0 = time.perf_counter(), result.validated
+    cands = cands[: budget.max_candidates - result.validated]
     try:
         for v in validator.run(cands):
             result.tried.append(v)
@@ -190,10 +206,13 @@ def _validate(validator: Validator, cands: list[Candidate], result: RepairResult
             if clock.lap() >= budget.max_seconds:
                 result.reason = f"time budget spent ({budget.max_seconds:.0f} s)"
                 return True
+        if result.validated >= budget.max_candidates:
+            result.reason = f"candidate budget spent ({budget.max_candidates} validated)"
+            return True
         return False
     finally:
         stages: dict[str, int] = {}
-        for v in result.tried[-len(cands):] if cands else []:
+        for v in result.tried[n0:]:
             stages[v.stage] = stages.get(v.stage, 0) + 1
         result.steps.append(Step("validate", (time.perf_counter() - t0) * 1000,
                                  {"candidates": len(cands), "stages": stages}))

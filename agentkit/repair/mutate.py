@@ -138,6 +138,9 @@ def _variants(line: _Line, tree: ast.AST, fn: ast.AST | None) -> Iterator[tuple[
                 out = line.swap_gap(left, right, old, BOOL_SWAPS[old][0])
                 if out is not None:
                     yield "boolean", out
+            for v in node.values:
+                if not (isinstance(v, ast.UnaryOp) and isinstance(v.op, ast.Not)):
+                    yield "negation", line.replace(v.col_offset, v.end_col_offset, _negated(line, v))
         elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
             yield "negation", line.replace(node.col_offset, node.end_col_offset, line.node(node.operand))
         elif isinstance(node, ast.Call):
@@ -193,15 +196,18 @@ def _statement_variants(line: _Line, stmt: ast.stmt) -> Iterator[tuple[str, str]
     elif isinstance(stmt, ast.If | ast.While | ast.Assert) and line.on_line(stmt.test):
         test = stmt.test
         if not (isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)):
-            text = line.node(test)
-            wrapped = f"not ({text})" if isinstance(test, ast.BoolOp | ast.IfExp | ast.NamedExpr) else f"not {text}"
-            yield "negation", line.replace(test.col_offset, test.end_col_offset, wrapped)
+            yield "negation", line.replace(test.col_offset, test.end_col_offset, _negated(line, test))
     elif isinstance(stmt, ast.AugAssign) and line.on_line(stmt) and type(stmt.op) in _BIN:
         old = _BIN[type(stmt.op)]
         for new in ARITH_SWAPS.get(old, ()):
             out = line.swap_gap(stmt.target, stmt.value, old + "=", new + "=")
             if out is not None:
                 yield "arithmetic", out
+
+
+def _negated(line: _Line, node: ast.AST) -> str:
+    text = line.node(node)
+    return f"not ({text})" if isinstance(node, ast.BoolOp | ast.IfExp | ast.NamedExpr | ast.Lambda) else f"not {text}"
 
 
 def enclosing_function(tree: ast.AST, lineno: int) -> ast.AST | None:
