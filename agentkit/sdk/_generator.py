@@ -13,6 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 from ..config import DecodeConfig
 from ..constrain.nodes import Template
 from ..decide import calibrates, can_score, name_scores
+from ..engine.faces import EngineLike
 from ..engine.stats import GenerationResult
 from ..errors import UserError
 
@@ -66,9 +67,10 @@ class EngineGenerator:
     carries the partial ``GenerationResult`` as ``.partial``.
     """
 
-    def __init__(self, engine: Any) -> None:
-        if not callable(getattr(engine, "generate", None)):
-            raise UserError(f"EngineGenerator needs an object with a generate() method, got {engine!r}")
+    def __init__(self, engine: EngineLike) -> None:
+        if not isinstance(engine, EngineLike):
+            raise UserError(f"EngineGenerator needs an engine (agentkit.engine.faces.EngineLike: generate() taking "
+                            f"template, on_draft, on_tokens, should_stop, ..., and batches), got {engine!r}")
         self.engine = engine
         self.can_score = can_score(engine)
         self.calibrate = calibrates(engine)
@@ -88,14 +90,10 @@ class EngineGenerator:
         on_draft: OnDraft | None = None,
         on_tokens: OnTokens | None = None,
     ) -> GenerationResult:
-        kwargs: dict[str, Any] = {"template": template, "on_draft": on_draft}
-        accepts = keywords(self.engine.generate)
-        if on_tokens is not None and "on_tokens" in accepts:
-            kwargs["on_tokens"] = on_tokens
         stop = threading.Event()
-        if "should_stop" in accepts:
-            kwargs["should_stop"] = stop.is_set
-        job = asyncio.ensure_future(asyncio.to_thread(self.engine.generate, messages, config, **kwargs))
+        job = asyncio.ensure_future(asyncio.to_thread(
+            self.engine.generate, messages, config, template=template, on_draft=on_draft, on_tokens=on_tokens,
+            should_stop=stop.is_set))
         try:
             return await asyncio.shield(job)
         except asyncio.CancelledError as e:

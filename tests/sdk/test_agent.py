@@ -376,7 +376,9 @@ async def test_engine_like_model_is_wrapped_and_run_in_a_thread():
     seen = []
 
     class FakeEngine:
-        def generate(self, prompt, config=None, *, template=None, on_draft=None):
+        batches = False
+
+        def generate(self, prompt, config=None, *, template=None, on_draft=None, **kw):
             seen.append((threading.current_thread() is threading.main_thread(), config.mode, template is None))
             value = FINAL if template is not None else None
             return GenerationResult(json.dumps(value) if value else "hi", [], DecodeStats(mode=config.mode), value)

@@ -10,7 +10,8 @@ from pydantic import BaseModel
 
 from agentkit.constrain.nodes import Lit, Slot, Template, seq
 from agentkit.errors import AgentRunError, UsageLimitExceeded
-from agentkit.sdk import Agent, EngineGenerator, Limits, RoutingPolicy, _steps, tool
+from agentkit.sdk import Agent, EngineGenerator, Limits, RoutingPolicy, tool
+from agentkit.steps import kinds as _steps
 
 INT = r"-?(0|[1-9][0-9]{0,3})"
 
