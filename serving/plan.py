@@ -354,10 +354,10 @@ def prompt_bound(chars: int, context: int | None, max_token_chars: int | None, m
     """400 when a prompt of ``chars`` characters cannot fit the context with ``max_tokens``: it holds at least
     ``chars / max_token_chars`` tokens (no tokenizer needed). Nothing is checked when either bound is unknown."""
     if context is not None and max_token_chars:
-        check_prompt_length(-(-chars // max_token_chars), context, max_tokens, at_least=True)
+        check_context(-(-chars // max_token_chars), context, max_tokens, at_least=True)
 
 
-def check_prompt_length(prompt_tokens: int, context: int, max_tokens: int, *, at_least: bool = False) -> None:
+def check_context(prompt_tokens: int, context: int, max_tokens: int, *, at_least: bool = False) -> None:
     """400 if the prompt and ``max_tokens`` do not fit the model's context (naming both numbers): the engine's own
     check (``agentkit.validate.check_prompt_length``), its ``ContextLengthError`` as the API's error."""
     try:
@@ -374,7 +374,7 @@ def fit_max_tokens(plan: RequestPlan, prompt_tokens: int, context: int | None) -
         return want
     if not plan.max_tokens_given:
         want = min(want, context - prompt_tokens)
-    check_prompt_length(prompt_tokens, context, max(1, want))
+    check_context(prompt_tokens, context, max(1, want))
     return want
 
 

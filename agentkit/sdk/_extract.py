@@ -19,7 +19,6 @@ from ._settings import ModelSettings
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
-DEFAULT_INSTRUCTIONS = EXTRACT_INSTRUCTIONS
 
 
 @overload
@@ -72,7 +71,7 @@ async def aextract(
         decode = replace(decode, copy_source=text)
     spec = GroundedOutput(output_type, text, grounded)
     agent: Agent[None, Any] = Agent(model, output_type=spec,
-                                    instructions=instructions or DEFAULT_INSTRUCTIONS, name="extract", decode=decode,
+                                    instructions=instructions or EXTRACT_INSTRUCTIONS, name="extract", decode=decode,
                                     output_retries=retries, limits=Limits(max_iterations=retries + 1))
     if model_settings and "mode" in model_settings:
         mode = model_settings["mode"]
@@ -131,7 +130,7 @@ def extract_messages(output_type: Any, text: str,
     """The chat messages ``extract`` sends for ``text`` (the system instructions; the text and the extract
     prompt as one user message): what the extraction benchmark gives the peers, and the server's
     ``response_format`` writes for a request without them."""
-    return [{"role": "system", "content": instructions or DEFAULT_INSTRUCTIONS},
+    return [{"role": "system", "content": instructions or EXTRACT_INSTRUCTIONS},
             {"role": "user", "content": text + "\n\n" + extract_prompt(OutputSpec(output_type))}]
 
 

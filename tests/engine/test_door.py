@@ -83,7 +83,7 @@ def test_server_uses_the_engine_checks():
 
     assert (protocol.SEED_MIN, protocol.SEED_MAX) == (validate.SEED_MIN, validate.SEED_MAX)
     with pytest.raises(Exception) as e:
-        plan.check_prompt_length(10, 16, 7)
+        plan.check_context(10, 16, 7)
     assert e.value.code == "context_length_exceeded" and str(e.value) == str(ContextLengthError(10, 7, 16))
     with pytest.raises(protocol.FieldError, match="lone UTF-16 surrogate U\\+D800 at index 1"):
         protocol.check_json({"messages": [{"content": "a\ud800"}]})

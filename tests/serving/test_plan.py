@@ -6,7 +6,7 @@ import json
 
 import pytest
 from agentkit.serving.errors import APIError
-from agentkit.serving.plan import check_prompt_length, fit_max_tokens, plan_request, response_parts
+from agentkit.serving.plan import check_context, fit_max_tokens, plan_request, response_parts
 from agentkit.serving.protocol import ChatRequest
 from agentkit.serving.sse import Chunks, TextDeltas, event
 
@@ -68,7 +68,7 @@ def test_fit_max_tokens():
     with pytest.raises(APIError, match="2000 tokens and max_tokens is 100"):
         fit_max_tokens(p, 2000, 2048)
     assert fit_max_tokens(p, 10, None) == 100
-    check_prompt_length(1948, 2048, 100)
+    check_context(1948, 2048, 100)
 
 
 def test_response_parts():
