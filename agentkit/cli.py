@@ -406,126 +406,133 @@ def run(
     console.print(result.trace.to_table(width=console.width))
 
 
+# the engine's options, one declaration each: EngineConfig field -> (type, default, help). serve offers them all
+ENGINE_OPTIONS: dict[str, tuple[type, Any, str]] = {
+    "model": (str, None, "local model directory (default: embedded SmolLM2)"),
+    "threads": (int, None, "torch threads (default: 1 on up to 4 cores; see docs/threads.md)"),
+    "dtype": (str, "auto", "engine dtype: auto | float32 | bfloat16"),
+    "backend": (str, "auto", BACKEND_HELP),
+    "pass_width": (int, None, ("fixed-shape passes of N positions: verify equals AR bit for bit in bf16, but "
+                              "requests' forwards are not batched together")),
+    "attention": (str, "auto", "auto (one-token decode steps on CPU as float32 matmuls) | sdpa"),
+    "q4_steps": (str, "auto", ("auto (passes of up to 8 positions on the GGUF's 4-bit weights in a bf16 CPU engine, "
+                              "or a float32 one where dtype auto chose float32) | on (any CPU dtype) | off")),
+    "prepack": (str, "auto", "auto (a bf16 CPU engine's weights prepacked once for oneDNN) | off"),
+    "row_exact": (str, "auto", ("auto (on the 4-bit CPU engine, passes after the prompt in pieces of 8 positions on "
+                               "per-row kernels: verify equals AR bit for bit) | off")),
+    "prefix_cache": (bool, True, "exact prompt-prefix reuse across requests (docs/prefix_cache.md)"),
+    "prefix_cache_mb": (int, None, "bound on the prefix cache in MiB (default: 1/16 of RAM, at most 512)"),
+    "prompt_chunk": (int, 128, ("the prompt pass's longest piece, in tokens (it is also cut at each chat message); "
+                               "0: one pass, no prefix cache")),
+    "lora": (str, None, ("a LoRA merged into the weights (EngineConfig.lora); 'none': the weights as loaded; "
+                        "default: the model's own (the default model's: its loop adapter, "
+                        "adapters/smollm2-135m-loop)")),
+}
+# serve's options for CompileLimits: option -> (CompileLimits field, help)
+COMPILE_OPTIONS: dict[str, tuple[str, str]] = {
+    "compile_timeout_s": ("max_seconds", ("time limit of one schema build (then HTTP 400 naming the limit); also cut "
+                                         "to the request's time left")),
+    "compile_max_states": ("max_states", "states of any automaton a schema build makes"),
+    "compile_max_slot_states": ("max_slot_states", "states of one slot's automaton before its token index is built"),
+    "compile_max_branch_names": ("max_branch_names", ("branches x property names of one anyOf/oneOf of objects, "
+                                                     "refused before compiling")),
+}
+SERVE_OWN = ("served_model_names", "compile_limits")  # serve's own options (--served-model-name, COMPILE_OPTIONS)
+
+
+def _option(name: str, kind: type, default: Any, help: str) -> Any:
+    import inspect
+
+    annotation = kind if default is not None else (kind | None)
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
+                             default=typer.Option(default, help=help))
+
+
+def _server_options() -> list[Any]:
+    """serve's options for ServerConfig's fields (their help is the field's), then CompileLimits'. Each defaults
+    to None: the config's own default, which the help names."""
+    from agentkit.constrain.limits import CompileLimits
+    from agentkit.serving.config import ServerConfig
+
+    out = []
+    for f in dataclasses.fields(ServerConfig):
+        if f.name not in SERVE_OWN:
+            kind = float if "float" in str(f.type) else int if "int" in str(f.type) else str
+            default = "" if f.default is None else f" (default {f.default})"
+            out.append(_option(f.name, kind, None, f.metadata["help"] + default))
+    defaults = CompileLimits()
+    for name, (field_, help_) in COMPILE_OPTIONS.items():
+        kind = float if name.endswith("_s") else int
+        out.append(_option(name, kind, None, f"{help_} (default {getattr(defaults, field_)})"))
+    return out
+
+
+def _with_options(params: list[Any]) -> Any:
+    """Adds ``params`` (inspect.Parameter) to a command's signature, which typer reads; the command takes them
+    as ``**options``."""
+    import inspect
+
+    def add(fn: Any) -> Any:
+        sig = inspect.signature(fn)
+        own = [p for p in sig.parameters.values() if p.kind is not p.VAR_KEYWORD]
+        fn.__signature__ = sig.replace(parameters=own + params)
+        return fn
+    return add
+
+
+def _engine_config(options: dict[str, Any]) -> Any:
+    """The EngineConfig of the ENGINE_OPTIONS among ``options`` (popped from it)."""
+    from .config import EngineConfig
+
+    given = {name: options.pop(name) for name in ENGINE_OPTIONS if name in options}
+    mb = given.pop("prefix_cache_mb", None)
+    return EngineConfig(**given, prefix_cache_bytes=None if mb is None else mb * 2 ** 20)
+
+
+def _server_config(options: dict[str, Any], *, host: str, api_key: str | None, api_key_file: Path | None,
+                   allowed_hosts: str | None, served_model_name: list[str]) -> Any:
+    """The ServerConfig of serve's options (the remaining ``options``: ServerConfig's and CompileLimits')."""
+    from agentkit.serving.cli import read_api_key, with_host_default
+    from agentkit.serving.config import ServerConfig
+
+    from .constrain.limits import CompileLimits
+
+    limits = {COMPILE_OPTIONS[k][0]: options.pop(k) for k in list(options) if k in COMPILE_OPTIONS}
+    hosts = None if allowed_hosts is None else tuple(h for h in allowed_hosts.split(",") if h.strip())
+    server = ServerConfig(api_key=read_api_key(api_key, api_key_file), allowed_hosts=hosts,
+                          served_model_names=tuple(served_model_name),
+                          compile_limits=CompileLimits(**{k: v for k, v in limits.items() if v is not None}),
+                          **{k: v for k, v in options.items() if v is not None})
+    return with_host_default(server, host)
+
+
 @app.command()
+@_with_options([_option(name, *spec) for name, spec in ENGINE_OPTIONS.items()] + _server_options())
 def serve(
-    model: str | None = typer.Option(None, help="local model directory (default: embedded SmolLM2)"),
     host: str = typer.Option("127.0.0.1", help="bind address (loopback by default)"),
     port: int = typer.Option(8000, help="port"),
-    api_key: str | None = typer.Option(None, help="require this bearer token on every request (shown by ps: prefer "
-                                       "--api-key-file or the AGENTKIT_API_KEY environment variable)"),
     api_key_file: Path | None = typer.Option(None, help="read the bearer token from this file's one line"),
-    allowed_hosts: str | None = typer.Option(None, help="comma-separated Host header values requests may carry "
-                                             "('*': any; '*.example.com': its subdomains); another Host is HTTP 403. "
-                                             "Default on a loopback bind: localhost and the bind address; else any"),
-    max_batch: int = typer.Option(8, help="requests decoded concurrently, their forwards batched"),
-    max_queue: int = typer.Option(64, help="requests that may wait for a slot (then HTTP 429)"),
-    request_timeout_s: float = typer.Option(120.0, help="per-request timeout, arrival to result, schema "
-                                            "compilation included (then HTTP 504)"),
-    default_mode: str | None = typer.Option(None, help="ar | diffusion | verify for every request without "
-                                               "agentkit.mode (default: the calibrated mode for structured output, as the SDK's, ar else)"),
-    prepare_workers: int = typer.Option(2, help="threads compiling schemas, apart from decoding"),
-    ready_stall_s: float = typer.Option(30.0, help="/health/ready fails when requests wait this long with no "
-                                        "forward completing"),
-    max_context: int | None = typer.Option(None, help="cap on prompt + max_tokens in tokens (default: the "
-                                              "model's context); over it is HTTP 400"),
-    compile_timeout_s: float | None = typer.Option(None, help="time limit of one schema build (then HTTP 400 "
-                                                      "naming the limit; default: CompileLimits'); also cut to the "
-                                                      "request's time left"),
-    compile_max_states: int | None = typer.Option(None, help="states of any automaton a schema build makes "
-                                                     "(default: CompileLimits')"),
-    compile_max_slot_states: int | None = typer.Option(None, help="states of one slot's automaton before its "
-                                                          "token index is built (default: CompileLimits')"),
-    compile_max_branch_names: int | None = typer.Option(None, help="branches x property names of one anyOf/oneOf "
-                                                           "of objects, refused before compiling (default: "
-                                                           "CompileLimits', 16000)"),
     served_model_name: list[str] = typer.Option([], "--served-model-name", help="a name requests' model may carry "
                                                 "(repeat for several; default: the model's own name and "
                                                 "'agentkit'); another name is HTTP 404"),
-    max_n: int | None = typer.Option(None, help="bound on n, choices per request (default 8); over it is HTTP 400"),
-    max_canvas_length: int | None = typer.Option(None, help="bound on agentkit.canvas_length (default 64); over "
-                                                    "it is HTTP 400"),
-    max_denoising_steps: int | None = typer.Option(None, help="bound on agentkit.max_denoising_steps (default 64); "
-                                                      "over it is HTTP 400"),
-    max_request_work: int | None = typer.Option(None, help="one request's estimated positions (max_tokens x steps "
-                                                   "+ prompt + template; default 65536); over it is HTTP 400"),
-    max_work: int | None = typer.Option(None, help="estimated positions of all requests in flight (default "
-                                           "524288); then HTTP 429 + Retry-After"),
-    max_memory_mb: float | None = typer.Option(None, help="resident memory bound: over it new requests get HTTP "
-                                                  "429 and /health/ready 503 (default: off)"),
-    small_schema_chars: int | None = typer.Option(None, help="schemas of at most this many JSON characters are "
-                                                     "built on a preparation lane of their own (default 4096)"),
-    fast_lane_s: float | None = typer.Option(None, help="a build on the small-schema lane longer than this moves "
-                                                "to the slow lane (default 1.0)"),
-    failure_ttl_s: float | None = typer.Option(None, help="a schema whose build timed out is refused at once for "
-                                                  "this long (default 600; other failures: always)"),
-    max_body_bytes: int | None = typer.Option(None, help="request body bound (default 8 MiB): HTTP 413 before "
-                                                 "reading"),
-    header_timeout_s: float | None = typer.Option(None, help="a request head must arrive within this (default 10); "
-                                                     "then the connection is closed"),
-    body_timeout_s: float | None = typer.Option(None, help="each request body chunk must arrive within this "
-                                                   "(default 30); then HTTP 408"),
-    keep_alive_s: float | None = typer.Option(None, help="idle keep-alive connections close after this (default 5)"),
-    max_connections: int | None = typer.Option(None, help="concurrent connections + requests (default 512); then "
-                                                  "HTTP 503"),
-    threads: int | None = typer.Option(None, help="torch threads (default: 1 on up to 4 cores; see docs/threads.md)"),
-    dtype: str = typer.Option("auto", help="engine dtype: auto | float32 | bfloat16"),
-    backend: str = typer.Option("auto", help=BACKEND_HELP),
-    pass_width: int | None = typer.Option(None, help="fixed-shape passes of N positions: verify equals AR bit "
-                                             "for bit in bf16, but requests' forwards are not batched together"),
-    attention: str = typer.Option("auto", help="auto (one-token decode steps on CPU as float32 matmuls) | sdpa"),
-    q4_steps: str = typer.Option("auto", help="auto (passes of up to 8 positions on the GGUF's 4-bit weights in a "
-                                 "bf16 CPU engine, or a float32 one where dtype auto chose float32) | on (any CPU "
-                                 "dtype) | off"),
-    prepack: str = typer.Option("auto", help="auto (a bf16 CPU engine's weights prepacked once for oneDNN) | off"),
-    row_exact: str = typer.Option("auto", help="auto (on the 4-bit CPU engine, passes after the prompt in pieces of "
-                                  "8 positions on per-row kernels: verify equals AR bit for bit) | off"),
-    prefix_cache: bool = typer.Option(True, help="exact prompt-prefix reuse across requests (docs/prefix_cache.md)"),
-    prefix_cache_mb: int | None = typer.Option(None, help="bound on the prefix cache in MiB (default: 1/16 of RAM, "
-                                               "at most 512)"),
-    prompt_chunk: int = typer.Option(128, help="the prompt pass's longest piece, in tokens (it is also cut at "
-                                     "each chat message); 0: one pass, no prefix cache"),
-    lora: Path | None = typer.Option(None, help="a LoRA merged into the weights (EngineConfig.lora); 'none': "
-                                     "the weights as loaded; default: the model's own (the default model's: its "
-                                     "loop adapter, adapters/smollm2-135m-loop)"),
     log_level: str = typer.Option("info", help="uvicorn log level"),
     ray: bool = typer.Option(False, "--ray", help="serve as Ray Serve replicas (each one engine)"),
     ray_address: str = typer.Option("local", help="with --ray: 'local' (start Ray here) or a cluster address"),
     replicas: int = typer.Option(1, help="with --ray: fixed number of replicas"),
     autoscale: str | None = typer.Option(None, help="with --ray: MIN,MAX replicas, scaled on ongoing requests"),
+    **options: Any,
 ) -> None:
-    """Serve an OpenAI-compatible chat-completions endpoint with structured (constrained) decoding."""
-    from .config import EngineConfig
-    from .constrain.limits import CompileLimits
-
+    """Serve an OpenAI-compatible chat-completions endpoint with structured (constrained) decoding. Every
+    ServerConfig field is an option of its name (serving/config.py), every engine setting one of ENGINE_OPTIONS."""
     try:
-        from agentkit.serving.cli import check_address, read_api_key, with_host_default
+        from agentkit.serving.cli import check_address
         from agentkit.serving.cli import run as _run  # the [server] extra: a MissingExtraError naming it
-        from agentkit.serving.config import ServerConfig
 
         check_address(host, port)  # before the model loads (tens of seconds)
-
-        given = {"max_seconds": compile_timeout_s, "max_states": compile_max_states,
-                 "max_slot_states": compile_max_slot_states, "max_branch_names": compile_max_branch_names}
-        limits = CompileLimits(**{k: v for k, v in given.items() if v is not None})
-        admission = {"max_canvas_length": max_canvas_length, "max_denoising_steps": max_denoising_steps,
-                     "max_request_work": max_request_work, "max_work": max_work, "max_memory_mb": max_memory_mb,
-                     "small_schema_chars": small_schema_chars, "fast_lane_s": fast_lane_s,
-                     "failure_ttl_s": failure_ttl_s, "max_body_bytes": max_body_bytes,
-                     "header_timeout_s": header_timeout_s, "body_timeout_s": body_timeout_s,
-                     "keep_alive_s": keep_alive_s, "max_connections": max_connections, "max_n": max_n,
-                     "served_model_names": tuple(served_model_name) or None}
-        hosts = None if allowed_hosts is None else tuple(h for h in allowed_hosts.split(",") if h.strip())
-        server = ServerConfig(api_key=read_api_key(api_key, api_key_file), allowed_hosts=hosts, max_batch=max_batch,
-                              max_queue=max_queue,
-                              request_timeout_s=request_timeout_s, default_mode=default_mode,
-                              prepare_workers=prepare_workers, ready_stall_s=ready_stall_s, max_context=max_context,
-                              compile_limits=limits, **{k: v for k, v in admission.items() if v is not None})
-        server = with_host_default(server, host)
-        engine = EngineConfig(model=model, threads=threads, dtype=dtype, backend=backend, pass_width=pass_width,
-                              attention=attention, q4_steps=q4_steps, prepack=prepack, row_exact=row_exact,
-                              prefix_cache=prefix_cache, prompt_chunk=prompt_chunk,
-                              prefix_cache_bytes=None if prefix_cache_mb is None else prefix_cache_mb * 2 ** 20,
-                              lora=str(lora) if lora else None)
+        engine = _engine_config(options)
+        server = _server_config(options, host=host, api_key=options.pop("api_key", None), api_key_file=api_key_file,
+                                allowed_hosts=options.pop("allowed_hosts", None),
+                                served_model_name=served_model_name)
     except (AgentkitError, ValueError) as e:
         _fail(e)
     if ray:
