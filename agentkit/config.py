@@ -83,6 +83,9 @@ class EngineConfig:
     # (adapters/smollm2-135m-loop: taught on the agent loop's traces; BFCL single calls 0.585 against 0.49 on the
     # weights as loaded, its MODEL_CARD.md) and for any other model none. "none": the weights as loaded
     lora: str | None = None
+    # verify mode's block drafter (DecodeConfig.draft="drafter"; agentkit/engine/drafter.py): a folder with
+    # drafter.safetensors + drafter.json. None: the default model's (adapters/smollm2-135m-drafter), where present
+    drafter_path: str | None = None
 
     def __post_init__(self) -> None:
         if self.lora not in (None, NO_LORA) and self.backend == "llama.cpp":
@@ -194,7 +197,9 @@ class DecodeConfig:
     weights: str = "auto"
     # verify mode: where drafts come from. "lookup" = prompt lookup and the verifier's stale continuations (no
     # extra model); "adapter" = self-speculation, the block-diffusion adapter drafts a canvas of ``draft_steps``
-    # mask-sampler passes (agentkit/engine/selfspec.py). The output is greedy ar-constrained either way.
+    # mask-sampler passes (agentkit/engine/selfspec.py); "drafter" = the trained block drafter drafts each block's
+    # slots in one pass from the base's own hidden states (agentkit/engine/drafter.py, EngineConfig.drafter_path;
+    # none found: lookup, with one warning). The output is greedy ar-constrained either way.
     draft: str = "lookup"
     draft_steps: int = 1
 

@@ -6,6 +6,7 @@ Read top to bottom: ``prefill`` -> one of ``ar`` / ``diffusion`` / ``verify``. E
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -23,6 +24,8 @@ from .prefix import Chunking, cached_prompt_pass
 from .sampler import add_bias, bias_rows, greedy_by_byte, masked_logits, penalize, pick
 from .sizing import DEFAULT_CURVE, DRAFT, EXACT, PINNED, AcceptRate, pass_length
 from .stats import DecodeStats
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -57,13 +60,15 @@ class Decoder:
 
     def __init__(self, bb: Backbone, cfg: DecodeConfig, constraint: TokenConstraint | None, eos_ids, *,
                  mask_token_id: int | None = None, bidirectional: bool = False, sampler: str = "jacobi",
-                 on_draft=None, on_tokens=None, drafter=None, should_stop=None, prefix=None,
+                 on_draft=None, on_tokens=None, drafter=None, block_drafter=None, should_stop=None, prefix=None,
                  copy_text: str | None = None, prompt_chunk: int | Chunking = 0,
                  token_bytes: Sequence[bytes | None] | None = None) -> None:
         self.bb, self.cfg, self.c = bb, cfg, constraint
         self.should_stop = should_stop  # checked before each forward: True stops decoding there (timeout, cancel)
         self.halted = False
         self.drafter = drafter  # verify: a selfspec.Drafter (adapter drafts); None: prompt-lookup drafts
+        # verify: a drafter.BlockDraftSource (a trained block drafter drafts each block's slots in one pass)
+        self.block_drafter = block_drafter
         self.prefix = prefix  # a prefix.PrefixCache: the prompt's longest run of held blocks is copied, not encoded
         # the prompt pass in pieces cut at multiples of this many positions and at chat messages (a prefix.Chunking;
         # 0: one pass); with a prefix cache its cuts are the cache's, so reused and encoded pieces are the same bits
@@ -364,7 +369,7 @@ class Decoder:
             if self._halt():
                 break
             block = self.drafter.block(self, min(n_draft, self.budget)) if self.drafter is not None else []
-            state, n_pinned = self.state, 0
+            state, n_pinned, rows = self.state, 0, None
             while self.drafter is None and len(block) < min(self.cfg.canvas_length, self.budget):
                 forced = self._forced(state)
                 if forced:
@@ -372,6 +377,11 @@ class Decoder:
                     n_pinned += 1
                 elif not block:
                     t, _, _ = self._pick(self.logits, state, self.budget)
+                elif self.block_drafter is not None:
+                    rows = rows if rows is not None else self._block_draft(block)
+                    t = self._drafted(rows, len(block), state) if rows is not None else None
+                    if t is None or (self.c is not None and not self.c.fits(state, t, self.budget - len(block))):
+                        break
                 elif drafts or (drafts := lookup(self.prompt + self.out + block, self.cfg.canvas_length)):
                     t = drafts.pop(0)
                     # a draft must only lead somewhere the template can finish: no allowed-token mask is built for
@@ -412,6 +422,7 @@ class Decoder:
             kept = block[:keep]
             if self.drafter is None:
                 self._count_accepted(block, keep)
+                self.stats.accepted_slot_tokens += sum(k == DRAFT for k in self._kinds(block, self.state)[:keep])
             self.bb.crop(self.cache, base + keep)
             eos_hit = kept[-1] in self.eos
             if eos_hit:
@@ -426,6 +437,30 @@ class Decoder:
             if eos_hit or self._complete(self.state) or self.budget <= 0:
                 self.finished = True
         self.stats.finish_reason = self._finish_reason()
+
+    def _block_draft(self, block: list[int]) -> torch.Tensor | None:
+        """The block drafter's logits for a canvas of the block so far (its first token and pinned run) and masks
+        up to its trained width; None (and lookup drafts from then on, with one warning) when it cannot draft."""
+        bd = self.block_drafter
+        width = min(bd.d.c.block, self.cfg.canvas_length, self.budget)
+        rows = bd.logits(list(block) + [None] * max(0, width - len(block)), self.cache.get_seq_length())
+        self.stats.drafter_passes, self.stats.drafter_ms = bd.passes, bd.ms
+        if rows is None:
+            log.warning("the block drafter's features are out of step with the KV cache (a batched or reused pass): "
+                        "prompt-lookup drafts for the rest of this request")
+            self.block_drafter = None
+        return rows
+
+    def _drafted(self, rows: torch.Tensor, j: int, state) -> int | None:
+        """The drafted token at block position ``j`` (row ``j - 1``), the best one the template allows there."""
+        if j - 1 >= len(rows):
+            return None
+        row = rows[j - 1]
+        allowed = self._allowed(state)
+        if allowed is not None:
+            row = row.masked_fill(~allowed, float("-inf"))
+        t = int(row.argmax())
+        return t if allowed is None or bool(allowed[t]) else None
 
     # -- pass sizing (agentkit/engine/sizing.py) --------------------------------------------------------------
     def _kinds(self, toks: list[int], state, first_exact: bool = True) -> list[int]:

@@ -369,7 +369,9 @@ class Engine:
         backend = self.backend  # one backend per engine: "auto" never moves a request to another one
         sampler = self._sampler(cfg, lm)
         base = backbone is self.backbone
-        prefix = self.prefixes if base else None  # the base weights' caches only
+        block_drafter = self._block_drafter(cfg) if base else None
+        # the base weights' caches only; a block drafter reads the features of every prompt position, so none reused
+        prefix = self.prefixes if base and block_drafter is None else None
         constraint = self.constraint(template) if template is not None else None
         if batch is not None:
             backbone = batch.wrap(backbone)
@@ -387,6 +389,7 @@ class Engine:
             backbone, cfg, constraint, lm.eos_ids,
             mask_token_id=lm.mask_token_id, bidirectional=lm.bidirectional and cfg.mode != "ar",
             sampler=sampler, on_draft=on_draft, on_tokens=on_tokens, drafter=self._drafter(cfg),
+            block_drafter=block_drafter,
             should_stop=should_stop, prefix=prefix,
             copy_text=_copy_text(prompt, cfg) if template is not None else cfg.copy_source,
             prompt_chunk=self.chunking if base else 0, token_bytes=self.vocab.token_bytes,
@@ -394,11 +397,15 @@ class Engine:
         dec.stats.backend = backend
         if template is not None:
             dec.stats.compile_ms = template.compile_ms + index_ms
-        dec.prefill(ids)
-        if not dec.finished:
-            {"ar": dec.ar, "diffusion": dec.diffusion, "verify": dec.verify}[cfg.mode]()
-        else:
-            dec.stats.finish_reason = dec._finish_reason()
+        try:
+            dec.prefill(ids)
+            if not dec.finished:
+                {"ar": dec.ar, "diffusion": dec.diffusion, "verify": dec.verify}[cfg.mode]()
+            else:
+                dec.stats.finish_reason = dec._finish_reason()
+        finally:
+            if block_drafter is not None:
+                block_drafter.close()
         return self._result(dec, cfg, template, repeated, loops, t_start)
 
     def _result(self, dec: Decoder, cfg: DecodeConfig, template: Template | None, repeated: RepeatedLine | None,
@@ -444,6 +451,38 @@ class Engine:
         lm, bb = self._diffusion_model()
         shared = getattr(bb, "base", None) is self.backbone  # SplitBackbone on this engine's own backbone
         return Drafter(bb.adapted if shared else bb, lm.mask_token_id, cfg.draft_steps, shared=shared)
+
+    def _block_drafter(self, cfg: DecodeConfig):
+        """Verify mode with ``draft="drafter"``: this request's drafts from the engine's block drafter, or None
+        (lookup drafts) where it has none, said once by a warning."""
+        if cfg.mode != "verify" or cfg.draft != "drafter":
+            return None
+        loaded = self._block_drafter_model
+        if loaded is None:
+            return None
+        from .drafter import BlockDraftSource
+
+        drafter, tap, head = loaded
+        return BlockDraftSource(drafter, tap, self.lm.model.get_input_embeddings().weight, head)
+
+    @functools.cached_property
+    def _block_drafter_model(self):
+        """(drafter, feature tap, head) for ``draft="drafter"``, loaded once; None with one warning where there is
+        no drafter. A drafter trained for another base is a :class:`~agentkit.errors.DrafterMismatchError`."""
+        from .drafter import CONFIG, DEFAULT_DIR, FeatureTap, load_drafter
+
+        path = Path(self.config.drafter_path) if self.config.drafter_path else (
+            DEFAULT_DIR if self.config.model is None and self.lm.meta.get("default") else None)
+        if self.lm.model is None or path is None or not (path / CONFIG).is_file():
+            log.warning("draft='drafter': no block drafter %s; verify drafts by prompt lookup",
+                        f"at {path}" if path is not None else f"for model {self.name!r}")
+            return None
+        drafter = load_drafter(path, self.lm.model)
+        tap = FeatureTap(self.lm.model, drafter.c.feature_layers)
+        coarse = getattr(self.backbone, "coarse", None)
+        weight = self.lm.model.get_output_embeddings().weight
+        head = coarse if coarse is not None else (lambda h: torch.nn.functional.linear(h.to(weight.dtype), weight))
+        return drafter, tap, head
 
     def _sampler(self, cfg: DecodeConfig, lm: LoadedModel | None = None) -> str:
         lm = lm or self.lm

@@ -20,6 +20,9 @@ class DecodeStats:
     decoder_forwards: int = 0  # denoiser passes that only read the cache
     draft_forwards: int = 0  # of those, self-speculative draft passes (verify with the adapter drafting)
     verify_forwards: int = 0  # verify mode: causal passes that check a drafted block (part of encoder_forwards)
+    accepted_slot_tokens: int = 0  # verify mode: drafted slot tokens the check kept (pinned text and each pass's exact first token not counted)
+    drafter_passes: int = 0  # verify with a block drafter: its passes (one per block; not forwards of the model)
+    drafter_ms: float = 0.0  # their time (part of latency_ms)
     blocks: int = 0
     steps_per_block: list[int] = field(default_factory=list)
     prefill_ms: float = 0.0
@@ -47,6 +50,11 @@ class DecodeStats:
         return (self.output_tokens - self.pinned_tokens) / max(self.forwards, 1)
 
     @property
+    def accepted_per_pass(self) -> float:
+        """Verify mode: drafted slot tokens accepted per checking pass (pinned text excluded)."""
+        return self.accepted_slot_tokens / max(self.verify_forwards, 1)
+
+    @property
     def output_tokens_per_s(self) -> float:
         return 1000.0 * self.output_tokens / self.latency_ms if self.latency_ms > 0 else 0.0
 
@@ -56,6 +64,7 @@ class DecodeStats:
         d["tokens_per_forward"] = round(self.tokens_per_forward, 4)
         d["tokens_per_forward_excl_pinned"] = round(self.tokens_per_forward_excl_pinned, 4)
         d["output_tokens_per_s"] = round(self.output_tokens_per_s, 2)
+        d["accepted_per_pass"] = round(self.accepted_per_pass, 4)
         return d
 
 

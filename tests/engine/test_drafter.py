@@ -1,0 +1,136 @@
+"""The block drafter in verify: it drafts each block in one pass, the base checks it, the output is greedy AR's."""
+
+import logging
+import random
+
+import pytest
+import torch
+
+from agentkit.config import DecodeConfig, EngineConfig
+from agentkit.constrain.nodes import Choice, Lit, Repeat, Slot, Template, seq
+from agentkit.engine.drafter import BlockDrafter, DrafterConfig, FeatureTap, load_drafter
+from agentkit.engine.engine import Engine
+from agentkit.engine.ties import NEAR_TIE, first_difference
+from agentkit.errors import DrafterMismatchError
+from agentkit.models.head import int8_head_available
+from agentkit.models.q4 import use_q4_steps
+from agentkit.models.tiny import tiny_llama, tiny_q4_llama
+from agentkit.training.distill import DistillJob
+from agentkit.training.drafter_data import record
+from agentkit.training.drafter_train import acceptance, step_loss
+
+pytestmark = [pytest.mark.usefixtures("one_thread"),
+              pytest.mark.skipif(not int8_head_available(), reason="torch's int8 weight kernel does not run here")]
+PROMPTS = ["What is the weather in Paris today?", "def add(a, b):", '{"name":"Alice","age":31', "The quick brown"]
+
+
+def _template():
+    name = Slot(r"[a-z]{1,6}", max_tokens=6, name="/name")
+    tags = Repeat(seq(Lit('"'), Slot(r"[a-z]{1,4}", max_tokens=4), Lit('"')), ",", 0, 3)
+    return Template(seq(Lit('{"name":"'), name, Lit('","ok":'), Choice((Lit("true"), Lit("false"))),
+                        Lit(',"tags":['), tags, Lit("]}")))
+
+
+@pytest.fixture(scope="module")
+def base():
+    """A tiny Llama with 4-bit layer weights (row-exact passes, as the default model's) in bf16."""
+    lm, source = tiny_q4_llama(5, dtype=torch.bfloat16)
+    use_q4_steps(lm.model, source.get, float32=True)
+    return lm
+
+
+@pytest.fixture(scope="module")
+def drafter_dir(base, tmp_path_factory):
+    """A drafter for ``base`` trained a few dozen steps on its own greedy outputs (the training code's own steps)."""
+    eng = Engine.from_loaded(base)
+    cfg = DrafterConfig.for_base(base.model, layers=1, block=8)
+    tap = FeatureTap(base.model, cfg.feature_layers)
+    recs = [record(eng, tap, DistillJob("free", [{"role": "user", "content": p}])) for p in PROMPTS]
+    tap.remove()
+    recs = [r for r in recs if r is not None]
+    torch.manual_seed(0)
+    d = BlockDrafter(cfg)
+    d.init_from_base(base.model)
+    opt = torch.optim.Adam(d.parameters(), lr=3e-3)
+    r = random.Random(0)
+    before = acceptance(base.model, d, recs, 8)["accepted_per_pass"]
+    for _ in range(60):
+        rec = r.choice(recs)
+        anchors = sorted(r.sample(range(rec.prompt_len, len(rec.ids) - 1), 4))
+        loss, _ = step_loss(base.model, d, rec, anchors, gamma=4.0)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    after = acceptance(base.model, d, recs, 8)["accepted_per_pass"]
+    assert after > before  # it learns the base's continuations (on what it saw)
+    out = tmp_path_factory.mktemp("drafter")
+    d.save(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def engine(base, drafter_dir):
+    return Engine.from_loaded(base, EngineConfig(drafter_path=str(drafter_dir)))
+
+
+@pytest.mark.parametrize("prompt", PROMPTS)
+def test_drafter_verify_equals_ar_greedy_with_row_exact_passes(engine, prompt):
+    assert engine.backbone.exact_rows  # verify's blocks run as row-exact pieces: each logit is an AR step's
+    for template in (None, _template()):
+        ar = engine.generate(prompt, DecodeConfig(mode="ar", max_new_tokens=40), template=template)
+        ver = engine.generate(prompt, DecodeConfig(mode="verify", draft="drafter", max_new_tokens=40),
+                              template=template)
+        assert ver.token_ids == ar.token_ids
+        assert ver.stats.drafter_passes >= 1 and ver.stats.verify_forwards >= 1
+
+
+def test_accepted_drafts_are_counted_per_pass(engine):
+    stats = [engine.generate(p, DecodeConfig(mode="verify", draft="drafter", max_new_tokens=40)).stats
+             for p in PROMPTS]
+    assert sum(s.accepted_slot_tokens for s in stats) > 0  # trained on these prompts' outputs: drafts are kept
+    for s in stats:
+        assert s.accepted_per_pass == s.accepted_slot_tokens / s.verify_forwards
+        assert s.accepted_slot_tokens <= s.slot_tokens
+        assert s.to_dict()["accepted_per_pass"] == round(s.accepted_per_pass, 4)
+
+
+def test_saved_drafter_holds_only_its_own_weights(base, drafter_dir):
+    d = load_drafter(drafter_dir, base.model)
+    vocab = base.model.config.vocab_size
+    assert not any(vocab in v.shape for v in d.state_dict().values())  # no embedding or head of its own
+    assert sum(v.numel() for v in d.state_dict().values()) < sum(p.numel() for p in base.model.parameters())
+
+
+def test_a_drafter_for_another_base_is_a_typed_error(drafter_dir):
+    other = Engine.from_loaded(tiny_llama(3), EngineConfig(drafter_path=str(drafter_dir)))
+    with pytest.raises(DrafterMismatchError, match="another base model"):
+        other.generate("hello", DecodeConfig(mode="verify", draft="drafter", max_new_tokens=8))
+
+
+def test_a_missing_drafter_falls_back_to_lookup_drafts_with_one_warning(base, tmp_path, caplog):
+    eng = Engine.from_loaded(base, EngineConfig(drafter_path=str(tmp_path / "nothing")))
+    with caplog.at_level(logging.WARNING, logger="agentkit.engine.engine"):
+        outs = [eng.generate(p, DecodeConfig(mode="verify", draft="drafter", max_new_tokens=24)) for p in PROMPTS[:2]]
+    warned = [r for r in caplog.records if "no block drafter" in r.getMessage()]
+    assert len(warned) == 1
+    for p, out in zip(PROMPTS[:2], outs):
+        assert out.stats.drafter_passes == 0
+        assert out.token_ids == eng.generate(p, DecodeConfig(mode="ar", max_new_tokens=24)).token_ids
+
+
+def test_the_near_tie_report_measures_the_bases_margin_where_outputs_part(engine):
+    prompt = PROMPTS[0]
+    ar = engine.generate(prompt, DecodeConfig(mode="ar", max_new_tokens=12)).token_ids
+    assert first_difference(engine, prompt, ar, ar) is None
+    other = list(ar)
+    other[5] = (ar[5] + 1) % 500
+    diff = first_difference(engine, prompt, ar, other)
+    assert (diff.index, diff.first, diff.second) == (5, ar[5], other[5])
+    # the margin is the gap between the base's top two at that position, from one fresh pass
+    bb = engine.backbone
+    logits = bb.encode(engine.encode_prompt(prompt) + ar[:5], bb.new_cache(), rows=[-1], whole=True)[0]
+    top = torch.topk(logits.float(), 2).values
+    assert diff.margin == pytest.approx(float(top[0] - top[1]))
+    assert diff.gap >= diff.margin >= 0  # the greedy output's token is the base's top one there
+    assert diff.near_tie == (diff.margin <= NEAR_TIE)
+    assert set(diff.to_dict()) >= {"index", "margin", "gap", "near_tie"}
