@@ -848,7 +848,6 @@ def _check_history(history: Sequence[ModelMessage] | None) -> list[ModelMessage]
     return items
 
 
-def _copy_config(run: RunState, step: str, config: DecodeConfig) -> DecodeConfig:
 def _output_spec(output_type: Any) -> steps.OutputSpec | None:
     """An output type's spec (an ``OutputSpec`` given as the type is used as it is: ``extract``'s grounded one)."""
     if output_type is None or isinstance(output_type, steps.OutputSpec):
@@ -856,6 +855,7 @@ def _output_spec(output_type: Any) -> steps.OutputSpec | None:
     return steps.OutputSpec(output_type)
 
 
+def _copy_config(run: RunState, step: str, config: DecodeConfig) -> DecodeConfig:
     """The copy prior's source for a run's steps (unless the config or the run's settings name one):
 
     - ``tool_call`` after tool results: the user's prompt and the results' values
