@@ -56,19 +56,27 @@ _WORD = re.compile(r"\b(?:(" + "|".join(_TENS) + r")(?:[- ](" + "|".join(_UNITS[
 
 def text_numbers(text: str) -> list[int | float]:
     """The numbers ``text`` writes, in order, each once: digits with or without thousands separators and a decimal
-    part (``1,234.56``), and numbers under a hundred in words (``three``, ``forty-two``, ``a dozen``)."""
-    out: list[int | float] = []
+    part (``1,234.56``), and numbers under a hundred in words (``three``, ``forty-two``, ``a dozen``); not the
+    day or year of a date it writes (:func:`text_dates`)."""
+    return list(dict.fromkeys(v for _, _, v in number_mentions(text)))
+
+
+def number_mentions(text: str) -> list[tuple[int, int, int | float]]:
+    """(start, end, value) of every number ``text`` writes (:func:`text_numbers`), in order, repeats included."""
+    dates = [(a, b) for a, b, _ in date_mentions(text)]
+    out: list[tuple[int, int, int | float]] = []
     for m in _NUM.finditer(text):
-        s = m.group().replace(",", "")
-        v = float(s)
-        out.append(int(v) if v == int(v) and abs(v) < 2 ** 53 else v)
+        if any(a <= m.start() < b for a, b in dates):
+            continue
+        v = float(m.group().replace(",", ""))
+        out.append((m.start(), m.end(), int(v) if v == int(v) and abs(v) < 2 ** 53 else v))
     for m in _WORD.finditer(text):
         tens, unit, word = (g.lower() if g else g for g in m.groups())
         if word:
-            out.append(12 if word == "dozen" else _UNITS.index(word))
+            out.append((m.start(), m.end(), 12 if word == "dozen" else _UNITS.index(word)))
         else:
-            out.append(20 + 10 * _TENS.index(tens) + (_UNITS.index(unit) if unit else 0))
-    return list(dict.fromkeys(out))
+            out.append((m.start(), m.end(), 20 + 10 * _TENS.index(tens) + (_UNITS.index(unit) if unit else 0)))
+    return sorted(out)
 
 
 # -- dates ------------------------------------------------------------------------------------------------------
@@ -89,16 +97,21 @@ _DATES = [  # (regex, order of the groups: d/m/y as 0/1/2)
 def text_dates(text: str) -> list[str]:
     """The dates ``text`` writes, as ISO ``YYYY-MM-DD``, in order, each once: ``12 March 2025``, ``the 2nd of June
     2024``, ``March 31, 2025``, ``Oct 4th, 2025``, ``2025-03-12``, ``2025/3/12``. A date without a year is not one."""
-    found: list[tuple[int, str]] = []
+    return list(dict.fromkeys(iso for _, _, iso in date_mentions(text)))
+
+
+def date_mentions(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, ISO date) of every date ``text`` writes (:func:`text_dates`), in order, repeats included."""
+    found: list[tuple[int, int, str]] = []
     for rx, order in _DATES:
         for m in rx.finditer(text):
             parts = dict(zip(order, m.groups()))
             month = _MONTHS.get(parts["m"].lower()) if not parts["m"].isdigit() else int(parts["m"])
             try:
-                found.append((m.start(), date(int(parts["y"]), month or 0, int(parts["d"])).isoformat()))
+                found.append((m.start(), m.end(), date(int(parts["y"]), month or 0, int(parts["d"])).isoformat()))
             except ValueError:
                 continue
-    return list(dict.fromkeys(iso for _, iso in sorted(found)))
+    return sorted(found)
 
 
 # -- currencies -------------------------------------------------------------------------------------------------
@@ -116,20 +129,44 @@ _WORDS = {"euro": "EUR", "euros": "EUR", "pound": "GBP", "pounds": "GBP", "sterl
 def text_currencies(text: str) -> list[str]:
     """The ISO 4217 codes ``text`` writes or names, in order, each once: codes (``CHF 860``), symbols (``€``,
     ``£``, ``A$``; a bare ``$`` is USD) and words (``euros``, ``pounds``)."""
-    found: list[tuple[int, str]] = [(m.start(), m.group()) for m in re.finditer(r"\b[A-Z]{3}\b", text)
+    return list(dict.fromkeys(code for _, _, code in currency_mentions(text)))
+
+
+def currency_mentions(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, code) of every currency ``text`` names (:func:`text_currencies`), in order, repeats included."""
+    found: list[tuple[int, int, str]] = [(m.start(), m.end(), m.group()) for m in re.finditer(r"\b[A-Z]{3}\b", text)
                                     if m.group() in CURRENCY_CODES]
     taken: set[int] = set()
     for sym, code in _SYMBOLS:  # longest forms first: A$ before $
         for m in re.finditer(re.escape(sym), text):
             end = m.end() - 1
             if end not in taken and not (sym == "$" and m.start() and text[m.start() - 1].isalpha()):
-                found.append((m.start(), code))
+                found.append((m.start(), m.end(), code))
                 taken.add(end)
     for m in re.finditer(r"\b[^\W\d_]+\b", text):
         code = _WORDS.get(m.group().lower())
         if code:
-            found.append((m.start(), code))
-    return list(dict.fromkeys(code for _, code in sorted(found)))
+            found.append((m.start(), m.end(), code))
+    return sorted(found)
+
+
+def occurrences(value: Any, text: str, kind: str) -> list[tuple[int, int]]:
+    """Where ``text`` gives ``value`` for a field of ``kind`` (``number``, ``date``, ``currency``, or a string: its
+    case-insensitive occurrences): (start, end) offsets, in order."""
+    if kind == "number":
+        return [(a, b) for a, b, v in number_mentions(text) if v == value and not isinstance(value, bool)]
+    if kind == "date":
+        return [(a, b) for a, b, iso in date_mentions(text) if iso == value]
+    if kind == "currency":
+        return [(a, b) for a, b, code in currency_mentions(text) if code == value]
+    if not isinstance(value, str) or not value:
+        return []
+    low, v = text.casefold(), value.casefold()
+    out, i = [], low.find(v)
+    while i >= 0:
+        out.append((i, i + len(v)))
+        i = low.find(v, i + 1)
+    return out
 
 
 # -- placeholders -----------------------------------------------------------------------------------------------
@@ -292,6 +329,9 @@ def _plain(name: str, sub: dict[str, Any], ptr: str, text: str, out: Grounding) 
     return sub
 
 
+_ANNOTATIONS = ("format", "pattern", "minLength", "maxLength", "description")
+
+
 def _field(name: str, sub: dict[str, Any], ptr: str, text: str, kinds: frozenset[str],
            out: Grounding) -> dict[str, Any] | None:
     """The grounded schema of one property (None: the text has no value for it)."""
@@ -300,8 +340,9 @@ def _field(name: str, sub: dict[str, Any], ptr: str, text: str, kinds: frozenset
             branches = [b for b in sub[key] if not (isinstance(b, dict) and b.get("type") == "null")]
             nulls = [b for b in sub[key] if isinstance(b, dict) and b.get("type") == "null"]
             kept = []
+            outer = {k: v for k, v in sub.items() if k in _ANNOTATIONS}  # they apply to every branch
             for b in branches:
-                g = _field(name, b, ptr, text, kinds, out) if isinstance(b, dict) else b
+                g = _field(name, {**outer, **b}, ptr, text, kinds, out) if isinstance(b, dict) else b
                 if g is not None:
                     kept.append(g)
             if not kept:
@@ -391,12 +432,15 @@ def spans_fit(regex: str, body: str) -> bool:
     if regex == PLAIN_BODY:
         return bool(body.strip())
     rx = re.compile(regex, re.DOTALL)
-    starts, ends = span_edges(body.encode())
+    raw = body.encode()
+    starts, ends, stop = *span_edges(raw), span_breaks(raw)
     offsets = [len(body[:k].encode()) for k in range(len(body) + 1)]
     for i in range(len(body)):
         if offsets[i] not in starts:
             continue
         for j in range(i + 1, min(len(body), i + SPAN_CHARS) + 1):
+            if offsets[j] > stop[offsets[i]]:
+                break
             if offsets[j] in ends and rx.fullmatch(body, i, j):
                 return True
     return False
@@ -451,6 +495,29 @@ def ground_template(template: Template, grounding: Grounding, schema: Any = None
     return type(template)(root=walk(template.root) if grounding.spans or grounding.exclude else template.root,
                           schema=template.schema if schema is None else schema, compile_ms=template.compile_ms,
                           kind=template.kind, meta=meta)
+
+
+BREAKS = (", ", "; ", ". ", ": ", " — ", " – ", " - ", "\\n")  # clause breaks: a span does not cross one
+
+
+def span_breaks(body: bytes) -> list[int]:
+    """For each byte offset of the JSON-escaped text ``body``, the offset of the next clause break at or after it
+    (:data:`BREAKS`; ``len(body)`` where none): a span starting at ``p`` ends by ``span_breaks(body)[p]``."""
+    marks = sorted({i for b in BREAKS for i in _finds(body, b.encode())})
+    out, nxt = [len(body)] * (len(body) + 1), len(body)
+    for p in range(len(body), -1, -1):
+        if marks and p == marks[-1]:
+            nxt = marks.pop()
+        out[p] = nxt
+    return out
+
+
+def _finds(data: bytes, sub: bytes) -> list[int]:
+    out, i = [], data.find(sub)
+    while i >= 0:
+        out.append(i)
+        i = data.find(sub, i + 1)
+    return out
 
 
 def span_edges(body: bytes) -> tuple[frozenset[int], frozenset[int]]:

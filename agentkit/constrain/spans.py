@@ -2,7 +2,8 @@
 
 A state of the text's substring automaton is the set of byte offsets where the bytes read so far end in the text
 (the *endpos* set of a suffix automaton's state: two strings with the same end offsets have the same futures, so
-these sets are exactly its states, built lazily). Before the first byte every allowed start is open
+these sets are exactly its states, built lazily), and no span crosses a clause break
+(:data:`~agentkit.constrain.ground.BREAKS`: ``, ``, ``; ``, ``. ``...). Before the first byte every allowed start is open
 (:func:`~agentkit.constrain.ground.span_edges`). A token is allowed when its bytes continue the span at one of the
 offsets *and* the slot's own token DFA (:class:`~agentkit.constrain.vocab.SlotDFA`: pattern, format, lengths)
 allows it; tokens cross the text's word boundaries freely (``" Lis"`` + ``"bon"`` and ``" Lisbon"`` both read
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-from .ground import span_edges
+from .ground import span_breaks, span_edges
 from .vocab import SlotDFA, TokenVocab
 
 _START = None  # the positions before the first byte: every allowed start
@@ -30,6 +31,7 @@ class SpanDFA:
         self.text = source.encode("utf-8")
         self.inner, self.vocab = inner, vocab
         self.starts, self.ends = span_edges(self.text)
+        self.stop = span_breaks(self.text)  # a span from p ends by stop[p] (it crosses no clause break)
         self._states: list[tuple[frozenset[int] | None, int]] = []
         self._ids: dict[tuple[frozenset[int] | None, int], int] = {}
         self._allowed: dict[int, list[int]] = {}
@@ -61,7 +63,7 @@ class SpanDFA:
             cands: set[int] = set()
             by_bytes, text, longest = self.vocab.by_bytes, self.text, self.vocab.max_len
             for p in self._open(ends):
-                for n in range(1, min(longest, len(text) - p) + 1):
+                for n in range(1, min(longest, self.stop[p] - p) + 1):
                     cands.update(by_bytes.get(text[p:p + n], ()))
             hit = self._allowed[state] = sorted(
                 t for t in cands if (nxt := self.next(state, t)) is not None and self.close_distance(nxt) < math.inf)
@@ -75,7 +77,8 @@ class SpanDFA:
         tb = self.vocab.token_bytes[token] if 0 <= token < len(self.vocab.token_bytes) else None
         if tb:
             ends, s = self._states[state]
-            reach = frozenset(p + len(tb) for p in self._open(ends) if self.text.startswith(tb, p))
+            reach = frozenset(p + len(tb) for p in self._open(ends) if self.text.startswith(tb, p)
+                              and p + len(tb) <= self.stop[p])
             if reach:
                 inner = self.inner.next(s, token)
                 if inner is not None:

@@ -169,13 +169,34 @@ def in_text(v: Any, text: str) -> bool:
     return all(norm_text(x) in low for x in strings)
 
 
-def invented(got: Any, want: Any, text: str) -> bool:
-    """An invented value: a string (or a list's string) the text does not hold, where the gold value is in the
-    text or absent (the model had the right value, or nothing, to write)."""
+def written_date(v: Any, text: str) -> bool:
+    """Whether ``v`` is a date (``as_date``) that ``text`` writes in a usual form (``4 May 2025``, ``May 4th,
+    2025``, ``the 4th of May 2025``, ``2025-05-04``)."""
+    d = as_date(v)
+    if d is None:
+        return False
+    th = {1: "st", 2: "nd", 3: "rd", 21: "st", 22: "nd", 23: "rd", 31: "st"}.get(d.day, "th")
+    forms = set()
+    for month in (d.strftime("%B"), d.strftime("%b")):
+        forms |= {f"{d.day} {month} {d.year}", f"{month} {d.day}, {d.year}", f"{month} {d.day} {d.year}",
+                  f"{d.day}{th} {month} {d.year}", f"{d.day}{th} of {month} {d.year}",
+                  f"{month} {d.day}{th}, {d.year}", f"{month} {d.day}{th} {d.year}"}
+    forms |= {d.isoformat(), d.strftime("%Y/%m/%d")}
+    low = norm_text(text)
+    return any(f.casefold() in low for f in forms)
+
+
+def invented(got: Any, want: Any, text: str, kind: str = "string") -> bool:
+    """An invented value: a string (or a list's string) the text does not hold (a date: does not write in a usual
+    form, :func:`written_date`), where the gold value is in the text or absent (the model had the right value,
+    or nothing, to write)."""
     if _absent(got) or not isinstance(got, str | list) or (isinstance(got, list) and not any(
             isinstance(x, str) for x in got)):
         return False
-    return not in_text(got, text) and (want is MISSING or (isinstance(want, str | list) and in_text(want, text)))
+    held = in_text(got, text) or (kind == "date" and written_date(got, text))
+    gold = want is MISSING or (isinstance(want, str | list) and (in_text(want, text) or (
+        kind == "date" and written_date(want, text))))
+    return not held and gold
 
 
 def score(item: ExtractItem, output: Any) -> dict[str, Any]:
@@ -190,5 +211,5 @@ def score(item: ExtractItem, output: Any) -> dict[str, Any]:
             ok = output is not None and not _absent(got) and norm(got, kind) == norm(want, kind)
         copy = kind == "number" and want is not MISSING and float(want) in stated
         rows.append({"field": ".".join(path), "kind": kind, "ok": ok, "absent": want is MISSING, "copy": copy,
-                     "invented": output is not None and invented(got, want, item.text)})
+                     "invented": output is not None and invented(got, want, item.text, kind)})
     return {"fields": rows, "exact": all(r["ok"] for r in rows)}

@@ -5,8 +5,8 @@ peer name (:data:`agentkit.evals.peers.PEERS`). Settings: ``compact``/``spaced``
 ``example`` (the extract prompt, :data:`agentkit.steps.kinds.EXTRACT_PROMPTS`), ``nocopy`` (copy prior off),
 ``copyuser`` (copying from the whole user message, schema included, instead of the text), ``nonum`` (no copy
 prior in numbers), ``nofirst`` (none at a number's first digit, ``DecodeConfig.copy_first_digit``), ``ungrounded``
-(``extract(grounded=False)``: values not constrained to the text, no abstention), ``noabstain`` (grounded, but an
-optional field's value never scored against null), ``retry`` (a second decode in ``diffusion`` when the first's values are not in the text, see
+(``extract(grounded=False)``: values not constrained to the text, no abstention), ``nosettle`` (grounded, the
+output not settled against the text: the greedy grounded decode, :func:`agentkit.steps.grounded.settle`), ``retry`` (a second decode in ``diffusion`` when the first's values are not in the text, see
 :func:`agentkit.sdk._extract.values_in_text`). Items run in the outer loop and rows in the inner one, so a run stopped
 early compares every row on the same items; results are written after every item.
 """
@@ -14,7 +14,6 @@ early compares every row on the same items; results are written after every item
 from __future__ import annotations
 
 import json
-import math
 import statistics
 import time
 from dataclasses import replace
@@ -25,7 +24,7 @@ from ..config import DecodeConfig
 from .extract import ExtractItem, load_items, score
 
 SETTINGS = ("compact", "spaced", "schema", "example", "nocopy", "copyuser", "nonum", "nofirst", "retry", "ungrounded",
-            "noabstain")
+            "nosettle")
 
 
 def parse_row(row: str) -> tuple[str, set[str]]:
@@ -53,13 +52,13 @@ def run_agentkit(engine: Any, item: ExtractItem, row: str) -> dict[str, Any]:
         if style in opts:
             settings["json_style"] = style
     prompt = next((p for p in _steps.EXTRACT_PROMPTS if p in opts), None)
-    before, margin = _steps.EXTRACT_PROMPT, grounded_.NULL_MARGIN
+    before, settles = _steps.EXTRACT_PROMPT, grounded_.SETTLE
     t0 = time.perf_counter()
     try:
         if prompt:
             _steps.EXTRACT_PROMPT = prompt
-        if "noabstain" in opts:
-            grounded_.NULL_MARGIN = math.inf
+        if "nosettle" in opts:
+            grounded_.SETTLE = False
         if "copyuser" in opts:  # the whole user message, the extract prompt's schema with it
             decode = replace(decode, copy_source=extract_messages(item.schema, item.text)[-1]["content"])
         kw = {"model": engine, "mode": mode, "decode": decode, "model_settings": settings or None,
@@ -67,7 +66,7 @@ def run_agentkit(engine: Any, item: ExtractItem, row: str) -> dict[str, Any]:
               "fallback_mode": ("diffusion" if mode != "diffusion" else "ar") if "retry" in opts else None}
         output, usage, error = _call(extract, item, kw)
     finally:
-        _steps.EXTRACT_PROMPT, grounded_.NULL_MARGIN = before, margin
+        _steps.EXTRACT_PROMPT, grounded_.SETTLE = before, settles
     ms = 1000 * (time.perf_counter() - t0)
     out = output.model_dump(mode="json") if hasattr(output, "model_dump") else output
     return {"output": out, "error": error, "latency_ms": round(ms, 1), "ungrounded": usage.ungrounded if usage else [],

@@ -9,10 +9,10 @@ from typing import Any, TypeVar, overload
 from pydantic import BaseModel, TypeAdapter
 
 from ..config import DecodeConfig
-from ..constrain.ground import allows_null
 from ..decide import can_score
 from ..errors import UserError
-from ..steps.grounded import GroundedOutput, abstain
+from ..steps import grounded as grounded_
+from ..steps.grounded import GroundedOutput, settle
 from ..steps.kinds import EXTRACT_INSTRUCTIONS, OutputSpec, extract_prompt
 from ._agent import Agent, Limits
 from ._settings import ModelSettings
@@ -79,8 +79,8 @@ async def aextract(
                              model_settings=model_settings)
     output, usage = result.output, result.usage()
     usage.ungrounded = spec.ungrounded
-    if spec.grounded is not False and can_score(model):
-        output = _abstain(model, spec, output, extract_messages(output_type, text, instructions))
+    if spec.grounded is not False and grounded_.SETTLE and can_score(model):
+        output = _settle(model, spec, output, extract_messages(output_type, text, instructions))
     if fallback_mode is not None:
         found, checked = values_in_text(output, text)
         if found < checked:
@@ -92,18 +92,16 @@ async def aextract(
     return (output, usage) if return_usage else output
 
 
-def _abstain(engine: Any, spec: GroundedOutput, output: Any, messages: list[dict[str, str]]) -> Any:
-    """``output`` with its optional fields that the model scores null above their value set to None
-    (:func:`agentkit.steps.grounded.abstain`)."""
-    fields = spec.optional_fields()
-    if spec.wrapped or not fields:
+def _settle(engine: Any, spec: GroundedOutput, output: Any, messages: list[dict[str, str]]) -> Any:
+    """``output`` with its fields settled against the text (:func:`agentkit.steps.grounded.settle`): each place
+    in the text gives one field its value, the best-scoring grounded number or date, null where the model scores
+    it above an optional field's value."""
+    if spec.wrapped or spec.grounding is None:
         return output
     value = spec.dump(output)
     if not isinstance(value, dict):
         return output
-    props = spec.schema.get("properties") or {}
-    nullable = {k for k in fields if isinstance(props.get(k), dict) and allows_null(props[k])}
-    new, _ = abstain(engine, messages, value, fields, nullable)
+    new, _ = settle(engine, messages, value, spec)
     return output if new == value else spec.validate(new)
 
 
