@@ -3,7 +3,7 @@
 :func:`plan_request` decides everything that needs no compilation and no model: the chat messages (tools described
 in a system message), the decoding config, which tool calls are forced, which schema must be compiled (a
 :class:`SchemaJob`: it is compiled later, inside the request's life, see ``serving/prepare.py``), and a cheap
-prompt-length bound. :func:`response_parts` turns a generation result back into an OpenAI message.
+prompt-length bound. :func:`response_parts` turns a step's outcome back into an OpenAI message.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from agentkit.constrain.canonical import DEFAULT_STYLE
 from agentkit.errors import UserError
 from agentkit.settings import TEMPLATE_SETTINGS, server_fields
 from agentkit.steps import kinds as steps
-from agentkit.steps.runner import ToolStep, reply_calls
-from agentkit.toolcall import MAX_PARALLEL_CALLS, choice_prompt, parse_calls, result_values
+from agentkit.steps.runner import ToolStep
+from agentkit.toolcall import MAX_PARALLEL_CALLS, choice_prompt, result_values
 
 from .errors import APIError, user_error
 from .protocol import AgentkitExt, ChatRequest, ContentPart, NamedToolChoice, ToolDef
@@ -382,15 +382,9 @@ def fit_max_tokens(plan: RequestPlan, prompt_tokens: int, context: int | None) -
 # result -> response parts
 
 
-def response_parts(plan: RequestPlan, text: str, value: Any, finish_reason: str) -> tuple[dict[str, Any], str]:
-    """(assistant message, finish_reason) for a generation result. Under ``tool_choice`` auto only the choice
-    decode's parsed calls (``value``) are calls: a text reply (``value`` None) is content even if it holds JSON."""
-    calls: list[tuple[str, Any]] = []
-    if plan.tool_mode == "forced":
-        calls = parse_calls(text, value)
-    elif plan.tool_mode == "auto" and value is not None:
-        calls = parse_calls("", value)
-    calls = reply_calls(plan.step, calls)
+def response_parts(text: str, finish_reason: str, calls: list[tuple[str, Any]]) -> tuple[dict[str, Any], str]:
+    """(assistant message, finish_reason) for a step's outcome: its calls (as the step runner read them from the
+    reply, :func:`agentkit.steps.runner.reply_of`), else its text."""
     if calls:
         tcs = [{"id": "call_" + uuid.uuid4().hex[:24], "type": "function",
                 "function": {"name": name, "arguments": json.dumps(args)}} for name, args in calls]

@@ -366,7 +366,7 @@ class Responses:
             return await open_stream(svc, [plan], request, t0, model=model, render=EventWriter(req, model).render)
         ((job, out),) = await svc.outcomes([plan], request)
         res = out.result
-        message, finish = response_parts(plan, res.text, res.value, res.stats.finish_reason)
+        message, finish = response_parts(res.text, res.stats.finish_reason, out.calls)
         status = _status(message, finish)
         body = response_body(req, "resp_" + uuid.uuid4().hex, int(time.time()), model, status=status,
                              output=output_items(message, status), usage=response_usage(out.usage()),

@@ -45,6 +45,7 @@ class Outcome:
     logprobs: list[dict[str, Any]] | None = None
     choice: Any = None  # tool_choice auto: the choice decode's result when a text decode followed it
     decision: dict[str, Any] | None = None  # tool_choice auto: how the call / no-call decision was made
+    calls: list[tuple[str, Any]] = dataclasses.field(default_factory=list)  # the reply's calls (step runner's)
 
     def usage(self) -> dict[str, int]:
         """OpenAI's usage: the choice decode's and the text decode's tokens summed (both were computed)."""
@@ -184,7 +185,7 @@ class ChatService:
             from .logprobs import token_logprobs
 
             lp = token_logprobs(self.engine, prompt_ids, list(out.result.token_ids), plan.logprobs, job.slot)
-        return Outcome(out.result, lp, out.choice, out.decision)
+        return Outcome(out.result, lp, out.choice, out.decision, out.calls)
 
     def decode_text(self, ids: list[int]) -> str:
         with self.lock:  # the tokenizer is shared with concurrent requests
@@ -245,7 +246,7 @@ class ChatService:
         choices = []
         for i, (job, out) in enumerate(done):
             res = out.result
-            message, finish = response_parts(plan, res.text, res.value, res.stats.finish_reason)
+            message, finish = response_parts(res.text, res.stats.finish_reason, out.calls)
             logprobs = {"content": out.logprobs} if out.logprobs is not None else None
             choice = {"index": i, "message": message, "logprobs": logprobs, "finish_reason": finish}
             if req.n > 1:

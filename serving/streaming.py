@@ -273,7 +273,7 @@ class _Stream:
 
     def _final(self, out: Any) -> list[Frame]:
         res = out.result
-        message, finish = response_parts(self.plan, res.text, res.value, res.stats.finish_reason)
+        message, finish = response_parts(res.text, res.stats.finish_reason, out.calls)
         events = []
         if self.call_id is not None:  # a forced reply already streaming: its last fragments and calls
             events += self._call(self.deltas.finish(res.text), final=True)

@@ -15,7 +15,7 @@ through it (``serving/service.py`` maps an OpenAI request to a :class:`ToolStep`
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..config import DecodeConfig
@@ -79,6 +79,7 @@ class StepOutcome:
     decision: dict[str, Any] | None = None
     text_reply: bool = False  # a text reply was decoded (under auto)
     text_prompt: Any = None  # before_text's value then
+    calls: list[tuple[str, Any]] = field(default_factory=list)  # the reply's calls (reply_of); none: a text reply
 
 
 def run_step(engine: EngineLike, step: ToolStep, io: StepIO) -> StepOutcome:
@@ -97,7 +98,7 @@ def run_step(engine: EngineLike, step: ToolStep, io: StepIO) -> StepOutcome:
         assert step.text_messages is not None and step.text_config is not None
         res = _generate(engine, step.text_messages, step.text_config, None, io, stream=True)
     assert res is not None
-    return StepOutcome(res, choice, decision, text_reply, text_prompt)
+    return StepOutcome(res, choice, decision, text_reply, text_prompt, reply_of(step, res.text, res.value))
 
 
 def _generate(engine: EngineLike, prompt: list[dict[str, str]] | str, config: DecodeConfig,
@@ -137,6 +138,18 @@ def answer_in_text(step: ToolStep, value: Any) -> bool:
     (``{"base": 10, "height": 10}`` for "What is the capital of France?"), so the reply is decoded as text."""
     calls = parse_calls("", value) if value is not None else []
     return not [c for c in reply_calls(step, calls) if call_grounded(c[1], step.sources)]
+
+
+def reply_of(step: ToolStep, text: str, value: Any) -> list[tuple[str, Any]]:
+    """The calls a generation's reply returns (:func:`reply_calls` of what it wrote): a forced call's text or
+    value; under ``tool_choice`` auto only the call decode's parsed value (a text reply, ``value`` None, is
+    content even if it holds JSON); none without tools."""
+    calls: list[tuple[str, Any]] = []
+    if step.tool_mode == "forced":
+        calls = parse_calls(text, value)
+    elif step.tool_mode == "auto" and value is not None:
+        calls = parse_calls("", value)
+    return reply_calls(step, calls)
 
 
 def reply_calls(step: ToolStep, calls: list[tuple[str, Any]]) -> list[tuple[str, Any]]:

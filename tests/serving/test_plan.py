@@ -72,17 +72,20 @@ def test_fit_max_tokens():
 
 
 def test_response_parts():
+    from agentkit.steps.runner import reply_of
+
+    def parts(p, text, value, finish):
+        return response_parts(text, finish, reply_of(p.step, text, value))
+
     p = plan_request(_req(tools=[TOOL], tool_choice="required"))
-    msg, finish = response_parts(p, '{"name":"add","arguments":{"a":1}}', {"name": "add", "arguments": {"a": 1}},
-                                 "template")
+    msg, finish = parts(p, '{"name":"add","arguments":{"a":1}}', {"name": "add", "arguments": {"a": 1}}, "template")
     assert finish == "tool_calls" and json.loads(msg["tool_calls"][0]["function"]["arguments"]) == {"a": 1}
     p = plan_request(_req(tools=[TOOL]))  # auto: the choice decode's call is a call ...
-    msg, finish = response_parts(p, '{"name": "add", "arguments": {"a": 2}}', {"name": "add", "arguments": {"a": 2}},
-                                 "template")
+    msg, finish = parts(p, '{"name": "add", "arguments": {"a": 2}}', {"name": "add", "arguments": {"a": 2}}, "template")
     assert finish == "tool_calls" and msg["content"] is None
-    msg, finish = response_parts(p, ' {"name": "add", "arguments": {"a": 2}}', None, "stop")  # ... a text reply is not
+    msg, finish = parts(p, ' {"name": "add", "arguments": {"a": 2}}', None, "stop")  # ... a text reply is not
     assert finish == "stop" and msg["content"].startswith(" {")
-    msg, finish = response_parts(p, '{"name": "sub", "arguments": {}}', None, "length")  # not one of the tools
+    msg, finish = parts(p, '{"name": "sub", "arguments": {}}', None, "length")  # not one of the tools
     assert finish == "length" and msg["content"].startswith("{")
 
 
