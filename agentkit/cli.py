@@ -75,7 +75,8 @@ def generate(
     seed: int | None = typer.Option(None, help="sampling seed"),
     no_adapter: bool = typer.Option(False, "--no-adapter", help="plain causal canvas even if an adapter exists"),
     weights: str = typer.Option("auto", help="auto (adapter for diffusion only) | base | adapted (adapter in "
-                                             "every mode, e.g. AR on the adapted weights)"),
+                                             "every mode, e.g. AR on the adapted weights) | loaded (no LoRA "
+                                             "merged: the weights as loaded)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object: text, mode, value, stats"),
     backend: str = typer.Option("auto", help=BACKEND_HELP),
     threads: int | None = typer.Option(None, help="torch threads (default: 1 on up to 4 cores; see docs/threads.md)"),
@@ -147,7 +148,7 @@ def demo(
 
 @app.command("eval")
 def eval_(
-    suite: str = typer.Argument(..., help="bfcl | coverage | validity | agent | agent-loop | extract"),
+    suite: str = typer.Argument(..., help="bfcl | coverage | validity | agent | agent-loop | extract | repair"),
     data: Path | None = typer.Option(None, help="data folder (agent: default evals/coding_tasks; agent-loop: "
                                      "default evals/agent_loop, or a BFCL-format folder to generate tasks from)"),
     modes: str = typer.Option("", "--modes", "--mode", help="comma-separated modes (default: the suite's own set; "
@@ -233,7 +234,7 @@ def eval_(
 
 
 SUITES = {"bfcl": "runner", "coverage": "runner", "validity": "validity", "agent": "coding",
-          "extract": "extract_run", "agent-loop": "agent_loop"}  # suite -> module
+          "extract": "extract_run", "agent-loop": "agent_loop", "repair": "repair"}  # suite -> module
 
 
 def _eval_extract(data: Path, modes: str, limit: int | None, model: str | None, out: Path, plot: Path | None,
@@ -302,7 +303,7 @@ def _check_suite(suite: str, data: Path | None) -> Path:
         raise UserError(f"unknown eval suite {suite!r}; the suites are {', '.join(SUITES)}")
     module = importlib.import_module(f"agentkit.evals.{SUITES[suite]}")
     if data is None:
-        if suite not in ("agent", "agent-loop"):
+        if suite not in ("agent", "agent-loop", "repair"):
             raise UserError(f"--data is required for the {suite} suite: the folder with its data")
         data = module.TASKS_DIR
     if not data.exists():

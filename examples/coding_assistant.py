@@ -1,5 +1,12 @@
-"""A coding-assistant agent: it plans, reads, edits with constrained SEARCH/REPLACE edits, runs the tests, and
-replies with a summary (AR). Every tool is confined to one workspace folder (``tools.workspace.Workspace``).
+"""A coding assistant. A request to fix failing tests ("make the failing test pass", "fix the bug in ...") goes to
+the repair loop (``agentkit.repair``): it runs the tests, localises the fault (traceback frames, then Ochiai over
+per-test coverage), drafts candidate lines with the model under a code-edit template, validates each on a scratch
+copy in the sandbox, and writes only the one that passes every test; test files and the data they read stay
+read-only. If nothing passes, the repository is left exactly as it was and the exit status is 1.
+
+Any other request goes to the general agent: it plans, reads, edits with constrained SEARCH/REPLACE edits, runs
+the tests, and replies with a summary (AR). Every tool is confined to one workspace folder
+(``tools.workspace.Workspace``).
 
 The edit tool is a *templated tool*: the tool-call step only chooses ``apply_edits``; the edit itself is decoded
 in a ``tool_input`` step under ``search_replace_template`` over the workspace files as they are at that moment, so
@@ -13,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -253,11 +261,35 @@ class _LazyAgent:
 agent = _LazyAgent()
 
 
+#: A request for the repair loop: it names a bug, a failure or a fix.
+REPAIR_REQUEST = re.compile(r"\b(fix\w*|bugs?|fail\w*|broken|crash\w*)\b|\bmake\b.*\bpass\b", re.IGNORECASE)
+
+
+def run_repair(repo: str, model: Any = None, budget: Any = None) -> int:
+    """The repair loop on ``repo``: prints what it did and the diff; 0 when fixed, 1 when nothing was."""
+    from agentkit.repair import ModelDrafter, RepairBudget, repair
+
+    if model is None:
+        from agentkit import default_engine
+
+        model = default_engine()
+    result = repair(repo, ModelDrafter(model, "hybrid"), budget or RepairBudget())
+    print(result.summary())
+    for step in result.steps:
+        print(f"  {step.step:9} {step.ms / 1000:6.2f} s  {step.detail}")
+    if result.fixed:
+        print(result.diff, end="")
+        return 0
+    return 1
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print(__doc__.strip().splitlines()[-2].strip(), file=sys.stderr)
         return 2
     repo, task = argv
+    if REPAIR_REQUEST.search(task):
+        return run_repair(repo)
 
     try:
         result = build_agent(repo).run_sync(task)

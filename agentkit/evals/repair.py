@@ -36,8 +36,8 @@ from .runner import register_suite
 TASKS_DIR = DATA
 ROWS = ("operators", "hybrid", "sample", "rank", "sample-sequential")
 #: The benchmark's budget: the same for every row.
-BENCH_BUDGET = RepairBudget(max_candidates=24, max_seconds=120, max_lines=8, samples=8, time_limit_s=5,
-                            suite_time_limit_s=20, workers=1)
+BENCH_BUDGET = RepairBudget(max_candidates=24, max_seconds=120, max_lines=8, pool_lines=3, samples=4,
+                            time_limit_s=5, suite_time_limit_s=20, workers=1)
 
 
 def drafter_for(row: str, engine: Any, seed: int = 0) -> Any:

@@ -12,6 +12,9 @@ to validate them. Two kinds:
   token for all rows (``batched=False`` draws the same lines one row at a time, to measure what batching saves).
   ``rank`` orders the operators' candidates by the model's log-probability of each line, all scored in one
   batched forward. ``hybrid`` (the default) scores the sampled lines and the operators' candidates together.
+  ``diffusion`` drafts the ``k`` lines as block-diffusion canvases instead (``Engine.generate`` in diffusion
+  mode under a template that pins the code up to the line, ``k`` requests batched by a ``Batcher``), then scores
+  them with the operators' candidates as ``hybrid`` does.
 
 Every candidate is dropped when it equals the original line, does not parse (``ast``), or holds merge-marker text.
 """
@@ -34,8 +37,8 @@ from agentkit.tools.edit_guard import MARKERS
 
 from .mutate import LineEdit, enclosing_function, line_variants, parses
 
-DRAFT_MODES = ("sample", "rank", "hybrid")
-MAX_LINE_TOKENS = 48
+DRAFT_MODES = ("sample", "rank", "hybrid", "diffusion")
+MAX_LINE_TOKENS = 32
 CONTEXT_LINES = 12  # a module-level site shows this many lines either side
 MAX_MESSAGE_CHARS = 600
 
@@ -98,7 +101,7 @@ def keep(site: Site, text: str, seen: set[str]) -> bool:
     """Whether a drafted line is worth validating: new, free of merge markers, and the file still parses."""
     if text in seen or strip_comment(text) == strip_comment(site.original) or not text.strip():
         return False
-    if any(m in text for m in MARKERS):
+    if any(m in text for m in MARKERS) or HOLE in text:
         return False
     seen.add(text)
     return parses(site.lines, site.line, text)
@@ -186,25 +189,31 @@ class ModelDrafter:
     def tokenizer(self) -> Any:
         return self.engine.tokenizer
 
-    def _prompt_cache(self, site: Site) -> tuple[Any, torch.Tensor, DraftStats]:
+    def prompt_cache(self, site: Site, stats: DraftStats) -> tuple[Any, torch.Tensor]:
+        """The prompt and the pinned code encoded once: its cache and the logits after it."""
         messages, pinned = build_prompt(site)
         ids = self.engine.encode_prompt(messages) + self.tokenizer.encode(pinned, add_special_tokens=False)
         bb = self.engine.backbone
         cache = bb.new_cache()
         logits = bb.encode(ids, cache)[-1]
-        return cache, logits, DraftStats(forwards=1, rows=1)
+        stats.forwards += 1
+        stats.rows += 1
+        return cache, logits
 
     def draft(self, site: Site, k: int) -> tuple[list[LineEdit], DraftStats]:
         t0 = time.perf_counter()
+        stats = DraftStats()
+        sampled: list[str] = []
+        if self.mode == "diffusion":  # its own requests (they take the engine's lock themselves)
+            sampled = self.canvases(site, k, stats)
         with self.engine.lock, torch.inference_mode():
-            cache, first, stats = self._prompt_cache(site)
-            seen: set[str] = set()
-            texts: list[str] = []
+            cache, first = self.prompt_cache(site, stats)
             if self.mode in ("sample", "hybrid"):
                 sampled = self.sample(cache, first, site, k, stats)
-                stats.sampled = len(sampled)
-                lines = (_indent(strip_comment(s), site.original) for s in sampled)
-                texts += [t for t in lines if keep(site, t, seen)]
+            stats.sampled = len(sampled)
+            seen: set[str] = set()
+            lines = (_indent(strip_comment(s), site.original) for s in sampled)
+            texts = [t for t in lines if keep(site, t, seen)]
             ops = line_variants(site.source, site.line, site.tree) if self.mode != "sample" else []
             kinds = {e.text: e.kind for e in ops}
             texts += [e.text for e in ops if keep(site, e.text, seen)]
@@ -266,6 +275,40 @@ class ModelDrafter:
                 logits = {r: o[-1] for r, o in zip(live, outs)}
                 step += 1
         return [self._line(t) for t in toks]
+
+    # -- block-diffusion canvases ----------------------------------------------------------------------------
+    def canvases(self, site: Site, k: int, stats: DraftStats) -> list[str]:
+        """``k`` lines drafted in diffusion mode, each under a template pinning the code up to the line; the ``k``
+        requests' forwards run batched (``engine/batch.py``)."""
+        from concurrent.futures import ThreadPoolExecutor
+        from dataclasses import replace
+
+        from agentkit.config import DecodeConfig
+        from agentkit.constrain.nodes import Lit, Slot, Template, seq
+        from agentkit.engine.batch import Batcher
+
+        messages, pinned = build_prompt(site)
+        pad = site.original[: len(site.original) - len(site.original.lstrip())]
+        template = Template(seq(Lit(pinned + "\n" + pad), Slot(r"[^\s][^\n]*", MAX_LINE_TOKENS), Lit("\n")),
+                            kind="regex")
+        room = len(self.tokenizer.encode(pinned, add_special_tokens=False)) + MAX_LINE_TOKENS + 8
+        base = zlib.crc32(f"{self.seed}:{site.path}:{site.line}".encode())
+        cfg = DecodeConfig(mode="diffusion", temperature=self.temperature, max_new_tokens=room)
+        self.engine.constraint(template)  # the token automaton, built once before the k requests share it
+        batcher = Batcher(max_batch=k)
+
+        def one(r: int) -> Any:
+            with batcher.slot(live=True) as seat:
+                return self.engine.generate(messages, replace(cfg, seed=base + r), template=template, batch=seat)
+
+        try:
+            with ThreadPoolExecutor(k) as pool:
+                results = list(pool.map(one, range(k)))
+        finally:
+            batcher.close()
+        stats.forwards += max(r.stats.forwards for r in results)
+        stats.rows += sum(r.stats.forwards for r in results)
+        return [r.text.rstrip("\n").rsplit("\n", 1)[-1] for r in results]
 
     # -- scoring -------------------------------------------------------------------------------------------
     def score(self, cache: Any, first: torch.Tensor, texts: list[str], stats: DraftStats) -> list[float]:
