@@ -25,15 +25,9 @@ ALLOWED: dict[str, str] = {
     "agentkit/models/q4.py:._weight_int8pack_mm(": TORCH_KERNELS,
     "agentkit/models/q4.py:._convert_weight_to_int4pack_for_cpu(": TORCH_KERNELS,
 }
-# the engine's decoder extension points, still called by their private names from gemma.py and selfspec.py (and
-# the finish reason from engine.py): they become a public hooks interface on Decoder (issue 51, item 2). Listed so
-# that no new site is added; the list only shrinks
+# the backbone passes self-speculation calls by their private names (selfspec.py): they become public on a
+# Backbone Protocol. Listed so that no new site is added; the list only shrinks
 PENDING: dict[str, str] = {
-    "agentkit/engine/engine.py:._finish_reason(": "Decoder hook",
-    "agentkit/engine/gemma.py:._forced(": "Decoder hook",
-    "agentkit/engine/gemma.py:._allowed(": "Decoder hook",
-    "agentkit/engine/gemma.py:._advance(": "Decoder hook",
-    "agentkit/engine/gemma.py:._complete(": "Decoder hook",
     "agentkit/engine/selfspec.py:._run(": "Backbone hook",
     "agentkit/engine/selfspec.py:._logits(": "Backbone hook",
     "agentkit/engine/selfspec.py:._layout(": "Backbone hook",

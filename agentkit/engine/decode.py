@@ -93,11 +93,12 @@ class Decoder:
         self._copy: CopyPrior | None = None  # DecodeConfig.copy_bias: its source indexed once, at prefill
         self._bias: tuple[torch.Tensor, torch.Tensor] | None = None  # DecodeConfig.logit_bias, set at prefill
 
-    # -- constraint helpers ---------------------------------------------------------------------------------
-    def _forced(self, state) -> list[int]:
+    # -- the decoder's hooks: the template's constraint at a state, public for the loops outside this module
+    # (DiffusionGemma's canvas, the drafter) and the engine (finish_reason) ---------------------------------
+    def forced_tokens(self, state) -> list[int]:
         return self.c.forced(state) if self.c is not None and state is not None else []
 
-    def _allowed(self, state) -> torch.Tensor | None:
+    def allowed_tokens(self, state) -> torch.Tensor | None:
         if self.c is None:
             return None
         t0 = time.perf_counter()
@@ -105,22 +106,22 @@ class Decoder:
         self.stats.constraint_ms += 1000 * (time.perf_counter() - t0)
         return m
 
-    def _advance(self, state, tok: int):
+    def advance(self, state, tok: int):
         return self.c.advance(state, tok) if self.c is not None else None
 
-    def _complete(self, state) -> bool:
+    def is_complete(self, state) -> bool:
         return self.c is not None and state is not None and self.c.is_done(state)
 
     def _fits(self, state, tok: int, budget: int) -> bool:
         """``tok`` is allowed at ``state`` and leaves the template a way to finish within ``budget`` tokens."""
-        return self.c is None or bool(self._allowed(state)[tok]) and self.c.fits(state, tok, budget)
+        return self.c is None or bool(self.allowed_tokens(state)[tok]) and self.c.fits(state, tok, budget)
 
     def _pick(self, logits: torch.Tensor, state, budget: int | None = None,
               tail: Sequence[int] = ()) -> tuple[int, float, float]:
         """Sample under the constraint; ``budget`` (tokens left, this one included) makes the template close in
         time: a token that would leave no completion within it is redrawn from the closing tokens. ``tail``: the
         tokens between the output so far and this pick (a block's earlier positions), for the copy prior."""
-        allowed = self._allowed(state)
+        allowed = self.allowed_tokens(state)
         if self._bias is not None:
             logits = add_bias(logits, self._bias)
         if self.cfg.frequency_penalty or self.cfg.presence_penalty:
@@ -182,9 +183,9 @@ class Decoder:
             raise InvalidRequestError(
                 f"max_new_tokens={self.cfg.max_new_tokens} cannot hold this template: its shortest completion "
                 f"takes about {self.c.min_tokens(self.state):g} tokens")
-        forced = self._forced(self.state)[: self.budget]  # pinned text before the first slot goes straight in
+        forced = self.forced_tokens(self.state)[: self.budget]  # pinned text before the first slot goes straight in
         for t in forced:
-            self.state = self._advance(self.state, t)
+            self.state = self.advance(self.state, t)
         self._emit(forced, pinned=len(forced))
         seq = prompt_ids + forced
         self.logits, reused = cached_prompt_pass(self.bb, self.cache, seq, self.prefix, self.prompt_chunk)
@@ -200,7 +201,7 @@ class Decoder:
             self._copy = CopyPrior(self.copy_text.encode(), self.token_bytes, fold_case=False)
         self.stats.encoder_forwards += 1
         self.stats.prefill_ms += 1000 * (time.perf_counter() - t0)
-        if self._complete(self.state) or self.budget <= 0:
+        if self.is_complete(self.state) or self.budget <= 0:
             self.finished = True
 
     def _commit(self, toks: list[int], rows=(-1,)) -> torch.Tensor:
@@ -218,20 +219,20 @@ class Decoder:
             if t in self.eos:
                 self.finished = True
                 break
-            self.state = self._advance(self.state, t)
+            self.state = self.advance(self.state, t)
             self._emit([t])
-            forced = self._forced(self.state)[: self.budget]
+            forced = self.forced_tokens(self.state)[: self.budget]
             for f in forced:
-                self.state = self._advance(self.state, f)
+                self.state = self.advance(self.state, f)
             self._emit(forced, pinned=len(forced))
-            if self._complete(self.state) or self.budget <= 0:
+            if self.is_complete(self.state) or self.budget <= 0:
                 self.finished = True
                 break
             t0 = time.perf_counter()
             self.logits = self.bb.encode([t] + forced, self.cache)[0]
             self.stats.encoder_forwards += 1
             self.stats.denoise_ms += 1000 * (time.perf_counter() - t0)
-        self.stats.finish_reason = self._finish_reason()
+        self.stats.finish_reason = self.finish_reason()
 
     # -- block diffusion ----------------------------------------------------------------------------------------
     def diffusion(self) -> None:
@@ -245,14 +246,14 @@ class Decoder:
                 toks, block.end = toks[:eos_at], eos_at
             self._emit(toks, pinned=sum(block.pinned[: block.length]))
             for t in toks:
-                self.state = self._advance(self.state, t)
+                self.state = self.advance(self.state, t)
             self.stats.blocks += 1
             self.stats.steps_per_block.append(steps)
-            if block.end is not None or self.budget <= 0 or self._complete(self.state):
+            if block.end is not None or self.budget <= 0 or self.is_complete(self.state):
                 self.finished = True  # nothing follows: no commit pass needed
                 break
             self.logits = self._commit(toks)[0]
-        self.stats.finish_reason = self._finish_reason()
+        self.stats.finish_reason = self.finish_reason()
 
     def _denoise_block(self, block: Block) -> int:
         pred: dict[int, torch.Tensor] = {0: self.logits}  # position -> logits predicting it
@@ -309,14 +310,14 @@ class Decoder:
         candidates: list[int] = []
         block.end = None  # re-derived on every walk: an earlier draft may have ended the output sooner
         for j in range(block.n):
-            if self._complete(state):
+            if self.is_complete(state):
                 block.end = j
                 break
-            forced = self._forced(state)
+            forced = self.forced_tokens(state)
             if forced:
                 changed |= block.tok[j] != forced[0]
                 block.tok[j], block.pinned[j], block.frozen[j] = forced[0], True, prefix_frozen
-                state = self._advance(state, forced[0])
+                state = self.advance(state, forced[0])
                 continue
             block.pinned[j] = False
             if block.frozen[j] and self._fits(state, block.tok[j], self.budget - j):
@@ -342,7 +343,7 @@ class Decoder:
                 if block.end is not None:
                     block.tok[j] = t
                     break
-            state = self._advance(state, t)
+            state = self.advance(state, t)
             if self.c is not None and state is None:  # a provisional draft earlier made this one invalid: reopen the rest
                 for k in range(j + 1, block.n):
                     block.tok[k], block.frozen[k], block.pinned[k] = None, False, False
@@ -371,7 +372,7 @@ class Decoder:
             block = self.drafter.block(self, min(n_draft, self.budget)) if self.drafter is not None else []
             state, n_pinned, rows = self.state, 0, None
             while self.drafter is None and len(block) < min(self.cfg.canvas_length, self.budget):
-                forced = self._forced(state)
+                forced = self.forced_tokens(state)
                 if forced:
                     t = forced[0]
                     n_pinned += 1
@@ -393,8 +394,8 @@ class Decoder:
                 block.append(t)
                 if t in self.eos:
                     break
-                state = self._advance(state, t)
-                if self._complete(state):
+                state = self.advance(state, t)
+                if self.is_complete(state):
                     break
             if block[0] in self.eos:
                 self.finished = True
@@ -409,15 +410,15 @@ class Decoder:
             self.stats.verify_forwards += 1
             self.stats.denoise_ms += 1000 * (time.perf_counter() - t0)
             state, keep, pinned_kept = self.state, 1, 0
-            state = self._advance(state, block[0])
-            pinned_kept += 1 if self._forced(self.state) else 0
-            while keep < len(block) and not self._complete(state) and block[keep - 1] not in self.eos:
-                forced = self._forced(state)
+            state = self.advance(state, block[0])
+            pinned_kept += 1 if self.forced_tokens(self.state) else 0
+            while keep < len(block) and not self.is_complete(state) and block[keep - 1] not in self.eos:
+                forced = self.forced_tokens(state)
                 want = forced[0] if forced else self._pick(logits[keep - 1], state, self.budget - keep, block[:keep])[0]
                 if want != block[keep]:
                     break
                 pinned_kept += 1 if forced else 0
-                state = self._advance(state, block[keep])
+                state = self.advance(state, block[keep])
                 keep += 1
             kept = block[:keep]
             if self.drafter is None:
@@ -427,16 +428,16 @@ class Decoder:
             eos_hit = kept[-1] in self.eos
             if eos_hit:
                 kept = kept[:-1]
-            self._emit(kept, pinned=pinned_kept - (1 if eos_hit and self._forced(self.state) else 0))
+            self._emit(kept, pinned=pinned_kept - (1 if eos_hit and self.forced_tokens(self.state) else 0))
             self.state = state
             self.logits = logits[keep - 1]
             drafts = logits[keep:].argmax(-1).tolist()  # stale continuations as the next drafts
             if self.drafter is not None:
                 n_draft = self.drafter.next_length(n_draft, keep, len(block), self.cfg.canvas_length)
             self.stats.blocks += 1
-            if eos_hit or self._complete(self.state) or self.budget <= 0:
+            if eos_hit or self.is_complete(self.state) or self.budget <= 0:
                 self.finished = True
-        self.stats.finish_reason = self._finish_reason()
+        self.stats.finish_reason = self.finish_reason()
 
     def _block_draft(self, block: list[int]) -> torch.Tensor | None:
         """The block drafter's logits for a canvas of the block so far (its first token and pinned run) and masks
@@ -456,7 +457,7 @@ class Decoder:
         if j - 1 >= len(rows):
             return None
         row = rows[j - 1]
-        allowed = self._allowed(state)
+        allowed = self.allowed_tokens(state)
         if allowed is not None:
             row = row.masked_fill(~allowed, float("-inf"))
         t = int(row.argmax())
@@ -468,9 +469,9 @@ class Decoder:
         it once everything before it is kept)."""
         kinds = []
         for i, t in enumerate(toks):
-            forced = self._forced(state) if state is not None else []
+            forced = self.forced_tokens(state) if state is not None else []
             kinds.append(EXACT if i == 0 and first_exact else PINNED if forced and forced[0] == t else DRAFT)
-            state = self._advance(state, t) if state is not None else None
+            state = self.advance(state, t) if state is not None else None
         return kinds
 
     def _verify_length(self, block: list[int], n_pinned: int) -> int:
@@ -493,11 +494,11 @@ class Decoder:
             return n
         kinds, state = [], self.state
         for _ in range(n):  # the pinned run the block starts with is certain; the rest is drafts
-            forced = self._forced(state)
+            forced = self.forced_tokens(state)
             if not forced:
                 break
             kinds.append(PINNED)
-            state = self._advance(state, forced[0])
+            state = self.advance(state, forced[0])
         kinds = (kinds or [EXACT]) + [DRAFT] * (n - max(len(kinds), 1))
         return pass_length(kinds, self.accept.rate, self._curve)
 
@@ -513,7 +514,7 @@ class Decoder:
         self.accept.update(sum(1 for j in later if j < block.n and block.frozen[j]), len(later))
         self._open_before = []
 
-    def _finish_reason(self) -> str:
+    def finish_reason(self) -> str:
         if self.halted:
             return "cancelled"  # should_stop() asked to stop; the output is what was committed by then
         if self.c is not None and self.state is not None and self.c.can_end(self.state):

@@ -402,7 +402,7 @@ class Engine:
             if not dec.finished:
                 {"ar": dec.ar, "diffusion": dec.diffusion, "verify": dec.verify}[cfg.mode]()
             else:
-                dec.stats.finish_reason = dec._finish_reason()
+                dec.stats.finish_reason = dec.finish_reason()
         finally:
             if block_drafter is not None:
                 block_drafter.close()

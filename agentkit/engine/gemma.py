@@ -239,17 +239,17 @@ class EntropyBoundDenoiser:
         dec, row = self.dec, processed[0]
         walk, state = _Walk(), dec.state
         for j in range(row.shape[0]):
-            if walk.end is None and dec._complete(state):
+            if walk.end is None and dec.is_complete(state):
                 walk.end = j
             if walk.end is not None:
                 walk.pin(row, j, self.fill)
                 continue
-            forced = dec._forced(state)
+            forced = dec.forced_tokens(state)
             if forced:
                 walk.pin(row, j, forced[0])
-                state = dec._advance(state, forced[0])
+                state = dec.advance(state, forced[0])
                 continue
-            allowed = dec._allowed(state)
+            allowed = dec.allowed_tokens(state)
             keep = torch.zeros(row.shape[-1], dtype=torch.bool)
             n = min(len(allowed), len(keep))
             keep[:n] = allowed[:n]
@@ -264,7 +264,7 @@ class EntropyBoundDenoiser:
             if t in dec.eos:
                 walk.end = j  # the template may end here, and the model ends it
                 continue
-            state = dec._advance(state, t)
+            state = dec.advance(state, t)
         return walk
 
     def _finish(self, block: Block, argmax: torch.Tensor, entropy: torch.Tensor, logits: torch.Tensor,
