@@ -67,6 +67,7 @@ from fastapi import FastAPI
 
 from agentkit import __version__
 from agentkit.constrain.nodes import Template
+from agentkit.engine.faces import EngineLike
 
 from . import errors
 from .config import ServerConfig
@@ -75,14 +76,16 @@ from .routes import router
 from .service import ChatService
 
 
-def create_app(engine: Any, config: ServerConfig | None = None, *,
+def create_app(engine: EngineLike, config: ServerConfig | None = None, *,
                compile_schema: Callable[[dict[str, Any]], Template] | None = None, **settings: Any) -> FastAPI:
-    """The FastAPI app serving ``engine`` (an ``agentkit`` ``Engine`` or anything with its ``generate``).
+    """The FastAPI app serving ``engine`` (an ``agentkit`` ``Engine``, or a double with its face:
+    :class:`agentkit.engine.faces.EngineLike`).
 
     ``config`` (or its fields as keywords: ``api_key``, ``max_queue``, ``max_batch``, ``request_timeout_s``,
-    ``default_mode``, ``prepare_workers``, ``ready_stall_s``, ... see :class:`~serving.config.ServerConfig`) sets the limits. ``max_batch`` applies to engines
-    whose ``generate`` takes ``batch=`` (a seat at an ``agentkit.engine.batch.Batcher``, as ``Engine.generate``
-    does); any other engine is served one request at a time. ``compile_schema`` defaults to
+    ``default_mode``, ``prepare_workers``, ``ready_stall_s``, ... see :class:`~serving.config.ServerConfig`) sets
+    the limits. ``max_batch`` applies to engines that declare ``batches`` (their ``generate`` takes a seat at an
+    ``agentkit.engine.batch.Batcher``, as ``Engine.generate`` does); any other engine is served one request at a
+    time. ``compile_schema`` defaults to
     ``agentkit.constrain.compiler.compile_schema`` (imported lazily).
     """
     if config is not None and settings:
