@@ -193,7 +193,9 @@ class DecodeConfig:
     stop_loops: int = 0
     # which weights decode: "auto" = the block-diffusion adapter (when the engine has one) in diffusion mode only,
     # base weights for AR and verify; "adapted" = the adapter in every mode (AR on the adapted weights, to see
-    # what the adaptation costs AR); "base" = never the adapter (diffusion then runs as a causal canvas)
+    # what the adaptation costs AR); "base" = never the adapter (diffusion then runs as a causal canvas); "loaded" =
+    # the weights as loaded, without a LoRA merged into them (EngineConfig.lora; a second copy, loaded on first use:
+    # Engine.can_load_unmerged) and without the adapter (the SDK's plain replies, with no tool result to carry)
     weights: str = "auto"
     # verify mode: where drafts come from. "lookup" = prompt lookup and the verifier's stale continuations (no
     # extra model); "adapter" = self-speculation, the block-diffusion adapter drafts a canvas of ``draft_steps``

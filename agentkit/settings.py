@@ -108,7 +108,7 @@ SETTINGS: tuple[Setting, ...] = (
             "many times in a row (12 tokens at least; finish reason loop, a template's output is then incomplete, as "
             "at the token budget); 0: off, else >= 2. The SDK agent's free-text reply: 4 unless set", low=0, sdk="stop_loops",
             server="agentkit.stop_loops"),
-    Setting("weights", "str", "auto", (_E, _C), "which weights decode", ("auto", "base", "adapted")),
+    Setting("weights", "str", "auto", (_E, _C), "which weights decode", ("auto", "base", "adapted", "loaded")),
     Setting("draft", "str", "lookup", (_E,), "verify mode's drafts", ("lookup", "adapter", "drafter")),
     Setting("draft_steps", "int", 1, (_E,), "adapter drafts: mask-sampler passes per draft", low=1),
     Setting("json_style", "str", DEFAULT_STYLE, (_S, _V), "how structured steps write the pinned JSON punctuation "

@@ -6,7 +6,10 @@ instructions with checkable constraints, and a paired comparison of two runs wit
     python evals/replies.py compare evals/results/replies/default.json evals/results/replies/loaded.json
 
 ``--lora``: the engine's ``EngineConfig.lora`` (``none``: the weights as loaded; left out: the default model's own
-LoRA, the loop adapter). ``--reply-weights``: ``Agent(reply_weights=...)``, which weights write a plain reply.
+LoRA, the loop adapter). ``--reply-weights``: ``Agent(decode=DecodeConfig(weights=...))``, which weights write a
+plain reply (the SDK's default: ``loaded``, the weights as loaded; ``base``: the merged loop adapter).
+``--instructions``: the agent's instructions (without them a plain reply has the chat template's own system text;
+``"You are a helpful assistant."`` is the SDK's text for agent steps).
 Each run writes its replies as it goes (``--out``; a rerun with the same ``--out`` resumes). ``compare`` reports
 each split apart: the share of items followed by each run, wins and losses on the same items, the sign test's p.
 """
@@ -28,16 +31,14 @@ DATA = Path(__file__).resolve().parent / "replies" / "instructions.jsonl"
 def run(args: argparse.Namespace) -> None:
     import torch
 
-    from agentkit import Agent, default_engine
+    from agentkit import Agent, DecodeConfig, default_engine
 
     torch.set_num_threads(1)
     out = Path(args.out)
     done = json.loads(out.read_text())["replies"] if out.is_file() else {}
     engine = default_engine(lora=args.lora) if args.lora else default_engine()
-    kwargs = {"reply_weights": args.reply_weights} if args.reply_weights else {}
-    if args.drop_default_system:  # a probe: the reply sent without the SDK's default system message
-        engine = _without_default_system(engine)
-    agent = Agent(engine, **kwargs)
+    decode = DecodeConfig(weights=args.reply_weights) if args.reply_weights else None
+    agent = Agent(engine, decode=decode, instructions=args.instructions)
     items = load_items(args.data, args.split)[: args.limit]
     for it in items:
         if it["id"] in done:
@@ -48,22 +49,8 @@ def run(args: argparse.Namespace) -> None:
         print(f"{it['id']} {done[it['id']]['followed']!s:5} {text[:90]!r}", flush=True)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps({"lora": args.lora, "reply_weights": args.reply_weights,
-                                   "drop_default_system": args.drop_default_system,
+                                   "instructions": args.instructions,
                                    "command": " ".join(sys.argv), "replies": done}, indent=1))
-
-
-def _without_default_system(engine):
-    from agentkit.steps.kinds import DEFAULT_INSTRUCTIONS
-
-    generate = engine.generate
-
-    def without(prompt, *a, **kw):
-        if isinstance(prompt, list) and prompt and prompt[0] == {"role": "system", "content": DEFAULT_INSTRUCTIONS}:
-            prompt = prompt[1:]
-        return generate(prompt, *a, **kw)
-
-    engine.generate = without
-    return engine
 
 
 def compare(args: argparse.Namespace) -> None:
@@ -89,7 +76,7 @@ def main() -> None:
     r.add_argument("--reply-weights", default=None)
     r.add_argument("--limit", type=int, default=None)
     r.add_argument("--split", default=None, help="dev | held_out (default: both)")
-    r.add_argument("--drop-default-system", action="store_true")
+    r.add_argument("--instructions", default=None)
     r.add_argument("--out", required=True)
     r.add_argument("--data", default=str(DATA))
     c = sub.add_parser("compare")

@@ -126,6 +126,7 @@ class Engine:
         self.vocab = token_vocab(lm.tokenizer, lm.eos_ids)
         self._constraints: dict[int, TokenConstraint] = {}
         self._adapted: tuple[LoadedModel, Backbone] | None = None
+        self._unmerged: tuple[LoadedModel, Backbone] | None = None  # the weights as loaded, beside a merged LoRA
         # earlier prompts' keys/values in blocks, for prompts that start the same way (agentkit/engine/prefix.py)
         self.chunking, self.prefixes, self.prefix_status = self._prefix_cache()
         self.prompt_chunk = self.chunking.block
@@ -253,6 +254,26 @@ class Engine:
                 self._adapted = (lm, bb)
             return self._adapted
 
+    def can_load_unmerged(self) -> bool:
+        """Whether ``DecodeConfig(weights="loaded")`` decodes with other weights than the engine's own: a LoRA is
+        merged into them (``EngineConfig.lora``) and the engine loaded the model itself, so it can load it again
+        (the SDK's plain replies ask for them)."""
+        return bool(self.lm.meta.get("lora")) and (self.config.model is not None or bool(self.lm.meta.get("default")))
+
+    def _unmerged_model(self) -> tuple[LoadedModel, Backbone]:
+        """The weights as loaded, without the merged LoRA, for ``weights="loaded"``: loaded on first use and then
+        kept beside the merged ones (a second copy of the weights: about 0.5 GB more for the default model; a step
+        costs what a step on the merged weights costs, both on 4-bit weights)."""
+        with self.lock:
+            if self._unmerged is None:
+                if not self.can_load_unmerged():
+                    raise UnsupportedModeError(f"weights='loaded': model {self.name!r} was given to the engine "
+                                               "with its LoRA merged (Engine.from_loaded); load it with "
+                                               "EngineConfig(model=..., lora=...) to keep both")
+                lm = load_model(self.config.model, dtype=self.config.dtype, device=self.config.device)
+                self._unmerged = (lm, self._backbone(lm, chose_dtype=self.config.dtype == "auto"))
+            return self._unmerged
+
     @property
     def name(self) -> str:
         return self.lm.name
@@ -366,6 +387,8 @@ class Engine:
                                        "has none (or the engine was built with adapter=False)")
         if adapted and self.adapter_path is not None:
             lm, backbone = self._diffusion_model()  # by default AR and verify keep the base weights
+        elif cfg.weights == "loaded" and self.lm.meta.get("lora"):
+            lm, backbone = self._unmerged_model()  # without the merged LoRA (the SDK's plain replies)
         backend = self.backend  # one backend per engine: "auto" never moves a request to another one
         sampler = self._sampler(cfg, lm)
         base = backbone is self.backbone
