@@ -25,6 +25,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from .validate import SEED_MAX, SEED_MIN
+
 MODES: tuple[str, ...] = ("ar", "diffusion", "verify")
 GREEDY: tuple[str, ...] = ("byte", "token")
 SAMPLERS: tuple[str, ...] = ("auto", "jacobi", "mask", "uniform")
@@ -57,14 +59,14 @@ class Setting:
 _E, _S, _V, _C, _V2 = "engine", "sdk", "server", "cli", "evals"
 SETTINGS: tuple[Setting, ...] = (
     Setting("mode", "str", "ar", (_E, _S, _V, _C), "decoding mode", MODES, sdk="mode", server="agentkit.mode"),
-    Setting("max_new_tokens", "int", 256, (_E, _S, _V, _C, _V2), "output token budget", low=1, sdk="max_tokens",
+    Setting("max_new_tokens", "int", 256, (_E, _S, _V, _C, _V2), "output token budget", low=1, high=32768, sdk="max_tokens",
             server="body.max_tokens"),
-    Setting("temperature", "float", 0.0, (_E, _S, _V, _C), "0: greedy", low=0, sdk="temperature",
+    Setting("temperature", "float", 0.0, (_E, _S, _V, _C), "0: greedy", low=0, high=2, sdk="temperature",
             server="body.temperature"),
     Setting("greedy", "str", "byte", (_E, _S, _V, _V2), "greedy pick under a template: byte by byte or argmax",
             GREEDY, sdk="greedy", server="agentkit.greedy"),
     Setting("copy_bias", "float", 2.0, (_E, _S, _V, _V2), "logit bonus for copying the source in JSON strings",
-            low=0, sdk="copy_bias", server="agentkit.copy_bias"),
+            low=0, high=100, sdk="copy_bias", server="agentkit.copy_bias"),
     Setting("copy_from", "str", "user", (_E, _S, _V, _V2), "the copy prior's source", ("prompt", "user"),
             sdk="copy_from", server="agentkit.copy_from"),
     Setting("copy_numbers", "bool", True, (_E, _S, _V, _V2), "the copy prior in number slots too",
@@ -73,7 +75,7 @@ SETTINGS: tuple[Setting, ...] = (
             "extracted; the agent's answer after tools: the results' values); None: as copy_from says, and no "
             "prior on free text", optional=True, server="agentkit.copy_source"),
     Setting("copy_text_bias", "float", 8.0, (_E, _S, _V), "logit bonus for copying copy_source's values in free text "
-            "(the agent's answer after tool results); 0: off", low=0, sdk="copy_text_bias",
+            "(the agent's answer after tool results); 0: off", low=0, high=100, sdk="copy_text_bias",
             server="agentkit.copy_text_bias"),
     Setting("copy_first_digit", "bool", False, (_E, _V), "the number copy prior at a number's first digit too "
             "(on for extract and the server's response_format)", server="agentkit.copy_first_digit"),
@@ -89,13 +91,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("logit_bias", "bias", {}, (_E, _S, _V), "token id -> a bonus added to its logit (OpenAI's logit_bias; "
             "-100 bans the token, 100 all but forces it; inside a template only among the tokens its mask allows)",
             low=-100, high=100, sdk="logit_bias", server="body.logit_bias"),
-    Setting("seed", "int", None, (_E, _S, _V, _C, _V2), "sampling seed (agentkit.validate.SEED_MIN..SEED_MAX)",
-            optional=True, sdk="seed", server="body.seed"),
+    Setting("seed", "int", None, (_E, _S, _V, _C, _V2), "sampling seed", low=SEED_MIN,
+            high=SEED_MAX, optional=True, sdk="seed", server="body.seed"),
     Setting("canvas_length", "int", 32, (_E, _V, _C, _V2), "canvas positions per block", low=1,
-            server="agentkit.canvas_length"),
+            high=4096, server="agentkit.canvas_length"),
     Setting("sized_passes", "bool", True, (_E,), "cut verify blocks to the length the cost curve pays for"),
     Setting("max_denoising_steps", "int", 48, (_E, _V), "denoising steps per block", low=1,
-            server="agentkit.max_denoising_steps"),
+            high=4096, server="agentkit.max_denoising_steps"),
     Setting("sampler", "str", "auto", (_E, _V, _C), "canvas sampler", SAMPLERS, server="agentkit.sampler"),
     Setting("confidence_threshold", "float", 0.99, (_E,), "mask sampler: accept positions above this", low=0,
             high=1),
@@ -106,7 +108,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("stop", "list", [], (_E, _V), "stop strings (the output is cut before the first)", server="body.stop"),
     Setting("stop_loops", "int", 0, (_E, _S, _V), "the output ends once it has written one piece of 1..32 tokens this "
             "many times in a row (12 tokens at least; finish reason loop, a template's output is then incomplete, as "
-            "at the token budget); 0: off, else >= 2. The SDK agent's free-text reply: 4 unless set", low=0, sdk="stop_loops",
+            "at the token budget); 0: off, else >= 2. The SDK agent's free-text reply: 4 unless set", low=0, high=64,
+            sdk="stop_loops",
             server="agentkit.stop_loops"),
     Setting("weights", "str", "auto", (_E, _C), "which weights decode", ("auto", "base", "adapted", "loaded")),
     Setting("draft", "str", "lookup", (_E,), "verify mode's drafts", ("lookup", "adapter", "drafter")),
@@ -136,6 +139,18 @@ def where(path: str) -> tuple[Setting, ...]:
     if path not in PATHS:
         raise ValueError(f"unknown path {path!r}; known: {PATHS}")
     return tuple(s for s in SETTINGS if path in s.applies)
+
+
+def bounds(name: str) -> dict[str, float]:
+    """A numeric setting's range as pydantic's ``Field`` keywords (``ge``/``gt``, ``le``): the server's request
+    models take their bounds from here."""
+    s = BY_NAME[name]
+    out: dict[str, float] = {}
+    if s.low != -INF:
+        out["gt" if s.low_open else "ge"] = s.low
+    if s.high != INF:
+        out["le"] = s.high
+    return out
 
 
 def sdk_names() -> dict[str, str]:

@@ -17,7 +17,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from agentkit.validate import SEED_MAX, SEED_MIN, SURROGATE, surrogate_error  # the engine's own checks
+from agentkit.settings import bounds
+from agentkit.validate import SURROGATE, surrogate_error  # the engine's own checks
 
 # accepted and ignored (documented in the README): they change nothing a single-model server does
 IGNORED = ("user", "metadata", "store", "service_tier", "prompt_cache_key",
@@ -136,8 +137,8 @@ class AgentkitExt(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     mode: Literal["ar", "diffusion", "verify"] | None = None
-    canvas_length: SInt | None = Field(default=None, ge=1, le=4096)
-    max_denoising_steps: SInt | None = Field(default=None, ge=1, le=4096)
+    canvas_length: SInt | None = Field(default=None, **bounds("canvas_length"))
+    max_denoising_steps: SInt | None = Field(default=None, **bounds("max_denoising_steps"))
     sampler: Literal["auto", "jacobi", "mask", "uniform"] | None = None
     canvas: SBool = False  # stream canvas draft events (``event: agentkit.canvas``) when true
     step: str | None = Field(default=None, max_length=64)  # a label (the SDK's step kind); decoding ignores it
@@ -149,17 +150,17 @@ class AgentkitExt(BaseModel):
     # how a greedy structured step picks a token (agentkit.config.DecodeConfig.greedy); None: "byte"
     greedy: Literal["byte", "token"] | None = None
     # logit bonus for tokens that copy a span of the prompt inside a JSON string (DecodeConfig.copy_bias); None: its default, 2
-    copy_bias: SFloat | None = Field(default=None, ge=0, le=100)
+    copy_bias: SFloat | None = Field(default=None, **bounds("copy_bias"))
     copy_from: Literal["prompt", "user"] | None = None  # the copy prior's source (DecodeConfig.copy_from)
     copy_numbers: SBool | None = None  # the copy prior in number slots too (DecodeConfig.copy_numbers); None: on
     # the number copy prior at a number's first digit too (DecodeConfig.copy_first_digit); None: on for a
     # response_format with the schema prompt (as extract), off otherwise
     copy_first_digit: SBool | None = None
     # the bonus for copying copy_source's values in a text reply (DecodeConfig.copy_text_bias); None: its default, 8
-    copy_text_bias: SFloat | None = Field(default=None, ge=0, le=100)
+    copy_text_bias: SFloat | None = Field(default=None, **bounds("copy_text_bias"))
     # the output ends at a loop of this many copies of one piece (DecodeConfig.stop_loops);
     # None: its default, 0 (off)
-    stop_loops: SInt | None = Field(default=None, ge=0, le=64)
+    stop_loops: SInt | None = Field(default=None, **bounds("stop_loops"))
     # the copy prior's source text itself (DecodeConfig.copy_source); None: copy_from's, or for a text reply after
     # tool messages the results' values (the copy prior on free text needs a source)
     copy_source: str | None = Field(default=None, max_length=MAX_COPY_SOURCE)
@@ -190,14 +191,14 @@ class Sampling(Body):
     """The decoding fields chat completions and completions share, checked once here (``logit_bias``'s keys and
     range by ``DecodeConfig``, a token id against the vocabulary by the engine)."""
 
-    temperature: SFloat | None = Field(default=None, ge=0, le=2)
-    top_p: SFloat | None = Field(default=None, gt=0, le=1)
-    top_k: SInt | None = Field(default=None, ge=1)
-    seed: SInt | None = Field(default=None, ge=SEED_MIN, le=SEED_MAX)
+    temperature: SFloat | None = Field(default=None, **bounds("temperature"))
+    top_p: SFloat | None = Field(default=None, **bounds("top_p"))
+    top_k: SInt | None = Field(default=None, **bounds("top_k"))
+    seed: SInt | None = Field(default=None, **bounds("seed"))
     stop: str | list[str] | None = None
     agentkit: AgentkitExt | None = None
-    frequency_penalty: SFloat | None = Field(default=None, ge=-2, le=2)
-    presence_penalty: SFloat | None = Field(default=None, ge=-2, le=2)
+    frequency_penalty: SFloat | None = Field(default=None, **bounds("frequency_penalty"))
+    presence_penalty: SFloat | None = Field(default=None, **bounds("presence_penalty"))
     logit_bias: dict[str, SFloat] | None = None
     user: Any = None
     stream_options: Any = None
@@ -219,8 +220,8 @@ class ChatRequest(Sampling):
     tools: list[ToolDef] | None = None
     tool_choice: Literal["auto", "none", "required"] | NamedToolChoice | None = None
     response_format: ResponseFormat | None = None
-    max_tokens: SInt | None = Field(default=None, ge=1, le=32768)
-    max_completion_tokens: SInt | None = Field(default=None, ge=1, le=32768)
+    max_tokens: SInt | None = Field(default=None, **bounds("max_new_tokens"))
+    max_completion_tokens: SInt | None = Field(default=None, **bounds("max_new_tokens"))
     stream: SBool = False
     n: SInt = Field(default=1, ge=1, le=128)  # at most ServerConfig.max_n (checked by the service)
     logprobs: SBool = False

@@ -193,3 +193,25 @@ def test_the_docs_table_is_the_declaration():
 
     docs = (Path(__file__).resolve().parents[1] / "docs" / "settings.md").read_text()
     assert table.markdown_table() in docs
+
+
+def test_the_servers_ranges_are_the_tables():
+    """Every numeric setting the server takes has the table's range in its request model (protocol.py takes it
+    from agentkit.settings.bounds), and DecodeConfig refuses a value past it as the server does."""
+    import annotated_types as at
+    from agentkit.serving.protocol import AgentkitExt, ChatRequest
+
+    for place, model in (("agentkit", AgentkitExt), ("body", ChatRequest)):
+        for key, name in table.server_fields(place).items():
+            s = table.BY_NAME[name]
+            if s.kind not in ("int", "float"):
+                continue
+            got = {}
+            for m in model.model_fields[key].metadata:
+                for kind, attr in ((at.Ge, "ge"), (at.Gt, "gt"), (at.Le, "le"), (at.Lt, "lt")):
+                    if isinstance(m, kind):
+                        got[attr] = getattr(m, attr)
+            assert got == table.bounds(name), (place, key, got, table.bounds(name))
+            if s.high != table.INF and s.kind == "float":
+                with pytest.raises(UserError):
+                    DecodeConfig(**{name: s.high + 1})

@@ -90,7 +90,7 @@ def test_copy_bias_setting_reaches_the_decode_config():
 
     assert apply(DecodeConfig(), merge({"copy_bias": 2.0})).copy_bias == 2.0
     assert apply(DecodeConfig(), merge({})).copy_bias == DecodeConfig().copy_bias == 2.0
-    with pytest.raises(UserError, match="copy_bias must be a finite number >= 0"):
+    with pytest.raises(UserError, match="copy_bias must be a finite number in \\[0, 100\\]"):
         apply(DecodeConfig(), merge({"copy_bias": -1.0}))
     assert apply(DecodeConfig(), merge({"copy_from": "user"})).copy_from == "user"
     assert apply(DecodeConfig(), merge({"copy_numbers": False})).copy_numbers is False
