@@ -40,7 +40,9 @@ from ..errors import UserError
 from .nodes import Choice, Node, Repeat, Seq, Slot, Template
 
 KINDS = frozenset({"string", "number", "date", "currency", "enum"})  # the field kinds grounded by default
-JOINERS = frozenset("-'/._@&+")  # characters that join the letters or digits on both sides into one word
+JOINERS = frozenset("-'/._@&+")
+OPENERS = frozenset("(+#$€£¥")  # besides a letter or digit, what a span may start with
+CLOSERS = frozenset(")%")  # besides a letter or digit, what a span may end with  # characters that join the letters or digits on both sides into one word
 SPAN_CHARS = 96  # the longest span the check of a patterned slot's language tries (:func:`spans_fit`)
 
 # -- numbers ----------------------------------------------------------------------------------------------------
@@ -501,9 +503,12 @@ BREAKS = (", ", "; ", ". ", ": ", " — ", " – ", " - ", "\\n")  # clause brea
 
 
 def span_breaks(body: bytes) -> list[int]:
-    """For each byte offset of the JSON-escaped text ``body``, the offset of the next clause break at or after it
-    (:data:`BREAKS`; ``len(body)`` where none): a span starting at ``p`` ends by ``span_breaks(body)[p]``."""
-    marks = sorted({i for b in BREAKS for i in _finds(body, b.encode())})
+    """For each byte offset of the JSON-escaped text ``body``, the offset of the next clause break (:data:`BREAKS`)
+    or date (:func:`date_mentions`) at or after it (``len(body)`` where none): a span starting at ``p`` ends by
+    ``span_breaks(body)[p]``."""
+    text = body.decode("utf-8")
+    dates = {len(text[:k].encode()) for a, b, _ in date_mentions(text) for k in (a, b)}  # a date: a value of its own
+    marks = sorted({i for b in BREAKS for i in _finds(body, b.encode())} | dates)
     out, nxt = [len(body)] * (len(body) + 1), len(body)
     for p in range(len(body), -1, -1):
         if marks and p == marks[-1]:
@@ -522,9 +527,9 @@ def _finds(data: bytes, sub: bytes) -> list[int]:
 
 def span_edges(body: bytes) -> tuple[frozenset[int], frozenset[int]]:
     """(the byte offsets a span of the JSON-escaped text ``body`` may start at, those it may end at): word edges
-    outside an escape sequence. A span neither starts nor ends with whitespace, and does not start or end inside a
-    word (``Lisbon``, not ``isbo``; ``INV-3302``, not ``3302``: :data:`JOINERS` between letters or digits join
-    them)."""
+    outside an escape sequence. A span starts with a letter, a digit or one of :data:`OPENERS`, ends with a letter,
+    a digit or one of :data:`CLOSERS`, and does not start or end inside a word (``Lisbon``, not ``isbo``;
+    ``INV-3302``, not ``3302``: :data:`JOINERS` between letters or digits join them)."""
     text = body.decode("utf-8")
     inside: set[int] = set()  # character offsets inside an escape sequence (after its backslash)
     i = 0
@@ -538,7 +543,6 @@ def span_edges(body: bytes) -> tuple[frozenset[int], frozenset[int]]:
     at = [0]
     for ch in text:
         at.append(at[-1] + len(ch.encode("utf-8")))
-    blank = ("\\n", "\\t", "\\r")
 
     def alnum(k: int) -> bool:
         return 0 <= k < len(text) and text[k].isalnum() and k not in inside
@@ -546,8 +550,8 @@ def span_edges(body: bytes) -> tuple[frozenset[int], frozenset[int]]:
     def word(k: int) -> bool:  # a letter or digit, or a joiner between two (INV-20931, O'Riordan, 2024/0931)
         return alnum(k) or (0 <= k < len(text) and text[k] in JOINERS and alnum(k - 1) and alnum(k + 1))
 
-    starts = frozenset(at[k] for k in range(len(text)) if k not in inside and not text[k].isspace()
-                       and text[k:k + 2] not in blank and not (word(k) and word(k - 1)))
-    ends = frozenset(at[k] for k in range(1, len(text) + 1) if k not in inside and not text[k - 1].isspace()
-                     and text[max(0, k - 2):k] not in blank and not (word(k - 1) and word(k)))
+    starts = frozenset(at[k] for k in range(len(text)) if k not in inside and (alnum(k) or text[k] in OPENERS)
+                       and not (word(k) and word(k - 1)))
+    ends = frozenset(at[k] for k in range(1, len(text) + 1) if k - 1 not in inside and (
+        alnum(k - 1) or text[k - 1] in CLOSERS) and not (word(k - 1) and word(k)))
     return starts, ends

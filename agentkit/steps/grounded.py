@@ -14,6 +14,7 @@ weights that decoded it). A field without a value is None (left out, for a schem
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from ..constrain.ground import Grounding, allows_null, check_option, grounded_template, occurrences
@@ -103,53 +104,80 @@ def value_scores(engine: Any, messages: list[dict[str, str]], head: str, conts: 
 def settle(engine: Any, messages: list[dict[str, str]], value: dict[str, Any], spec: GroundedOutput,
            margin: float | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """``value`` (a JSON object as the template wrote it, keys in order) with its top-level fields settled against
-    the text, required fields first, then the optional ones, each in order:
+    the text. Each place in the text gives one field its value (:func:`~agentkit.constrain.ground.occurrences`),
+    and the model's scores decide (the whole value's log-probability after the output so far, with the weights
+    that decoded it):
 
-    1. each place in the text gives one field its value (:func:`~agentkit.constrain.ground.occurrences`): an
-       optional field whose value the text only gives where an earlier field took it (a due date copied from the
-       issue date) has no value;
-    2. a number, date or currency field takes the value the model scores highest (the whole value's
-       log-probability after the output so far) among the text's values still free, and null for an optional
-       field that allows it;
-    3. an optional string field keeps its value only when the model scores it above null (``margin`` nats; None:
-       :data:`NULL_MARGIN`).
+    1. required fields, in order: a number, date or currency field takes the best-scoring of the text's values
+       still free; each takes its place in the text; then a list of spans keeps the items with a place left;
+    2. optional fields, most confident first (the margin of their best free value over null): each keeps its best
+       value whose place is still free, or none when its places are taken (a due date copied from the issue date)
+       or, for a string, when null scores above it (``margin`` nats in the value's favour; None:
+       :data:`NULL_MARGIN`). A number, date or currency field takes the best of the text's values left.
 
     A field with no value becomes None where the schema allows null, and is left out otherwise. Returns the new
-    value and, per field, what decided it."""
+    value and, per field, the scores that decided it."""
     g = spec.grounding
     if g is None:
         return value, {}
     margin = NULL_MARGIN if margin is None else margin
-    scorer = _LazyScorer(engine, messages)
-    props = g.schema.get("properties") or {}
-    optional = set(spec.optional_fields())
+    scorer, props, optional = _LazyScorer(engine, messages), g.schema.get("properties") or {}, set(spec.optional_fields())
     out, used, facts = dict(value), [], {}
-    for name in sorted(out, key=lambda k: k in optional):  # required fields first, each group in order
-        kind, v = g.kinds.get("/" + name, ""), out[name]
-        optional_ = name in optional
-        if kind in ENUM_KINDS and "/" + name not in g.spans:
+    for name in [k for k in out if k not in optional]:
+        kind = g.kinds.get("/" + name, "")
+        if kind in ENUM_KINDS:
             options = [c for c in _enum(props.get(name)) if _free(c, g.text, kind, used)]
-            options += [None] if optional_ and allows_null(props.get(name) or {}) else []
-            if options and (len(options) > 1 or options[0] != v):
+            if options and (len(options) > 1 or options[0] != out[name]):
                 facts[name] = _scores(scorer, out, name, options)
-                v = _best(options, facts[name], v)
-            elif not options and optional_:
-                v = None
-        if optional_ and kind and kind not in ENUM_KINDS and _scalar(v):
-            if _free(v, g.text, kind, used) is None:
-                facts[name], v = "taken", None
-            else:
-                facts[name] = _scores(scorer, out, name, [v, None])
-                if facts[name]["null"] > facts[name][_key(v)] + margin:
-                    v = None
-        place = _free(v, g.text, kind, used) if _scalar(v) else None
-        if place is not None:
-            used.append(place)
-        _put(out, name, v, allows_null(props.get(name) or {}) or not optional_)
+                out[name] = _best(options, facts[name], out[name])
+        _take(out[name], g.text, kind, used)
+    for name, v in out.items():  # a list of spans: each place in the text left gives one item
+        if isinstance(v, list) and g.kinds.get(f"/{name}/*") in SPAN_KINDS:
+            out[name] = _distinct(v, g.text, used)
+    ranked = []
+    for name in [k for k in out if k in optional and g.kinds.get("/" + k) and out[k] not in (None, [])]:
+        kind = g.kinds["/" + name]
+        options = [c for c in _enum(props.get(name)) if _free(c, g.text, kind, used)] if kind in ENUM_KINDS \
+            else [out[name]] if isinstance(out[name], list) or _free(out[name], g.text, kind, used) else []
+        facts[name] = _scores(scorer, out, name, [*options, None])
+        best = max((facts[name][_key(o)] for o in options), default=-math.inf)
+        # the text's number, date or currency is not weighed against null (a multi-token value loses to the
+        # one-token null even when right): such a field is None only when the text has no value left for it
+        gain = best - facts[name]["null"] if kind not in ENUM_KINDS else math.inf if options else -math.inf
+        ranked.append((gain, name, kind, options))
+    for gain, name, kind, options in sorted(ranked, key=lambda r: -r[0]):
+        v = None
+        if gain + margin >= 0:
+            v = next((o for o in sorted(options, key=lambda o: -facts[name][_key(o)])
+                      if isinstance(o, list) or _free(o, g.text, kind, used)), None)
+        _take(v, g.text, kind, used)
+        _put(out, name, v, allows_null(props.get(name) or {}))
     return {k: out[k] for k in value if k in out}, facts
 
 
-ENUM_KINDS = ("number", "date", "currency")  # kinds whose grounded values are a list: the best one is picked
+SPAN_KINDS = ("string", "phone", "email")  # kinds grounded as spans of the text
+
+
+def _distinct(items: list[Any], text: str, used: list[tuple[int, int]]) -> list[Any]:
+    """The items of a list of spans that each have a place of their own in ``text`` (a place taken by an earlier
+    item or field gives none), in order; each takes its place."""
+    out = []
+    for x in items:
+        place = _free(x, text, "string", used) if isinstance(x, str) else None
+        if place is not None:
+            used.append(place)
+            out.append(x)
+    return out
+
+
+def _take(v: Any, text: str, kind: str, used: list[tuple[int, int]]) -> None:
+    """Mark the place in ``text`` that gives ``v`` (its first free one) as taken."""
+    place = _free(v, text, kind, used) if _scalar(v) and kind else None
+    if place is not None:
+        used.append(place)
+
+
+ENUM_KINDS = ("number", "date", "currency")  # kinds grounded to a list of the text's values: the best is picked
 
 
 def _best(options: list[Any], scores: dict[str, float], decoded: Any) -> Any:

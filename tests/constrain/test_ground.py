@@ -51,8 +51,9 @@ def test_substring_automaton_admits_exactly_the_spans(vocab):
     text = "Ann Lee (Oslo) paid INV-3302."
     dfa = SpanDFA(text, slot_index(PLAIN_BODY, v), v)
     starts, ends = span_edges(text.encode())
-    # words start after a non-word character, any other character may start a span; INV-3302 is one word
-    assert starts == {0, 4, 8, 9, 13, 15, 20, 28} and ends == {3, 7, 9, 13, 14, 19, 28, 29}
+    # a span starts at a word's first letter or digit or at an opener ("(", "+", "$"...) and ends at a word's last
+    # one or a closer (")", "%"); INV-3302 is one word
+    assert starts == {0, 4, 8, 9, 15, 20} and ends == {3, 7, 13, 14, 19, 28}
     for i in range(len(text)):
         for j in range(i + 1, len(text) + 1):
             want = i in starts and j in ends
@@ -68,6 +69,10 @@ def test_spans_stop_at_clause_breaks(vocab):
     for span in ["Nomvula Khumalo", "082 555 0134", "Durban", "Bath", "Lee"]:
         assert _accepts(dfa, v, span.encode()), span
     for span in ["Nomvula Khumalo, 082", "0134; Durban", "Durban - Bath", "Bath. Ms", "Ms. Lee"]:
+        assert not _accepts(dfa, v, span.encode()), span
+    dfa = SpanDFA("Harvest Gala on 4 October 2025 at the Old Corn Exchange", slot_index(PLAIN_BODY, v), v)
+    assert _accepts(dfa, v, b"Harvest Gala on") and _accepts(dfa, v, b"the Old Corn Exchange")
+    for span in ["Gala on 4 October", "October 2025 at the"]:
         assert not _accepts(dfa, v, span.encode()), span
 
 
@@ -227,11 +232,12 @@ def test_settle_each_place_feeds_one_field_and_null_wins_on_the_scores(monkeypat
     monkeypatch.setattr(grounded, "value_scores", fake_scores)
     value = {"name": "Ann Lee", "issued": "2025-05-04", "due": "2025-05-04", "city": "Lagos", "company": "Lagos"}
     out, facts = grounded.settle(None, [], value, spec)
-    # issued keeps the best date; due cannot take it again and gets the other date (above null); city kept above
-    # null; company's "Lagos" is the city's place in the text: taken
+    # issued keeps the best date; due cannot take it again and gets the other date (above null); city and company
+    # both score "Lagos" above null, city (first on a tie) takes its one place in the text, company has none left
     assert out == {"name": "Ann Lee", "issued": "2025-05-04", "due": "2025-06-03", "city": "Lagos", "company": None}
-    assert facts["company"] == "taken" and facts["due"] == {'"2025-06-03"': -2.0, "null": -3.0}
-    assert heads[-1] == '{"name": "Ann Lee", "issued": "2025-05-04", "due": "2025-06-03", "city":'
+    assert facts["due"] == {'"2025-06-03"': -2.0, "null": -3.0}  # 2025-05-04 is the issue date's place
+    assert heads[-1] == '{"name": "Ann Lee", "issued": "2025-05-04", "due": "2025-05-04", "city": "Lagos", "company":'
     monkeypatch.setattr(grounded, "value_scores", lambda e, m, h, c: [[-0.1] if x == " null" else [-2.5] for x in c])
     out, _ = grounded.settle(None, [], value, spec)
-    assert out == {"name": "Ann Lee", "issued": "2025-05-04", "due": None, "city": None, "company": None}
+    # null above every string: city and company None; a date is not weighed against null: due keeps the free one
+    assert out == {"name": "Ann Lee", "issued": "2025-05-04", "due": "2025-06-03", "city": None, "company": None}
