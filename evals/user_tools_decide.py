@@ -1,0 +1,100 @@
+"""The first tool decision of the user-tool benchmark under several rules, from one scoring of each task's decision
+(the model's scores of the options' names on the decision's messages, and on the content-free question's):
+
+- ``raw``: call when log P(no call) <= log P(any tool); the tool the request scores highest;
+- ``calibrated``: call when that margin is at most the content-free question's (``Agent(calibrate=True)``);
+- ``+tool`` variants: the tool chosen by its score minus its score on the content-free question (contextual
+  calibration of the choice between tools too, not only of call or not);
+- ``margin=M``: raw, with the call threshold moved to M.
+
+    nice -n 5 python evals/user_tools_decide.py --split dev --out evals/results/user_tools/decide_dev.json
+
+Only the first decision (the first call's tool, or no call) is scored: a right first tool on ``one`` and ``two``
+tasks, no call on ``none`` tasks. The full runs are ``evals/user_tools.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+from agentkit.evals.user_tools import TOOLS, load_tasks
+
+DATA = Path(__file__).resolve().parent / "user_tools" / "tasks.jsonl"
+
+
+def scores_of(engine, tools, task: str) -> tuple[dict, dict, str]:
+    from agentkit import decide
+    from agentkit.sdk import EngineGenerator
+    from agentkit.sdk import _decide as decide_
+    from agentkit.sdk._messages import ModelRequest, UserPromptPart, to_chat
+    from agentkit.steps import kinds as steps
+
+    system = steps.system_prompt(None, tools)
+    chat = to_chat([ModelRequest(parts=[UserPromptPart(content=task)], instructions=system)])
+    chat, no_call = decide_.decision_chat(chat, None, tools)
+    gen = EngineGenerator(engine)
+    head = steps.call_head(steps.STYLE)
+    options = [t.name for t in tools] + [no_call]
+    got = asyncio.run(gen.name_scores(chat, options, head))
+    null = asyncio.run(gen.name_scores(decide.null_messages(chat), options, head))
+    return got, null, no_call
+
+
+def decide_with(got: dict, null: dict, no_call: str, rule: str) -> str | None:
+    from agentkit.decide import no_call_margin
+
+    names = [n for n in got if n != no_call]
+    margin = no_call_margin(got, no_call)
+    base = no_call_margin(null, no_call)
+    threshold = float(rule.removesuffix("+tool").split("=")[1]) if rule.startswith("margin=") else 0.0
+    call = margin - base <= 0 if rule.startswith("calibrated") else margin <= threshold
+    key = (lambda n: got[n] - null[n]) if rule.endswith("+tool") else (lambda n: got[n])
+    return max(names, key=key) if call else None
+
+
+RULES = ["raw", "raw+tool", "calibrated", "calibrated+tool", "margin=1", "margin=2", "margin=1+tool",
+         "margin=2+tool", "margin=3+tool"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--split", default="dev")
+    ap.add_argument("--lora", default=None)
+    ap.add_argument("--out", required=True, help="the scores and the table (an existing file: its scores rescored)")
+    args = ap.parse_args()
+    import torch
+
+    from agentkit import default_engine
+    from agentkit.sdk import Tool
+
+    torch.set_num_threads(1)
+    out = Path(args.out)
+    rows = json.loads(out.read_text())["rows"] if out.is_file() else []  # a rerun rescores the saved scores
+    if not rows:
+        engine = default_engine(lora=args.lora) if args.lora else default_engine()
+        tools = [Tool(f) for f in TOOLS]
+        for t in load_tasks(DATA, args.split):
+            got, null, no_call = scores_of(engine, tools, t["prompt"])
+            rows.append({"id": t["id"], "kind": t["kind"], "want": t["expected"][0]["tool"] if t["expected"] else None,
+                         "scores": got, "null": null, "no_call": no_call})
+            print(t["id"], {r: decide_with(got, null, no_call, r) for r in ("raw", "calibrated+tool")}, flush=True)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"command": " ".join(sys.argv), "rows": rows}, indent=1))
+    table = {}
+    for rule in RULES:
+        picks = [(r, decide_with(r["scores"], r["null"], r["no_call"], rule)) for r in rows]
+        need = [(r, p) for r, p in picks if r["kind"] != "none"]
+        none = [(r, p) for r, p in picks if r["kind"] == "none"]
+        table[rule] = {"call_when_needed": round(sum(p is not None for _, p in need) / len(need), 3),
+                       "right_first_tool": round(sum(p == r["want"] for r, p in need) / len(need), 3),
+                       "no_call_when_none": round(sum(p is None for _, p in none) / len(none), 3)}
+        print(rule, table[rule])
+    out.write_text(json.dumps({"command": " ".join(sys.argv), "table": table, "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,19 @@
+"""A calibrated decision picks the tool whose score rises most over the content-free question's; a raw one, the
+tool scored highest. The loop adapter declares calibrated decisions."""
+
+from agentkit.decide import calibrated
+
+
+def test_the_calibrated_pick_takes_the_question_s_prior_out():
+    scores = {"get_weather": -1.0, "calculator": -2.0, "respond": -4.0}
+    null = {"get_weather": -1.5, "calculator": -6.0, "respond": -0.5}  # a prior for the first tool listed
+    call, info = calibrated(scores, null, ["get_weather", "calculator"], "respond")
+    assert call and info["tool"] == "calculator"
+    call, info = calibrated(scores, None, ["get_weather", "calculator"], "respond")
+    assert call and info["tool"] == "get_weather"
+
+
+def test_the_loop_adapter_declares_calibrated_decisions():
+    from agentkit.models.adapter import LOOP_DIR, load_adapter
+
+    assert load_adapter(LOOP_DIR)[1].calibrate is True
