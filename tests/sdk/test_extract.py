@@ -173,3 +173,31 @@ async def test_an_agents_output_step_copies_from_the_prompt_as_extract_does():
     info = model.calls[0]
     assert info.step == "extract"
     assert (info.config.copy_source, info.config.copy_first_digit) == ("Invoice A-7, total 12.50 EUR", True)
+
+
+class Booking(BaseModel):
+    guest: str
+    nights: int
+    phone: str = Field(description="the guest's phone")
+    note: str | None = Field(None, json_schema_extra={"grounded": False})
+    city: str | None = None
+
+
+async def test_extract_grounds_by_default_with_per_call_and_per_field_overrides():
+    from agentkit.constrain.ground import template_slots
+
+    text = "Room for Eero Väänänen, 3 nights, from Turku."
+    model = script({"guest": "Eero Väänänen", "nights": 3, "phone": "123", "note": None, "city": "Turku"})
+    out, usage = await aextract(Booking, text, model=model, return_usage=True)
+    assert out.city == "Turku" and usage.ungrounded == ["phone"]  # no phone in the text: flagged
+    meta = model.calls[0].template.meta
+    assert meta["grounded"] == {"/city": "string", "/guest": "string", "/nights": "number"}  # note: its own "off"
+    assert meta["grounded_schema"]["properties"]["nights"]["enum"] == [3]
+    slots = {s.name: s for s in template_slots(model.calls[0].template.root)}
+    assert "123-456-7890" in slots["/phone"].exclude and "Phone" in slots["/phone"].exclude  # ungrounded: no stock
+    assert slots["/guest"].source is not None and not slots["/guest"].exclude  # a span: nothing to exclude
+    off = script({"guest": "Eero", "nights": 4, "phone": "1", "note": None, "city": None})
+    _, usage = await aextract(Booking, text, model=off, grounded=False, return_usage=True)
+    assert off.calls[0].template.meta["grounded"] == {} and usage.ungrounded == []
+    with pytest.raises(UserError, match="grounded"):
+        await aextract(Booking, text, model=off, grounded="yes")
