@@ -7,7 +7,7 @@ replies go to AR. Every iteration's cost is recorded in a ``Trace``.
 
 from ..errors import ModelRetry
 from ..steps.kinds import Plan
-from ._agent import Agent, Limits, RoutingPolicy
+from ._agent import Agent
 from ._context import RunContext, RunUsage
 from ._events import AgentEvent, CanvasDraft, Final, Reply, StepStarted, TextDelta, ToolCall, ToolResult
 from ._extract import aextract, extract
@@ -27,6 +27,7 @@ from ._messages import (
 )
 from ._models import FunctionModel, StepInfo, TestModel
 from ._otel import Instrumentation
+from ._policy import Limits, RoutingPolicy
 from ._result import RunResult
 from ._settings import ModelSettings
 from ._stream import StreamedRunResult

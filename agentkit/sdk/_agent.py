@@ -15,17 +15,15 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
 from pydantic import ValidationError
 
-from ..config import MODES, DecodeConfig, Mode
+from ..config import DecodeConfig, Mode
 from ..constrain.nodes import Template
 from ..engine.stats import GenerationResult
 from ..errors import (
     AgentRunError,
-    ContextLengthError,
     ModelRetry,
     UnexpectedModelBehavior,
     UsageLimitExceeded,
@@ -33,15 +31,15 @@ from ..errors import (
 )
 from ..settings import BY_NAME as SETTING
 from ..steps import kinds as steps
-from ..toolcall import MAX_PARALLEL_CALLS, call_key, result_values
+from ..toolcall import MAX_PARALLEL_CALLS
 from . import _decide as decide_
 from . import _repeat as repeat_
 from . import _settings as settings_
-from ._callbacks import draft_callback, text_callback, token_callback
-from ._context import RunContext, RunUsage
+from ._context import RunContext
 from ._decide import Decide
-from ._events import AgentEvent, Reply, StepStarted, TextDelta, ToolCall, ToolResult
-from ._generator import as_generator, keywords
+from ._events import AgentEvent, Reply, StepStarted, ToolCall, ToolResult
+from ._generator import as_generator
+from ._inputs import Instructions, can_unmerge, check_history, instruction_list, no_result_type, output_spec
 from ._messages import (
     ModelMessage,
     ModelRequest,
@@ -52,83 +50,24 @@ from ._messages import (
     ToolReturnPart,
     UserPromptPart,
     to_chat,
+    to_chat_with_prompt,
+    without_default_system,
 )
-from ._otel import Instrumentation, as_instrumentation, end_iteration, end_run, genai_finish, start_iteration
+from ._model_call import ModelCaller, emit
+from ._otel import Instrumentation, as_instrumentation, end_iteration, end_run, start_iteration
+from ._policy import Limits, RoutingPolicy
 from ._repeat import OnRepeat, RepeatKey
 from ._result import RunResult, RunState
 from ._settings import ModelSettings
-from ._tools import Tool, ToolTimeout, as_tools, clip_result, to_observation_text
+from ._step_config import step_config
+from ._templates import StepTemplates
+from ._tools import Tool, ToolTimeout, as_tools, clip_result, offered_tools, to_observation_text
 from ._trace import IterationRecord, Trace, clip
 
 OutputT = TypeVar("OutputT")
 DepsT = TypeVar("DepsT")
 PARALLEL_DEFAULT: bool = SETTING["parallel_tool_calls"].default
 log = logging.getLogger("agentkit.sdk")
-Instructions = str | Callable[[RunContext[Any]], Any]
-
-
-def _calibrated() -> Mode:
-    from ..calibration import structured_mode
-
-    return structured_mode()  # type: ignore[return-value]
-
-
-@dataclass(frozen=True)
-class RoutingPolicy:
-    """The decoding mode of each step kind. Structured steps default to the mode measured fastest at equal success
-    for the default model on CPU (``agentkit/calibration.py``; ``"ar"`` with a warning when no calibration file
-    is found); free-text replies to AR. ``RoutingPolicy.calibrated(model, device)`` reads another calibration."""
-
-    plan: Mode = field(default_factory=_calibrated)
-    tool_call: Mode = field(default_factory=_calibrated)
-    tool_input: Mode = field(default_factory=_calibrated)
-    extract: Mode = field(default_factory=_calibrated)
-    reply: Mode = "ar"
-
-    def __post_init__(self) -> None:
-        bad = [f"{k}={getattr(self, k)!r}" for k in steps.STEP_KINDS if getattr(self, k) not in MODES]
-        if bad:
-            raise UserError(f"RoutingPolicy modes must be one of {MODES}: {', '.join(bad)}")
-
-    @classmethod
-    def calibrated(cls, model: str | None = None, device: str = "cpu", directory: Any = None) -> RoutingPolicy:
-        """Structured steps in the calibrated mode of ``model`` (None: the default model) on ``device``."""
-        from ..calibration import structured_mode
-
-        m = structured_mode(model, device, directory)
-        return cls(plan=m, tool_call=m, tool_input=m, extract=m)  # type: ignore[arg-type]
-
-    @classmethod
-    def force(cls, mode: Mode) -> RoutingPolicy:
-        """Every step in ``mode`` (e.g. ``"ar"`` as a baseline, or ``"verify"``)."""
-        return cls(plan=mode, tool_call=mode, tool_input=mode, extract=mode, reply=mode)
-
-    def mode_for(self, step: str) -> Mode:
-        return getattr(self, step)
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Bounds on a run. ``max_tokens`` counts output tokens over all steps; ``timeout_s`` the whole run (the
-    generation in progress stops at its next forward); ``max_tool_result_chars``: the characters of one tool result
-    (or error) kept in the conversation, its start and end with a marker saying how much was cut between them
-    (None: all; a long pytest log or file otherwise fills a 2,048-token context in one call)."""
-
-    max_iterations: int = 16
-    max_tokens: int | None = None
-    timeout_s: float | None = None
-    max_tool_result_chars: int | None = 4000
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.max_iterations, int) or self.max_iterations < 1:
-            raise UserError(f"max_iterations must be an integer >= 1, got {self.max_iterations!r}")
-        if self.max_tokens is not None and self.max_tokens < 1:
-            raise UserError(f"max_tokens must be >= 1 or None, got {self.max_tokens!r}")
-        if self.timeout_s is not None and self.timeout_s <= 0:
-            raise UserError(f"timeout_s must be > 0 or None, got {self.timeout_s!r}")
-        n = self.max_tool_result_chars
-        if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 100):
-            raise UserError(f"max_tool_result_chars must be an integer >= 100 or None, got {n!r}")
 
 
 class Agent(Generic[DepsT, OutputT]):
@@ -191,14 +130,14 @@ class Agent(Generic[DepsT, OutputT]):
         calibrate: bool | None = None,
         result_type: Any = None,
     ) -> None:
-        _no_result_type(result_type)
+        no_result_type(result_type)
         repeat_.check(on_repeat, repeat)
         decide_.check(decide, after_result, after_failure, calibrate)
         self.generator = as_generator(model)
         self._tools = as_tools(tools)
-        self._instructions: list[Instructions] = _instruction_list(instructions)
+        self._instructions: list[Instructions] = instruction_list(instructions)
         self.output_type = output_type
-        self._output = _output_spec(output_type)
+        self._output = output_spec(output_type)
         self.deps_type = deps_type if deps_type is not None else type(None)
         self.routing = settings_.agent_routing(routing, decode, RoutingPolicy)  # decode.mode honoured
         self.limits = limits or Limits()
@@ -220,13 +159,12 @@ class Agent(Generic[DepsT, OutputT]):
         if after_result is None and self._scorer is not None and not decide_.decides_calibrated(self._scorer, calibrate):
             self.after_result = "null"
         self._null_scores = decide_.NullScores()  # the decision's baseline, shared by this agent's runs
-        self._templates: dict[tuple[str, str], Template] = {}  # by (step, JSON style)
-        self._streams_tokens = "on_tokens" in keywords(self.generator.generate)
-        self._streams_text = not self._streams_tokens and "on_text" in keywords(self.generator.generate)
+        self._templates = StepTemplates(self._tools)
+        self._caller = ModelCaller(self.generator)
         # a plain reply (no tool result to carry) on the weights as loaded, where the engine merged a LoRA into them
         # (DecodeConfig.weights="loaded"; the loop adapter was trained on decisions, calls and answers that carry a
         # result: docs/agent_loop.md, "Plain replies")
-        self._plain_weights = "loaded" if _can_unmerge(self.generator) else None
+        self._plain_weights = "loaded" if can_unmerge(self.generator) else None
 
     @classmethod
     def instrument_all(cls, instrument: bool | Instrumentation = True) -> None:
@@ -246,8 +184,7 @@ class Agent(Generic[DepsT, OutputT]):
         def register(fn: Callable[..., Any]) -> Tool:
             t = Tool(fn, name=name, description=description, retries=retries, timeout_s=timeout_s, prepare=prepare)
             self._tools = as_tools([*self._tools, t])
-            for key in [k for k in self._templates if k[0].startswith("tool_call")]:
-                del self._templates[key]
+            self._templates.set_tools(self._tools)
             return t
 
         return register(function) if function is not None else register
@@ -273,7 +210,7 @@ class Agent(Generic[DepsT, OutputT]):
         iteration to this JSONL file as soon as it ends. Raises ``UsageLimitExceeded`` / ``UnexpectedModelBehavior``
         with ``.trace`` (the iterations so far) and ``.messages`` (the conversation so far).
         """
-        _no_result_type(result_type)
+        no_result_type(result_type)
         return await self.run_events(task, message_history=message_history, deps=deps, model_settings=model_settings,
                                mode=mode, routing=routing, limits=limits, trace_path=trace_path,
                                output_type=output_type)
@@ -308,10 +245,10 @@ class Agent(Generic[DepsT, OutputT]):
         mode = mode or settings.get("mode")
         routing = RoutingPolicy.force(mode) if mode is not None else (routing or self.routing)
         limits = limits or self.limits
-        history = _check_history(message_history)
+        history = check_history(message_history)
         run = RunState(history, Trace(path=trace_path), routing, limits, uuid.uuid4().hex[:12], settings, deps,
                        task, emit, new_message_index=len(history),
-                       output=_output_spec(output_type) if output_type is not None else self._output)
+                       output=output_spec(output_type) if output_type is not None else self._output)
         otel = as_instrumentation(self.instrument if self.instrument is not None else self._instrument_default)
         if otel is not None:
             run.spans["otel"] = otel
@@ -374,10 +311,10 @@ class Agent(Generic[DepsT, OutputT]):
             return await self._structured(run, "extract", run.output, results + steps.extract_prompt(run.output))
         chat = self._answer_chat(run, results) if self._tools else None
         if not results and run.instructions is None:  # a plain reply: the model's own default system text
-            chat = _without_default_system(chat if chat is not None else to_chat_with_prompt(run.messages, None))
+            chat = without_default_system(chat if chat is not None else to_chat_with_prompt(run.messages, None))
         result, rec, t0 = await self._generate(run, "reply", None, chat=chat)
         text = result.text
-        self._emit(run, lambda: Reply(rec.iteration, text))
+        emit(run, lambda: Reply(rec.iteration, text))
         run.messages.append(self._response(run, TextPart(content=text), "reply", result))
         self._finish(run, rec, t0)
         return text
@@ -397,7 +334,7 @@ class Agent(Generic[DepsT, OutputT]):
         """One tool-call iteration; False when the run goes to its answer (the model chose ``final_answer``: by its
         scores, then the answer step's iteration carries the decision, or in the decoded call)."""
         template, compile_ms = None, 0.0
-        run.offered = offered = await self._offered(run)
+        run.offered = offered = await offered_tools(self._tools, run.context)
         if not offered:  # every tool's ``prepare`` left it out: the run answers
             return False
         if self._scorer is not None:
@@ -409,12 +346,12 @@ class Agent(Generic[DepsT, OutputT]):
                 retry=self.after_failure == "retry" and self._retrying(run, offered), calibrate=self.calibrate)
             if run.decision.tool is None:
                 return False
-            template, compile_ms = self._call_template(run.decision.tool, style,
+            template, compile_ms = self._templates.call_template(run.decision.tool, style,
                                                        bool(run.settings.get("open_objects", False)),
                                                        self._max_calls(run, run.decision.tool))
         result, rec, t0 = await self._generate(run, "tool_call", None, template, compile_ms)
         try:
-            calls = self._parse_calls(steps.parse_json(result), offered)
+            calls = self._templates.parse_calls(steps.parse_json(result), offered)
         except steps.OutputError as e:
             self._output_failure(run, rec, t0, result, str(e))
             return True
@@ -446,7 +383,7 @@ class Agent(Generic[DepsT, OutputT]):
         run.messages.append(ModelRequest(parts=returned))
         for part in returned:
             content = to_chat([ModelRequest(parts=[part])])[-1]["content"]
-            self._emit(run, lambda part=part, content=content: ToolResult(
+            emit(run, lambda part=part, content=content: ToolResult(
                 rec.iteration, part.tool_name, content, isinstance(part, RetryPromptPart)))
         self._finish(run, rec, t0)
         for tool in tools:
@@ -527,7 +464,7 @@ class Agent(Generic[DepsT, OutputT]):
         """Validate and run the tool (in an ``execute_tool`` span); returns (observation text, error or None)."""
         if error is not None:
             return "", error
-        self._emit(run, lambda: ToolCall(rec.iteration, tool.name, args))
+        emit(run, lambda: ToolCall(rec.iteration, tool.name, args))
         otel = run.spans.get("otel")
         span = otel.start(f"execute_tool {tool.name}", run.spans.get("iteration"), {
             "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool.name, "gen_ai.tool.call.id": call_id,
@@ -572,18 +509,6 @@ class Agent(Generic[DepsT, OutputT]):
 
     # helpers -----------------------------------------------------------------------------------------------------
 
-    def _config(self, run: RunState, step: str, max_new: int) -> DecodeConfig:
-        """The step's decoding config: the agent's, the merged model settings, the step's mode and token budget;
-        a retry samples (``_settings.for_retry``) so it can differ from the output it retries."""
-        config = replace(settings_.apply(self.decode, run.settings), mode=run.routing.mode_for(step),
-                         max_new_tokens=max_new)
-        config = _copy_config(run, step, config)
-        if step == "reply" and self._plain_weights and not run.results.calls and config.weights == "auto":
-            config = replace(config, weights=self._plain_weights)
-        if step == "reply" and not config.stop_loops and "stop_loops" not in run.settings:
-            config = replace(config, stop_loops=steps.REPLY_STOP_LOOPS)
-        return settings_.for_retry(config, run.failures) if run.failures else config
-
     async def _generate(self, run: RunState, step: str, prompt: str | None, template: Template | None = None,
                         compile_ms: float = 0.0, chat: list[dict[str, str]] | None = None,
                         ) -> tuple[GenerationResult, IterationRecord, float]:
@@ -606,16 +531,16 @@ class Agent(Generic[DepsT, OutputT]):
                 raise UsageLimitExceeded(f"max_tokens={limits.max_tokens} reached ({run.tokens} used)", run.trace)
             max_new = min(max_new, limits.max_tokens - run.tokens)
         if template is None:
-            template, compile_ms = self._template(step, run.settings.get("json_style", steps.STYLE), run.output,
+            template, compile_ms = self._templates.template(step, run.settings.get("json_style", steps.STYLE), run.output,
                                                   bool(run.settings.get("open_objects", False)),
                                                   run.offered if step == "tool_call" else None)
-        config = self._config(run, step, max_new)
+        config = step_config(self.decode, run, step, max_new, self._plain_weights)
         iteration = len(run.trace) + 1
-        self._emit(run, lambda: StepStarted(iteration, step, config.mode))
+        emit(run, lambda: StepStarted(iteration, step, config.mode))
         start_iteration(run, iteration, step, config.mode)
         t_gen = time.perf_counter()
         chat = chat if chat is not None else to_chat_with_prompt(run.messages, prompt)
-        result = await self._call_model(run, step, iteration, config, template, chat, t0)
+        result = await self._caller.call(run, step, iteration, config, template, chat, t0, self.name)
         wall_ms = (time.perf_counter() - t_gen) * 1000
         rec = IterationRecord(iteration, step, config.mode, run_id=run.run_id, agent=self.name, retries=run.failures)
         rec.add_stats(result.stats)
@@ -625,152 +550,6 @@ class Agent(Generic[DepsT, OutputT]):
             rec.decide_ms, rec.decision = decision.ms, decision.record()
         run.tokens += result.stats.output_tokens
         return result, rec, t0
-
-    async def _call_model(self, run: RunState, step: str, iteration: int, config: DecodeConfig,
-                          template: Template | None, chat: list[dict[str, str]], t0: float) -> GenerationResult:
-        """The generator call, in a ``chat`` span; a cancelled call (timeout) leaves a partial trace record."""
-        kwargs: dict[str, Any] = {}
-        stream = token_callback(run.emit, self.generator, iteration, step) if self._streams_tokens else None
-        if stream is not None:
-            kwargs["on_tokens"] = stream
-        elif self._streams_text and (stream := text_callback(run.emit, iteration, step)) is not None:
-            kwargs["on_text"] = stream  # a generator that streams text (HTTP: the server's SSE)
-        otel = run.spans.get("otel")
-        span = otel.start(f"chat {self._model_name()}", run.spans.get("iteration"), {
-            "gen_ai.operation.name": "chat", "gen_ai.provider.name": "agentkit", "gen_ai.request.model": self._model_name(),
-            "gen_ai.request.temperature": config.temperature, "gen_ai.request.top_p": config.top_p,
-            "gen_ai.request.max_tokens": config.max_new_tokens, "gen_ai.request.seed": config.seed,
-            "agentkit.mode": config.mode, "agentkit.step": step}) if otel else None
-        log.debug("run %s: %s step (iteration %d, %s) starts", run.run_id, step, iteration, config.mode)
-        try:
-            result = await self.generator.generate(chat, config, template,
-                                                   draft_callback(run.emit, self.generator, iteration), **kwargs)
-        except ContextLengthError as e:  # the conversation outgrew the model: a run limit, with the trace so far
-            if otel:
-                otel.end(span, error=e)
-            raise UsageLimitExceeded(f"the conversation no longer fits the model's context: {e}", run.trace) from e
-        except asyncio.CancelledError as e:
-            self._partial(run, step, iteration, config.mode, t0, getattr(e, "partial", None))
-            if otel:
-                otel.end(span, error=e)
-            raise
-        except BaseException as e:
-            if otel:
-                otel.end(span, error=e)
-            raise
-        if stream is not None:
-            stream.flush(result.text)  # type: ignore[attr-defined]
-        elif result.text:  # a generator that cannot stream tokens: its whole text as one delta
-            self._emit(run, lambda: TextDelta(iteration, step, result.text))
-        s = result.stats
-        run.usage.incr(RunUsage(requests=1, input_tokens=s.prompt_tokens, output_tokens=s.output_tokens,
-                                forwards=s.encoder_forwards + s.decoder_forwards))
-        log.debug("run %s: %s step done: %d tokens, %d forwards, %.0f ms, %s", run.run_id, step, s.output_tokens,
-                  s.encoder_forwards + s.decoder_forwards, s.latency_ms, s.finish_reason)
-        if otel:
-            otel.end(span, {"gen_ai.usage.input_tokens": s.prompt_tokens, "gen_ai.usage.output_tokens": s.output_tokens,
-                            "gen_ai.response.finish_reasons": [genai_finish(s.finish_reason)],
-                            "agentkit.finish_reason": s.finish_reason})
-        return result
-
-    def _partial(self, run: RunState, step: str, iteration: int, mode: str, t0: float,
-                 partial: GenerationResult | None) -> None:
-        """The trace record of a generation stopped by a timeout or a cancellation."""
-        rec = IterationRecord(iteration, step, mode, run_id=run.run_id, agent=self.name, retries=run.failures)
-        if partial is not None:
-            rec.add_stats(partial.stats)
-        rec.error = (f"cancelled: stopped at the engine's next forward after {rec.output_tokens} output tokens"
-                     if partial is not None else "cancelled (the generator could not be stopped early)")
-        rec.finish_reason = "cancelled"
-        rec.total_ms = (time.perf_counter() - t0) * 1000
-        run.trace.add(rec)
-        end_iteration(run, rec)
-
-    def _template(self, step: str, style: str = steps.STYLE, output: steps.OutputSpec | None = None,
-                  open_objects: bool = False, tools: list[Tool] | None = None) -> tuple[Template | None, float]:
-        """The step's template (None for reply) in JSON ``style``, closed unless ``open_objects`` (``output``: the
-        run's, for ``extract``; ``tools``: the tools a ``tool_call`` step offers, default all) and the ms spent
-        compiling it now (0 once the agent has it)."""
-        tools = self._tools if tools is None else tools
-        if step == "reply":
-            return None, 0.0
-        flags = (style or "") + (":open" if open_objects else "")
-        if step == "extract":
-            assert output is not None
-            key = ("extract:" + output.template_key(), flags)
-        else:
-            key = (step if tools is self._tools else step + ":" + ",".join(t.name for t in tools), flags)
-        if key in self._templates:
-            return self._templates[key], 0.0
-        t0 = time.perf_counter()
-        if step == "tool_call":
-            template = steps.tool_call_template(tools, style, strict=not open_objects)
-        else:
-            compiled = steps.compile_template(steps.Plan.model_json_schema(), style, not open_objects) \
-                if step == "plan" else output.template(style, not open_objects)  # type: ignore[union-attr]
-            template = steps.for_step(compiled, step, open_objects=open_objects)
-        self._templates[key] = template
-        while len(self._templates) > 64:  # per-run output types: the oldest compiled templates go first
-            del self._templates[next(iter(self._templates))]
-        return template, (time.perf_counter() - t0) * 1000
-
-    def _call_template(self, tool: str, style: str | None, open_objects: bool = False,
-                       max_calls: int = 1) -> tuple[Template, float]:
-        """The template of calls of ``tool`` only (its name pinned, its arguments decoded; one to ``max_calls``
-        calls, one per line), in JSON ``style``, closed unless ``open_objects``, and the ms spent compiling it now."""
-        key = (f"tool_call:{tool}:{max_calls}", (style or "") + (":open" if open_objects else ""))
-        if key in self._templates:
-            return self._templates[key], 0.0
-        t0 = time.perf_counter()
-        template = steps.tool_call_template([t for t in self._tools if t.name == tool], style, final_answer=False,
-                                            strict=not open_objects, max_calls=max_calls)
-        self._templates[key] = template
-        return template, (time.perf_counter() - t0) * 1000
-
-    def _parse_calls(self, value: Any, offered: list[Tool] | None = None) -> list[tuple[str, dict[str, Any]]]:
-        """The step's calls: one call object, or the list a parallel-calls template gives (each checked against
-        the ``offered`` tools, default all)."""
-        values = value if isinstance(value, list) and value else [value]
-        calls = {}
-        for v in values:  # a call written twice in one reply is made once
-            name, args = self._parse_call(v, offered)
-            calls.setdefault(call_key(name, args), (name, args))
-        return list(calls.values())
-
-    def _parse_call(self, value: Any, offered: list[Tool] | None = None) -> tuple[str, dict[str, Any]]:
-        names = [t.name for t in (self._tools if offered is None else offered)] + [steps.FINAL_ANSWER]
-        # the one call reader (agentkit.toolcall), held to the step's exact shape: no other keys, no aliases
-        call = steps.read_tool_call(value)
-        if call is None:
-            raise steps.OutputError(f'expected {{"name": NAME, "arguments": {{...}}}}, got '
-                                    f'{steps.compact(value)[:200]}')
-        name, args = call
-        if name not in names:
-            raise steps.OutputError(f"unknown tool {name!r}; the tools are {names}")
-        if not isinstance(args, dict):
-            raise steps.OutputError(f"arguments must be a JSON object, got {steps.compact(args)[:200]}")
-        if args and any(t.templated and t.name == name for t in self._tools):
-            raise steps.OutputError(f"{name} takes no arguments in the call ({{}}); its input is written next")
-        return name, args
-
-    async def _offered(self, run: RunState) -> list[Tool]:
-        """The tools this tool step offers: each tool's ``prepare(ctx, tool)`` (awaited when a coroutine) keeps it,
-        replaces it with a tool of the same name, or (None) leaves it out; a tool without one is offered."""
-        offered = []
-        for t in self._tools:
-            if t.prepare is None:
-                offered.append(t)
-                continue
-            got = t.prepare(run.context(t.name), t)
-            if inspect.isawaitable(got):
-                got = await got
-            if got is None:
-                continue
-            if not isinstance(got, Tool) or got.name != t.name:
-                raise UserError(f"tool {t.name!r}: prepare must return the tool (a Tool named {t.name!r}) or None, "
-                                f"got {got!r}")
-            offered.append(got)
-        return offered
 
     def _output_failure(self, run: RunState, rec: IterationRecord, t0: float, result: GenerationResult,
                         reason: str) -> None:
@@ -789,7 +568,7 @@ class Agent(Generic[DepsT, OutputT]):
     def _response(self, run: RunState, part: Any, step: str, result: GenerationResult) -> ModelResponse:
         """The model's message for a step: ``part`` (or a list of parts: parallel calls)."""
         s = result.stats
-        return ModelResponse(parts=list(part) if isinstance(part, list) else [part], model_name=self._model_name(), step=step, input_tokens=s.prompt_tokens,
+        return ModelResponse(parts=list(part) if isinstance(part, list) else [part], model_name=self._caller.model_name(), step=step, input_tokens=s.prompt_tokens,
                              output_tokens=s.output_tokens, finish_reason=s.finish_reason, run_id=run.run_id)
 
     def _finish(self, run: RunState, rec: IterationRecord, t0: float) -> None:
@@ -801,107 +580,7 @@ class Agent(Generic[DepsT, OutputT]):
         if run.limits.max_tokens is not None and run.tokens > run.limits.max_tokens:
             raise UsageLimitExceeded(f"max_tokens={run.limits.max_tokens} exceeded ({run.tokens} used)", run.trace)
 
-    # events ----------------------------------------------------------------------------------------------------------
-
-    def _model_name(self) -> str:
-        engine = getattr(self.generator, "engine", None)
-        return str(getattr(engine, "name", None) or type(self.generator).__name__)
-
-    @staticmethod
-    def _emit(run: RunState, make: Callable[[], AgentEvent]) -> None:
-        if run.emit is not None:
-            run.emit(make())
-
     def __repr__(self) -> str:
         return f"Agent(name={self.name!r}, tools={[t.name for t in self._tools]}, generator={self.generator!r})"
 
 
-def to_chat_with_prompt(messages: list[ModelMessage], prompt: str | None) -> list[dict[str, str]]:
-    """The chat messages sent for one step: the step's prompt joins the last user message (or becomes one)."""
-    msgs = to_chat(messages)
-    if prompt:
-        if msgs and msgs[-1]["role"] == "user":
-            msgs[-1] = {"role": "user", "content": msgs[-1]["content"] + "\n\n" + prompt}
-        else:
-            msgs.append({"role": "user", "content": prompt})
-    return msgs
-
-
-def _can_unmerge(generator: Any) -> bool:
-    """Whether ``generator`` runs an in-process engine that can decode with the weights as loaded beside a LoRA
-    merged into them (``Engine.can_load_unmerged``)."""
-    check = getattr(getattr(generator, "engine", None), "can_load_unmerged", None)
-    return bool(check()) if callable(check) else False
-
-
-def _without_default_system(chat: list[dict[str, str]]) -> list[dict[str, str]]:
-    """``chat`` without the SDK's default system message (:data:`steps.DEFAULT_INSTRUCTIONS`) at its start: a plain
-    reply on the default model follows the instructions of the reply benchmark more often under the chat template's
-    own default (``evals/replies.py``: 0.41 against 0.34 of its dev split with the loop adapter, 0.46 against 0.36 on
-    the weights as loaded); agent steps keep it, as the loop adapter was trained with it."""
-    if chat and chat[0] == {"role": "system", "content": steps.DEFAULT_INSTRUCTIONS}:
-        return chat[1:]
-    return chat
-
-
-def _no_result_type(result_type: Any) -> None:
-    """``result_type=``, pydantic-ai's earlier name for ``output_type``, refused with the name to use."""
-    if result_type is not None:
-        raise UserError("result_type= is pydantic-ai's earlier name; agentkit takes output_type= (the type the run's "
-                        "output is validated as)", param="result_type")
-
-
-def _instruction_list(instructions: Any) -> list[Instructions]:
-    if instructions is None:
-        return []
-    items = [instructions] if isinstance(instructions, str) or callable(instructions) else list(instructions)
-    bad = [i for i in items if not (isinstance(i, str) or callable(i))]
-    if bad:
-        raise UserError(f"instructions must be strings or functions of the RunContext, got {bad!r}")
-    return items
-
-
-def _check_history(history: Sequence[ModelMessage] | None) -> list[ModelMessage]:
-    if history is None:
-        return []
-    items = list(history)
-    bad = [i for i, m in enumerate(items) if not isinstance(m, (ModelRequest, ModelResponse))]
-    if bad:
-        raise UserError(f"message_history must hold ModelRequest/ModelResponse messages (result.all_messages(), "
-                        f"or ModelMessagesTypeAdapter.validate_json(...)); item {bad[0]} is "
-                        f"{type(items[bad[0]]).__name__}")
-    return items
-
-
-def _output_spec(output_type: Any) -> steps.OutputSpec | None:
-    """An output type's spec (an ``OutputSpec`` given as the type is used as it is: ``extract``'s grounded one)."""
-    if output_type is None or isinstance(output_type, steps.OutputSpec):
-        return output_type
-    return steps.OutputSpec(output_type)
-
-
-def _copy_config(run: RunState, step: str, config: DecodeConfig) -> DecodeConfig:
-    """The copy prior's source for a run's steps (unless the config or the run's settings name one):
-
-    - ``tool_call`` after tool results: the user's prompt and the results' values
-      (:func:`agentkit.toolcall.result_values`), so a call can pass on a value an earlier call returned (the
-      second call of a lookup-then-act task);
-    - ``reply`` after tool results: the results' values, so the answer can copy a returned value exactly (a free
-      reply gets the prior only with a source);
-    - ``extract`` (the output type): the user's prompt and the results' values, with the number prior at a
-      number's first digit, as :func:`agentkit.extract` does. Without it the source was the step's last user
-      message, which holds the schema: a description's words were copied as values (``day='Weekday of the
-      Meeting'``).
-
-    Otherwise (a first tool step, a plan) the config's own ``copy_from``: the last user message."""
-    bonus = config.copy_text_bias if step == "reply" else config.copy_bias
-    if step not in ("tool_call", "reply", "extract") or not bonus or config.copy_source is not None \
-            or "copy_from" in run.settings:
-        return config
-    values = result_values([text for _, _, text in run.results.calls.values()])
-    if step == "reply":
-        return replace(config, copy_source=values) if values else config
-    source = "\n".join(x for x in (run.prompt, values) if x)
-    if step == "tool_call":
-        return replace(config, copy_source=source) if values else config
-    return replace(config, copy_source=source, copy_first_digit=True)

@@ -14,7 +14,8 @@ from ..errors import UserError
 from ..steps import grounded as grounded_
 from ..steps.grounded import GroundedOutput, settle
 from ..steps.kinds import EXTRACT_INSTRUCTIONS, OutputSpec, extract_prompt
-from ._agent import Agent, Limits
+from ._agent import Agent
+from ._policy import Limits
 from ._settings import ModelSettings
 
 ModelT = TypeVar("ModelT", bound=BaseModel)

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter
 
-from ..steps.kinds import call_text, observation
+from ..steps.kinds import DEFAULT_INSTRUCTIONS, call_text, observation
 from ..toolcall import CALL_SEP
 
 
@@ -150,3 +150,24 @@ def _part_chat(part: Any) -> dict[str, str]:
     if isinstance(part, ToolCallPart):
         return {"role": "assistant", "content": call_text(part.tool_name, part.args)}
     return {"role": "assistant", "content": part.content}
+
+
+def to_chat_with_prompt(messages: list[ModelMessage], prompt: str | None) -> list[dict[str, str]]:
+    """The chat messages sent for one step: the step's prompt joins the last user message (or becomes one)."""
+    msgs = to_chat(messages)
+    if prompt:
+        if msgs and msgs[-1]["role"] == "user":
+            msgs[-1] = {"role": "user", "content": msgs[-1]["content"] + "\n\n" + prompt}
+        else:
+            msgs.append({"role": "user", "content": prompt})
+    return msgs
+
+
+def without_default_system(chat: list[dict[str, str]]) -> list[dict[str, str]]:
+    """``chat`` without the SDK's default system message (:data:`agentkit.steps.kinds.DEFAULT_INSTRUCTIONS`) at its start: a plain
+    reply on the default model follows the instructions of the reply benchmark more often under the chat template's
+    own default (``evals/replies.py``: 0.41 against 0.34 of its dev split with the loop adapter, 0.46 against 0.36 on
+    the weights as loaded); agent steps keep it, as the loop adapter was trained with it."""
+    if chat and chat[0] == {"role": "system", "content": DEFAULT_INSTRUCTIONS}:
+        return chat[1:]
+    return chat

@@ -393,3 +393,24 @@ def _is_async(fn: Callable[..., Any]) -> bool:
 
 def _type_name(ann: Any) -> str:
     return getattr(ann, "__qualname__", None) or repr(ann)
+
+
+async def offered_tools(tools: list[Tool], context: Callable[[str], RunContext]) -> list[Tool]:
+    """The tools a tool step offers: each tool's ``prepare(ctx, tool)`` (awaited when a coroutine; ``context(name)``
+    is its ``RunContext``) keeps it, replaces it with a tool of the same name, or (None) leaves it out; a tool
+    without one is offered."""
+    offered = []
+    for t in tools:
+        if t.prepare is None:
+            offered.append(t)
+            continue
+        got = t.prepare(context(t.name), t)
+        if inspect.isawaitable(got):
+            got = await got
+        if got is None:
+            continue
+        if not isinstance(got, Tool) or got.name != t.name:
+            raise UserError(f"tool {t.name!r}: prepare must return the tool (a Tool named {t.name!r}) or None, "
+                            f"got {got!r}")
+        offered.append(got)
+    return offered
