@@ -27,8 +27,8 @@ TEST_DIRS = frozenset({"tests", "test", "testing", "fixtures", "testdata", "test
 #: A line at least ``REPEAT_MIN_CHARS`` long (stripped) added ``REPEAT_LIMIT`` or more times is a runaway repeat.
 REPEAT_LIMIT = 4
 REPEAT_MIN_CHARS = 8
-#: Any non-blank line added this many times or more, however short, is one too.
-REPEAT_LIMIT_SHORT = 12
+#: Any line with a letter or digit added this many times or more, however short, is one too.
+REPEAT_LIMIT_SHORT = 32
 
 _QUOTED = re.compile(r"""["']([\w./-]+\.[A-Za-z0-9]{1,8})["']""")
 
@@ -67,7 +67,9 @@ def runaway_lines(before: str, after: str) -> list[str]:
     out = []
     for line, n in new.items():
         added = n - old.get(line, 0)
-        if line and (added >= REPEAT_LIMIT_SHORT or (added >= REPEAT_LIMIT and len(line) >= REPEAT_MIN_CHARS)):
+        if not any(c.isalnum() for c in line):
+            continue  # brackets, separators: data and code close blocks this way
+        if added >= REPEAT_LIMIT_SHORT or (added >= REPEAT_LIMIT and len(line) >= REPEAT_MIN_CHARS):
             out.append(line)
     return out
 

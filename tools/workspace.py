@@ -503,8 +503,6 @@ class Workspace:
         notes: list[str] = []
         new = apply_edit_list(files, canon, notes)
         for rel, text in new.items():
-            self.guard.check(rel, files[rel], text)
-        for rel, text in new.items():
             try:
                 size = len(text.encode("utf-8"))
             except UnicodeEncodeError as err:
@@ -512,6 +510,8 @@ class Workspace:
                                      rel) from None
             if size > self.max_file_bytes:
                 raise WorkspaceError(f"{rel!r}: edited file would exceed {self.max_file_bytes} bytes", rel)
+        for rel, text in new.items():
+            self.guard.check(rel, files[rel], text)
         changed = []
         for rel, text in new.items():
             if text == files[rel]:

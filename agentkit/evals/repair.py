@@ -6,7 +6,7 @@ in small programs written for this benchmark, with a held-out split by program) 
 and its test files are compared byte for byte with the originals.
 
 Rows (``--modes``): ``operators`` is the model-free baseline (the same localisation, the mutation operators'
-candidates in a seeded random order); ``hybrid``, ``sample``, ``rank`` are the model drafter's modes
+candidates in a seeded random order); ``hybrid``, ``sample``, ``rank``, ``diffusion`` are the model drafter's modes
 (``agentkit.repair.draft``); ``sample-sequential`` is ``sample`` decoding its rows one at a time. Every row gets
 the same ``RepairBudget``. Reported per row and split: fix rate (overall and by mutation kind), fixes equal to the
 reference line, test files touched, candidates drafted and validated per task, p50/p95 seconds per task and the
@@ -34,7 +34,7 @@ from .repair_tasks import DATA, TASKS_FILE, load_programs, load_tasks, task_file
 from .runner import register_suite
 
 TASKS_DIR = DATA
-ROWS = ("operators", "hybrid", "sample", "rank", "sample-sequential")
+ROWS = ("operators", "hybrid", "sample", "rank", "diffusion", "sample-sequential")
 #: The benchmark's budget: the same for every row.
 BENCH_BUDGET = RepairBudget(max_candidates=24, max_seconds=120, max_lines=8, pool_lines=3, samples=4,
                             time_limit_s=5, suite_time_limit_s=20, workers=1)
@@ -45,7 +45,7 @@ def drafter_for(row: str, engine: Any, seed: int = 0) -> Any:
         return OperatorDrafter(seed)
     if row == "sample-sequential":
         return ModelDrafter(engine, "sample", batched=False, seed=seed, name=row)
-    if row in ("hybrid", "sample", "rank"):
+    if row in ("hybrid", "sample", "rank", "diffusion"):
         return ModelDrafter(engine, row, seed=seed, name=row)
     raise ValueError(f"unknown repair row {row!r}; expected one of {ROWS}")
 

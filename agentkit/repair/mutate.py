@@ -27,7 +27,7 @@ KINDS = ("off_by_one", "comparison", "arithmetic", "boolean", "variable", "negat
 
 CMP_SWAPS = {"<": ("<=", ">"), "<=": ("<", ">="), ">": (">=", "<"), ">=": (">", "<="), "==": ("!=",),
              "!=": ("==",), "is": ("is not",), "is not": ("is",), "in": ("not in",), "not in": ("in",)}
-ARITH_SWAPS = {"+": ("-",), "-": ("+",), "*": ("//", "+"), "//": ("/", "*", "%"), "/": ("//", "*"), "%": ("//",),
+ARITH_SWAPS = {"+": ("-",), "-": ("+",), "*": ("/", "//", "+"), "//": ("/", "*", "%"), "/": ("//", "*"), "%": ("//",),
                "**": ("*",), "<<": (">>",), ">>": ("<<",), "&": ("|",), "|": ("&",), "^": ("|",)}
 BOOL_SWAPS = {"and": ("or",), "or": ("and",)}
 #: Names never offered as a replacement variable.
@@ -191,7 +191,7 @@ def _argument_swaps(line: _Line, call: ast.Call) -> Iterator[tuple[str, str]]:
 def _statement_variants(line: _Line, stmt: ast.stmt) -> Iterator[tuple[str, str]]:
     if isinstance(stmt, ast.Return) and stmt.value is not None and line.on_line(stmt):
         yield "return", line.replace(stmt.col_offset, stmt.end_col_offset, line.node(stmt.value))
-    elif isinstance(stmt, ast.Expr) and line.on_line(stmt) and not isinstance(stmt.value, ast.Constant):
+    elif isinstance(stmt, ast.Expr) and line.on_line(stmt):  # docstrings never get here (docstring_lines)
         yield "return", line.replace(stmt.col_offset, stmt.end_col_offset, "return " + line.node(stmt.value))
     elif isinstance(stmt, ast.If | ast.While | ast.Assert) and line.on_line(stmt.test):
         test = stmt.test
