@@ -104,3 +104,18 @@ def test_the_check_finds_a_private_call_and_import(tmp_path, monkeypatch):
     monkeypatch.setattr(__import__(__name__), "ROOT", tmp_path, raising=False)
     found = [f.split(": ", 1)[1] for f in private_uses(src)]
     assert found == ["from .b import _helper", ".hidden(".replace(".", "._", 1)]
+
+
+def test_the_server_reads_no_private_sdk_module_and_no_signature():
+    """serving/ maps requests to steps (agentkit.steps) and calls the engine through its face
+    (agentkit.engine.faces.EngineLike): it imports no agentkit.sdk._* module and reads no signature."""
+    found = []
+    for path in sorted((ROOT / "serving").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("agentkit.sdk"):
+                found += [f"{path.name}: from {node.module} import {a.name}" for a in node.names
+                          if (node.module or "").startswith("agentkit.sdk._") or a.name.startswith("_")]
+            if isinstance(node, ast.Attribute) and node.attr == "signature":
+                found.append(f"{path.name}:{node.lineno}: .signature")
+    assert found == []
