@@ -35,9 +35,9 @@ from .runner import register_suite
 
 TASKS_DIR = DATA
 ROWS = ("operators", "hybrid", "sample", "rank", "diffusion", "sample-sequential")
-#: The benchmark's budget: the same for every row.
-BENCH_BUDGET = RepairBudget(max_candidates=24, max_seconds=120, max_lines=8, pool_lines=3, samples=4,
-                            time_limit_s=5, suite_time_limit_s=20, workers=1)
+#: The benchmark's budget, the same for every row: the default one, with the first run of a task's (tiny) suite
+#: bounded at 20 s.
+BENCH_BUDGET = RepairBudget(suite_time_limit_s=20)
 
 
 def drafter_for(row: str, engine: Any, seed: int = 0) -> Any:
@@ -136,7 +136,8 @@ def table(result: dict[str, Any]) -> str:
 
 def run_repair_eval(*, rows: list[str], engine: Any = None, split: str = "all", limit: int | None = None,
                     toys: bool = True, seed: int = 0, budget: RepairBudget = BENCH_BUDGET,
-                    out: str | Path | None = None, tasks_file: Path = TASKS_FILE, verbose: bool = True) -> dict:
+                    out: str | Path | None = None, tasks_file: Path = TASKS_FILE, verbose: bool = True,
+                    command: str = "") -> dict:
     """Every task (of ``split``: dev, heldout or all; up to ``limit``) and the toy repositories, per row."""
     for r in rows:
         if r not in ROWS:
@@ -150,7 +151,7 @@ def run_repair_eval(*, rows: list[str], engine: Any = None, split: str = "all", 
     from .coding import load_tasks as load_toys
 
     toy_tasks = load_toys() if toys else []
-    result: dict[str, Any] = {"suite": "repair", "rows": rows, "split": split, "limit": limit, "seed": seed,
+    result: dict[str, Any] = {"suite": "repair", "command": command, "rows": rows, "split": split, "limit": limit, "seed": seed,
                               "budget": budget.__dict__, "items": [], "summary": {}}
     t0 = time.perf_counter()
     for row in rows:
@@ -182,7 +183,7 @@ def _suite(*, data, modes, limit, engine, seed, out) -> dict[str, Any]:
     """``agentkit eval repair``: rows from ``--modes`` (default operators,hybrid)."""
     tasks_file = Path(data) / "tasks.json" if Path(data).is_dir() else Path(data)
     res = run_repair_eval(rows=list(modes) or ["operators", "hybrid"], engine=engine, limit=limit, seed=seed,
-                          out=out, tasks_file=tasks_file)
+                          out=out, tasks_file=tasks_file, command="agentkit " + " ".join(sys.argv[1:]))
     print(table(res))
     return res
 
@@ -210,7 +211,8 @@ def main(argv: list[str] | None = None) -> int:
 
         engine = default_engine(lora=args.lora)
     res = run_repair_eval(rows=rows, engine=engine, split=args.split, limit=args.limit, toys=not args.no_toys,
-                          seed=args.seed, out=args.out)
+                          seed=args.seed, out=args.out,
+                          command="python -m agentkit.evals.repair " + " ".join(argv if argv is not None else sys.argv[1:]))
     print(table(res))
     return 0
 

@@ -35,11 +35,11 @@ class RepairBudget:
     (``time_limit_s``; the first run of the whole suite: ``suite_time_limit_s``), parallel validations
     (``workers``)."""
 
-    max_candidates: int = 40
+    max_candidates: int = 24
     max_seconds: float = 120.0
-    max_lines: int = 10
-    pool_lines: int = 4
-    samples: int = 8
+    max_lines: int = 8
+    pool_lines: int = 3
+    samples: int = 4
     time_limit_s: float = 5.0
     suite_time_limit_s: float = 60.0
     workers: int = 1

@@ -208,3 +208,13 @@ def test_the_model_drafter_batches_the_same_lines_it_draws_one_at_a_time() -> No
     assert len(sa.scores) == len(a) and sa.scores == sorted(sa.scores, reverse=True)
     assert all(e.text != site.original for e in a)
     assert any(e.text == "    return sum(xs) / (len(xs))" for e in a)  # the operators' candidates are scored too
+
+
+def test_the_example_sends_fix_requests_to_the_repair_loop() -> None:
+    from agentkit.evals.coding import example_module, load_tasks
+
+    rx = example_module().REPAIR_REQUEST
+    routed = {t["id"]: bool(rx.search(t["task"])) for t in load_tasks()}
+    assert routed == {"off_by_one": True, "wrong_operator": True, "missing_return": True, "typo_string": True,
+                      "rename_function": False, "add_docstring": False}
+    assert rx.search("make the failing test pass")
