@@ -444,7 +444,7 @@ class Decoder:
         up to its trained width; None (and lookup drafts from then on, with one warning) when it cannot draft."""
         bd = self.block_drafter
         width = min(bd.d.c.block, self.cfg.canvas_length, self.budget)
-        rows = bd.logits(list(block) + [None] * max(0, width - len(block)), self.cache.get_seq_length())
+        rows = bd.logits(list(block) + [None] * max(0, width - len(block)), self.prompt + self.out)
         self.stats.drafter_passes, self.stats.drafter_ms = bd.passes, bd.ms
         if rows is None:
             log.warning("the block drafter's features are out of step with the KV cache (a batched or reused pass): "

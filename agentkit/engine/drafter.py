@@ -59,6 +59,9 @@ class DrafterConfig:
     feature_layers: tuple[int, ...]  # base decoder layers whose outputs are fused into the context
     layers: int = 1
     block: int = 16  # canvas positions a training block has
+    # the drafter's vocabulary: token ids below this (a BPE's first merges: its most frequent tokens) and every token
+    # of the request's context (what it copies); held-out answers' tokens are 97.8% in it at 16384 (96.3% at 8192)
+    head_top: int = 16384
     base: str = ""  # base_fingerprint of the model it drafts for
     base_name: str = ""
     meta: dict = field(default_factory=dict)
@@ -284,13 +287,52 @@ class FeatureTap:
         self.handles = []
 
 
+class DraftHead:
+    """The base's output head over the drafter's vocabulary (:attr:`DrafterConfig.head_top` plus the context's own
+    tokens): a fifth of the head's cost at 15 rows (0.9-1.8 ms against 9 ms in bf16, one thread)."""
+
+    def __init__(self, weight: torch.Tensor, top: int) -> None:
+        self.w, self.top = weight, min(top, weight.shape[0])
+        self.extra: list[int] = []
+        self.where: dict[int, int] = {}  # extra token -> its column
+        self.w_extra: torch.Tensor | None = None
+
+    def add(self, ids) -> None:
+        """Take the tokens of ``ids`` outside the top ids into the vocabulary."""
+        new = [t for t in dict.fromkeys(int(t) for t in ids) if t >= self.top and t not in self.where]
+        if new:
+            for t in new:
+                self.where[t] = self.top + len(self.extra)
+                self.extra.append(t)
+            self.w_extra = self.w[torch.tensor(self.extra)]
+
+    def column(self, t: int) -> int:
+        return t if t < self.top else self.where[t]
+
+    def __call__(self, h: torch.Tensor) -> torch.Tensor:
+        """Hidden [r, H] -> logits over the vocabulary's columns [r, top + len(extra)]."""
+        h = h.to(self.w.dtype)
+        out = F.linear(h, self.w[: self.top])
+        return out if self.w_extra is None else torch.cat([out, F.linear(h, self.w_extra)], -1)
+
+    def full(self, cols: torch.Tensor) -> torch.Tensor:
+        """Column logits -> logits over the whole vocabulary (-inf outside the drafter's)."""
+        out = torch.full((cols.shape[0], self.w.shape[0]), float("-inf"))
+        out[:, : self.top] = cols[:, : self.top].float()
+        if self.extra:
+            out[:, torch.tensor(self.extra)] = cols[:, self.top:].float()
+        return out
+
+
 class BlockDraftSource:
     """One request's drafts from a :class:`BlockDrafter` for ``Decoder.verify``: the context's keys/values are kept
     in step with the verifier's KV cache (the base's passes leave their features on the :class:`FeatureTap`; a
     rejected tail is cropped as the cache is), and :meth:`logits` drafts a block in one pass."""
 
-    def __init__(self, drafter: BlockDrafter, tap: FeatureTap, embeddings: torch.Tensor, head) -> None:
-        self.d, self.tap, self.emb, self.head = drafter, tap, embeddings, head
+    def __init__(self, drafter: BlockDrafter, tap: FeatureTap, embeddings: torch.Tensor, head: torch.Tensor) -> None:
+        self.d, self.tap, self.emb = drafter, tap, embeddings
+        self.head = DraftHead(head, drafter.c.head_top)
+        self.seen = 0  # context tokens already taken into the head's vocabulary
         self.kv: list[tuple[torch.Tensor, torch.Tensor]] = []
         self.last_all: torch.Tensor | None = None  # fused features of the context (the last one joins the canvas)
         self.length = 0
@@ -321,15 +363,19 @@ class BlockDraftSource:
             self.length = length
         return True
 
-    def logits(self, canvas: list[int | None], context_length: int) -> torch.Tensor | None:
+    def logits(self, canvas: list[int | None], context: list[int]) -> torch.Tensor | None:
         """Draft logits for a block whose canvas is ``canvas`` (position 0 the last committed token, pinned tokens
-        in place, None where masked) after ``context_length`` committed positions: row ``j`` drafts position
-        ``j + 1`` -> [len(canvas), V] float, or None when the features are out of step with the cache."""
+        in place, None where masked) after the committed tokens ``context``: row ``j`` drafts position ``j + 1``
+        -> [len(canvas), V] float (-inf outside the drafter's vocabulary), or None when the features are out of step
+        with the cache."""
         import time
 
         t0 = time.perf_counter()
+        context_length = len(context)
         if not self._sync(context_length):
             return None
+        self.head.add(context[self.seen:])
+        self.seen = context_length
         with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
             ids = torch.tensor([t if t is not None else 0 for t in canvas])
             x = self.emb[ids].float()
@@ -337,7 +383,7 @@ class BlockDraftSource:
             x = torch.where(masked[:, None], self.d.mask_embedding[None].expand_as(x), x) + self.last_all[-1]
             pos = torch.arange(context_length, context_length + len(canvas))
             h = self.d(x, pos, self.kv)
-            out = self.head(h.to(self.emb.dtype)).float()
+            out = self.head.full(self.head(h))
         self.passes += 1
         self.ms += 1000 * (time.perf_counter() - t0)
         return out

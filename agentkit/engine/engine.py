@@ -485,12 +485,14 @@ class Engine:
             return None
         from .drafter import BlockDraftSource
 
-        drafter, tap, head = loaded
-        return BlockDraftSource(drafter, tap, self.lm.model.get_input_embeddings().weight, head)
+        drafter, tap = loaded
+        model = self.lm.model
+        return BlockDraftSource(drafter, tap, model.get_input_embeddings().weight,
+                                model.get_output_embeddings().weight)
 
     @functools.cached_property
     def _block_drafter_model(self):
-        """(drafter, feature tap, head) for ``draft="drafter"``, loaded once; None with one warning where there is
+        """(drafter, feature tap) for ``draft="drafter"``, loaded once; None with one warning where there is
         no drafter. A drafter trained for another base is a :class:`~agentkit.errors.DrafterMismatchError`."""
         from .drafter import CONFIG, DEFAULT_DIR, FeatureTap, load_drafter
 
@@ -501,11 +503,7 @@ class Engine:
                         f"at {path}" if path is not None else f"for model {self.name!r}")
             return None
         drafter = load_drafter(path, self.lm.model)
-        tap = FeatureTap(self.lm.model, drafter.c.feature_layers)
-        coarse = getattr(self.backbone, "coarse", None)
-        weight = self.lm.model.get_output_embeddings().weight
-        head = coarse if coarse is not None else (lambda h: torch.nn.functional.linear(h.to(weight.dtype), weight))
-        return drafter, tap, head
+        return drafter, FeatureTap(self.lm.model, drafter.c.feature_layers)
 
     def _sampler(self, cfg: DecodeConfig, lm: LoadedModel | None = None) -> str:
         lm = lm or self.lm

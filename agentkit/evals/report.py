@@ -47,6 +47,7 @@ def summarize(rows: list[dict]) -> dict[str, float]:
     pinned = sum(s["pinned_tokens"] for s in st)
     fwd = sum(s["forwards"] for s in st)
     lat = [s["latency_ms"] for s in st]
+    checks = sum(s.get("verify_forwards", 0) for s in st)
     return {
         "n": len(rows),
         "task_success": round(_mean(float(bool(r.get("success"))) for r in rows), 4),
@@ -56,6 +57,8 @@ def summarize(rows: list[dict]) -> dict[str, float]:
         "forwards_mean": round(_mean(s["forwards"] for s in st), 3),
         "tokens_per_forward": round(out_tok / fwd, 4) if fwd else 0.0,
         "tokens_per_forward_excl_pinned": round((out_tok - pinned) / fwd, 4) if fwd else 0.0,
+        # verify: drafted slot tokens kept per checking pass, over all requests (0 where no pass checked drafts)
+        "accepted_per_pass": round(sum(s.get("accepted_slot_tokens", 0) for s in st) / checks, 4) if checks else 0.0,
         "latency_ms_p50": round(pct(lat, 50), 2),
         "latency_ms_p95": round(pct(lat, 95), 2),
         "latency_ms_mean": round(_mean(lat), 2),

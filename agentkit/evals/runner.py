@@ -44,7 +44,8 @@ from .report import (
 
 # eval modes: how an eval runs a decoding mode (agentkit.config.MODES), each mapped to the engine mode it uses
 ENGINE_MODE: dict[str, str] = {"ar": "ar", "ar-constrained": "ar", "diffusion-causal": "diffusion",
-                               "diffusion": "diffusion", "verify": "verify"}
+                               "diffusion": "diffusion", "verify": "verify", "verify-drafter": "verify"}
+DRAFTS: dict[str, str] = {"verify-drafter": "drafter"}  # eval modes whose verify drafts are not lookup's
 ALL_EVAL_MODES: tuple[str, ...] = tuple(ENGINE_MODE)
 EVAL_MODES: tuple[str, ...] = ("ar", "ar-constrained", "diffusion", "verify")  # the default set
 
@@ -94,7 +95,8 @@ class EvalContext:
         if mode not in ENGINE_MODE:
             raise ValueError(f"unknown mode {mode!r}; expected one of {ALL_EVAL_MODES}")
         return DecodeConfig(
-            mode=ENGINE_MODE[mode], seed=self.seed, canvas_length=self.canvas_length, greedy=self.greedy,
+            mode=ENGINE_MODE[mode], draft=DRAFTS.get(mode, "lookup"), seed=self.seed,
+            canvas_length=self.canvas_length, greedy=self.greedy,
             copy_bias=self.copy_bias, copy_from=self.copy_from, copy_numbers=self.copy_numbers,
             max_new_tokens=self.free_max_new_tokens if mode == "ar" else self.max_new_tokens,
         )

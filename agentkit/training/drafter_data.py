@@ -33,7 +33,12 @@ class DraftRecord:
     prompt_len: int
     ids: list[int]  # prompt + answer (answer ends with EOS when the model ended it)
     pinned: list[bool]  # per position of ids: placed by the template (prompt positions False)
-    feats: torch.Tensor  # [len(ids), len(feature_layers) * H] bf16
+    feats: torch.Tensor  # [T, len(feature_layers) * H] bf16 over ids[:T] (T: len(ids), or a few less)
+
+    @property
+    def last_anchor(self) -> int:
+        """The last block anchor with a target after it and the features of all the context before it."""
+        return min(len(self.ids) - 2, len(self.feats))
 
     @property
     def answer_len(self) -> int:
@@ -77,7 +82,12 @@ def record(engine, tap: FeatureTap, job: D.DistillJob) -> DraftRecord | None:
     from ..config import DecodeConfig
 
     limit = FREE_MAX_TOKENS if job.template is None else STRUCTURED_MAX_TOKENS
-    res = engine.generate(job.messages, DecodeConfig(mode="ar", max_new_tokens=limit), template=job.template)
+    tap.begin()  # the generation's own passes leave the features (the prompt's and every step's)
+    try:
+        res = engine.generate(job.messages, DecodeConfig(mode="ar", max_new_tokens=limit), template=job.template)
+        seen = tap.take()
+    finally:
+        tap.end()
     if job.template is not None and res.stats.finish_reason == "length":
         return None  # a template left unfinished is no clean target
     answer = list(res.token_ids)
@@ -90,8 +100,10 @@ def record(engine, tap: FeatureTap, job: D.DistillJob) -> DraftRecord | None:
         return None
     prompt = engine.encode_prompt(job.messages)
     ids = prompt + answer
-    return DraftRecord(job.kind, len(prompt), ids, [False] * len(prompt) + pinned,
-                       features(engine.lm.model, tap, ids))
+    # every position but the last few (never fed back) was encoded, unless a reused prompt prefix skipped some
+    feats = seen if seen is not None and seen.numel() and len(seen) >= len(ids) - 3 else None
+    feats = feats[: len(ids)].to(torch.bfloat16).clone() if feats is not None else features(engine.lm.model, tap, ids)
+    return DraftRecord(job.kind, len(prompt), ids, [False] * len(prompt) + pinned, feats)
 
 
 class Store:
@@ -112,13 +124,14 @@ class Store:
             for d in torch.load(self.root / e["file"], weights_only=False):
                 yield DraftRecord(**d)
 
-    def add(self, recs: list[DraftRecord], seed: int) -> None:
+    def add(self, recs: list[DraftRecord], seed: int, cpu_s: float = 0.0) -> None:
+        """Write ``recs`` as the next shard; ``cpu_s``: the CPU time their distillation took (the manifest's)."""
         i = len(self.entries())
         name = f"shard_{i:05d}.pt"
         torch.save([vars(r) for r in recs], self.root / (name + ".partial"))
         (self.root / (name + ".partial")).replace(self.root / name)
         line = {"file": name, "seed": seed, "records": len(recs), "tokens": sum(r.answer_len for r in recs),
-                "kinds": sorted({r.kind for r in recs})}
+                "kinds": sorted({r.kind for r in recs}), "cpu_s": round(cpu_s, 1)}
         with self.manifest.open("a") as f:
             f.write(json.dumps(line) + "\n")
 

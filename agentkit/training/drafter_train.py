@@ -24,7 +24,8 @@ import torch
 import torch.nn.functional as F
 
 from ..engine.draft import lookup
-from ..engine.drafter import BlockDrafter, DrafterConfig, FeatureTap, draft_mask
+from ..engine.drafter import BlockDrafter, DrafterConfig, DraftHead, FeatureTap, draft_mask
+from ..errors import UserError
 from .drafter_data import DraftRecord, Store, job_chunk, record
 
 HELD_OUT_SEED = 9_000_000  # held-out job chunks: seeds from here (training chunks start at TRAIN_SEED)
@@ -89,19 +90,24 @@ def step_loss(model, drafter: BlockDrafter, rec: DraftRecord, anchors: list[int]
                 weights.append(math.exp(-(j - run) / gamma))
     if not rows:
         return torch.zeros(()), 0
+    head = DraftHead(model.get_output_embeddings().weight, drafter.c.head_top)
+    head.add(rec.ids)  # the drafter's vocabulary for this sequence, as the engine's for its request
     with torch.autocast("cpu", dtype=torch.bfloat16):
         h = block_hidden(model, drafter, rec, anchors)[torch.tensor(rows)]
-        logits = F.linear(h.to(torch.bfloat16), model.get_output_embeddings().weight).float()
-    ce = F.cross_entropy(logits, torch.tensor(targets), reduction="none")
+        logits = head(h).float()
+    ce = F.cross_entropy(logits, torch.tensor([head.column(t) for t in targets]), reduction="none")
     w = torch.tensor(weights)
     return (ce * w).sum() / w.sum(), len(rows)
 
 
 def _drafted(model, drafter: BlockDrafter, rec: DraftRecord, p: int, width: int, whole) -> list[int]:
     """The drafter's argmax at each output of the block anchored at ``p`` (output ``j`` drafts position p+j+1)."""
+    head = DraftHead(model.get_output_embeddings().weight, drafter.c.head_top)
+    head.add(rec.ids[:p])  # the context's tokens, as the engine's drafts see them
     with torch.autocast("cpu", dtype=torch.bfloat16):
         h = block_hidden(model, drafter, rec, [p], whole)[: width - 1]
-        return F.linear(h.to(torch.bfloat16), model.get_output_embeddings().weight).float().argmax(-1).tolist()
+        cols = head(h).float().argmax(-1).tolist()
+    return [c if c < head.top else head.extra[c - head.top] for c in cols]
 
 
 def replay(rec: DraftRecord, p: int, width: int, drafted: list[int] | None) -> tuple[int, int]:
@@ -138,10 +144,10 @@ def acceptance(model, drafter: BlockDrafter, recs: list[DraftRecord], width: int
     for rec in recs:
         with torch.autocast("cpu", dtype=torch.bfloat16):
             ctx = drafter.fuse(rec.feats)
-            whole = (ctx, drafter.context_kv(ctx, torch.arange(len(rec.ids))))
+            whole = (ctx, drafter.context_kv(ctx, torch.arange(len(ctx))))
         for name, st in stats.items():
             p = rec.prompt_len
-            while p < len(rec.ids) - 1:
+            while p <= rec.last_anchor:
                 drafted = _drafted(model, drafter, rec, p, width, whole) if name == "drafter" else None
                 got, kept = replay(rec, p, width, drafted)
                 st[0], st[1], st[2] = st[0] + got, st[1] + 1, st[2] + kept + 1
@@ -153,10 +159,23 @@ def acceptance(model, drafter: BlockDrafter, recs: list[DraftRecord], width: int
 
 
 def distil_chunk(engine, tap: FeatureTap, store: Store, start: int, style: str | None) -> list[DraftRecord]:
+    t0 = time.process_time()
     seed = store.next_seed(start)
-    jobs = job_chunk(seed, style, chat=start != HELD_OUT_SEED)
-    recs = [r for job in jobs if (r := record(engine, tap, job)) is not None]
-    store.add(recs, seed)
+    try:
+        jobs = job_chunk(seed, style, chat=start != HELD_OUT_SEED)
+    except ValueError as e:  # a draw the generators refuse (e.g. two functions of one name): no jobs from this seed
+        print(json.dumps({"seed": seed, "skipped": f"{type(e).__name__}: {e}"}), flush=True)
+        jobs = []
+    recs = []
+    for job in jobs:
+        try:
+            rec = record(engine, tap, job)
+        except UserError as e:  # a job the engine refuses (a template longer than the budget, ...): skipped, said
+            print(json.dumps({"seed": seed, "job": job.kind, "skipped": f"{type(e).__name__}: {e}"}), flush=True)
+            continue
+        if rec is not None:
+            recs.append(rec)
+    store.add(recs, seed, time.process_time() - t0)
     return recs
 
 
@@ -184,12 +203,12 @@ class Run:
         self.opt.zero_grad(set_to_none=True)
         total, n = 0.0, 0
         for rec in r.sample(recs, min(seqs, len(recs))):
-            lo, hi = rec.prompt_len, len(rec.ids) - 2
+            lo, hi = rec.prompt_len, rec.last_anchor
             picks = sorted(r.sample(range(lo, hi + 1), min(anchors, hi - lo + 1)))
             loss, k = step_loss(self.model, self.drafter, rec, picks, gamma)
             if k:
                 (loss / seqs).backward()
-                total, n, self.tokens = total + float(loss), n + 1, self.tokens + k
+                total, n, self.tokens = total + float(loss.detach()), n + 1, self.tokens + k
         warm = min(1.0, (self.step + 1) / 50)
         for g in self.opt.param_groups:
             g["lr"] = self.lr * warm
@@ -211,6 +230,28 @@ def log_line(out: Path, name: str, d: dict) -> None:
     print(json.dumps(d), flush=True)
 
 
+def publish(run: Path, data: Path, dest: Path) -> dict:
+    """Copy the run's latest snapshot (the drafter's own weights, bf16) and its curves into ``dest`` (the folder
+    the engine reads), with the loss plot; returns the figures a model card states."""
+    import shutil
+
+    from ..engine.drafter import CONFIG, WEIGHTS
+    from .curve import plot_loss
+
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in (WEIGHTS, CONFIG, "eval.jsonl", "log.jsonl"):
+        shutil.copyfile(run / name, dest / name)
+    plot_loss(dest / "log.jsonl", dest / "loss.png", title="block drafter (self-distilled)",
+              ylabel="position-weighted cross entropy")
+    shards = [json.loads(x) for x in (data / "train" / "manifest.jsonl").read_text().splitlines() if x.strip()]
+    evals = [json.loads(x) for x in (run / "eval.jsonl").read_text().splitlines() if x.strip()]
+    info = {"records": sum(e["records"] for e in shards), "answer_tokens": sum(e["tokens"] for e in shards),
+            "distil_cpu_s_logged": sum(e.get("cpu_s", 0.0) for e in shards),
+            "last_eval": evals[-1] if evals else None, "weights_mb": round((dest / WEIGHTS).stat().st_size / 2**20, 2)}
+    (dest / "summary.json").write_text(json.dumps(info, indent=1) + "\n")
+    return info
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="out/drafter-run")
@@ -226,16 +267,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--anchors", type=int, default=4)
     ap.add_argument("--gamma", type=float, default=7.0)
     ap.add_argument("--lr", type=float, default=3e-4)
-    ap.add_argument("--eval-every", type=int, default=500)
+    ap.add_argument("--eval-every", type=int, default=300)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--publish", default=None, help="no training: copy the latest snapshot and curves here")
     a = ap.parse_args(argv)
+    if a.publish:
+        print(json.dumps(publish(Path(a.out), Path(a.data), Path(a.publish)), indent=1))
+        return 0
     torch.set_num_threads(a.threads)
     from ..config import EngineConfig
     from ..engine.engine import Engine
 
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    engine = Engine(EngineConfig(threads=a.threads))
+    engine = Engine(EngineConfig(threads=a.threads, prefix_cache=False))  # every prompt position encoded: its features
     model = engine.lm.model
     for p in model.parameters():
         p.requires_grad_(False)
@@ -256,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
         log_line(out, "eval.jsonl", {"step": 0, "tokens": 0, "records": len(recs), "cpu_h": 0.0,
                                       **acceptance(model, run.drafter, held, a.block)})
     while run.cpu_s - base_cpu < a.hours * 3600:
-        if train_cpu > a.train_share * (train_cpu + data_cpu) or len(recs) >= a.max_records:
+        if train_cpu < a.train_share * (train_cpu + data_cpu) or len(recs) >= a.max_records:
             t = time.process_time()
             loss = run.train_step(recs, r, a.seqs, a.anchors, a.gamma)
             train_cpu += time.process_time() - t

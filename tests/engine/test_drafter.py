@@ -16,7 +16,7 @@ from agentkit.models.head import int8_head_available
 from agentkit.models.q4 import use_q4_steps
 from agentkit.models.tiny import tiny_llama, tiny_q4_llama
 from agentkit.training.distill import DistillJob
-from agentkit.training.drafter_data import record
+from agentkit.training.drafter_data import features, record
 from agentkit.training.drafter_train import acceptance, step_loss
 
 pytestmark = [pytest.mark.usefixtures("one_thread"),
@@ -48,6 +48,12 @@ def drafter_dir(base, tmp_path_factory):
     recs = [record(eng, tap, DistillJob("free", [{"role": "user", "content": p}])) for p in PROMPTS]
     tap.remove()
     recs = [r for r in recs if r is not None]
+    fresh_tap = FeatureTap(base.model, cfg.feature_layers)
+    for rec in recs:  # the generation's own passes gave the features: as one fresh pass over the text computes them
+        fresh = features(base.model, fresh_tap, rec.ids)
+        assert len(rec.feats) >= len(rec.ids) - 3
+        assert torch.allclose(rec.feats.float(), fresh[: len(rec.feats)].float(), atol=0.1, rtol=0.05)
+    fresh_tap.remove()
     torch.manual_seed(0)
     d = BlockDrafter(cfg)
     d.init_from_base(base.model)
@@ -56,7 +62,7 @@ def drafter_dir(base, tmp_path_factory):
     before = acceptance(base.model, d, recs, 8)["accepted_per_pass"]
     for _ in range(60):
         rec = r.choice(recs)
-        anchors = sorted(r.sample(range(rec.prompt_len, len(rec.ids) - 1), 4))
+        anchors = sorted(r.sample(range(rec.prompt_len, rec.last_anchor + 1), 4))
         loss, _ = step_loss(base.model, d, rec, anchors, gamma=4.0)
         opt.zero_grad()
         loss.backward()
@@ -134,3 +140,16 @@ def test_the_near_tie_report_measures_the_bases_margin_where_outputs_part(engine
     assert diff.gap >= diff.margin >= 0  # the greedy output's token is the base's top one there
     assert diff.near_tie == (diff.margin <= NEAR_TIE)
     assert set(diff.to_dict()) >= {"index", "margin", "gap", "near_tie"}
+
+
+def test_the_eval_mode_verify_drafter_is_verify_with_the_drafters_drafts():
+    from agentkit.evals.report import summarize
+    from agentkit.evals.runner import EvalContext
+
+    cfg = EvalContext().config("verify-drafter")
+    assert (cfg.mode, cfg.draft) == ("verify", "drafter")
+    assert EvalContext().config("verify").draft == "lookup"
+    rows = [{"success": True, "stats": {"output_tokens": 9, "pinned_tokens": 3, "forwards": 3, "latency_ms": 5.0,
+                                        "decoder_forwards": 0, "encoder_forwards": 4, "verify_forwards": v,
+                                        "accepted_slot_tokens": a}} for v, a in ((2, 3), (4, 1))]
+    assert summarize(rows)["accepted_per_pass"] == round(4 / 6, 4)

@@ -1,0 +1,142 @@
+"""Verify with the block drafter against ar-constrained, on the same requests in one interleaved run.
+
+For each request, in turn: ar-constrained greedy, verify with the block drafter (``draft="drafter"``) and, with
+``--lookup``, verify with prompt-lookup drafts. Reported apart: equal outputs (token for token; every difference
+with the base's top-two margin where the outputs part, ``agentkit/engine/ties.py``), accepted drafted slot tokens
+per verify pass, base passes (forwards) per request, latency p50 and, for BFCL, task success.
+
+Requests: ``--bfcl DIR`` (BFCL items: the benchmark, never trained on) or ``--held-out N`` (the drafter's own
+held-out generated jobs: seeds the training never used). ::
+
+    python evals/drafter_verify.py --bfcl ../shared/data/bfcl --limit 40 --out evals/results/drafter_verify_bfcl40.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+
+def requests(args) -> list[dict]:
+    """[{id, messages, template, item}] for the chosen set."""
+    if args.bfcl:
+        from agentkit.evals import bfcl
+
+        items = bfcl.load_bfcl(Path(args.bfcl), None)
+        step = max(1, len(items) // args.limit) if args.spread else 1
+        items = items[::step][: args.limit]
+        out = []
+        for it in items:
+            try:
+                tpl = bfcl.compile_call(it).template()
+            except Exception as e:  # noqa: BLE001 - a schema the compiler refuses: skipped, counted
+                out.append({"id": it.id, "error": f"{type(e).__name__}: {e}"})
+                continue
+            out.append({"id": it.id, "messages": bfcl.build_prompt(it), "template": tpl, "item": it})
+        return out
+    from agentkit.training.drafter_data import job_chunk
+    from agentkit.training.drafter_train import HELD_OUT_SEED
+
+    jobs = []
+    seed = HELD_OUT_SEED + args.held_out_from
+    while len(jobs) < args.limit:
+        jobs += [(seed, j) for j in job_chunk(seed, None, chat=False)]
+        seed += 1
+    return [{"id": f"{s}-{i}-{j.kind}", "messages": j.messages, "template": j.template, "item": None}
+            for i, (s, j) in enumerate(jobs[: args.limit])]
+
+
+def run_one(engine, req: dict, mode: str, draft: str, budget: int) -> dict:
+    from agentkit.config import DecodeConfig
+
+    cfg = DecodeConfig(mode=mode, draft=draft, max_new_tokens=budget if req["template"] is not None else 96)
+    t0, c0 = time.perf_counter(), time.process_time()
+    res = engine.generate(req["messages"], cfg, template=req["template"])
+    wall, cpu = 1000 * (time.perf_counter() - t0), 1000 * (time.process_time() - c0)
+    # cpu_ms: this process's CPU time for the request (one thread): its latency on an otherwise idle core, where the
+    # wall time of a machine shared with other jobs is mostly waiting
+    row = {"tokens": list(res.token_ids), "text": res.text, "stats": res.stats.to_dict(), "wall_ms": wall,
+           "cpu_ms": cpu}
+    if req["item"] is not None:
+        from agentkit.evals import bfcl
+
+        row["success"] = bool(bfcl.evaluate(req["item"], res.text, res.value)["success"])
+    return row
+
+
+def summary(rows: list[dict], name: str) -> dict:
+    st = [r[name]["stats"] for r in rows]
+    checks = sum(s["verify_forwards"] for s in st)
+    out = {"n": len(rows), "forwards_mean": statistics.mean(s["forwards"] for s in st),
+           "latency_ms_p50": statistics.median(s["latency_ms"] for s in st),
+           "cpu_ms_p50": statistics.median(r[name]["cpu_ms"] for r in rows),
+           "cpu_ms_mean": statistics.mean(r[name]["cpu_ms"] for r in rows),
+           "output_tokens_mean": statistics.mean(s["output_tokens"] for s in st),
+           "accepted_per_pass": sum(s["accepted_slot_tokens"] for s in st) / checks if checks else 0.0,
+           "drafter_ms_mean": statistics.mean(s.get("drafter_ms", 0.0) for s in st)}
+    if "success" in rows[0][name]:
+        out["success"] = statistics.mean(float(r[name]["success"]) for r in rows)
+    return {k: round(v, 4) if isinstance(v, float) else v for k, v in out.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--bfcl", default=None, help="BFCL data folder (else the drafter's held-out jobs)")
+    ap.add_argument("--held-out-from", type=int, default=0, help="held-out job chunks: the first seed offset")
+    ap.add_argument("--limit", type=int, default=40)
+    ap.add_argument("--spread", action="store_true", help="BFCL: every k-th item over all categories")
+    ap.add_argument("--drafter", default=None, help="drafter folder (default: the shipped one)")
+    ap.add_argument("--lookup", action="store_true", help="also verify with prompt-lookup drafts")
+    ap.add_argument("--budget", type=int, default=256)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args(argv)
+    from agentkit.config import EngineConfig
+    from agentkit.engine.engine import Engine
+    from agentkit.engine.ties import first_difference
+
+    engine = Engine(EngineConfig(threads=args.threads, drafter_path=args.drafter))
+    modes = [("ar-constrained", "ar", "lookup"), ("verify-drafter", "verify", "drafter")]
+    if args.lookup:
+        modes.append(("verify-lookup", "verify", "lookup"))
+    reqs = requests(args)
+    rows, skipped = [], [r for r in reqs if "error" in r]
+    for req in (r for r in reqs if "error" not in r):
+        row = {"id": req["id"]}
+        for name, mode, draft in modes:
+            row[name] = run_one(engine, req, mode, draft, args.budget)
+        ar = row["ar-constrained"]["tokens"]
+        row["differences"] = {}
+        for name, _, _ in modes[1:]:
+            d = first_difference(engine, req["messages"], ar, row[name]["tokens"], req["template"])
+            if d is not None or len(ar) != len(row[name]["tokens"]):
+                row["differences"][name] = d.to_dict() if d is not None else {"length_only": True}
+        rows.append(row)
+        print(json.dumps({"id": req["id"], **{n: row[n]["stats"]["forwards"] for n, _, _ in modes},
+                          "acc": row["verify-drafter"]["stats"]["accepted_per_pass"],
+                          "diff": list(row["differences"])}), flush=True)
+    res = {"command": "python evals/drafter_verify.py " + " ".join(argv or __import__("sys").argv[1:]),
+           "n": len(rows), "skipped": [r["id"] for r in skipped],
+           "summary": {n: summary(rows, n) for n, _, _ in modes},
+           "equal": {n: sum(1 for r in rows if n not in r["differences"]) for n, _, _ in modes[1:]},
+           "differences": [{"id": r["id"], **{n: d for n, d in r["differences"].items()}}
+                           for r in rows if r["differences"]],
+           "rows": [{k: ({kk: vv for kk, vv in v.items() if kk != "tokens"} if isinstance(v, dict) and "stats" in v
+                         else v) for k, v in r.items()} for r in rows]}
+    base = res["summary"]["ar-constrained"]
+    for n, _, _ in modes[1:]:
+        s = res["summary"][n]
+        s["forwards_ratio"] = round(s["forwards_mean"] / base["forwards_mean"], 4)
+        s["p50_ratio"] = round(s["latency_ms_p50"] / base["latency_ms_p50"], 4)
+        s["cpu_p50_ratio"] = round(s["cpu_ms_p50"] / base["cpu_ms_p50"], 4)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(res, indent=1) + "\n")
+    print(json.dumps({"summary": res["summary"], "equal": res["equal"], "n": res["n"]}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
