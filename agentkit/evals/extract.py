@@ -135,6 +135,7 @@ def fields(schema: dict[str, Any], prefix: tuple[str, ...] = ()) -> list[tuple[t
     out = []
     for name, sub in (schema.get("properties") or {}).items():
         path = (*prefix, name)
+        sub = _not_null(sub)
         t = sub.get("type")
         if t == "object" and sub.get("properties"):
             out.extend(fields(sub, path))
@@ -147,6 +148,14 @@ def fields(schema: dict[str, Any], prefix: tuple[str, ...] = ()) -> list[tuple[t
         else:
             out.append((path, "string"))
     return out
+
+
+def _not_null(sub: dict[str, Any]) -> dict[str, Any]:
+    """An optional field's schema (``X | None``: ``anyOf`` X and null) as X's, with the field's own keywords."""
+    branches = [b for b in sub.get("anyOf") or sub.get("oneOf") or [] if isinstance(b, dict) and b.get("type") != "null"]
+    if len(branches) != 1:
+        return sub
+    return {**{k: v for k, v in sub.items() if k not in ("anyOf", "oneOf")}, **branches[0]}
 
 
 def _get(value: Any, path: tuple[str, ...]) -> Any:

@@ -157,3 +157,26 @@ def table(summary: dict[str, dict]) -> str:
              f"{s['valid']:.3f} | {s['p50_ms']:.0f} | {s['p95_ms']:.0f} | {s['tokens_per_forward']:.2f} |"
              for r, s in summary.items()]
     return "\n".join([head, *lines])
+
+
+def rescore(report_path: Path, data: Path) -> dict[str, Any]:
+    """A report's outputs scored again with the scorer as it is now (:func:`agentkit.evals.extract.score`; the
+    outputs are kept as they are): each result's ``score`` and the summary rewritten in place."""
+    report = json.loads(Path(report_path).read_text())
+    items = {it.id: it for it in load_items(data)}
+    for results in report["results"].values():
+        for res in results:
+            res["score"] = score(items[res["id"]], res["output"])
+    report["summary"] = {r: summarize(v) for r, v in report["results"].items()}
+    Path(report_path).write_text(json.dumps(report, indent=1, default=str))
+    return report
+
+
+if __name__ == "__main__":  # python -m agentkit.evals.extract_run --rescore REPORT --data DIR
+    import argparse
+
+    ap = argparse.ArgumentParser(description="score an extract report's outputs again with the current scorer")
+    ap.add_argument("--rescore", type=Path, required=True)
+    ap.add_argument("--data", type=Path, required=True)
+    a = ap.parse_args()
+    print(table(rescore(a.rescore, a.data)["summary"]))

@@ -139,3 +139,29 @@ def test_row_settings_are_checked():
     assert parse_row("ar+compact+nocopy") == ("ar", {"compact", "nocopy"})
     with pytest.raises(UserError, match="unknown setting"):
         parse_row("ar+bogus")
+
+
+def test_user_items_validate_and_optional_fields_score_by_their_own_kind():
+    """The hand-written user-style items: every gold value validates against its schema; an optional field
+    (``X | None``) is scored as X (a number as a number, a date as a date); invented values and absent fields."""
+    for split in ("heldout", "dev"):
+        items = load_items(REPO / "evals" / "extract_user" / split)
+        assert len(items) == {"heldout": 85, "dev": 20}[split]
+        for it in items:
+            jsonschema.validate(it.gold, it.schema)
+    order = next(it for it in load_items(REPO / "evals" / "extract_user" / "dev") if it.schema_name == "order")
+    assert dict(fields(order.schema))[("unit_price",)] == "number"
+    assert dict(fields(order.schema))[("delivery_date",)] == "date"
+    item = ExtractItem("x", "order", order.schema, "Jo wants 3 mugs at €27, by 4 May 2025.",
+                       {"customer": "Jo", "product": "mugs", "quantity": 3, "unit_price": 27, "currency": "EUR",
+                        "delivery_date": "2025-05-04"})
+    rows = {r["field"]: r for r in score(item, {"customer": "Jo", "product": "Mugs", "quantity": 3,
+                                               "unit_price": 27.0, "currency": "EUR",
+                                               "delivery_date": "May 4, 2025"})["fields"]}
+    assert all(r["ok"] for r in rows.values()) and not any(r["invented"] for r in rows.values())
+    item.gold = {"customer": "Jo", "product": "mugs", "quantity": 3}
+    rows = {r["field"]: r for r in score(item, {"customer": "Joe", "product": "mugs", "quantity": 3,
+                                               "unit_price": None, "currency": "USD",
+                                               "delivery_date": "2025-05-04"})["fields"]}
+    assert rows["customer"]["invented"] and rows["currency"]["invented"]  # "Joe" and "USD": not in the text
+    assert rows["unit_price"]["ok"] and not rows["currency"]["ok"] and not rows["delivery_date"]["invented"]
