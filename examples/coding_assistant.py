@@ -29,6 +29,7 @@ if __package__ in (None, ""):  # run as a script: make the repository's top-leve
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
+from agentkit.tools.sandbox import require
 from agentkit.tools.workspace import Workspace
 
 from agentkit import (
@@ -288,11 +289,15 @@ def main(argv: list[str]) -> int:
         print(__doc__.strip().splitlines()[-2].strip(), file=sys.stderr)
         return 2
     repo, task = argv
-    if REPAIR_REQUEST.search(task):
-        return run_repair(repo)
-
-    try:
+    try:  # the tests run sandboxed: say how, or say in one line why they cannot
+        isolation = require(Workspace(repo).isolation)
+        print(f"sandbox: {isolation} (what it enforces: docs/sandbox.md)")
+        if REPAIR_REQUEST.search(task):
+            return run_repair(repo)
         result = build_agent(repo).run_sync(task)
+    except WorkspaceError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     except AgentRunError as e:
         print(f"run failed: {type(e).__name__}: {e}", file=sys.stderr)
         if e.trace is not None:

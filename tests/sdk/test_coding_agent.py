@@ -406,3 +406,16 @@ def test_an_edit_that_changes_nothing_is_proposed_not_applied():
     assert row["edits_proposed"] >= 1 and row["edits_applied"] == 0
     assert all("changes nothing" in e for e in row["edit_errors"])
     assert coding.summarize([row])["tasks_edited"] == 0
+
+
+def test_the_assistant_without_a_sandbox_says_so_in_one_line(tmp_path, capsys, monkeypatch):
+    from agentkit.tools import sandbox
+
+    monkeypatch.setattr(sandbox, "bwrap_ok", lambda: False)
+    monkeypatch.setattr(sandbox, "unshare_ok", lambda: False)
+    root = repo(tmp_path, OFF_BY_ONE)
+    before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    assert ca.main([str(root), "make the failing test pass"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "install bubblewrap" in err and "Traceback" not in err
+    assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
