@@ -2,13 +2,13 @@
 all six, run through the SDK's ``Agent`` or through ``agentkit serve`` with the openai client and
 ``tool_choice="auto"`` (the client runs the tools and sends their results back, up to 4 rounds).
 
-    nice -n 5 python evals/user_tools.py sdk --split dev --out evals/results/user_tools/sdk_raw_dev.json
-    nice -n 5 python evals/user_tools.py sdk --split dev --calibrate --out evals/results/user_tools/sdk_cal_dev.json
-    nice -n 5 python evals/user_tools.py server --split held_out --out evals/results/user_tools/server_held_out.json
+    nice -n 5 python evals/user_tools.py sdk --split held_out --out evals/results/user_tools/sdk_default_held_out.json
+    nice -n 5 python evals/user_tools.py sdk --split dev --calibrate false --out evals/results/user_tools/sdk_raw_dev.json
+    nice -n 5 python evals/user_tools.py server --split held_out --out evals/results/user_tools/server_default_held_out.json
 
-``--calibrate``: ``Agent(calibrate=True)``, the decision read against a content-free question (default: as the
-weights declare; raw on the loop adapter). ``--lora none``: the weights as loaded. ``--url``: a running server
-(else one is started on ``--port``). Rows are written as they finish; a rerun with the same ``--out`` resumes.
+``--calibrate``: ``Agent(calibrate=...)``: ``true`` reads the decision against a content-free question, ``false``
+raw; ``default`` as the weights declare (calibrated, the loop adapter included: ``agentkit.decide.calibrates``).
+``--lora none``: the weights as loaded. ``--url``: a running server (else one is started on ``--port``). Rows are written as they finish; a rerun with the same ``--out`` resumes.
 """
 
 from __future__ import annotations
@@ -90,7 +90,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("via", choices=["sdk", "server"])
     ap.add_argument("--split", default=None, help="dev | held_out (default: both)")
-    ap.add_argument("--calibrate", action="store_true")
+    ap.add_argument("--calibrate", choices=["default", "true", "false"], default="default",
+                    help="Agent(calibrate=...): default (as the weights declare), true, or false (the raw scores)")
     ap.add_argument("--lora", default=None)
     ap.add_argument("--url", default=None)
     ap.add_argument("--port", type=int, default=8791)
@@ -110,7 +111,7 @@ def main() -> None:
         torch.set_num_threads(1)
         engine = default_engine(lora=args.lora) if args.lora else default_engine()
         agent = Agent(engine, tools=list(TOOLS), limits=Limits(max_iterations=5),
-                      calibrate=True if args.calibrate else None)
+                      calibrate={"default": None, "true": True, "false": False}[args.calibrate])
         ask = lambda prompt: sdk_calls(agent, prompt)
     else:
         client, tools, proc = _server(args)

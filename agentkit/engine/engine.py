@@ -392,6 +392,8 @@ class Engine:
         backend = self.backend  # one backend per engine: "auto" never moves a request to another one
         sampler = self._sampler(cfg, lm)
         base = backbone is self.backbone
+        # the weights as loaded take the base's prompt pieces (not its cache): a lora="none" engine's passes
+        pieces = base or (self._unmerged is not None and backbone is self._unmerged[1])
         block_drafter = self._block_drafter(cfg) if base else None
         # the base weights' caches only; a block drafter reads the features of every prompt position, so none reused
         prefix = self.prefixes if base and block_drafter is None else None
@@ -415,7 +417,7 @@ class Engine:
             block_drafter=block_drafter,
             should_stop=should_stop, prefix=prefix,
             copy_text=_copy_text(prompt, cfg) if template is not None else cfg.copy_source,
-            prompt_chunk=self.chunking if base else 0, token_bytes=self.vocab.token_bytes,
+            prompt_chunk=self.chunking if pieces else 0, token_bytes=self.vocab.token_bytes,
         )
         dec.stats.backend = backend
         if template is not None:
