@@ -154,9 +154,9 @@ def run_repair_eval(*, rows: list[str], engine: Any = None, split: str = "all", 
     result: dict[str, Any] = {"suite": "repair", "command": command, "rows": rows, "split": split, "limit": limit, "seed": seed,
                               "budget": budget.__dict__, "items": [], "summary": {}}
     t0 = time.perf_counter()
-    for row in rows:
-        drafter = drafter_for(row, engine, seed)
-        for task in [*tasks, *toy_tasks]:
+    drafters = {row: drafter_for(row, engine, seed) for row in rows}
+    for task in [*tasks, *toy_tasks]:  # task-major: a run cut short still compares the rows on the same tasks
+        for row, drafter in drafters.items():
             item = run_toy(task, drafter, budget) if "files" in task else run_task(task, programs, drafter, budget)
             item["row"] = row
             result["items"].append(item)
