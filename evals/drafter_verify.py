@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -82,6 +83,27 @@ def summary(rows: list[dict], name: str) -> dict:
     return {k: round(v, 4) if isinstance(v, float) else v for k, v in out.items()}
 
 
+def write(args, argv, rows: list[dict], skipped: list[dict], modes: list[tuple[str, str, str]]) -> dict:
+    """The results so far, as JSON in ``args.out``."""
+    res = {"command": "python evals/drafter_verify.py " + " ".join(argv or sys.argv[1:]),
+           "n": len(rows), "skipped": [r["id"] for r in skipped],
+           "summary": {n: summary(rows, n) for n, _, _ in modes},
+           "equal": {n: sum(1 for r in rows if n not in r["differences"]) for n, _, _ in modes[1:]},
+           "differences": [{"id": r["id"], **{n: d for n, d in r["differences"].items()}}
+                           for r in rows if r["differences"]],
+           "rows": [{k: ({kk: vv for kk, vv in v.items() if kk != "tokens"} if isinstance(v, dict) and "stats" in v
+                         else v) for k, v in r.items()} for r in rows]}
+    base = res["summary"]["ar-constrained"]
+    for n, _, _ in modes[1:]:
+        s = res["summary"][n]
+        s["forwards_ratio"] = round(s["forwards_mean"] / base["forwards_mean"], 4)
+        s["p50_ratio"] = round(s["latency_ms_p50"] / base["latency_ms_p50"], 4)
+        s["cpu_p50_ratio"] = round(s["cpu_ms_p50"] / base["cpu_ms_p50"], 4)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(res, indent=1) + "\n")
+    return res
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bfcl", default=None, help="BFCL data folder (else the drafter's held-out jobs)")
@@ -115,25 +137,11 @@ def main(argv: list[str] | None = None) -> int:
             if d is not None or len(ar) != len(row[name]["tokens"]):
                 row["differences"][name] = d.to_dict() if d is not None else {"length_only": True}
         rows.append(row)
+        write(args, argv, rows, skipped, modes)  # partial results after every request
         print(json.dumps({"id": req["id"], **{n: row[n]["stats"]["forwards"] for n, _, _ in modes},
                           "acc": row["verify-drafter"]["stats"]["accepted_per_pass"],
                           "diff": list(row["differences"])}), flush=True)
-    res = {"command": "python evals/drafter_verify.py " + " ".join(argv or __import__("sys").argv[1:]),
-           "n": len(rows), "skipped": [r["id"] for r in skipped],
-           "summary": {n: summary(rows, n) for n, _, _ in modes},
-           "equal": {n: sum(1 for r in rows if n not in r["differences"]) for n, _, _ in modes[1:]},
-           "differences": [{"id": r["id"], **{n: d for n, d in r["differences"].items()}}
-                           for r in rows if r["differences"]],
-           "rows": [{k: ({kk: vv for kk, vv in v.items() if kk != "tokens"} if isinstance(v, dict) and "stats" in v
-                         else v) for k, v in r.items()} for r in rows]}
-    base = res["summary"]["ar-constrained"]
-    for n, _, _ in modes[1:]:
-        s = res["summary"][n]
-        s["forwards_ratio"] = round(s["forwards_mean"] / base["forwards_mean"], 4)
-        s["p50_ratio"] = round(s["latency_ms_p50"] / base["latency_ms_p50"], 4)
-        s["cpu_p50_ratio"] = round(s["cpu_ms_p50"] / base["cpu_ms_p50"], 4)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(res, indent=1) + "\n")
+    res = write(args, argv, rows, skipped, modes)
     print(json.dumps({"summary": res["summary"], "equal": res["equal"], "n": res["n"]}, indent=1))
     return 0
 

@@ -230,6 +230,30 @@ def log_line(out: Path, name: str, d: dict) -> None:
     print(json.dumps(d), flush=True)
 
 
+def plot_acceptance(evals: list[dict], png: Path) -> None:
+    """Accepted drafted slot tokens per verify pass on the held-out jobs, against target tokens trained, with
+    prompt-lookup drafts on the same jobs for reference."""
+    from .._extras import require
+
+    require("evals", "the acceptance plot")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    x = [e["tokens"] for e in evals]
+    ax.plot(x, [e["accepted_per_pass"] for e in evals], marker="o", label="block drafter")
+    ax.plot(x, [e["lookup_accepted_per_pass"] for e in evals], ls="--", label="prompt lookup (reference)")
+    ax.set_xlabel("target tokens trained")
+    ax.set_ylabel("accepted slot tokens / verify pass")
+    ax.set_title("block drafter on held-out jobs (replayed verify, width 16)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(png, dpi=100)
+    plt.close(fig)
+
+
 def publish(run: Path, data: Path, dest: Path) -> dict:
     """Copy the run's latest snapshot (the drafter's own weights, bf16) and its curves into ``dest`` (the folder
     the engine reads), with the loss plot; returns the figures a model card states."""
@@ -245,6 +269,7 @@ def publish(run: Path, data: Path, dest: Path) -> dict:
               ylabel="position-weighted cross entropy")
     shards = [json.loads(x) for x in (data / "train" / "manifest.jsonl").read_text().splitlines() if x.strip()]
     evals = [json.loads(x) for x in (run / "eval.jsonl").read_text().splitlines() if x.strip()]
+    plot_acceptance(evals, dest / "acceptance.png")
     info = {"records": sum(e["records"] for e in shards), "answer_tokens": sum(e["tokens"] for e in shards),
             "distil_cpu_s_logged": sum(e.get("cpu_s", 0.0) for e in shards),
             "last_eval": evals[-1] if evals else None, "weights_mb": round((dest / WEIGHTS).stat().st_size / 2**20, 2)}
