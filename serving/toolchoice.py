@@ -44,14 +44,11 @@ import json
 from typing import Any
 
 from agentkit.decide import NULL_QUESTION, logsumexp, name_scores, no_call_margin, pick_tool, wants_call
-from agentkit.toolcall import NO_CALL, NO_CALL_NOTE, no_call_name
+from agentkit.toolcall import NO_CALL, NO_CALL_NOTE, call_key, no_call_name
 
 __all__ = ["NO_CALL", "NO_CALL_NOTE", "NULL_QUESTION", "answered_calls", "call_key", "logsumexp", "name_scores",
            "no_call_margin", "no_call_name", "pick_tool", "retrying", "tool_failed", "wants_call"]
 
-def call_key(name: str, args: Any) -> str:
-    """A canonical form of a call (the SDK's ``_repeat.call_key``): key order and spacing do not matter."""
-    return name + " " + json.dumps(args, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 # how clients write a tool's failure in a ``tool`` message (the protocol has no error flag): pydantic-ai's retry
