@@ -192,45 +192,63 @@ def eval_(
 ) -> None:
     """Run an evaluation suite; prints a markdown table and writes JSON (and plots)."""
     try:
-        from .config import EngineConfig
-
-        EngineConfig(dtype=dtype, backend=backend, pass_width=pass_width,
-                     lora=str(lora) if lora else None)  # a bad value is one error line now, not in a worker later
-        data = _check_suite(suite, data)
-        _check_unused_options(suite, after_result, {"--model": model, "--adapter": adapter, "--lora": lora,
-                                                  "--dtype": dtype, "--backend": backend, "--pass-width": pass_width,
-                                                  "--modes": modes, "--plot": plot, "--ray": ray})
+        data = _check_eval(suite, data, after_result, model=model, adapter=adapter, lora=lora, dtype=dtype,
+                           backend=backend, pass_width=pass_width, modes=modes, plot=plot, ray=ray)
         if suite == "extract":
             _eval_extract(data, modes, limit, model, out, plot, threads, dtype, backend, lora)
-            return
-        if suite == "agent-loop":
+        elif suite == "agent-loop":
             _agent_loop(data, modes, kinds, peers, base_url, limit, out, plot, threads, max_iterations, bfcl_single,
                         resume, seed, model, lora, after_result)
-            return
-        if suite == "coverage":
-            from .constrain.coverage import run_coverage
-
-            res = run_coverage(data, limit=limit, out=out)
-            print(json.dumps({k: v for k, v in res.items() if k != "failures"}, indent=2))
-            return
-        from .evals.runner import run_eval
-
-        executor = None
-        if ray is not None:
-            from ._ray import require_ray
-
-            require_ray()
-            from .evals.distributed import RayEvalConfig, RayExecutor
-
-            executor = RayExecutor(RayEvalConfig(address=ray, workers=workers, model=model, seed=seed,
-                                                 threads=threads or 1, adapter=str(adapter) if adapter else None,
-                                                 dtype=dtype, backend=backend, pass_width=pass_width,
-                                                 lora=str(lora) if lora else None))
-        run_eval(suite, data, [m.strip() for m in modes.split(",") if m.strip()], limit, model, out, plot, seed,
-                 threads=threads, adapter=adapter, executor=executor, dtype=dtype, backend=backend,
-                 pass_width=pass_width, prompt=prompt, lora=lora)
+        elif suite == "coverage":
+            _eval_coverage(data, limit, out)
+        else:
+            _eval_suite(suite, data, modes, limit, model, out, plot, seed, threads, adapter, ray, workers, dtype,
+                        backend, pass_width, prompt, lora)
     except Exception as e:  # noqa: BLE001 (one error line; --debug for the traceback)
         _fail(e)
+
+
+def _check_eval(suite: str, data: Path | None, after_result: str | None, **options: Any) -> Path:
+    """The suite's data folder, after the engine options (a bad value is one error line now, not in a worker
+    later) and the options the suite would not use (``options``: the command's, by name) are checked."""
+    from .config import EngineConfig
+
+    lora = options["lora"]
+    EngineConfig(dtype=options["dtype"], backend=options["backend"], pass_width=options["pass_width"],
+                 lora=str(lora) if lora else None)
+    data = _check_suite(suite, data)
+    _check_unused_options(suite, after_result, {"--" + k.replace("_", "-"): v for k, v in options.items()})
+    return data
+
+
+def _eval_coverage(data: Path, limit: int | None, out: Path) -> None:
+    from .constrain.coverage import run_coverage
+
+    res = run_coverage(data, limit=limit, out=out)
+    print(json.dumps({k: v for k, v in res.items() if k != "failures"}, indent=2))
+
+
+def _eval_suite(suite: str, data: Path, modes: str, limit: int | None, model: str | None, out: Path,
+                plot: Path | None, seed: int, threads: int | None, adapter: Path | None, ray: str | None,
+                workers: int, dtype: str, backend: str, pass_width: int | None, prompt: str,
+                lora: Path | None) -> None:
+    """A suite of ``agentkit.evals.runner`` (bfcl, validity, agent), in this process or on Ray actors."""
+    from .evals.runner import run_eval
+
+    executor = None
+    if ray is not None:
+        from ._ray import require_ray
+
+        require_ray()
+        from .evals.distributed import RayEvalConfig, RayExecutor
+
+        executor = RayExecutor(RayEvalConfig(address=ray, workers=workers, model=model, seed=seed,
+                                             threads=threads or 1, adapter=str(adapter) if adapter else None,
+                                             dtype=dtype, backend=backend, pass_width=pass_width,
+                                             lora=str(lora) if lora else None))
+    run_eval(suite, data, [m.strip() for m in modes.split(",") if m.strip()], limit, model, out, plot, seed,
+             threads=threads, adapter=adapter, executor=executor, dtype=dtype, backend=backend,
+             pass_width=pass_width, prompt=prompt, lora=lora)
 
 
 SUITES = {"bfcl": "runner", "coverage": "runner", "validity": "validity", "agent": "coding",
