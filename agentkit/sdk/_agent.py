@@ -386,11 +386,7 @@ class Agent(Generic[DepsT, OutputT]):
             emit(run, lambda part=part, content=content: ToolResult(
                 rec.iteration, part.tool_name, content, isinstance(part, RetryPromptPart)))
         self._finish(run, rec, t0)
-        for tool in tools:
-            if rec.error is not None and run.tool_failures.get(tool.name, 0) > tool.retries:
-                raise UnexpectedModelBehavior(
-                    f"tool {tool.name!r} failed {run.tool_failures[tool.name]} time(s) in a row "
-                    f"(retries={tool.retries}); last error: {rec.error}", run.trace)
+        _check_retries(run, rec, tools)
         return True
 
     @staticmethod
@@ -584,3 +580,10 @@ class Agent(Generic[DepsT, OutputT]):
         return f"Agent(name={self.name!r}, tools={[t.name for t in self._tools]}, generator={self.generator!r})"
 
 
+def _check_retries(run: RunState, rec: IterationRecord, tools: list[Tool]) -> None:
+    """A tool that failed more times in a row than its ``retries`` ends the run."""
+    for tool in tools:
+        if rec.error is not None and run.tool_failures.get(tool.name, 0) > tool.retries:
+            raise UnexpectedModelBehavior(
+                f"tool {tool.name!r} failed {run.tool_failures[tool.name]} time(s) in a row "
+                f"(retries={tool.retries}); last error: {rec.error}", run.trace)
