@@ -27,6 +27,86 @@ def _options(debug: bool = typer.Option(False, "--debug", help="print the full t
 
 BACKEND_HELP = "engine backend: auto (torch) | torch | llama.cpp (the [llama] extra; its text differs from torch's)"
 
+# the engine's options, one declaration each: EngineConfig field -> (type, default, help). serve offers them all
+ENGINE_OPTIONS: dict[str, tuple[type, Any, str]] = {
+    "model": (str, None, "local model directory (default: embedded SmolLM2)"),
+    "threads": (int, None, "torch threads (default: 1 on up to 4 cores; see docs/threads.md)"),
+    "dtype": (str, "auto", "engine dtype: auto | float32 | bfloat16"),
+    "backend": (str, "auto", BACKEND_HELP),
+    "pass_width": (int, None, ("fixed-shape passes of N positions: verify equals AR bit for bit in bf16, but "
+                              "requests' forwards are not batched together")),
+    "attention": (str, "auto", "auto (one-token decode steps on CPU as float32 matmuls) | sdpa"),
+    "q4_steps": (str, "auto", ("auto (passes of up to 8 positions on the GGUF's 4-bit weights in a bf16 CPU engine, "
+                              "or a float32 one where dtype auto chose float32) | on (any CPU dtype) | off")),
+    "prepack": (str, "auto", "auto (a bf16 CPU engine's weights prepacked once for oneDNN) | off"),
+    "row_exact": (str, "auto", ("auto (on the 4-bit CPU engine, passes after the prompt in pieces of 8 positions on "
+                               "per-row kernels: verify equals AR bit for bit) | off")),
+    "prefix_cache": (bool, True, "exact prompt-prefix reuse across requests (docs/prefix_cache.md)"),
+    "prefix_cache_mb": (int, None, "bound on the prefix cache in MiB (default: 1/16 of RAM, at most 512)"),
+    "prompt_chunk": (int, 128, ("the prompt pass's longest piece, in tokens (it is also cut at each chat message); "
+                               "0: one pass, no prefix cache")),
+    "lora": (str, None, ("a LoRA merged into the weights (EngineConfig.lora); 'none': the weights as loaded; "
+                        "default: the model's own (the default model's: its loop adapter, "
+                        "adapters/smollm2-135m-loop)")),
+}
+# serve's options for CompileLimits: option -> (CompileLimits field, help)
+COMPILE_OPTIONS: dict[str, tuple[str, str]] = {
+    "compile_timeout_s": ("max_seconds", ("time limit of one schema build (then HTTP 400 naming the limit); also cut "
+                                         "to the request's time left")),
+    "compile_max_states": ("max_states", "states of any automaton a schema build makes"),
+    "compile_max_slot_states": ("max_slot_states", "states of one slot's automaton before its token index is built"),
+    "compile_max_branch_names": ("max_branch_names", ("branches x property names of one anyOf/oneOf of objects, "
+                                                     "refused before compiling")),
+}
+_EVAL_ENGINE = ("model", "threads", "dtype", "backend", "pass_width", "lora")
+SERVE_OWN = ("served_model_names", "compile_limits")  # serve's own options (--served-model-name, COMPILE_OPTIONS)
+
+
+def _option(name: str, kind: type, default: Any, help: str) -> Any:
+    import inspect
+
+    annotation = kind if default is not None else (kind | None)
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
+                             default=typer.Option(default, help=help))
+
+
+def _engine_options(*names: str) -> list[Any]:
+    """The options of these ENGINE_OPTIONS (all: ``agentkit serve``'s)."""
+    return [_option(name, *ENGINE_OPTIONS[name]) for name in (names or ENGINE_OPTIONS)]
+
+
+def _server_options() -> list[Any]:
+    """serve's options for ServerConfig's fields (their help is the field's), then CompileLimits'. Each defaults
+    to None: the config's own default, which the help names."""
+    from agentkit.constrain.limits import CompileLimits
+    from agentkit.serving.config import ServerConfig
+
+    out = []
+    for f in dataclasses.fields(ServerConfig):
+        if f.name not in SERVE_OWN:
+            kind = float if "float" in str(f.type) else int if "int" in str(f.type) else str
+            default = "" if f.default is None else f" (default {f.default})"
+            out.append(_option(f.name, kind, None, f.metadata["help"] + default))
+    defaults = CompileLimits()
+    for name, (field_, help_) in COMPILE_OPTIONS.items():
+        kind = float if name.endswith("_s") else int
+        out.append(_option(name, kind, None, f"{help_} (default {getattr(defaults, field_)})"))
+    return out
+
+
+def _with_options(params: list[Any]) -> Any:
+    """Adds ``params`` (inspect.Parameter) to a command's signature, which typer reads; the command takes them
+    as ``**options``."""
+    import inspect
+
+    def add(fn: Any) -> Any:
+        sig = inspect.signature(fn)
+        own = [p for p in sig.parameters.values() if p.kind is not p.VAR_KEYWORD]
+        fn.__signature__ = sig.replace(parameters=own + params)
+        return fn
+    return add
+
+
 
 def _engine(model: str | None, adapter: bool = True, backend: str = "auto", threads: int | None = None):
     from .config import EngineConfig
@@ -63,10 +143,10 @@ def _fail(e: BaseException) -> NoReturn:
 
 
 @app.command()
+@_with_options(_engine_options("model", "backend", "threads"))
 def generate(
     prompt: str = typer.Argument(..., help="the user message"),
     mode: str = typer.Option("ar", help="ar | diffusion | verify"),
-    model: str | None = typer.Option(None, help="local Hugging Face model directory (default: embedded SmolLM2)"),
     max_new_tokens: int = typer.Option(128, help="output token budget"),
     canvas_length: int = typer.Option(32, help="canvas positions per block (diffusion/verify)"),
     sampler: str = typer.Option("auto", help="auto | jacobi | mask | uniform"),
@@ -78,10 +158,10 @@ def generate(
                                              "every mode, e.g. AR on the adapted weights) | loaded (no LoRA "
                                              "merged: the weights as loaded)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object: text, mode, value, stats"),
-    backend: str = typer.Option("auto", help=BACKEND_HELP),
-    threads: int | None = typer.Option(None, help="torch threads (default: 1 on up to 4 cores; see docs/threads.md)"),
+    **engine: Any,
 ) -> None:
     """Generate a reply (optionally under a JSON Schema) and print what it cost."""
+    model, backend, threads = engine["model"], engine["backend"], engine["threads"]
     from .config import DecodeConfig
 
     try:
@@ -147,6 +227,7 @@ def demo(
 
 
 @app.command("eval")
+@_with_options(_engine_options("model", "threads", "dtype", "backend", "pass_width", "lora"))
 def eval_(
     suite: str = typer.Argument(..., help="bfcl | coverage | validity | agent | agent-loop | extract | repair"),
     data: Path | None = typer.Option(None, help="data folder (agent: default evals/coding_tasks; agent-loop: "
@@ -155,21 +236,14 @@ def eval_(
                               "agent-loop: default | ar | ar-constrained | verify | diffusion, or none "
                               "for the peers only)"),
     limit: int | None = typer.Option(None, help="at most N items per file"),
-    model: str | None = typer.Option(None, help="local model directory (default: embedded SmolLM2)"),
     out: Path = typer.Option(Path("eval.json"), help="results JSON"),
     plot: Path | None = typer.Option(None, help="PNG plot path"),
     seed: int = typer.Option(0, help="seed"),
-    threads: int | None = typer.Option(None, help="torch threads (1 is fastest on a loaded CPU)"),
     adapter: Path | None = typer.Option(None, help="block-diffusion adapter dir for diffusion mode (default: "
                                            "the one shipped for the default model)"),
     ray: str | None = typer.Option(None, "--ray", help="run items on Ray actors: 'local' (a Ray instance on this "
                                       "machine) or a cluster address (auto, HOST:6379, ray://HOST:10001)"),
     workers: int = typer.Option(2, help="with --ray: actors, each loading the model once"),
-    dtype: str = typer.Option("auto", help="engine dtype: auto | float32 | bfloat16 (auto: bf16 where the CPU "
-                              "has avx512_bf16/AMX, and on GPUs)"),
-    backend: str = typer.Option("auto", help=BACKEND_HELP),
-    pass_width: int | None = typer.Option(None, help="fixed-shape passes of N positions (verify and the causal "
-                                             "canvas then equal AR bit for bit in bf16); default: off"),
     prompt: str = typer.Option("default", help="bfcl: the system prompt (default | plain | expert | example | "
                                "rules, see agentkit.evals.bfcl.PROMPTS)"),
     kinds: str = typer.Option("", help="agent-loop: comma-separated task kinds (one_tool, no_tool, two_tool, "
@@ -183,14 +257,13 @@ def eval_(
                                      "BFCL call on the same items, per mode"),
     resume: Path | None = typer.Option(None, help="agent-loop: keep the rows of this earlier result JSON (same "
                                        "task, framework and mode) instead of rerunning them"),
-    lora: Path | None = typer.Option(None, help="a LoRA merged into the weights (EngineConfig.lora); 'none': "
-                                     "the weights as loaded; default: the model's own (the default model's: its "
-                                     "loop adapter, adapters/smollm2-135m-loop)"),
     after_result: str | None = typer.Option(None, help="agent-loop: the Agent's decision rule after a tool result "
                                             "(exclude_last, exclude_done, exclude_moved, moved, null; default: the "
                                             "Agent's)"),
+    **engine: Any,
 ) -> None:
     """Run an evaluation suite; prints a markdown table and writes JSON (and plots)."""
+    model, threads, dtype, backend, pass_width, lora = (engine[k] for k in _EVAL_ENGINE)
     try:
         data = _check_eval(suite, data, after_result, model=model, adapter=adapter, lora=lora, dtype=dtype,
                            backend=backend, pass_width=pass_width, modes=modes, plot=plot, ray=ray)
@@ -425,80 +498,6 @@ def run(
     console.print(result.trace.to_table(width=console.width))
 
 
-# the engine's options, one declaration each: EngineConfig field -> (type, default, help). serve offers them all
-ENGINE_OPTIONS: dict[str, tuple[type, Any, str]] = {
-    "model": (str, None, "local model directory (default: embedded SmolLM2)"),
-    "threads": (int, None, "torch threads (default: 1 on up to 4 cores; see docs/threads.md)"),
-    "dtype": (str, "auto", "engine dtype: auto | float32 | bfloat16"),
-    "backend": (str, "auto", BACKEND_HELP),
-    "pass_width": (int, None, ("fixed-shape passes of N positions: verify equals AR bit for bit in bf16, but "
-                              "requests' forwards are not batched together")),
-    "attention": (str, "auto", "auto (one-token decode steps on CPU as float32 matmuls) | sdpa"),
-    "q4_steps": (str, "auto", ("auto (passes of up to 8 positions on the GGUF's 4-bit weights in a bf16 CPU engine, "
-                              "or a float32 one where dtype auto chose float32) | on (any CPU dtype) | off")),
-    "prepack": (str, "auto", "auto (a bf16 CPU engine's weights prepacked once for oneDNN) | off"),
-    "row_exact": (str, "auto", ("auto (on the 4-bit CPU engine, passes after the prompt in pieces of 8 positions on "
-                               "per-row kernels: verify equals AR bit for bit) | off")),
-    "prefix_cache": (bool, True, "exact prompt-prefix reuse across requests (docs/prefix_cache.md)"),
-    "prefix_cache_mb": (int, None, "bound on the prefix cache in MiB (default: 1/16 of RAM, at most 512)"),
-    "prompt_chunk": (int, 128, ("the prompt pass's longest piece, in tokens (it is also cut at each chat message); "
-                               "0: one pass, no prefix cache")),
-    "lora": (str, None, ("a LoRA merged into the weights (EngineConfig.lora); 'none': the weights as loaded; "
-                        "default: the model's own (the default model's: its loop adapter, "
-                        "adapters/smollm2-135m-loop)")),
-}
-# serve's options for CompileLimits: option -> (CompileLimits field, help)
-COMPILE_OPTIONS: dict[str, tuple[str, str]] = {
-    "compile_timeout_s": ("max_seconds", ("time limit of one schema build (then HTTP 400 naming the limit); also cut "
-                                         "to the request's time left")),
-    "compile_max_states": ("max_states", "states of any automaton a schema build makes"),
-    "compile_max_slot_states": ("max_slot_states", "states of one slot's automaton before its token index is built"),
-    "compile_max_branch_names": ("max_branch_names", ("branches x property names of one anyOf/oneOf of objects, "
-                                                     "refused before compiling")),
-}
-SERVE_OWN = ("served_model_names", "compile_limits")  # serve's own options (--served-model-name, COMPILE_OPTIONS)
-
-
-def _option(name: str, kind: type, default: Any, help: str) -> Any:
-    import inspect
-
-    annotation = kind if default is not None else (kind | None)
-    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
-                             default=typer.Option(default, help=help))
-
-
-def _server_options() -> list[Any]:
-    """serve's options for ServerConfig's fields (their help is the field's), then CompileLimits'. Each defaults
-    to None: the config's own default, which the help names."""
-    from agentkit.constrain.limits import CompileLimits
-    from agentkit.serving.config import ServerConfig
-
-    out = []
-    for f in dataclasses.fields(ServerConfig):
-        if f.name not in SERVE_OWN:
-            kind = float if "float" in str(f.type) else int if "int" in str(f.type) else str
-            default = "" if f.default is None else f" (default {f.default})"
-            out.append(_option(f.name, kind, None, f.metadata["help"] + default))
-    defaults = CompileLimits()
-    for name, (field_, help_) in COMPILE_OPTIONS.items():
-        kind = float if name.endswith("_s") else int
-        out.append(_option(name, kind, None, f"{help_} (default {getattr(defaults, field_)})"))
-    return out
-
-
-def _with_options(params: list[Any]) -> Any:
-    """Adds ``params`` (inspect.Parameter) to a command's signature, which typer reads; the command takes them
-    as ``**options``."""
-    import inspect
-
-    def add(fn: Any) -> Any:
-        sig = inspect.signature(fn)
-        own = [p for p in sig.parameters.values() if p.kind is not p.VAR_KEYWORD]
-        fn.__signature__ = sig.replace(parameters=own + params)
-        return fn
-    return add
-
-
 def _engine_config(options: dict[str, Any]) -> Any:
     """The EngineConfig of the ENGINE_OPTIONS among ``options`` (popped from it)."""
     from .config import EngineConfig
@@ -526,7 +525,7 @@ def _server_config(options: dict[str, Any], *, host: str, api_key: str | None, a
 
 
 @app.command()
-@_with_options([_option(name, *spec) for name, spec in ENGINE_OPTIONS.items()] + _server_options())
+@_with_options(_engine_options() + _server_options())
 def serve(
     host: str = typer.Option("127.0.0.1", help="bind address (loopback by default)"),
     port: int = typer.Option(8000, help="port"),
