@@ -57,9 +57,11 @@ def calibration_ids(tokenizer, path: Path = CALIBRATION) -> list[list[int]]:
     return rows
 
 
-def input_moments(model: torch.nn.Module, names: Iterable[str], rows: list[list[int]]) -> dict[str, torch.Tensor]:
+def input_moments(model: torch.nn.Module, names: Iterable[str], rows: list[list[int]],
+                  on_row: Callable[[], None] | None = None) -> dict[str, torch.Tensor]:
     """``E[x xᵀ]`` (float32 [K, K]) of the inputs of each linear layer in ``names`` over ``rows`` (one forward
-    each). Layers that read the same tensor in a forward (q, k, v; gate, up) compute its product once."""
+    each, ``on_row()`` after each). Layers that read the same tensor in a forward (q, k, v; gate, up) compute its
+    product once."""
     sums: dict[str, torch.Tensor] = {}
     counts: dict[str, int] = {}
     # id of an input tensor in this forward -> (the tensor, kept so its id is not reused; x xᵀ over positions)
@@ -82,6 +84,8 @@ def input_moments(model: torch.nn.Module, names: Iterable[str], rows: list[list[
             for ids in rows:
                 products.clear()
                 model(torch.tensor([ids]))
+                if on_row is not None:
+                    on_row()
     finally:
         products.clear()
         for h in handles:
@@ -148,10 +152,10 @@ def fitted_grids(model: torch.nn.Module, names: list[str], weights: Callable[[st
         if all(f"{n}.q" in t for n in names):
             return {n: (t[f"{n}.q"].to(torch.int32), t[f"{n}.d"], t[f"{n}.m"]) for n in names}
     log.info("fitting 4-bit grids to %d merged layers (GPTQ, once; cached at %s)", len(names), cache)
+    calibration = rows()
     with first_use_step(f"fitting the loop adapter's 4-bit grids to {len(names)} layers (first use only, about "
-                        "a minute)", len(names) + 1) as advance:
-        moments = input_moments(model, names, rows())
-        advance()
+                        "a minute)", len(calibration) + len(names)) as advance:
+        moments = input_moments(model, names, calibration, on_row=advance)
         grids = {}
         for n in names:
             grids[n] = fit_grid(weights(n), moments[n])
