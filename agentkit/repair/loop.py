@@ -10,6 +10,7 @@ when the budget (validated candidates, seconds, lines) is spent; the result says
 from __future__ import annotations
 
 import difflib
+import os
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -42,7 +43,7 @@ class RepairBudget:
     samples: int = 4
     time_limit_s: float = 5.0
     suite_time_limit_s: float = 60.0
-    workers: int = 1
+    workers: int = field(default_factory=lambda: max(1, (os.cpu_count() or 2) - 1))  # the cores less one
 
     def __post_init__(self) -> None:
         for name in ("max_candidates", "max_lines", "pool_lines", "samples", "workers"):

@@ -145,7 +145,7 @@ def test_test_files_and_the_data_they_read_are_recognised() -> None:
 def test_a_looping_candidate_is_stopped_and_the_loop_goes_on(tmp_path: Path) -> None:
     root = make_repo(tmp_path, {"steps.py": STEPS, "test_steps.py": STEPS_TESTS})
     drafter = ScriptedDrafter(4, ["        n = n // 1", "        n = n // 2"])
-    res = repair(root, drafter, RepairBudget(time_limit_s=2, max_lines=10))
+    res = repair(root, drafter, RepairBudget(time_limit_s=2, max_lines=10, workers=2))
     assert res.fixed and res.accepted.edit.text == "        n = n // 2"
     looped = res.tried[0]
     assert looped.timed_out and not looped.passed and looped.stage == "failing tests"
