@@ -24,11 +24,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def sites(n: int):
+    from agentkit.tools.workspace import Workspace
+
     from agentkit.evals.repair_tasks import load_programs, load_tasks, task_files, write_files
     from agentkit.repair import Site
     from agentkit.repair.failures import run_tests
     from agentkit.repair.loop import failure_text
-    from agentkit.tools.workspace import Workspace
 
     programs = {p["name"]: p for p in load_programs()}
     for task in [t for t in load_tasks() if t["split"] == "dev"][:n]:

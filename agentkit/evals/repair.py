@@ -19,7 +19,6 @@ time split into localise / draft / validate.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -29,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from ..repair import ModelDrafter, OperatorDrafter, RepairBudget, repair
-from .report import write_json_atomic
 from .repair_tasks import DATA, TASKS_FILE, load_programs, load_tasks, task_files, write_files
+from .report import write_json_atomic
 from .runner import register_suite
 
 TASKS_DIR = DATA

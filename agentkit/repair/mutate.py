@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterator
+from itertools import pairwise
 from dataclasses import dataclass
 
 KINDS = ("off_by_one", "comparison", "arithmetic", "boolean", "variable", "negation", "constant", "arguments",
@@ -181,7 +182,7 @@ def _constant_changes(line: _Line, node: ast.Constant) -> Iterator[tuple[str, st
 
 def _argument_swaps(line: _Line, call: ast.Call) -> Iterator[tuple[str, str]]:
     args = [a for a in call.args if not isinstance(a, ast.Starred) and line.on_line(a)]
-    for a, b in zip(args, args[1:]):
+    for a, b in pairwise(args):
         ta, tb = line.node(a), line.node(b)
         if ta != tb:
             mid = line.seg(a.end_col_offset, b.col_offset)
@@ -214,9 +215,9 @@ def enclosing_function(tree: ast.AST, lineno: int) -> ast.AST | None:
     """The innermost function whose lines hold ``lineno``; None at module level."""
     best = None
     for n in ast.walk(tree):
-        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.lineno <= lineno <= (n.end_lineno or 0):
-            if best is None or n.lineno >= best.lineno:
-                best = n
+        inside = isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.lineno <= lineno <= (n.end_lineno or 0)
+        if inside and (best is None or n.lineno >= best.lineno):
+            best = n
     return best
 
 

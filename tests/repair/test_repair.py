@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from agentkit.tools.edit_guard import EditGuard, files_named_by_tests, is_test_path
+from agentkit.tools.workspace import Workspace
 
 from agentkit.errors import WorkspaceError
 from agentkit.repair import LineEdit, ModelDrafter, OperatorDrafter, RepairBudget, Site, repair
@@ -13,8 +15,6 @@ from agentkit.repair.failures import parse_failures, run_tests
 from agentkit.repair.localise import rank, spectrum
 from agentkit.repair.mutate import apply_line, function_mutants, line_variants
 from agentkit.repair.validate import Candidate, Validator, copy_repo
-from agentkit.tools.edit_guard import EditGuard, files_named_by_tests, is_test_path
-from agentkit.tools.workspace import Workspace
 
 SIGN = '''def sign(n):
     if n < 0:
