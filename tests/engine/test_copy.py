@@ -132,7 +132,7 @@ def test_a_large_bonus_makes_string_values_prompt_spans(seed, monkeypatch):
     the prompt beginning at a word (case aside): the prior always has a copy to offer, and only copies."""
     monkeypatch.setattr(copy_mod, "TOP", 10**6)
     eng = Engine.from_loaded(tiny_llama(seed))
-    _, value = _value(eng, "ar", 1e4)
+    _, value = _value(eng, "ar", 100.0)
     place = value["place"].lower()
     text = eng.tokenizer.decode(eng.tokenizer.encode(PROMPT, add_special_tokens=False)).lower()
     assert place and any(text[i:].startswith(place) for i in range(len(text)) if i == 0 or not text[i - 1].isalnum())
@@ -147,7 +147,7 @@ def test_a_large_bonus_makes_number_values_the_prompts_numbers(monkeypatch):
     checked = 0
     for seed in range(6):
         eng = Engine.from_loaded(tiny_llama(seed))
-        res = eng.generate(prompt, DecodeConfig(mode="ar", max_new_tokens=48, copy_bias=1e4),
+        res = eng.generate(prompt, DecodeConfig(mode="ar", max_new_tokens=48, copy_bias=100.0),
                            template=compile_schema(SCHEMA), raw=True)
         pieces = [eng.tokenizer.decode([t]) for t in res.token_ids]
         at = next(i for i in range(len(pieces)) if "".join(pieces[:i]).endswith('"guests": '))
@@ -172,7 +172,7 @@ def test_copy_from_user_copies_from_the_last_user_message_only(seed, monkeypatch
     monkeypatch.setattr(copy_mod, "TOP", 10**6)
     eng = Engine.from_loaded(tiny_llama(seed))
     messages = [{"role": "system", "content": "Zebra quokka xylophone."}, {"role": "user", "content": PROMPT}]
-    res = eng.generate(messages, DecodeConfig(mode="ar", max_new_tokens=48, copy_bias=1e4, copy_from="user"),
+    res = eng.generate(messages, DecodeConfig(mode="ar", max_new_tokens=48, copy_bias=100.0, copy_from="user"),
                        template=compile_schema(SCHEMA))
     place = json.loads(res.text)["place"].lower()
     text = PROMPT.lower()
@@ -199,7 +199,7 @@ def test_copy_source_replaces_the_prompt_as_the_source(seed, monkeypatch):
     eng = Engine.from_loaded(tiny_llama(seed))
     source = "Quokka Zebrafish lives near Xylophone Bay."
     messages = [{"role": "user", "content": PROMPT + "\n\n" + source}]
-    res = eng.generate(messages, DecodeConfig(mode="ar", max_new_tokens=48, copy_bias=1e4, copy_source=source),
+    res = eng.generate(messages, DecodeConfig(mode="ar", max_new_tokens=48, copy_bias=100.0, copy_source=source),
                        template=compile_schema(SCHEMA))
     place = json.loads(res.text)["place"].lower()
     text = source.lower()
@@ -263,10 +263,10 @@ def test_free_text_gets_the_prior_only_with_a_source(seed, monkeypatch):
     monkeypatch.setattr(copy_mod, "TOP", 10**6)
     eng = Engine.from_loaded(tiny_llama(seed))
     plain = eng.generate(PROMPT, DecodeConfig(mode="ar", max_new_tokens=24), raw=True)
-    assert eng.generate(PROMPT, DecodeConfig(mode="ar", max_new_tokens=24, copy_bias=1e4, copy_from="prompt"),
+    assert eng.generate(PROMPT, DecodeConfig(mode="ar", max_new_tokens=24, copy_bias=100.0, copy_from="prompt"),
                         raw=True).token_ids == plain.token_ids
     source = "Boat day\nThe bay"  # values that begin with tokens of two bytes or more in the tiny vocabulary
-    res = eng.generate(PROMPT, DecodeConfig(mode="ar", max_new_tokens=24, copy_text_bias=1e4, copy_source=source),
+    res = eng.generate(PROMPT, DecodeConfig(mode="ar", max_new_tokens=24, copy_text_bias=100.0, copy_source=source),
                        raw=True)
     off = DecodeConfig(mode="ar", max_new_tokens=24, copy_text_bias=0.0, copy_source=source)
     assert eng.generate(PROMPT, off, raw=True).token_ids == plain.token_ids  # 0: off
