@@ -21,6 +21,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import threading
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -240,8 +242,6 @@ class FeatureTap:
     threads' passes (and passes while nothing is recording) are not kept."""
 
     def __init__(self, model: nn.Module, layers: tuple[int, ...]) -> None:
-        import threading
-
         self.layers = tuple(layers)
         self.local = threading.local()
         self.handles = [model.model.layers[i].register_forward_hook(self._hook(i)) for i in self.layers]
@@ -368,8 +368,6 @@ class BlockDraftSource:
         in place, None where masked) after the committed tokens ``context``: row ``j`` drafts position ``j + 1``
         -> [len(canvas), V] float (-inf outside the drafter's vocabulary), or None when the features are out of step
         with the cache."""
-        import time
-
         t0 = time.perf_counter()
         context_length = len(context)
         if not self._sync(context_length):
