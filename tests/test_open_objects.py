@@ -40,12 +40,15 @@ def test_server_schema_jobs_are_closed_unless_open_objects(open_objects):
     ext = {"open_objects": True} if open_objects else {}
     msgs = [{"role": "user", "content": "hi"}]
     rf = {"type": "json_schema", "json_schema": {"name": "p", "schema": OPEN_SCHEMA}}  # no "strict"
-    plan = plan_request(ChatRequest.model_validate({"messages": msgs, "response_format": rf, "agentkit": ext}))
+    plan = plan_request(ChatRequest.model_validate({"model": "m", "messages": msgs,
+                                                   "response_format": rf, "agentkit": ext}))
     assert plan.schema.strict is not open_objects
     tools = [{"type": "function", "function": {"name": "f", "parameters": OPEN_SCHEMA}}]
-    plan = plan_request(ChatRequest.model_validate({"messages": msgs, "tools": tools, "tool_choice": "required",
-                                                    "agentkit": ext}))
+    plan = plan_request(ChatRequest.model_validate({"model": "m", "messages": msgs,
+                                                   "tools": tools, "tool_choice": "required",
+                                                   "agentkit": ext}))
     assert plan.schema.strict is not open_objects
     strict = {"type": "json_schema", "json_schema": {"name": "p", "schema": OPEN_SCHEMA, "strict": True}}
-    plan = plan_request(ChatRequest.model_validate({"messages": msgs, "response_format": strict, "agentkit": ext}))
+    plan = plan_request(ChatRequest.model_validate({"model": "m", "messages": msgs,
+                                                   "response_format": strict, "agentkit": ext}))
     assert plan.schema.strict  # a strict request stays closed

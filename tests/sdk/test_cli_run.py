@@ -50,9 +50,11 @@ def test_run_errors_are_one_line(script):
 
 @pytest.mark.parametrize("args, message", [
     (["eval", "bfcl"], "error: UserError: --data is required for the bfcl suite: the folder with its data"),
-    (["eval", "bfcl", "--data", "/no/such/dir"], "error: UserError: --data '/no/such/dir': no such file or folder"),
+    (["eval", "bfcl", "--data", "/no/such/dir"], ("error: UserError: --data '/no/such/dir': no such file or folder; "
+                                                  "the BFCL questions ship in evals/data/bfcl (simple, multiple) and "
+                                                  "evals/data/bfcl_parallel")),
     (["eval", "nosuch", "--data", "."], ("error: UserError: unknown eval suite 'nosuch'; the suites are "
-                                         "bfcl, coverage, validity, agent, extract, agent-loop")),
+                                         "bfcl, coverage, validity, agent, extract, agent-loop, repair")),
 ])
 def test_eval_bad_arguments_give_one_error_line(args, message):
     res = CliRunner().invoke(app, args)

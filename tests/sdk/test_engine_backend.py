@@ -114,8 +114,9 @@ async def test_scores_decide_call_or_answer_on_tiny_engine(tiny, monkeypatch, ca
     first = trace[0]
     assert first.decision is not None and first.decision["call"] is call and first.decide_ms > 0
     assert set(seen[0][0]) == {"add", "shout", "respond"} and all(v < 0 for v in seen[0][0].values())
-    if call:
-        picked = max(("add", "shout"), key=lambda n: seen[0][0][n])
+    if call:  # the tool whose score rises most over the content-free question's (the scores alone without one)
+        scores, null = seen[0]
+        picked = max(("add", "shout"), key=lambda n: scores[n] - (null[n] if null is not None else 0.0))
         assert (first.step, first.tool) == ("tool_call", picked) and first.error is None
         assert first.decision["tool"] == picked
     else:
