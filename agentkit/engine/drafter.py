@@ -42,7 +42,8 @@ def base_fingerprint(model: nn.Module) -> str:
     fixed stride; another model, or another vocabulary, gives another fingerprint."""
     cfg = model.config
     w = model.get_output_embeddings().weight.detach()
-    sample = w[:: max(1, w.shape[0] // 64), :16].float().contiguous()
+    # read at bf16 precision: the same weights loaded in float32 (a CPU without native bf16) give the same print
+    sample = w[:: max(1, w.shape[0] // 64), :16].to(torch.bfloat16).float().contiguous()
     h = hashlib.sha256(json.dumps([cfg.hidden_size, cfg.num_hidden_layers, cfg.vocab_size]).encode())
     h.update(sample.mul(1024).round().to(torch.int32).numpy().tobytes())
     return h.hexdigest()[:16]

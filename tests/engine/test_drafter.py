@@ -153,3 +153,13 @@ def test_the_eval_mode_verify_drafter_is_verify_with_the_drafters_drafts():
                                         "decoder_forwards": 0, "encoder_forwards": 4, "verify_forwards": v,
                                         "accepted_slot_tokens": a}} for v, a in ((2, 3), (4, 1))]
     assert summarize(rows)["accepted_per_pass"] == round(4 / 6, 4)
+
+
+def test_the_base_fingerprint_is_the_same_in_float32_and_bf16():
+    from agentkit.engine.drafter import base_fingerprint
+
+    lm = tiny_llama(7)
+    f32 = base_fingerprint(lm.model)
+    lm.model.to(torch.bfloat16)
+    assert base_fingerprint(lm.model) == f32
+    assert base_fingerprint(tiny_llama(8).model) != f32
