@@ -2,6 +2,8 @@
 
 A candidate is applied to a fresh copy through ``Workspace.apply_edit_list`` with an ``EditGuard`` that protects
 test files and test data, so an edit the guard refuses (a test file, merge markers, a runaway repeat) never runs.
+A line that copies a string literal from the tests (one the code does not hold already) is refused too: it would
+pass by hard-coding the expected value (``return "Hello, Ada!"``), the overfitting generate-and-validate is prone to.
 Then the failing tests run (stopping at the first failure), and only if they pass, the whole suite. Each run has
 ``time_limit_s`` (buggy code often loops: the run is killed and the candidate rejected). Up to ``workers``
 candidates run at once; the user's repository is never written here.
@@ -9,9 +11,13 @@ candidates run at once; the user's repository is never written here.
 
 from __future__ import annotations
 
+import ast
+import contextlib
+import io
 import shutil
 import tempfile
 import time
+import tokenize
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -19,7 +25,7 @@ from pathlib import Path
 
 from agentkit.constrain.edits import Edit
 from agentkit.errors import EditError, WorkspaceError
-from agentkit.tools.edit_guard import EditGuard
+from agentkit.tools.edit_guard import EditGuard, is_test_path
 from agentkit.tools.workspace import SKIP_DIRS, Workspace
 
 from .failures import run_tests
@@ -54,6 +60,39 @@ def copy_repo(root: Path, dest: Path) -> Path:
     return dest
 
 
+def _strings(text: str) -> set[str]:
+    """The string literals of ``text`` (a file or one line) longer than two characters."""
+    out: set[str] = set()
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text.strip() + "\n").readline):
+            if tok.type == tokenize.STRING:
+                with contextlib.suppress(ValueError, SyntaxError):
+                    value = ast.literal_eval(tok.string)
+                    if isinstance(value, str) and len(value) > 2:
+                        out.add(value)
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    return out
+
+
+def test_strings(root: Path) -> set[str]:
+    """String literals of the repository's test files, less those its other files also hold."""
+    tests: set[str] = set()
+    code: set[str] = set()
+    for p in root.rglob("*.py"):
+        rel = p.relative_to(root).as_posix()
+        if any(part in SKIP_DIRS for part in p.relative_to(root).parts):
+            continue
+        text = p.read_text(encoding="utf-8", errors="replace")
+        (tests if is_test_path(rel) else code).update(_strings(text))
+    return tests - code
+
+
+def copied_test_strings(line: str, strings: set[str]) -> set[str]:
+    """The strings of ``line`` copied from the tests (not in the code already): hard-coding an expected value."""
+    return _strings(line) & strings
+
+
 class Validator:
     """Runs candidates against the tests of the repository at ``root`` (see the module docstring)."""
 
@@ -64,9 +103,15 @@ class Validator:
         self.guard = guard
         self.time_limit_s = time_limit_s
         self.workers = max(1, workers)
+        self.test_strings = test_strings(self.root)
 
     def check(self, cand: Candidate) -> Verdict:
         t0 = time.perf_counter()
+        copied = copied_test_strings(cand.edit.text, self.test_strings)
+        if copied:
+            return Verdict(cand, False, "refused", time.perf_counter() - t0,
+                           detail=f"the line copies a test's string {sorted(copied)[0]!r}: it would pass the test "
+                                  "by its expected value, not by fixing the code")
         with tempfile.TemporaryDirectory(prefix="agentkit-repair-") as tmp:
             scratch = copy_repo(self.root, Path(tmp) / "repo")
             ws = Workspace(scratch, command_timeout_s=self.time_limit_s, guard=self.guard)

@@ -218,3 +218,13 @@ def test_the_example_sends_fix_requests_to_the_repair_loop() -> None:
     assert routed == {"off_by_one": True, "wrong_operator": True, "missing_return": True, "typo_string": True,
                       "rename_function": False, "add_docstring": False}
     assert rx.search("make the failing test pass")
+
+
+def test_a_line_that_hard_codes_a_tests_expected_string_is_refused(tmp_path: Path) -> None:
+    src = 'def greeting(name):\n    return "Helo, " + name + "!"\n'
+    tests = 'from greet import greeting\n\n\ndef test_greeting():\n    assert greeting("Ada") == "Hello, Ada!"\n'
+    root = make_repo(tmp_path, {"greet.py": src, "test_greet.py": tests})
+    drafter = ScriptedDrafter(2, ['    return "Hello, Ada!"', '    return "Hello, " + name + "!"'])
+    res = repair(root, drafter, RepairBudget())
+    assert res.tried[0].stage == "refused" and "expected value" in res.tried[0].detail
+    assert res.fixed and res.accepted.edit.text == '    return "Hello, " + name + "!"'
