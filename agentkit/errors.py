@@ -8,6 +8,7 @@ The hierarchy::
     │   ├── InvalidRequestError      bad generation input (empty prompt, max_new_tokens < 1, ...)
     │   │   └── ContextLengthError   the prompt and max_new_tokens exceed the model's context (names the numbers)
     │   ├── UnsupportedModeError     the model cannot decode in the requested mode/sampler
+    │   ├── DrafterMismatchError     a block drafter was trained for another base model
     │   ├── UnsupportedSchemaError   a JSON Schema keyword the compiler cannot enforce (names keyword + pointer)
     │   │   └── SchemaLimitError     building the constraint would pass a CompileLimits bound (names limit + pointer)
     │   ├── MissingExtraError        an optional dependency is not installed (names the extra; also an ImportError)
