@@ -2,9 +2,9 @@
 (mutation operators or a language model under a code-edit template), validate each on a scratch copy, and write
 the first one that passes every test. See ``loop.repair``."""
 
-from .draft import DRAFT_MODES, Drafter, ModelDrafter, OperatorDrafter, Site
+from .draft import DRAFT_MODES, LineDrafter, ModelDrafter, OperatorDrafter, Site
 from .loop import RepairBudget, RepairResult, repair
 from .mutate import KINDS, LineEdit
 
-__all__ = ["DRAFT_MODES", "KINDS", "Drafter", "LineEdit", "ModelDrafter", "OperatorDrafter", "RepairBudget",
+__all__ = ["DRAFT_MODES", "KINDS", "LineDrafter", "LineEdit", "ModelDrafter", "OperatorDrafter", "RepairBudget",
            "RepairResult", "Site", "repair"]

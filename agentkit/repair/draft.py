@@ -1,6 +1,6 @@
 """Drafting candidate replacements for one suspicious line.
 
-A ``Drafter`` turns a :class:`Site` (a file, a line, the failing tests' messages) into candidate lines in the order
+A ``LineDrafter`` turns a :class:`Site` (a file, a line, the failing tests' messages) into candidate lines in the order
 to validate them. Two kinds:
 
 - :class:`OperatorDrafter`: the mutation operators of ``agentkit.repair.mutate`` applied to the line, in a seeded
@@ -89,7 +89,7 @@ class DraftStats:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-class Drafter(Protocol):
+class LineDrafter(Protocol):
     name: str
 
     def draft(self, site: Site, k: int) -> tuple[list[LineEdit], DraftStats]:

@@ -22,11 +22,11 @@ from agentkit.errors import WorkspaceError
 from agentkit.tools.edit_guard import EditGuard, files_named_by_tests, is_test_path
 from agentkit.tools.workspace import Workspace
 
-from .draft import Drafter, Site
+from .draft import LineDrafter, Site
 from .failures import Failure, TestReport, run_tests
 from .localise import Suspect, rank, spectrum
 from .mutate import LineEdit, apply_line
-from .validate import Candidate, Validator, Verdict, copy_repo
+from .validate import Candidate, Validation, Validator, copy_repo
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ class RepairResult:
     reason: str
     failing: list[str] = field(default_factory=list)
     suspects: list[Suspect] = field(default_factory=list)
-    tried: list[Verdict] = field(default_factory=list)
+    tried: list[Validation] = field(default_factory=list)
     accepted: Candidate | None = None
     diff: str = ""
     drafted: int = 0
@@ -131,7 +131,7 @@ def failure_text(failures: list[Failure]) -> str:
     return "\n".join(f"{f.test_id}\n{f.message}" for f in failures[:3])
 
 
-def repair(root: str | Path, drafter: Drafter, budget: RepairBudget | None = None, *, protect_tests: bool = True,
+def repair(root: str | Path, drafter: LineDrafter, budget: RepairBudget | None = None, *, protect_tests: bool = True,
            apply: bool = True) -> RepairResult:
     """Make the failing tests of the repository at ``root`` pass with one line edit (see the module docstring)."""
     budget = budget or RepairBudget()
@@ -157,7 +157,7 @@ def repair(root: str | Path, drafter: Drafter, budget: RepairBudget | None = Non
     return result
 
 
-def _search(root: Path, drafter: Drafter, budget: RepairBudget, guard: EditGuard, texts: dict[str, str],
+def _search(root: Path, drafter: LineDrafter, budget: RepairBudget, guard: EditGuard, texts: dict[str, str],
             message: str, result: RepairResult, clock: _Clock) -> None:
     """Suspects in groups of ``budget.pool_lines``. A drafter that scores its candidates (the model) has the
     group's candidates validated best score first, across lines; one without scores (the operators) has each
@@ -181,7 +181,7 @@ def _search(root: Path, drafter: Drafter, budget: RepairBudget, guard: EditGuard
     result.reason = result.reason or "no candidate passed the tests"
 
 
-def _draft(drafter: Drafter, site: Site, budget: RepairBudget, result: RepairResult
+def _draft(drafter: LineDrafter, site: Site, budget: RepairBudget, result: RepairResult
            ) -> tuple[list[Candidate], list[float] | None]:
     t0 = time.perf_counter()
     edits, stats = drafter.draft(site, budget.samples)

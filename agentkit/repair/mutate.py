@@ -20,8 +20,8 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterator
-from itertools import pairwise
 from dataclasses import dataclass
+from itertools import pairwise
 
 KINDS = ("off_by_one", "comparison", "arithmetic", "boolean", "variable", "negation", "constant", "arguments",
          "return")

@@ -45,7 +45,7 @@ class Candidate:
 
 
 @dataclass
-class Verdict:
+class Validation:
     candidate: Candidate
     passed: bool
     stage: str  # "refused" | "failing tests" | "suite" | "passed"
@@ -105,12 +105,12 @@ class Validator:
         self.workers = max(1, workers)
         self.test_strings = test_strings(self.root)
 
-    def check(self, cand: Candidate) -> Verdict:
+    def check(self, cand: Candidate) -> Validation:
         t0 = time.perf_counter()
         copied = copied_test_strings(cand.edit.text, self.test_strings)
         if copied:
-            return Verdict(cand, False, "refused", time.perf_counter() - t0,
-                           detail=f"the line copies a test's string {sorted(copied)[0]!r}: it would pass the test "
+            return Validation(cand, False, "refused", time.perf_counter() - t0,
+                           detail=f"the line copies a test's string {min(copied)!r}: it would pass the test "
                                   "by its expected value, not by fixing the code")
         with tempfile.TemporaryDirectory(prefix="agentkit-repair-") as tmp:
             scratch = copy_repo(self.root, Path(tmp) / "repo")
@@ -119,16 +119,16 @@ class Validator:
                 old = (scratch / cand.path).read_text(encoding="utf-8")
                 ws.apply_edit_list([Edit(cand.path, old, apply_line(old, cand.edit))])
             except (EditError, WorkspaceError, OSError, IndexError) as err:
-                return Verdict(cand, False, "refused", time.perf_counter() - t0, detail=str(err))
+                return Validation(cand, False, "refused", time.perf_counter() - t0, detail=str(err))
             if self.failing:
                 rep = run_tests(ws, self.failing, stop_first=True)
                 if not rep.ok:
-                    return Verdict(cand, False, "failing tests", time.perf_counter() - t0, rep.timed_out)
+                    return Validation(cand, False, "failing tests", time.perf_counter() - t0, rep.timed_out)
             rep = run_tests(ws, stop_first=True)
             stage = "passed" if rep.ok else "suite"
-            return Verdict(cand, rep.ok, stage, time.perf_counter() - t0, rep.timed_out)
+            return Validation(cand, rep.ok, stage, time.perf_counter() - t0, rep.timed_out)
 
-    def run(self, cands: Sequence[Candidate]) -> Iterator[Verdict]:
+    def run(self, cands: Sequence[Candidate]) -> Iterator[Validation]:
         """Verdicts in candidate order, ``workers`` at a time; the caller stops iterating to stop early (the
         candidates already started finish, the rest never run)."""
         if self.workers == 1:
