@@ -37,7 +37,7 @@ from datetime import date
 from typing import Any
 
 from ..errors import UserError
-from .nodes import Choice, Node, Repeat, Seq, Slot, Template
+from .nodes import Choice, Node, Repeat, Seq, Slot, Template, slots
 
 KINDS = frozenset({"string", "number", "date", "currency", "enum"})  # the field kinds grounded by default
 JOINERS = frozenset("-'/._@&+")
@@ -421,7 +421,7 @@ def grounded_template(schema: dict[str, Any], text: str, compile_schema: Callabl
     g = ground_schema(schema, text, grounded=grounded)
     template = compile_schema(g.schema)
     body = json.dumps(text, ensure_ascii=False)[1:-1]
-    empty = frozenset(s.name for s in template_slots(template.root) if s.name in g.spans and not spans_fit(s.regex, body))
+    empty = frozenset(s.name for s in slots(template.root) if s.name in g.spans and not spans_fit(s.regex, body))
     if empty:
         g = ground_schema(schema, text, grounded=grounded, no_span=empty)
         template = compile_schema(g.schema)
@@ -446,25 +446,6 @@ def spans_fit(regex: str, body: str) -> bool:
             if offsets[j] in ends and rx.fullmatch(body, i, j):
                 return True
     return False
-
-
-def template_slots(root: Node) -> list[Slot]:
-    """Every distinct slot of a template tree."""
-    out, seen, stack = [], set(), [root]
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        if isinstance(node, Slot):
-            out.append(node)
-        elif isinstance(node, Seq):
-            stack.extend(node.items)
-        elif isinstance(node, Choice):
-            stack.extend(node.options)
-        elif isinstance(node, Repeat):
-            stack.append(node.item)
-    return out
 
 
 def ground_template(template: Template, grounding: Grounding, schema: Any = None) -> Template:

@@ -192,3 +192,22 @@ def json_lines(text: str) -> list:
             return out
         value, i = dec.raw_decode(text, i)
         out.append(value)
+
+
+def slots(root: Node) -> list[Slot]:
+    """Every distinct Slot in the template (the tree may be a DAG: each node is visited once)."""
+    out, seen, stack = [], set(), [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, Slot):
+            out.append(node)
+        elif isinstance(node, Seq):
+            stack.extend(node.items)
+        elif isinstance(node, Choice):
+            stack.extend(node.options)
+        elif isinstance(node, Repeat):
+            stack.append(node.item)
+    return out

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 
 from .limits import Cancel, CompileLimits, budget
-from .nodes import Choice, Lit, Repeat, Seq, Slot, Template
+from .nodes import Choice, Lit, Repeat, Seq, Slot, Template, slots
 from .spans import ExcludeDFA, SpanDFA
 from .vocab import SlotDFA, TokenVocab, slot_index
 
@@ -78,7 +78,7 @@ class TokenConstraint:
         self._dfas: dict[str | tuple, SlotDFA | SpanDFA | ExcludeDFA] = {}
         t0 = time.perf_counter()
         with budget(limits, cancel) as b:
-            for slot in _slots(template.root):
+            for slot in slots(template.root):
                 b.check(_pointer(slot.name))
                 if _dfa_key(slot) not in self._dfas:
                     dfa: SlotDFA | SpanDFA | ExcludeDFA = slot_index(slot.regex, vocab, _pointer(slot.name))
@@ -547,20 +547,3 @@ def _pointer(name: str) -> str:
     return "#" + name if name.startswith("/") else name
 
 
-def _slots(root) -> list[Slot]:
-    """Every distinct Slot in the template (the tree may be a DAG: each node is visited once)."""
-    out, seen, stack = [], set(), [root]
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        if isinstance(node, Slot):
-            out.append(node)
-        elif isinstance(node, Seq):
-            stack.extend(node.items)
-        elif isinstance(node, Choice):
-            stack.extend(node.options)
-        elif isinstance(node, Repeat):
-            stack.append(node.item)
-    return out
