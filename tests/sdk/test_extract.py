@@ -184,7 +184,7 @@ class Booking(BaseModel):
 
 
 async def test_extract_grounds_by_default_with_per_call_and_per_field_overrides():
-    from agentkit.constrain.ground import template_slots
+    from agentkit.constrain.nodes import slots as template_slots
 
     text = "Room for Eero Väänänen, 3 nights, from Turku."
     model = script({"guest": "Eero Väänänen", "nights": 3, "phone": "123", "note": None, "city": "Turku"})
