@@ -2,7 +2,7 @@
 
 The core install (``pip install agentkit``) is what the SDK, the engine and the schema compiler need; the rest is
 in extras: ``server`` (fastapi, uvicorn, prometheus-client: ``agentkit serve``, ``agentkit.serving``), ``evals``
-(matplotlib: eval plots), ``llama``, ``ray``, ``otel``, ``peers``. ``dev`` pulls all that the tests need.
+(matplotlib: eval plots), ``repair`` (pytest, coverage: the repair loop), ``llama``, ``ray``, ``otel``, ``peers``. ``dev`` pulls all that the tests need.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from .errors import MissingExtraError
 EXTRAS: dict[str, tuple[str, ...]] = {
     "server": ("fastapi", "uvicorn", "prometheus_client"),
     "evals": ("matplotlib",),
+    "repair": ("pytest", "coverage"),
 }
 
 

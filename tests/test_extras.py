@@ -26,6 +26,7 @@ def test_core_dependencies_exclude_the_server_and_plots():
     extras = PROJECT["optional-dependencies"]
     assert {_name(r) for r in extras["server"]} == {"fastapi", "uvicorn", "prometheus-client"}
     assert {_name(r) for r in extras["evals"]} == {"matplotlib"}
+    assert {_name(r) for r in extras["repair"]} == {"pytest", "coverage"}
     for name in ("llama", "ray", "otel", "peers"):
         assert extras[name], name
 
@@ -35,7 +36,7 @@ def test_dev_pulls_every_extra_the_tests_need():
     self_ref = [r for r in dev if _name(r) == "agentkit"]
     assert len(self_ref) == 1
     pulled = set(self_ref[0].split("[", 1)[1].rstrip("]").split(","))
-    assert pulled == {"server", "evals", "ray", "otel", "peers"}  # llama builds from source: not in dev
+    assert pulled == {"server", "evals", "ray", "otel", "peers", "repair"}  # llama builds from source: not in dev
 
 
 def test_extras_map_names_the_pyproject_extras():
@@ -111,7 +112,19 @@ def test_cli_serve_names_the_server_extra(monkeypatch):
     assert r.exit_code == 2 and "agentkit[server]" in r.output, r.output
 
 
-@pytest.mark.parametrize("extra", ["server", "evals"])
+def test_the_repair_loop_names_its_extra(monkeypatch, tmp_path):
+    """Without pytest and coverage the repair loop stops before it touches the repository (CI once ran it without
+    coverage installed: a bare ModuleNotFoundError deep in the localiser)."""
+    from agentkit import _extras
+    from agentkit.errors import MissingExtraError
+    from agentkit.repair import OperatorDrafter, repair
+
+    monkeypatch.setattr(_extras, "missing", lambda extra: ["coverage"] if extra == "repair" else [])
+    with pytest.raises(MissingExtraError, match=r"agentkit\[repair\]"):
+        repair(tmp_path, OperatorDrafter())
+
+
+@pytest.mark.parametrize("extra", ["server", "evals", "repair"])
 def test_require_names_the_extra(monkeypatch, extra):
     from agentkit import _extras
     from agentkit.errors import MissingExtraError, UserError

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentkit._extras import require
 from agentkit.constrain.edits import Edit
 from agentkit.errors import WorkspaceError
 from agentkit.tools.edit_guard import EditGuard, files_named_by_tests, is_test_path
@@ -134,6 +135,7 @@ def failure_text(failures: list[Failure]) -> str:
 def repair(root: str | Path, drafter: LineDrafter, budget: RepairBudget | None = None, *, protect_tests: bool = True,
            apply: bool = True) -> RepairResult:
     """Make the failing tests of the repository at ``root`` pass with one line edit (see the module docstring)."""
+    require("repair", "the repair loop")
     budget = budget or RepairBudget()
     root = Path(root).resolve()
     clock, steps = _Clock(), []
