@@ -3,8 +3,10 @@
 A ``LineDrafter`` turns a :class:`Site` (a file, a line, the failing tests' messages) into candidate lines in the order
 to validate them. Two kinds:
 
-- :class:`OperatorDrafter`: the mutation operators of ``agentkit.repair.mutate`` applied to the line, in a seeded
-  random order. It is the model-free baseline and never uses a model.
+- :class:`OperatorDrafter`: the mutation operators of ``agentkit.repair.mutate`` applied to the line, and the
+  value-based literal rewrites of ``agentkit.repair.literals`` (from the failing assertion's actual and expected
+  values), in a seeded random order (:func:`operator_edits`). It is the model-free baseline and never uses a
+  model.
 - :class:`ModelDrafter`: a language model under a code-edit template. The prompt shows the failing assertion and the
   function with the line marked; the answer is pinned to the function's text up to the line, and the line itself is
   the open slot (it ends at its newline; its indentation is pinned to the original's). ``sample`` draws ``k``
@@ -35,6 +37,8 @@ import torch
 
 from agentkit.tools.edit_guard import MARKERS
 
+from .failures import assertion_values
+from .literals import literal_variants
 from .mutate import LineEdit, enclosing_function, line_variants, parses
 
 DRAFT_MODES = ("sample", "rank", "hybrid", "diffusion")
@@ -107,6 +111,15 @@ def keep(site: Site, text: str, seen: set[str]) -> bool:
     return parses(site.lines, site.line, text)
 
 
+def operator_edits(site: Site) -> list[LineEdit]:
+    """The operators' candidates for ``site``: the mutation operators on the line, then the value-based literal
+    rewrites from the failing assertions' actual and expected values (``agentkit.repair.literals``)."""
+    ops = line_variants(site.source, site.line, site.tree)
+    seen = {e.text for e in ops}
+    values = literal_variants(site.source, site.line, assertion_values(site.message))
+    return ops + [e for e in values if e.text not in seen]
+
+
 class OperatorDrafter:
     """The model-free baseline: every operator variant of the line, in a random order seeded by the site."""
 
@@ -117,7 +130,7 @@ class OperatorDrafter:
 
     def draft(self, site: Site, k: int) -> tuple[list[LineEdit], DraftStats]:
         t0 = time.perf_counter()
-        cands = line_variants(site.source, site.line, site.tree)
+        cands = operator_edits(site)
         rng = random.Random(self.seed * 1_000_003 + zlib.crc32(f"{site.path}:{site.line}".encode()))
         rng.shuffle(cands)
         return cands, DraftStats(seconds=time.perf_counter() - t0, kept=len(cands))
@@ -214,7 +227,7 @@ class ModelDrafter:
             seen: set[str] = set()
             lines = (_indent(strip_comment(s), site.original) for s in sampled)
             texts = [t for t in lines if keep(site, t, seen)]
-            ops = line_variants(site.source, site.line, site.tree) if self.mode != "sample" else []
+            ops = operator_edits(site) if self.mode != "sample" else []
             kinds = {e.text: e.kind for e in ops}
             texts += [e.text for e in ops if keep(site, e.text, seen)]
             *scores, now = self.score(cache, first, [*texts, site.original], stats)

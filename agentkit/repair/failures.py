@@ -8,6 +8,8 @@ The tests run through ``Workspace.run_tests`` (the workspace's sandbox and time 
 
 from __future__ import annotations
 
+import ast
+import contextlib
 import re
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
@@ -17,6 +19,8 @@ _SECTION = re.compile(r"^_{3,} (?:ERROR collecting )?(.+?) _{3,}$")
 _FRAME = re.compile(r"^(?P<path>[^\s:][^:]*\.py):(?P<line>\d+): (?:in (?P<func>\S+)|(?P<exc>.*))$")
 _SUMMARY = re.compile(r"^(?P<what>FAILED|ERROR) (?P<id>\S+)(?: - (?P<msg>.*))?$")
 _COUNTS = re.compile(r"(\d+) (passed|failed|errors?)")
+_ASSERT = re.compile(r"^(?:AssertionError: )?assert (?P<expr>.+)$")
+_WHERE = re.compile(r"^\+\s+where (?P<value>.+?) = ")
 
 
 class TestRunner(Protocol):
@@ -111,3 +115,42 @@ def _section_for(test_id: str, sections: list[tuple[str, list[str]]], i: int) ->
         if title == name or title == test_id:
             return body
     return sections[i][1] if i < len(sections) else []
+
+
+def assertion_values(message: str) -> list[tuple[object, object]]:
+    """(actual, expected) pairs from the ``assert left == right`` lines of a failure's ``E`` lines, where both
+    sides are Python literals pytest printed in full. A ``+  where VALUE = call(...)`` line says which side was
+    computed (the actual one); without it both orders are given, left as the actual first."""
+    out: list[tuple[object, object]] = []
+    lines = message.splitlines()
+    wheres = {m.group("value").strip() for m in map(_WHERE.match, (ln.strip() for ln in lines)) if m}
+    for line in lines:
+        m = _ASSERT.match(line.strip())
+        if m is None:
+            continue
+        sides = _literal_sides(m.group("expr"))
+        if sides is None:
+            continue
+        (left, left_src), (right, right_src) = sides
+        if right_src in wheres and left_src not in wheres:
+            out.append((right, left))
+        elif left_src in wheres:
+            out.append((left, right))
+        else:
+            out += [(left, right), (right, left)]
+    return list({repr(pair): pair for pair in out}.values())
+
+
+def _literal_sides(expr: str) -> tuple[tuple[object, str], tuple[object, str]] | None:
+    """The two literal sides of ``expr`` when it is ``left == right``, each with its source text."""
+    try:
+        node = ast.parse(expr, mode="eval").body
+    except SyntaxError:
+        return None
+    if not (isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq)):
+        return None
+    sides = []
+    for side in (node.left, node.comparators[0]):
+        with contextlib.suppress(ValueError, SyntaxError, TypeError):
+            sides.append((ast.literal_eval(side), ast.get_source_segment(expr, side) or ""))
+    return (sides[0], sides[1]) if len(sides) == 2 else None
