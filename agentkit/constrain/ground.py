@@ -96,6 +96,40 @@ _DATES = [  # (regex, order of the groups: d/m/y as 0/1/2)
 ]
 
 
+_NEXT_WORD = re.compile(r"[ \t]*([^\W\d_]+)")
+_PREV_WORD = re.compile(r"([^\W\d_]+)[ \t]*[:=#]?[ \t]*$")
+
+
+def _stems(name: str) -> set[str]:
+    """The words of a field name (``nights``, ``room_type``, ``maxGuests``) as stems: lowercase, one plural ``s``
+    off, words under three letters left out."""
+    words = re.split(r"[_\W]+|(?<=[a-z])(?=[A-Z])", name)
+    return {w.lower().removesuffix("s") for w in words if len(w) >= 3}
+
+
+def anchored_numbers(name: str, text: str, names: tuple[str, ...] = (), *,
+                     integers: bool = False) -> list[int | float]:
+    """The numbers of ``text`` a number field ``name`` may take. A number written next to the field's own word
+    (``5 nights``, ``four nights``, ``nights: 5`` for ``nights``) anchors the field to it; otherwise the text's
+    numbers less those written next to another field's word (``3 guests``, for a field among ``names``), or all of
+    them when that leaves none. ``integers``: whole numbers only."""
+    own = _stems(name)
+    others = set().union(*(_stems(n) for n in names if n != name)) - own if names else set()
+    mine: list[int | float] = []
+    theirs: set[int | float] = set()
+    for a, b, v in number_mentions(text):
+        after, before = _NEXT_WORD.match(text, b), _PREV_WORD.search(text, 0, a)
+        near = {m.group(1).lower().removesuffix("s") for m in (after, before) if m}
+        if integers and not isinstance(v, int):
+            continue
+        if near & own:
+            mine.append(v)
+        elif near & others:
+            theirs.add(v)
+    every = [v for v in text_numbers(text) if not integers or isinstance(v, int)]
+    return list(dict.fromkeys(mine)) if mine else ([v for v in every if v not in theirs] or every)
+
+
 def text_dates(text: str) -> list[str]:
     """The dates ``text`` writes, as ISO ``YYYY-MM-DD``, in order, each once: ``12 March 2025``, ``the 2nd of June
     2024``, ``March 31, 2025``, ``Oct 4th, 2025``, ``2025-03-12``, ``2025/3/12``. A date without a year is not one."""
@@ -194,6 +228,20 @@ def placeholders(name: str, sub: dict[str, Any], text: str, names: tuple[str, ..
     return sorted(v for v in forms | set(STOCK_VALUES) if v and v.casefold() not in low)
 
 
+def name_mentions(names: tuple[str, ...], text: str) -> list[str]:
+    """Where ``text`` writes one of the field ``names`` as a word or words (``nights``, ``Room type``, ``date``;
+    a plural ``s`` either way): those pieces of the text, which a span of a field never is by itself."""
+    out: set[str] = set()
+    for n in names:
+        words = re.split(r"[_\W]+|(?<=[a-z])(?=[A-Z])", n)
+        phrase = r"[\s_-]+".join(re.escape(w) for w in words if w)
+        if not phrase:
+            continue
+        out.update(m.group() for m in re.finditer(r"(?<!\w)" + phrase.removesuffix("s") + r"s?(?!\w)", text,
+                                                  re.IGNORECASE))
+    return sorted(out)
+
+
 # -- the schema, field by field ---------------------------------------------------------------------------------
 
 SHAPES = {  # field names held to a shape, with the pattern of that shape (a span of the text must match it)
@@ -222,7 +270,8 @@ def _is_currency(name: str, sub: dict[str, Any]) -> bool:
 class Grounding:
     """What :func:`ground_schema` did: the rewritten ``schema``, the JSON pointers of the string slots grounded to
     spans (``/name``, ``/attendees/*``), the required fields it could not ground (``ungrounded``), and the
-    values each ungrounded string slot refuses (``exclude``)."""
+    values each string slot refuses (``exclude``: placeholders for an ungrounded one, the field names the text
+    writes for a span)."""
 
     schema: dict[str, Any]
     text: str
@@ -232,6 +281,7 @@ class Grounding:
     no_span: frozenset[str] = frozenset()  # string fields whose slot no span of the text fits
     exclude: dict[str, tuple[str, ...]] = field(default_factory=dict)  # pointer -> values its slot refuses
     names: tuple[str, ...] = ()  # every property name and title in the schema (placeholders for any field)
+    fields: tuple[str, ...] = ()  # every property name in the schema (the words that anchor a number)
 
 
 def check_option(value: Any, where: str) -> bool | None:
@@ -248,20 +298,21 @@ def ground_schema(schema: dict[str, Any], text: str, *, grounded: bool | None = 
     ``"grounded": true``; True: every kind). Local ``$ref``s are followed (not through a cycle)."""
     check_option(grounded, "grounded")
     kinds = frozenset() if grounded is False else (frozenset(KINDS) if grounded else kinds)
-    out = Grounding(schema={}, text=text, no_span=no_span, names=tuple(_names(schema)))
+    out = Grounding(schema={}, text=text, no_span=no_span, names=tuple(_names(schema)),
+                    fields=tuple(_names(schema, titles=False)))
     root = _inline(copy.deepcopy(schema), schema.get("$defs") or schema.get("definitions") or {}, 0)
     out.schema = _object(root, "", text, kinds, out) if isinstance(root, dict) else root
     return out
 
 
-def _names(node: Any) -> list[str]:
-    """The property names and titles anywhere in a schema, each once."""
+def _names(node: Any, titles: bool = True) -> list[str]:
+    """The property names (and ``titles``) anywhere in a schema, each once."""
     out: dict[str, None] = {}
     stack = [node]
     while stack:
         n = stack.pop()
         if isinstance(n, dict):
-            if isinstance(n.get("title"), str):
+            if titles and isinstance(n.get("title"), str):
                 out[n["title"]] = None
             if isinstance(n.get("properties"), dict):
                 out.update(dict.fromkeys(n["properties"]))
@@ -357,7 +408,7 @@ def _field(name: str, sub: dict[str, Any], ptr: str, text: str, kinds: frozenset
         items = _field(name, sub["items"], ptr + "/*", text, kinds, out)
         return None if items is None else {**sub, "items": items}
     if t in ("integer", "number") and "enum" not in sub and "number" in kinds:
-        nums = [n for n in text_numbers(text) if t == "number" or isinstance(n, int)]
+        nums = anchored_numbers(name, text, out.fields, integers=t == "integer")
         return _enum(sub, nums, ptr, "number", out)
     if t != "string":
         return sub
@@ -392,6 +443,9 @@ def _string(name: str, sub: dict[str, Any], ptr: str, text: str, kinds: frozense
     if ptr in out.no_span:
         return None
     out.spans.add(ptr)
+    named = name_mentions((name, *out.names), text)
+    if named:
+        out.exclude[ptr] = tuple(json.dumps(w, ensure_ascii=False)[1:-1] for w in named)
     out.kinds[ptr] = shape or "string"
     return shaped
 
@@ -462,7 +516,7 @@ def ground_template(template: Template, grounding: Grounding, schema: Any = None
             return hit
         new: Node = node
         if isinstance(node, Slot) and node.name in grounding.spans:
-            new = Slot(node.regex, node.max_tokens, node.name, source=body)
+            new = Slot(node.regex, node.max_tokens, node.name, source=body, exclude=grounding.exclude.get(node.name, ()))
         elif isinstance(node, Slot) and node.name in grounding.exclude:
             new = Slot(node.regex, node.max_tokens, node.name, exclude=grounding.exclude[node.name])
         elif isinstance(node, Seq):
@@ -480,6 +534,18 @@ def ground_template(template: Template, grounding: Grounding, schema: Any = None
                           kind=template.kind, meta=meta)
 
 
+# a span does not end with one of these lowercase words (``The spring fundraiser is on``): a value ends in a content
+# word, a number or a code, so a span of function words alone is never a value (``attendees: ["the"]``)
+FUNCTION_WORDS = frozenset({"a", "an", "the", "and", "or", "but", "nor", "of", "on", "in", "at", "to", "for", "from",
+                            "by", "with", "via", "per", "into", "onto", "over", "under", "about", "as", "is", "are",
+                            "was", "were", "be", "been", "am", "it", "its", "this", "that", "these", "those", "my",
+                            "our", "your", "their", "his", "her", "we", "you", "they", "he", "she", "i", "me", "us",
+                            "them", "him", "do", "does", "did", "has", "have", "had", "will", "would", "can",
+                            "could", "should", "please", "not", "no", "so", "then", "than", "if", "when", "where"})
+# the ". " after a title or a short form is not a clause break (``Mr. Eamon Fitzgerald``, ``St. Mary's``)
+_ABBREVIATION = re.compile(rb"(?<![\w.])(?:Mr|Mrs|Ms|Mx|Dr|Prof|Rev|Sr|Jr|St|Mt|Fr|Capt|Col|Gen|Lt|Sgt|No|Nr|Inc|Ltd|Co|"
+                           rb"Corp|approx|vs|etc|e\.g|i\.e)\.$")
+_THOUSANDS = re.compile(r",\d{3}(?!\d)")
 BREAKS = (", ", "; ", ". ", ": ", " — ", " – ", " - ", "\\n")  # clause breaks: a span does not cross one
 
 
@@ -489,7 +555,8 @@ def span_breaks(body: bytes) -> list[int]:
     ``span_breaks(body)[p]``."""
     text = body.decode("utf-8")
     dates = {len(text[:k].encode()) for a, b, _ in date_mentions(text) for k in (a, b)}  # a date: a value of its own
-    marks = sorted({i for b in BREAKS for i in _finds(body, b.encode())} | dates)
+    marks = sorted({i for b in BREAKS for i in _finds(body, b.encode()) if not _ABBREVIATION.search(body, 0, i + 1)}
+                   | dates)
     out, nxt = [len(body)] * (len(body) + 1), len(body)
     for p in range(len(body), -1, -1):
         if marks and p == marks[-1]:
@@ -529,10 +596,23 @@ def span_edges(body: bytes) -> tuple[frozenset[int], frozenset[int]]:
         return 0 <= k < len(text) and text[k].isalnum() and k not in inside
 
     def word(k: int) -> bool:  # a letter or digit, or a joiner between two (INV-20931, O'Riordan, 2024/0931)
-        return alnum(k) or (0 <= k < len(text) and text[k] in JOINERS and alnum(k - 1) and alnum(k + 1))
+        return alnum(k) or (0 <= k < len(text) and (text[k] in JOINERS and alnum(k - 1) and alnum(k + 1)
+                                                    or thousands(k)))
+
+    def thousands(k: int) -> bool:  # the comma of 1,120.50: between a digit and three digits
+        return text[k] == "," and k > 0 and text[k - 1].isdigit() and bool(_THOUSANDS.match(text, k))
+
+    def signed(k: int) -> bool:  # the digits of +54 11 ...: a span takes the sign
+        return text[k].isdigit() and k > 0 and text[k - 1] == "+" and not word(k - 2)
+
+    def function_word(k: int) -> bool:  # the word ending at k is a lowercase function word
+        a = k
+        while a > 0 and text[a - 1].isalpha():
+            a -= 1
+        return text[a:k] in FUNCTION_WORDS and not (a > 0 and word(a - 1))
 
     starts = frozenset(at[k] for k in range(len(text)) if k not in inside and (alnum(k) or text[k] in OPENERS)
-                       and not (word(k) and word(k - 1)))
+                       and not (word(k) and word(k - 1)) and not signed(k))
     ends = frozenset(at[k] for k in range(1, len(text) + 1) if k - 1 not in inside and (
-        alnum(k - 1) or text[k - 1] in CLOSERS) and not (word(k - 1) and word(k)))
+        alnum(k - 1) or text[k - 1] in CLOSERS) and not (word(k - 1) and word(k)) and not function_word(k))
     return starts, ends

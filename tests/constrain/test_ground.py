@@ -66,14 +66,50 @@ def test_spans_stop_at_clause_breaks(vocab):
     _tok, v = vocab
     text = "Nomvula Khumalo, 082 555 0134; Durban - Bath. Ms. Lee"
     dfa = SpanDFA(text, slot_index(PLAIN_BODY, v), v)
-    for span in ["Nomvula Khumalo", "082 555 0134", "Durban", "Bath", "Lee"]:
+    for span in ["Nomvula Khumalo", "082 555 0134", "Durban", "Bath", "Lee", "Ms. Lee"]:  # a title's ". " joins
         assert _accepts(dfa, v, span.encode()), span
-    for span in ["Nomvula Khumalo, 082", "0134; Durban", "Durban - Bath", "Bath. Ms", "Ms. Lee"]:
+    for span in ["Nomvula Khumalo, 082", "0134; Durban", "Durban - Bath", "Bath. Ms"]:
         assert not _accepts(dfa, v, span.encode()), span
     dfa = SpanDFA("Harvest Gala on 4 October 2025 at the Old Corn Exchange", slot_index(PLAIN_BODY, v), v)
-    assert _accepts(dfa, v, b"Harvest Gala on") and _accepts(dfa, v, b"the Old Corn Exchange")
-    for span in ["Gala on 4 October", "October 2025 at the"]:
+    assert _accepts(dfa, v, b"Harvest Gala") and _accepts(dfa, v, b"the Old Corn Exchange")
+    for span in ["Gala on 4 October", "October 2025 at the", "Harvest Gala on", "at the", "the"]:
         assert not _accepts(dfa, v, span.encode()), span
+
+
+def test_spans_keep_a_numbers_sign_and_thousands_and_end_in_a_content_word(vocab):
+    _tok, v = vocab
+    text = "Call +54 11 5555 0190 about GBP 1,120.50 for the Winter Market on Friday"
+    dfa = SpanDFA(text, slot_index(PLAIN_BODY, v), v)
+    for span in ["+54 11 5555 0190", "1,120.50", "GBP 1,120.50", "the Winter Market", "Winter Market on Friday"]:
+        assert _accepts(dfa, v, span.encode()), span
+    for span in ["54 11 5555 0190", "1", "120.50", "the Winter Market on", "for the", "Market on"]:
+        assert not _accepts(dfa, v, span.encode()), span
+
+
+def test_a_number_field_takes_the_number_written_next_to_its_word():
+    from agentkit.constrain.ground import anchored_numbers
+
+    text = "Room for Ana Silva, checking in 14 July 2025 for 5 nights, 3 guests, ref 88."
+    names = ("guest_name", "nights", "guests", "ref")
+    assert anchored_numbers("nights", text, names) == [5]
+    assert anchored_numbers("guests", text, names) == [3]
+    assert anchored_numbers("guests", "four nights, two guests", names) == [2]
+    # no word of its own: every number but those another field's word anchors
+    assert anchored_numbers("ref", text, ("nights", "guests")) == [88]
+    assert anchored_numbers("quantity", "150 notebooks at 2.40 each", ("product",)) == [150, 2.4]
+    assert anchored_numbers("nights", "3 guests", ("nights", "guests")) == [3]  # none left: all of them
+    assert anchored_numbers("quantity", "150 notebooks at 2.40 each", ("product",), integers=True) == [150]
+    # a schema's title is not a field's word: "Order: 10 chairs" leaves 10 to the quantity
+    schema = {"title": "Order", "type": "object", "properties": {"quantity": {"type": "integer"},
+                                                                  "order_id": {"type": "string"}}}
+    assert ground_schema(schema, "Order: 10 chairs at 19.99 each").schema["properties"]["quantity"]["enum"] == [10]
+
+
+def test_a_span_is_never_a_field_name_by_itself():
+    schema = {"type": "object", "properties": {"room_type": {"type": "string"}, "nights": {"type": "integer"}},
+              "required": ["room_type", "nights"]}
+    g = ground_schema(schema, "Two nights, Room type: double room.")
+    assert set(g.exclude["/room_type"]) == {"nights", "Room type"}
 
 
 def test_spans_cross_token_boundaries(vocab):
@@ -92,7 +128,7 @@ def test_spans_cross_token_boundaries(vocab):
             s = dfa.next(s, v.by_bytes[bytes([b])][0])
         assert s is not None and dfa.is_final(s)
     assert all(v.token_bytes[t] for t in dfa.allowed(dfa.initial()))
-    assert dfa.close_distance(dfa.initial()) == 2  # "in"
+    assert dfa.close_distance(dfa.initial()) == 4  # "Meet" ("in" is a function word: never a span by itself)
 
 
 def test_spans_intersect_with_the_slot_pattern(vocab):

@@ -195,7 +195,7 @@ async def test_extract_grounds_by_default_with_per_call_and_per_field_overrides(
     assert meta["grounded_schema"]["properties"]["nights"]["enum"] == [3]
     slots = {s.name: s for s in template_slots(model.calls[0].template.root)}
     assert "123-456-7890" in slots["/phone"].exclude and "Phone" in slots["/phone"].exclude  # ungrounded: no stock
-    assert slots["/guest"].source is not None and not slots["/guest"].exclude  # a span: nothing to exclude
+    assert slots["/guest"].source is not None and slots["/guest"].exclude == ("nights",)  # a span: no field name
     off = script({"guest": "Eero", "nights": 4, "phone": "1", "note": None, "city": None})
     _, usage = await aextract(Booking, text, model=off, grounded=False, return_usage=True)
     assert off.calls[0].template.meta["grounded"] == {} and usage.ungrounded == []
