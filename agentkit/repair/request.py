@@ -1,0 +1,141 @@
+"""What a coding request asks for: one constrained, grounded extraction step (the planner), then a fixed order of
+what to do with it.
+
+:func:`plan_request` runs ``agentkit.extract`` with the schema of :func:`plan_schema`: ``action`` (one of
+:data:`ACTIONS`), ``old_name`` / ``new_name`` (a rename), ``function`` and ``file``. Every value is grounded:
+``action`` is an enum, narrowed by the grounding to the members the request names when it names any (``rename``,
+``docstring``); ``old_name`` and ``function`` are enums of the names the repository's code defines and ``file`` of
+its non-test Python files, narrowed to those the request names; ``new_name`` is a span of the request that is an
+identifier. The model chooses where the grounding leaves a choice.
+
+:func:`route` then decides, in this order:
+
+1. ``rename`` when the plan says rename and both names are written in the request (a name the grounding could not
+   find there is not trusted);
+2. ``docstring`` when the plan says docstring and the function is written in the request;
+3. ``repair`` (the repair loop) when the request names a bug, a failure or a fix (:data:`REPAIR_REQUEST`), or the
+   plan says repair and the request says "repair";
+4. ``agent`` (the general agent) for anything else.
+
+The model's own choice of action is weak evidence: on requests that name no action, the default 135M model
+answered ``repair`` for every one (renames and requests for other work alike; ``evals/results/repair/planner.json``),
+so a ``repair`` the request does not say is not enough to run the repair loop.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from .rename import definitions, python_code
+
+ACTIONS = ("repair", "rename", "docstring", "other")
+IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
+MAX_ENUM = 200  # names offered per enum (the prompt shows the schema)
+INSTRUCTIONS = (
+    "Decide what the user's request about their Python repository asks for, and answer with JSON only. action: "
+    "repair (fix a bug or make failing tests pass), rename (rename a function or class), docstring (add or write "
+    "a docstring), or other. old_name and new_name: the current and the new name, for a rename. function and "
+    "file: the function and the file the request names.")
+
+#: A request that names a bug, a failure or a fix: the repair loop's, whatever the planner said.
+REPAIR_REQUEST = re.compile(r"\b(fix\w*|bugs?|fail\w*|broken|crash\w*)\b|\bmake\b.*\bpass\b", re.IGNORECASE)
+
+
+@dataclass
+class Plan:
+    """The planner's output and what :func:`route` made of it."""
+
+    action: str
+    old_name: str | None = None
+    new_name: str | None = None
+    function: str | None = None
+    file: str | None = None
+    route: str = ""
+    why: str = ""
+    seconds: float = 0.0
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+def functions_of(source: str) -> set[str]:
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    return {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+
+
+def _choice(values: list[str], description: str) -> dict[str, Any]:
+    values = values[:MAX_ENUM]
+    branch = {"type": "string", "enum": values} if values else {"type": "null"}
+    return {"anyOf": [branch, {"type": "null"}], "description": description}
+
+
+def plan_schema(texts: dict[str, str]) -> dict[str, Any]:
+    """The planner's JSON Schema for a repository with files ``texts`` (path -> text)."""
+    code = python_code(texts)
+    names = sorted(set().union(*(definitions(t) for t in code.values()))) if code else []
+    functions = sorted(set().union(*(functions_of(t) for t in code.values()))) if code else []
+    return {
+        "type": "object",
+        "properties": {
+            "action": {"type": "string", "enum": list(ACTIONS), "description": "what the request asks for"},
+            "old_name": _choice(names, "the name to change, for a rename"),
+            "new_name": {"anyOf": [{"type": "string", "pattern": IDENTIFIER}, {"type": "null"}],
+                         "description": "the new name, for a rename"},
+            "function": _choice(functions, "the function the request names"),
+            "file": _choice(sorted(code), "the file the request names"),
+        },
+        "required": ["action", "old_name", "new_name", "function", "file"],
+    }
+
+
+def written(name: str | None, request: str) -> bool:
+    """Whether ``name`` is written in ``request`` as a word of its own."""
+    return bool(name) and re.search(r"(?<![\w.])" + re.escape(name or "") + r"(?!\w)", request) is not None
+
+
+def mentioned(word: str, request: str) -> bool:
+    """Whether ``request`` says ``word`` (as a word, any case): what the grounding narrows an enum to."""
+    return re.search(r"(?<!\w)" + re.escape(word.casefold()) + r"(?!\w)", request.casefold()) is not None
+
+
+def route(plan: Plan, request: str) -> Plan:
+    """``plan`` with its ``route`` and ``why`` set (the module docstring's order)."""
+    if plan.action == "rename" and written(plan.old_name, request) and written(plan.new_name, request) \
+            and plan.old_name != plan.new_name:
+        plan.route, plan.why = "rename", f"rename {plan.old_name} to {plan.new_name}"
+    elif plan.action == "docstring" and written(plan.function, request):
+        plan.route, plan.why = "docstring", f"a docstring for {plan.function}"
+    elif REPAIR_REQUEST.search(request):
+        plan.route, plan.why = "repair", f"the planner says {plan.action}; the request names a bug or a failure"
+    elif plan.action == "repair" and mentioned(plan.action, request):
+        plan.route, plan.why = "repair", "the planner says repair, as the request does"
+    else:
+        plan.route, plan.why = "agent", f"the planner says {plan.action}"
+    return plan
+
+
+def plan_request(request: str, texts: dict[str, str], model: Any) -> Plan:
+    """The planner's extraction of ``request`` over a repository with files ``texts``, routed."""
+    from agentkit.sdk import extract
+
+    t0 = time.perf_counter()
+    raw = extract(plan_schema(texts), request, model=model, instructions=INSTRUCTIONS)
+    plan = Plan(raw.get("action") or "other", raw.get("old_name"), raw.get("new_name"), raw.get("function"),
+                raw.get("file"), raw=raw)
+    plan.seconds = time.perf_counter() - t0
+    return route(plan, request)
+
+
+def function_file(plan: Plan, texts: dict[str, str]) -> str | None:
+    """The non-test Python file holding ``plan.function``: the plan's file when it defines it, else the one file
+    that does (None when none or several do)."""
+    code = python_code(texts)
+    if plan.file in code and plan.function in functions_of(code[plan.file]):
+        return plan.file
+    holders = [rel for rel, t in code.items() if plan.function in functions_of(t)]
+    return holders[0] if len(holders) == 1 else None
