@@ -13,6 +13,7 @@ computed).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -63,14 +64,18 @@ class CompletionRequest(Sampling):
 
 
 def plan_completion(req: CompletionRequest, prompt: str, *, default_mode: str | None = None,
-                    context: int | None = None, max_token_chars: int | None = None) -> RequestPlan:
+                    context: int | None = None, max_token_chars: int | None = None,
+                    plain_weights: str | None = None) -> RequestPlan:
     """The plan for one prompt of ``req``: free text in the asked mode (AR unless ``agentkit.mode`` or the
-    server's ``default_mode`` says otherwise), the prompt raw."""
+    server's ``default_mode`` says otherwise), the prompt raw, on ``plain_weights`` (a chat's plain reply's)."""
     ext = req.agentkit or AgentkitExt()
     max_tokens = req.max_tokens or DEFAULT_MAX_TOKENS
     prompt_bound(len(prompt), context, max_token_chars, max_tokens)
     mode = ext.mode or default_mode or "ar"
-    return RequestPlan([], decode_config(req, mode, max_tokens), canvas=ext.canvas, max_tokens_given=True,
+    config = decode_config(req, mode, max_tokens)
+    if plain_weights is not None:
+        config = dataclasses.replace(config, weights=plain_weights)
+    return RequestPlan([], config, canvas=ext.canvas, max_tokens_given=True,
                        logprobs=req.logprobs, stop=list(req.stop or []), raw_prompt=prompt)
 
 
@@ -101,7 +106,7 @@ class Completions:
         out = []
         for prompt in req.prompts:
             plan = plan_completion(req, prompt, default_mode=svc.cfg.default_mode, context=svc.preparer.context,
-                                   max_token_chars=svc.max_token_chars)
+                                   max_token_chars=svc.max_token_chars, plain_weights=svc.plain_weights)
             check_bounds(plan, svc.cfg)
             out.extend(plan.choice(i) for i in range(req.n))
         return out

@@ -145,7 +145,7 @@ def describe_tools(tools: list[ToolDef], no_call: str | None = None) -> str:
     """The system-message text listing the tools and the call format and, with ``no_call``, how to choose no call
     (:func:`agentkit.toolcall.choice_prompt`, the SDK's decision prompt too). BFCL's prompt with its worked example
     (``tools_prompt``, the SDK's call prompt) was measured here (``evals/tool_choice_server.py --n 20``,
-    ``evals/results/s16/tool_choice_bfcl_prompt.json``): auto's decision right 0.60 against 0.80, "required" the
+    ``evals/results/serving/tool_choice_bfcl_prompt.json``): auto's decision right 0.60 against 0.80, "required" the
     same (right function 0.95, BFCL success 0.75)."""
     return choice_prompt([{"name": t.function.name, "description": t.function.description or "",
                            "parameters": t.function.parameters or EMPTY_PARAMETERS} for t in tools], no_call)
@@ -262,12 +262,13 @@ def decode_config(req: Any, mode: str, max_tokens: int, copy_source: str | None 
 
 
 def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: int | None = None,
-                 max_token_chars: int | None = None) -> RequestPlan:
+                 max_token_chars: int | None = None, plain_weights: str | None = None) -> RequestPlan:
     """The plan for ``req``. Without ``agentkit.mode`` and ``default_mode``, structured output decodes in the
     calibrated mode (``agentkit.calibration.structured_mode``, the SDK's ``RoutingPolicy`` default too), free text
     in AR. ``context`` (the model's context in tokens) and ``max_token_chars`` (the longest
     token's length) bound the prompt cheaply: a prompt of C characters holds at least C / max_token_chars tokens,
-    so a prompt that cannot fit is refused here, before it is even tokenized."""
+    so a prompt that cannot fit is refused here, before it is even tokenized. ``plain_weights``: the weights of a
+    plain reply, one with no tool result to carry (:func:`agentkit.engine.faces.plain_weights`, as the SDK's)."""
     tools, forced, choice = _tools(req)
     auto = choice == "auto" and not forced and (req.response_format is None or req.response_format.type == "text")
     no_call = no_call_name([t.function.name for t in tools]) if auto else None
@@ -298,9 +299,13 @@ def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: 
     elif schema is not None and schema.kind == "tools" and results:
         plan.config = decode_config(req, mode, budget, "\n".join(x for x in (last_user_text(req), results) if x),
                                     first_digit=False)
+    elif schema is None and plain_weights is not None:
+        plan.config = dataclasses.replace(plan.config, weights=plain_weights)
     if auto:  # the text reply, when the model chooses no call: free text (AR unless a mode is asked for)
         plan.text_messages = reply_messages(req)
         plan.text_config = decode_config(req, ext.mode or default_mode or "ar", max_tokens, results)
+        if not results and plain_weights is not None:
+            plan.text_config = dataclasses.replace(plan.text_config, weights=plain_weights)
         plan.no_call, plan.answered, plan.retry = no_call, answered_calls(req.messages), retrying(req.messages)
         plan.sources = "\n".join(_text(m.content, f"messages[{i}].content") for i, m in enumerate(req.messages)
                                   if m.role in ("user", "tool", "function"))

@@ -22,7 +22,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from agentkit.constrain.nodes import Template
-from agentkit.engine.faces import EngineLike, Scoring, Tokenizing
+from agentkit.engine.faces import EngineLike, Scoring, Tokenizing, plain_weights
 from agentkit.steps.runner import StepIO, ToolStep, run_step
 
 from .admission import WorkBudget, WorkBudgetFull, check_bounds, check_request_work, estimate_work
@@ -76,6 +76,7 @@ class ChatService:
                                  failure_ttl_s=cfg.failure_ttl_s, fast_lane_s=cfg.fast_lane_s)
         self.budget = WorkBudget(cfg.max_work, cfg.max_memory_mb)
         self.max_token_chars = longest_token_chars(engine)
+        self.plain_weights = plain_weights(engine)  # a plain reply's weights, as the SDK's (engine.faces)
         self.lock = engine.lock if isinstance(engine, Tokenizing) else contextlib.nullcontext()
         self.created = int(time.time())
 
@@ -113,7 +114,7 @@ class ChatService:
             raise APIError(400, "logprobs: not available with this engine (it exposes no model backbone to score "
                                 "with)", param="logprobs", code="unsupported_parameter")
         plan = plan_request(req, default_mode=self.cfg.default_mode, context=self.preparer.context,
-                            max_token_chars=self.max_token_chars)
+                            max_token_chars=self.max_token_chars, plain_weights=self.plain_weights)
         check_bounds(plan, self.cfg)
         return plan
 

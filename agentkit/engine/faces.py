@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from .engine import Prompt
     from .stats import GenerationResult
 
-__all__ = ["BackboneLike", "Constraining", "EngineLike", "Scoring", "Tokenizing"]
+__all__ = ["BackboneLike", "Constraining", "EngineLike", "Scoring", "Tokenizing", "Unmerging"]
 
 
 @runtime_checkable
@@ -68,6 +68,21 @@ class Scoring(Protocol):
     lock: Any
 
     def encode_prompt(self, prompt: Any, *, raw: bool = False) -> list[int]: ...
+
+
+@runtime_checkable
+class Unmerging(Protocol):
+    """An engine that can decode with its weights as loaded beside a LoRA merged into them
+    (``DecodeConfig(weights="loaded")``: the SDK's and the server's plain replies)."""
+
+    def can_load_unmerged(self) -> bool: ...
+
+
+def plain_weights(engine: object) -> str | None:
+    """The ``DecodeConfig.weights`` of a plain reply (no tool result to carry) on ``engine``: ``"loaded"`` where it
+    merged a LoRA it can decode without (the loop adapter was trained on steps that carry a result:
+    docs/agent_loop.md, "Plain replies"), else None (its own weights)."""
+    return "loaded" if isinstance(engine, Unmerging) and engine.can_load_unmerged() else None
 
 
 @runtime_checkable

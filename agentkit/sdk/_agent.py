@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from ..config import DecodeConfig, Mode
 from ..constrain.nodes import Template
+from ..engine.faces import plain_weights
 from ..engine.stats import GenerationResult
 from ..errors import (
     AgentRunError,
@@ -39,7 +40,7 @@ from ._context import RunContext
 from ._decide import Decide
 from ._events import AgentEvent, Reply, StepStarted, ToolCall, ToolResult
 from ._generator import as_generator
-from ._inputs import Instructions, can_unmerge, check_history, instruction_list, no_result_type, output_spec
+from ._inputs import Instructions, check_history, instruction_list, no_result_type, output_spec
 from ._messages import (
     ModelMessage,
     ModelRequest,
@@ -164,7 +165,7 @@ class Agent(Generic[DepsT, OutputT]):
         # a plain reply (no tool result to carry) on the weights as loaded, where the engine merged a LoRA into them
         # (DecodeConfig.weights="loaded"; the loop adapter was trained on decisions, calls and answers that carry a
         # result: docs/agent_loop.md, "Plain replies")
-        self._plain_weights = "loaded" if can_unmerge(self.generator) else None
+        self._plain_weights = plain_weights(getattr(self.generator, "engine", None))
 
     @classmethod
     def instrument_all(cls, instrument: bool | Instrumentation = True) -> None:

@@ -14,13 +14,6 @@ from ._messages import ModelMessage, ModelRequest, ModelResponse
 Instructions = str | Callable[[RunContext[Any]], Any]
 
 
-def can_unmerge(generator: Any) -> bool:
-    """Whether ``generator`` runs an in-process engine that can decode with the weights as loaded beside a LoRA
-    merged into them (``Engine.can_load_unmerged``)."""
-    check = getattr(getattr(generator, "engine", None), "can_load_unmerged", None)
-    return bool(check()) if callable(check) else False
-
-
 def no_result_type(result_type: Any) -> None:
     """``result_type=``, pydantic-ai's earlier name for ``output_type``, refused with the name to use."""
     if result_type is not None:

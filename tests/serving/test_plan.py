@@ -212,3 +212,31 @@ def test_a_text_reply_after_tool_results_copies_their_values():
     assert plan_request(_req(tools=[TOOL])).text_config.copy_source is None
     later = msgs + [{"role": "assistant", "content": "AMBER-4231"}, {"role": "user", "content": "thanks"}]
     assert plan_request(_req(messages=later)).config.copy_source is None  # results before the last user message
+
+
+def test_a_plain_reply_decodes_on_the_plain_weights_and_a_step_with_a_result_does_not():
+    """The server's plain replies take the weights the SDK's take (engine.faces.plain_weights): a chat with no tool
+    result, and the text reply of tool_choice auto before any result; a call, a schema and a reply after results
+    keep the engine's own."""
+    from agentkit.engine.faces import Unmerging, plain_weights
+    from agentkit.serving.completions import CompletionRequest, plan_completion
+
+    class Merged:
+        def can_load_unmerged(self) -> bool:
+            return True
+
+    assert isinstance(Merged(), Unmerging) and plain_weights(Merged()) == "loaded" and plain_weights(object()) is None
+    assert plan_request(_req(), plain_weights="loaded").config.weights == "loaded"
+    assert plan_request(_req()).config.weights == "auto"
+    auto = plan_request(_req(tools=[TOOL]), plain_weights="loaded")
+    assert auto.config.weights == "auto" and auto.text_config.weights == "loaded"  # the call's step, the reply's
+    forced = plan_request(_req(tools=[TOOL], tool_choice="required"), plain_weights="loaded")
+    assert forced.config.weights == "auto"
+    after = _req(tools=[TOOL], messages=[
+        *MSG, {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "add", "arguments": '{"a": 1}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "2"}])
+    p = plan_request(after, plain_weights="loaded")
+    assert p.text_config.weights == "auto" and p.config.weights == "auto"
+    creq = CompletionRequest.model_validate({"model": "agentkit", "prompt": "Once"})
+    assert plan_completion(creq, "Once", plain_weights="loaded").config.weights == "loaded"
