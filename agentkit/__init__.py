@@ -12,6 +12,7 @@ from . import _threads  # noqa: F401 -- first: sets OMP_WAIT_POLICY=PASSIVE befo
 from .config import DecodeConfig, EngineConfig
 from .constrain.nodes import Template
 from .errors import (
+    AdapterMismatchError,
     AgentkitError,
     AgentRunError,
     CompileCancelled,
@@ -81,6 +82,7 @@ def __getattr__(name: str):
 
 __all__ = [
     "LOOP_ADAPTER",
+    "AdapterMismatchError",
     "Agent",
     "AgentRunError",
     "AgentkitError",

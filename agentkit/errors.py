@@ -9,6 +9,7 @@ The hierarchy::
     │   │   └── ContextLengthError   the prompt and max_new_tokens exceed the model's context (names the numbers)
     │   ├── UnsupportedModeError     the model cannot decode in the requested mode/sampler
     │   ├── DrafterMismatchError     a block drafter was trained for another base model
+    │   ├── AdapterMismatchError     a LoRA was trained on other weights (another base, or another adapter under it)
     │   ├── UnsupportedSchemaError   a JSON Schema keyword the compiler cannot enforce (names keyword + pointer)
     │   │   └── SchemaLimitError     building the constraint would pass a CompileLimits bound (names limit + pointer)
     │   ├── MissingExtraError        an optional dependency is not installed (names the extra; also an ImportError)
@@ -71,6 +72,11 @@ class UnsupportedModeError(UserError):
 class DrafterMismatchError(UserError):
     """A drafter (``DecodeConfig.draft="drafter"``) was trained for another base model: its fingerprint of the
     base's output head and shape differs from the engine's model."""
+
+
+class AdapterMismatchError(UserError, ValueError):
+    """A LoRA adapter was trained on other weights: another base model (name or vocabulary), or on top of another
+    adapter than the one it names (``AdapterConfig.on`` and its SHA-256)."""
 
 
 class UnsupportedSchemaError(UserError):

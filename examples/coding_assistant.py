@@ -12,7 +12,7 @@ The edit tool is a *templated tool*: the tool-call step only chooses ``apply_edi
 in a ``tool_input`` step under ``search_replace_template`` over the workspace files as they are at that moment, so
 a SEARCH can only be verbatim lines of a real file and every proposed edit applies.
 
-    python examples/coding_assistant.py REPO_DIR "make the failing test pass"
+    python examples/coding_assistant.py REPO_DIR "make the failing test pass" [--repair-adapter PATH|none]
     AGENTKIT_WORKSPACE=REPO_DIR agentkit run examples/coding_assistant.py:agent "rename foo to bar everywhere"
 """
 
@@ -266,14 +266,16 @@ agent = _LazyAgent()
 REPAIR_REQUEST = re.compile(r"\b(fix\w*|bugs?|fail\w*|broken|crash\w*)\b|\bmake\b.*\bpass\b", re.IGNORECASE)
 
 
-def run_repair(repo: str, model: Any = None, budget: Any = None) -> int:
-    """The repair loop on ``repo``: prints what it did and the diff; 0 when fixed, 1 when nothing was."""
+def run_repair(repo: str, model: Any = None, budget: Any = None, adapter: str | None = None) -> int:
+    """The repair loop on ``repo``: prints what it did and the diff; 0 when fixed, 1 when nothing was.
+    ``adapter``: the drafter's repair adapter (``agentkit.repair.adapter.repair_engine``: None the default,
+    ``"none"`` without one, or a folder); ignored when ``model`` is given."""
     from agentkit.repair import ModelDrafter, RepairBudget, repair
 
     if model is None:
-        from agentkit import default_engine
+        from agentkit.repair.adapter import repair_engine
 
-        model = default_engine()
+        model = repair_engine(adapter)
     result = repair(repo, ModelDrafter(model, "hybrid"), budget or RepairBudget())
     print(result.summary())
     for step in result.steps:
@@ -285,6 +287,10 @@ def run_repair(repo: str, model: Any = None, budget: Any = None) -> int:
 
 
 def main(argv: list[str]) -> int:
+    adapter = None
+    if "--repair-adapter" in argv[:-1]:
+        i = argv.index("--repair-adapter")
+        adapter, argv = argv[i + 1], argv[:i] + argv[i + 2:]
     if len(argv) != 2:
         print(__doc__.strip().splitlines()[-2].strip(), file=sys.stderr)
         return 2
@@ -293,7 +299,7 @@ def main(argv: list[str]) -> int:
         isolation = require(Workspace(repo).isolation)
         print(f"sandbox: {isolation} (what it enforces: docs/sandbox.md)")
         if REPAIR_REQUEST.search(task):
-            return run_repair(repo)
+            return run_repair(repo, adapter=adapter)
         result = build_agent(repo).run_sync(task)
     except WorkspaceError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -19,7 +19,7 @@ from ..constrain.limits import Cancel, CompileLimits
 from ..constrain.nodes import Template, json_lines
 from ..constrain.runtime import TokenConstraint
 from ..constrain.vocab import token_vocab
-from ..errors import InvalidRequestError, ModelNotFoundError, UnsupportedModeError, UserError
+from ..errors import AdapterMismatchError, InvalidRequestError, ModelNotFoundError, UnsupportedModeError, UserError
 from ..models.gptq import lora_grids
 from ..models.loader import DIFFUSION_GEMMA, LoadedModel, load_model, resolve_dtype
 from ..models.packed import use_packed_weights
@@ -68,6 +68,8 @@ def merged_lora(lm: LoadedModel, path: str) -> LoadedModel:
 
     try:
         return merge_lora(lm, path)
+    except AdapterMismatchError:
+        raise
     except (FileNotFoundError, ValueError) as e:
         raise ModelNotFoundError(f"EngineConfig.lora {path!r}: {e}") from e
 

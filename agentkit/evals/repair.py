@@ -3,11 +3,15 @@
 Tasks: ``evals/repair_tasks/tasks.json`` (built by ``agentkit.evals.repair_tasks``: verified, kind-balanced bugs
 in small programs written for this benchmark, with a held-out split by program) plus the six toy repositories of
 ``evals/coding_tasks``. Each task runs on a fresh temp copy; after the loop the repository's own tests run again,
-and its test files are compared byte for byte with the originals.
+and its test files are compared byte for byte with the originals. A model row runs each toy through the coding
+assistant's routing (``agentkit.evals.repair_toys``: the request planned, then renamed, documented or repaired, the
+repair loop with the row's drafter); the model-free baseline runs the repair loop alone on them.
 
 Rows (``--modes``): ``operators`` is the model-free baseline (the same localisation, the mutation operators'
 candidates in a seeded random order); ``hybrid``, ``sample``, ``rank``, ``diffusion`` are the model drafter's modes
-(``agentkit.repair.draft``); ``sample-sequential`` is ``sample`` decoding its rows one at a time. Every row gets
+(``agentkit.repair.draft``); ``sample-sequential`` is ``sample`` decoding its rows one at a time; ``hybrid-repair``
+and ``rank-repair`` are ``hybrid`` and ``rank`` on an engine with the repair adapter (``--repair-adapter``, default
+the shipped ``adapters/smollm2-135m-repair``; ``agentkit.repair.adapter``), the others on the default engine. Every row gets
 the same ``RepairBudget``. Reported per row and split: fix rate (overall and by mutation kind), fixes equal to the
 reference line, test files touched, candidates drafted and validated per task, p50/p95 seconds per task and the
 time split into localise / draft / validate.
@@ -33,15 +37,22 @@ from .report import write_json_atomic
 from .runner import register_suite
 
 TASKS_DIR = DATA
-ROWS = ("operators", "hybrid", "sample", "rank", "diffusion", "sample-sequential")
+ROWS = ("operators", "hybrid", "sample", "rank", "diffusion", "sample-sequential", "hybrid-repair", "rank-repair")
+#: rows drafted on the repair adapter's engine, and the mode each runs
+ADAPTER_ROWS = {"hybrid-repair": "hybrid", "rank-repair": "rank"}
 #: The benchmark's budget, the same for every row: the default one, with the first run of a task's (tiny) suite
 #: bounded at 20 s.
 BENCH_BUDGET = RepairBudget(suite_time_limit_s=20)
 
 
-def drafter_for(row: str, engine: Any, seed: int = 0) -> Any:
+def drafter_for(row: str, engine: Any, seed: int = 0, adapted: Any = None) -> Any:
+    """The drafter of ``row``; ``adapted``: the repair adapter's engine (the ``*-repair`` rows)."""
     if row == "operators":
         return OperatorDrafter(seed)
+    if row in ADAPTER_ROWS:
+        if adapted is None:
+            raise ValueError(f"row {row!r} needs the repair adapter's engine")
+        return ModelDrafter(adapted, ADAPTER_ROWS[row], seed=seed, name=row)
     if row == "sample-sequential":
         return ModelDrafter(engine, "sample", batched=False, seed=seed, name=row)
     if row in ("hybrid", "sample", "rank", "diffusion"):
@@ -84,8 +95,11 @@ def run_task(task: dict[str, Any], programs: dict[str, dict[str, str]], drafter:
 
 def run_toy(task: dict[str, Any], drafter: Any, budget: RepairBudget) -> dict[str, Any]:
     from .coding import check_task
+    from .repair_toys import run_assistant
 
-    row = run_one(task["files"], drafter, budget)
+    model = getattr(drafter, "engine", None)  # the model rows' engine plans and documents; the baseline has none
+    row = (run_one(task["files"], drafter, budget) if model is None
+           else run_assistant(task["files"], task["task"], model, drafter, budget))
     after = row.pop("after")
     with tempfile.TemporaryDirectory(prefix="repair-toy-") as tmp:
         write_files(after, Path(tmp))
@@ -136,15 +150,21 @@ def table(result: dict[str, Any]) -> str:
 def run_repair_eval(*, rows: list[str], engine: Any = None, split: str = "all", limit: int | None = None,
                     toys: bool = True, seed: int = 0, budget: RepairBudget = BENCH_BUDGET,
                     out: str | Path | None = None, tasks_file: Path = TASKS_FILE, verbose: bool = True,
-                    command: str = "") -> dict:
-    """Every task (of ``split``: dev, heldout or all; up to ``limit``) and the toy repositories, per row."""
+                    command: str = "", adapted: Any = None, adapter: str | Path | None = None) -> dict:
+    """Every task (of ``split``: dev, heldout or all; up to ``limit``) and the toy repositories, per row.
+    ``adapted``: the repair adapter's engine for the ``*-repair`` rows (default: one built with ``adapter``, the
+    shipped repair adapter when None)."""
     for r in rows:
         if r not in ROWS:
             raise ValueError(f"unknown repair row {r!r}; expected some of {ROWS}")
-    if engine is None and any(r != "operators" for r in rows):
+    if engine is None and any(r != "operators" and r not in ADAPTER_ROWS for r in rows):
         from ..engine import default_engine
 
         engine = default_engine()
+    if adapted is None and any(r in ADAPTER_ROWS for r in rows):
+        from ..repair.adapter import REPAIR_DIR, repair_engine
+
+        adapted = repair_engine(adapter or REPAIR_DIR)
     programs = {p["name"]: p for p in load_programs(Path(tasks_file).parent)}
     tasks = [t for t in load_tasks(Path(tasks_file)) if split == "all" or t["split"] == split][:limit]
     from .coding import load_tasks as load_toys
@@ -152,8 +172,10 @@ def run_repair_eval(*, rows: list[str], engine: Any = None, split: str = "all", 
     toy_tasks = load_toys() if toys else []
     result: dict[str, Any] = {"suite": "repair", "command": command, "rows": rows, "split": split, "limit": limit, "seed": seed,
                               "budget": budget.__dict__, "items": [], "summary": {}}
+    if adapted is not None:
+        result["repair_adapter"] = adapted.lm.meta.get("lora")
     t0 = time.perf_counter()
-    drafters = {row: drafter_for(row, engine, seed) for row in rows}
+    drafters = {row: drafter_for(row, engine, seed, adapted) for row in rows}
     for task in [*tasks, *toy_tasks]:  # task-major: a run cut short still compares the rows on the same tasks
         for row, drafter in drafters.items():
             item = run_toy(task, drafter, budget) if "files" in task else run_task(task, programs, drafter, budget)
@@ -197,6 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--no-toys", action="store_true", help="leave out the six toy repositories")
     ap.add_argument("--lora", default=None, help="EngineConfig.lora ('none': the weights as loaded)")
+    ap.add_argument("--repair-adapter", default=None,
+                    help="the repair adapter of the *-repair rows (default: adapters/smollm2-135m-repair)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="repair_eval.json")
     args = ap.parse_args(argv)
@@ -205,12 +229,12 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     rows = [m.strip() for m in args.modes.split(",") if m.strip()]
     engine = None
-    if any(r != "operators" for r in rows):
+    if any(r != "operators" and r not in ADAPTER_ROWS for r in rows):
         from ..engine import default_engine
 
         engine = default_engine(lora=args.lora)
     res = run_repair_eval(rows=rows, engine=engine, split=args.split, limit=args.limit, toys=not args.no_toys,
-                          seed=args.seed, out=args.out,
+                          seed=args.seed, out=args.out, adapter=args.repair_adapter,
                           command="python -m agentkit.evals.repair " + " ".join(argv if argv is not None else sys.argv[1:]))
     print(table(res))
     return 0

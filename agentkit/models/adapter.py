@@ -4,11 +4,18 @@ File format (``adapter.safetensors``): ``<module>.lora_a`` [r, in] and ``<module
 linear layer, ``mask_embedding`` [H]; the safetensors metadata holds ``agentkit_adapter`` (JSON: rank, alpha,
 targets, mask token text and id, base model name, vocab size). ``apply_adapter`` merges it into a copy of a loaded
 model and returns a ``LoadedModel`` with ``bidirectional=True`` and ``mask_token_id`` set.
+
+An ``"ar"`` adapter may be trained on weights that already hold another ``"ar"`` adapter (the repair adapter on the
+loop adapter): ``AdapterConfig.on`` names that adapter's folder and ``on_sha256`` its file. :func:`load_adapter`
+then returns the two stacked as one LoRA (ranks concatenated, each factor ``A`` scaled by its own ``alpha / rank``,
+scale 1), so every consumer of a LoRA (``merge_lora``, the engine's short passes) gets the weights it was trained
+on; an ``on`` adapter whose file has another SHA-256 is an :class:`~agentkit.errors.AdapterMismatchError`.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import math
 from dataclasses import asdict, dataclass
@@ -17,6 +24,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from ..errors import AdapterMismatchError
 from .loader import LoadedModel, wrap
 from .q4 import dense_linears
 
@@ -48,6 +56,10 @@ class AdapterConfig:
     # (agentkit.decide.calibrated); False: the weights were trained on the decisions themselves (the loop adapter),
     # so the request's own scores decide (agentkit.decide.calibrates reads it)
     calibrate: bool = True
+    # the "ar" adapter these weights were trained on top of (its folder's name, found beside this adapter's folder
+    # or in agentkit's adapters/) and its file's SHA-256; "": trained on the weights as loaded
+    on: str = ""
+    on_sha256: str = ""
 
     @property
     def scale(self) -> float:
@@ -156,11 +168,21 @@ def save_adapter(path: str | Path, state: dict[str, torch.Tensor], cfg: AdapterC
     return path / FILE
 
 
-def load_adapter(path: str | Path) -> tuple[dict[str, torch.Tensor], AdapterConfig]:
+def adapter_file(path: str | Path) -> Path:
+    path = Path(path)
+    return path / FILE if path.is_dir() else path
+
+
+def adapter_sha256(path: str | Path) -> str:
+    """The SHA-256 of an adapter's file (a folder: its ``adapter.safetensors``)."""
+    return hashlib.sha256(adapter_file(path).read_bytes()).hexdigest()
+
+
+def read_adapter(path: str | Path) -> tuple[dict[str, torch.Tensor], AdapterConfig]:
+    """One adapter file's tensors and config, as saved (nothing stacked)."""
     from safetensors import safe_open
 
-    path = Path(path)
-    f = path / FILE if path.is_dir() else path
+    f = adapter_file(path)
     if not f.is_file():
         raise FileNotFoundError(f"no adapter at {str(f)!r} (expected {FILE})")
     with safe_open(str(f), framework="pt") as h:
@@ -168,6 +190,50 @@ def load_adapter(path: str | Path) -> tuple[dict[str, torch.Tensor], AdapterConf
         state = {k: h.get_tensor(k) for k in h.keys()}  # noqa: SIM118 (safe_open is not iterable)
     meta["targets"] = tuple(meta["targets"])
     return state, AdapterConfig(**meta)
+
+
+def under_adapter(path: str | Path, cfg: AdapterConfig) -> Path:
+    """The folder of the adapter ``cfg.on`` names: beside ``path``'s folder, else in agentkit's ``adapters/``,
+    whichever holds a file with ``cfg.on_sha256`` (:class:`AdapterMismatchError` when neither does)."""
+    here = adapter_file(path).parent
+    found = [d for d in dict.fromkeys((here.parent / cfg.on, DEFAULT_DIR.parent / cfg.on)) if (d / FILE).is_file()]
+    for d in found:
+        if adapter_sha256(d) == cfg.on_sha256:
+            return d
+    seen = ", ".join(f"{d} (SHA-256 {adapter_sha256(d)[:12]})" for d in found) or "none found"
+    raise AdapterMismatchError(f"the adapter at {str(path)!r} was trained on top of {cfg.on!r} with SHA-256 "
+                               f"{cfg.on_sha256[:12]}: {seen}; it needs those weights")
+
+
+def stack(lower: tuple[dict[str, torch.Tensor], AdapterConfig],
+          upper: tuple[dict[str, torch.Tensor], AdapterConfig]) -> tuple[dict[str, torch.Tensor], AdapterConfig]:
+    """One LoRA whose deltas are the sum of ``lower``'s and ``upper``'s (ranks concatenated, scale 1)."""
+    (ls, lc), (us, uc) = lower, upper
+    names = dict.fromkeys(k[: -len(".lora_a")] for k in [*ls, *us] if k.endswith(".lora_a"))
+    state: dict[str, torch.Tensor] = {}
+    for n in names:
+        parts = [(s[f"{n}.lora_a"].float() * c.scale, s[f"{n}.lora_b"].float()) for s, c in ((ls, lc), (us, uc))
+                 if f"{n}.lora_a" in s]
+        state[f"{n}.lora_a"] = torch.cat([a for a, _ in parts], 0)
+        state[f"{n}.lora_b"] = torch.cat([b for _, b in parts], 1)
+    rank = lc.rank + uc.rank
+    targets = tuple(dict.fromkeys([*lc.targets, *uc.targets]))
+    return state, AdapterConfig(**{**asdict(uc), "rank": rank, "alpha": float(rank), "targets": targets})
+
+
+def load_adapter(path: str | Path) -> tuple[dict[str, torch.Tensor], AdapterConfig]:
+    """An adapter's tensors and config; one trained on top of another ``"ar"`` adapter (``cfg.on``) comes
+    stacked on it (module docstring)."""
+    state, cfg = read_adapter(path)
+    if not cfg.on:
+        return state, cfg
+    if cfg.kind != "ar":
+        raise AdapterMismatchError(f"{str(path)!r}: only an 'ar' adapter stacks on another, this is {cfg.kind!r}")
+    lower = load_adapter(under_adapter(path, cfg))
+    if lower[1].kind != "ar" or lower[1].vocab_size != cfg.vocab_size:
+        raise AdapterMismatchError(f"{str(path)!r} stacks on {cfg.on!r}, which is not an 'ar' adapter for the "
+                                   f"same vocabulary")
+    return stack(lower, (state, cfg))
 
 
 def apply_adapter(lm: LoadedModel, path: str | Path | None = None, *, copy_model: bool = True) -> LoadedModel:
@@ -214,8 +280,11 @@ def merge_lora(lm: LoadedModel, path: str | Path, *, copy_model: bool = False) -
     if cfg.kind != "ar":
         raise ValueError(f"{str(path)!r} is a {cfg.kind!r} adapter; merge_lora takes an 'ar' one (a LoRA alone)")
     if cfg.vocab_size and cfg.vocab_size != lm.model.get_input_embeddings().weight.shape[0]:
-        raise ValueError(f"{str(path)!r} was trained on a model with {cfg.vocab_size} tokens, this one has "
-                         f"{lm.model.get_input_embeddings().weight.shape[0]}: wrong base model?")
+        raise AdapterMismatchError(f"{str(path)!r} was trained on a model with {cfg.vocab_size} tokens, this one "
+                                   f"has {lm.model.get_input_embeddings().weight.shape[0]}: wrong base model?")
+    if cfg.on and cfg.base and cfg.base != lm.name:
+        raise AdapterMismatchError(f"{str(path)!r} was trained on {cfg.on!r} merged into {cfg.base!r}; this model "
+                                   f"is {lm.name!r}")
     model = copy.deepcopy(lm.model) if copy_model else lm.model
     dense_linears(model)
     _add_deltas(model, state, cfg)

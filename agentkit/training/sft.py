@@ -25,9 +25,12 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from ..models.adapter import AdapterConfig, adapter_state, inject_lora, save_adapter
+from ..models.adapter import AdapterConfig, adapter_sha256, adapter_state, inject_lora, save_adapter
 
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+#: steps whose target ends without the end-of-turn token: a decision's name (its closing quote ends it) and a
+#: repaired line (``repair_data``: the line and its newline, inside the code the answer pins)
+OPEN_STEPS = ("decide", "repair")
 
 
 @dataclass
@@ -58,18 +61,22 @@ def tokenize(example: dict, tokenizer, eos_id: int) -> Row:
     prompt = list(prompt["input_ids"] if hasattr(prompt, "keys") else prompt)
     prompt += tokenizer.encode(example["prefix"], add_special_tokens=False) if example["prefix"] else []
     target = tokenizer.encode(example["target"], add_special_tokens=False)
-    if example["step"] != "decide":
+    if example["step"] not in OPEN_STEPS:
         target.append(eos_id)
     return Row(prompt + target, len(prompt), example["step"])
 
 
 class SFTTrainer:
-    def __init__(self, lm, cfg: SFTConfig) -> None:
+    def __init__(self, lm, cfg: SFTConfig, on: Path | None = None) -> None:
+        """``on``: the ``"ar"`` adapter already merged into ``lm`` (:func:`merged_base`); the saved adapter names
+        it, and loading stacks the two (:func:`agentkit.models.adapter.load_adapter`)."""
         self.lm, self.cfg = lm, cfg
         self.model = lm.model.to(torch.float32)
-        self.acfg = AdapterConfig(rank=cfg.rank, alpha=cfg.alpha, targets=tuple(cfg.targets), base=lm.name,
+        self.acfg = AdapterConfig(rank=cfg.rank, alpha=cfg.alpha, targets=tuple(cfg.targets),
+                                  base=lm.meta.get("lora_base_name", lm.name),
                                   vocab_size=self.model.get_input_embeddings().weight.shape[0], kind="ar",
-                                  calibrate=False)  # trained on the decisions: read them raw
+                                  calibrate=False,  # trained on the decisions: read them raw
+                                  on=on.name if on else "", on_sha256=adapter_sha256(on) if on else "")
         self.loras = inject_lora(self.model, self.acfg)
         self.body, self.head = getattr(self.model, self.model.base_model_prefix), self.model.get_output_embeddings()
         self.params = [p for m in self.loras.values() for p in (m.lora_a, m.lora_b)]
@@ -126,12 +133,23 @@ class SFTTrainer:
         return save_adapter(out, adapter_state(self.loras), self.acfg)
 
 
-def train(lm, rows: list[Row], cfg: SFTConfig, out: str | Path, log=print) -> SFTTrainer:
+def merged_base(lm, path: str | Path):
+    """``lm`` (float32) with the ``"ar"`` adapter at ``path`` merged in, to train a second adapter on top; its
+    ``meta["lora_base_name"]`` keeps the name of the weights as loaded (the stacked adapter's base)."""
+    from ..models.adapter import merge_lora
+
+    lm.model.to(torch.float32)
+    merged = merge_lora(lm, path)
+    merged.meta["lora_base_name"] = lm.name
+    return merged
+
+
+def train(lm, rows: list[Row], cfg: SFTConfig, out: str | Path, log=print, on: Path | None = None) -> SFTTrainer:
     """``cfg.steps`` steps over ``rows`` (batch ``k`` depends only on the seed and ``k``: a resumed run sees the
     same batches); checkpoints, snapshots and the final adapter in ``out``."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    tr = SFTTrainer(lm, cfg)
+    tr = SFTTrainer(lm, cfg, on)
     if tr.resume(out):
         log(f"resumed at step {tr.step_no}")
     with (out / "log.jsonl").open("a") as logf:
@@ -139,7 +157,7 @@ def train(lm, rows: list[Row], cfg: SFTConfig, out: str | Path, log=print) -> SF
             r = random.Random(cfg.seed * 1_000_003 + tr.step_no)
             batch = [r.choice(rows) for _ in range(cfg.batch_size)]
             loss = tr.step(batch)
-            by_step = {s: sum(b.step == s for b in batch) for s in ("decide", "tool_call", "reply")}
+            by_step = {s: sum(b.step == s for b in batch) for s in sorted({b.step for b in batch})}
             logf.write(json.dumps({"step": tr.step_no, "loss": round(loss, 4), "tokens": tr.tokens,
                                    "seconds": round(tr.seconds, 1), "rows": by_step}) + "\n")
             logf.flush()
@@ -162,6 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--model", default=None, help="HF model folder (default: the embedded model)")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--on", default=None, help="an 'ar' adapter merged into the weights before training (the loop "
+                    "adapter: adapters/smollm2-135m-loop); the result is stacked on it when loaded")
+    ap.add_argument("--title", default="loop adapter (SFT on agent-loop traces)", help="the loss plot's title")
     ap.add_argument("--fp32", action="store_true", help="float32 arithmetic (default: bf16 autocast on CPU)")
     ap.add_argument("--targets", default=",".join(PROJECTIONS),
                     help="comma-separated names of the linear layers the LoRA adapts (default: every projection)")
@@ -175,7 +196,10 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--targets names no layer")
     cfg = SFTConfig(**{k: getattr(a, k) for k in asdict(SFTConfig()) if hasattr(a, k) and k != "targets"},
                     cpu_bf16=not a.fp32, targets=targets)
-    lm = load_model(a.model)
+    on = Path(a.on) if a.on else None
+    lm = load_model(a.model, dtype="float32") if on is not None else load_model(a.model)
+    if on is not None:
+        lm = merged_base(lm, on)
     examples = [json.loads(x) for x in Path(a.traces).read_text(encoding="utf-8").splitlines() if x.strip()]
     eos = lm.tokenizer.convert_tokens_to_ids("<|im_end|>") if lm.chat else lm.eos_ids[0]
     rows = [tokenize(e, lm.tokenizer, eos) for e in examples]
@@ -184,13 +208,12 @@ def main(argv: list[str] | None = None) -> int:
           f"mean {sum(len(r.ids) for r in kept) / max(1, len(kept)):.0f} tokens")
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "run.json").write_text(json.dumps({"traces": a.traces, "config": asdict(cfg), "examples": len(kept),
-                                              "skipped": len(rows) - len(kept)}, indent=2) + "\n")
-    train(lm, kept, cfg, out)
+    (out / "run.json").write_text(json.dumps({"traces": a.traces, "on": a.on, "config": asdict(cfg),
+                                              "examples": len(kept), "skipped": len(rows) - len(kept)}, indent=2) + "\n")
+    train(lm, kept, cfg, out, on=on)
     from .curve import plot_loss
 
-    plot_loss(out / "log.jsonl", out / "loss.png", "loop adapter (SFT on agent-loop traces)",
-              "target-token cross entropy")
+    plot_loss(out / "log.jsonl", out / "loss.png", a.title, "target-token cross entropy")
     return 0
 
 
