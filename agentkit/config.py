@@ -137,7 +137,7 @@ class DecodeConfig:
     greedy: str = "byte"
     # under a template: a logit bonus for tokens that continue, inside a JSON string value, a span of the prompt
     # (agentkit/engine/copy.py); 0: off. The output is still greedy (or sampled) under the constraint. BFCL 600
-    # (evals/results/copy600_s12.json.gz): 2.0 from the last user message 0.400 against 0.385 off
+    # (evals/results/bfcl/copy600_s12.json.gz): 2.0 from the last user message 0.400 against 0.385 off
     copy_bias: float = 2.0
     copy_from: str = "user"  # the copy prior's source: "prompt" (all of it) or "user" (the last user message)
     # the copy prior's source text itself, when set (it replaces copy_from): ``extract`` and the server's
@@ -156,7 +156,7 @@ class DecodeConfig:
     # carries the returned value 0.235 off, 0.482 at 2, 0.577 at 3, 0.718 at 5, 0.824 at 8 (replies at the
     # token budget 4, 2, 1, 7, 11 of 85). With the reply ending at a loop (stop_loops), 8, on those
     # 85 and 110 held-out one-tool tasks, 8 carried the value on 13 more and 2 fewer than 5 (p = 0.007), 0.871 and
-    # 0.864 against 0.776 and 0.836 (evals/results/s21/answer_copy_{bias_loops,held_out}.json). Above 5 the value
+    # 0.864 against 0.776 and 0.836 (evals/results/agent_loop/answer_copy_{bias_loops,held_out}.json). Above 5 the value
     # is also written in odd places ("The power of NECTAR-6320 is 1."): carried, not always well put
     copy_text_bias: float = 8.0
     # OpenAI's penalties on the output so far (every token of it, pinned text included): a token's logit less

@@ -122,7 +122,7 @@ SETTINGS: tuple[Setting, ...] = (
             server="agentkit.open_objects"),
     # the SDK's default is off: on SmolLM2 a reply that may hold several calls writes its one call again before
     # it stops (engine/lines.py), 1.6x the p50 of a single call on 40 BFCL questions, none of which needed a second
-    # call (evals/results/s17/parallel_calls_stop.json). The server's default is OpenAI's, on (serving/plan.py).
+    # call (evals/results/serving/parallel_calls_stop.json). The server's default is OpenAI's, on (serving/plan.py).
     Setting("parallel_tool_calls", "bool", False, (_S, _V), "a tool step may make several calls, one per line (run "
             "concurrently by the SDK, returned as several tool_calls by the server); False: one call at most (the "
             "template's setting; OpenAI's and pydantic-ai's name). The server's default is true, as OpenAI's",

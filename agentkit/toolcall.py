@@ -39,7 +39,7 @@ NAME_ARGS = CallShape()
 
 # the worked example of the tool prompt (a tool no benchmark has): BFCL's default prompt's, which showed a value
 # copied as the request writes it, a number as a number, and an optional argument left out (0.422 against 0.405
-# without it on all 600 BFCL questions, evals/results/s14/prompts600.json.gz)
+# without it on all 600 BFCL questions, evals/results/bfcl/prompts600.json.gz)
 CALL_EXAMPLE = ('For example, for the request "Book a table for 12 at Marigold Bistro" and a tool book_table with '
                 'the arguments restaurant, guests and an optional time, the call is:\n'
                 '{"name": "book_table", "arguments": {"restaurant": "Marigold Bistro", "guests": 12}}')

@@ -4,7 +4,7 @@ Runs the agent-loop benchmark's ``fail_once`` tasks (the right call fails once w
 real loop with each rule, and reports task success, runs that got the result, finished runs and iterations, with
 the tasks won and lost against the first rule.
 
-    python evals/after_failure.py --rules decide,retry --out evals/results/s20/after_failure.json
+    python evals/after_failure.py --rules decide,retry --out evals/results/agent_loop/after_failure.json
 """
 
 from __future__ import annotations

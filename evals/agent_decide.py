@@ -1,6 +1,6 @@
 """The agent-loop benchmark under each rule for the tool step's decision (``agentkit/sdk/_decide.py``).
 
-    python evals/agent_decide.py --rule exclude_last --limit 30 --out evals/results/s16/decide_exclude_last.json
+    python evals/agent_decide.py --rule exclude_last --limit 30 --out evals/results/agent_loop/decide_exclude_last.json
 
 ``--rule``: ``exclude_last`` | ``moved`` | ``null`` (after a tool result; the first step is calibrated against
 the null question in all three), or ``decode`` (no scores: the choice decoded under the call template, the loop

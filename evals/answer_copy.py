@@ -7,9 +7,9 @@ result as what it returned: an oracle call, so the answer step is measured apart
 is ``agentkit eval agent-loop``). Each configuration decodes every reply in AR; the score is the agent-loop
 benchmark's ``answer_has`` (the reply carries the result's CODE).
 
-    python evals/answer_copy.py --bias 0,2,3,5,8 --out evals/results/s18/answer_copy_once.json
-    python evals/answer_copy.py --bias 5 --presence 0,0.5,1 --out evals/results/s20/answer_copy_presence.json
-    python evals/answer_copy.py --bias 5 --loops 0,3,4 --out evals/results/s21/answer_copy_loops.json
+    python evals/answer_copy.py --bias 0,2,3,5,8 --out evals/results/agent_loop/answer_copy_once.json
+    python evals/answer_copy.py --bias 5 --presence 0,0.5,1 --out evals/results/agent_loop/answer_copy_presence.json
+    python evals/answer_copy.py --bias 5 --loops 0,3,4 --out evals/results/agent_loop/answer_copy_loops.json
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ llama.cpp when its cost curve says so; its AR row names the backbone that ran):
 - the reference: plain llama.cpp (``llama_cpp.Llama.generate``, greedy) on the same GGUF, prompt and threads,
   tokens/s over the same span (tokens after the first).
 
-    python evals/bench_forward.py --threads 1 --json evals/results/bench_forward.json
+    python evals/bench_forward.py --threads 1 --json evals/results/engine/bench_forward.json
 
 ``--json FILE`` writes one object per backend and dtype, the default backend first::
 

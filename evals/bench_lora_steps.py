@@ -1,6 +1,6 @@
 """What a merged LoRA costs a one-position step, and how close each way of running it stays to its float32 weights.
 
-    python evals/bench_lora_steps.py --lora adapters/smollm2-135m-loop --out evals/results/s23/bench_lora_steps.json
+    python evals/bench_lora_steps.py --lora adapters/smollm2-135m-loop --out evals/results/adapters/bench_lora_steps_q8.json
 
 Engines on the default model, 1 thread: the base weights (short passes on the checkpoint's 4-bit weights), the LoRA
 merged with its short passes on 4-bit grids fitted to the merged weights (GPTQ, ``agentkit/models/gptq.py``: the

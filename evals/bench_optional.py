@@ -1,6 +1,6 @@
 """How a call template offers an optional property against closing the object, measured on BFCL outputs.
 
-    python evals/bench_optional.py --results evals/results/bfcl_peers_limit20.json \
+    python evals/bench_optional.py --results evals/results/bfcl/bfcl_peers_limit20.json \
         --modes ar-constrained:compact,ar-constrained:spaced --threads 1
 
 For every output of the given variants (``MODE:STYLE`` rows of an ``evals/peers.py`` run), the call is replayed
@@ -54,7 +54,7 @@ def _offers(engine, masks, item, text: str, style: str):
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--results", default="evals/results/bfcl_peers_limit20.json")
+    ap.add_argument("--results", default="evals/results/bfcl/bfcl_peers_limit20.json")
     ap.add_argument("--modes", default="ar-constrained:compact,ar-constrained:spaced")
     ap.add_argument("--data", default=None, help="BFCL data (default: the run's)")
     ap.add_argument("--threads", type=int, default=1)

@@ -15,7 +15,7 @@ engine, and whether ``cache`` wrote the same calls as ``off`` (it must: bit-iden
 cache's peak bytes. Writes everything to ``--out``.
 
     python evals/bench_prefix.py --data ../shared/data/bfcl --conversations 8 --turns 3 --threads 1 \
-        --out evals/results/s15/prefix_agent.json
+        --out evals/results/prefix_cache/prefix_agent.json
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def main() -> None:
     ap.add_argument("--conversations", type=int, default=8)
     ap.add_argument("--turns", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--out", type=Path, default=Path("evals/results/s15/prefix_agent.json"))
+    ap.add_argument("--out", type=Path, default=Path("evals/results/prefix_cache/prefix_agent.json"))
     a = ap.parse_args()
     import torch  # after agentkit: its OpenMP default (docs/threads.md) applies when torch loads
 

@@ -4,7 +4,7 @@ Encodes the first ``--tokens`` tokens of ARCHITECTURE.md on the default model in
 width, ``--reps`` times interleaved, and reports the minimum CPU time (``time.process_time``: a loaded shared
 machine inflates wall time far more) of each, and its ratio to one pass.
 
-    python evals/bench_prefix_chunk.py --tokens 900 --out evals/results/s15/prefix_chunk.json
+    python evals/bench_prefix_chunk.py --tokens 900 --out evals/results/prefix_cache/prefix_chunk.json
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=900)
     ap.add_argument("--widths", default="32,64,128,256")
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--out", type=Path, default=Path("evals/results/s15/prefix_chunk.json"))
+    ap.add_argument("--out", type=Path, default=Path("evals/results/prefix_cache/prefix_chunk.json"))
     a = ap.parse_args()
     import torch  # after agentkit: its OpenMP default (docs/threads.md) applies when torch loads
 

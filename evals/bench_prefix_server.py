@@ -6,7 +6,7 @@ another, streaming; per request it records the time from sending to the first co
 ``usage.prompt_tokens_details.cached_tokens`` from the last chunk. Reports the cached share of the 2nd..16th
 prompts, their TTFT p50 against the first's, and the cache's peak bytes.
 
-    python evals/bench_prefix_server.py --n 16 --threads 1 --out evals/results/s15/prefix_server.json
+    python evals/bench_prefix_server.py --n 16 --threads 1 --out evals/results/prefix_cache/prefix_server.json
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=16)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--compare", action="store_true", help="also a server with prefix_cache=False, prompt_chunk=0")
-    ap.add_argument("--out", type=Path, default=Path("evals/results/s15/prefix_server.json"))
+    ap.add_argument("--out", type=Path, default=Path("evals/results/prefix_cache/prefix_server.json"))
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     res = {"command": "python evals/bench_prefix_server.py " + " ".join(f"--{k.replace('_', '-')} {v}"

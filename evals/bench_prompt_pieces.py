@@ -3,7 +3,7 @@ blocks also cut before each chat message (the default since the message cuts, do
 reused. CPU time (``time.process_time``, 1 thread: a loaded machine inflates wall time far more), the minimum of
 ``--reps`` interleaved runs per prompt, summed over the prompts.
 
-    python evals/bench_prompt_pieces.py --items 20 --out evals/results/s19/prompt_pieces.json
+    python evals/bench_prompt_pieces.py --items 20 --out evals/results/prefix_cache/prompt_pieces.json
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ is 1 on a machine of at most 4 cores), ``passive2`` (the passive policy with ``t
 before issue 33: libgomp's default wait policy -- an empty OMP_WAIT_POLICY, which agentkit leaves alone and libgomp
 ignores -- and 2 threads).
 
-    python evals/bench_threads.py --out evals/results/s15/prefix_threads.json
+    python evals/bench_threads.py --out evals/results/engine/prefix_threads.json
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def main() -> None:
     ap.add_argument("--settings", default=",".join(SETTINGS))
     ap.add_argument("--no-busy", action="store_true", help="no busy process beside")
     ap.add_argument("--timeout", type=float, default=300, help="seconds per setting (then reported as timed out)")
-    ap.add_argument("--out", default="evals/results/s15/prefix_threads.json")
+    ap.add_argument("--out", default="evals/results/engine/prefix_threads.json")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:

@@ -2,7 +2,7 @@
 questions, in one process: does the loop adapter cost anything on plain function calling?
 
     python evals/bfcl_lora.py --lora adapters/smollm2-135m-loop --data ../shared/data/bfcl --limit 25 \\
-        --out evals/results/s22/bfcl_lora.json
+        --out evals/results/adapters/bfcl_lora.json
 
 Writes ``OUT`` (both runs' summaries and the paired comparison: questions only the adapted engine got right, only
 the base one did, and the sign test's p) and ``OUT`` with ``.base``/``.lora`` before ``.json`` (each run's rows).

@@ -13,7 +13,7 @@ success is the evals' business); "works" means the client got a well-formed answ
 - an open pydantic schema (no ``additionalProperties``, as instructor sends it) against the same schema closed:
   model forwards of each (the server generates open objects closed unless asked).
 
-    python evals/clients_server.py --out evals/results/s17/clients_server.json
+    python evals/clients_server.py --out evals/results/serving/clients_server.json
 
 The app runs in this process on a loopback port (uvicorn in a thread); the JSON is rewritten after each check.
 """

@@ -11,8 +11,8 @@ so a threshold can be chosen on items the benchmark does not use and then read o
     python -m agentkit.evals.agent_tasks --data ../shared/data/bfcl --seed 7 \\
         --counts one_tool=120,no_tool=120,two_tool=0,fail_once=0 --out /tmp/held_out.jsonl
     python evals/decision_margin.py --data /tmp/held_out.jsonl --exclude evals/agent_loop/tasks.jsonl \\
-        --out evals/results/s21/decision_margin_held_out.json
-    python evals/decision_margin.py --data evals/agent_loop/tasks.jsonl --out evals/results/s21/decision_margin_160.json
+        --out evals/results/agent_loop/decision_margin_held_out.json
+    python evals/decision_margin.py --data evals/agent_loop/tasks.jsonl --out evals/results/agent_loop/decision_margin_160.json
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ alone and under the mix, 5xx and 504 counts, the server's RSS at start and its p
 0.2 s), how each adversarial request ended (status, code, seconds), when each slow-header connection was closed,
 and how often ``/health/ready`` said not-ready during the mix.
 
-    python evals/load_adversarial.py --out evals/results/s15/load_adversarial.json
+    python evals/load_adversarial.py --out evals/results/serving/load_adversarial.json
 
 Targets (issue 36): valid p95 under the mix <= 2 x alone; no 5xx or 504; RSS peak <= start + 2 GB; every
 adversarial request ends within its bound: a typed 4xx within ``--bound-s`` (30 s: the 10 s compile budget plus

@@ -5,9 +5,9 @@
 # BFCL eval (ar-constrained, --limit 20 per file) locally and with --ray local --workers 2.
 # CONFIGS (default "plain ray1 ray2") and EVALS (default "local ray2"; "" for none) choose what runs, in that order.
 #
-#   bash evals/load_ray.sh evals/results/load_ray        # writes load_ray.txt (+ .json per server, eval JSONs)
+#   bash evals/load_ray.sh out/load_ray        # writes load_ray.txt (+ .json per server, eval JSONs)
 set -u
-OUT=${1:-evals/results/load_ray}
+OUT=${1:-out/load_ray}
 PORT=${PORT:-8791}
 LEVELS=${LEVELS:-1,8,32}
 mkdir -p "$(dirname "$OUT")"

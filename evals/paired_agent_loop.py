@@ -1,8 +1,8 @@
 """Two agent-loop results paired task by task: for each score, how many tasks only the second got right (won), only
 the first (lost), and the exact two-sided sign test's p on those discordant tasks; the rates on the shared tasks.
 
-    python evals/paired_agent_loop.py evals/results/s21/agent_loop_fold_160.json \\
-        evals/results/s22/agent_loop_lora_160.json --out evals/results/s22/lora_paired.json
+    python evals/paired_agent_loop.py evals/results/agent_loop/agent_loop_fold_160.json \\
+        evals/results/adapters/agent_loop_lora_160.json --out evals/results/s22/lora_paired.json
 """
 
 from __future__ import annotations

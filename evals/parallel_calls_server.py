@@ -6,7 +6,7 @@ For BFCL items (``--data``, default ``../shared/data/bfcl``; their functions as 
 records the number of calls, whether the first call is the same in both (it must be: the template is the same up to
 the end of the first call), BFCL's checker on the first call, and the latency. Ground truths are read only to score.
 
-    python evals/parallel_calls_server.py --n 20 --out evals/results/s17/parallel_calls.json
+    python evals/parallel_calls_server.py --n 20 --out evals/results/serving/parallel_calls.json
 
 The JSON is rewritten after each item (a stopped run keeps its partial results).
 """

@@ -3,7 +3,7 @@
     python evals/peers.py --data ../shared/data/bfcl --limit 20 \
         --modes ar-constrained:compact,ar-constrained:spaced,verify:spaced \
         --peers outlines-xgrammar,outlines-llguidance,outlines-core,llama-cpp --threads 1 \
-        --out evals/results/bfcl_peers_limit20.json
+        --out evals/results/bfcl/bfcl_peers_limit20.json
 
 A mode is ``MODE[:STYLE[:PROMPT[:DTYPE[:WIDTH[:BACKEND[:ATTENTION[:Q4[:GREEDY[:PREPACK[:ROWS]]]]]]]]]]`` (an ``agentkit eval`` mode, a JSON
 style of :mod:`agentkit.constrain.canonical` -- empty: the compiler's default --, a system prompt of

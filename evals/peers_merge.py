@@ -8,8 +8,8 @@ question by question: how many it alone got right (won), how many only the first
 two-sided sign test's p-value on those discordant questions (a success gap of a few questions in 600 is often
 within chance: p well above 0.05).
 
-    python evals/peers_merge.py evals/results/bfcl600_peers.s0.json evals/results/bfcl600_peers.s1.json \\
-        --out evals/results/bfcl600_peers.json --plot evals/results/bfcl600_peers.png
+    python evals/peers_merge.py evals/results/bfcl/bfcl600_peers.s0.json evals/results/bfcl/bfcl600_peers.s1.json \\
+        --out evals/results/bfcl/bfcl600_peers.json --plot evals/results/bfcl/bfcl600_peers.png
 """
 
 from __future__ import annotations

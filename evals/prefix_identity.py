@@ -7,7 +7,7 @@ earlier items (the system prompt's opening). Rows are written as they come (``--
 command); ``--shard K/N`` takes every N-th item from the K-th (two processes on two cores, merged by reading both).
 
     python evals/prefix_identity.py --data ../shared/data/bfcl --threads 1 --shard 0/2 \
-        --out evals/results/s19/prefix_identity_bfcl.s0.json
+        --out evals/results/prefix_cache/prefix_identity_bfcl.s0.json
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ directory outside it (``l`` -> outside/, holding ``f.txt`` = INSIDE, SECRET and 
 Counts: calls, successes, typed errors (``AgentkitError``: ``WorkspaceError``, ``EditError``), untyped errors, and reads, listings or writes that
 reached the outside directory (all must be 0).
 
-    python evals/race_workspace.py --seconds 10 --out evals/results/s15/race_workspace.json
+    python evals/race_workspace.py --seconds 10 --out evals/results/sandbox/race_workspace.json
     python evals/race_workspace.py --seconds 10 --impl /work/main/tools/workspace.py   # the code before the fix
 """
 

@@ -7,7 +7,7 @@ whether the decision (a tool call or a text reply) is right; for BFCL items it a
 ``tool_choice="required"`` and records whether the call names the ground-truth function (and whether the whole
 call passes BFCL's checker). Ground truths are read only to score.
 
-    python evals/tool_choice_server.py --n 20 --out evals/results/s15/tool_choice.json
+    python evals/tool_choice_server.py --n 20 --out evals/results/serving/tool_choice_whole_name.json
 
 Starts ``agentkit serve`` on ``--port`` (the embedded SmolLM2-135M) unless ``--url`` names a running server. The
 JSON is rewritten after each question (a stopped run keeps its partial results).
@@ -92,7 +92,7 @@ def main() -> None:
     ap.add_argument("--url", default=None)
     ap.add_argument("--port", type=int, default=8431)
     ap.add_argument("--max-tokens", type=int, default=64)
-    ap.add_argument("--out", type=Path, default=Path("evals/results/s15/tool_choice.json"))
+    ap.add_argument("--out", type=Path, default=Path("evals/results/serving/tool_choice_whole_name.json"))
     a = ap.parse_args()
     from openai import OpenAI
 

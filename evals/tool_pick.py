@@ -7,7 +7,7 @@ the ``choice`` system prompt with the tools, the task's question); one scoring p
 on the null question (:func:`agentkit.decide.null_messages`). Reports the share whose pick is the first expected
 tool, per task kind and method.
 
-    python evals/tool_pick.py --out evals/results/s19/tool_pick.json
+    python evals/tool_pick.py --out evals/results/agent_loop/tool_pick.json
 """
 
 from __future__ import annotations

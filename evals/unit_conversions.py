@@ -5,7 +5,7 @@ CPU with native bf16 matmuls, what the README's commands get there; ``float32``)
 right when a number in its answer is the converted value (within 0.05). Task success only: the example's times are
 in the README.
 
-    python evals/unit_conversions.py --out evals/results/s20/unit_converter.json
+    python evals/unit_conversions.py --out evals/results/examples/unit_converter.json
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ mode: ar-constrained on a CPU; ``RoutingPolicy(tool_call="diffusion")`` sends it
 final reply is free text (AR). It runs on the default engine, whose weights have the loop adapter merged in (a LoRA
 taught on the agent loop's own traces: adapters/smollm2-135m-loop/MODEL_CARD.md); with it the 135M model gets 5 of 8
 conversions right in bf16 with AR tool steps (all 8 finished), 5 with diffusion ones (6 finished); in float32 4 and 7
-(``python evals/unit_conversions.py [--lora none]``, evals/results/s24/).
+(``python evals/unit_conversions.py [--lora none]``, evals/results/examples/unit_converter_default.json).
 
     python examples/unit_converter.py "How many km is 26.2 miles?"
     agentkit run examples/unit_converter.py:agent "Convert 100 F to C" --trace trace.jsonl

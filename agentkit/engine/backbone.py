@@ -37,11 +37,11 @@ from .sizing import DEFAULT_CURVE, pieced_curve
 # ``python evals/bench_forward.py --threads 1`` on one machine of each CPU kind (:func:`cpu_kind`); other models:
 # DEFAULT_CURVE's shape.
 # - "bf16" (native bf16 dot products: avx512_bf16 / AMX): an otherwise idle 2-core Xeon with AMX
-#   (evals/results/bench_forward_s9.json; plain bfloat16, with neither of the two below: bench_forward_s7.json, a
+#   (evals/results/engine/bench_forward_s9.json; plain bfloat16, with neither of the two below: bench_forward_s7.json, a
 #   2-core EPYC with avx512_bf16). "+q4": passes of up to 8 positions on the 4-bit weights (agentkit/models/q4.py);
 #   "+packed": weights prepacked for oneDNN (agentkit/models/packed.py)
 # - "avx2" (no native bf16, so the engine runs float32 there): a 2-core AMD EPYC (Zen 3) without AVX-512
-#   (evals/results/bench_forward_s10b.json, a BFCL shard on the other core); "float32+q4": float32 with the 4-bit
+#   (evals/results/engine/bench_forward_s10b.json, a BFCL shard on the other core); "float32+q4": float32 with the 4-bit
 #   short passes, what dtype="auto" runs there
 SHIPPED_CURVES: dict[str, dict[tuple[str, str], dict[int, float]]] = {
     "bf16": {

@@ -14,7 +14,7 @@ allowed token, among the likeliest, whose bytes continue what the value holds so
 
 The text copied from is the last user message (``DecodeConfig.copy_from="user"``, the default: not the system
 prompt, so not the schema's or the functions' own names and descriptions), or the whole prompt (``"prompt"``).
-Defaults measured on all 600 BFCL questions in one run (``evals/results/copy600_s12.json.gz``): off 0.385; 2.0 from the
+Defaults measured on all 600 BFCL questions in one run (``evals/results/bfcl/copy600_s12.json.gz``): off 0.385; 2.0 from the
 whole prompt 0.393; 2.0 from the user message 0.400 (sign test p = 0.09), the same
 p50 latency. The bonus (2) was chosen on the first 50 questions of each file, where 1, 2 and 4 scored the same.
 
@@ -22,7 +22,7 @@ Numbers (``DecodeConfig.copy_numbers``, on by default): once a number value has 
 number the source writes get the same bonus, and so does ending it where one ends; the source's numbers are read as
 JSON writes them (``$200,000`` is ``200000``). The first digit gets none: which number, or one the source does not
 write (a ``0``, a ``9.81``), stays the model's choice. Measured on all 600 BFCL questions against numbers off
-(``evals/results/s13/``, greedy, so one run's items pair with another's): 0.405 against 0.400 (``10`` for
+(``evals/results/bfcl/copynum600_*.json.gz``, greedy, so one run's items pair with another's): 0.405 against 0.400 (``10`` for
 ``1``, ``30`` for ``3``, ``19`` for ``180``); a bonus at the first digit as well also made answers wrong (it drew
 ``"initial_velocity": 0`` to the question's ``150``), so it is not offered.
 
@@ -58,7 +58,7 @@ TEXT_MIN_START = 2
 # free text: a value begins as written, and a copy begun as written goes on as written; a word that begins a value
 # in another case (the model's own: "Hazeel-2544" for HAZEL-2544, no copy begun) goes on along it in any case. The
 # answer step (evals/answer_copy.py, bonus 8): 0.871 -> 0.894 on the 85 benchmark tasks, 0.864 on
-# 110 held-out ones (no reply changed) (evals/results/s21/answer_copy_fold*.json). Going on in lowercase after any
+# 110 held-out ones (no reply changed) (evals/results/agent_loop/answer_copy_fold*.json). Going on in lowercase after any
 # begun copy scored 0.918 and 0.909, but wrote values begun as written in another case (KESTREL-7024 ->
 # Kestrel-7024), which the benchmark's case-blind check counts as right
 TEXT_FOLD_GO_ON = True

@@ -7,7 +7,7 @@ the output ends with ``n`` copies of one piece of 1..:data:`MAX_PERIOD` tokens t
 :data:`MIN_TOKENS` tokens (finish reason ``"loop"``; a template's output is then incomplete, as one cut by the token
 budget is). The copies stay in the output: a stream has already sent them, and the streamed text and the final text
 must be the same. The token floor lets numbers be: digits are single tokens, and with ``n = 3`` and no floor a reply
-ended at the zeros of ``35000``, before the value it was to carry (evals/results/s21/answer_copy_loops.json). Modes that commit many
+ended at the zeros of ``35000``, before the value it was to carry (evals/results/agent_loop/answer_copy_loops.json). Modes that commit many
 tokens at once (diffusion blocks, verified drafts) may pass the loop's end before the check runs; :meth:`LoopStop.cut`
 cuts their output at the same place, so every mode returns the same text for the same tokens.
 

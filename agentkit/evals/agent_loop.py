@@ -15,7 +15,7 @@ fail_once tasks) next to ``bfcl_single_call_success`` (the BFCL suite's single c
 ``two_tool_finished_rate``/``two_tool_right_rate``, ``fail_once_finished_rate``, ``iteration_latency_ms`` (p50/p95
 by iteration 1, 2, 3) and ``run_latency_ms_p50/p95``.
 
-    agentkit eval agent-loop --data evals/agent_loop --limit 30 --out evals/results/s15/agent_loop.json
+    agentkit eval agent-loop --data evals/agent_loop --limit 30 --out agent_loop.json
 """
 
 from __future__ import annotations

@@ -183,7 +183,7 @@ _EXAMPLE_CALL = '{{"name": "book_table", "arguments": {{"restaurant": "Marigold 
 # the default: the instructions and one short worked example (a function no item has) showing a value copied as the
 # request writes it, a number as a number, and an optional argument the request does not mention left out (78 more
 # prompt tokens than plain). On all 600 BFCL questions 0.422 against plain's 0.405, at 1.17x the
-# p50 (README, "The system prompt"; evals/results/s14/prompts600.json.gz)
+# p50 (README, "The system prompt"; evals/results/bfcl/prompts600.json.gz)
 SYSTEM_PROMPT = PLAIN_PROMPT + (
     "\n\nFor example, for the request \"Book a table for 12 at Marigold Bistro\" and a function book_table with the "
     "arguments restaurant, guests and an optional time, the reply is:\n" + _EXAMPLE_CALL

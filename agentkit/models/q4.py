@@ -4,7 +4,7 @@ The embedded default model is a Q4_1 GGUF: every linear weight of its decoder la
 ``d * q + m`` with ``q`` in 0..15. The engine runs it from the dequantized values in bf16, 2 bytes a weight, so a
 one-token step reads ~210 MB of layer weights and is bound by memory bandwidth. torch's CPU int4 kernel
 (``_weight_int4pack_mm_for_cpu``: 4-bit values, a bf16 scale and zero per group) reads a quarter of that. Measured
-over the default model's 210 linear layers, 1 thread (``python evals/bench_q4.py``, ``evals/results/bench_q4.txt``):
+over the default model's 210 linear layers, 1 thread (``python evals/bench_q4.py``, ``evals/results/engine/bench_q4.txt``):
 3.6x faster for 1 row, 1.6x for 8, even at 16, 2.5x slower for a 300-token prompt. So a pass of up to :data:`MAX_ROWS` positions (AR steps, short verify blocks,
 fixed-shape passes of 8) runs on the 4-bit weights and a longer one (the prompt, long pinned runs, batches) on the
 dense ones; both are kept.

@@ -102,7 +102,8 @@ class Agent(Generic[DepsT, OutputT]):
     merges by default; the user-tool benchmark, tools nobody trained on, chose it). ``False`` reads them raw, which
     suits agents like the loop adapter's training (tools that answer a question: right on 0.91 of 220 held-out
     decisions, calibrated 0.67); the coding assistant, a read, edit, test workflow, answered at its first decision on
-    all 6 tasks with raw decisions and edited on 6 of 6 with ``calibrate=True`` (``evals/results/s23/``).
+    all 6 tasks with raw decisions and edited on 6 of 6 with ``calibrate=True``
+    (``evals/results/adapters/coding_agent_ar_lora_calibrated.json``).
     """
 
     _instrument_default: bool | Instrumentation = False

@@ -92,14 +92,14 @@ class NullScores:
 #   tools (the margin over the same options on the conversation before that call, the previous decision's chat);
 #   "moved": call again only if the margin is at most the previous decision's; "null": the first step's rule.
 AFTER_RESULT_RULES = ("exclude_last", "exclude_done", "exclude_moved", "moved", "null")
-# exclude_moved: on the same 30 tasks (evals/results/s16/decide_*.json) 2.47 iterations a run against 2.97
+# exclude_moved: on the same 30 tasks (evals/results/agent_loop/decide_*.json) 2.47 iterations a run against 2.97
 # (exclude_done), 3.63 (exclude_last: it ping-pongs between two tools) and 3.10 (decode), finished 0.97, two-tool
 # tasks right 0.29, answers with the result 0.25
 AFTER_RESULT = "exclude_moved"
 # The decision's view of the system prompt: "full" (the tool step's, with the worked example), "no_example" (the
 # same without it), or "choice" (the server's tool_choice prompt, agentkit.toolcall.choice_prompt, whose no-call
 # option is "respond" instead of final_answer)
-# "choice" on the same 30 tasks (evals/results/s16/decide_exclude_moved*.json): no-tool tasks answered without a
+# "choice" on the same 30 tasks (evals/results/agent_loop/decide_exclude_moved*.json): no-tool tasks answered without a
 # tool 8 of 8 against 3 of 8 ("full") and 4 of 8 ("no_example"), the same right first calls (0.27), 1.97 iterations
 # a run against 2.47, task success 4 of 30 against 1
 DECISION_PROMPTS = ("full", "no_example", "choice")
