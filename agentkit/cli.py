@@ -233,6 +233,7 @@ def eval_(
     data: Path | None = typer.Option(None, help="data folder (agent: default evals/coding_tasks; agent-loop: "
                                      "default evals/agent_loop, or a BFCL-format folder to generate tasks from)"),
     modes: str = typer.Option("", "--modes", "--mode", help="comma-separated modes (default: the suite's own set; "
+                              "bfcl: ar-unconstrained | ar-constrained | diffusion | verify | ...; "
                               "agent-loop: default | ar | ar-constrained | verify | diffusion, or none "
                               "for the peers only)"),
     limit: int | None = typer.Option(None, help="at most N items per file"),

@@ -20,7 +20,7 @@ import time
 from agentkit.config import DecodeConfig, EngineConfig
 from agentkit.engine.engine import Engine
 from agentkit.evals.report import summarize
-from agentkit.evals.runner import ENGINE_MODE, adapter_off
+from agentkit.evals.runner import ENGINE_MODE, UNCONSTRAINED, adapter_off
 
 MODE = {**ENGINE_MODE, "diffusion-adapter": "diffusion"}
 
@@ -105,7 +105,7 @@ def main() -> None:
     adapter = None if args.no_adapter else engine.adapter_path
     print(f"adapter for the diffusion-adapter rows: {adapter or 'none'}")
     canvas = ["diffusion-causal"] + (["diffusion-adapter"] if adapter else []) + ["verify"]
-    free: dict[str, list[dict]] = {m: [] for m in ["ar", *canvas]}
+    free: dict[str, list[dict]] = {m: [] for m in [UNCONSTRAINED, *canvas]}
     tpl: dict[str, list[dict]] = {m: [] for m in ["ar-constrained", *canvas]}
 
     def gen(prompt, mode: str, max_new_tokens: int, template=None):
@@ -123,8 +123,8 @@ def main() -> None:
             out.append(row(gen(msgs, mode, 256, template)))
         print(f"prompt {i + 1}/{len(prompts)} done ({time.perf_counter() - t0:.0f} s)", flush=True)
 
-    table(f"free text, {args.max_new_tokens} new tokens, canvas {args.canvas_length}", free, "ar")
-    mismatches(free, "ar", canvas, prompts)
+    table(f"free text, {args.max_new_tokens} new tokens, canvas {args.canvas_length}", free, UNCONSTRAINED)
+    mismatches(free, UNCONSTRAINED, canvas, prompts)
     table("small JSON template (3 properties: string, boolean, enum)", tpl, "ar-constrained")
     mismatches(tpl, "ar-constrained", canvas, prompts)
     if adapter:

@@ -23,7 +23,7 @@ from pathlib import Path
 from merge_results import complete_rows  # evals/merge_results.py (this script's folder is on sys.path)
 
 from agentkit.evals.report import markdown_table, summarize, write_json_atomic
-from agentkit.evals.runner import ENGINE_MODE
+from agentkit.evals.runner import ENGINE_MODE, eval_mode_name
 
 
 def merge(paths: list[Path]) -> dict:
@@ -82,7 +82,7 @@ def plot(res: dict, path: Path) -> None:
     seen: dict[float, int] = {}  # variants at the same success: their labels stacked, not overprinted
     for v, m in res["modes"].items():
         k = seen[round(m["task_success"], 3)] = seen.get(round(m["task_success"], 3), -1) + 1
-        peer = v.split(":")[0].split("+")[0] not in ENGINE_MODE  # an agentkit mode, in any variant, or a peer
+        peer = eval_mode_name(v.split(":")[0].split("+")[0]) not in ENGINE_MODE  # an agentkit mode, in any variant, or a peer
         ax.scatter(m["latency_ms_p50"] / 1000, m["task_success"], marker="s" if peer else "o", s=60)
         ax.annotate(v, (m["latency_ms_p50"] / 1000, m["task_success"]), textcoords="offset points", xytext=(5, 4 - 11 * k),
                     fontsize=8)

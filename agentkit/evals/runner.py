@@ -2,7 +2,7 @@
 
 Modes:
 
-- ``ar``: unconstrained greedy AR (free text; the suite parses what it can out of it);
+- ``ar-unconstrained``: greedy AR with no template (free text; the suite parses what it can out of it);
 - ``ar-constrained``: AR under the template, pinned runs jumped forward in one forward -- the baseline;
 - ``diffusion``: the template placed in a canvas and denoised, with the engine's block-diffusion adapter when it has
   one (the default model ships one), else as a causal canvas;
@@ -33,6 +33,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ..errors import UserError
 from .report import (
     environment,
     markdown_table,
@@ -42,12 +43,22 @@ from .report import (
     write_json_atomic,
 )
 
-# eval modes: how an eval runs a decoding mode (agentkit.config.MODES), each mapped to the engine mode it uses
-ENGINE_MODE: dict[str, str] = {"ar": "ar", "ar-constrained": "ar", "diffusion-causal": "diffusion",
+# eval modes: how an eval runs a decoding mode (agentkit.config.MODES), each mapped to the engine mode it uses.
+# The engine's "ar" runs twice: under the call's template ("ar-constrained") and as free text parsed after
+# ("ar-unconstrained"); every other eval mode is constrained.
+UNCONSTRAINED = "ar-unconstrained"
+ENGINE_MODE: dict[str, str] = {UNCONSTRAINED: "ar", "ar-constrained": "ar", "diffusion-causal": "diffusion",
                                "diffusion": "diffusion", "verify": "verify", "verify-drafter": "verify"}
+# the name result files written before the unconstrained mode had its own name give it, for their readers
+RESULT_ALIASES: dict[str, str] = {"ar": UNCONSTRAINED}
 DRAFTS: dict[str, str] = {"verify-drafter": "drafter"}  # eval modes whose verify drafts are not lookup's
 ALL_EVAL_MODES: tuple[str, ...] = tuple(ENGINE_MODE)
-EVAL_MODES: tuple[str, ...] = ("ar", "ar-constrained", "diffusion", "verify")  # the default set
+EVAL_MODES: tuple[str, ...] = (UNCONSTRAINED, "ar-constrained", "diffusion", "verify")  # the default set
+
+
+def eval_mode_name(mode: str) -> str:
+    """The eval mode a result file's mode name stands for (``"ar"`` in older files: ``"ar-unconstrained"``)."""
+    return RESULT_ALIASES.get(mode, mode)
 
 
 @contextmanager
@@ -98,12 +109,12 @@ class EvalContext:
             mode=ENGINE_MODE[mode], draft=DRAFTS.get(mode, "lookup"), seed=self.seed,
             canvas_length=self.canvas_length, greedy=self.greedy,
             copy_bias=self.copy_bias, copy_from=self.copy_from, copy_numbers=self.copy_numbers,
-            max_new_tokens=self.free_max_new_tokens if mode == "ar" else self.max_new_tokens,
+            max_new_tokens=self.free_max_new_tokens if mode == UNCONSTRAINED else self.max_new_tokens,
         )
 
     @staticmethod
     def constrained(mode: str) -> bool:
-        return mode != "ar"
+        return mode != UNCONSTRAINED
 
     def generate(self, engine, prompt, mode: str, *, template=None, **kw):
         """``engine.generate`` in eval mode ``mode`` (the canvas hook attached for diffusion modes)."""
@@ -415,7 +426,6 @@ def run_eval(suite: str, data: Path, modes: list[str], limit: int | None = None,
     command = _command(suite, data, modes, limit, model, out, plot, seed, adapter, dtype, backend, pass_width, prompt,
                        lora)
     if prompt != "default":
-        from ..errors import UserError
         from .bfcl import PROMPTS
 
         if suite != "bfcl":
@@ -429,8 +439,6 @@ def run_eval(suite: str, data: Path, modes: list[str], limit: int | None = None,
     torch.manual_seed(seed)
 
     if not isinstance(impl, Suite) and executor is not None:
-        from ..errors import UserError
-
         executor.close()
         raise UserError(f"suite {suite!r} runs itself in one process; --ray runs item-based suites only")
     if not isinstance(impl, Suite):
@@ -452,7 +460,9 @@ def run_eval(suite: str, data: Path, modes: list[str], limit: int | None = None,
     modes = modes or [m for m in EVAL_MODES if m in impl.modes]
     bad = [m for m in modes if m not in impl.modes]
     if bad:
-        raise ValueError(f"suite {suite!r} has no mode(s) {bad}; modes: {', '.join(impl.modes)}")
+        hint = (f"; 'ar' names no {suite} mode: say ar-constrained (the engine's ar under the call's template) or "
+                f"{UNCONSTRAINED} (free text, parsed after)" if "ar" in bad and UNCONSTRAINED in impl.modes else "")
+        raise UserError(f"suite {suite!r} has no mode(s) {bad}; modes: {', '.join(impl.modes)}{hint}")
     items = impl.load(data, limit)
     if executor is None:
         if engine is None:

@@ -99,10 +99,25 @@ def test_unknown_suite_and_registered_suite(tiny, tmp_path):
         res = engine.generate("hi " + item, ctx.config(mode), raw=True)
         return {"success": item == "a", "valid": True, "stats": res.stats}
 
-    runner.register_suite("toy", runner.Suite(name="toy", load=load, run=run, modes=("ar", "verify")))
-    res = run_eval("toy", tmp_path, ["ar", "verify"], limit=2, out=tmp_path / "t.json", engine=tiny,
+    runner.register_suite("toy", runner.Suite(name="toy", load=load, run=run, modes=("ar-unconstrained", "verify")))
+    res = run_eval("toy", tmp_path, ["ar-unconstrained", "verify"], limit=2, out=tmp_path / "t.json", engine=tiny,
                    free_max_new_tokens=4, max_new_tokens=4, progress=False, quiet=True)
-    assert res["modes"]["ar"]["task_success"] == 0.5 and res["ratios_vs_ar_constrained"] == {}
+    assert res["modes"]["ar-unconstrained"]["task_success"] == 0.5 and res["ratios_vs_ar_constrained"] == {}
+
+
+def test_plain_ar_names_no_bfcl_mode(tiny, shared_data, tmp_path):
+    """The engine's ``ar`` runs twice in BFCL, under the template and without it; ``ar`` alone is refused with
+    both names, and result files that say ``ar`` read as the unconstrained mode."""
+    from agentkit.errors import UserError
+
+    with pytest.raises(UserError, match="ar-constrained .*ar-unconstrained"):
+        run_eval("bfcl", shared_data / "bfcl", ["ar", "verify"], limit=1, out=tmp_path / "x.json", engine=tiny,
+                 progress=False, quiet=True)
+    assert not (tmp_path / "x.json").exists()
+    assert runner.eval_mode_name("ar") == "ar-unconstrained" and runner.eval_mode_name("verify") == "verify"
+    assert runner.EvalContext().constrained("ar-constrained") and not runner.EvalContext().constrained("ar-unconstrained")
+    with pytest.raises(ValueError, match="unknown mode 'ar'"):
+        runner.EvalContext().config("ar")
 
 
 def test_the_bfcl_prompt_is_a_run_setting(tiny, shared_data, tmp_path, monkeypatch):

@@ -96,10 +96,10 @@ class _Interrupted:
 def test_interrupted_run_keeps_finished_items_in_order(shared_data, tmp_path):
     ex = _Interrupted()
     with pytest.raises(KeyboardInterrupt):
-        run_eval("bfcl", shared_data / "bfcl", ["ar", "verify"], limit=3, out=tmp_path / "r.json", executor=ex,
+        run_eval("bfcl", shared_data / "bfcl", ["ar-unconstrained", "verify"], limit=3, out=tmp_path / "r.json", executor=ex,
                  progress=False, quiet=True)
     on_disk = json.loads((tmp_path / "r.json").read_text())
     assert ex.closed and on_disk["partial"] is True and on_disk["items_done"] == 2 and on_disk["items_total"] == 6
     ids = [r["id"] for r in on_disk["items"]]
     assert ids[0] == ids[1] != ids[2] == ids[3] and ids[0].startswith("multiple_")  # item order, not arrival
-    assert on_disk["modes"]["ar"]["n"] == on_disk["modes"]["verify"]["n"] == 2
+    assert on_disk["modes"]["ar-unconstrained"]["n"] == on_disk["modes"]["verify"]["n"] == 2
