@@ -56,7 +56,7 @@ def synthetic_set(engine: Engine, mode: str, n: int, generated_frac: float) -> d
 
 
 def bfcl_set(engine: Engine, mode: str, data: Path, limit: int, threads: int | None) -> dict:
-    mode = "ar-constrained" if mode == "ar" else mode  # the suite's "ar" is unconstrained
+    mode = "ar-constrained" if mode == "ar" else mode  # the engine's ar is the suite's ar-constrained
     with tempfile.TemporaryDirectory() as tmp:
         res = run_eval("bfcl", data, [mode], limit, out=Path(tmp) / "bfcl.json", engine=engine, threads=threads,
                        progress=False, quiet=True)
