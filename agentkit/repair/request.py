@@ -5,8 +5,11 @@ what to do with it.
 :data:`ACTIONS`), ``old_name`` / ``new_name`` (a rename), ``function`` and ``file``. Every value is grounded:
 ``action`` is an enum, narrowed by the grounding to the members the request names when it names any (``rename``,
 ``docstring``); ``old_name`` and ``function`` are enums of the names the repository's code defines and ``file`` of
-its non-test Python files, narrowed to those the request names; ``new_name`` is a span of the request that is an
-identifier. The model chooses where the grounding leaves a choice.
+its non-test Python files, narrowed to those the request names; ``new_name`` is an enum of the request's words that
+could be a new name (:func:`new_names`: identifiers that are not keywords, builtins, English function words or names
+the code defines; a span of the request instead let the model write the old name, or a prefix of the new one, as
+the new name). The
+model chooses where the grounding leaves a choice.
 
 :func:`route` then decides, in this order:
 
@@ -25,6 +28,8 @@ so a ``repair`` the request does not say is not enough to run the repair loop.
 from __future__ import annotations
 
 import ast
+import builtins
+import keyword
 import re
 import time
 from dataclasses import dataclass, field
@@ -33,7 +38,6 @@ from typing import Any
 from .rename import definitions, python_code
 
 ACTIONS = ("repair", "rename", "docstring", "other")
-IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
 MAX_ENUM = 200  # names offered per enum (the prompt shows the schema)
 INSTRUCTIONS = (
     "Decide what the user's request about their Python repository asks for, and answer with JSON only. action: "
@@ -74,8 +78,28 @@ def _choice(values: list[str], description: str) -> dict[str, Any]:
     return {"anyOf": [branch, {"type": "null"}], "description": description}
 
 
-def plan_schema(texts: dict[str, str]) -> dict[str, Any]:
-    """The planner's JSON Schema for a repository with files ``texts`` (path -> text)."""
+#: English function words and the words a request uses for the edit itself: never a new name (the default model,
+#: offered every word, answered ``to`` for "rename the function f to g in all files")
+NOT_NAMES = frozenset({
+    "a", "an", "the", "to", "into", "onto", "of", "in", "on", "at", "by", "for", "from", "with", "as", "and",
+    "or", "but", "not", "no", "all", "every", "each", "everywhere", "please", "it", "its", "this", "that",
+    "these", "those", "them", "me", "my", "our", "your", "can", "could", "would", "should", "will", "just",
+    "now", "then", "so", "rename", "renamed", "renaming", "name", "names", "call", "called", "change",
+    "changed", "function", "functions", "method", "class", "file", "files", "code", "definition",
+    "definitions", "use", "uses", "usage", "usages", "instead"
+})
+
+
+def new_names(request: str, taken: set[str]) -> list[str]:
+    """The words of ``request`` that could be a new name: identifiers, not keywords, builtins, :data:`NOT_NAMES`
+    or ``taken`` (the names the code defines: a rename to one of them would clash), in order, each once."""
+    words = re.findall(r"(?<![\w.])[A-Za-z_][A-Za-z0-9_]*(?![\w(])", request)
+    return list(dict.fromkeys(w for w in words if not keyword.iskeyword(w) and not hasattr(builtins, w)
+                              and w.lower() not in NOT_NAMES and w not in taken))
+
+
+def plan_schema(texts: dict[str, str], request: str = "") -> dict[str, Any]:
+    """The planner's JSON Schema for ``request`` over a repository with files ``texts`` (path -> text)."""
     code = python_code(texts)
     names = sorted(set().union(*(definitions(t) for t in code.values()))) if code else []
     functions = sorted(set().union(*(functions_of(t) for t in code.values()))) if code else []
@@ -84,8 +108,7 @@ def plan_schema(texts: dict[str, str]) -> dict[str, Any]:
         "properties": {
             "action": {"type": "string", "enum": list(ACTIONS), "description": "what the request asks for"},
             "old_name": _choice(names, "the name to change, for a rename"),
-            "new_name": {"anyOf": [{"type": "string", "pattern": IDENTIFIER}, {"type": "null"}],
-                         "description": "the new name, for a rename"},
+            "new_name": _choice(new_names(request, set(names)), "the new name, for a rename"),
             "function": _choice(functions, "the function the request names"),
             "file": _choice(sorted(code), "the file the request names"),
         },
@@ -124,7 +147,7 @@ def plan_request(request: str, texts: dict[str, str], model: Any) -> Plan:
     from agentkit.sdk import extract
 
     t0 = time.perf_counter()
-    raw = extract(plan_schema(texts), request, model=model, instructions=INSTRUCTIONS)
+    raw = extract(plan_schema(texts, request), request, model=model, instructions=INSTRUCTIONS)
     plan = Plan(raw.get("action") or "other", raw.get("old_name"), raw.get("new_name"), raw.get("function"),
                 raw.get("file"), raw=raw)
     plan.seconds = time.perf_counter() - t0
