@@ -1,8 +1,21 @@
-"""A coding assistant. A request to fix failing tests ("make the failing test pass", "fix the bug in ...") goes to
-the repair loop (``agentkit.repair``): it runs the tests, localises the fault (traceback frames, then Ochiai over
-per-test coverage), drafts candidate lines with the model under a code-edit template, validates each on a scratch
-copy in the sandbox, and writes only the one that passes every test; test files and the data they read stay
-read-only. If nothing passes, the repository is left exactly as it was and the exit status is 1.
+"""A coding assistant. Each request is planned first (``agentkit.repair.request``): one constrained extraction step
+whose values are grounded in the request and the repository (the action is one of repair / rename / docstring /
+other, narrowed to the actions the request names; the names are the repository's own or spans of the request).
+Then, in this order (``agentkit.repair.assistant``):
+
+- a **rename** ("rename load_config to read_config"): a deterministic refactoring over Python's tokens, every use in the
+  non-test code; refused when the new name is taken, is a builtin, or the tests use the old one;
+- a **docstring** ("add a docstring to parse_row"): the function pinned by a code-edit template, the model writing only
+  the docstring's one line under token masks; marker text and runaway repeats refused;
+- a request that names a bug, a failure or a fix ("make the failing test pass"): the repair loop
+  (``agentkit.repair``): it runs the tests, localises the fault (traceback frames, then Ochiai over per-test
+  coverage), drafts candidate lines with the model under a code-edit template (and the mutation operators', and
+  literals rewritten from the failing assertion's expected and actual values), validates each on a scratch copy in
+  the sandbox, and writes only the one that passes every test.
+
+A rename or a docstring is checked on scratch copies too (the file parses, no test that passed fails) before it is
+written. Test files and the data they read stay read-only; the diff is printed. If nothing passes, the repository is
+left exactly as it was and the exit status is 1.
 
 Any other request goes to the general agent: it plans, reads, edits with constrained SEARCH/REPLACE edits, runs
 the tests, and replies with a summary (AR). Every tool is confined to one workspace folder
@@ -20,7 +33,6 @@ from __future__ import annotations
 
 import copy
 import os
-import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -44,6 +56,7 @@ from agentkit import (
     WorkspaceError,
 )
 from agentkit.constrain.edits import DIVIDER, REPLACE_MARK, file_lines, search_replace_template
+from agentkit.repair.request import REPAIR_REQUEST  # noqa: F401  (the routing's bug-word fallback; tests read it)
 
 INSTRUCTIONS = """You are a coding assistant working inside one repository folder.
 Work in small steps: list the files, read the ones that matter, change code with apply_edits, then run_tests to
@@ -262,28 +275,34 @@ class _LazyAgent:
 agent = _LazyAgent()
 
 
-#: A request for the repair loop: it names a bug, a failure or a fix.
-REPAIR_REQUEST = re.compile(r"\b(fix\w*|bugs?|fail\w*|broken|crash\w*)\b|\bmake\b.*\bpass\b", re.IGNORECASE)
+def run_request(repo: str, task: str, model: Any = None, budget: Any = None, adapter: str | None = None) -> int:
+    """``task`` planned and done on ``repo`` (``agentkit.repair.assistant.handle``): prints the plan, what was done
+    and the diff; 0 when done, 1 when nothing was. ``adapter``: the repair loop drafter's repair adapter
+    (``agentkit.repair.adapter.repair_engine``: None the default, ``"none"`` without one, or a folder); ignored
+    when ``model`` is given."""
+    from agentkit.repair import ModelDrafter
+    from agentkit.repair.adapter import repair_engine, resolve
+    from agentkit.repair.assistant import handle
 
-
-def run_repair(repo: str, model: Any = None, budget: Any = None, adapter: str | None = None) -> int:
-    """The repair loop on ``repo``: prints what it did and the diff; 0 when fixed, 1 when nothing was.
-    ``adapter``: the drafter's repair adapter (``agentkit.repair.adapter.repair_engine``: None the default,
-    ``"none"`` without one, or a folder); ignored when ``model`` is given."""
-    from agentkit.repair import ModelDrafter, RepairBudget, repair
-
+    drafting = model
     if model is None:
-        from agentkit.repair.adapter import repair_engine
+        from agentkit import default_engine
 
-        model = repair_engine(adapter)
-    result = repair(repo, ModelDrafter(model, "hybrid"), budget or RepairBudget())
-    print(result.summary())
-    for step in result.steps:
-        print(f"  {step.step:9} {step.ms / 1000:6.2f} s  {step.detail}")
-    if result.fixed:
-        print(result.diff, end="")
-        return 0
-    return 1
+        model = default_engine()
+        drafting = model if resolve(adapter) is None else repair_engine(adapter)
+
+    def general(root: Path, request: str) -> tuple[bool, str]:
+        result = build_agent(root, model).run_sync(request)
+        print(result.trace.render())
+        return True, str(result.output)
+
+    done = handle(repo, task, model, drafter=ModelDrafter(drafting, "hybrid"), budget=budget, general=general)
+    print(f"plan: {done.plan.route} ({done.plan.why}; {done.plan.seconds:.1f} s)")
+    print(done.summary)
+    for step, seconds, detail in done.steps or []:
+        print(f"  {step:12} {seconds:6.2f} s  {detail}")
+    print(done.diff, end="")
+    return 0 if done.done else 1
 
 
 def main(argv: list[str]) -> int:
@@ -298,9 +317,7 @@ def main(argv: list[str]) -> int:
     try:  # the tests run sandboxed: say how, or say in one line why they cannot
         isolation = require(Workspace(repo).isolation)
         print(f"sandbox: {isolation} (what it enforces: docs/sandbox.md)")
-        if REPAIR_REQUEST.search(task):
-            return run_repair(repo, adapter=adapter)
-        result = build_agent(repo).run_sync(task)
+        return run_request(repo, task, adapter=adapter)
     except WorkspaceError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -309,9 +326,6 @@ def main(argv: list[str]) -> int:
         if e.trace is not None:
             print(e.trace.render())
         return 1
-    print(result.output)
-    print(result.trace.render())
-    return 0
 
 
 if __name__ == "__main__":

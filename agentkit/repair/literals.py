@@ -6,8 +6,8 @@ The actual and expected values come from pytest's report (:func:`agentkit.repair
 ``difflib`` aligns the two; each string literal of the suspect line that occurs in the actual value is mapped
 through the alignment to the part of the expected value it should produce (a boundary that falls inside a changed
 block maps to either end of it, so both are proposed), and the literal is rewritten with that text, in its own
-prefix and quotes. ``return "Helo, " + name + "!"`` with actual ``'Helo, Ada!'`` and expected ``'Hello, Ada!'``
-gives ``return "Hello, " + name + "!"``: the literal's piece, changed as the values differ, not the test's
+prefix and quotes. ``return str(n) + " itmes"`` with actual ``'3 itmes'`` and expected ``'3 items'`` gives
+``return str(n) + " items"``: the literal's piece, changed as the values differ, not the test's
 expected string copied (a line that holds the test's whole expected string is still refused by validation).
 
 f-strings and bytes are left alone; a literal that does not occur in the actual value gives nothing.
