@@ -9,6 +9,9 @@ Requests: ``--bfcl DIR`` (BFCL items: the benchmark, never trained on) or ``--he
 held-out generated jobs: seeds the training never used). ::
 
     python evals/drafter_verify.py --bfcl ../shared/data/bfcl --limit 40 --out evals/results/drafter_verify_bfcl40.json
+
+``--resume`` keeps the requests already written to ``--out`` (results are written after every request) and runs
+the rest.
 """
 
 from __future__ import annotations
@@ -115,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", type=int, default=256)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--resume", action="store_true", help="keep the requests already in --out and run the rest")
     args = ap.parse_args(argv)
     from agentkit.config import EngineConfig
     from agentkit.constrain.limits import CompileLimits
@@ -128,7 +132,13 @@ def main(argv: list[str] | None = None) -> int:
         modes.append(("verify-lookup", "verify", "lookup"))
     reqs = requests(args)
     rows, skipped = [], [r for r in reqs if "error" in r]
-    for req in (r for r in reqs if "error" not in r):
+    if args.resume and Path(args.out).is_file():  # a run stopped early goes on after its last written request
+        earlier = json.loads(Path(args.out).read_text())
+        rows = [{**r, "differences": next((({k: v for k, v in d.items() if k != "id"}) for d in earlier["differences"]
+                                           if d["id"] == r["id"]), {})} for r in earlier["rows"]]
+        skipped += [{"id": i} for i in earlier["skipped"] if i not in {s["id"] for s in skipped}]
+    done = {r["id"] for r in rows} | {s["id"] for s in skipped}
+    for req in (r for r in reqs if "error" not in r and r["id"] not in done):
         row = {"id": req["id"]}
         if req["template"] is not None:  # the token automaton built once, before any timing, whatever the load
             try:
