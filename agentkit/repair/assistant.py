@@ -23,7 +23,7 @@ from .docstring import EngineWriter, add_docstring
 from .draft import LineDrafter, ModelDrafter
 from .loop import RepairBudget, repair
 from .rename import rename
-from .request import Plan, function_file, plan_request
+from .request import CodingPlan, function_file, plan_request
 
 #: ``general(root, request)`` -> (the repository changed and its tests pass, a reply): the general agent.
 General = Callable[[Path, str], tuple[bool, str]]
@@ -31,7 +31,7 @@ General = Callable[[Path, str], tuple[bool, str]]
 
 @dataclass
 class Handled:
-    plan: Plan
+    plan: CodingPlan
     done: bool
     reason: str
     diff: str = ""
@@ -42,7 +42,7 @@ class Handled:
 
 
 def handle(root: str | Path, request: str, model: Any, *, drafter: LineDrafter | None = None,
-           budget: RepairBudget | None = None, general: General | None = None, plan: Plan | None = None,
+           budget: RepairBudget | None = None, general: General | None = None, plan: CodingPlan | None = None,
            time_limit_s: float = 60.0) -> Handled:
     """Plan ``request`` over the repository at ``root`` with ``model`` (or take ``plan``), then do it (see the
     module docstring). ``drafter``: the repair loop's (default: the model, ``hybrid``)."""

@@ -50,7 +50,7 @@ REPAIR_REQUEST = re.compile(r"\b(fix\w*|bugs?|fail\w*|broken|crash\w*)\b|\bmake\
 
 
 @dataclass
-class Plan:
+class CodingPlan:
     """The planner's output and what :func:`route` made of it."""
 
     action: str
@@ -126,7 +126,7 @@ def mentioned(word: str, request: str) -> bool:
     return re.search(r"(?<!\w)" + re.escape(word.casefold()) + r"(?!\w)", request.casefold()) is not None
 
 
-def route(plan: Plan, request: str) -> Plan:
+def route(plan: CodingPlan, request: str) -> CodingPlan:
     """``plan`` with its ``route`` and ``why`` set (the module docstring's order)."""
     if plan.action == "rename" and written(plan.old_name, request) and written(plan.new_name, request) \
             and plan.old_name != plan.new_name:
@@ -142,19 +142,19 @@ def route(plan: Plan, request: str) -> Plan:
     return plan
 
 
-def plan_request(request: str, texts: dict[str, str], model: Any) -> Plan:
+def plan_request(request: str, texts: dict[str, str], model: Any) -> CodingPlan:
     """The planner's extraction of ``request`` over a repository with files ``texts``, routed."""
     from agentkit.sdk import extract
 
     t0 = time.perf_counter()
     raw = extract(plan_schema(texts, request), request, model=model, instructions=INSTRUCTIONS)
-    plan = Plan(raw.get("action") or "other", raw.get("old_name"), raw.get("new_name"), raw.get("function"),
+    plan = CodingPlan(raw.get("action") or "other", raw.get("old_name"), raw.get("new_name"), raw.get("function"),
                 raw.get("file"), raw=raw)
     plan.seconds = time.perf_counter() - t0
     return route(plan, request)
 
 
-def function_file(plan: Plan, texts: dict[str, str]) -> str | None:
+def function_file(plan: CodingPlan, texts: dict[str, str]) -> str | None:
     """The non-test Python file holding ``plan.function``: the plan's file when it defines it, else the one file
     that does (None when none or several do)."""
     code = python_code(texts)

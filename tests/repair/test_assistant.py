@@ -8,7 +8,7 @@ import pytest
 
 from agentkit.repair import OperatorDrafter, RepairBudget
 from agentkit.repair.assistant import handle
-from agentkit.repair.request import ACTIONS, Plan, function_file, plan_request, plan_schema, route
+from agentkit.repair.request import ACTIONS, CodingPlan, function_file, plan_request, plan_schema, route
 
 REPO = {"geo.py": "def span(a, b):\n    return b - a\n\n\nclass Box:\n    pass\n",
         "use.py": "from geo import span\n\n\ndef width(a, b):\n    return span(a, b)\n",
@@ -26,18 +26,18 @@ def test_the_schema_offers_the_repositorys_names_and_files() -> None:
 
 
 @pytest.mark.parametrize(("plan", "request_text", "expected"), [
-    (Plan("rename", "span", "distance"), "Rename span to distance", "rename"),
-    (Plan("rename", "span", "distance"), "Rename it", "agent"),  # the names are not in the request: not trusted
-    (Plan("rename", "span", "span"), "Rename span to span", "agent"),
-    (Plan("docstring", function="width"), "Add a docstring to width", "docstring"),
-    (Plan("docstring", function="width"), "Add a docstring", "agent"),
-    (Plan("repair"), "span(1, 4) fails", "repair"),
-    (Plan("other"), "Fix span", "repair"),  # a bug word sends it to the repair loop, whatever the plan says
-    (Plan("repair"), "Please repair span", "repair"),
-    (Plan("repair"), "Add type hints to span", "agent"),  # a repair the request does not say is not trusted
-    (Plan("other"), "Write a README", "agent"),
+    (CodingPlan("rename", "span", "distance"), "Rename span to distance", "rename"),
+    (CodingPlan("rename", "span", "distance"), "Rename it", "agent"),  # the names are not in the request: not trusted
+    (CodingPlan("rename", "span", "span"), "Rename span to span", "agent"),
+    (CodingPlan("docstring", function="width"), "Add a docstring to width", "docstring"),
+    (CodingPlan("docstring", function="width"), "Add a docstring", "agent"),
+    (CodingPlan("repair"), "span(1, 4) fails", "repair"),
+    (CodingPlan("other"), "Fix span", "repair"),  # a bug word sends it to the repair loop, whatever the plan says
+    (CodingPlan("repair"), "Please repair span", "repair"),
+    (CodingPlan("repair"), "Add type hints to span", "agent"),  # a repair the request does not say is not trusted
+    (CodingPlan("other"), "Write a README", "agent"),
 ])
-def test_the_routing_order(plan: Plan, request_text: str, expected: str) -> None:
+def test_the_routing_order(plan: CodingPlan, request_text: str, expected: str) -> None:
     assert route(plan, request_text).route == expected
 
 
@@ -51,9 +51,9 @@ def test_a_tiny_model_plans_under_the_grounded_schema() -> None:
 
 
 def test_the_function_file_is_the_one_that_defines_it() -> None:
-    assert function_file(Plan("docstring", function="width"), REPO) == "use.py"
-    assert function_file(Plan("docstring", function="width", file="geo.py"), REPO) == "use.py"
-    assert function_file(Plan("docstring", function="nowhere"), REPO) is None
+    assert function_file(CodingPlan("docstring", function="width"), REPO) == "use.py"
+    assert function_file(CodingPlan("docstring", function="width", file="geo.py"), REPO) == "use.py"
+    assert function_file(CodingPlan("docstring", function="nowhere"), REPO) is None
 
 
 def write(root: Path, files: dict[str, str]) -> Path:
@@ -64,18 +64,18 @@ def write(root: Path, files: dict[str, str]) -> Path:
 
 def test_handle_runs_the_planned_rename_and_the_repair_loop(tmp_path: Path) -> None:
     root = write(tmp_path, {**REPO, "test_geo.py": REPO["test_geo.py"].replace("span", "distance")})
-    plan = route(Plan("rename", "span", "distance"), "rename span to distance")
+    plan = route(CodingPlan("rename", "span", "distance"), "rename span to distance")
     done = handle(root, "rename span to distance", model=None, plan=plan)
     assert done.done and "+def distance(a, b):" in done.diff and "use.py" in done.diff
     (tmp_path / "r2").mkdir()
     root2 = write(tmp_path / "r2", {**REPO, "geo.py": REPO["geo.py"].replace("b - a", "b + a")})
-    fixed = handle(root2, "fix span", model=None, plan=route(Plan("other"), "fix span"),
+    fixed = handle(root2, "fix span", model=None, plan=route(CodingPlan("other"), "fix span"),
                    drafter=OperatorDrafter(), budget=RepairBudget(workers=1))
     assert fixed.plan.route == "repair" and fixed.done and "+    return b - a" in fixed.diff
 
 
 def test_handle_without_a_general_agent_says_so_and_changes_nothing(tmp_path: Path) -> None:
     root = write(tmp_path, REPO)
-    res = handle(root, "Write a README", model=None, plan=route(Plan("other"), "Write a README"))
+    res = handle(root, "Write a README", model=None, plan=route(CodingPlan("other"), "Write a README"))
     assert not res.done and "no general agent" in res.reason
     assert {p.name: p.read_text() for p in root.glob("*.py")} == REPO
