@@ -150,8 +150,20 @@ def plan_request(request: str, texts: dict[str, str], model: Any) -> CodingPlan:
     raw = extract(plan_schema(texts, request), request, model=model, instructions=INSTRUCTIONS)
     plan = CodingPlan(raw.get("action") or "other", raw.get("old_name"), raw.get("new_name"), raw.get("function"),
                 raw.get("file"), raw=raw)
+    plan.new_name = plan.new_name or taken_new_name(plan, request, texts)
     plan.seconds = time.perf_counter() - t0
     return route(plan, request)
+
+
+def taken_new_name(plan: CodingPlan, request: str, texts: dict[str, str]) -> str | None:
+    """For a rename with no new name on offer (every word that could be one is a name the code defines): the one
+    other defined name the request writes, so that the rename is refused as a clash rather than sent elsewhere."""
+    if plan.action != "rename" or not written(plan.old_name, request):
+        return None
+    code = python_code(texts)
+    names = set().union(*(definitions(t) for t in code.values())) if code else set()
+    others = [n for n in sorted(names) if n != plan.old_name and written(n, request)]
+    return others[0] if len(others) == 1 else None
 
 
 def function_file(plan: CodingPlan, texts: dict[str, str]) -> str | None:

@@ -8,7 +8,15 @@ import pytest
 
 from agentkit.repair import OperatorDrafter, RepairBudget
 from agentkit.repair.assistant import handle
-from agentkit.repair.request import ACTIONS, CodingPlan, function_file, plan_request, plan_schema, route
+from agentkit.repair.request import (
+    ACTIONS,
+    CodingPlan,
+    function_file,
+    plan_request,
+    plan_schema,
+    route,
+    taken_new_name,
+)
 
 REPO = {"geo.py": "def span(a, b):\n    return b - a\n\n\nclass Box:\n    pass\n",
         "use.py": "from geo import span\n\n\ndef width(a, b):\n    return span(a, b)\n",
@@ -79,3 +87,14 @@ def test_handle_without_a_general_agent_says_so_and_changes_nothing(tmp_path: Pa
     res = handle(root, "Write a README", model=None, plan=route(CodingPlan("other"), "Write a README"))
     assert not res.done and "no general agent" in res.reason
     assert {p.name: p.read_text() for p in root.glob("*.py")} == REPO
+
+
+def test_a_rename_to_a_taken_name_is_planned_so_that_it_is_refused_as_a_clash(tmp_path: Path) -> None:
+    request = "Rename span to width"  # width is defined: no word is on offer as the new name
+    assert plan_schema(REPO, request)["properties"]["new_name"]["anyOf"][0] == {"type": "null"}
+    plan = CodingPlan("rename", "span", None)
+    plan.new_name = taken_new_name(plan, request, REPO)
+    assert route(plan, request).route == "rename"
+    out = handle(write(tmp_path, REPO), request, model=None, plan=plan)
+    assert not out.done and "already used" in out.reason
+    assert {p.name: p.read_text() for p in tmp_path.glob("*.py")} == REPO
