@@ -17,8 +17,8 @@ two mutants of one line give the same example; one is kept per site.
 Benchmark functions never reach the data: every function of the repair benchmark's programs and tests
 (``evals/repair_tasks``, dev and held-out), the toy repositories (``evals/coding_tasks``) and
 ``examples/buggy_repo`` is keyed by :func:`normalised` (its ``ast.dump`` with the name and docstring dropped), and a
-standard-library function with the same key is removed (counted in ``stats.json``). A validation function whose
-key a training function has is removed too. ::
+standard-library function with the same key is removed (``benchmark_removed`` in ``stats.json``; none of these
+modules' functions has one). A validation function whose key a training function has is removed too (``excluded``). ::
 
     python -m agentkit.training.repair_data --out out/repair-data
 """
@@ -193,9 +193,11 @@ def function_examples(fn: Function, used: Counter, rng: random.Random,
     return out
 
 
-def build(modules: Iterable[str], *, exclude: set[str], seed: int, per_function: int = SITES_PER_FUNCTION,
-          root: Path | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Examples from ``modules`` (functions whose key is in ``exclude`` left out, and each key once) and counts."""
+def build(modules: Iterable[str], *, benchmark: set[str], seed: int, exclude: frozenset[str] | set[str] = frozenset(),
+          per_function: int = SITES_PER_FUNCTION, root: Path | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Examples from ``modules`` and counts: a function whose key is in ``benchmark`` is left out
+    (``benchmark_removed``), one in ``exclude`` too (``excluded``: the training split's, for validation), and each
+    key is used once (``duplicates``)."""
     used: Counter = Counter()
     seen: set[str] = set()
     counts = Counter()
@@ -205,6 +207,9 @@ def build(modules: Iterable[str], *, exclude: set[str], seed: int, per_function:
         for fn in module_functions(module, root):
             counts["functions"] += 1
             key = function_key(fn)
+            if key in benchmark:
+                counts["benchmark_removed"] += 1
+                continue
             if key in exclude:
                 counts["excluded"] += 1
                 continue
@@ -215,6 +220,8 @@ def build(modules: Iterable[str], *, exclude: set[str], seed: int, per_function:
             got = function_examples(fn, used, rng, per_function)
             counts["functions_used"] += bool(got)
             examples += got
+    for k in ("benchmark_removed", "excluded", "duplicates"):
+        counts.setdefault(k, 0)  # zeros written too
     return examples, {**counts, "examples": len(examples), "by_kind": dict(sorted(used.items())), "keys": seen}
 
 
@@ -229,8 +236,9 @@ def check_no_leak(examples: Iterable[dict[str, Any]], keys: set[str]) -> None:
 def make(out: Path, seed: int = 0, per_function: int = SITES_PER_FUNCTION) -> dict[str, Any]:
     """``out/train.jsonl``, ``out/val.jsonl`` and ``out/stats.json``."""
     bench = benchmark_keys()
-    train, tstats = build(TRAIN_MODULES, exclude=bench, seed=seed, per_function=per_function)
-    val, vstats = build(VALIDATION_MODULES, exclude=bench | tstats["keys"], seed=seed + 1, per_function=per_function)
+    train, tstats = build(TRAIN_MODULES, benchmark=bench, seed=seed, per_function=per_function)
+    val, vstats = build(VALIDATION_MODULES, benchmark=bench, exclude=tstats["keys"], seed=seed + 1,
+                        per_function=per_function)
     check_no_leak([*train, *val], bench)
     out.mkdir(parents=True, exist_ok=True)
     for name, rows in (("train", train), ("val", val)):

@@ -44,11 +44,11 @@ def _benchmark_function() -> str:
 def test_the_generator_never_emits_a_benchmark_function(tmp_path):
     (tmp_path / "mod.py").write_text(OWN + "\n\n" + _benchmark_function())
     keys = benchmark_keys()
-    examples, stats = build(["mod"], exclude=keys, seed=0, root=tmp_path)
-    assert stats["excluded"] == 1 and stats["functions"] == 3
+    examples, stats = build(["mod"], benchmark=keys, seed=0, root=tmp_path)
+    assert stats["benchmark_removed"] == 1 and stats["functions"] == 3
     assert {e["meta"]["function"] for e in examples} <= {"spread", "Box.grow"} and examples
     check_no_leak(examples, keys)
-    leaked, _ = build(["mod"], exclude=set(), seed=0, root=tmp_path)
+    leaked, _ = build(["mod"], benchmark=set(), seed=0, root=tmp_path)
     assert "renamed_copy" in {e["meta"]["function"] for e in leaked}
     with pytest.raises(BenchmarkLeakError, match="renamed_copy"):
         check_no_leak(leaked, keys)
@@ -56,7 +56,7 @@ def test_the_generator_never_emits_a_benchmark_function(tmp_path):
 
 def test_an_example_is_the_drafters_prompt_and_its_target_the_original_line(tmp_path):
     (tmp_path / "mod.py").write_text(OWN)
-    examples, stats = build(["mod"], exclude=set(), seed=0, root=tmp_path, per_function=10)
+    examples, stats = build(["mod"], benchmark=set(), seed=0, root=tmp_path, per_function=10)
     assert stats["examples"] == len(examples) >= 5
     for ex in examples:
         m = ex["meta"]
@@ -78,6 +78,6 @@ def test_methods_keep_their_indentation_and_long_functions_are_left_out(tmp_path
 
 
 def test_real_stdlib_modules_hold_no_benchmark_function():
-    examples, stats = build(["textwrap", "bisect"], exclude=benchmark_keys(), seed=0)
+    examples, stats = build(["textwrap", "bisect"], benchmark=benchmark_keys(), seed=0)
     assert stats["examples"] > 20
     check_no_leak(examples, benchmark_keys())
