@@ -10,6 +10,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -362,82 +363,101 @@ class Decoder:
     # -- verify ---------------------------------------------------------------------------------------------------
     def verify(self) -> None:
         """Draft a block, check it with one causal pass, keep the longest prefix greedy AR agrees with plus the
-        corrected token. Output equals greedy AR exactly."""
-        drafts: list[int] = []
+        corrected token. Output equals greedy AR exactly. A ladder: build the block, check it, commit what
+        greedy agrees with."""
+        drafts: list[int] = []  # the next drafts: the last check's stale continuations, else prompt lookup's
         n_draft = self.drafter.first_length(self) if self.drafter is not None else 0
-        while not self.finished:
-            # build the block: exact first token, then pinned runs and drafts (adapter drafter: its canvas)
-            if self._halt():
-                break
-            block = self.drafter.block(self, min(n_draft, self.budget)) if self.drafter is not None else []
-            state, n_pinned, rows = self.state, 0, None
-            while self.drafter is None and len(block) < min(self.cfg.canvas_length, self.budget):
-                forced = self.forced_tokens(state)
-                if forced:
-                    t = forced[0]
-                    n_pinned += 1
-                elif not block:
-                    t, _, _ = self._pick(self.logits, state, self.budget)
-                elif self.block_drafter is not None:
-                    rows = rows if rows is not None else self._block_draft(block)
-                    t = self._drafted(rows, len(block), state) if rows is not None else None
-                    if t is None or (self.c is not None and not self.c.fits(state, t, self.budget - len(block))):
-                        break
-                elif drafts or (drafts := lookup(self.prompt + self.out + block, self.cfg.canvas_length)):
-                    t = drafts.pop(0)
-                    # a draft must only lead somewhere the template can finish: no allowed-token mask is built for
-                    # states off greedy's path (a draft the mask rules out is rejected by the check anyway)
-                    if self.c is not None and not self.c.fits(state, t, self.budget - len(block)):
-                        break
-                else:
-                    break
-                block.append(t)
-                if t in self.eos:
-                    break
-                state = self.advance(state, t)
-                if self.is_complete(state):
-                    break
+        while not self.finished and not self._halt():
+            block, n_pinned = self._verify_block(n_draft, drafts)
             if block[0] in self.eos:
                 self.finished = True
                 break
             if self.drafter is None:
                 block = block[: self._verify_length(block, n_pinned)]
-            # check: one causal pass writes the block into the cache
-            base = self.cache.get_seq_length()
-            t0 = time.perf_counter()
-            logits = self.bb.encode(block, self.cache, rows=list(range(len(block))))
-            self.stats.encoder_forwards += 1
-            self.stats.verify_forwards += 1
-            self.stats.denoise_ms += 1000 * (time.perf_counter() - t0)
-            state, keep, pinned_kept = self.state, 1, 0
-            state = self.advance(state, block[0])
-            pinned_kept += 1 if self.forced_tokens(self.state) else 0
-            while keep < len(block) and not self.is_complete(state) and block[keep - 1] not in self.eos:
-                forced = self.forced_tokens(state)
-                want = forced[0] if forced else self._pick(logits[keep - 1], state, self.budget - keep, block[:keep])[0]
-                if want != block[keep]:
-                    break
-                pinned_kept += 1 if forced else 0
-                state = self.advance(state, block[keep])
-                keep += 1
-            kept = block[:keep]
-            if self.drafter is None:
-                self._count_accepted(block, keep)
-                self.stats.accepted_slot_tokens += sum(k == DRAFT for k in self._kinds(block, self.state)[:keep])
-            self.bb.crop(self.cache, base + keep)
-            eos_hit = kept[-1] in self.eos
-            if eos_hit:
-                kept = kept[:-1]
-            self._emit(kept, pinned=pinned_kept - (1 if eos_hit and self.forced_tokens(self.state) else 0))
-            self.state = state
-            self.logits = logits[keep - 1]
-            drafts = logits[keep:].argmax(-1).tolist()  # stale continuations as the next drafts
+            logits, keep, state, pinned_kept = self._check_block(block)
+            drafts, eos_hit = self._keep_checked(block, logits, keep, state, pinned_kept)
             if self.drafter is not None:
                 n_draft = self.drafter.next_length(n_draft, keep, len(block), self.cfg.canvas_length)
             self.stats.blocks += 1
             if eos_hit or self.is_complete(self.state) or self.budget <= 0:
                 self.finished = True
         self.stats.finish_reason = self.finish_reason()
+
+    def _verify_block(self, n_draft: int, drafts: list[int]) -> tuple[list[int], int]:
+        """The block to check and how many of its tokens are pinned: the adapter drafter's canvas of ``n_draft``,
+        or the exact first token, then pinned runs and drafts (the block drafter's, else ``drafts``, which this
+        consumes, topped up by prompt lookup)."""
+        if self.drafter is not None:
+            return self.drafter.block(self, min(n_draft, self.budget)), 0
+        block: list[int] = []
+        state, n_pinned, rows = self.state, 0, None
+        while len(block) < min(self.cfg.canvas_length, self.budget):
+            forced = self.forced_tokens(state)
+            if forced:
+                t = forced[0]
+                n_pinned += 1
+            elif not block:
+                t, _, _ = self._pick(self.logits, state, self.budget)
+            elif self.block_drafter is not None:
+                rows = rows if rows is not None else self._block_draft(block)
+                t = self._drafted(rows, len(block), state) if rows is not None else None
+                if t is None or (self.c is not None and not self.c.fits(state, t, self.budget - len(block))):
+                    break
+            else:
+                drafts.extend(() if drafts else lookup(self.prompt + self.out + block, self.cfg.canvas_length))
+                if not drafts:
+                    break
+                t = drafts.pop(0)
+                # a draft must only lead somewhere the template can finish: no allowed-token mask is built for
+                # states off greedy's path (a draft the mask rules out is rejected by the check anyway)
+                if self.c is not None and not self.c.fits(state, t, self.budget - len(block)):
+                    break
+            block.append(t)
+            if t in self.eos:
+                break
+            state = self.advance(state, t)
+            if self.is_complete(state):
+                break
+        return block, n_pinned
+
+    def _check_block(self, block: list[int]) -> tuple[torch.Tensor, int, Any, int]:
+        """One causal pass over ``block`` (written into the cache, then cropped to what is kept): its logits, how
+        many tokens greedy AR agrees with (the first always), the state after them and how many were pinned."""
+        base = self.cache.get_seq_length()
+        t0 = time.perf_counter()
+        logits = self.bb.encode(block, self.cache, rows=list(range(len(block))))
+        self.stats.encoder_forwards += 1
+        self.stats.verify_forwards += 1
+        self.stats.denoise_ms += 1000 * (time.perf_counter() - t0)
+        keep = 1
+        state = self.advance(self.state, block[0])
+        pinned_kept = 1 if self.forced_tokens(self.state) else 0
+        while keep < len(block) and not self.is_complete(state) and block[keep - 1] not in self.eos:
+            forced = self.forced_tokens(state)
+            want = forced[0] if forced else self._pick(logits[keep - 1], state, self.budget - keep, block[:keep])[0]
+            if want != block[keep]:
+                break
+            pinned_kept += 1 if forced else 0
+            state = self.advance(state, block[keep])
+            keep += 1
+        if self.drafter is None:
+            self._count_accepted(block, keep)
+            self.stats.accepted_slot_tokens += sum(k == DRAFT for k in self._kinds(block, self.state)[:keep])
+        self.bb.crop(self.cache, base + keep)
+        return logits, keep, state, pinned_kept
+
+    def _keep_checked(self, block: list[int], logits: torch.Tensor, keep: int, state: Any,
+                      pinned_kept: int) -> tuple[list[int], bool]:
+        """Emit the kept tokens (an end-of-sequence token ends the output and is not emitted) and move to the state
+        after them; the pass's stale continuations are the next drafts. Returns them and whether it ended."""
+        kept = block[:keep]
+        eos_hit = kept[-1] in self.eos
+        if eos_hit:
+            kept = kept[:-1]
+        self._emit(kept, pinned=pinned_kept - (1 if eos_hit and self.forced_tokens(self.state) else 0))
+        self.state = state
+        self.logits = logits[keep - 1]
+        return logits[keep:].argmax(-1).tolist(), eos_hit
 
     def _block_draft(self, block: list[int]) -> torch.Tensor | None:
         """The block drafter's logits for a canvas of the block so far (its first token and pinned run) and masks
