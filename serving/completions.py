@@ -24,6 +24,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import Field, model_validator
 
 from .admission import check_bounds
+from .outcome import job_stats, total_usage
 from .plan import RequestPlan, decode_config, prompt_bound
 from .protocol import AgentkitExt, FieldError, Sampling, SBool, SInt
 from .sse import DONE, event
@@ -124,8 +125,8 @@ class Completions:
                             "finish_reason": _finish(res.stats.finish_reason)})
         body = {"id": "cmpl-" + uuid.uuid4().hex, "object": "text_completion", "created": int(time.time()),
                 "model": model, "system_fingerprint": None, "choices": choices,
-                "usage": self.svc.total_usage([o for _, o in done]),
-                "agentkit_stats": self.svc.stats(done[0][1], done[0][0])}
+                "usage": total_usage([o for _, o in done]),
+                "agentkit_stats": job_stats(done[0][1], done[0][0])}
         self.svc.metrics.request(plans[0].mode, 200, time.perf_counter() - t0)
         return JSONResponse(body)
 

@@ -1,9 +1,9 @@
-"""Request -> plan, and result -> response parts: pure functions (no HTTP, no engine), tested on their own.
+"""Request -> plan: pure functions (no HTTP, no engine), tested on their own.
 
 :func:`plan_request` decides everything that needs no compilation and no model: the chat messages (tools described
 in a system message), the decoding config, which tool calls are forced, which schema must be compiled (a
 :class:`SchemaJob`: it is compiled later, inside the request's life, see ``serving/prepare.py``), and a cheap
-prompt-length bound. :func:`response_parts` turns a step's outcome back into an OpenAI message.
+prompt-length bound. The response is built from the outcome in ``serving/outcome.py``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import dataclasses
 import functools
 import hashlib
 import json
-import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -27,8 +26,12 @@ from agentkit.steps.runner import ToolStep
 from agentkit.toolcall import MAX_PARALLEL_CALLS, choice_prompt, result_values
 
 from .errors import APIError, user_error
+from .outcome import response_parts
 from .protocol import AgentkitExt, ChatRequest, ContentPart, NamedToolChoice, ToolDef
 from .toolchoice import answered_calls, call_arguments, no_call_name, retrying, tool_failed
+
+__all__ = ["RequestPlan", "SchemaJob", "chat_messages", "check_context", "decode_config", "fit_max_tokens",
+           "plan_request", "prompt_bound", "response_parts"]
 
 EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
 
@@ -381,24 +384,3 @@ def fit_max_tokens(plan: RequestPlan, prompt_tokens: int, context: int | None) -
         want = min(want, context - prompt_tokens)
     check_context(prompt_tokens, context, max(1, want))
     return want
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# result -> response parts
-
-
-def response_parts(text: str, finish_reason: str, calls: list[tuple[str, Any]]) -> tuple[dict[str, Any], str]:
-    """(assistant message, finish_reason) for a step's outcome: its calls (as the step runner read them from the
-    reply, :func:`agentkit.steps.runner.reply_of`), else its text."""
-    if calls:
-        tcs = [{"id": "call_" + uuid.uuid4().hex[:24], "type": "function",
-                "function": {"name": name, "arguments": json.dumps(args)}} for name, args in calls]
-        return {"role": "assistant", "content": None, "tool_calls": tcs}, "tool_calls"
-    return {"role": "assistant", "content": text}, ("length" if finish_reason == "length" else "stop")
-
-
-def usage(prompt_tokens: int, output_tokens: int, cached_tokens: int = 0) -> dict:
-    """OpenAI's usage object; ``cached_tokens``: prompt tokens reused from the prefix cache, not encoded."""
-    return {"prompt_tokens": prompt_tokens, "completion_tokens": output_tokens,
-            "total_tokens": prompt_tokens + output_tokens,
-            "prompt_tokens_details": {"cached_tokens": cached_tokens}}

@@ -42,7 +42,7 @@ from pydantic import Field, ValidationError
 from agentkit.validate import SEED_MAX, SEED_MIN
 
 from .errors import APIError
-from .plan import response_parts
+from .outcome import job_stats, response_parts
 from .protocol import AgentkitExt, Body, ChatRequest, SBool, SFloat, SInt
 from .sse import event
 from .streaming import Frame, open_stream
@@ -370,7 +370,7 @@ class Responses:
         status = _status(message, finish)
         body = response_body(req, "resp_" + uuid.uuid4().hex, int(time.time()), model, status=status,
                              output=output_items(message, status), usage=response_usage(out.usage()),
-                             stats=svc.stats(out, job))
+                             stats=job_stats(out, job))
         svc.metrics.request(plan.mode, 200, time.perf_counter() - t0)
         return JSONResponse(body)
 

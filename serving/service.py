@@ -13,9 +13,7 @@ import asyncio
 import contextlib
 import dataclasses
 import time
-import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from fastapi import Request
@@ -29,29 +27,13 @@ from .admission import WorkBudget, WorkBudgetFull, check_bounds, check_request_w
 from .config import ServerConfig
 from .errors import APIError, from_exception
 from .metrics import Metrics
-from .plan import RequestPlan, plan_request, response_parts, usage
+from .outcome import Outcome, completion_body
+from .plan import RequestPlan, plan_request
 from .prepare import Preparer, longest_token_chars
 from .protocol import ChatRequest
 from .scheduler import ClientDisconnected, Job, QueueFull, Scheduler, ShuttingDown
 from .streaming import open_stream
 from .tracing import Tracer
-
-
-@dataclass
-class Outcome:
-    """What a decoding job returns: the engine's result and, on request, the returned tokens' log-probabilities."""
-
-    result: Any
-    logprobs: list[dict[str, Any]] | None = None
-    choice: Any = None  # tool_choice auto: the choice decode's result when a text decode followed it
-    decision: dict[str, Any] | None = None  # tool_choice auto: how the call / no-call decision was made
-    calls: list[tuple[str, Any]] = dataclasses.field(default_factory=list)  # the reply's calls (step runner's)
-
-    def usage(self) -> dict[str, int]:
-        """OpenAI's usage: the choice decode's and the text decode's tokens summed (both were computed)."""
-        runs = [r.stats for r in (self.choice, self.result) if r is not None]
-        return usage(sum(st.prompt_tokens for st in runs), sum(st.output_tokens for st in runs),
-                     sum(st.cached_prompt_tokens for st in runs))
 
 
 class ChatService:
@@ -193,18 +175,6 @@ class ChatService:
             return self.engine.tokenizer.decode(ids, skip_special_tokens=False)
 
     # -- responses -------------------------------------------------------------------------------------------
-    def stats(self, out: Outcome, job: Job) -> dict[str, Any]:
-        res = out.result
-        d = res.stats.to_dict()
-        sizes = job.slot.sizes if job.slot is not None and job.slot.sizes else [1]
-        prepare_ms = 1000 * (job.ready - job.enqueued) if job.ready is not None else 0.0
-        d.update(queue_ms=round(job.queue_ms, 3), prepare_ms=round(prepare_ms, 3),
-                 batch_size=round(sum(sizes) / len(sizes), 3), batch_size_max=max(sizes),
-                 token_ids=list(res.token_ids))
-        if out.decision is not None:
-            d["tool_choice"] = out.decision
-        return d
-
     async def outcomes(self, plans: list[RequestPlan], request: Request) -> list[tuple[Job, Outcome]]:
         """Submit every plan (the choices of one request), wait for all; the first failure cancels the rest and
         is raised as its HTTP error."""
@@ -232,30 +202,12 @@ class ChatService:
             if not j.future.done():
                 self.scheduler.cancel(j)
 
-    @staticmethod
-    def total_usage(outs: list[Outcome]) -> dict[str, Any]:
-        """One request's usage: the prompt counted once (OpenAI's), the completions of every choice summed."""
-        first = outs[0].usage()
-        done = sum(o.usage()["completion_tokens"] for o in outs)
-        return usage(first["prompt_tokens"], done, first["prompt_tokens_details"]["cached_tokens"])
-
     async def complete(self, req: ChatRequest, request: Request, t0: float) -> JSONResponse:
         model = self.served_model(req.model)
         self.check_n(req.n)
         plan = self.plan(req)
         done = await self.outcomes([plan.choice(i) for i in range(req.n)], request)
-        choices = []
-        for i, (job, out) in enumerate(done):
-            res = out.result
-            message, finish = response_parts(res.text, res.stats.finish_reason, out.calls)
-            logprobs = {"content": out.logprobs} if out.logprobs is not None else None
-            choice = {"index": i, "message": message, "logprobs": logprobs, "finish_reason": finish}
-            if req.n > 1:
-                choice["agentkit_stats"] = self.stats(out, job)
-            choices.append(choice)
-        body = {"id": "chatcmpl-" + uuid.uuid4().hex, "object": "chat.completion", "created": int(time.time()),
-                "model": model, "system_fingerprint": None, "choices": choices,
-                "usage": self.total_usage([o for _, o in done]), "agentkit_stats": self.stats(done[0][1], done[0][0])}
+        body = completion_body(done, model)
         self.metrics.request(plan.mode, 200, time.perf_counter() - t0)
         return JSONResponse(body)
 

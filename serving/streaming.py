@@ -36,7 +36,8 @@ from fastapi.responses import StreamingResponse
 from agentkit.steps.runner import reply_calls
 from agentkit.toolcall import CALL_SEP, parse_calls
 
-from .plan import RequestPlan, response_parts
+from .outcome import job_stats, response_parts, total_usage
+from .plan import RequestPlan
 from .scheduler import ClientDisconnected, Job
 from .sse import DONE, Chunks, TextDeltas, event
 
@@ -112,7 +113,7 @@ async def _merged(svc: Any, streams: list[_Stream], firsts: list[Item | None],
             yield f
             if f[0] == "error":
                 return
-        yield None, chunks.chunk(None, usage=svc.total_usage([s.outcome() for s in streams]))
+        yield None, chunks.chunk(None, usage=total_usage([s.outcome() for s in streams]))
     except asyncio.CancelledError:
         svc.metrics.reject("disconnect")
         raise
@@ -285,7 +286,7 @@ class _Stream:
         logprobs = {"content": out.logprobs} if out.logprobs is not None else None
         extra = {"usage": out.usage()} if self.own_usage else {}
         events.append((None, self.chunks.chunk({}, finish, logprobs, **extra,
-                                               agentkit_stats=self.svc.stats(out, self.job))))
+                                               agentkit_stats=job_stats(out, self.job))))
         return events
 
     async def frames(self, first: Item | None) -> AsyncIterator[Frame]:
