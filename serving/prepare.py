@@ -33,6 +33,7 @@ from agentkit.constrain.limits import CompileLimits, budget
 from agentkit.constrain.nodes import Template
 from agentkit.engine.faces import Constraining, Tokenizing
 from agentkit.errors import CompileCancelled, UserError
+from agentkit.steps.runner import ToolStep
 from agentkit.toolcall import calls_template
 
 from .errors import APIError, user_error
@@ -193,6 +194,20 @@ class Preparer:
             e = hit[0]
             raise APIError(e.status, f"{e.message} (remembered: this schema failed before)", e.type, e.code,
                            e.param, **e.extra)
+
+    def tool_template(self, plan: RequestPlan, tool: str) -> Template:
+        """The template of one call to ``tool`` among the plan's tools (its name pinned; the step runner's
+        ``StepIO.template_for``)."""
+        assert plan.schema is not None
+        one = tuple(t for t in plan.schema.tools if t.function.name == tool)
+        return self.template(dataclasses.replace(plan.schema, tools=one, no_call=None, max_calls=plan.max_calls))
+
+    def text_prompt(self, plan: RequestPlan, step: ToolStep) -> list[int] | None:
+        """Step 3 for the text reply of ``tool_choice`` auto (the step runner's ``StepIO.before_text``): its prompt
+        checked, and ``step``'s text config with the max_tokens that fits."""
+        ids = self.check_prompt(plan, text=True)
+        step.text_config = plan.text_config
+        return ids
 
     def check_prompt(self, plan: RequestPlan, text: bool = False) -> list[int] | None:
         """Step 3 (on the decoding worker, before the request's first forward): tokenize and check the prompt;

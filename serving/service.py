@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
+import functools
 import time
 from collections.abc import Callable
 from typing import Any
@@ -19,9 +19,8 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from agentkit.constrain.nodes import Template
 from agentkit.engine.faces import EngineLike, Scoring, Tokenizing, plain_weights
-from agentkit.steps.runner import StepIO, ToolStep, run_step
+from agentkit.steps.runner import StepIO, run_step
 
 from .admission import WorkBudget, WorkBudgetFull, check_bounds, check_request_work, estimate_work
 from .config import ServerConfig
@@ -147,19 +146,9 @@ class ChatService:
                     fn(*a)
             return run
 
-        def template_for(tool: str) -> Template:
-            assert plan.schema is not None
-            one = tuple(t for t in plan.schema.tools if t.function.name == tool)
-            return self.preparer.template(dataclasses.replace(plan.schema, tools=one, no_call=None,
-                                                              max_calls=plan.max_calls))
-
-        def before_text(step: ToolStep) -> list[int] | None:
-            ids = self.preparer.check_prompt(plan, text=True)
-            step.text_config = plan.text_config
-            return ids
-
-        io = StepIO(template, template_for, job.check, hook(on_tokens, True), hook(None, True), hook(on_draft),
-                    job.cancelled.is_set, job.slot, before_text)
+        io = StepIO(template, functools.partial(self.preparer.tool_template, plan), job.check, hook(on_tokens, True),
+                    hook(None, True), hook(on_draft), job.cancelled.is_set, job.slot,
+                    functools.partial(self.preparer.text_prompt, plan))
         out = run_step(self.engine, plan.step, io)
         if out.text_reply:
             prompt_ids = out.text_prompt
