@@ -5,7 +5,8 @@ A call is one JSON object ``{NAME_KEY: "tool name", ARGS_KEY: {...}}`` (:class:`
 ``(name, parameters)``: the text every tool's call starts with is pinned, the name is a ``Choice`` over the tools
 (pinned literals), and each tool's arguments follow its own compiled parameter schema, all in one JSON style
 (:data:`~agentkit.constrain.canonical.STYLES`). :func:`parse_call` reads a call back from a parsed value or from
-free text.
+free text. :func:`reply_of` says which of a step's calls its reply returns (each once, to its tools, the repeat
+rule under ``tool_choice`` auto).
 """
 
 from __future__ import annotations
@@ -15,14 +16,14 @@ import os
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from .constrain.canonical import JsonStyle, json_style
 from .constrain.nodes import Choice, Lit, Repeat, Template, json_lines, seq
 
-__all__ = ["CALL_SEP", "MAX_PARALLEL_CALLS", "CallShape", "ToolSpec", "call_grounded", "call_schema", "call_template",
-           "calls_template", "choice_prompt", "json_lines", "parse_call", "parse_calls", "read_call", "result_values",
-           "scalar_leaves", "tools_prompt"]
+__all__ = ["CALL_SEP", "MAX_PARALLEL_CALLS", "CallRules", "CallShape", "ToolSpec", "call_grounded", "call_schema",
+           "call_template", "calls_template", "choice_prompt", "json_lines", "parse_call", "parse_calls", "read_call",
+           "reply_calls", "reply_of", "result_values", "scalar_leaves", "tools_prompt"]
 
 ToolSpec = tuple[str, "dict | Template | None"]  # (name, parameters: a JSON Schema, a compiled template, or None: {})
 
@@ -277,3 +278,40 @@ def call_grounded(args: Any, text: str) -> bool:
             if float(v) in numbers:
                 return True
     return not checked
+
+
+class CallRules(Protocol):
+    """What the rules read of a step (``agentkit.steps.runner.ToolStep`` has it)."""
+
+    tool_mode: str  # "none", "forced" or "auto"
+    tool_names: frozenset[str]
+    max_calls: int
+    answered: frozenset[str]  # the call_key of every call a tool message already answered
+
+
+def reply_of(step: CallRules, text: str, value: Any) -> list[tuple[str, Any]]:
+    """The calls a generation's reply returns (:func:`reply_calls` of what it wrote): a forced call's text or
+    value; under ``tool_choice`` auto only the call decode's parsed value (a text reply, ``value`` None, is
+    content even if it holds JSON); none without tools."""
+    calls: list[tuple[str, Any]] = []
+    if step.tool_mode == "forced":
+        calls = parse_calls(text, value)
+    elif step.tool_mode == "auto" and value is not None:
+        calls = parse_calls("", value)
+    return reply_calls(step, calls)
+
+
+def reply_calls(step: CallRules, calls: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """The calls a reply returns: to the step's tools, with object arguments, each once (a call written twice in
+    one reply is made once), at most ``step.max_calls``; under ``tool_choice`` auto without the calls a tool
+    message already answered (the repeat rule)."""
+    out, seen = [], set()
+    for name, args in calls:
+        key = call_key(name, args)
+        if name not in step.tool_names or not isinstance(args, dict) or key in seen:
+            continue
+        if step.tool_mode == "auto" and key in step.answered:
+            continue
+        seen.add(key)
+        out.append((name, args))
+    return out[:step.max_calls]

@@ -33,8 +33,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import StreamingResponse
 
-from agentkit.steps.runner import reply_calls
-from agentkit.toolcall import CALL_SEP, parse_calls
+from agentkit.toolcall import CALL_SEP, parse_calls, reply_calls
 
 from .outcome import job_stats, response_parts, total_usage
 from .plan import RequestPlan
@@ -212,7 +211,7 @@ class _Stream:
     def _call(self, text: str, final: bool = False) -> list[Frame]:
         """The ``tool_calls`` deltas for more of a forced reply's text: the first call's as it is committed (its id
         and name once the name is, then argument fragments), each later call (parallel calls, one per line) whole
-        once its line is complete, unless it repeats an earlier one (:func:`agentkit.steps.runner.reply_calls`)."""
+        once its line is complete, unless it repeats an earlier one (:func:`agentkit.toolcall.reply_calls`)."""
         self.call_text += text
         lines = self.call_text.split(CALL_SEP)
         out = [f] if (f := self._first_call(lines[0], final or len(lines) > 1)) else []

@@ -8,7 +8,7 @@ through it (``serving/service.py`` maps an OpenAI request to a :class:`ToolStep`
 3. **Generate** under it.
 4. **Check**: under auto, a call that repeats one a tool message already answered, or that takes none of its
    argument values from the conversation (:func:`agentkit.toolcall.call_grounded`), is no call
-   (:func:`reply_calls`); then, or when the decision was to answer, the reply is generated as free text from the
+   (:func:`agentkit.toolcall.reply_calls`); then, or when the decision was to answer, the reply is generated as free text from the
    step's text messages (no tool instructions in view).
 """
 
@@ -24,8 +24,10 @@ from ..constrain.nodes import Template
 from ..decide import can_score, pick_tool, wants_call
 from ..engine.faces import EngineLike
 from ..engine.stats import GenerationResult
-from ..toolcall import call_grounded, call_key, parse_calls
+from ..toolcall import call_grounded, reply_of
 from .kinds import call_head
+
+__all__ = ["StepIO", "StepOutcome", "ToolMode", "ToolStep", "reply_of", "run_step"]
 
 ToolMode = Literal["none", "forced", "auto"]
 
@@ -85,84 +87,52 @@ class StepOutcome:
 def run_step(engine: EngineLike, step: ToolStep, io: StepIO) -> StepOutcome:
     """Run ``step`` on ``engine`` (see the module's docstring)."""
     auto = step.tool_mode == "auto"  # the call decode is not streamed: it may turn into a text reply
-    call, decision = _decide(engine, step, io) if auto else (None, None)
-    if step.tool_mode == "forced" and len(step.tool_names) > 1 and can_score(engine):
-        decision = {"by": "name_scores", "tool": _pick(engine, step, io)}
+    call, decision = _decision(engine, step, io)
+    seat = {"on_draft": io.on_draft, "batch": io.batch, "should_stop": io.should_stop}
     res = choice = text_prompt = None
-    text_reply = False
+    calls: list[tuple[str, Any]] = []
     if call is not False:  # a call (the picked tool's template, else the step's), or forced / no tools
         template = io.template_for(decision["tool"]) if decision and decision.get("tool") else io.template
-        res = _generate(engine, step.prompt, step.config, template, io, stream=not auto, raw=step.raw)
-    if auto and (res is None or answer_in_text(step, res.value)):
-        choice, text_prompt, text_reply = res, io.before_text(step), True
+        res = engine.generate(step.prompt, step.config, template=template, raw=step.raw,
+                              on_tokens=io.quiet_tokens if auto else io.on_tokens, **seat)
+        io.check()  # stopped early because the request was cancelled: its answer is already decided
+        calls = reply_of(step, res.text, res.value)
+    text_reply = auto and not any(call_grounded(args, step.sources) for _, args in calls)
+    if text_reply:  # no call, or none that takes a value from the conversation: the reply is free text
+        choice, text_prompt, calls = res, io.before_text(step), []
         assert step.text_messages is not None and step.text_config is not None
-        res = _generate(engine, step.text_messages, step.text_config, None, io, stream=True)
+        res = engine.generate(step.text_messages, step.text_config, template=None, raw=False, on_tokens=io.on_tokens,
+                              **seat)
+        io.check()
     assert res is not None
-    return StepOutcome(res, choice, decision, text_reply, text_prompt, reply_of(step, res.text, res.value))
+    return StepOutcome(res, choice, decision, text_reply, text_prompt, calls)
 
 
-def _generate(engine: EngineLike, prompt: list[dict[str, str]] | str, config: DecodeConfig,
-              template: Template | None, io: StepIO, *, stream: bool, raw: bool = False) -> GenerationResult:
-    res = engine.generate(prompt, config, template=template, raw=raw, on_draft=io.on_draft, batch=io.batch,
-                          on_tokens=io.on_tokens if stream else io.quiet_tokens, should_stop=io.should_stop)
-    io.check()  # stopped early because the request was cancelled: its answer is already decided
-    return res
-
-
-def _decide(engine: EngineLike, step: ToolStep, io: StepIO) -> tuple[bool | None, dict[str, Any]]:
-    """tool_choice auto: (True: call, False: answer in text, None: left to the choice decode) by the model's
-    calibrated scores; None for an engine without a backbone to score."""
-    if step.retry:  # the last tool message reports a failure: a call again
-        tool = _pick(engine, step, io) if can_score(engine) else None  # without scores, the choice decode's
-        return True, {"by": "retry after a failed tool message", "call": True, "tool": tool}
-    if not can_score(engine):
+def _decision(engine: EngineLike, step: ToolStep, io: StepIO) -> tuple[bool | None, dict[str, Any] | None]:
+    """(True: call, False: answer in text, None: left to the call decode; how it was decided, None: not asked).
+    Under auto: a call again after a failed tool message, else the model's calibrated scores (an engine without a
+    backbone to score leaves it to the choice decode); forced among several tools: the tool the model scores
+    highest. ``io.check`` runs after each scoring."""
+    scores = can_score(engine)
+    head = call_head(step.style or DEFAULT_STYLE)
+    names = sorted(step.tool_names)
+    if step.tool_mode == "forced" and len(names) > 1 and scores:
+        assert not isinstance(step.prompt, str)
+        tool = pick_tool(engine, step.prompt, names, head, io.batch)
+        io.check()
+        return None, {"by": "name_scores", "tool": tool}
+    if step.tool_mode != "auto":
+        return None, None
+    assert not isinstance(step.prompt, str)
+    if step.retry:  # the last tool message reports a failure: a call again (without scores, the choice decode's)
+        picked = None
+        if scores:
+            picked = pick_tool(engine, step.prompt, names, head, io.batch)
+            io.check()
+        return True, {"by": "retry after a failed tool message", "call": True, "tool": picked}
+    if not scores:
         return None, {"by": "choice_decode"}
-    assert step.no_call is not None and not isinstance(step.prompt, str)
-    call, info = wants_call(engine, step.prompt, sorted(step.tool_names), step.no_call, call_head(step.style or DEFAULT_STYLE),
-                            io.batch)
+    assert step.no_call is not None
+    call, info = wants_call(engine, step.prompt, names, step.no_call, head, io.batch)
     io.check()
     return call, {"by": "calibrated_scores", "call": call, **info}
-
-
-def _pick(engine: EngineLike, step: ToolStep, io: StepIO) -> str:
-    """The tool the model scores highest among the step's tools."""
-    assert not isinstance(step.prompt, str)
-    name = pick_tool(engine, step.prompt, sorted(step.tool_names), call_head(step.style or DEFAULT_STYLE), io.batch)
-    io.check()
-    return name
-
-
-def answer_in_text(step: ToolStep, value: Any) -> bool:
-    """After the call decode of tool_choice auto: True when the model chose no call, or only calls that repeat
-    ones a tool message already answered or that take none of their argument values from the conversation
-    (``{"base": 10, "height": 10}`` for "What is the capital of France?"), so the reply is decoded as text."""
-    calls = parse_calls("", value) if value is not None else []
-    return not [c for c in reply_calls(step, calls) if call_grounded(c[1], step.sources)]
-
-
-def reply_of(step: ToolStep, text: str, value: Any) -> list[tuple[str, Any]]:
-    """The calls a generation's reply returns (:func:`reply_calls` of what it wrote): a forced call's text or
-    value; under ``tool_choice`` auto only the call decode's parsed value (a text reply, ``value`` None, is
-    content even if it holds JSON); none without tools."""
-    calls: list[tuple[str, Any]] = []
-    if step.tool_mode == "forced":
-        calls = parse_calls(text, value)
-    elif step.tool_mode == "auto" and value is not None:
-        calls = parse_calls("", value)
-    return reply_calls(step, calls)
-
-
-def reply_calls(step: ToolStep, calls: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
-    """The calls a reply returns: to the step's tools, with object arguments, each once (a call written twice in
-    one reply is made once), at most ``step.max_calls``; under ``tool_choice`` auto without the calls a tool
-    message already answered (the repeat rule)."""
-    out, seen = [], set()
-    for name, args in calls:
-        key = call_key(name, args)
-        if name not in step.tool_names or not isinstance(args, dict) or key in seen:
-            continue
-        if step.tool_mode == "auto" and key in step.answered:
-            continue
-        seen.add(key)
-        out.append((name, args))
-    return out[:step.max_calls]
