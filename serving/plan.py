@@ -23,17 +23,16 @@ from agentkit.errors import UserError
 from agentkit.settings import TEMPLATE_SETTINGS, server_fields
 from agentkit.steps import kinds as steps
 from agentkit.steps.runner import ToolStep
-from agentkit.toolcall import MAX_PARALLEL_CALLS, choice_prompt, result_values
+from agentkit.toolcall import MAX_PARALLEL_CALLS
 
+from .conversation import chat_messages, read_conversation
 from .errors import APIError, user_error
 from .outcome import response_parts
-from .protocol import AgentkitExt, ChatRequest, ContentPart, NamedToolChoice, ToolDef
-from .toolchoice import answered_calls, call_arguments, no_call_name, retrying, tool_failed
+from .protocol import AgentkitExt, ChatRequest, NamedToolChoice, ToolDef
+from .toolchoice import no_call_name
 
 __all__ = ["RequestPlan", "SchemaJob", "chat_messages", "check_context", "decode_config", "fit_max_tokens",
            "plan_request", "prompt_bound", "response_parts"]
-
-EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
 
 DEFAULT_MAX_TOKENS = 256
 
@@ -128,50 +127,6 @@ class RequestPlan:
                 return dataclasses.replace(c)
             return dataclasses.replace(c, seed=c.seed + i if c.seed + i <= validate.SEED_MAX else c.seed - i)
         return dataclasses.replace(self, config=seeded(self.config), text_config=seeded(self.text_config))
-
-
-def _text(content: str | list[ContentPart] | None, where: str) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    parts = []
-    for p in content:
-        if p.type != "text" or p.text is None:
-            raise APIError(400, f"{where}: content part of type {p.type!r} is not supported (text only)",
-                           param=where, code="unsupported_content")
-        parts.append(p.text)
-    return "".join(parts)
-
-
-def describe_tools(tools: list[ToolDef], no_call: str | None = None) -> str:
-    """The system-message text listing the tools and the call format and, with ``no_call``, how to choose no call
-    (:func:`agentkit.toolcall.choice_prompt`, the SDK's decision prompt too). BFCL's prompt with its worked example
-    (``tools_prompt``, the SDK's call prompt) was measured here (``evals/tool_choice_server.py --n 20``,
-    ``evals/results/serving/tool_choice_bfcl_prompt.json``): auto's decision right 0.60 against 0.80, "required" the
-    same (right function 0.95, BFCL success 0.75)."""
-    return choice_prompt([{"name": t.function.name, "description": t.function.description or "",
-                           "parameters": t.function.parameters or EMPTY_PARAMETERS} for t in tools], no_call)
-
-
-def chat_messages(req: ChatRequest, tools: list[ToolDef], no_call: str | None = None) -> list[dict[str, str]]:
-    """The request's messages as the engine's chat template takes them (tool calls written as JSON lines); with
-    ``tools``, a system message describing them (and, with ``no_call``, how to choose no call)."""
-    out: list[dict[str, str]] = []
-    for i, m in enumerate(req.messages):
-        role = {"developer": "system", "function": "tool"}.get(m.role, m.role)
-        content = _text(m.content, f"messages[{i}].content")
-        if m.tool_calls:
-            calls = [{"name": c.function.name, "arguments": call_arguments(c.function.arguments)} for c in m.tool_calls]
-            content = (content + "\n" if content else "") + "\n".join(json.dumps(c) for c in calls)
-        out.append({"role": role, "content": content})
-    if tools:
-        sys = describe_tools(tools, no_call)
-        if out and out[0]["role"] == "system":
-            out[0] = {"role": "system", "content": out[0]["content"] + "\n\n" + sys}
-        else:
-            out.insert(0, {"role": "system", "content": sys})
-    return out
 
 
 def _tools(req: ChatRequest) -> tuple[list[ToolDef], list[ToolDef], str | NamedToolChoice]:
@@ -278,7 +233,8 @@ def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: 
     schema = _schema_job(req, forced, no_call)
     given = req.max_completion_tokens or req.max_tokens
     max_tokens = given or DEFAULT_MAX_TOKENS
-    messages = chat_messages(req, tools if choice != "none" else [], no_call)
+    conv = read_conversation(req, tools if choice != "none" else [], no_call)
+    messages = conv.messages
     prompt_bound(sum(len(m["content"]) for m in messages), context, max_token_chars, given or 1)
     ext = req.agentkit or AgentkitExt()
     source = None
@@ -296,66 +252,21 @@ def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: 
     plan = RequestPlan(messages, decode_config(req, mode, budget, source), schema, tool_mode, names, ext.canvas,
                        max_tokens_given=given is not None, max_calls=max_calls(req),
                        logprobs=(req.top_logprobs or 0) if req.logprobs else None, stop=list(req.stop or []))
-    results = tool_results(req)  # after tool results a reply copies their values (agentkit/engine/copy.py), a
+    results = conv.results  # after tool results a reply copies their values (agentkit/engine/copy.py), a
     if schema is None and results:  # call the question's text and theirs (a value passed on to the next call)
         plan.config = decode_config(req, mode, budget, results)
     elif schema is not None and schema.kind == "tools" and results:
-        plan.config = decode_config(req, mode, budget, "\n".join(x for x in (last_user_text(req), results) if x),
+        plan.config = decode_config(req, mode, budget, "\n".join(x for x in (conv.last_user, results) if x),
                                     first_digit=False)
     elif schema is None and plain_weights is not None:
         plan.config = dataclasses.replace(plan.config, weights=plain_weights)
     if auto:  # the text reply, when the model chooses no call: free text (AR unless a mode is asked for)
-        plan.text_messages = reply_messages(req)
+        plan.text_messages = conv.reply
         plan.text_config = decode_config(req, ext.mode or default_mode or "ar", max_tokens, results)
         if not results and plain_weights is not None:
             plan.text_config = dataclasses.replace(plan.text_config, weights=plain_weights)
-        plan.no_call, plan.answered, plan.retry = no_call, answered_calls(req.messages), retrying(req.messages)
-        plan.sources = "\n".join(_text(m.content, f"messages[{i}].content") for i, m in enumerate(req.messages)
-                                  if m.role in ("user", "tool", "function"))
+        plan.no_call, plan.answered, plan.retry, plan.sources = no_call, conv.answered, conv.retry, conv.sources
     return plan
-
-
-def last_user_text(req: ChatRequest) -> str:
-    """The text of the last user message ("" without one): the copy prior's default source (``copy_from``)."""
-    i = _last_user(req)
-    return "" if i is None else _text(req.messages[i].content, f"messages[{i}].content")
-
-
-def _last_user(req: ChatRequest) -> int | None:
-    """The index of the last user message (None without one)."""
-    return next((i for i in range(len(req.messages) - 1, -1, -1) if req.messages[i].role == "user"), None)
-
-
-def reply_messages(req: ChatRequest) -> list[dict[str, str]]:
-    """The text reply's messages under ``tool_choice`` auto. After tool results (since the last user message), the
-    SDK answer step's view (``Agent._answer_chat``): the system messages and earlier text turns, then the last user
-    message with the calls' results and a request for a one-sentence answer (``_steps.reply_prompt``); no JSON call
-    in view, since a small model answering after calls written as JSON writes JSON (pydantic-ai's loop through the
-    server got ``{"name": "no record matches..."}`` as 7 of 8 final answers). Otherwise the conversation as it is."""
-    last = _last_user(req)
-    texts = [_text(m.content, f"messages[{i}].content") for i, m in enumerate(req.messages)]
-    calls = {c.id: (c.function.name, call_arguments(c.function.arguments)) for m in req.messages[last + 1:]
-             for c in (m.tool_calls or [])} if last is not None else {}
-    done = [(*calls[m.tool_call_id], texts[i]) for i, m in enumerate(req.messages) if m.tool_call_id in calls
-            and m.role in ("tool", "function") and not tool_failed(texts[i])]
-    if last is None or not done:
-        return chat_messages(req, [])
-    out = [{"role": {"developer": "system"}.get(m.role, m.role), "content": texts[i]}
-           for i, m in enumerate(req.messages[:last]) if m.role in ("system", "developer", "user")
-           or (m.role == "assistant" and not m.tool_calls)]
-    return [*out, {"role": "user", "content": steps.reply_prompt(texts[last], steps.results_text(done))}]
-
-
-def tool_results(req: ChatRequest) -> str | None:
-    """The free-text copy source of a reply after tool results: the values of the ``tool`` (and ``function``)
-    messages after the last user message (:func:`agentkit.toolcall.result_values`); None when there are none."""
-    texts: list[str] = []
-    for i, m in enumerate(req.messages):
-        if m.role == "user":
-            texts = []
-        elif m.role in ("tool", "function"):
-            texts.append(_text(m.content, f"messages[{i}].content"))
-    return result_values(texts) or None
 
 
 def prompt_bound(chars: int, context: int | None, max_token_chars: int | None, max_tokens: int) -> None:

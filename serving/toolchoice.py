@@ -40,76 +40,11 @@ benchmark's fail-once tasks the SDK recovered more often than when the model cou
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 from agentkit.decide import NULL_QUESTION, logsumexp, name_scores, no_call_margin, pick_tool, wants_call
 from agentkit.toolcall import NO_CALL, NO_CALL_NOTE, call_key, no_call_name
 
-__all__ = ["NO_CALL", "NO_CALL_NOTE", "NULL_QUESTION", "answered_calls", "call_key", "logsumexp", "name_scores",
-           "no_call_margin", "no_call_name", "pick_tool", "retrying", "tool_failed", "wants_call"]
+from .conversation import RETRY_SUFFIX, answered_calls, call_arguments, retrying, tool_failed
 
-
-
-# how clients write a tool's failure in a ``tool`` message (the protocol has no error flag): pydantic-ai's retry
-# prompt ends with this sentence; the openai examples and many loops start the content with "error"
-RETRY_SUFFIX = "Fix the errors and try again."
-
-
-def tool_failed(content: str) -> bool:
-    """Whether a ``tool`` message's text reports a failure rather than a result (a failed call is no repeat)."""
-    text = content.strip()
-    return text.endswith(RETRY_SUFFIX) or text[:5].lower() == "error"
-
-
-def retrying(messages: list[Any]) -> bool:
-    """The conversation ends with ``tool`` messages of which one reports a failure (:func:`tool_failed`): under
-    ``"auto"`` the next reply is a call again (a retry, as the SDK's ``after_failure="retry"``), not decided."""
-    tail = []
-    for m in reversed(messages):
-        if m.role not in ("tool", "function"):
-            break
-        tail.append(m)
-    return any(tool_failed(_content(m.content)) for m in tail)
-
-
-def answered_calls(messages: list[Any]) -> frozenset[str]:
-    """The :func:`call_key` of every call in an assistant message that a later ``tool`` message answered (by its
-    ``tool_call_id``; a tool message without a known id answers the calls of the last assistant message). A tool
-    message that reports a failure (:func:`tool_failed`) answers nothing: calling again is a retry, as the SDK's
-    ``on_repeat`` counts it."""
-    pending: dict[str | None, str] = {}
-    last: list[str] = []
-    done: set[str] = set()
-    for m in messages:
-        if m.role == "assistant" and m.tool_calls:
-            last = []
-            for c in m.tool_calls:
-                key = call_key(c.function.name, call_arguments(c.function.arguments))
-                pending[c.id] = key
-                last.append(key)
-        elif m.role in ("tool", "function"):
-            if tool_failed(_content(m.content)):
-                continue
-            if m.tool_call_id is not None and m.tool_call_id in pending:
-                done.add(pending[m.tool_call_id])
-            else:  # no id, or one the calls do not carry: it answers the last assistant message's calls
-                done.update(last)
-    return frozenset(done)
-
-
-def call_arguments(a: str | dict[str, Any]) -> Any:
-    """A call's arguments as JSON data (a string that is not JSON stays the string)."""
-    if isinstance(a, dict):
-        return a
-    try:
-        return json.loads(a)
-    except json.JSONDecodeError:
-        return a
-
-
-def _content(content: Any) -> str:
-    """A message's text: a string, or its text parts joined (other parts are refused earlier, serving/plan.py)."""
-    if isinstance(content, str) or content is None:
-        return content or ""
-    return "".join(getattr(p, "text", None) or "" for p in content)
+__all__ = ["NO_CALL", "NO_CALL_NOTE", "NULL_QUESTION", "RETRY_SUFFIX", "answered_calls", "call_arguments", "call_key",
+           "logsumexp", "name_scores", "no_call_margin", "no_call_name", "pick_tool", "retrying", "tool_failed",
+           "wants_call"]
