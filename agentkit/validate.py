@@ -21,8 +21,8 @@ from typing import Any
 
 from .errors import ContextLengthError, InvalidRequestError
 
-__all__ = ["ContextLengthError", "check_prompt_length", "check_prompt_text", "check_seed", "check_text",
-           "min_prompt_tokens", "prompt_texts", "surrogate_error"]
+__all__ = ["ContextLengthError", "check_prompt_bound", "check_prompt_length", "check_prompt_text", "check_seed",
+           "check_text", "min_prompt_tokens", "prompt_texts", "surrogate_error"]
 
 SEED_MIN, SEED_MAX = -(2**63), 2**64 - 1  # what torch.Generator.manual_seed accepts
 SURROGATE = re.compile("[\ud800-\udfff]")
@@ -81,3 +81,10 @@ def min_prompt_tokens(prompt: Any, longest_token_chars: int | None) -> int:
         return 0
     chars = sum(len(t) for _, t in prompt_texts(prompt))
     return -(-chars // longest_token_chars)
+
+
+def check_prompt_bound(prompt: Any, longest_token_chars: int | None, context: int | None, max_tokens: int) -> None:
+    """:class:`ContextLengthError` when ``prompt`` cannot fit ``context`` with ``max_tokens``, bounded from its
+    characters (:func:`min_prompt_tokens`) before it is tokenized: ``Engine.check_request`` checks it at the door,
+    and the server when it plans a request."""
+    check_prompt_length(min_prompt_tokens(prompt, longest_token_chars), context, max_tokens, at_least=True)

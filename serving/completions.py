@@ -71,7 +71,7 @@ def plan_completion(req: CompletionRequest, prompt: str, *, default_mode: str | 
     server's ``default_mode`` says otherwise), the prompt raw, on ``plain_weights`` (a chat's plain reply's)."""
     ext = req.agentkit or AgentkitExt()
     max_tokens = req.max_tokens or DEFAULT_MAX_TOKENS
-    prompt_bound(len(prompt), context, max_token_chars, max_tokens)
+    prompt_bound(prompt, context, max_token_chars, max_tokens)
     mode = ext.mode or default_mode or "ar"
     config = decode_config(req, mode, max_tokens)
     if plain_weights is not None:

@@ -235,7 +235,11 @@ def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: 
     max_tokens = given or DEFAULT_MAX_TOKENS
     conv = read_conversation(req, tools if choice != "none" else [], no_call)
     messages = conv.messages
-    prompt_bound(sum(len(m["content"]) for m in messages), context, max_token_chars, given or 1)
+    if context is not None and max_token_chars:  # the engine's door bound, before anything is tokenized
+        try:
+            validate.check_prompt_bound(messages, max_token_chars, context, given or 1)
+        except validate.ContextLengthError as e:
+            raise user_error(e) from None
     ext = req.agentkit or AgentkitExt()
     source = None
     if schema is not None and schema.kind == "response" and ext.schema_prompt:
@@ -269,11 +273,15 @@ def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: 
     return plan
 
 
-def prompt_bound(chars: int, context: int | None, max_token_chars: int | None, max_tokens: int) -> None:
-    """400 when a prompt of ``chars`` characters cannot fit the context with ``max_tokens``: it holds at least
-    ``chars / max_token_chars`` tokens (no tokenizer needed). Nothing is checked when either bound is unknown."""
+def prompt_bound(prompt: str | list[dict[str, str]], context: int | None, max_token_chars: int | None,
+                 max_tokens: int) -> None:
+    """400 when ``prompt`` cannot fit the context with ``max_tokens`` (:func:`agentkit.validate.check_prompt_bound`:
+    from its characters, no tokenizer needed). Nothing is checked when either bound is unknown."""
     if context is not None and max_token_chars:
-        check_context(-(-chars // max_token_chars), context, max_tokens, at_least=True)
+        try:
+            validate.check_prompt_bound(prompt, max_token_chars, context, max_tokens)
+        except validate.ContextLengthError as e:
+            raise user_error(e) from None
 
 
 def check_context(prompt_tokens: int, context: int, max_tokens: int, *, at_least: bool = False) -> None:

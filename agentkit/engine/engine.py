@@ -25,7 +25,7 @@ from ..models.loader import DIFFUSION_GEMMA, LoadedModel, load_model, resolve_dt
 from ..models.packed import use_packed_weights
 from ..models.q4 import MAX_ROWS as Q4_MAX_ROWS
 from ..models.q4 import merged_source, q4_applies, safetensors_source, use_q4_steps
-from ..validate import check_prompt_length, check_prompt_text, min_prompt_tokens
+from ..validate import check_prompt_bound, check_prompt_length, check_prompt_text
 from .attention import use_fast_decode_attention
 from .backbone import Backbone
 from .batch import BatchSeat, Locked
@@ -310,8 +310,7 @@ class Engine:
             raise InvalidRequestError(f"config must be a DecodeConfig, got {type(cfg).__name__}")
         cfg.validate()
         check_prompt_text(prompt)
-        check_prompt_length(min_prompt_tokens(prompt, self.longest_token_chars), self.context_length,
-                            cfg.max_new_tokens, at_least=True)
+        check_prompt_bound(prompt, self.longest_token_chars, self.context_length, cfg.max_new_tokens)
 
     # -- prompts --------------------------------------------------------------------------------------------
     def encode_prompt(self, prompt: Prompt, *, raw: bool = False) -> list[int]:
