@@ -2,7 +2,7 @@
 
 A request's life: plan (pure, ``serving/plan.py``) -> admitted to the scheduler (or 429) -> prepared on the
 preparation pool (``serving/prepare.py``: compile, build automata, prompt check) -> decoded on a worker, its
-forwards batched with other requests' -> answered as JSON, or streamed as SSE (``serving/sse.py``) with a content
+forwards batched with other requests' -> answered as JSON (``serving/outcome.py``), or streamed as SSE (``serving/sse.py``) with a content
 delta per committed run of tokens (an AR token, a diffusion block, a verified prefix). The timeout covers the
 whole life; a client that leaves cancels the request at its next forward (or drops it from the queue).
 """
