@@ -4,7 +4,8 @@
 anything is written, and raises a ``WorkspaceError`` naming the file and the reason. It judges what the edit *adds*:
 a file that already holds a ``=======`` heading keeps it, but an edit cannot add a line that starts with
 ``<<<<<<<``, ``=======`` or ``>>>>>>>``, nor the same line many more times than the file had it (a small model's
-loop, e.g. a docstring repeated 14 times).
+loop, e.g. a docstring repeated 14 times), nor leave a Python module that parsed unparsable (a short marker such as
+``>>>>>>`` or a half-written line).
 
 Test files are recognised by name (:func:`is_test_path`: ``test_*.py``, ``*_test.py``, ``conftest.py``, anything
 under ``tests/``, ``test/``, ``fixtures/``, ``testdata/``); files the tests read are named by the caller
@@ -14,6 +15,7 @@ them, so a repair cannot pass by changing what the tests check.
 
 from __future__ import annotations
 
+import ast
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -60,6 +62,23 @@ def added_markers(before: str, after: str) -> list[str]:
     return [m for m in MARKERS if count(after, m) > count(before, m)]
 
 
+def breaks_python(rel: str, before: str, after: str) -> str | None:
+    """The syntax error a ``.py`` file that parsed before the edit has after it (None: it parses, or it did not
+    parse before, or it is not Python): a stray marker or a half-written line never reaches a module that ran."""
+    if not rel.endswith(".py"):
+        return None
+    try:
+        ast.parse(before)
+    except (SyntaxError, ValueError):
+        return None
+    try:
+        ast.parse(after)
+    except (SyntaxError, ValueError) as e:
+        line = getattr(e, "lineno", None)
+        return f"{type(e).__name__} at line {line}: {getattr(e, 'msg', e)}" if line else f"{type(e).__name__}: {e}"
+    return None
+
+
 def runaway_lines(before: str, after: str) -> list[str]:
     """Lines ``after`` repeats many more times than ``before`` did (see ``REPEAT_LIMIT``)."""
     old = Counter(line.strip() for line in before.splitlines())
@@ -101,3 +120,7 @@ class EditGuard:
         if repeats:
             raise WorkspaceError(f"{rel!r}: the edit repeats a line many times ({repeats[0][:60]!r}): a runaway "
                                  "repeat, refused", rel)
+        broken = breaks_python(rel, before, after)
+        if broken:
+            raise WorkspaceError(f"{rel!r}: the edit leaves the module unparsable ({broken}); the file parsed "
+                                 "before it, so the edit is refused", rel)

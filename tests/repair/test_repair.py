@@ -129,7 +129,13 @@ def test_the_edit_tool_refuses_markers_and_runaway_repeats(tmp_path: Path) -> No
     loop = "".join('    """Return one."""\n' for _ in range(6))
     with pytest.raises(WorkspaceError, match="runaway"):
         ws.apply_edits(f"m.py\n<<<<<<< SEARCH\n    return 1\n=======\n{loop}    return 1\n>>>>>>> REPLACE\n")
-    assert (root / "m.py").read_text() == "def f():\n    return 1\n"
+    with pytest.raises(WorkspaceError, match="unparsable"):  # a short marker a 7-character check misses
+        ws.apply_edits("m.py\n<<<<<<< SEARCH\n    return 1\n=======\n    return 1\n>>>>>> x\n>>>>>>> REPLACE\n")
+    with pytest.raises(WorkspaceError, match="unparsable"):  # a new module is held to parse too
+        ws.write_file("new.py", "def f(:\n    return 1\n")
+    assert (root / "m.py").read_text() == "def f():\n    return 1\n" and not (root / "new.py").exists()
+    (root / "draft.py").write_text("not Python yet (\n")  # a module that did not parse before: not judged
+    ws.apply_edits("draft.py\n<<<<<<< SEARCH\nnot Python yet (\n=======\nstill not Python (\n>>>>>>> REPLACE\n")
     ws.apply_edits("README.md\n<<<<<<< SEARCH\nTitle\n=======\nHeading\n>>>>>>> REPLACE\n")  # a kept ===== line
     assert (root / "README.md").read_text() == "Heading\n=======\n"
 
