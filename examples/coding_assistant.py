@@ -65,7 +65,7 @@ check the change. When the tests pass (or you cannot do better), answer final_an
 EDIT_PROMPT = """Write one edit that makes the change: the file path on its own line, then a line <<<<<<< SEARCH,
 the lines to change copied exactly from the file, a line =======, the corrected lines, and a line >>>>>>> REPLACE."""
 # No placeholder text and no worked example: the model copied a placeholder ("the new lines") into 2 of the 6 eval
-# repositories' files (evals/results/s18/coding_agent_ar_one_round.json), and a worked example's line ("return a +
+# repositories' files (evals/results/examples/coding_agent_ar_one_round.json), and a worked example's line ("return a +
 # b") into 2 of 6.
 
 #: Bounds of one edit: a SEARCH of at most ``MAX_SEARCH_LINES`` lines, a REPLACE of at most ``MAX_REPLACE_TOKENS``.
@@ -74,7 +74,7 @@ MAX_REPLACE_TOKENS = 256
 MAX_EDIT_FILES = 40  # text files offered to the edit template (sorted paths; the rest are left out)
 DECODE_MAX_NEW_TOKENS = 256  # plan, tool calls, reply (the reply ends at a loop: the SDK's stop_loops default)
 # DecodeConfig(stop_loops=4) for every step was tried: a plan that loops, cut, is not JSON, and its sampled retries
-# looped again (2 of 6 eval runs stopped; evals/results/s21/coding_agent_ar_loops_all.json)
+# looped again (2 of 6 eval runs stopped; evals/results/examples/coding_agent_ar_loops_all.json)
 
 
 def edit_template(ws: Workspace, paths: list[str] | None = None) -> Template:
@@ -254,10 +254,12 @@ def build_agent(root: str | os.PathLike[str] | None = None, model: Any = None, *
         output_retries=2,
         on_repeat=on_repeat,
         # after a read, the edit (the only tool left to choose) is weighed against the answer as the first step
-        # is; "exclude_moved", the default, answered after the read on 5 of 6 tasks (evals/results/s18/)
+        # is; "exclude_moved", the default, answered after the read on 5 of 6 tasks
+        # (evals/results/examples/coding_agent_ar_exclude_moved.json)
         after_result="exclude_last" if workflow else None,
         # calibrated decisions on any weights: with the loop adapter's raw ones (trained on question-answering tools)
-        # every run answered at its first decision; calibrated, it edited on 6 of 6 tasks (evals/results/s23/)
+        # every run answered at its first decision; calibrated, it edited on 6 of 6 tasks
+        # (evals/results/adapters/coding_agent_ar_lora_calibrated.json)
         calibrate=True,
     )
     agent.workspace = ws  # type: ignore[attr-defined]
