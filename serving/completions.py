@@ -23,6 +23,8 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import Field, model_validator
 
+from agentkit.settings import bounds
+
 from .admission import check_bounds
 from .outcome import job_stats, total_usage
 from .plan import RequestPlan, decode_config, prompt_bound
@@ -36,7 +38,7 @@ DEFAULT_MAX_TOKENS = 16  # OpenAI's completions default
 class CompletionRequest(Sampling):
     model: str  # required, as OpenAI requires it
     prompt: str | list[str] | list[int] | list[list[int]]
-    max_tokens: SInt | None = Field(default=DEFAULT_MAX_TOKENS, ge=1, le=32768)
+    max_tokens: SInt | None = Field(default=DEFAULT_MAX_TOKENS, **bounds("max_new_tokens"))
     stream: SBool = False
     n: SInt = Field(default=1, ge=1, le=128)
     logprobs: SInt | None = Field(default=None, ge=0, le=5)

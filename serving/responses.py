@@ -39,7 +39,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import Field, ValidationError
 
-from agentkit.validate import SEED_MAX, SEED_MIN
+from agentkit.settings import bounds
 
 from .errors import APIError
 from .outcome import job_stats, response_parts
@@ -57,10 +57,10 @@ class ResponsesRequest(Body):
     tools: list[dict[str, Any]] | None = None
     tool_choice: Literal["auto", "none", "required"] | dict[str, Any] | None = None
     text: dict[str, Any] | None = None
-    max_output_tokens: SInt | None = Field(default=None, ge=1, le=32768)
-    temperature: SFloat | None = Field(default=None, ge=0, le=2)
-    top_p: SFloat | None = Field(default=None, gt=0, le=1)
-    seed: SInt | None = Field(default=None, ge=SEED_MIN, le=SEED_MAX)  # not OpenAI's: chat's seed (vLLM takes it too)
+    max_output_tokens: SInt | None = Field(default=None, **bounds("max_new_tokens"))
+    temperature: SFloat | None = Field(default=None, **bounds("temperature"))
+    top_p: SFloat | None = Field(default=None, **bounds("top_p"))
+    seed: SInt | None = Field(default=None, **bounds("seed"))  # not OpenAI's: chat's seed (vLLM takes it too)
     stream: SBool = False
     agentkit: AgentkitExt | None = None
     top_logprobs: SInt | None = Field(default=None, ge=0, le=0)  # 0 only: log-probabilities are not returned here
