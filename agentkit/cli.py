@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .errors import AgentkitError
+from .settings import where
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="agentkit: structured block-diffusion decoding")
 console = Console(stderr=True)
@@ -27,28 +28,50 @@ def _options(debug: bool = typer.Option(False, "--debug", help="print the full t
 
 BACKEND_HELP = "engine backend: auto (torch) | torch | llama.cpp (the [llama] extra; its text differs from torch's)"
 
-# the engine's options, one declaration each: EngineConfig field -> (type, default, help). serve offers them all
-ENGINE_OPTIONS: dict[str, tuple[type, Any, str]] = {
-    "model": (str, None, "local model directory (default: embedded SmolLM2)"),
-    "threads": (int, None, "torch threads (default: 1 on up to 4 cores; see docs/threads.md)"),
-    "dtype": (str, "auto", "engine dtype: auto | float32 | bfloat16"),
-    "backend": (str, "auto", BACKEND_HELP),
-    "pass_width": (int, None, ("fixed-shape passes of N positions: verify equals AR bit for bit in bf16, but "
-                              "requests' forwards are not batched together")),
-    "attention": (str, "auto", "auto (one-token decode steps on CPU as float32 matmuls) | sdpa"),
-    "q4_steps": (str, "auto", ("auto (passes of up to 8 positions on the GGUF's 4-bit weights in a bf16 CPU engine, "
-                              "or a float32 one where dtype auto chose float32) | on (any CPU dtype) | off")),
-    "prepack": (str, "auto", "auto (a bf16 CPU engine's weights prepacked once for oneDNN) | off"),
-    "row_exact": (str, "auto", ("auto (on the 4-bit CPU engine, passes after the prompt in pieces of 8 positions on "
-                               "per-row kernels: verify equals AR bit for bit) | off")),
-    "prefix_cache": (bool, True, "exact prompt-prefix reuse across requests (docs/prefix_cache.md)"),
-    "prefix_cache_mb": (int, None, "bound on the prefix cache in MiB (default: 1/16 of RAM, at most 512)"),
-    "prompt_chunk": (int, 128, ("the prompt pass's longest piece, in tokens (it is also cut at each chat message); "
-                               "0: one pass, no prefix cache")),
-    "lora": (str, None, ("a LoRA merged into the weights (EngineConfig.lora); 'none': the weights as loaded; "
-                        "default: the model's own (the default model's: its loop adapter, "
-                        "adapters/smollm2-135m-loop)")),
+# the engine's options: EngineConfig's fields (their types and defaults) with the CLI's help; serve offers them all.
+# prefix_cache_mb is the CLI's unit for EngineConfig.prefix_cache_bytes
+ENGINE_HELP: dict[str, str] = {
+    "model": "local model directory (default: embedded SmolLM2)",
+    "threads": "torch threads (default: 1 on up to 4 cores; see docs/threads.md)",
+    "dtype": "engine dtype: auto | float32 | bfloat16",
+    "backend": BACKEND_HELP,
+    "pass_width": ("fixed-shape passes of N positions: verify equals AR bit for bit in bf16, but requests' forwards "
+                   "are not batched together"),
+    "attention": "auto (one-token decode steps on CPU as float32 matmuls) | sdpa",
+    "q4_steps": ("auto (passes of up to 8 positions on the GGUF's 4-bit weights in a bf16 CPU engine, or a float32 "
+                 "one where dtype auto chose float32) | on (any CPU dtype) | int8 (as auto, but a merged LoRA's passes on an "
+                 "8-bit copy of its weights) | off"),
+    "prepack": "auto (a bf16 CPU engine's weights prepacked once for oneDNN) | off",
+    "row_exact": ("auto (on the 4-bit CPU engine, passes after the prompt in pieces of 8 positions on per-row "
+                  "kernels: verify equals AR bit for bit) | off"),
+    "prefix_cache": "exact prompt-prefix reuse across requests (docs/prefix_cache.md)",
+    "prefix_cache_mb": "bound on the prefix cache in MiB (default: 1/16 of RAM, at most 512)",
+    "prompt_chunk": ("the prompt pass's longest piece, in tokens (it is also cut at each chat message); 0: one pass, "
+                     "no prefix cache"),
+    "lora": ("a LoRA merged into the weights (EngineConfig.lora); 'none': the weights as loaded; default: the "
+             "model's own (the default model's: its loop adapter, adapters/smollm2-135m-loop)"),
 }
+MB_OPTION = ("prefix_cache_mb", "prefix_cache_bytes")  # option -> the EngineConfig field it sets, in bytes
+
+
+def engine_option_specs() -> dict[str, tuple[type, Any, str]]:
+    """option -> (type, default, help) of the engine's options: the type and default are EngineConfig's field's
+    (prefix_cache_mb: prefix_cache_bytes' in MiB)."""
+    import typing
+
+    from .config import EngineConfig
+
+    hints = typing.get_type_hints(EngineConfig)
+    defaults = {f.name: f.default for f in dataclasses.fields(EngineConfig)}
+    out: dict[str, tuple[type, Any, str]] = {}
+    for name, help_ in ENGINE_HELP.items():
+        field_ = MB_OPTION[1] if name == MB_OPTION[0] else name
+        kind = next(a for a in typing.get_args(hints[field_]) or (hints[field_],) if a is not type(None))
+        out[name] = (kind, defaults[field_], help_)
+    return out
+
+
+ENGINE_OPTIONS = engine_option_specs()
 # serve's options for CompileLimits: option -> (CompileLimits field, help)
 COMPILE_OPTIONS: dict[str, tuple[str, str]] = {
     "compile_timeout_s": ("max_seconds", ("time limit of one schema build (then HTTP 400 naming the limit); also cut "
@@ -58,6 +81,9 @@ COMPILE_OPTIONS: dict[str, tuple[str, str]] = {
     "compile_max_branch_names": ("max_branch_names", ("branches x property names of one anyOf/oneOf of objects, "
                                                      "refused before compiling")),
 }
+# agentkit generate's decoding options (the table's "cli" settings), and its defaults apart from the table's
+GENERATE_SETTINGS = tuple(s.name for s in where("cli"))
+GENERATE_DEFAULTS: dict[str, Any] = {"max_new_tokens": 128}  # a short reply on the command line
 _EVAL_ENGINE = ("model", "threads", "dtype", "backend", "pass_width", "lora")
 SERVE_OWN = ("served_model_names", "compile_limits")  # serve's own options (--served-model-name, COMPILE_OPTIONS)
 
@@ -73,6 +99,20 @@ def _option(name: str, kind: type, default: Any, help: str) -> Any:
 def _engine_options(*names: str) -> list[Any]:
     """The options of these ENGINE_OPTIONS (all: ``agentkit serve``'s)."""
     return [_option(name, *ENGINE_OPTIONS[name]) for name in (names or ENGINE_OPTIONS)]
+
+
+def _decode_options(*names: str) -> list[Any]:
+    """The options of these decoding settings: name, type, default and help from the table (agentkit.settings),
+    a default of the CLI's own from GENERATE_DEFAULTS."""
+    from .settings import BY_NAME
+
+    kinds = {"int": int, "float": float, "bool": bool, "str": str, "text": str}
+    out = []
+    for name in names:
+        s = BY_NAME[name]
+        help_ = f"{s.doc} ({' | '.join(s.choices)})" if s.choices else s.doc
+        out.append(_option(name, kinds[s.kind], GENERATE_DEFAULTS.get(name, s.default), help_))
+    return out
 
 
 def _server_options() -> list[Any]:
@@ -143,30 +183,20 @@ def _fail(e: BaseException) -> NoReturn:
 
 
 @app.command()
-@_with_options(_engine_options("model", "backend", "threads"))
+@_with_options(_engine_options("model", "backend", "threads") + _decode_options(*GENERATE_SETTINGS))
 def generate(
     prompt: str = typer.Argument(..., help="the user message"),
-    mode: str = typer.Option("ar", help="ar | diffusion | verify"),
-    max_new_tokens: int = typer.Option(128, help="output token budget"),
-    canvas_length: int = typer.Option(32, help="canvas positions per block (diffusion/verify)"),
-    sampler: str = typer.Option("auto", help="auto | jacobi | mask | uniform"),
     schema: Path | None = typer.Option(None, help="JSON Schema file: constrain the output to it"),
-    temperature: float = typer.Option(0.0, help="0 = greedy"),
-    seed: int | None = typer.Option(None, help="sampling seed"),
     no_adapter: bool = typer.Option(False, "--no-adapter", help="plain causal canvas even if an adapter exists"),
-    weights: str = typer.Option("auto", help="auto (adapter for diffusion only) | base | adapted (adapter in "
-                                             "every mode, e.g. AR on the adapted weights) | loaded (no LoRA "
-                                             "merged: the weights as loaded)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object: text, mode, value, stats"),
-    **engine: Any,
+    **options: Any,
 ) -> None:
     """Generate a reply (optionally under a JSON Schema) and print what it cost."""
-    model, backend, threads = engine["model"], engine["backend"], engine["threads"]
+    model, backend, threads = options["model"], options["backend"], options["threads"]
     from .config import DecodeConfig
 
     try:
-        cfg = DecodeConfig(mode=mode, max_new_tokens=max_new_tokens, canvas_length=canvas_length, sampler=sampler,
-                           temperature=temperature, seed=seed, weights=weights)
+        cfg = DecodeConfig(**{name: options[name] for name in GENERATE_SETTINGS})
         template = None
         if schema is not None:
             from .constrain.compiler import compile_schema
@@ -227,7 +257,7 @@ def demo(
 
 
 @app.command("eval")
-@_with_options(_engine_options("model", "threads", "dtype", "backend", "pass_width", "lora"))
+@_with_options(_engine_options(*_EVAL_ENGINE))
 def eval_(
     suite: str = typer.Argument(..., help="bfcl | coverage | validity | agent | agent-loop | extract | repair"),
     data: Path | None = typer.Option(None, help="data folder (agent: default evals/coding_tasks; agent-loop: "
@@ -504,8 +534,8 @@ def _engine_config(options: dict[str, Any]) -> Any:
     from .config import EngineConfig
 
     given = {name: options.pop(name) for name in ENGINE_OPTIONS if name in options}
-    mb = given.pop("prefix_cache_mb", None)
-    return EngineConfig(**given, prefix_cache_bytes=None if mb is None else mb * 2 ** 20)
+    mb = given.pop(MB_OPTION[0], None)
+    return EngineConfig(**given, **{MB_OPTION[1]: None if mb is None else mb * 2 ** 20})
 
 
 def _server_config(options: dict[str, Any], *, host: str, api_key: str | None, api_key_file: Path | None,

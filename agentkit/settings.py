@@ -111,7 +111,9 @@ SETTINGS: tuple[Setting, ...] = (
             "at the token budget); 0: off, else >= 2. The SDK agent's free-text reply: 4 unless set", low=0, high=64,
             sdk="stop_loops",
             server="agentkit.stop_loops"),
-    Setting("weights", "str", "auto", (_E, _C), "which weights decode", ("auto", "base", "adapted", "loaded")),
+    Setting("weights", "str", "auto", (_E, _C), "which weights decode; auto: the adapter for diffusion only, "
+            "adapted: the adapter in every mode (AR on the adapted weights), loaded: no LoRA merged (the weights as "
+            "loaded)", ("auto", "base", "adapted", "loaded")),
     Setting("draft", "str", "lookup", (_E,), "verify mode's drafts", ("lookup", "adapter", "drafter")),
     Setting("draft_steps", "int", 1, (_E,), "adapter drafts: mask-sampler passes per draft", low=1),
     Setting("json_style", "str", DEFAULT_STYLE, (_S, _V), "how structured steps write the pinned JSON punctuation "
