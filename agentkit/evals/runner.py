@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
+from ..settings import BY_NAME, where
 from .report import (
     environment,
     markdown_table,
@@ -84,18 +85,27 @@ def diffusion_variant(engine) -> str:
 # -- suites -------------------------------------------------------------------------------------------------------
 
 
+# an eval's token budgets: constrained modes stop at the template's end long before MAX_NEW_TOKENS; unconstrained
+# AR gets enough for a call and a bounded amount of prose
+MAX_NEW_TOKENS = 512
+FREE_MAX_NEW_TOKENS = 128
+_EVAL_SETTINGS = tuple(s.name for s in where("evals"))  # EvalContext's decoding settings (the table's "evals")
+
+
 @dataclass
 class EvalContext:
-    """Per-run decoding settings a suite's ``run`` uses (``config(mode)``), and the canvas hook for one call."""
+    """Per-run decoding settings a suite's ``run`` uses (``config(mode)``), and the canvas hook for one call. The
+    decoding settings are the table's ``evals`` ones (``agentkit/settings.py``), with its defaults but the budget's
+    and the seed's (evals are seeded)."""
 
     seed: int = 0
-    max_new_tokens: int = 512  # constrained modes: the template ends the output long before this
-    free_max_new_tokens: int = 128  # unconstrained AR: enough for a call, bounds the prose
-    canvas_length: int = 32
-    greedy: str = "byte"  # DecodeConfig.greedy: "byte" (the default) or "token" (a plain argmax)
-    copy_bias: float = 2.0  # DecodeConfig.copy_bias (agentkit/engine/copy.py); 0: off
-    copy_from: str = "user"  # DecodeConfig.copy_from: "prompt" or "user"
-    copy_numbers: bool = True  # DecodeConfig.copy_numbers
+    max_new_tokens: int = MAX_NEW_TOKENS
+    free_max_new_tokens: int = FREE_MAX_NEW_TOKENS
+    canvas_length: int = BY_NAME["canvas_length"].default
+    greedy: str = BY_NAME["greedy"].default  # DecodeConfig.greedy: "byte" or "token" (a plain argmax)
+    copy_bias: float = BY_NAME["copy_bias"].default  # DecodeConfig.copy_bias (agentkit/engine/copy.py); 0: off
+    copy_from: str = BY_NAME["copy_from"].default  # DecodeConfig.copy_from: "prompt" or "user"
+    copy_numbers: bool = BY_NAME["copy_numbers"].default  # DecodeConfig.copy_numbers
     prompt: str = "default"  # bfcl: the system prompt, a name in agentkit.evals.bfcl.PROMPTS
     on_draft: Callable[[list[int], list[bool]], None] | None = None  # set by the runner for diffusion calls
     frames: list[tuple[list[int], list[bool]]] = field(default_factory=list)
@@ -105,12 +115,10 @@ class EvalContext:
 
         if mode not in ENGINE_MODE:
             raise ValueError(f"unknown mode {mode!r}; expected one of {ALL_EVAL_MODES}")
-        return DecodeConfig(
-            mode=ENGINE_MODE[mode], draft=DRAFTS.get(mode, "lookup"), seed=self.seed,
-            canvas_length=self.canvas_length, greedy=self.greedy,
-            copy_bias=self.copy_bias, copy_from=self.copy_from, copy_numbers=self.copy_numbers,
-            max_new_tokens=self.free_max_new_tokens if mode == UNCONSTRAINED else self.max_new_tokens,
-        )
+        given = {name: getattr(self, name) for name in _EVAL_SETTINGS}
+        if mode == UNCONSTRAINED:
+            given["max_new_tokens"] = self.free_max_new_tokens
+        return DecodeConfig(mode=ENGINE_MODE[mode], draft=DRAFTS.get(mode, "lookup"), **given)
 
     @staticmethod
     def constrained(mode: str) -> bool:
@@ -288,9 +296,9 @@ class RunSettings:
     """The per-run decoding settings every worker uses (what :class:`EvalContext` is built from)."""
 
     seed: int = 0
-    max_new_tokens: int = 512
-    free_max_new_tokens: int = 128
-    canvas_length: int = 32
+    max_new_tokens: int = MAX_NEW_TOKENS
+    free_max_new_tokens: int = FREE_MAX_NEW_TOKENS
+    canvas_length: int = BY_NAME["canvas_length"].default
     prompt: str = "default"
 
     def context(self) -> EvalContext:
@@ -406,7 +414,8 @@ def _collect(executor, suite: str, items: list, modes: list[str], settings: RunS
 
 def run_eval(suite: str, data: Path, modes: list[str], limit: int | None = None, model: str | None = None,
              out: Path = Path("eval.json"), plot: Path | None = None, seed: int = 0, engine=None, *,
-             max_new_tokens: int = 512, free_max_new_tokens: int = 128, canvas_length: int = 32,
+             max_new_tokens: int = MAX_NEW_TOKENS, free_max_new_tokens: int = FREE_MAX_NEW_TOKENS,
+             canvas_length: int = BY_NAME["canvas_length"].default,
              threads: int | None = None, progress: bool = True, quiet: bool = False,
              adapter: str | Path | None = None, executor=None, dtype: str = "auto", backend: str = "auto",
              pass_width: int | None = None, prompt: str = "default", lora: str | Path | None = None) -> dict:
