@@ -5,7 +5,10 @@
 (``serving/protocol.py``, ``serving/plan.py``), the HTTP client's body (``sdk/_http.py``), the evals' context
 (``evals/runner.py``), the CLI's options (``cli.py``) and the Ray config (``serving/ray_serve.py``, the engine's
 settings) are derived from it or checked against it by ``tests/test_settings_table.py``: a setting declared
-anywhere without the table knowing it fails that test.
+anywhere without the table knowing it fails that test. The engine's settings are ``EngineConfig``'s fields
+(``agentkit/config.py``): the CLI's engine options take their types and defaults from them. Every class or function
+in ``agentkit`` and ``serving`` that declares three or more names of either table is a known rendering, checked for
+the tables' types, defaults and ranges by ``tests/test_settings_renderings.py``.
 
 Where a setting applies (:data:`PATHS`):
 
