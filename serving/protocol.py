@@ -133,7 +133,8 @@ MAX_COPY_SOURCE = 65536  # characters of agentkit.copy_source
 
 
 class AgentkitExt(BaseModel):
-    """The ``"agentkit"`` extension object (``extra_body={"agentkit": {...}}`` with the openai client)."""
+    """The ``"agentkit"`` extension object (``extra_body={"agentkit": {...}}`` with the openai client). A setting
+    left out (None) takes the settings table's default (``agentkit/settings.py``, ``docs/settings.md``)."""
 
     model_config = ConfigDict(extra="forbid")
     mode: Literal["ar", "diffusion", "verify"] | None = None
@@ -147,19 +148,20 @@ class AgentkitExt(BaseModel):
     # False/None: an object schema that lists properties and says nothing of additionalProperties generates those
     # keys only, also without "strict" and in tools (agentkit/settings.py open_objects); True: other keys too
     open_objects: SBool | None = None
-    # how a greedy structured step picks a token (agentkit.config.DecodeConfig.greedy); None: "byte"
+    # how a greedy structured step picks a token (agentkit.config.DecodeConfig.greedy); None: the table's default
     greedy: Literal["byte", "token"] | None = None
-    # logit bonus for tokens that copy a span of the prompt inside a JSON string (DecodeConfig.copy_bias); None: its default, 2
+    # logit bonus for tokens that copy a span of the prompt inside a JSON string (DecodeConfig.copy_bias); None: the
+    # table's default
     copy_bias: SFloat | None = Field(default=None, **bounds("copy_bias"))
     copy_from: Literal["prompt", "user"] | None = None  # the copy prior's source (DecodeConfig.copy_from)
-    copy_numbers: SBool | None = None  # the copy prior in number slots too (DecodeConfig.copy_numbers); None: on
+    copy_numbers: SBool | None = None  # the copy prior in number slots too (DecodeConfig.copy_numbers)
     # the number copy prior at a number's first digit too (DecodeConfig.copy_first_digit); None: on for a
     # response_format with the schema prompt (as extract), off otherwise
     copy_first_digit: SBool | None = None
-    # the bonus for copying copy_source's values in a text reply (DecodeConfig.copy_text_bias); None: its default, 8
+    # the bonus for copying copy_source's values in a text reply (DecodeConfig.copy_text_bias); None: the table's
+    # default
     copy_text_bias: SFloat | None = Field(default=None, **bounds("copy_text_bias"))
-    # the output ends at a loop of this many copies of one piece (DecodeConfig.stop_loops);
-    # None: its default, 0 (off)
+    # the output ends at a loop of this many copies of one piece (DecodeConfig.stop_loops); None: the table's default
     stop_loops: SInt | None = Field(default=None, **bounds("stop_loops"))
     # the copy prior's source text itself (DecodeConfig.copy_source); None: copy_from's, or for a text reply after
     # tool messages the results' values (the copy prior on free text needs a source)
