@@ -164,7 +164,7 @@ def _declared(obj: Any) -> dict[str, tuple[Any, Any, tuple]]:
             continue
         kind = p.annotation
         if isinstance(kind, str):
-            kind = eval(kind, vars(importlib.import_module(obj.__module__)))  # noqa: S307 (an annotation)
+            kind = eval(kind, vars(importlib.import_module(obj.__module__)))  # a string annotation
         out[k] = (kind, getattr(p.default, "default", p.default), ())
     return out
 
