@@ -55,6 +55,10 @@ class IterationRecord:
     pinned_tokens: int = 0
     slot_tokens: int = 0
     tokens_per_forward: float = 0.0
+    # verify mode: its checking passes and the drafted slot tokens they kept (accepted_per_pass: their ratio)
+    verify_forwards: int = 0
+    accepted_slot_tokens: int = 0
+    accepted_per_pass: float = 0.0
     retries: int = 0
     error: str | None = None
     run_id: str = ""
@@ -80,6 +84,9 @@ class IterationRecord:
         self.pinned_tokens = stats.pinned_tokens
         self.slot_tokens = stats.slot_tokens
         self.tokens_per_forward = round(stats.tokens_per_forward, 4)
+        self.verify_forwards = stats.verify_forwards
+        self.accepted_slot_tokens = stats.accepted_slot_tokens
+        self.accepted_per_pass = round(stats.accepted_per_pass, 4)
         self.finish_reason = stats.finish_reason or ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -119,8 +126,9 @@ class Trace:
     def totals(self) -> dict[str, float]:
         """Sums over the run (``tokens_per_forward`` is total output tokens over total forwards after prefill)."""
         keys = (*_LATENCY, "compile_ms", "total_ms", "encoder_forwards", "decoder_forwards", "output_tokens",
-                "pinned_tokens", "slot_tokens", "retries")
+                "pinned_tokens", "slot_tokens", "verify_forwards", "accepted_slot_tokens", "retries")
         out: dict[str, float] = {k: sum(getattr(r, k) for r in self.records) for k in keys}
+        out["accepted_per_pass"] = round(out["accepted_slot_tokens"] / max(out["verify_forwards"], 1), 4)
         forwards = sum(max(r.encoder_forwards + r.decoder_forwards - (1 if r.prompt_tokens else 0), 0)
                        for r in self.records)
         out["tokens_per_forward"] = round(out["output_tokens"] / max(forwards, 1), 4)

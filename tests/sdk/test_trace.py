@@ -29,6 +29,13 @@ def test_record_takes_counts_and_latency_split_from_stats():
     assert (rec.encoder_forwards, rec.decoder_forwards, rec.output_tokens) == (3, 7, 24)
     assert (rec.pinned_tokens, rec.slot_tokens, rec.prompt_tokens) == (16, 8, 10)
     assert rec.tokens_per_forward == round(24 / 9, 4)  # forwards after the prompt prefill: 3 + 7 - 1
+    verify = DecodeStats(mode="verify", output_tokens=12, encoder_forwards=6, verify_forwards=5,
+                         accepted_slot_tokens=4)
+    rec = IterationRecord(2, "extract", "verify")
+    rec.add_stats(verify)
+    assert (rec.verify_forwards, rec.accepted_slot_tokens, rec.accepted_per_pass) == (5, 4, 0.8)
+    totals = Trace([rec, IterationRecord(3, "reply", "ar", verify_forwards=3, accepted_slot_tokens=2)]).totals()
+    assert (totals["verify_forwards"], totals["accepted_slot_tokens"], totals["accepted_per_pass"]) == (8, 6, 0.75)
 
 
 async def test_run_trace_fields():
@@ -40,7 +47,8 @@ async def test_run_trace_fields():
         "iteration": 1, "step": "tool_call", "mode": "diffusion", "tool": "add",
         "queue_ms": 0, "prefill_ms": 2.0, "denoise_ms": 16.0, "commit_ms": 4.0, "tool_ms": 0, "compile_ms": 0,
         "total_ms": 0, "prompt_tokens": first.prompt_tokens, "cached_prompt_tokens": 0, "encoder_forwards": 3, "decoder_forwards": 8,
-        "output_tokens": 40, "pinned_tokens": 33, "slot_tokens": 7, "tokens_per_forward": 4.0, "retries": 0,
+        "output_tokens": 40, "pinned_tokens": 33, "slot_tokens": 7, "tokens_per_forward": 4.0,
+        "verify_forwards": 0, "accepted_slot_tokens": 0, "accepted_per_pass": 0.0, "retries": 0,
         "error": None, "run_id": result.run_id, "agent": "calc", "finish_reason": "template",
         "tool_args": '{"a":0,"b":0}', "tool_result": "0", "decide_ms": 0.0, "decision": None}
     assert first.tool_ms > 0 and first.total_ms >= first.tool_ms + first.queue_ms
