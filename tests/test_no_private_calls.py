@@ -25,13 +25,8 @@ ALLOWED: dict[str, str] = {
     "agentkit/models/q4.py:._weight_int8pack_mm(": TORCH_KERNELS,
     "agentkit/models/q4.py:._convert_weight_to_int4pack_for_cpu(": TORCH_KERNELS,
 }
-# the backbone passes self-speculation calls by their private names (selfspec.py): they become public on a
-# Backbone Protocol. Listed so that no new site is added; the list only shrinks
-PENDING: dict[str, str] = {
-    "agentkit/engine/selfspec.py:._run(": "Backbone hook",
-    "agentkit/engine/selfspec.py:._logits(": "Backbone hook",
-    "agentkit/engine/selfspec.py:._layout(": "Backbone hook",
-}
+# sites waiting to become public hooks; the list only shrinks
+PENDING: dict[str, str] = {}
 
 
 def _private(name: str) -> bool:

@@ -121,6 +121,14 @@ def dynamic_layers_only(cache: DynamicCache) -> bool:
     return all(type(layer) is DynamicLayer for layer in cache.layers)
 
 
+def crop_dynamic(cache: DynamicCache, length: int) -> None:
+    """Keep the first ``length`` positions of a transformers cache."""
+    extra = cache.get_seq_length() - length
+    assert extra >= 0
+    if extra:
+        cache.crop(-extra)
+
+
 class Pass(NamedTuple):
     """One request's pass in a batched forward: ``write`` True is an ``encode`` (the new keys/values are appended
     to ``cache``), False a ``denoise`` (the cache is only read)."""
@@ -133,6 +141,10 @@ class Pass(NamedTuple):
 
 
 class Backbone:
+    """A causal LM on torch as the engine's backbone (:class:`~agentkit.engine.faces.BackboneLike`), with batched
+    passes (:class:`~agentkit.engine.faces.Batching`) and its pass and head apart
+    (:class:`~agentkit.engine.faces.HiddenPasses`)."""
+
     exact_rows = 0  # row-exact passes up to this many positions (0: none); see __init__
     coarse: Int8Head | None = None
 
@@ -191,8 +203,10 @@ class Backbone:
         return DynamicCache(config=self.model.config)
 
     @torch.inference_mode()
-    def _run(self, ids: Sequence[int], cache: DynamicCache, mask: torch.Tensor | None,
-             causal_rows: bool = False) -> torch.Tensor:
+    def hidden_states(self, ids: Sequence[int], cache: DynamicCache, mask: torch.Tensor | None,
+                      causal_rows: bool = False) -> torch.Tensor:
+        """One pass appending ``ids`` to the cache under ``mask`` (None: causal) -> hidden states [T, H];
+        ``causal_rows``: a causal pass whose rows the stepwise attention computes one by one."""
         x = torch.tensor([list(ids)], dtype=torch.long, device=self.device)  # [1, T]
         kw = {"causal_rows": True} if causal_rows else {}
         out = self.body(input_ids=x, cache=cache, attention_mask=mask, use_cache=True, **kw)
@@ -203,12 +217,13 @@ class Backbone:
         in pieces of at most :attr:`exact_rows` positions (``whole``: one pass anyway)."""
         step = self.exact_rows
         if not step or whole or cache.get_seq_length() == 0:
-            return self._run(ids, cache, None)  # the prompt: one pass on the dense weights
+            return self.hidden_states(ids, cache, None)  # the prompt: one pass on the dense weights
         ids = list(ids)
-        parts = [self._run(ids[i:i + step], cache, None, causal_rows=True) for i in range(0, len(ids), step)]
+        parts = [self.hidden_states(ids[i:i + step], cache, None, causal_rows=True) for i in range(0, len(ids), step)]
         return parts[0] if len(parts) == 1 else torch.cat(parts)
 
-    def _logits(self, hidden: torch.Tensor, rows: Sequence[int]) -> torch.Tensor:
+    def head_logits(self, hidden: torch.Tensor, rows: Sequence[int]) -> torch.Tensor:
+        """The output head's float32 logits at ``rows`` of ``hidden`` -> [k, V]."""
         if not len(rows):
             return hidden.new_zeros((0, self.head.out_features))
         with torch.inference_mode():
@@ -220,7 +235,7 @@ class Backbone:
         pass, not row-exact pieces, like a prompt's (the rest of a prompt whose start came from a prefix cache)."""
         assert len(ids) > 0
         hidden = self._causal(ids, cache, whole)
-        return self._logits(hidden, rows)
+        return self.head_logits(hidden, rows)
 
     def denoise(
         self, ids: Sequence[int], cache: DynamicCache, rows: Sequence[int], bidirectional: bool
@@ -230,24 +245,21 @@ class Backbone:
         if bidirectional:
             t = len(ids)
             mask = torch.ones((1, 1, t, past + t), dtype=torch.bool, device=self.device)  # [B, 1, Q, K]
-            hidden = self._run(ids, cache, mask)
+            hidden = self.hidden_states(ids, cache, mask)
         else:
             hidden = self._causal(ids, cache)
         self.crop(cache, past)
-        return self._logits(hidden, rows)
+        return self.head_logits(hidden, rows)
 
     @staticmethod
     def crop(cache: DynamicCache, length: int) -> None:
         """Keep the first ``length`` cached positions."""
-        extra = cache.get_seq_length() - length
-        assert extra >= 0
-        if extra:
-            cache.crop(-extra)
+        crop_dynamic(cache, length)
 
     # -- batched passes (continuous batching) ------------------------------------------------------------------
     def batchable(self, cache: DynamicCache | None = None) -> bool:
         """Whether this backbone's passes can join a batched forward: the plain ``encode``/``denoise`` of this
-        class (a subclass that overrides them, e.g. DiffusionGemma's, cannot), an attention implementation that
+        class (a subclass that overrides them cannot), an attention implementation that
         takes an explicit 4-D mask, and a cache made only of full-attention ``DynamicLayer``s."""
         cls = type(self)
         if cls.encode is not Backbone.encode or cls.denoise is not Backbone.denoise:

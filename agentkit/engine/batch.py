@@ -34,6 +34,7 @@ from typing import Any, Self
 import torch
 
 from .backbone import Backbone, Pass
+from .faces import Batching
 
 log = logging.getLogger(__name__)
 
@@ -252,7 +253,7 @@ class BatchSeat:
         if self.check is not None:
             self.check()
         c = _Call(self, bb, kind, args, kwargs)
-        if isinstance(bb, Backbone) and bb.batchable():
+        if isinstance(bb, Batching) and bb.batchable():
             a = (_ENCODE_SIG if kind == "encode" else _DENOISE_SIG).bind(bb, *args, **kwargs)
             a.apply_defaults()
             p = a.arguments

@@ -17,13 +17,13 @@ import torch
 from ..config import DecodeConfig
 from ..constrain.runtime import TokenConstraint
 from ..errors import InvalidRequestError
-from .backbone import Backbone
 from .copy import CopyPrior
 from .draft import lookup
+from .faces import BackboneLike
 from .gemma import denoise_uniform
 from .prefix import Chunking, cached_prompt_pass
 from .sampler import add_bias, bias_rows, greedy_by_byte, masked_logits, penalize, pick
-from .sizing import DEFAULT_CURVE, DRAFT, EXACT, PINNED, AcceptRate, pass_length
+from .sizing import DRAFT, EXACT, PINNED, AcceptRate, pass_length
 from .stats import DecodeStats
 
 log = logging.getLogger(__name__)
@@ -59,7 +59,7 @@ class Block:
 class Decoder:
     """Decodes one request. ``constraint`` None means free text ending at EOS."""
 
-    def __init__(self, bb: Backbone, cfg: DecodeConfig, constraint: TokenConstraint | None, eos_ids, *,
+    def __init__(self, bb: BackboneLike, cfg: DecodeConfig, constraint: TokenConstraint | None, eos_ids, *,
                  mask_token_id: int | None = None, bidirectional: bool = False, sampler: str = "jacobi",
                  on_draft=None, on_tokens=None, drafter=None, block_drafter=None, should_stop=None, prefix=None,
                  copy_text: str | None = None, prompt_chunk: int | Chunking = 0,
@@ -91,11 +91,13 @@ class Decoder:
         self._open_before: list[int] = []  # causal canvas: open positions fed to the last pass
         self.copy_text = copy_text  # the copy prior's source text; None: the prompt (free text: no prior)
         self.token_bytes = token_bytes  # each token's bytes, for a free-text copy prior (a template has its own)
-        self._copy: CopyPrior | None = None  # DecodeConfig.copy_bias: its source indexed once, at prefill
+        # DecodeConfig.copy_bias: its source indexed once, at prefill; a drafter's decoder shares its verifier's
+        self.copy_prior: CopyPrior | None = None
         self._bias: tuple[torch.Tensor, torch.Tensor] | None = None  # DecodeConfig.logit_bias, set at prefill
 
-    # -- the decoder's hooks: the template's constraint at a state, public for the loops outside this module
-    # (DiffusionGemma's canvas, the drafter) and the engine (finish_reason) ---------------------------------
+    # -- the decoder's hooks (faces.DecoderHooks): the template's constraint at a state, the canvas walk
+    # (``layout``) and ``finish_reason``, for the loops outside this module (DiffusionGemma's canvas, the drafter)
+    # and the engine ---------------------------------------------------------------------------------------
     def forced_tokens(self, state) -> list[int]:
         return self.c.forced(state) if self.c is not None and state is not None else []
 
@@ -128,7 +130,7 @@ class Decoder:
         if self.cfg.frequency_penalty or self.cfg.presence_penalty:
             logits = penalize(logits, [*self.out, *map(int, tail)], self.cfg.frequency_penalty,
                               self.cfg.presence_penalty)
-        if self._copy is not None:
+        if self.copy_prior is not None:
             logits = self._copy_bias(logits, allowed, tail)
         t, conf, ent = pick(logits[None], None if allowed is None else allowed[None], self.cfg.temperature,
                             self.cfg.top_k, self.gen, self.cfg.top_p)
@@ -150,13 +152,13 @@ class Decoder:
         """The copy prior on ``logits``: inside a template's JSON values (``allowed``: its mask), or over a free
         text (``allowed`` None)."""
         t0 = time.perf_counter()
-        tb = self._copy.token_bytes
+        tb = self.copy_prior.token_bytes
         out = b"".join(tb[int(t)] or b"" for t in (*self.out, *tail) if int(t) < len(tb))
         if allowed is None:
-            biased = self._copy.bias_text(logits, out, self.cfg.copy_text_bias)
+            biased = self.copy_prior.bias_text(logits, out, self.cfg.copy_text_bias)
         else:
-            biased = self._copy.bias(logits, allowed, out, self.cfg.copy_bias, numbers=self.cfg.copy_numbers,
-                                     first_digit=self.cfg.copy_first_digit)
+            biased = self.copy_prior.bias(logits, allowed, out, self.cfg.copy_bias, numbers=self.cfg.copy_numbers,
+                                          first_digit=self.cfg.copy_first_digit)
         self.stats.constraint_ms += 1000 * (time.perf_counter() - t0)
         return biased
 
@@ -196,10 +198,10 @@ class Decoder:
         self.prompt = list(prompt_ids)
         if self.c is not None and self.cfg.copy_bias:
             tb = self.c.vocab.token_bytes
-            self._copy = (CopyPrior.from_tokens(self.prompt, tb) if self.copy_text is None
-                          else CopyPrior(self.copy_text.encode(), tb))
+            self.copy_prior = (CopyPrior.from_tokens(self.prompt, tb) if self.copy_text is None
+                               else CopyPrior(self.copy_text.encode(), tb))
         elif self.cfg.copy_text_bias and self.copy_text and self.token_bytes is not None:  # free text: a source
-            self._copy = CopyPrior(self.copy_text.encode(), self.token_bytes, fold_case=False)
+            self.copy_prior = CopyPrior(self.copy_text.encode(), self.token_bytes, fold_case=False)
         self.stats.encoder_forwards += 1
         self.stats.prefill_ms += 1000 * (time.perf_counter() - t0)
         if self.is_complete(self.state) or self.budget <= 0:
@@ -261,7 +263,7 @@ class Decoder:
         fed: list[int] | None = None  # canvas tokens of the last denoiser pass
         steps = 0
         while True:
-            changed = self._layout(block, pred, fed)
+            changed = self.layout(block, pred, fed)
             self._count_canvas(block, fed)
             if block.done():
                 return steps
@@ -269,7 +271,7 @@ class Decoder:
             if steps >= self.cfg.max_denoising_steps or (stable and self._confident(block)):
                 for j in range(block.length):  # adaptive stop: the canvas is final as it stands
                     block.frozen[j] = block.tok[j] is not None
-                self._layout(block, pred, fed)  # re-derive where it ends (a draft EOS is final now)
+                self.layout(block, pred, fed)  # re-derive where it ends (a draft EOS is final now)
                 if block.done():
                     return steps
             if self._halt():  # stopped: keep the final prefix of the canvas, drop the rest
@@ -304,9 +306,11 @@ class Decoder:
         open_ = [block.ent[j] for j in range(block.length) if not block.pinned[j]]
         return not open_ or sum(open_) / len(open_) < self.cfg.entropy_threshold
 
-    def _layout(self, block: Block, pred: dict[int, torch.Tensor], fed: list[int] | None) -> bool:
-        """Walk the canvas left to right under the constraint: place pinned tokens, redraft open positions,
-        freeze what the sampler accepts. Returns whether any draft changed."""
+    def layout(self, block: Block, pred: dict[int, torch.Tensor], fed: list[int] | None) -> bool:
+        """Walk the canvas left to right under the constraint: place pinned tokens, redraft open positions from
+        ``pred`` (position -> the logits predicting it; ``fed``: the canvas of the last pass, None before the
+        first), freeze what the sampler accepts. Returns whether any draft changed. A hook: the self-speculative
+        drafter walks its drafts with it."""
         state, changed, prefix_frozen = self.state, False, True
         candidates: list[int] = []
         block.end = None  # re-derived on every walk: an earlier draft may have ended the output sooner
@@ -524,7 +528,7 @@ class Decoder:
 
     @property
     def _curve(self) -> dict[int, float]:
-        return getattr(self.bb, "cost_curve", DEFAULT_CURVE)
+        return self.bb.cost_curve
 
     def _count_canvas(self, block: Block, fed: list[int] | None) -> None:
         """After a causal canvas pass: which of its open positions (past the first, always exact) froze."""

@@ -30,6 +30,7 @@ from .attention import use_fast_decode_attention
 from .backbone import Backbone
 from .batch import BatchSeat, Locked
 from .decode import Decoder
+from .faces import BackboneLike
 from .gemma import GemmaBackbone, gemma_sampler
 from .lines import RepeatedLine
 from .llama_cpp import LlamaOptions, choose_backend
@@ -115,7 +116,7 @@ class Engine:
         self._init(lm)
         return self
 
-    def _init(self, lm: LoadedModel, backbone: Backbone | None = None, chose_dtype: bool = False) -> None:
+    def _init(self, lm: LoadedModel, backbone: BackboneLike | None = None, chose_dtype: bool = False) -> None:
         """``chose_dtype``: this engine loaded ``lm`` in the dtype ``auto`` chose (``from_loaded`` shares a model
         loaded elsewhere: its float32 arithmetic is left as it is)."""
         self.lm = lm
@@ -127,8 +128,8 @@ class Engine:
         self.backbone = backbone or self._backbone(lm, chose_dtype)
         self.vocab = token_vocab(lm.tokenizer, lm.eos_ids)
         self._constraints: dict[int, TokenConstraint] = {}
-        self._adapted: tuple[LoadedModel, Backbone] | None = None
-        self._unmerged: tuple[LoadedModel, Backbone] | None = None  # the weights as loaded, beside a merged LoRA
+        self._adapted: tuple[LoadedModel, BackboneLike] | None = None
+        self._unmerged: tuple[LoadedModel, BackboneLike] | None = None  # the weights as loaded, beside a merged LoRA
         # earlier prompts' keys/values in blocks, for prompts that start the same way (agentkit/engine/prefix.py)
         self.chunking, self.prefixes, self.prefix_status = self._prefix_cache()
         self.prompt_chunk = self.chunking.block
@@ -164,7 +165,7 @@ class Engine:
             log.info("%d linear layers read %s weights in passes of up to %d positions", n,
                      "8-bit merged" if int8 else "fitted 4-bit" if grids else "4-bit", Q4_MAX_ROWS)
 
-    def _backbone(self, lm: LoadedModel, chose_dtype: bool = False) -> Backbone:
+    def _backbone(self, lm: LoadedModel, chose_dtype: bool = False) -> BackboneLike:
         if lm.kind == DIFFUSION_GEMMA:
             if self.config.pass_width:
                 raise UnsupportedModeError("EngineConfig.pass_width (fixed-shape passes) runs causal LMs on torch; "
@@ -226,7 +227,7 @@ class Engine:
                                      f"directory with {FILE}, as `python -m agentkit.training` writes)")
         return p
 
-    def _diffusion_model(self) -> tuple[LoadedModel, Backbone]:
+    def _diffusion_model(self) -> tuple[LoadedModel, BackboneLike]:
         """Adapted weights (bidirectional canvas, mask token) for diffusion mode; built on first use."""
         with self.lock:
             if self._adapted is None:
@@ -247,12 +248,12 @@ class Engine:
                             "on torch), backend='torch', or DecodeConfig(weights='base') for the causal canvas")
                     base, copy = load_model(self.config.model, dtype=self.config.dtype, device=self.config.device), False
                 lm = apply_adapter(base, self.adapter_path, copy_model=copy or prefix_base)
-                bb: Backbone = Backbone(lm)
+                bb: BackboneLike = Backbone(lm)
                 if prefix_base:
                     from .selfspec import SplitBackbone
 
                     shared = base is self.lm and type(self.backbone) is Backbone  # its caches are the adapter's kind
-                    bb = SplitBackbone(self.backbone if shared else Backbone(base), bb)  # type: ignore
+                    bb = SplitBackbone(self.backbone if shared else Backbone(base), bb)
                 self._adapted = (lm, bb)
             return self._adapted
 
@@ -262,7 +263,7 @@ class Engine:
         (the SDK's plain replies ask for them)."""
         return bool(self.lm.meta.get("lora")) and (self.config.model is not None or bool(self.lm.meta.get("default")))
 
-    def _unmerged_model(self) -> tuple[LoadedModel, Backbone]:
+    def _unmerged_model(self) -> tuple[LoadedModel, BackboneLike]:
         """The weights as loaded, without the merged LoRA, for ``weights="loaded"``: loaded on first use and then
         kept beside the merged ones (a second copy of the weights: about 0.5 GB more for the default model; a step
         costs what a step on the merged weights costs, both on 4-bit weights)."""

@@ -12,8 +12,19 @@
   outside the engine's lock.
 - :class:`Scoring`: a ``backbone`` (:class:`BackboneLike`) to run the base weights directly (and a tokenizer):
   log-probabilities (``logprobs``) and the tool decision by scores (:mod:`agentkit.decide`).
-- :class:`BackboneLike`: what those passes use of a backbone: ``new_cache()``, ``encode(ids, cache, rows=...)``
-  (the rows' logits) and ``crop(cache, n)``. The torch ``Backbone``, DiffusionGemma's and llama.cpp's have it.
+- :class:`BackboneLike`: what the decoder, the batcher and those passes use of a backbone: ``shift``,
+  ``cost_curve``, ``new_cache(room)``, ``encode(ids, cache, rows)`` (a causal pass that writes the cache; the rows'
+  logits), ``denoise(ids, cache, rows, bidirectional)`` (a canvas pass that leaves it as it was), ``crop(cache, n)``
+  and ``batchable(cache)``. Every backbone has it: the torch ``Backbone`` and its fixed-shape kind, DiffusionGemma's,
+  llama.cpp's, the self-speculative ones (``SyncBackbone``, ``SplitBackbone``) and the batcher's proxy.
+  :class:`Batching` adds ``forward_many``: the passes of several requests as one forward, for a backbone whose
+  ``batchable()`` says so.
+- :class:`HiddenPasses`: a torch backbone's hidden-state pass and output head apart (``hidden_states``,
+  ``head_logits``, ``attention_mask``), for a caller that builds its own mask (self-speculation's synced canvas).
+- :class:`DecoderHooks`: the decoder's extension points for the loops outside it (DiffusionGemma's canvas, the
+  self-speculative drafter) and the engine: the template's ``forced_tokens`` / ``allowed_tokens`` / ``advance`` /
+  ``is_complete`` at a state, ``layout`` (one constrained walk of a canvas), ``finish_reason`` and ``logits`` (the
+  logits that predict the next output position).
 
 :class:`agentkit.engine.Engine` has all four; a test double may have only the first, and a part that needs another
 face says so when it is missing (``logprobs`` is refused, the decision is decoded, nothing is prebuilt).
@@ -21,17 +32,22 @@ face says so when it is missing (``logprobs`` is refused, the decision is decode
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    import torch
+
     from ..config import DecodeConfig
     from ..constrain.nodes import Template
+    from .backbone import Pass
     from .batch import BatchSeat
+    from .decode import Block
     from .engine import Prompt
     from .stats import GenerationResult
 
-__all__ = ["BackboneLike", "Constraining", "EngineLike", "Scoring", "Tokenizing", "Unmerging"]
+__all__ = ["BackboneLike", "Batching", "Constraining", "DecoderHooks", "EngineLike", "HiddenPasses", "Scoring",
+           "Tokenizing", "Unmerging"]
 
 
 @runtime_checkable
@@ -87,8 +103,67 @@ def plain_weights(engine: object) -> str | None:
 
 @runtime_checkable
 class BackboneLike(Protocol):
-    def new_cache(self) -> Any: ...
+    """A backbone: the two passes block diffusion needs (``agentkit/engine/backbone.py``), on one request's cache.
 
-    def encode(self, ids: Any, cache: Any, rows: Any = ..., **kw: Any) -> Any: ...
+    ``shift``: position ``i`` is predicted from the output at ``i - 1`` (an AR head), else from its own output.
+    ``cost_curve``: ms per pass by its positions (sizes verify blocks and causal canvases). ``room`` in
+    ``new_cache``: the new tokens a request may add after its prompt. ``rows``: indices into ``ids`` (negative
+    from the end) where logits are wanted. ``batchable(cache)``: whether its passes on ``cache`` (None: any) can
+    join a batched forward (:class:`Batching`)."""
 
-    def crop(self, cache: Any, n: int) -> None: ...
+    shift: bool
+    cost_curve: Mapping[int, float]
+
+    def new_cache(self, room: int = 0) -> Any: ...
+
+    def encode(self, ids: Sequence[int], cache: Any, rows: Sequence[int] = (-1,)) -> torch.Tensor: ...
+
+    def denoise(self, ids: Sequence[int], cache: Any, rows: Sequence[int], bidirectional: bool) -> torch.Tensor: ...
+
+    def crop(self, cache: Any, length: int) -> None: ...
+
+    def batchable(self, cache: Any = None) -> bool: ...
+
+
+@runtime_checkable
+class Batching(BackboneLike, Protocol):
+    """A backbone that runs encode and denoise passes of several requests (caches of different lengths) as one
+    forward; each request's logits at its rows, in order."""
+
+    def forward_many(self, items: Sequence[Pass]) -> list[torch.Tensor]: ...
+
+
+@runtime_checkable
+class HiddenPasses(Protocol):
+    """A torch backbone's pass and head apart: ``hidden_states`` appends ``ids`` to the cache under ``mask`` (a 4-D
+    boolean mask as :meth:`attention_mask` shapes it; None: causal) and returns their hidden states ``[T, H]``;
+    ``head_logits`` reads the output head at ``rows`` of them."""
+
+    device: torch.device
+
+    def hidden_states(self, ids: Sequence[int], cache: Any, mask: torch.Tensor | None,
+                      causal_rows: bool = False) -> torch.Tensor: ...
+
+    def head_logits(self, hidden: torch.Tensor, rows: Sequence[int]) -> torch.Tensor: ...
+
+    def attention_mask(self, allowed: torch.Tensor) -> torch.Tensor: ...
+
+
+@runtime_checkable
+class DecoderHooks(Protocol):
+    """The decoder's extension points (``agentkit.engine.decode.Decoder``). ``state``: a template's automaton
+    state (None: free text, where nothing is forced, everything allowed and nothing complete)."""
+
+    logits: torch.Tensor | None
+
+    def forced_tokens(self, state: Any) -> list[int]: ...
+
+    def allowed_tokens(self, state: Any) -> torch.Tensor | None: ...
+
+    def advance(self, state: Any, tok: int) -> Any: ...
+
+    def is_complete(self, state: Any) -> bool: ...
+
+    def layout(self, block: Block, pred: dict[int, torch.Tensor], fed: list[int] | None) -> bool: ...
+
+    def finish_reason(self) -> str: ...

@@ -112,7 +112,7 @@ class FixedShapeBackbone(Backbone):
         want = [r + n if r < 0 else r for r in rows]
         assert all(0 <= r < n for r in want), "row index out of range"
         if cache.hf is None:  # the prompt: one pass of its own length, the same in every mode
-            return self._logits(self._prefill(ids, cache), want)
+            return self.head_logits(self._prefill(ids, cache), want)
         if bidirectional:  # the canvas attends to all of itself: one pass
             spans = [(0, n, _round_up(n, w))]
         else:
@@ -160,7 +160,7 @@ class FixedShapeBackbone(Backbone):
         growing cache, whose keys/values are then copied into the request's buffers. It is the same pass in every
         mode, so how it is computed does not matter for exactness; only the passes after it must share a shape."""
         scratch = DynamicCache(config=self.model.config)
-        hidden = self._run(ids, scratch, None)
+        hidden = self.hidden_states(ids, scratch, None)
         self._reallocate(cache, len(ids), scratch.layers)
         cache.length = len(ids)
         return hidden

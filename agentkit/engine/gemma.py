@@ -40,16 +40,21 @@ from transformers import DynamicCache
 from ..config import DecodeConfig
 from ..errors import UnsupportedModeError
 from ..models.loader import LoadedModel
-from .backbone import Backbone
+from .backbone import crop_dynamic
 from .sampler import nucleus
+from .sizing import DEFAULT_CURVE
 
 if TYPE_CHECKING:
     from .decode import Block, Decoder
 
 
-class GemmaBackbone(Backbone):
+class GemmaBackbone:
     """``encode`` runs DiffusionGemma's causal encoder (writes the cache); ``denoise`` its bidirectional decoder
-    (reads the cache, never writes it), optionally self-conditioned on the previous step's logits."""
+    (reads the cache, never writes it), optionally self-conditioned on the previous step's logits. A
+    :class:`~agentkit.engine.faces.BackboneLike` whose passes run alone (``batchable`` is False) and whose pass
+    sizing reads the default cost curve (none measured for it)."""
+
+    cost_curve = DEFAULT_CURVE
 
     def __init__(self, lm: LoadedModel) -> None:
         self.lm = lm
@@ -69,6 +74,14 @@ class GemmaBackbone(Backbone):
         # ``_settle`` trims back to the window before every pass, so each pass sees what transformers' cache holds.
         cache.activate_past_recording()
         return cache
+
+    @staticmethod
+    def crop(cache: DynamicCache, length: int) -> None:
+        """Keep the first ``length`` cached positions (recorded sliding-window positions come back)."""
+        crop_dynamic(cache, length)
+
+    def batchable(self, cache: DynamicCache | None = None) -> bool:
+        return False
 
     @staticmethod
     def _settle(cache: DynamicCache) -> None:

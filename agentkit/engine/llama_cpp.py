@@ -1,4 +1,5 @@
-"""A llama.cpp backbone: the default model's Q4_1 GGUF run by llama.cpp behind the :class:`Backbone` seam.
+"""A llama.cpp backbone: the default model's Q4_1 GGUF run by llama.cpp behind the backbone seam
+(:class:`~agentkit.engine.faces.Batching`).
 
 Through ``llama-cpp-python``'s low-level API (the optional ``[llama]`` extra): one ``llama_context`` holds one
 KV cache shared by every request; a request's cache is a llama.cpp *sequence* (:class:`SeqCache`: its id and
@@ -38,7 +39,7 @@ import torch
 
 from ..errors import ModelNotFoundError, UnsupportedModeError
 from ..models.loader import LoadedModel
-from .backbone import Backbone, Pass, cost_curve
+from .backbone import Pass, cost_curve
 
 INSTALL_HINT = 'pip install "agentkit[llama]"  (builds llama-cpp-python from source: about 8 minutes on 2 cores)'
 
@@ -122,16 +123,19 @@ class _Seg(NamedTuple):
     rows: Sequence[int]
 
 
-class LlamaBackbone(Backbone):
-    """``encode`` / ``denoise`` / ``crop`` / ``forward_many`` on llama.cpp (see the module docstring)."""
+class LlamaBackbone:
+    """``encode`` / ``denoise`` / ``crop`` / ``forward_many`` on llama.cpp (see the module docstring): a
+    :class:`~agentkit.engine.faces.Batching` backbone holding one llama.cpp model, context and batch; ``lm``: the
+    tokenizer's side (no torch weights)."""
+
+    shift = True  # position i is predicted from the output at i-1 (an AR head)
 
     def __init__(self, lm: LoadedModel, gguf: Path, options: LlamaOptions | None = None) -> None:
         import llama_cpp as L
 
-        self.L, self.lm, self.model = L, lm, None
+        self.L, self.lm = L, lm
         self.options = opt = options or LlamaOptions()
         self.device = torch.device("cpu")
-        self.shift = True
         self.cost_curve = cost_curve("llama.cpp", "q4_1", lm)
         _quiet(L)
         L.llama_backend_init()

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from .backbone import Backbone
+from .sizing import DEFAULT_CURVE
 
 if TYPE_CHECKING:  # decode imports this module's users, not the other way round
     from .decode import Decoder
@@ -38,15 +39,28 @@ MIN_DRAFT = 4  # shortest draft canvas after a rejection
 
 class SyncBackbone:
     """The adapter backbone with a queue of ``pending`` tokens (accepted by the verifier, not yet in this cache):
-    the next ``denoise`` runs them causally in front of the canvas and keeps their keys/values."""
+    the next ``denoise`` (or ``encode``) runs them causally in front of its tokens and keeps their keys/values. A
+    :class:`~agentkit.engine.faces.BackboneLike` over a torch backbone (:class:`~agentkit.engine.faces.HiddenPasses`)
+    or a :class:`SplitBackbone`; its passes run alone."""
 
-    def __init__(self, bb: Backbone) -> None:
-        self.bb, self.shift = bb, bb.shift
+    def __init__(self, bb: Backbone | SplitBackbone) -> None:
+        self.bb, self.shift, self.cost_curve = bb, bb.shift, bb.cost_curve
         self.pending: list[int] = []
         self.extra_forwards = 0  # SplitBackbone: pending tokens need their own (base-weights) pass
 
     def new_cache(self, room: int = 0):
         return self.bb.new_cache(room)
+
+    def crop(self, cache, length: int) -> None:
+        self.bb.crop(cache, length)
+
+    def batchable(self, cache=None) -> bool:
+        return False
+
+    def encode(self, ids, cache, rows=(-1,)) -> torch.Tensor:
+        """The pending tokens, then ``ids``, causally into the cache; logits at ``rows`` of ``ids``."""
+        pend, self.pending = self.pending, []
+        return self.bb.encode(pend + list(ids), cache, [len(pend) + r if r >= 0 else r for r in rows])
 
     def denoise(self, ids, cache, rows, bidirectional: bool) -> torch.Tensor:
         if not self.pending:
@@ -64,22 +78,28 @@ class SyncBackbone:
         mask[0, 0, n:, past:past + n] = True  # the canvas sees every pending token
         inner = torch.ones(t, t, dtype=torch.bool, device=dev)
         mask[0, 0, n:, past + n:] = inner if bidirectional else inner.tril()
-        hidden = self.bb._run(pend + list(ids), cache, self.bb.attention_mask(mask))
+        hidden = self.bb.hidden_states(pend + list(ids), cache, self.bb.attention_mask(mask))
         self.bb.crop(cache, past + n)  # keep the pending tokens' keys/values, drop the canvas
-        return self.bb._logits(hidden, [n + r for r in rows])
+        return self.bb.head_logits(hidden, [n + r for r in rows])
 
 
 class SplitBackbone:
     """Encode (prefill, commits) with the base weights, denoise (canvas passes) with the adapter's: for adapters
-    trained with ``prefix == "base"``, whose canvas attends to a base-encoded prefix."""
+    trained with ``prefix == "base"``, whose canvas attends to a base-encoded prefix. A
+    :class:`~agentkit.engine.faces.BackboneLike` holding both; its passes run alone, sized by the default cost
+    curve (its passes run on two sets of weights, no one measured curve)."""
+
+    cost_curve = DEFAULT_CURVE
 
     def __init__(self, base: Backbone, adapted: Backbone) -> None:
         self.base, self.adapted = base, adapted
         self.shift, self.device, self.model = base.shift, base.device, base.model
-        self.crop = base.crop
 
     def new_cache(self, room: int = 0):
         return self.base.new_cache(room)
+
+    def crop(self, cache, length: int) -> None:
+        self.base.crop(cache, length)
 
     def encode(self, ids, cache, rows=(-1,)) -> torch.Tensor:
         return self.base.encode(ids, cache, rows)
@@ -95,7 +115,7 @@ class Drafter:
     """Drafts blocks for ``Decoder.verify`` with the adapted weights ``bb`` (``mask_id``: the absorbing mask).
     ``shared``: the adapter reads the verifier's cache (``AdapterConfig.prefix == "base"``); else it keeps its own."""
 
-    def __init__(self, bb: Backbone, mask_id: int, steps: int, shared: bool = False) -> None:
+    def __init__(self, bb: Backbone | SplitBackbone, mask_id: int, steps: int, shared: bool = False) -> None:
         assert steps >= 1
         self.sync = SyncBackbone(bb)
         self.shared = shared
@@ -120,7 +140,7 @@ class Drafter:
                                sampler="mask")
         sub = self.sub
         sub.state, sub.out, sub.prompt, sub.logits = dec.state, dec.out, dec.prompt, dec.logits
-        sub._copy = dec._copy  # the verifier's copy prior (built at its prefill): position 0 is its exact pick
+        sub.copy_prior = dec.copy_prior  # the verifier's copy prior (built at its prefill): position 0 is its exact pick
         sub.stats = dec.stats  # constraint time is the request's
         if self.shared:
             sub.cache = dec.cache  # read only: a canvas pass crops what it appended
@@ -139,7 +159,7 @@ class Drafter:
         pred: dict[int, torch.Tensor] = {0: dec.logits}
         fed: list[int] | None = None
         for _ in range(self.steps if n > 1 else 0):
-            sub._layout(block, pred, fed)
+            sub.layout(block, pred, fed)
             open_pos = [j for j in range(1, block.length) if not block.frozen[j] and not block.pinned[j]]
             if not open_pos:
                 break
@@ -152,7 +172,7 @@ class Drafter:
             dec.stats.decoder_forwards += 1 + extra
             dec.stats.draft_forwards += 1 + extra
             pred = {0: dec.logits, **{j: logits[i] for i, j in enumerate(open_pos)}}
-        sub._layout(block, pred, fed)  # the final walk fills every open position from the latest predictions
+        sub.layout(block, pred, fed)  # the final walk fills every open position from the latest predictions
         out: list[int] = []
         for t in block.tok[: block.length]:
             if t is None:

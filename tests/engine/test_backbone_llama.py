@@ -7,9 +7,10 @@ import pytest
 import torch
 
 from agentkit.config import DecodeConfig, EngineConfig
-from agentkit.engine.backbone import Backbone, Pass
+from agentkit.engine.backbone import Pass
 from agentkit.engine.batch import Batcher
 from agentkit.engine.engine import Engine
+from agentkit.engine.faces import Batching
 from agentkit.engine.llama_cpp import LlamaBackbone, LlamaOptions, choose_backend
 from agentkit.errors import UnsupportedModeError
 
@@ -141,7 +142,7 @@ def test_backend_choice_and_the_adapter_canvas(eng):
     if eng.adapter_path is not None:  # explicit llama.cpp: the adapter's bidirectional canvas is refused
         with pytest.raises(UnsupportedModeError, match="adapter"):
             eng.generate(PROMPTS[0], DecodeConfig(mode="diffusion", max_new_tokens=8))
-    assert isinstance(eng.backbone, Backbone) and LlamaOptions().n_seq_max >= 32
+    assert isinstance(eng.backbone, Batching) and LlamaOptions().n_seq_max >= 32
 
 
 def test_a_llama_model_cannot_be_shared_as_torch_weights(eng):
