@@ -147,6 +147,9 @@ class Backbone:
 
     exact_rows = 0  # row-exact passes up to this many positions (0: none); see __init__
     coarse: Int8Head | None = None
+    # a prompt may be encoded in pieces (``encode(..., whole=True)`` each) into a growing cache and its keys/values
+    # reused by the prefix cache (agentkit/engine/prefix.py); False for a subclass with passes of its own
+    piecewise_prompts = True
 
     def __init__(self, lm: LoadedModel, row_exact: bool = True) -> None:
         """``row_exact``: use :attr:`exact_rows` where the model allows it (``EngineConfig.row_exact``)."""

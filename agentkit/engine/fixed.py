@@ -72,6 +72,8 @@ class FixedCache:
 class FixedShapeBackbone(Backbone):
     """:class:`Backbone` whose passes have one shape (see the module docstring); ``width`` positions a pass."""
 
+    piecewise_prompts = False  # its prompt is one pass, into buffers of its own
+
     def __init__(self, lm: LoadedModel, width: int = 8) -> None:
         super().__init__(lm, row_exact=False)  # its own exactness: one shape for every pass
         if width < 1:

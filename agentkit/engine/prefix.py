@@ -145,11 +145,11 @@ def cached_prompt_pass(bb, cache: DynamicCache, seq: Sequence[int], prefix: Pref
 
 
 def unsupported(bb) -> str | None:
-    """Why ``bb``'s prompts cannot be reused exactly, or None when they can: a plain :class:`Backbone` (its own
-    ``encode`` and causal pass) whose caches are plain growing full-attention layers."""
-    cls = type(bb)
-    if not isinstance(bb, Backbone) or cls.encode is not Backbone.encode or cls._causal is not Backbone._causal:
-        return f"the {cls.__name__} backbone runs its own passes (not chunked prompt passes over a DynamicCache)"
+    """Why ``bb``'s prompts cannot be reused exactly, or None when they can: a torch :class:`Backbone` whose prompt
+    passes may be cut into pieces (``Backbone.piecewise_prompts``) and whose caches are plain growing
+    full-attention layers."""
+    if not (isinstance(bb, Backbone) and bb.piecewise_prompts):
+        return f"the {type(bb).__name__} backbone runs its own passes (not chunked prompt passes over a DynamicCache)"
     cache = bb.new_cache()
     if type(cache) is not DynamicCache:
         return f"its KV cache is a {type(cache).__name__}, not a growing DynamicCache"
