@@ -127,6 +127,26 @@ KINDS = {"torch": {Batching, HiddenPasses}, "fixed": {Batching, HiddenPasses}, "
 BACKBONES = ["torch", "fixed", "gemma", "llama.cpp", "split", "sync", "sync-split", "batched", "counting (test fake)"]
 
 
+# kind -> its class
+CLASSES = {"torch": "Backbone", "fixed": "FixedShapeBackbone", "gemma": "GemmaBackbone", "llama.cpp": "LlamaBackbone",
+           "split": "SplitBackbone", "sync": "SyncBackbone", "sync-split": "SyncBackbone", "batched": "BatchedBackbone"}
+
+
+def test_every_backbone_class_of_the_package_is_checked():
+    """A class of agentkit/ that defines ``encode`` or ``denoise`` is a backbone: it is one of BACKBONES."""
+    import ast
+
+    found = set()
+    for path in sorted((TESTS.parent / "agentkit").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ClassDef) or "Protocol" in {getattr(b, "id", "") for b in node.bases}:
+                continue
+            if {"encode", "denoise"} & {f.name for f in node.body if isinstance(f, ast.FunctionDef)}:
+                found.add(node.name)
+    assert found == set(CLASSES.values())
+    assert set(CLASSES) <= set(BACKBONES) and set(KINDS) == set(BACKBONES)
+
+
 @pytest.fixture(scope="module")
 def batcher():
     from agentkit.engine.batch import Batcher
