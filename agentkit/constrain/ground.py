@@ -545,6 +545,9 @@ FUNCTION_WORDS = frozenset({"a", "an", "the", "and", "or", "but", "nor", "of", "
 # the ". " after a title or a short form is not a clause break (``Mr. Eamon Fitzgerald``, ``St. Mary's``)
 _ABBREVIATION = re.compile(rb"(?<![\w.])(?:Mr|Mrs|Ms|Mx|Dr|Prof|Rev|Sr|Jr|St|Mt|Fr|Capt|Col|Gen|Lt|Sgt|No|Nr|Inc|Ltd|Co|"
                            rb"Corp|approx|vs|etc|e\.g|i\.e)\.$")
+# nor starts with one of these (``at the Marlow Arts Centre``): a value is what follows the preposition
+LEADING_WORDS = frozenset({"at", "on", "in", "for", "from", "with", "to", "by", "of", "and", "or", "but", "via", "per",
+                           "into", "onto", "as"})
 _THOUSANDS = re.compile(r",\d{3}(?!\d)")
 BREAKS = (", ", "; ", ". ", ": ", " — ", " – ", " - ", "\\n")  # clause breaks: a span does not cross one
 
@@ -611,8 +614,14 @@ def span_edges(body: bytes) -> tuple[frozenset[int], frozenset[int]]:
             a -= 1
         return text[a:k] in FUNCTION_WORDS and not (a > 0 and word(a - 1))
 
+    def preposition(k: int) -> bool:  # the word starting at k is a lowercase preposition or conjunction
+        b = k
+        while b < len(text) and text[b].isalpha():
+            b += 1
+        return text[k:b] in LEADING_WORDS and not word(b)
+
     starts = frozenset(at[k] for k in range(len(text)) if k not in inside and (alnum(k) or text[k] in OPENERS)
-                       and not (word(k) and word(k - 1)) and not signed(k))
+                       and not (word(k) and word(k - 1)) and not signed(k) and not preposition(k))
     ends = frozenset(at[k] for k in range(1, len(text) + 1) if k - 1 not in inside and (
         alnum(k - 1) or text[k - 1] in CLOSERS) and not (word(k - 1) and word(k)) and not function_word(k))
     return starts, ends
