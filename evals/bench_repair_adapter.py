@@ -89,8 +89,8 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(1)
     from agentkit.engine import default_engine
-    from agentkit.repair.adapter import repair_engine
     from agentkit.evals.report import write_json_atomic
+    from agentkit.repair.adapter import repair_engine
 
     engines = {"without": default_engine(), "with": repair_engine(a.adapter)}
     items: list[dict] = []

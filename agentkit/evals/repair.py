@@ -93,11 +93,13 @@ def run_task(task: dict[str, Any], programs: dict[str, dict[str, str]], drafter:
     return row
 
 
-def run_toy(task: dict[str, Any], drafter: Any, budget: RepairBudget) -> dict[str, Any]:
+def run_toy(task: dict[str, Any], drafter: Any, budget: RepairBudget, planner: Any = None) -> dict[str, Any]:
+    """One toy repository; ``planner``: the engine that plans and documents (default: the drafter's). The
+    ``*-repair`` rows pass the default engine: the coding assistant uses the repair adapter for drafting only."""
     from .coding import check_task
     from .repair_toys import run_assistant
 
-    model = getattr(drafter, "engine", None)  # the model rows' engine plans and documents; the baseline has none
+    model = planner or getattr(drafter, "engine", None)  # the engine that plans and documents; the baseline has none
     row = (run_one(task["files"], drafter, budget) if model is None
            else run_assistant(task["files"], task["task"], model, drafter, budget))
     after = row.pop("after")
@@ -157,7 +159,7 @@ def run_repair_eval(*, rows: list[str], engine: Any = None, split: str = "all", 
     for r in rows:
         if r not in ROWS:
             raise ValueError(f"unknown repair row {r!r}; expected some of {ROWS}")
-    if engine is None and any(r != "operators" and r not in ADAPTER_ROWS for r in rows):
+    if engine is None and any(r != "operators" and (r not in ADAPTER_ROWS or toys) for r in rows):
         from ..engine import default_engine
 
         engine = default_engine()
@@ -178,7 +180,9 @@ def run_repair_eval(*, rows: list[str], engine: Any = None, split: str = "all", 
     drafters = {row: drafter_for(row, engine, seed, adapted) for row in rows}
     for task in [*tasks, *toy_tasks]:  # task-major: a run cut short still compares the rows on the same tasks
         for row, drafter in drafters.items():
-            item = run_toy(task, drafter, budget) if "files" in task else run_task(task, programs, drafter, budget)
+            planner = engine if row in ADAPTER_ROWS else None
+            item = (run_toy(task, drafter, budget, planner) if "files" in task
+                    else run_task(task, programs, drafter, budget))
             item["row"] = row
             result["items"].append(item)
             if verbose:
@@ -229,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     rows = [m.strip() for m in args.modes.split(",") if m.strip()]
     engine = None
-    if any(r != "operators" and r not in ADAPTER_ROWS for r in rows):
+    if any(r != "operators" and (r not in ADAPTER_ROWS or not args.no_toys) for r in rows):
         from ..engine import default_engine
 
         engine = default_engine(lora=args.lora)

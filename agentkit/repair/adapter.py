@@ -20,9 +20,10 @@ from ..config import NO_LORA
 from ..models.adapter import FILE, LOOP_DIR
 
 REPAIR_DIR = LOOP_DIR.parent / "smollm2-135m-repair"
-#: whether ``repair_engine()`` (the coding assistant's drafter) uses the shipped adapter without being asked: it
-#: did not fix more held-out repair-benchmark bugs than the default engine (adapters/smollm2-135m-repair/MODEL_CARD.md)
-ON_BY_DEFAULT = False
+#: whether ``repair_engine()`` (the coding assistant's drafter) uses the shipped adapter without being asked: on the
+#: repair benchmark's held-out split it fixes as many bugs as the default engine, 39 of 44, with more of them right
+#: (adapters/smollm2-135m-repair/MODEL_CARD.md)
+ON_BY_DEFAULT = True
 log = logging.getLogger("agentkit.repair")
 
 

@@ -13,7 +13,6 @@ from agentkit.training.repair_data import (
     benchmark_keys,
     build,
     check_no_leak,
-    example,
     module_functions,
 )
 
