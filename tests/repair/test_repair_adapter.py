@@ -114,3 +114,15 @@ def test_the_benchmark_rows_with_the_adapter_draft_on_its_engine():
     assert drafter_for("hybrid", plain, 0, adapted).engine is plain
     with pytest.raises(ValueError, match="repair adapter"):
         drafter_for("hybrid-repair", plain, 0)
+
+
+def test_the_shipped_repair_adapter_stacks_on_the_shipped_loop_adapter():
+    """A loop adapter trained again makes the repair adapter's weights stale: it must be trained again too."""
+    from agentkit.models.adapter import LOOP_DIR, adapter_sha256
+
+    if repair_adapter.shipped() is None:
+        pytest.skip("no repair adapter in this install")
+    _, cfg = read_adapter(repair_adapter.REPAIR_DIR)
+    assert cfg.kind == "ar" and cfg.on == LOOP_DIR.name and cfg.on_sha256 == adapter_sha256(LOOP_DIR)
+    state, stacked = load_adapter(repair_adapter.REPAIR_DIR)
+    assert stacked.rank == cfg.rank + read_adapter(LOOP_DIR)[1].rank
