@@ -124,5 +124,5 @@ def test_the_shipped_repair_adapter_stacks_on_the_shipped_loop_adapter():
         pytest.skip("no repair adapter in this install")
     _, cfg = read_adapter(repair_adapter.REPAIR_DIR)
     assert cfg.kind == "ar" and cfg.on == LOOP_DIR.name and cfg.on_sha256 == adapter_sha256(LOOP_DIR)
-    state, stacked = load_adapter(repair_adapter.REPAIR_DIR)
+    _, stacked = load_adapter(repair_adapter.REPAIR_DIR)
     assert stacked.rank == cfg.rank + read_adapter(LOOP_DIR)[1].rank
