@@ -13,7 +13,6 @@ computed).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -75,11 +74,8 @@ def plan_completion(req: CompletionRequest, prompt: str, *, default_mode: str | 
     max_tokens = req.max_tokens or DEFAULT_MAX_TOKENS
     prompt_bound(prompt, context, max_token_chars, max_tokens)
     mode = ext.mode or default_mode or "ar"
-    config = decode_config(req, mode, max_tokens)
-    if plain_weights is not None:
-        config = dataclasses.replace(config, weights=plain_weights)
-    return RequestPlan([], config, canvas=ext.canvas, max_tokens_given=True,
-                       logprobs=req.logprobs, stop=list(req.stop or []), raw_prompt=prompt)
+    return RequestPlan([], decode_config(req, mode, max_tokens, weights=plain_weights), canvas=ext.canvas,
+                       max_tokens_given=True, logprobs=req.logprobs, stop=list(req.stop or []), raw_prompt=prompt)
 
 
 def legacy_logprobs(content: list[dict[str, Any]], offset: int = 0) -> dict[str, Any]:

@@ -196,10 +196,11 @@ def with_schema_prompt(messages: list[dict[str, str]], schema: dict[str, Any]) -
 
 
 def decode_config(req: Any, mode: str, max_tokens: int, copy_source: str | None = None,
-                  first_digit: bool = True) -> DecodeConfig:
+                  first_digit: bool = True, weights: str | None = None) -> DecodeConfig:
     """The decoding config of ``req`` (a chat or a completions request: the decoding fields they share).
     ``copy_source``: the copy prior's source unless the request names one (``copy_from`` or ``copy_source``), with
-    the number prior at a number's first digit when ``first_digit`` (an extraction's; not a tool call's)."""
+    the number prior at a number's first digit when ``first_digit`` (an extraction's; not a tool call's).
+    ``weights``: ``DecodeConfig.weights`` when given (a plain reply's, :func:`agentkit.engine.faces.plain_weights`)."""
     ext = req.agentkit or AgentkitExt()
     kw: dict[str, Any] = {"mode": mode, "max_new_tokens": max_tokens,
                           "temperature": req.temperature if req.temperature is not None else 0.0}
@@ -213,6 +214,8 @@ def decode_config(req: Any, mode: str, max_tokens: int, copy_source: str | None 
         kw["copy_first_digit"] = True if ext.copy_first_digit is None else ext.copy_first_digit
     elif ext.copy_first_digit is not None:
         kw["copy_first_digit"] = ext.copy_first_digit
+    if weights is not None:
+        kw["weights"] = weights
     try:
         return DecodeConfig(**kw)
     except UserError as e:
@@ -253,22 +256,20 @@ def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: 
     # auto: a call's decode may take more than a small max_tokens (a small max_tokens must not forbid a call);
     # max_tokens bounds the text reply (serving/toolchoice.py)
     budget = max(max_tokens, DEFAULT_MAX_TOKENS) if auto else max_tokens
-    plan = RequestPlan(messages, decode_config(req, mode, budget, source), schema, tool_mode, names, ext.canvas,
-                       max_tokens_given=given is not None, max_calls=max_calls(req),
-                       logprobs=(req.top_logprobs or 0) if req.logprobs else None, stop=list(req.stop or []))
     results = conv.results  # after tool results a reply copies their values (agentkit/engine/copy.py), a
+    plain = plain_weights if not results else None  # a reply with no tool result to carry
+    plan = RequestPlan(messages, decode_config(req, mode, budget, source, weights=plain if schema is None else None),
+                       schema, tool_mode, names, ext.canvas, max_tokens_given=given is not None,
+                       max_calls=max_calls(req), logprobs=(req.top_logprobs or 0) if req.logprobs else None,
+                       stop=list(req.stop or []))
     if schema is None and results:  # call the question's text and theirs (a value passed on to the next call)
         plan.config = decode_config(req, mode, budget, results)
     elif schema is not None and schema.kind == "tools" and results:
         plan.config = decode_config(req, mode, budget, "\n".join(x for x in (conv.last_user, results) if x),
                                     first_digit=False)
-    elif schema is None and plain_weights is not None:
-        plan.config = dataclasses.replace(plan.config, weights=plain_weights)
     if auto:  # the text reply, when the model chooses no call: free text (AR unless a mode is asked for)
         plan.text_messages = conv.reply
-        plan.text_config = decode_config(req, ext.mode or default_mode or "ar", max_tokens, results)
-        if not results and plain_weights is not None:
-            plan.text_config = dataclasses.replace(plan.text_config, weights=plain_weights)
+        plan.text_config = decode_config(req, ext.mode or default_mode or "ar", max_tokens, results, weights=plain)
         plan.no_call, plan.answered, plan.retry, plan.sources = no_call, conv.answered, conv.retry, conv.sources
     return plan
 

@@ -100,11 +100,15 @@ _NEXT_WORD = re.compile(r"[ \t]*([^\W\d_]+)")
 _PREV_WORD = re.compile(r"([^\W\d_]+)[ \t]*[:=#]?[ \t]*$")
 
 
+def name_words(name: str) -> list[str]:
+    """The words of a field name: ``room_type``, ``maxGuests`` and ``due-date`` are two each."""
+    return [w for w in re.split(r"[_\W]+|(?<=[a-z])(?=[A-Z])", name) if w]
+
+
 def _stems(name: str) -> set[str]:
-    """The words of a field name (``nights``, ``room_type``, ``maxGuests``) as stems: lowercase, one plural ``s``
-    off, words under three letters left out."""
-    words = re.split(r"[_\W]+|(?<=[a-z])(?=[A-Z])", name)
-    return {w.lower().removesuffix("s") for w in words if len(w) >= 3}
+    """The words of a field name (:func:`name_words`) as stems: lowercase, one plural ``s`` off, words under three
+    letters left out."""
+    return {w.lower().removesuffix("s") for w in name_words(name) if len(w) >= 3}
 
 
 def anchored_numbers(name: str, text: str, names: tuple[str, ...] = (), *,
@@ -233,8 +237,7 @@ def name_mentions(names: tuple[str, ...], text: str) -> list[str]:
     a plural ``s`` either way): those pieces of the text, which a span of a field never is by itself."""
     out: set[str] = set()
     for n in names:
-        words = re.split(r"[_\W]+|(?<=[a-z])(?=[A-Z])", n)
-        phrase = r"[\s_-]+".join(re.escape(w) for w in words if w)
+        phrase = r"[\s_-]+".join(re.escape(w) for w in name_words(n))
         if not phrase:
             continue
         out.update(m.group() for m in re.finditer(r"(?<!\w)" + phrase.removesuffix("s") + r"s?(?!\w)", text,
