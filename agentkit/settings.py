@@ -132,9 +132,13 @@ SETTINGS: tuple[Setting, ...] = (
             "concurrently by the SDK, returned as several tool_calls by the server); False: one call at most (the "
             "template's setting; OpenAI's and pydantic-ai's name). The server's default is true, as OpenAI's",
             sdk="parallel_tool_calls", server="body.parallel_tool_calls"),
+    Setting("grounded_arguments", "bool", True, (_S, _V), "a tool call's argument values come from the "
+            "conversation's user and tool messages (spans, the numbers they write, the currencies they name: "
+            "agentkit.steps.arguments), and a tool with a required argument they give no value for is not chosen "
+            "(the template's setting)", sdk="grounded_arguments", server="agentkit.grounded_arguments"),
 )
 # the template's, not the decoder's
-TEMPLATE_SETTINGS: tuple[str, ...] = ("json_style", "open_objects", "parallel_tool_calls")
+TEMPLATE_SETTINGS: tuple[str, ...] = ("json_style", "open_objects", "parallel_tool_calls", "grounded_arguments")
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 DECODE: tuple[Setting, ...] = tuple(s for s in SETTINGS if "engine" in s.applies)  # DecodeConfig's fields
 

@@ -36,12 +36,19 @@ def sdk_calls(agent: Any, prompt: str) -> tuple[list[tuple[str, dict]], str]:
     return calls, str(result.output)
 
 
-def server_calls(client: Any, tools: list[dict], prompt: str, rounds: int = 4) -> tuple[list[tuple[str, dict]], str]:
+def grounding(args: argparse.Namespace) -> dict[str, bool]:
+    """``--grounded-arguments`` as settings (empty: the default)."""
+    return {} if args.grounded_arguments == "default" else {"grounded_arguments": args.grounded_arguments == "true"}
+
+
+def server_calls(client: Any, tools: list[dict], prompt: str, ext: dict[str, Any] | None = None,
+                 rounds: int = 4) -> tuple[list[tuple[str, dict]], str]:
     messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
     calls: list[tuple[str, dict]] = []
+    extra = {"extra_body": {"agentkit": ext}} if ext else {}
     for _ in range(rounds):
         r = client.chat.completions.create(model="agentkit", messages=messages, tools=tools, tool_choice="auto",
-                                           max_tokens=160, temperature=0)
+                                           max_tokens=160, temperature=0, **extra)
         msg = r.choices[0].message
         if not msg.tool_calls:
             return calls, msg.content or ""
@@ -92,6 +99,8 @@ def main() -> None:
     ap.add_argument("--split", default=None, help="dev | held_out (default: both)")
     ap.add_argument("--calibrate", choices=["default", "true", "false"], default="default",
                     help="Agent(calibrate=...): default (as the weights declare), true, or false (the raw scores)")
+    ap.add_argument("--grounded-arguments", choices=["default", "true", "false"], default="default",
+                    help="model_settings grounded_arguments (SDK) / agentkit.grounded_arguments (server)")
     ap.add_argument("--lora", default=None)
     ap.add_argument("--url", default=None)
     ap.add_argument("--port", type=int, default=8791)
@@ -111,11 +120,12 @@ def main() -> None:
         torch.set_num_threads(1)
         engine = default_engine(lora=args.lora) if args.lora else default_engine()
         agent = Agent(engine, tools=list(TOOLS), limits=Limits(max_iterations=5),
-                      calibrate={"default": None, "true": True, "false": False}[args.calibrate])
+                      calibrate={"default": None, "true": True, "false": False}[args.calibrate],
+                      model_settings=grounding(args))
         ask = lambda prompt: sdk_calls(agent, prompt)
     else:
         client, tools, proc = _server(args)
-        ask = lambda prompt: server_calls(client, tools, prompt)
+        ask = lambda prompt: server_calls(client, tools, prompt, grounding(args))
     try:
         for t in tasks:
             if t["id"] in rows:
@@ -131,6 +141,7 @@ def main() -> None:
             rows[t["id"]] = row
             print(json.dumps(row)[:300], flush=True)
             report = {"command": " ".join(sys.argv), "via": args.via, "calibrate": args.calibrate, "lora": args.lora,
+                      "grounded_arguments": args.grounded_arguments,
                       "summary": {s: summary([r for r in rows.values() if r["split"] == s])
                                   for s in ("dev", "held_out")}, "rows": list(rows.values())}
             out.parent.mkdir(parents=True, exist_ok=True)

@@ -20,8 +20,9 @@ from agentkit.calibration import structured_mode
 from agentkit.config import DecodeConfig
 from agentkit.constrain.canonical import DEFAULT_STYLE
 from agentkit.errors import UserError
-from agentkit.settings import TEMPLATE_SETTINGS, server_fields
+from agentkit.settings import BY_NAME, TEMPLATE_SETTINGS, server_fields
 from agentkit.steps import kinds as steps
+from agentkit.steps.arguments import argument_gaps
 from agentkit.steps.runner import ToolStep
 from agentkit.toolcall import MAX_PARALLEL_CALLS
 
@@ -51,6 +52,8 @@ class SchemaJob:
     max_calls: int = 1  # kind "tools": calls in one reply (agentkit.toolcall.calls_template)
     source: str | None = None  # kind "response": the text values are grounded in (agentkit.constrain.ground)
     grounded: bool | None = None  # kind "response" with a source: AgentkitExt.grounded
+    # kind "tools": the conversation's text the arguments are grounded in (agentkit.steps.arguments); None: not
+    arguments_source: str | None = None
 
     @functools.cached_property
     def key(self) -> str:
@@ -58,7 +61,7 @@ class SchemaJob:
         once: a large schema's text is asked for several times (cache, lane, work) on the event loop."""
         if self.kind == "tools":
             return json.dumps([[t.function.name, t.function.parameters] for t in self.tools]
-                              + [self.style, self.no_call, self.strict, self.max_calls])
+                              + [self.style, self.no_call, self.strict, self.max_calls, self.arguments_source])
         return json.dumps([self.schema, self.strict, self.style, self.source, self.grounded])
 
     @functools.cached_property
@@ -253,6 +256,13 @@ def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: 
     mode = ext.mode or default_mode or (structured_mode() if schema is not None else "ar")
     tool_mode: Literal["none", "forced", "auto"] = "forced" if forced else ("auto" if auto else "none")
     names = frozenset(t.function.name for t in (forced or tools)) if tool_mode != "none" else frozenset()
+    grounding = tool_mode != "none" and _grounded_arguments(ext)
+    if grounding:  # a call's values come from the conversation; a tool it gives no required value for is not picked
+        if schema is not None and schema.kind == "tools":
+            schema = dataclasses.replace(schema, arguments_source=conv.sources)
+        fit = frozenset(t.function.name for t in (forced or tools)
+                        if not argument_gaps(t.function.parameters, conv.sources))
+        names = fit if fit or auto else names  # a forced call is made even so
     # auto: a call's decode may take more than a small max_tokens (a small max_tokens must not forbid a call);
     # max_tokens bounds the text reply (serving/toolchoice.py)
     budget = max(max_tokens, DEFAULT_MAX_TOKENS) if auto else max_tokens
@@ -272,6 +282,11 @@ def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: 
         plan.text_config = decode_config(req, ext.mode or default_mode or "ar", max_tokens, results, weights=plain)
         plan.no_call, plan.answered, plan.retry, plan.sources = no_call, conv.answered, conv.retry, conv.sources
     return plan
+
+
+def _grounded_arguments(ext: AgentkitExt) -> bool:
+    """``agentkit.grounded_arguments``, else the settings table's default."""
+    return ext.grounded_arguments if ext.grounded_arguments is not None else BY_NAME["grounded_arguments"].default
 
 
 def prompt_bound(prompt: str | list[dict[str, str]], context: int | None, max_token_chars: int | None,

@@ -29,6 +29,7 @@ from typing import Any
 
 from agentkit.constrain.build import build_constraint
 from agentkit.constrain.ground import grounded_template
+from agentkit.steps.arguments import grounded_arguments
 from agentkit.constrain.limits import CompileLimits, budget
 from agentkit.constrain.nodes import Template
 from agentkit.engine.faces import Constraining, Tokenizing
@@ -105,9 +106,8 @@ class Preparer:
                 self._templates.move_to_end(key)
                 return t
         if sj.kind == "tools":  # each tool's parameters compiled here (errors name the tool), then one call template
-            specs = [(tool.function.name, self.compile_one(tool.function.parameters or EMPTY_PARAMETERS,
-                                                           f"tools[{i}].function.parameters", sj.strict,
-                                                           sj.style))
+            specs = [(tool.function.name, self.arguments(sj, tool.function.parameters or EMPTY_PARAMETERS,
+                                                         f"tools[{i}].function.parameters"))
                      for i, tool in enumerate(sj.tools)]
             if sj.no_call:  # tool_choice auto: "no call" is one more option, with {} (serving/toolchoice.py)
                 specs.append((sj.no_call, None))
@@ -122,6 +122,14 @@ class Preparer:
             while len(self._templates) > self._cache_size:
                 self._templates.popitem(last=False)
         return t
+
+    def arguments(self, sj: SchemaJob, parameters: dict[str, Any], where: str) -> Template:
+        """One tool's arguments compiled (errors name ``where``), grounded in ``sj.arguments_source`` when the
+        request grounds its calls (:mod:`agentkit.steps.arguments`)."""
+        compile_ = lambda s: self.compile_one(s, where, sj.strict, sj.style)  # noqa: E731
+        if sj.arguments_source is None:
+            return compile_(parameters)
+        return grounded_arguments(parameters, sj.arguments_source, compile_)
 
     def build_automata(self, template: Template, job: Job, limits: CompileLimits) -> None:
         """Build the template's token automaton now, outside the engine's lock, within ``limits`` and stopping

@@ -148,6 +148,8 @@ class AgentkitExt(BaseModel):
     # False/None: an object schema that lists properties and says nothing of additionalProperties generates those
     # keys only, also without "strict" and in tools (agentkit/settings.py open_objects); True: other keys too
     open_objects: SBool | None = None
+    # a tool call's values come from the user and tool messages (agentkit.steps.arguments); None: the table's default
+    grounded_arguments: SBool | None = None
     # how a greedy structured step picks a token (agentkit.config.DecodeConfig.greedy); None: the table's default
     greedy: Literal["byte", "token"] | None = None
     # logit bonus for tokens that copy a span of the prompt inside a JSON string (DecodeConfig.copy_bias); None: the

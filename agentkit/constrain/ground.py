@@ -11,8 +11,14 @@ nested objects and arrays' items included), by the field's kind:
   ``3,480.00`` is ``3480``, ``twelve`` and ``a dozen`` are ``12``);
 - a ``format: date`` string: one of the dates the text writes, in ISO form (:func:`text_dates`: ``the 2nd of June
   2024``, ``March 31, 2025``, ``Thursday 8 May 2025``, ``2025-03-12``);
-- a currency code (a string field named ``currency``/``currency_code``, or described as a currency code): one of
-  the codes the text writes or its symbols and words name (``€`` and ``euros`` are ``EUR``, ``A$`` is ``AUD``);
+- a currency code (a string field named ``currency``/``currency_code``/``from_currency``, or described as a
+  currency code): one of the codes the text writes or its symbols and words name (``€`` and ``euros`` are ``EUR``,
+  ``A$`` is ``AUD``, ``Canadian dollars`` is ``CAD``);
+- with :data:`ARGUMENT_KINDS` (a tool call's arguments), an arithmetic expression (a string field named
+  ``expression``/``formula``/``equation``, or described as an arithmetic expression): the text's numbers joined by
+  operators (:func:`expression_pattern`), so ``17.5 times 23`` may be written ``17.5 * 23`` but no number the text
+  does not write; and a day (a string field named ``date``/``day``/``when`` without a format): one of the days the
+  text names (:func:`day_phrases`: ``tomorrow``, ``next Friday``, ``March 5``, full dates in ISO form);
 - an ``enum``: the members the text mentions, when it mentions any (otherwise the enum as it is).
 
 An optional field whose schema allows null is always written, as a value or as null, so that the model decides
@@ -40,6 +46,8 @@ from ..errors import UserError
 from .nodes import Choice, Node, Repeat, Seq, Slot, Template, slots
 
 KINDS = frozenset({"string", "number", "date", "currency", "enum"})  # the field kinds grounded by default
+# a tool call's arguments (agentkit.steps.arguments) are grounded in these kinds too
+ARGUMENT_KINDS = KINDS | {"day", "expression"}
 JOINERS = frozenset("-'/._@&+")
 OPENERS = frozenset("(+#$€£¥")  # besides a letter or digit, what a span may start with
 CLOSERS = frozenset(")%")  # besides a letter or digit, what a span may end with  # characters that join the letters or digits on both sides into one word
@@ -154,6 +162,23 @@ def date_mentions(text: str) -> list[tuple[int, int, str]]:
     return sorted(found)
 
 
+_WEEKDAY = r"(?:mon|tues|wednes|thurs|fri|satur|sun)day"
+_PHRASES = re.compile(  # a day said without a full date: relative, a weekday, a day and month without the year
+    r"\b(?:today|tomorrow|yesterday|tonight|the day after tomorrow|(?:(?:next|this|last|coming)\s+)?" + _WEEKDAY
+    + r"|(?:(?:next|this|last)\s+)?(?:week|weekend|month)|" + _MON + r"\s+" + _DAY + r"|(?:the\s+)?" + _DAY
+    + r"(?:\s+of)?\s+" + _MON + r"|the\s+\d{1,2}(?:st|nd|rd|th))\b", re.IGNORECASE)
+
+
+def day_phrases(text: str) -> list[str]:
+    """The days ``text`` names, for a tool's date argument without a format: its full dates in ISO form
+    (:func:`text_dates`) and, as written, the days it names otherwise (``tomorrow``, ``next Friday``, ``March 5``,
+    ``the 20th of March``, ``the 14th``), in order, each once."""
+    dates = date_mentions(text)
+    said = [(m.start(), m.group()) for m in _PHRASES.finditer(text)
+            if not any(a <= m.start() < b for a, b, _ in dates)]
+    return list(dict.fromkeys(v for _, v in sorted([(a, iso) for a, _, iso in dates] + said)))
+
+
 # -- currencies -------------------------------------------------------------------------------------------------
 
 CURRENCY_CODES = frozenset(
@@ -163,7 +188,27 @@ _SYMBOLS = [("US$", "USD"), ("A$", "AUD"), ("AU$", "AUD"), ("C$", "CAD"), ("CA$"
             ("₩", "KRW"), ("₺", "TRY"), ("₽", "RUB"), ("₪", "ILS"), ("₦", "NGN"), ("$", "USD")]
 _WORDS = {"euro": "EUR", "euros": "EUR", "pound": "GBP", "pounds": "GBP", "sterling": "GBP", "dollar": "USD",
           "dollars": "USD", "yen": "JPY", "franc": "CHF", "francs": "CHF", "rupee": "INR", "rupees": "INR",
-          "kronor": "SEK", "kroner": "NOK", "zloty": "PLN", "złoty": "PLN", "rand": "ZAR", "yuan": "CNY"}
+          "kronor": "SEK", "kroner": "NOK", "zloty": "PLN", "złoty": "PLN", "rand": "ZAR", "yuan": "CNY",
+          "reais": "BRL", "renminbi": "CNY", "baht": "THB", "ringgit": "MYR", "rupiah": "IDR", "shekel": "ILS",
+          "shekels": "ILS", "dirham": "AED", "dirhams": "AED", "riyal": "SAR", "riyals": "SAR", "hryvnia": "UAH",
+          "forint": "HUF", "lira": "TRY", "naira": "NGN"}
+# a currency word after the country's adjective names that country's currency (``Canadian dollars`` is CAD, not USD)
+_QUALIFIED = {("canadian", "dollar"): "CAD", ("australian", "dollar"): "AUD", ("new zealand", "dollar"): "NZD",
+              ("hong kong", "dollar"): "HKD", ("singapore", "dollar"): "SGD", ("taiwan", "dollar"): "TWD",
+              ("us", "dollar"): "USD", ("american", "dollar"): "USD", ("swiss", "franc"): "CHF",
+              ("swedish", "krona"): "SEK", ("swedish", "kronor"): "SEK", ("norwegian", "krone"): "NOK",
+              ("norwegian", "kroner"): "NOK", ("danish", "krone"): "DKK", ("danish", "kroner"): "DKK",
+              ("icelandic", "krona"): "ISK", ("icelandic", "kronur"): "ISK", ("czech", "koruna"): "CZK",
+              ("mexican", "peso"): "MXN", ("argentine", "peso"): "ARS", ("chilean", "peso"): "CLP",
+              ("colombian", "peso"): "COP", ("philippine", "peso"): "PHP", ("indian", "rupee"): "INR",
+              ("pakistani", "rupee"): "PKR", ("sri lankan", "rupee"): "LKR", ("brazilian", "real"): "BRL",
+              ("south african", "rand"): "ZAR", ("japanese", "yen"): "JPY", ("chinese", "yuan"): "CNY",
+              ("british", "pound"): "GBP", ("egyptian", "pound"): "EGP", ("turkish", "lira"): "TRY",
+              ("korean", "won"): "KRW", ("south korean", "won"): "KRW", ("polish", "zloty"): "PLN",
+              ("russian", "ruble"): "RUB", ("russian", "rouble"): "RUB", ("kenyan", "shilling"): "KES"}
+_QUALIFIED_RE = re.compile(r"\b(" + "|".join(sorted({a for a, _ in _QUALIFIED}, key=len, reverse=True)) + r")\s+("
+                           + "|".join(sorted({b for _, b in _QUALIFIED}, key=len, reverse=True)) + r")s?\b",
+                           re.IGNORECASE)
 
 
 def text_currencies(text: str) -> list[str]:
@@ -183,9 +228,15 @@ def currency_mentions(text: str) -> list[tuple[int, int, str]]:
             if end not in taken and not (sym == "$" and m.start() and text[m.start() - 1].isalpha()):
                 found.append((m.start(), m.end(), code))
                 taken.add(end)
+    qualified = []
+    for m in _QUALIFIED_RE.finditer(text):
+        code = _QUALIFIED.get((re.sub(r"\s+", " ", m.group(1).lower()), m.group(2).lower()))
+        if code:
+            qualified.append((m.start(), m.end(), code))
+    found += qualified
     for m in re.finditer(r"\b[^\W\d_]+\b", text):
         code = _WORDS.get(m.group().lower())
-        if code:
+        if code and not any(a <= m.start() < b for a, b, _ in qualified):
             found.append((m.start(), m.end(), code))
     return sorted(found)
 
@@ -263,10 +314,55 @@ def _shape(name: str) -> str | None:
     return None
 
 
+def _is_day(name: str) -> bool:
+    """A string field that names a day: ``date``, ``day``, ``event_date``, ``when`` (a ``format: date`` one is
+    grounded as ISO dates)."""
+    return bool({"date", "day", "when"} & {w.lower() for w in name_words(name)})
+
+
+_EXPRESSION_NAMES = frozenset({"expression", "expr", "formula", "equation", "calculation", "arithmetic"})
+
+
+def _is_expression(name: str, sub: dict[str, Any]) -> bool:
+    """A field that holds an arithmetic expression: named so (``expression``, ``math_expr``, ``formula``) or
+    described as one (``an arithmetic expression``, ``a math expression``)."""
+    desc = str(sub.get("description", "")).lower()
+    return bool(_EXPRESSION_NAMES & {w.lower() for w in name_words(name)}) or bool(
+        re.search(r"\b(?:arithmetic|math(?:ematical)?) expression", desc))
+
+
+def expression_pattern(text: str) -> str | None:
+    """The pattern of an arithmetic expression over the numbers ``text`` writes (:func:`text_numbers`, written
+    plainly: ``1,500`` as ``1500``, ``a dozen`` as ``12``), each one optionally negative or a percent, joined by
+    ``+ - * / % **`` (one operator at least) with parentheses and spaces, and the numbers its words imply
+    (:data:`_IMPLIED`: ``half`` 2, ``%`` 100); None when that gives fewer than two numbers."""
+    written = {_plain_number(v) for v in text_numbers(text)}
+    if not written:
+        return None
+    low = text.lower()
+    implied = {str(v) for word, v in _IMPLIED
+               if (word in low if not word.isalpha() else re.search(r"(?<!\w)" + word + r"(?!\w)", low))}
+    nums = sorted(written | implied, key=len, reverse=True)
+    if len(nums) < 2:  # one number is no arithmetic
+        return None
+    n = r"\(*-?(?:" + "|".join(re.escape(x) for x in nums) + r")%?\)*"
+    return r"^ *" + n + r"(?: *(?:\*\*|[-+*/%]) *" + n + r")+ *$"
+
+
+# the numbers a word implies in arithmetic (``half of 7`` is ``7 / 2``, ``15% of 240`` is ``15 * 240 / 100``)
+_IMPLIED = (("half", 2), ("halve", 2), ("double", 2), ("twice", 2), ("triple", 3), ("thrice", 3), ("quarter", 4),
+            ("%", 100), ("percent", 100), ("per cent", 100))
+
+
+def _plain_number(v: int | float) -> str:
+    return str(v) if isinstance(v, int) else repr(v)
+
+
 def _is_currency(name: str, sub: dict[str, Any]) -> bool:
     low = name.lower()
     desc = str(sub.get("description", "")).lower()
-    return low in ("currency", "currency_code", "currencycode") or "currency code" in desc
+    return (low in ("currency", "currency_code", "currencycode") or "currency" in (w.lower() for w in name_words(name))
+            or "currency code" in desc)
 
 
 @dataclass
@@ -437,6 +533,14 @@ def _string(name: str, sub: dict[str, Any], ptr: str, text: str, kinds: frozense
     if _is_currency(name, sub):
         return _enum(sub, text_currencies(text), ptr, "currency", out) if "currency" in kinds \
             else _plain(name, sub, ptr, text, out)
+    if _is_day(name) and "day" in kinds and "pattern" not in sub and not sub.get("format"):
+        return _enum(sub, day_phrases(text), ptr, "date", out)
+    if _is_expression(name, sub) and "expression" in kinds and "pattern" not in sub and not sub.get("format"):
+        pattern = expression_pattern(text)
+        if pattern is None:
+            return None
+        out.kinds[ptr] = "expression"
+        return {**sub, "pattern": pattern}
     if "string" not in kinds or sub.get("format") not in (None, "email"):
         return _plain(name, sub, ptr, text, out)
     shaped = dict(sub)
@@ -471,16 +575,16 @@ PLAIN_BODY = '(?:[^\\x00-\\x1f"\\\\]|\\\\[btnfr"\\\\])*'  # a JSON string body w
 
 
 def grounded_template(schema: dict[str, Any], text: str, compile_schema: Callable[[dict[str, Any]], Template], *,
-                      grounded: bool | None = None) -> tuple[Template, Grounding]:
+                      grounded: bool | None = None, kinds: frozenset[str] = KINDS) -> tuple[Template, Grounding]:
     """The template of ``schema`` grounded in ``text`` (``compile_schema`` compiles a schema) and what grounding
-    did. A string field whose compiled slot no span of the text fits (an email field, a text without an email) is
+    did (``kinds``: as :func:`ground_schema`'s). A string field whose compiled slot no span of the text fits (an email field, a text without an email) is
     grounded again as a field without a value."""
-    g = ground_schema(schema, text, grounded=grounded)
+    g = ground_schema(schema, text, grounded=grounded, kinds=kinds)
     template = compile_schema(g.schema)
     body = json.dumps(text, ensure_ascii=False)[1:-1]
     empty = frozenset(s.name for s in slots(template.root) if s.name in g.spans and not spans_fit(s.regex, body))
     if empty:
-        g = ground_schema(schema, text, grounded=grounded, no_span=empty)
+        g = ground_schema(schema, text, grounded=grounded, kinds=kinds, no_span=empty)
         template = compile_schema(g.schema)
     return ground_template(template, g, schema), g
 

@@ -32,6 +32,7 @@ from ..errors import (
 )
 from ..settings import BY_NAME as SETTING
 from ..steps import kinds as steps
+from ..steps.arguments import choosable_tools
 from ..toolcall import MAX_PARALLEL_CALLS
 from . import _decide as decide_
 from . import _repeat as repeat_
@@ -339,18 +340,19 @@ class Agent(Generic[DepsT, OutputT]):
         run.offered = offered = await offered_tools(self._tools, run.context)
         if not offered:  # every tool's ``prepare`` left it out: the run answers
             return False
-        if self._scorer is not None:
+        if self._scorer is not None:  # the tools to choose among, and the text their calls' values come from
+            sources, choosable = choosable_tools(offered, to_chat(run.messages), run.settings)
             style = run.settings.get("json_style", steps.STYLE)
             chat, no_call = decide_.decision_chat(to_chat(run.messages), run.instructions, offered)
             run.decision = run.last_decision = await decide_.decide_step(
-                self._scorer, chat, [t.name for t in offered], style, self._null_scores,
+                self._scorer, chat, [t.name for t in choosable], style, self._null_scores,
                 done=run.results.tools_done(), previous=run.last_decision, no_call=no_call, rule=self.after_result,
                 retry=self.after_failure == "retry" and self._retrying(run, offered), calibrate=self.calibrate)
             if run.decision.tool is None:
                 return False
             template, compile_ms = self._templates.call_template(run.decision.tool, style,
                                                        bool(run.settings.get("open_objects", False)),
-                                                       self._max_calls(run, run.decision.tool))
+                                                       self._max_calls(run, run.decision.tool), sources)
         result, rec, t0 = await self._generate(run, "tool_call", None, template, compile_ms)
         try:
             calls = self._templates.parse_calls(steps.parse_json(result), offered)

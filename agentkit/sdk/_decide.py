@@ -153,6 +153,8 @@ async def decide_step(scorer: NameScorer, chat: list[dict[str, str]], tools: lis
     be retried (``after_failure="retry"``): a call of the tool the model scores highest. ``calibrate``: scores
     against the content-free question's (None: as the scorer's weights declare, :func:`decides_calibrated`)."""
     t0 = time.perf_counter()
+    if not tools:  # none has its required values in the conversation (agentkit.steps.arguments)
+        return Decision(None, {"by": "no tool has its values", "tool": None}, t0, 0.0, chat)
     if retry:
         scores = await scorer.name_scores(chat, tools, call_head(style))
         best = max(tools, key=lambda n: scores[n])

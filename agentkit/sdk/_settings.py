@@ -30,7 +30,9 @@ class ModelSettings(TypedDict, total=False):
     free-text reply uses 4 unless set), see
     ``DecodeConfig.stop_loops``; ``parallel_tool_calls``: a tool step may make several calls to the tool it picked, run concurrently
     (default False: a small model tends to write its call again, see ``agentkit/settings.py``; the server's default
-    is OpenAI's, True).
+    is OpenAI's, True); ``grounded_arguments``: a tool call's argument values come from the run's user messages
+    and tool results, and a tool with a required argument they give no value for is not chosen (default True),
+    see :mod:`agentkit.steps.arguments`.
     """
 
     temperature: float
@@ -50,6 +52,7 @@ class ModelSettings(TypedDict, total=False):
     logit_bias: dict[str, int]
     stop_loops: int
     parallel_tool_calls: bool
+    grounded_arguments: bool
 
 
 KEYS = frozenset(ModelSettings.__annotations__)  # the table's "sdk" settings (tests/test_settings_table.py)

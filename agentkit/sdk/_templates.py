@@ -8,6 +8,7 @@ from typing import Any
 
 from ..constrain.nodes import Template
 from ..steps import kinds as steps
+from ..steps.arguments import grounded_parameters
 from ..toolcall import call_key
 from ._tools import Tool
 
@@ -54,17 +55,21 @@ class StepTemplates:
             del self.cache[next(iter(self.cache))]
         return template, (time.perf_counter() - t0) * 1000
 
-    def call_template(self, tool: str, style: str | None, open_objects: bool = False,
-                       max_calls: int = 1) -> tuple[Template, float]:
+    def call_template(self, tool: str, style: str | None, open_objects: bool = False, max_calls: int = 1,
+                      sources: str | None = None) -> tuple[Template, float]:
         """The template of calls of ``tool`` only (its name pinned, its arguments decoded; one to ``max_calls``
-        calls, one per line), in JSON ``style``, closed unless ``open_objects``, and the ms spent compiling it now."""
+        calls, one per line), in JSON ``style``, closed unless ``open_objects``, and the ms spent compiling it now.
+        ``sources``: the arguments grounded in that text (:mod:`agentkit.steps.arguments`; built for each step)."""
         key = (f"tool_call:{tool}:{max_calls}", (style or "") + (":open" if open_objects else ""))
-        if key in self.cache:
+        if sources is None and key in self.cache:
             return self.cache[key], 0.0
         t0 = time.perf_counter()
-        template = steps.tool_call_template([t for t in self.tools if t.name == tool], style, final_answer=False,
-                                            strict=not open_objects, max_calls=max_calls)
-        self.cache[key] = template
+        chosen = [t for t in self.tools if t.name == tool]
+        params = None if sources is None else grounded_parameters(chosen, sources, style, not open_objects)
+        template = steps.tool_call_template(chosen, style, final_answer=False, strict=not open_objects,
+                                            max_calls=max_calls, parameters=params)
+        if sources is None:
+            self.cache[key] = template
         return template, (time.perf_counter() - t0) * 1000
 
     def parse_calls(self, value: Any, offered: list[Tool] | None = None) -> list[tuple[str, dict[str, Any]]]:

@@ -119,14 +119,18 @@ def for_step(template: Template, step: str, **meta: Any) -> Template:
 
 
 def tool_call_template(tools: list[StepTool], style: str | None = STYLE, *, final_answer: bool = True,
-                       strict: bool = True, max_calls: int = 1) -> Template:
+                       strict: bool = True, max_calls: int = 1,
+                       parameters: dict[str, Template] | None = None) -> Template:
     """One template for a tool-call step (:func:`agentkit.toolcall.call_template`, keys ``name``/``arguments``):
     a choice of the tools (ARGS under that tool's compiled schema; ``{}`` for a templated tool) and, with
     ``final_answer``, ``final_answer`` with ``{}``. One tool without ``final_answer``: its name pinned, only its
     arguments decoded (the call the model's scores picked). ``max_calls`` > 1 (parallel tool calls, without
     ``final_answer``): one to that many calls, one per line (:func:`agentkit.toolcall.calls_template`; its value is
-    the list of calls)."""
-    specs = [(t.name, None if t.templated else t.parameters_schema) for t in tools]
+    the list of calls). ``parameters``: a tool's arguments compiled already (:mod:`agentkit.steps.arguments`:
+    grounded in the conversation), in place of its parameters schema."""
+    given = parameters or {}
+    specs: list[tuple[str, Any]] = [(t.name, None if t.templated else given.get(t.name, t.parameters_schema))
+                                    for t in tools]
     if final_answer:
         specs.append((FINAL_ANSWER, None))
     schema = tool_call_schema(tools, final_answer=final_answer)

@@ -124,6 +124,8 @@ def _decision(engine: EngineLike, step: ToolStep, io: StepIO) -> tuple[bool | No
     if step.tool_mode != "auto":
         return None, None
     assert not isinstance(step.prompt, str)
+    if not names:  # no tool has its required values in the conversation (agentkit.steps.arguments)
+        return False, {"by": "grounded_arguments", "call": False}
     if step.retry:  # the last tool message reports a failure: a call again (without scores, the choice decode's)
         picked = None
         if scores:

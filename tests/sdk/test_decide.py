@@ -244,3 +244,27 @@ def test_calibrates_reads_the_merged_lora_declaration():
     scores, null = {"t": -1.0, "respond": -0.5}, {"t": -3.0, "respond": -0.1}
     assert calibrated(scores, null, ["t"], "respond")[0]  # the request moved towards the tool: call
     assert not calibrated(scores, None, ["t"], "respond")[0]  # raw: "respond" is likelier, answer
+
+
+async def test_a_tool_whose_values_the_task_lacks_is_no_option_and_the_call_is_grounded():
+    """``grounded_arguments`` (default on): ``double`` needs a number, so on a task that writes none the scores are
+    not asked about it and the run answers; on "Double 21" the call's ``x`` can only be 21 (a choice, no slot)."""
+    asked, templates = [], []
+
+    class Recording(ScoringModel):
+        async def name_scores(self, messages, names, head):
+            asked.append(tuple(names))
+            return await super().name_scores(messages, names, head)
+
+    def fn(messages, info):
+        templates.append(info.template)
+        return {"name": "double", "arguments": {"x": 21}} if info.step == "tool_call" else "Sure."
+
+    result = await Agent(Recording(fn), tools=[double]).run("Double my favourite number")
+    assert result.output == "Sure." and [r.step for r in result.trace] == ["reply"] and asked == []
+    assert result.trace[0].decision["by"] == "no tool has its values"
+    result = await Agent(Recording(fn), tools=[double]).run("Double 21")
+    call = templates[1]
+    assert call.meta["step"] == "tool_call" and "Lit(text='21')" in str(call.root) and "Slot" not in str(call.root)
+    off = Agent(Recording(fn), tools=[double], model_settings={"grounded_arguments": False})
+    assert (await off.run("Double my favourite number")).trace[0].tool == "double"

@@ -80,13 +80,29 @@ def test_response_parts():
     p = plan_request(_req(tools=[TOOL], tool_choice="required"))
     msg, finish = parts(p, '{"name":"add","arguments":{"a":1}}', {"name": "add", "arguments": {"a": 1}}, "template")
     assert finish == "tool_calls" and json.loads(msg["tool_calls"][0]["function"]["arguments"]) == {"a": 1}
-    p = plan_request(_req(tools=[TOOL]))  # auto: the choice decode's call is a call ...
+    # auto (the user's message writes a number, so add's argument can be grounded): the choice decode's call is a
+    # call ...
+    p = plan_request(_req(tools=[TOOL], messages=[{"role": "user", "content": "add 2"}]))
     msg, finish = parts(p, '{"name": "add", "arguments": {"a": 2}}', {"name": "add", "arguments": {"a": 2}}, "template")
     assert finish == "tool_calls" and msg["content"] is None
     msg, finish = parts(p, ' {"name": "add", "arguments": {"a": 2}}', None, "stop")  # ... a text reply is not
     assert finish == "stop" and msg["content"].startswith(" {")
     msg, finish = parts(p, '{"name": "sub", "arguments": {}}', None, "length")  # not one of the tools
     assert finish == "length" and msg["content"].startswith("{")
+
+
+def test_grounded_arguments_plan():
+    """A call's values come from the conversation: a tool whose required argument it has no value for is not
+    picked under auto (a forced call is made even so), and the call's template is grounded in its text."""
+    p = plan_request(_req(tools=[TOOL]))  # "hi" writes no number: add cannot be called
+    assert p.tool_mode == "auto" and p.tool_names == frozenset() and p.schema.arguments_source == "hi"
+    p = plan_request(_req(tools=[TOOL], messages=[{"role": "user", "content": "add 4 please"}]))
+    assert p.tool_names == {"add"} and p.schema.arguments_source == "add 4 please"
+    p = plan_request(_req(tools=[TOOL], tool_choice="required"))
+    assert p.tool_names == {"add"} and p.schema.arguments_source == "hi"
+    off = plan_request(_req(tools=[TOOL], agentkit={"grounded_arguments": False}))
+    assert off.tool_names == {"add"} and off.schema.arguments_source is None
+    assert off.schema.key != p.schema.key
 
 
 def test_sse_framing():

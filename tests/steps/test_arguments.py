@@ -1,0 +1,102 @@
+"""Grounded tool arguments (agentkit.steps.arguments, agentkit.constrain.ground's argument kinds)."""
+
+import re
+
+from agentkit.constrain.ground import ARGUMENT_KINDS, day_phrases, expression_pattern, ground_schema, text_currencies
+from agentkit.constrain.nodes import Choice, slots
+from agentkit.sdk import Tool
+from agentkit.steps.arguments import argument_gaps, groundable, grounded_parameters, sources_of
+from agentkit.steps.kinds import tool_call_template
+
+
+def get_weather(city: str) -> dict:
+    """The weather in a city.
+
+    Args:
+        city: the city's name, e.g. Paris
+    """
+    return {"city": city}
+
+
+def calculator(expression: str) -> float:
+    """Evaluate an arithmetic expression."""
+    return 0.0
+
+
+def get_calendar_events(date: str) -> list:
+    """The events on one day."""
+    return []
+
+
+def convert_currency(amount: float, from_currency: str, to_currency: str) -> float:
+    """Convert money."""
+    return amount
+
+
+TOOLS = [Tool(f) for f in (get_weather, calculator, get_calendar_events, convert_currency)]
+
+
+def names(tools):
+    return [t.name for t in tools]
+
+
+def test_a_tool_is_offered_only_where_the_conversation_has_its_required_values():
+    assert names(groundable(TOOLS, "Do I need an umbrella in Berlin?")) == ["get_weather"]
+    assert names(groundable(TOOLS, "What is 17.5 times 23?")) == ["get_weather", "calculator"]
+    assert names(groundable(TOOLS, "anything on tomorrow?")) == ["get_weather", "get_calendar_events"]
+    assert "convert_currency" in names(groundable(TOOLS, "How many yen is 50 pounds?"))
+    assert argument_gaps(convert_currency_schema(), "convert 50 please") == ["from_currency", "to_currency"]
+
+
+def convert_currency_schema():
+    return TOOLS[3].parameters_schema
+
+
+def test_expression_is_the_texts_numbers_joined_by_operators():
+    p = expression_pattern("What is 17.5 times 23?")
+    assert re.fullmatch(p, "17.5 * 23") and re.fullmatch(p, "(17.5*23)")
+    assert not re.fullmatch(p, "17.5") and not re.fullmatch(p, "17 * 23") and not re.fullmatch(p, "17.5 times 23")
+    assert re.fullmatch(expression_pattern("15% of 240"), "15 * 240 / 100")  # % implies 100
+    assert re.fullmatch(expression_pattern("half of 1,500"), "1500 / 2")
+    assert expression_pattern("I have 3 cats") is None and expression_pattern("no numbers") is None
+
+
+def test_days_and_currencies_as_a_user_writes_them():
+    assert day_phrases("Any meetings on 2026-03-05 or next Friday?") == ["2026-03-05", "next Friday"]
+    assert day_phrases("check my calendar for the 20th of March") == ["the 20th of March"]
+    assert day_phrases("Is it sunny in Marrakesh?") == []
+    assert text_currencies("How much is 10000 rupees in Canadian dollars?") == ["INR", "CAD"]
+    assert text_currencies("1,500 Mexican pesos in US dollars") == ["MXN", "USD"]
+
+
+def test_the_argument_kinds_apply_to_tool_arguments_only():
+    schema = {"type": "object", "properties": {"date": {"type": "string"}}, "required": ["date"]}
+    assert ground_schema(schema, "see you tomorrow").kinds == {"/date": "string"}  # extract: a span
+    g = ground_schema(schema, "see you tomorrow", kinds=ARGUMENT_KINDS)
+    assert g.kinds == {"/date": "date"} and g.schema["properties"]["date"]["enum"] == ["tomorrow"]
+
+
+def test_the_call_template_takes_its_values_from_the_sources():
+    params = grounded_parameters(TOOLS, "How many yen is 50 pounds?")
+    assert set(params) == set(names(TOOLS))
+    t = tool_call_template([TOOLS[3]], final_answer=False, parameters=params)
+    choices = [n for n in _walk(t.root) if isinstance(n, Choice)]
+    assert [[o.text for o in c.options] for c in choices] == [["50", "50.0"], ['"JPY"', '"GBP"'], ['"JPY"', '"GBP"']]
+    weather = tool_call_template([TOOLS[0]], final_answer=False, parameters=params)
+    assert [s.source for s in slots(weather.root)] == ["How many yen is 50 pounds?"]  # the city: a span
+    plain = tool_call_template([TOOLS[0]], final_answer=False)
+    assert [s.source for s in slots(plain.root)] == [None]
+
+
+def test_sources_are_the_user_and_tool_messages():
+    chat = [{"role": "system", "content": "city e.g. Paris"}, {"role": "user", "content": "weather?"},
+            {"role": "assistant", "content": "{}"}, {"role": "tool", "content": '{"temp": 3}'}]
+    assert sources_of(chat) == 'weather?\n{"temp": 3}'
+
+
+def _walk(node):
+    yield node
+    for child in getattr(node, "items", ()) + getattr(node, "options", ()):
+        yield from _walk(child)
+    if hasattr(node, "item"):
+        yield from _walk(node.item)
