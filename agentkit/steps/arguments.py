@@ -3,7 +3,8 @@
 A small model fills a tool's arguments with what its training made likely: the example in the tool's description
 (``get_weather(city="Paris")`` asked "What is 17.5 times 23?"), a stock date (``2022-01-01T00:00:00Z`` for
 "tomorrow"), a currency the question never names. Grounded, each argument is held to the conversation's user and
-tool messages, field by field, as ``extract`` holds an output to its text (:mod:`agentkit.constrain.ground`):
+tool messages, field by field, as ``extract`` holds an output to its text (:mod:`agentkit.constrain.ground`); its
+required arguments, that is (:func:`required_only`: an optional one has a default and may be the model's own):
 
 - a string is a span of them (``Tokyo``, ``tomorrow``, ``20th of March``, ``kg``);
 - a number is a number they write (``1,500`` is ``1500``; a result's ``-3`` too);
@@ -43,7 +44,19 @@ def sources_of(messages: Sequence[dict[str, Any]]) -> str:
 
 def argument_gaps(parameters: dict[str, Any] | None, sources: str) -> list[str]:
     """The required arguments of a tool (its ``parameters`` schema) that ``sources`` gives no value for."""
-    return ground_schema(parameters or {}, sources, kinds=ARGUMENT_KINDS).ungrounded
+    return ground_schema(required_only(parameters or {}), sources, kinds=ARGUMENT_KINDS).ungrounded
+
+
+def required_only(parameters: dict[str, Any]) -> dict[str, Any]:
+    """``parameters`` with its optional arguments left ungrounded (``"grounded": false``, unless they say
+    otherwise): an argument with a default is the tool's to fill, and the model may write a value it knows (the
+    speed of light, an initial speed of 0 "from rest") where the conversation writes none."""
+    props = parameters.get("properties")
+    if not isinstance(props, dict):
+        return parameters
+    required = set(parameters.get("required") or ())
+    return {**parameters, "properties": {
+        k: ({"grounded": False, **v} if k not in required and isinstance(v, dict) else v) for k, v in props.items()}}
 
 
 def groundable(tools: Sequence[ToolT], sources: str) -> list[ToolT]:
@@ -66,7 +79,7 @@ def choosable_tools(tools: Sequence[ToolT], chat: Sequence[dict[str, Any]],
 def grounded_arguments(parameters: dict[str, Any], sources: str,
                        compile_schema: Callable[[dict[str, Any]], Template]) -> Template:
     """A tool's arguments (its ``parameters`` schema) compiled by ``compile_schema``, grounded in ``sources``."""
-    return grounded_template(parameters, sources, compile_schema, kinds=ARGUMENT_KINDS)[0]
+    return grounded_template(required_only(parameters), sources, compile_schema, kinds=ARGUMENT_KINDS)[0]
 
 
 def grounded_parameters(tools: Sequence[StepTool], sources: str, style: str | None = None,

@@ -100,3 +100,20 @@ def _walk(node):
         yield from _walk(child)
     if hasattr(node, "item"):
         yield from _walk(node.item)
+
+
+def test_optional_arguments_are_the_models_own():
+    """Only required arguments are grounded: an optional one has a default, and the model may write what it knows
+    (an initial speed of 0 "from rest") where the conversation writes no value."""
+
+    def speed(distance: float, time: float, initial_speed: float = 0.0) -> float:
+        """Speed from rest."""
+        return distance / time
+
+    tool = Tool(speed)
+    params = grounded_parameters([tool], "20 meters over 4 seconds")
+    text = str(params["speed"].root)
+    assert "Lit(text='20')" in text and "Lit(text='4')" in text  # distance and time: the text's numbers
+    assert "Slot(" in text  # initial_speed: a number slot of its own
+    assert argument_gaps(tool.parameters_schema, "20 meters over 4 seconds") == []
+    assert argument_gaps(tool.parameters_schema, "how fast from rest?") == ["distance", "time"]
