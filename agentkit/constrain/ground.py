@@ -358,7 +358,8 @@ def _plain_number(v: int | float) -> str:
     return str(v) if isinstance(v, int) else repr(v)
 
 
-def _is_currency(name: str, sub: dict[str, Any]) -> bool:
+def is_currency(name: str, sub: dict[str, Any]) -> bool:
+    """Whether a string field holds a currency code (its name or description says so)."""
     low = name.lower()
     desc = str(sub.get("description", "")).lower()
     return (low in ("currency", "currency_code", "currencycode") or "currency" in (w.lower() for w in name_words(name))
@@ -517,10 +518,10 @@ def _field(name: str, sub: dict[str, Any], ptr: str, text: str, kinds: frozenset
 def _string(name: str, sub: dict[str, Any], ptr: str, text: str, kinds: frozenset[str],
             out: Grounding) -> dict[str, Any] | None:
     if "enum" in sub:
-        if "enum" not in kinds and not (_is_currency(name, sub) and "currency" in kinds):
+        if "enum" not in kinds and not (is_currency(name, sub) and "currency" in kinds):
             return sub
         low = text.casefold()
-        codes = set(text_currencies(text)) if _is_currency(name, sub) else set()
+        codes = set(text_currencies(text)) if is_currency(name, sub) else set()
         said = [v for v in sub["enum"] if isinstance(v, str) and (v in codes or re.search(
             r"(?<!\w)" + re.escape(v.casefold()) + r"(?!\w)", low))]
         if said:
@@ -530,7 +531,7 @@ def _string(name: str, sub: dict[str, Any], ptr: str, text: str, kinds: frozense
         return sub
     if sub.get("format") == "date":
         return _enum(sub, text_dates(text), ptr, "date", out) if "date" in kinds else _plain(name, sub, ptr, text, out)
-    if _is_currency(name, sub):
+    if is_currency(name, sub):
         return _enum(sub, text_currencies(text), ptr, "currency", out) if "currency" in kinds \
             else _plain(name, sub, ptr, text, out)
     if _is_day(name) and "day" in kinds and "pattern" not in sub and not sub.get("format"):

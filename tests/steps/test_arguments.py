@@ -81,7 +81,8 @@ def test_the_call_template_takes_its_values_from_the_sources():
     assert set(params) == set(names(TOOLS))
     t = tool_call_template([TOOLS[3]], final_answer=False, parameters=params)
     choices = [n for n in _walk(t.root) if isinstance(n, Choice)]
-    assert [[o.text for o in c.options] for c in choices] == [["50", "50.0"], ['"JPY"', '"GBP"'], ['"JPY"', '"GBP"']]
+    assert [[o.text for o in c.options] for c in choices] == [["50", "50.0"]]  # the pair: pounds to yen, pinned
+    assert '"from_currency": "GBP", "to_currency": "JPY"' in str(t.root)
     weather = tool_call_template([TOOLS[0]], final_answer=False, parameters=params)
     assert [s.source for s in slots(weather.root)] == ["How many yen is 50 pounds?"]  # the city: a span
     plain = tool_call_template([TOOLS[0]], final_answer=False)
@@ -117,3 +118,18 @@ def test_optional_arguments_are_the_models_own():
     assert "Slot(" in text  # initial_speed: a number slot of its own
     assert argument_gaps(tool.parameters_schema, "20 meters over 4 seconds") == []
     assert argument_gaps(tool.parameters_schema, "how fast from rest?") == ["distance", "time"]
+
+
+def test_a_from_to_pair_takes_each_side_from_where_the_text_marks_it():
+    from agentkit.steps.arguments import anchor_pairs, pair_fields, pair_phrases
+
+    schema = TOOLS[3].parameters_schema
+    assert pair_fields(schema) == [("from_currency", "to_currency")]
+    assert pair_phrases("How many yen is 50 pounds?") == (["pounds"], ["yen"])
+    props = anchor_pairs(schema, "How much is 10000 rupees in Canadian dollars?")["properties"]
+    assert (props["from_currency"]["enum"], props["to_currency"]["enum"]) == (["INR"], ["CAD"])
+    assert pair_phrases("I earn 3200 CAD a month, what's that in euros?") == (["CAD"], ["euros"])
+    assert anchor_pairs(schema, "convert 50 euros") == schema  # the to side unmarked: the pair as it is
+    params = grounded_parameters([TOOLS[3]], "What is 1,500 Mexican pesos in dollars?")
+    text = str(params["convert_currency"].root)
+    assert text.index('"MXN"') < text.index('"USD"') and text.count('"MXN"') == 1 and text.count('"USD"') == 1
