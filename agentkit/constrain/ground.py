@@ -334,7 +334,7 @@ def _is_expression(name: str, sub: dict[str, Any]) -> bool:
 def expression_pattern(text: str) -> str | None:
     """The pattern of an arithmetic expression over the numbers ``text`` writes (:func:`text_numbers`, written
     plainly: ``1,500`` as ``1500``, ``a dozen`` as ``12``), each one optionally negative or a percent, joined by
-    ``+ - * / % **`` (one operator at least) with parentheses and spaces, and the numbers its words imply
+    ``+ - * / **`` (one operator at least; ``%`` is a percent, not a remainder) with parentheses and spaces, and the numbers its words imply
     (:data:`_IMPLIED`: ``half`` 2, ``%`` 100); None when that gives fewer than two numbers."""
     written = {_plain_number(v) for v in text_numbers(text)}
     if not written:
@@ -346,7 +346,7 @@ def expression_pattern(text: str) -> str | None:
     if len(nums) < 2:  # one number is no arithmetic
         return None
     n = r"\(*-?(?:" + "|".join(re.escape(x) for x in nums) + r")%?\)*"
-    return r"^ *" + n + r"(?: *(?:\*\*|[-+*/%]) *" + n + r")+ *$"
+    return r"^ *" + n + r"(?: *(?:\*\*|[-+*/]) *" + n + r")+ *$"
 
 
 # the numbers a word implies in arithmetic (``half of 7`` is ``7 / 2``, ``15% of 240`` is ``15 * 240 / 100``)

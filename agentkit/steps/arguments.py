@@ -89,8 +89,15 @@ def pair_phrases(text: str) -> tuple[list[str], list[str]]:
     starts_from = [b for _, b, _ in number_mentions(text)] + [m.end() for m in _FROM_CUE.finditer(text)]
     starts_to = [m.end() for m in _TO_CUE.finditer(text)]
 
+    numbers = {a for a, _, _ in number_mentions(text)}
+
     def phrases(starts: list[int]) -> list[str]:
-        found = [(p, m.group()) for p in starts if (m := _PHRASE.match(text, p + (len(text[p:]) - len(text[p:].lstrip()))))]
+        found = []
+        for p in starts:
+            p += len(text[p:]) - len(text[p:].lstrip())
+            m = None if p in numbers else _PHRASE.match(text, p)  # "in one sentence" marks no side
+            if m:
+                found.append((p, m.group()))
         return list(dict.fromkeys(v for _, v in sorted(found)))
     return phrases(sorted(set(starts_from))), phrases(starts_to)
 
@@ -106,7 +113,7 @@ def anchor_pairs(parameters: dict[str, Any], sources: str) -> dict[str, Any]:
     props = dict(parameters["properties"])
     for a, b in pairs:
         values = [_side(props[a], a, froms), _side(props[b], b, tos)]
-        if all(values):
+        if all(values) and values[0] != values[1]:
             props[a], props[b] = ({**props[k], "enum": v} for k, v in zip((a, b), values))
     return {**parameters, "properties": props}
 

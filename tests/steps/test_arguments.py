@@ -133,3 +133,11 @@ def test_a_from_to_pair_takes_each_side_from_where_the_text_marks_it():
     params = grounded_parameters([TOOLS[3]], "What is 1,500 Mexican pesos in dollars?")
     text = str(params["convert_currency"].root)
     assert text.index('"MXN"') < text.index('"USD"') and text.count('"MXN"') == 1 and text.count('"USD"') == 1
+
+
+def test_percent_is_not_a_remainder_and_a_number_marks_no_side():
+    from agentkit.steps.arguments import pair_phrases
+
+    p = expression_pattern("What's 15% of 240?")
+    assert not re.fullmatch(p, "15% (15%)") and not re.fullmatch(p, "15 % 240") and re.fullmatch(p, "15% * 240")
+    assert pair_phrases("explain a black hole in one sentence") == ([], [])
