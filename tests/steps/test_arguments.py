@@ -140,4 +140,4 @@ def test_percent_is_not_a_remainder_and_a_number_marks_no_side():
 
     p = expression_pattern("What's 15% of 240?")
     assert not re.fullmatch(p, "15% (15%)") and not re.fullmatch(p, "15 % 240") and re.fullmatch(p, "15% * 240")
-    assert pair_phrases("explain a black hole in one sentence") == ([], [])
+    assert pair_phrases("explain a black hole in one sentence") == (["sentence"], [])  # "in one": no to side
