@@ -1,5 +1,5 @@
 """Which call, if any: the model's own scores over a call's name options, shared by the SDK's tool step and the
-server's ``tool_choice`` (``agentkit/steps/runner.py``).
+server's ``tool_choice`` (the shared step's decision, ``agentkit/steps/decision.py``).
 
 A small model's greedy choice under a call template is decided by the first token where the names differ, and it
 rarely chooses "no call" on its own. Here both choices come from the model's log-probability of each option's

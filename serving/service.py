@@ -146,18 +146,20 @@ class ChatService:
                     fn(*a)
             return run
 
+        text_ids: list[list[int] | None] = []  # the text reply's prompt, checked before it is decoded
         io = StepIO(template, functools.partial(self.preparer.tool_template, plan), job.check, hook(on_tokens, True),
                     hook(None, True), hook(on_draft), job.cancelled.is_set, job.slot,
-                    functools.partial(self.preparer.text_prompt, plan))
+                    lambda step: text_ids.append(self.preparer.text_prompt(plan, step)))
         out = run_step(self.engine, plan.step, io)
+        assert out.result is not None  # the runner's step always decodes (a call, or the text reply)
         if out.text_reply:
-            prompt_ids = out.text_prompt
+            prompt_ids = text_ids[0]
         lp = None
         if plan.logprobs is not None and prompt_ids is not None:
             from .logprobs import token_logprobs
 
             lp = token_logprobs(self.engine, prompt_ids, list(out.result.token_ids), plan.logprobs, job.slot)
-        return Outcome(out.result, lp, out.choice, out.decision, out.calls)
+        return Outcome(out.result, lp, out.choice, out.decision.record() if out.decision else None, out.calls)
 
     def decode_text(self, ids: list[int]) -> str:
         with self.lock:  # the tokenizer is shared with concurrent requests

@@ -33,6 +33,9 @@ from ..errors import (
 from ..settings import BY_NAME as SETTING
 from ..steps import kinds as steps
 from ..steps.arguments import choosable_tools
+from ..steps.decision import Score
+from ..steps.drive import drive_async
+from ..steps.tool_step import StepRules, tool_step
 from ..toolcall import MAX_PARALLEL_CALLS
 from . import _decide as decide_
 from . import _repeat as repeat_
@@ -51,6 +54,7 @@ from ._messages import (
     ToolCallPart,
     ToolReturnPart,
     UserPromptPart,
+    answer_chat,
     to_chat,
     to_chat_with_prompt,
     without_default_system,
@@ -63,7 +67,7 @@ from ._result import RunResult, RunState
 from ._settings import ModelSettings
 from ._step_config import step_config
 from ._templates import StepTemplates
-from ._tools import Tool, ToolTimeout, as_tools, clip_result, offered_tools, to_observation_text
+from ._tools import Tool, ToolTimeout, as_tools, check_retries, clip_result, offered_tools, to_observation_text
 from ._trace import IterationRecord, Trace, clip
 
 OutputT = TypeVar("OutputT")
@@ -312,7 +316,8 @@ class Agent(Generic[DepsT, OutputT]):
         results = steps.results_text(list(run.results.calls.values()))
         if run.output is not None:
             return await self._structured(run, "extract", run.output, results + steps.extract_prompt(run.output))
-        chat = self._answer_chat(run, results) if self._tools else None
+        chat = answer_chat(run.instructions, run.messages[:run.new_message_index], run.prompt,
+                           results) if self._tools else None
         if not results and run.instructions is None:  # a plain reply: the model's own default system text
             chat = without_default_system(chat if chat is not None else to_chat_with_prompt(run.messages, None))
         result, rec, t0 = await self._generate(run, "reply", None, chat=chat)
@@ -322,56 +327,73 @@ class Agent(Generic[DepsT, OutputT]):
         self._finish(run, rec, t0)
         return text
 
-    def _answer_chat(self, run: RunState, results: str) -> list[dict[str, str]]:
-        """What the free-text answer step of a run with tools is sent: the instructions without the tools' specs,
-        the earlier runs' text turns, then the task with the tool results and the request for a plain answer. No
-        JSON call is in view, so the reply is text (a small model imitates the calls it sees)."""
-        chat = [{"role": "system", "content": run.instructions or steps.DEFAULT_INSTRUCTIONS}]
-        for m in to_chat(run.messages[:run.new_message_index]):
-            if m["role"] != "system" and not m["content"].startswith("{"):
-                chat.append(m)
-        chat.append({"role": "user", "content": steps.reply_prompt(run.prompt, results)})
-        return chat
-
     async def _tool_step(self, run: RunState) -> bool:
-        """One tool-call iteration; False when the run goes to its answer (the model chose ``final_answer``: by its
-        scores, then the answer step's iteration carries the decision, or in the decoded call)."""
-        template, compile_ms = None, 0.0
+        """One tool-call iteration, the shared tool step (:mod:`agentkit.steps.tool_step`) on the agent's options;
+        False when the run goes to its answer (the model chose to answer: by its scores, then the answer step's
+        iteration carries the decision, or in the decoded call)."""
         run.offered = offered = await offered_tools(self._tools, run.context)
         if not offered:  # every tool's ``prepare`` left it out: the run answers
             return False
-        if self._scorer is not None:  # the tools to choose among, and the text their calls' values come from
-            sources, choosable = choosable_tools(offered, to_chat(run.messages), run.settings)
-            style = run.settings.get("json_style", steps.STYLE)
-            chat, no_call = decide_.decision_chat(to_chat(run.messages), run.instructions, offered)
-            run.decision = run.last_decision = await decide_.decide_step(
-                self._scorer, chat, [t.name for t in choosable], style, self._null_scores,
-                done=run.results.tools_done(), previous=run.last_decision, no_call=no_call, rule=self.after_result,
-                retry=self.after_failure == "retry" and self._retrying(run, offered), calibrate=self.calibrate)
-            if run.decision.tool is None:
-                return False
-            template, compile_ms = self._templates.call_template(run.decision.tool, style,
-                                                       bool(run.settings.get("open_objects", False)),
-                                                       self._max_calls(run, run.decision.tool), sources)
-        result, rec, t0 = await self._generate(run, "tool_call", None, template, compile_ms)
-        try:
-            calls = self._templates.parse_calls(steps.parse_json(result), offered)
-        except steps.OutputError as e:
-            self._output_failure(run, rec, t0, result, str(e))
+        sources, choosable = (None, offered) if self._scorer is None else choosable_tools(
+            offered, to_chat(run.messages), run.settings)
+        made: list[Any] = []  # the call decode's (result, record, start)
+
+        async def answer(request: Any) -> Any:
+            if isinstance(request, Score):
+                assert self._scorer is not None  # a decision is asked only of a scorer
+                return await self._scorer.name_scores(request.messages, request.names, request.head)
+            run.decision = request.decision  # the call decode's iteration carries it
+            template, compile_ms = None, 0.0
+            if request.tool is not None:
+                template, compile_ms = self._templates.call_template(
+                    request.tool, run.settings.get("json_style", steps.STYLE),
+                    bool(run.settings.get("open_objects", False)), self._max_calls(run, request.tool), sources)
+            made[:] = await self._generate(run, "tool_call", None, template, compile_ms)
+            return made[0]
+
+        out = await drive_async(tool_step(self._step_rules(run, offered, choosable)), answer)
+        if self._scorer is not None:
+            run.last_decision = out.decision
+        if out.ending == "decided":
+            run.decision = out.decision  # the answer step's iteration carries it
+            return False
+        result, rec, t0 = made
+        if out.invalid is not None:
+            self._output_failure(run, rec, t0, result, out.invalid)
             return True
         run.output_failures = 0
-        parts = [ToolCallPart(tool_name=name, args=args) for name, args in calls]
-        rec.tool = parts[0].tool_name
-        if rec.tool == steps.FINAL_ANSWER:
-            run.messages.append(self._response(run, parts[:1], "tool_call", result))
+        rec.tool = out.read[0][0]
+        if out.ending == "no_call":  # the decoded final_answer
+            run.messages.append(self._response(run, [ToolCallPart(tool_name=rec.tool, args=out.read[0][1])],
+                                               "tool_call", result))
             run.failures = 0
             self._finish(run, rec, t0)
             return False
-        if self.on_repeat != "allow":  # calls that repeat one that returned are not run (``_repeat.py``)
-            earlier = [run.results.earlier(p.tool_name, p.args, self.repeat) for p in parts]
-            if all(e is not None for e in earlier):
-                return self._repeated(run, rec, t0, parts[0], result, earlier[0])  # type: ignore[arg-type]
-            parts = [p for p, e in zip(parts, earlier) if e is None]
+        if out.ending == "repeats":  # calls that repeat one that returned are not run (``_repeat.py``)
+            (name, args), earlier = out.repeated[0]
+            return self._repeated(run, rec, t0, ToolCallPart(tool_name=name, args=args), result, earlier)
+        parts = [ToolCallPart(tool_name=name, args=args) for name, args in out.calls]
+        return await self._make_calls(run, offered, parts, result, rec, t0)
+
+    def _step_rules(self, run: RunState, offered: list[Tool], choosable: list[Tool]) -> StepRules:
+        """The agent's options of the shared tool step: its decision by scores among ``choosable`` (the tools whose
+        values the conversation gives, ``agentkit.steps.arguments``), the strict call reader, the repeat rule."""
+        ask = None
+        if self._scorer is not None:
+            chat, no_call = decide_.decision_chat(to_chat(run.messages), run.instructions, offered)
+            retry = self.after_failure == "retry" and decide_.retrying(run.messages, run.tool_failures, offered)
+            ask = decide_.decision_ask(
+                self._scorer, chat, [t.name for t in choosable], run.settings.get("json_style", steps.STYLE),
+                self._null_scores, done=run.results.tools_done(), previous=run.last_decision, no_call=no_call,
+                rule=self.after_result, retry=retry, calibrate=self.calibrate)
+        earlier = None if self.on_repeat == "allow" else (
+            lambda name, args: run.results.earlier(name, args, self.repeat))
+        return StepRules("auto", ask, lambda res: self._templates.parse_calls(steps.parse_json(res), offered),
+                         answer_name=steps.FINAL_ANSWER, earlier=earlier)
+
+    async def _make_calls(self, run: RunState, offered: list[Tool], parts: list[ToolCallPart],
+                          result: GenerationResult, rec: IterationRecord, t0: float) -> bool:
+        """Run the step's calls (a templated tool's input first) and add their results to the conversation."""
         run.messages.append(self._response(run, parts, "tool_call", result))
         tools = [next(t for t in offered if t.name == p.tool_name) for p in parts]
         args, error = parts[0].args, None
@@ -390,15 +412,8 @@ class Agent(Generic[DepsT, OutputT]):
             emit(run, lambda part=part, content=content: ToolResult(
                 rec.iteration, part.tool_name, content, isinstance(part, RetryPromptPart)))
         self._finish(run, rec, t0)
-        _check_retries(run, rec, tools)
+        check_retries(run.tool_failures, rec.error, tools, run.trace)
         return True
-
-    @staticmethod
-    def _retrying(run: RunState, offered: list[Tool]) -> bool:
-        """The last request reports a failed call of an offered tool that has retries left (``Tool.retries``)."""
-        last = run.messages[-1] if run.messages else None
-        failed = {p.tool_name for p in getattr(last, "parts", ()) if isinstance(p, RetryPromptPart) and p.tool_name}
-        return any(t.name in failed and run.tool_failures.get(t.name, 0) <= t.retries for t in offered)
 
     def _max_calls(self, run: RunState, tool: str) -> int:
         """Calls a tool step may make: up to ``MAX_PARALLEL_CALLS`` of the picked tool with ``parallel_tool_calls``
@@ -583,11 +598,3 @@ class Agent(Generic[DepsT, OutputT]):
     def __repr__(self) -> str:
         return f"Agent(name={self.name!r}, tools={[t.name for t in self._tools]}, generator={self.generator!r})"
 
-
-def _check_retries(run: RunState, rec: IterationRecord, tools: list[Tool]) -> None:
-    """A tool that failed more times in a row than its ``retries`` ends the run."""
-    for tool in tools:
-        if rec.error is not None and run.tool_failures.get(tool.name, 0) > tool.retries:
-            raise UnexpectedModelBehavior(
-                f"tool {tool.name!r} failed {run.tool_failures[tool.name]} time(s) in a row "
-                f"(retries={tool.retries}); last error: {rec.error}", run.trace)

@@ -1,33 +1,40 @@
-"""The tool step's decision by the model's scores: call a tool (which one) or answer (``Agent(decide="scores")``).
+"""The SDK's options of the tool step's decision by the model's scores: call a tool (which one) or answer
+(``Agent(decide="scores")``). The decision itself is the shared step's (:mod:`agentkit.steps.decision`), as the
+server's ``tool_choice: "auto"`` makes it.
 
 A 135M model asked to write ``{"name": ..., "arguments": ...}`` with ``final_answer`` among the names almost always
 writes a call (it imitates the calls it sees), and greedy decoding picks a name by the first token where the names
 differ. With a generator that can score names (:class:`~agentkit.sdk._generator.NameScorer`: the in-process
-engine), the step is split as the server's ``tool_choice: "auto"`` is (``serving/toolchoice.py``):
+engine), the step is split:
 
-1. the model's log-probability of each option's whole name (the tools and ``final_answer``) after the call's head,
-   on the conversation and on a content-free question with the same system message (:mod:`agentkit.decide`;
+1. the model's log-probability of each option's whole name (the tools and the no-call option) after the call's
+   head, on the conversation and on a content-free question with the same system message (:mod:`agentkit.decide`;
    contextual calibration; not on weights trained on the loop's decisions, the loop adapter, whose generator says
    ``calibrate = False``: the conversation's own scores decide). The model calls when the conversation moves it
-   towards the tools, and the tool is the one it scores highest;
+   towards the tools, and the tool is the one it scores highest; after tool results the agent's
+   ``after_result`` rule applies (:data:`AFTER_RESULT`);
 2. a call: only its arguments are decoded, under that tool's template (the name pinned). An answer: no decode
    here; the run goes to its answer step, whose iteration carries the decision and its time.
 
 The baseline's scores depend on the system message and the options only, so an agent computes them once for
-each (:class:`NullScores`).
+each (:class:`~agentkit.steps.decision.NullScores`).
 """
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .. import decide
 from ..errors import UserError
+from ..steps.decision import AFTER_RESULT_RULES, AfterResult, Decision, DecisionAsk, NullScores, decide
+from ..steps.drive import drive_async
 from ..steps.kinds import FINAL_ANSWER, call_head, system_prompt
 from ..toolcall import choice_prompt, no_call_name
 from ._generator import NameScorer
+from ._messages import ModelMessage, RetryPromptPart
+
+__all__ = ["AFTER_FAILURE_RULES", "AFTER_RESULT", "AFTER_RESULT_RULES", "DECIDE", "DECISION_PROMPT",
+           "DECISION_PROMPTS", "Decide", "Decision", "NullScores", "check", "decide_step", "decides_calibrated",
+           "decision_ask", "decision_chat", "retrying", "scorer_of"]
 
 Decide = Literal["scores", "decode"]
 DECIDE: tuple[str, ...] = ("scores", "decode")
@@ -53,45 +60,7 @@ def scorer_of(generator: Any, value: Decide) -> NameScorer | None:
     return None
 
 
-@dataclass
-class Decision:
-    """A tool step's decision: ``tool`` to call (None: answer), the scores' facts, when it started, its ms."""
-
-    tool: str | None
-    info: dict[str, Any]
-    t0: float
-    ms: float
-    chat: list[dict[str, str]] = field(default_factory=list, repr=False)  # the messages it was made on
-
-    def record(self) -> dict[str, Any]:
-        """What the trace keeps (``IterationRecord.decision``)."""
-        return {"call": self.tool is not None, **self.info}
-
-
-@dataclass
-class NullScores:
-    """The baseline's scores per (system message, options), kept by an agent for all its runs (its system message
-    and tools rarely change between runs); the least recently added go first beyond ``size`` entries."""
-
-    by_key: dict[tuple[str, tuple[str, ...]], dict[str, float]] = field(default_factory=dict)
-    size: int = 64
-
-    def get(self, key: tuple[str, tuple[str, ...]]) -> dict[str, float] | None:
-        return self.by_key.get(key)
-
-    def put(self, key: tuple[str, tuple[str, ...]], scores: dict[str, float]) -> None:
-        self.by_key[key] = scores
-        while len(self.by_key) > self.size:
-            del self.by_key[next(iter(self.by_key))]
-
-
-# After a tool result, which rule decides (measured on ``agentkit eval agent-loop``, docs/agent_loop.md):
-# "exclude_last": the tool whose result just came back is not an option (another tool, or the answer, calibrated
-#   against the baseline as the first step is); "exclude_done": no tool that returned a result in this run is an
-#   option; "exclude_moved": as exclude_last, and a call only if the result moved the model towards the remaining
-#   tools (the margin over the same options on the conversation before that call, the previous decision's chat);
-#   "moved": call again only if the margin is at most the previous decision's; "null": the first step's rule.
-AFTER_RESULT_RULES = ("exclude_last", "exclude_done", "exclude_moved", "moved", "null")
+# The rule after a tool result (agentkit.steps.decision.AFTER_RESULT_RULES) when the agent names none.
 # exclude_moved: on the same 30 tasks (evals/results/agent_loop/decide_*.json) 2.47 iterations a run against 2.97
 # (exclude_done), 3.63 (exclude_last: it ping-pongs between two tools) and 3.10 (decode), finished 0.97, two-tool
 # tasks right 0.29, answers with the result 0.25
@@ -124,16 +93,12 @@ def decision_chat(chat: list[dict[str, str]], instructions: str | None,
     return [{"role": "system", "content": system}, *chat[1:]], no_call
 
 
-async def _baseline(scorer: NameScorer, chat: list[dict[str, str]], options: list[str], head: str,
-                    null: NullScores) -> dict[str, float]:
-    """The content-free question's scores of ``options`` (with ``chat``'s system message), cached in ``null``."""
-    base = decide.null_messages(chat)
-    key = (base[0]["content"] if base[0]["role"] == "system" else "", tuple(options))
-    baseline = null.get(key)
-    if baseline is None:
-        baseline = await scorer.name_scores(base, options, head)
-        null.put(key, baseline)
-    return baseline
+def retrying(messages: list[ModelMessage], failures: dict[str, int], offered: list[Any]) -> bool:
+    """The retry rule's condition (``after_failure="retry"``): the last request reports a failed call of an offered
+    tool that has retries left (``Tool.retries``; ``failures``: each tool's failures in a row)."""
+    last = messages[-1] if messages else None
+    failed = {p.tool_name for p in getattr(last, "parts", ()) if isinstance(p, RetryPromptPart) and p.tool_name}
+    return any(t.name in failed and failures.get(t.name, 0) <= t.retries for t in offered)
 
 
 def decides_calibrated(scorer: NameScorer, calibrate: bool | None = None) -> bool:
@@ -143,39 +108,24 @@ def decides_calibrated(scorer: NameScorer, calibrate: bool | None = None) -> boo
     return calibrate if calibrate is not None else bool(getattr(scorer, "calibrate", True))
 
 
+def decision_ask(scorer: NameScorer, chat: list[dict[str, str]], tools: list[str], style: str | None,
+                 null: NullScores, *, done: tuple[str, ...] = (), previous: Decision | None = None,
+                 rule: str | None = None, no_call: str = FINAL_ANSWER, retry: bool = False,
+                 calibrate: bool | None = None) -> DecisionAsk:
+    """An agent's tool-step decision on ``chat`` (the messages it scores) among ``tools``: ``done``, the tools that
+    returned a result in this run, the last one last (empty before any); ``previous``, this run's last decision;
+    ``rule``, :data:`AFTER_RESULT` when None; ``retry``, the last call failed and is to be retried
+    (``after_failure="retry"``): a call of the tool the model scores highest. ``calibrate``: scores against the
+    content-free question's (None: as the scorer's weights declare, :func:`decides_calibrated`)."""
+    return DecisionAsk("auto", chat, list(tools), no_call, call_head(style), True,
+                       decides_calibrated(scorer, calibrate), retry, null,
+                       AfterResult(done, previous, rule or AFTER_RESULT))
+
+
 async def decide_step(scorer: NameScorer, chat: list[dict[str, str]], tools: list[str], style: str | None,
-                      null: NullScores, *, done: tuple[str, ...] = (), previous: Decision | None = None,
-                      rule: str | None = None, no_call: str = FINAL_ANSWER, retry: bool = False,
-                      calibrate: bool | None = None) -> Decision:
-    """Call or answer, and which tool, by the model's calibrated scores on ``chat`` (the tool step's messages).
-    ``done``: the tools that returned a result in this run, the last one last (empty before any); ``previous``:
-    this run's last decision; ``rule``: :data:`AFTER_RESULT` when None; ``retry``: the last call failed and is to
-    be retried (``after_failure="retry"``): a call of the tool the model scores highest. ``calibrate``: scores
-    against the content-free question's (None: as the scorer's weights declare, :func:`decides_calibrated`)."""
-    t0 = time.perf_counter()
-    if not tools:  # none has its required values in the conversation (agentkit.steps.arguments)
-        return Decision(None, {"by": "no tool has its values", "tool": None}, t0, 0.0, chat)
-    if retry:
-        scores = await scorer.name_scores(chat, tools, call_head(style))
-        best = max(tools, key=lambda n: scores[n])
-        return Decision(best, {"rule": "retry", "by": "retry after a failure", "tool": best,
-                               "scores": {k: round(v, 4) for k, v in scores.items()}}, t0,
-                        (time.perf_counter() - t0) * 1000, chat)
-    rule = rule or AFTER_RESULT
-    after = bool(done)
-    gone = set(done) if rule == "exclude_done" else {done[-1]} if after and rule.startswith("exclude") else set()
-    names = [t for t in tools if t not in gone]
-    if not names:
-        return Decision(None, {"by": "no tool left", "tool": None}, t0, (time.perf_counter() - t0) * 1000, chat)
-    options, head = [*names, no_call], call_head(style)
-    scores = await scorer.name_scores(chat, options, head)
-    baseline = await _baseline(scorer, chat, options, head, null) if decides_calibrated(scorer, calibrate) else None
-    call, info = decide.calibrated(scores, baseline, names, no_call)
-    if after and previous is not None and rule in ("moved", "exclude_moved"):
-        before = (previous.info.get("no_call_margin") if rule == "moved" else
-                  decide.no_call_margin(await scorer.name_scores(previous.chat, options, head), no_call))
-        if before is not None:
-            call = info["no_call_margin"] <= before
-            info["previous_margin"] = round(before, 4)
-    return Decision(info["tool"] if call else None, {"rule": rule if after else "null", **info}, t0,
-                    (time.perf_counter() - t0) * 1000, chat)
+                      null: NullScores, **options: Any) -> Decision:
+    """The decision :func:`decision_ask` describes, scored by ``scorer``."""
+    decision = await drive_async(decide(decision_ask(scorer, chat, tools, style, null, **options)),
+                                 lambda score: scorer.name_scores(score.messages, score.names, score.head))
+    assert decision is not None  # an auto step is always decided
+    return decision

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter
 
-from ..steps.kinds import DEFAULT_INSTRUCTIONS, call_text, observation
+from ..steps.kinds import DEFAULT_INSTRUCTIONS, call_text, observation, reply_prompt
 from ..toolcall import CALL_SEP
 
 
@@ -170,4 +170,16 @@ def without_default_system(chat: list[dict[str, str]]) -> list[dict[str, str]]:
     the weights as loaded); agent steps keep it, as the loop adapter was trained with it."""
     if chat and chat[0] == {"role": "system", "content": DEFAULT_INSTRUCTIONS}:
         return chat[1:]
+    return chat
+
+
+def answer_chat(instructions: str | None, earlier: list[ModelMessage], task: str, results: str) -> list[dict[str, str]]:
+    """What the free-text answer step of a run with tools is sent: the instructions without the tools' specs,
+    the earlier runs' text turns (``earlier``), then the task with the tool results and the request for a plain
+    answer. No JSON call is in view, so the reply is text (a small model imitates the calls it sees)."""
+    chat = [{"role": "system", "content": instructions or DEFAULT_INSTRUCTIONS}]
+    for m in to_chat(earlier):
+        if m["role"] != "system" and not m["content"].startswith("{"):
+            chat.append(m)
+    chat.append({"role": "user", "content": reply_prompt(task, results)})
     return chat

@@ -32,7 +32,7 @@ from pydantic import (
 from pydantic.errors import PydanticInvalidForJsonSchema
 
 from ..constrain.nodes import Template
-from ..errors import UserError
+from ..errors import UnexpectedModelBehavior, UserError
 from ._context import RunContext
 from ._docstring import parse_docstring
 
@@ -414,3 +414,12 @@ async def offered_tools(tools: list[Tool], context: Callable[[str], RunContext])
                             f"got {got!r}")
         offered.append(got)
     return offered
+
+
+def check_retries(failures: dict[str, int], error: str | None, tools: list[Tool], trace: Any) -> None:
+    """A tool that failed more times in a row (``failures``) than its ``retries`` ends the run, with its ``trace``."""
+    for tool in tools:
+        if error is not None and failures.get(tool.name, 0) > tool.retries:
+            raise UnexpectedModelBehavior(
+                f"tool {tool.name!r} failed {failures[tool.name]} time(s) in a row "
+                f"(retries={tool.retries}); last error: {error}", trace)

@@ -152,10 +152,11 @@ def tiny():
 
 @pytest.mark.parametrize("forced", [True, False])
 async def test_auto_on_the_tiny_model(tiny, monkeypatch, forced):
-    """The tiny random model through the real scoring and templates: the decision (forced each way by
-    monkeypatching wants_call, so both branches run) picks the decode: a call under the tools' template (no
-    "respond" option left), or text from a template-free decode with no choice decode before it."""
-    from agentkit.steps import runner
+    """The tiny random model through the real templates: the decision (forced each way by monkeypatching the
+    calibrated rule, so both branches run) picks the decode: a call under the tools' template (no "respond" option
+    left), or text from a template-free decode with no choice decode before it."""
+    from agentkit import decide as scores
+    from agentkit.steps import runner, tool_step
 
     seen, asked = [], []
     real = tiny.generate
@@ -164,17 +165,22 @@ async def test_auto_on_the_tiny_model(tiny, monkeypatch, forced):
         seen.append(kw.get("template") is not None)
         return real(messages, config, **kw)
 
-    def decide(engine, messages, names, no_call, head, slot=None):
-        asked.append((names, no_call, head))
-        return forced, {"no_call_margin": 0.0, "no_call_margin_null": 0.0}
+    def score(engine, messages, names, head, slot=None):
+        asked.append((messages[-1]["content"], names, head))
+        return {n: 0.0 for n in names}
+
+    def decide(request, null, names, no_call):
+        return forced, {"no_call_margin": 0.0, "no_call_margin_null": 0.0, "tool": names[0]}
 
     monkeypatch.setattr(tiny, "generate", spy)
-    monkeypatch.setattr(runner, "wants_call", decide)
+    monkeypatch.setattr(runner, "name_scores", score)
+    monkeypatch.setattr(scores, "calibrated", decide)
     # random weights write random arguments; the grounding rule has its own test (test_repeat_rule_answers_in_text)
-    monkeypatch.setattr(runner, "call_grounded", lambda args, text: True)
+    monkeypatch.setattr(tool_step, "call_grounded", lambda args, text: True)
     d = (await _post(tiny, {"model": "agentkit", "messages": MSG, "tools": TOOLS, "max_tokens": 16})).json()
     ch = d["choices"][0]
-    assert asked == [(["get_weather"], "respond", '{"name": "')]
+    options = (["get_weather", "respond"], '{"name": "')
+    assert asked == [(MSG[-1]["content"], *options), (scores.NULL_QUESTION, *options)]  # the request, the baseline
     assert d["agentkit_stats"]["tool_choice"]["call"] is forced
     if forced:
         assert seen == [True] and ch["finish_reason"] == "tool_calls"
@@ -277,9 +283,11 @@ async def test_after_a_failed_tool_message_auto_calls_again(tiny):
     assert not retrying(ChatRequest.model_validate({"model": "agentkit", "messages": failed + [MSG[0]]}).messages)  # a user turn since
     assert plan_request(ChatRequest.model_validate({"model": "agentkit", "messages": failed, "tools": TOOLS})).retry
     d = (await _post(tiny, {"model": "agentkit", "messages": failed, "tools": TOOLS, "max_tokens": 8})).json()
-    assert d["agentkit_stats"]["tool_choice"] == {"by": "retry after a failed tool message", "call": True,
-                                                  "tool": "get_weather"}  # (the random model's arguments are not
-    # grounded in the conversation, so its reply is text: the grounding rule still applies to a retry)
+    decision = d["agentkit_stats"]["tool_choice"]  # (the random model's arguments are not grounded in the
+    # conversation, so its reply is text: the grounding rule still applies to a retry)
+    assert {k: decision[k] for k in ("by", "call", "tool")} == {"by": "retry after a failed tool message",
+                                                                "call": True, "tool": "get_weather"}
+    assert set(decision["scores"]) == {"get_weather"}  # the tools' scores that picked it
     eng = Scripted({"name": "get_weather", "arguments": {"city": "Paris"}})  # no scores: the choice decode's call
     d = (await _post(eng, {"model": "agentkit", "messages": failed, "tools": TOOLS})).json()
     assert d["choices"][0]["finish_reason"] == "tool_calls" and len(eng.calls) == 1

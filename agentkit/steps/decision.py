@@ -1,0 +1,189 @@
+"""A tool step's decision, sans-IO: call or answer, and which tool, by the model's scores of the call's name options.
+
+:func:`decide` is a generator: it yields :class:`Score` requests ("score these names after this head on these
+messages") and receives each one's ``{name: log-probability}``; it returns the :class:`Decision`. The caller answers
+the requests with its model: the server's step runner synchronously on the engine (:func:`agentkit.decide.name_scores`),
+the SDK's agent by awaiting its generator's ``name_scores`` (:mod:`agentkit.steps.drive`).
+
+The rules (:class:`DecisionAsk` holds the options; the arithmetic is :mod:`agentkit.decide`'s):
+
+- ``forced`` among several tools: the tool whose whole name the model scores highest (``tool_choice: "required"``);
+- ``auto`` with no tool to choose (none has its required values in the conversation, :mod:`agentkit.steps.arguments`):
+  an answer;
+- ``auto`` after a failed call (``retry``): a call, of the tool the model scores highest (without scores, the call
+  decode's choice);
+- ``auto`` otherwise: call when the conversation moves the model towards the tools, its margin of the no-call
+  option over the tools against the same margin on a content-free question (:func:`agentkit.decide.calibrated`; raw
+  when ``calibrate`` is False). The baseline's scores may be kept across steps (:class:`NullScores`, the SDK's).
+  After tool results an :class:`AfterResult` rule (the SDK's) drops tools from the options and may compare the
+  margin with the previous decision's. An engine that cannot score leaves the choice to the call decode.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .. import decide as scores_
+
+Chat = list[dict[str, str]]
+ToolMode = Literal["none", "forced", "auto"]
+# After a tool result, which rule decides (measured on ``agentkit eval agent-loop``, docs/agent_loop.md):
+# "exclude_last": the tool whose result just came back is not an option (another tool, or the answer, calibrated
+#   against the baseline as the first step is); "exclude_done": no tool that returned a result in this run is an
+#   option; "exclude_moved": as exclude_last, and a call only if the result moved the model towards the remaining
+#   tools (the margin over the same options on the conversation before that call, the previous decision's chat);
+#   "moved": call again only if the margin is at most the previous decision's; "null": the first step's rule.
+AFTER_RESULT_RULES = ("exclude_last", "exclude_done", "exclude_moved", "moved", "null")
+RETRY = "retry after a failed tool message"
+
+
+@dataclass(frozen=True)
+class Score:
+    """A request: log P(each of ``names``, then its closing quote | ``messages`` and ``head``)."""
+
+    messages: Chat
+    names: list[str]
+    head: str
+
+
+@dataclass
+class Decision:
+    """A decision: ``call`` (True: call, False: answer, None: left to the call decode), ``tool`` (the tool whose
+    template the call is decoded under; None: the step's own), ``info`` (how it was decided and the scores' facts),
+    when it started, how long it took (ms) and the messages it scored."""
+
+    call: bool | None
+    tool: str | None
+    info: dict[str, Any]
+    t0: float = 0.0
+    ms: float = 0.0
+    chat: Chat = field(default_factory=list, repr=False)
+
+    def record(self) -> dict[str, Any]:
+        """What a trace or a response keeps: ``info`` and, when one was made, the call / no-call decision."""
+        return self.info if self.call is None else {"call": self.call, **self.info}
+
+
+@dataclass
+class NullScores:
+    """The baseline's scores per (system message, options), kept across decisions (an agent's system message and
+    tools rarely change between runs); the least recently added go first beyond ``size`` entries."""
+
+    by_key: dict[tuple[str, tuple[str, ...]], dict[str, float]] = field(default_factory=dict)
+    size: int = 64
+
+    def get(self, key: tuple[str, tuple[str, ...]]) -> dict[str, float] | None:
+        return self.by_key.get(key)
+
+    def put(self, key: tuple[str, tuple[str, ...]], scores: dict[str, float]) -> None:
+        self.by_key[key] = scores
+        while len(self.by_key) > self.size:
+            del self.by_key[next(iter(self.by_key))]
+
+
+@dataclass(frozen=True)
+class AfterResult:
+    """The rule after tool results: ``done``, the tools that returned a result in this run (the last one last;
+    empty before any), ``previous``, the run's last decision, and ``rule``, one of :data:`AFTER_RESULT_RULES`."""
+
+    done: tuple[str, ...]
+    previous: Decision | None
+    rule: str
+
+
+@dataclass(frozen=True)
+class DecisionAsk:
+    """What a decision reads: the step's mode, the messages scored, the tools in order, the no-call option's name,
+    the call's head, whether the model can score, whether the scores are calibrated, whether the last call failed
+    (``retry``), the baseline's cache (None: scored each time) and the rule after tool results (None: none)."""
+
+    mode: ToolMode
+    chat: Chat
+    names: list[str]
+    no_call: str | None
+    head: str
+    can_score: bool = True
+    calibrate: bool = True
+    retry: bool = False
+    null: NullScores | None = None
+    after: AfterResult | None = None
+
+
+Deciding = Generator[Score, dict[str, float], Decision | None]
+
+
+def decide(ask: DecisionAsk) -> Deciding:
+    """The step's decision (see the module's docstring); None when no decision is asked (no tools, a forced call of
+    one tool, or a forced call on a model that cannot score)."""
+    t0 = time.perf_counter()
+    if ask.mode == "forced":
+        if len(ask.names) < 2 or not ask.can_score:
+            return None
+        scores = yield Score(ask.chat, ask.names, ask.head)
+        tool = max(ask.names, key=lambda n: scores[n])
+        decision = Decision(None, tool, {"by": "name_scores", "tool": tool})
+    elif ask.mode != "auto":
+        return None
+    elif not ask.names:  # no tool has its required values in the conversation (agentkit.steps.arguments)
+        decision = Decision(False, None, {"by": "no tool has its values", "tool": None})
+    elif ask.retry:
+        decision = yield from _retry(ask)
+    elif not ask.can_score:
+        decision = Decision(None, None, {"by": "choice_decode"})
+    else:
+        decision = yield from _calibrated(ask)
+    decision.t0, decision.ms, decision.chat = t0, (time.perf_counter() - t0) * 1000, ask.chat
+    return decision
+
+
+def _retry(ask: DecisionAsk) -> Generator[Score, dict[str, float], Decision]:
+    """After a failed call: a call, of the tool the model scores highest (its scores kept)."""
+    if not ask.can_score:
+        return Decision(True, None, {"by": RETRY, "tool": None})
+    scores = yield Score(ask.chat, ask.names, ask.head)
+    best = max(ask.names, key=lambda n: scores[n])
+    rule = {"rule": "retry"} if ask.after is not None else {}
+    return Decision(True, best, {"by": RETRY, **rule, "tool": best,
+                                 "scores": {k: round(v, 4) for k, v in scores.items()}})
+
+
+def _calibrated(ask: DecisionAsk) -> Generator[Score, dict[str, float], Decision]:
+    """Call or answer by the calibrated margin, among the tools the rule after results leaves as options."""
+    after, no_call = ask.after, ask.no_call
+    assert no_call is not None
+    done = after.done if after is not None else ()
+    rule = after.rule if after is not None else "null"
+    gone = set(done) if rule == "exclude_done" else {done[-1]} if done and rule.startswith("exclude") else set()
+    names = [t for t in ask.names if t not in gone]
+    if not names:
+        return Decision(False, None, {"by": "no tool left", "tool": None})
+    options = [*names, no_call]
+    scores = yield Score(ask.chat, options, ask.head)
+    baseline = (yield from _baseline(ask, options)) if ask.calibrate else None
+    call, info = scores_.calibrated(scores, baseline, names, no_call)
+    previous = after.previous if after is not None else None
+    if done and previous is not None and rule in ("moved", "exclude_moved"):
+        before = previous.info.get("no_call_margin") if rule == "moved" else scores_.no_call_margin(
+            (yield Score(previous.chat, options, ask.head)), no_call)
+        if before is not None:
+            call = info["no_call_margin"] <= before
+            info["previous_margin"] = round(before, 4)
+    labels = {"rule": rule if done else "null"} if after is not None else {}
+    return Decision(call, info["tool"] if call else None, {"by": "calibrated_scores", **labels, **info})
+
+
+def _baseline(ask: DecisionAsk, options: list[str]) -> Generator[Score, dict[str, float], dict[str, float]]:
+    """The content-free question's scores of ``options`` (with the step's system message), from ``ask.null`` when
+    it has them."""
+    base = scores_.null_messages(ask.chat)
+    key = (base[0]["content"] if base[0]["role"] == "system" else "", tuple(options))
+    kept = ask.null.get(key) if ask.null is not None else None
+    if kept is not None:
+        return kept
+    baseline = yield Score(base, options, ask.head)
+    if ask.null is not None:
+        ask.null.put(key, baseline)
+    return baseline
