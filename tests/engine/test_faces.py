@@ -1,5 +1,7 @@
 """The engine's faces (``agentkit/engine/faces.py``): the Engine has every one; a double only what it defines."""
 
+import ast
+import functools
 import importlib.util
 import inspect
 import sys
@@ -241,14 +243,16 @@ def test_the_decoder_has_its_hooks():
     assert dec.forced_tokens(None) == [] and dec.allowed_tokens(None) is None and not dec.is_complete(None)
 
 
-# EngineLike is what the server and the SDK call: the engine and every engine double of their tests take all of
-# generate's keywords (a double may ignore one, through **kw)
+# EngineLike is what the server and the SDK call: the engine and every engine double of the tests take all of
+# generate's keywords (a double may ignore one, through **kw) and say whether they batch. An engine double is any
+# class of tests/ with a synchronous ``generate`` (an SDK Generator's is async), at module level or inside a test
+# function, found by reading the sources (ast); NOT_ENGINES names the other classes with one, and why.
 TESTS = Path(__file__).resolve().parents[1]
 KEYWORDS = {n for n, p in inspect.signature(EngineLike.generate).parameters.items() if p.kind is p.KEYWORD_ONLY}
-# the engine doubles of the server's and the SDK's tests: (test module, class name)
-DOUBLES = [("serving/test_server.py", "Gated"), ("serving/test_tool_choice.py", "Scripted"),
-           ("serving/test_batching.py", "Held"), ("serving/test_admission.py", "Gated"),
-           ("serving/test_hardening.py", "Counting")]
+NOT_ENGINES = {
+    "engine/test_faces.py:Partial": "the double without the keywords that EngineGenerator refuses (below)",
+    "evals/test_extract.py:EchoPeer": "an extraction peer (generate(messages, schema, max_new_tokens)), not an engine",
+}
 
 
 def takes_every_keyword(fn) -> bool:
@@ -257,18 +261,75 @@ def takes_every_keyword(fn) -> bool:
     return KEYWORDS <= named or any(p.kind is p.VAR_KEYWORD for p in params)
 
 
-def test_the_engine_takes_every_keyword(tiny):
-    assert tiny.batches is True and KEYWORDS <= set(inspect.signature(tiny.generate).parameters)
+@functools.lru_cache(maxsize=4)
+def engine_doubles(root: Path = TESTS) -> dict[str, tuple[ast.ClassDef, dict[str, ast.ClassDef], bool]]:
+    """``"path:Class"`` -> (its class node, the file's classes by name, whether it is at module level), for every
+    class under ``root`` that defines a synchronous ``generate``."""
+    out = {}
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        classes = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+        for node in classes.values():
+            if any(isinstance(f, ast.FunctionDef) and f.name == "generate" for f in node.body):
+                out[f"{path.relative_to(root).as_posix()}:{node.name}"] = (node, classes, node in tree.body)
+    return out
 
 
-@pytest.mark.parametrize("path,name", DOUBLES)
-def test_every_engine_double_is_engine_like(path, name):
+def _sets_batches(cls: ast.ClassDef, classes: dict[str, ast.ClassDef]) -> bool:
+    """``batches`` set in the class body or on ``self``, a ``batches`` property, a ``__getattr__`` that hands
+    everything to a real engine, or any of that in a base class of the same file."""
+    for node in ast.walk(cls):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, ast.AnnAssign) else []
+        names = [e for t in targets for e in (t.elts if isinstance(t, ast.Tuple) else [t])]
+        if any(getattr(e, "id", None) == "batches" or getattr(e, "attr", None) == "batches" for e in names):
+            return True
+        if isinstance(node, ast.FunctionDef) and node.name in ("batches", "__getattr__"):
+            return True
+    return any(_sets_batches(classes[b.id], classes) for b in cls.bases if isinstance(b, ast.Name) and b.id in classes)
+
+
+def lacks_engine_face(cls: ast.ClassDef, classes: dict[str, ast.ClassDef]) -> list[str]:
+    """What an engine double's source lacks of EngineLike: the keywords its generate does not take, ``batches``."""
+    gen = next(f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "generate")
+    named = {a.arg for a in gen.args.args + gen.args.kwonlyargs}
+    out = [] if gen.args.kwarg is not None else [f"generate takes no {k}" for k in sorted(KEYWORDS - named)]
+    return out if _sets_batches(cls, classes) else [*out, "no batches"]
+
+
+DOUBLES = sorted(set(engine_doubles()) - set(NOT_ENGINES))
+
+
+@pytest.mark.parametrize("where", DOUBLES)
+def test_every_engine_double_is_engine_like(where):
+    node, classes, _ = engine_doubles()[where]
+    assert lacks_engine_face(node, classes) == [], where
+
+
+@pytest.mark.parametrize("where", [d for d in DOUBLES if engine_doubles()[d][2]])
+def test_every_module_level_engine_double_is_engine_like_when_imported(where):
+    path, name = where.split(":")
     spec = importlib.util.spec_from_file_location(f"_double_{Path(path).stem}", TESTS / path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     cls = getattr(module, name)
-    assert takes_every_keyword(cls.generate), f"{path}:{name}.generate does not take {sorted(KEYWORDS)}"
-    assert isinstance(getattr(cls, "batches", None), bool) or "__getattr__" in vars(cls), f"{name}: no batches"
+    assert takes_every_keyword(cls.generate), f"{where}.generate does not take {sorted(KEYWORDS)}"
+    assert isinstance(getattr(cls, "batches", None), bool) or "__getattr__" in vars(cls), f"{where}: no batches"
+
+
+def test_the_scan_finds_the_doubles_inside_test_functions_and_flags_a_bad_one(tmp_path):
+    found = engine_doubles()
+    assert set(NOT_ENGINES) <= set(found)  # no stale exemption
+    assert {"sdk/test_agent.py:FakeEngine", "serving/test_hardening.py:Stuck"} <= set(DOUBLES)
+    assert not any(found[d][2] for d in ("sdk/test_agent.py:FakeEngine", "serving/test_hardening.py:Stuck"))
+    (tmp_path / "test_x.py").write_text(
+        "def test_x():\n"
+        "    class Good:\n        batches = False\n        def generate(self, prompt, config=None, **kw): ...\n"
+        "    class Late(Good):\n        def generate(self, prompt, config=None, *, template=None): ...\n"
+        "    class Bare:\n        def generate(self, prompt, config=None, **kw): ...\n")
+    got = {k.split(":")[1]: lacks_engine_face(n, c) for k, (n, c, _) in engine_doubles(tmp_path).items()}
+    assert got["Good"] == [] and got["Bare"] == ["no batches"]
+    assert got["Late"] == [f"generate takes no {k}" for k in sorted(KEYWORDS - {"template"})]
 
 
 def test_something_without_the_keywords_is_refused():

@@ -10,10 +10,12 @@ from agentkit.training.data import synthetic
 class _Echo:
     """An engine that answers the first ``k`` examples right and the rest wrong, with fixed stats."""
 
+    batches = False
+
     def __init__(self, examples, k):
         self.answers = {id(e.messages): e.answer for e in examples[:k]}
 
-    def generate(self, messages, cfg, template=None):
+    def generate(self, messages, cfg, template=None, **kw):
         assert template is not None  # every example decodes under its own template
         text = self.answers.get(id(messages), "{}")
         stats = SimpleNamespace(forwards=4, output_tokens=8, latency_ms=10.0)
