@@ -149,6 +149,24 @@ def test_every_backbone_class_of_the_package_is_checked():
     assert set(CLASSES) <= set(BACKBONES) and set(KINDS) == set(BACKBONES)
 
 
+# the backbone fakes of the tests: kind in BACKBONES (built and checked below), or None for the example of a class
+# that is not a backbone (refused below)
+TEST_BACKBONES = {"engine/test_backbone_sizing.py:Counting": "counting (test fake)", "engine/test_faces.py:NoCrop": None}
+
+
+def test_every_backbone_fake_of_the_tests_is_checked():
+    """A class of tests/ that defines ``encode`` or ``denoise``, at module level or inside a test function, is in
+    TEST_BACKBONES."""
+    found = set()
+    for path in sorted(TESTS.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and {"encode", "denoise"} & {
+                    f.name for f in node.body if isinstance(f, ast.FunctionDef)}:
+                found.add(f"{path.relative_to(TESTS).as_posix()}:{node.name}")
+    assert found == set(TEST_BACKBONES)
+    assert {kind for kind in TEST_BACKBONES.values() if kind} <= set(BACKBONES)
+
+
 @pytest.fixture(scope="module")
 def batcher():
     from agentkit.engine.batch import Batcher
