@@ -5,11 +5,14 @@ A small model's greedy choice under a call template is decided by the first toke
 rarely chooses "no call" on its own. Here both choices come from the model's log-probability of each option's
 *whole* name after the call's head (``{"name": "``), with the base weights at temperature 1:
 
-- :func:`pick_tool`: the tool whose whole name scores highest (``tool_choice: "required"``, the SDK's call).
-- :func:`wants_call`: call or not, by the margin log P(no call) - log P(any tool) on the request compared with the
-  same margin when the conversation is replaced by a content-free question (:data:`NULL_QUESTION`; contextual
-  calibration, Zhao et al. 2021): the model calls when the question moves it towards the tools. Both numbers are
-  the model's scores on this request; no default, no tuned threshold.
+- :func:`name_scores`: log P(each option's whole name | the messages and the call's head);
+- :func:`calibrated`: call or not, by the margin log P(no call) - log P(any tool) on the request compared with the
+  same margin when the conversation is replaced by a content-free question (:func:`null_messages`,
+  :data:`NULL_QUESTION`; contextual calibration, Zhao et al. 2021): the model calls when the question moves it
+  towards the tools. Both numbers are the model's scores on this request; no default, no tuned threshold.
+
+The rules that ask for these scores (which tool among several, call or answer, the rules after a failure or a
+result) are the shared step's decision, :mod:`agentkit.steps.decision`.
 
 ``engine``: anything with ``backbone`` (``new_cache``/``encode``/``crop``), ``tokenizer``, ``encode_prompt`` and
 ``lock`` (:class:`agentkit.engine.Engine`); :func:`can_score` says whether an object has them.
@@ -53,15 +56,6 @@ def name_scores(engine: Any, messages: list[dict[str, str]], names: list[str], h
     return out
 
 
-def pick_tool(engine: Any, messages: list[dict[str, str]], names: list[str], head: str, slot: Any = None) -> str:
-    """The tool whose whole name the model scores highest (:func:`name_scores`), for ``"required"`` and an
-    ``"auto"`` call. Greedy decoding under the call template chose by the first token where names differ (the names'
-    shared start pinned), which is not the same: on 10 BFCL questions with 2-4 functions the greedy choice took
-    ``math.triangle_area_base_height`` for Heron's formula, the whole name's score ``math.triangle_area_heron``."""
-    scores = name_scores(engine, messages, names, head, slot)
-    return max(names, key=lambda n: scores[n])
-
-
 def no_call_margin(scores: dict[str, float], no_call: str) -> float:
     """log P(no call) - log P(any tool) from :func:`name_scores`."""
     tools = [v for k, v in scores.items() if k != no_call]
@@ -80,8 +74,8 @@ def null_messages(messages: list[dict[str, str]]) -> list[dict[str, str]]:
 
 def calibrated(scores: dict[str, float], null_scores: dict[str, float] | None, names: list[str],
                no_call: str) -> tuple[bool, dict[str, Any]]:
-    """The decision from the request's scores and the baseline's (:func:`wants_call`): call when the request's
-    margin of ``no_call`` over the tools is at most the baseline's. Returns it and ``{"no_call_margin",
+    """The decision from the request's scores and the baseline's (the scores on :func:`null_messages`): call when
+    the request's margin of ``no_call`` over the tools is at most the baseline's. Returns it and ``{"no_call_margin",
     "no_call_margin_null", "tool"}``. ``tool``: the tool whose score rises most over the baseline's (the choice
     between tools calibrated too: the content-free question's scores carry a prior for the first tools listed; on
     the user-tool benchmark's dev split the first tool was right on 0.67 of the tasks that need one, against 0.57 by
@@ -101,18 +95,6 @@ def calibrates(engine: Any) -> bool:
     calibrated one on 0.67 (``Agent(calibrate=False)``)."""
     lm = getattr(engine, "lm", None)
     return bool((getattr(lm, "meta", None) or {}).get("lora_config", {}).get("calibrate", True))
-
-
-def wants_call(engine: Any, messages: list[dict[str, str]], names: list[str], no_call: str, head: str,
-               slot: Any = None) -> tuple[bool, dict[str, Any]]:
-    """Whether the model calls a tool: its margin of "no call" over the tools on the request, against the same
-    margin with the conversation replaced by a content-free question (:func:`null_messages`; contextual
-    calibration: what the question adds to the model's preference, not the preference the tool list alone gives
-    it). Returns :func:`calibrated`'s decision and facts (for ``agentkit_stats`` and the SDK's trace)."""
-    options = list(names) + [no_call]
-    scores = name_scores(engine, messages, options, head, slot)
-    null = name_scores(engine, null_messages(messages), options, head, slot) if calibrates(engine) else None
-    return calibrated(scores, null, names, no_call)
 
 
 def can_score(engine: Any) -> bool:

@@ -6,7 +6,7 @@ constrained point: the name of a call whose options are the tools plus one pseud
 (``"respond"``, with ``{}`` arguments), meaning "no call: answer in text". The system message lists the tools and
 says how to pick ``respond``.
 
-1. **The decision** (:func:`wants_call`, engines with a backbone to score with): the model's log-probability of
+1. **The decision** (:func:`agentkit.steps.decision.decide`, engines with a backbone to score with): the model's log-probability of
    each option's name after the call's head (``{"name": "``), summed over the name's tokens; the margin
    log P(respond) - log sum P(tools) on the request is compared with the same margin when the conversation is
    replaced by a content-free question (:data:`NULL_QUESTION`; contextual calibration, Zhao et al. 2021): the model
@@ -40,11 +40,10 @@ benchmark's fail-once tasks the SDK recovered more often than when the model cou
 
 from __future__ import annotations
 
-from agentkit.decide import NULL_QUESTION, logsumexp, name_scores, no_call_margin, pick_tool, wants_call
+from agentkit.decide import NULL_QUESTION, logsumexp, name_scores, no_call_margin
 from agentkit.toolcall import NO_CALL, NO_CALL_NOTE, call_key, no_call_name
 
 from .conversation import RETRY_SUFFIX, answered_calls, call_arguments, retrying, tool_failed
 
 __all__ = ["NO_CALL", "NO_CALL_NOTE", "NULL_QUESTION", "RETRY_SUFFIX", "answered_calls", "call_arguments", "call_key",
-           "logsumexp", "name_scores", "no_call_margin", "no_call_name", "pick_tool", "retrying", "tool_failed",
-           "wants_call"]
+           "logsumexp", "name_scores", "no_call_margin", "no_call_name", "retrying", "tool_failed"]

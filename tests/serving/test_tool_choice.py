@@ -190,21 +190,23 @@ async def test_auto_on_the_tiny_model(tiny, monkeypatch, forced):
         assert seen == [False] and isinstance(ch["message"]["content"], str) and ch["finish_reason"] != "tool_calls"
 
 
-def test_wants_call_is_calibrated_against_the_null_question(tiny, monkeypatch):
+def test_auto_is_calibrated_against_the_null_question(tiny):
     """The decision is the margin of "respond" over the tools on the request minus the same margin on the
     content-free question: a margin that is low only because the tool list favours the tools still calls, one above
-    the null margin answers in text."""
-    from agentkit import decide as toolchoice
+    the null margin answers in text (the shared step's decision, answered from a table; the engine's own scores
+    below)."""
+    from agentkit.decide import NULL_QUESTION, calibrates, name_scores
+    from agentkit.steps.decision import DecisionAsk, decide
+    from agentkit.steps.drive import drive
 
-    table, real_scores = {}, toolchoice.name_scores
-    monkeypatch.setattr(toolchoice, "name_scores", lambda eng, msgs, names, head, slot=None: table[msgs[-1]["content"]])
     sysmsg = {"role": "system", "content": "tools"}
     for asked, null, want in [(-1.0, -3.0, False), (-3.0, -1.0, True), (2.0, 1.0, False), (0.5, 1.0, True)]:
-        table["q"] = {"f": 0.0, "respond": asked}
-        table[toolchoice.NULL_QUESTION] = {"f": 0.0, "respond": null}
-        call, info = toolchoice.wants_call(tiny, [sysmsg, {"role": "user", "content": "q"}], ["f"], "respond", "{")
-        assert call is want and info["no_call_margin"] == asked
-    scores = real_scores(tiny, [{"role": "user", "content": "hi"}], ["get_weather", "respond"], '{"name": "')
+        table = {"q": {"f": 0.0, "respond": asked}, NULL_QUESTION: {"f": 0.0, "respond": null}}
+        ask = DecisionAsk("auto", [sysmsg, {"role": "user", "content": "q"}], ["f"], "respond", "{",
+                          calibrate=calibrates(tiny))
+        got = drive(decide(ask), lambda score, table=table: table[score.messages[-1]["content"]])
+        assert got.call is want and got.info["no_call_margin"] == asked
+    scores = name_scores(tiny, [{"role": "user", "content": "hi"}], ["get_weather", "respond"], '{"name": "')
     assert set(scores) == {"get_weather", "respond"} and all(v < 0 for v in scores.values())
 
 
