@@ -110,8 +110,8 @@ def _last_user(req: ChatRequest) -> int | None:
 
 def reply_messages(req: ChatRequest) -> list[dict[str, str]]:
     """The text reply's messages under ``tool_choice`` auto. After tool results (since the last user message), the
-    SDK answer step's view (``Agent._answer_chat``): the system messages and earlier text turns, then the last user
-    message with the calls' results and a request for a one-sentence answer (``_steps.reply_prompt``); no JSON call
+    SDK answer step's view (its ``answer_chat``): the system messages and earlier text turns, then the last user
+    message with the calls' results and a request for a one-sentence answer (``steps.reply_prompt``); no JSON call
     in view, since a small model answering after calls written as JSON writes JSON (pydantic-ai's loop through the
     server got ``{"name": "no record matches..."}`` as 7 of 8 final answers). Otherwise the conversation as it is."""
     last = _last_user(req)
