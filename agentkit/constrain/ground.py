@@ -624,9 +624,9 @@ def ground_template(template: Template, grounding: Grounding, schema: Any = None
             return hit
         new: Node = node
         if isinstance(node, Slot) and node.name in grounding.spans:
-            new = Slot(node.regex, node.max_tokens, node.name, source=body, exclude=grounding.exclude.get(node.name, ()))
+            new = Slot(node.regex, node.max_tokens, node.name, source=body, exclude=_producible(node, grounding))
         elif isinstance(node, Slot) and node.name in grounding.exclude:
-            new = Slot(node.regex, node.max_tokens, node.name, exclude=grounding.exclude[node.name])
+            new = Slot(node.regex, node.max_tokens, node.name, exclude=_producible(node, grounding))
         elif isinstance(node, Seq):
             new = Seq(tuple(walk(i) for i in node.items))
         elif isinstance(node, Choice):
@@ -640,6 +640,16 @@ def ground_template(template: Template, grounding: Grounding, schema: Any = None
     return type(template)(root=walk(template.root) if grounding.spans or grounding.exclude else template.root,
                           schema=template.schema if schema is None else schema, compile_ms=template.compile_ms,
                           kind=template.kind, meta=meta)
+
+
+def _producible(slot: Slot, grounding: Grounding) -> tuple[str, ...]:
+    """The values ``slot`` refuses (``grounding.exclude``) that its own language holds: refusing the others is a
+    no-op, and each refusal costs the token automaton a product (a ``[\\s\\S]{256}`` slot refusing ``Name``)."""
+    words = grounding.exclude.get(slot.name, ())
+    if not words:
+        return ()
+    rx = re.compile(slot.regex, re.DOTALL)
+    return tuple(w for w in words if rx.fullmatch(w))
 
 
 # a span does not end with one of these lowercase words (``The spring fundraiser is on``): a value ends in a content
