@@ -743,3 +743,104 @@ def span_edges(body: bytes) -> tuple[frozenset[int], frozenset[int]]:
     ends = frozenset(at[k] for k in range(1, len(text) + 1) if k - 1 not in inside and (
         alnum(k - 1) or text[k - 1] in CLOSERS) and not (word(k - 1) and word(k)) and not function_word(k))
     return starts, ends
+
+
+# -- tool arguments ---------------------------------------------------------------------------------------------
+
+_PAIRS = (("from", "to"), ("source", "target"), ("origin", "destination"))
+_TO_CUE = re.compile(r"\b(?:to|in|into|as|how many|how much)\s+", re.IGNORECASE)
+_FROM_CUE = re.compile(r"\bfrom\s+", re.IGNORECASE)
+_STOP = "|".join(sorted(FUNCTION_WORDS | {"into", "how", "many", "much", "what", "what's"}, key=len, reverse=True))
+# one or two words; the second not a function word (``CAD a month`` is ``CAD``)
+_PHRASE = re.compile(r"(?!(?:" + _STOP + r")\b)[^\W\d_][\w°'-]*(?:\s+(?!(?:" + _STOP + r")\b)[^\W\d_][\w'-]*)?",
+                     re.IGNORECASE)
+
+
+def pair_fields(parameters: dict[str, Any]) -> list[tuple[str, str]]:
+    """The (from, to) pairs among a tool's required string arguments: ``from_currency``/``to_currency``,
+    ``source_lang``/``target_lang``, ``origin``/``destination``."""
+    props = parameters.get("properties") or {}
+    required = [k for k in parameters.get("required") or () if isinstance(props.get(k), dict)
+                and props[k].get("type") == "string"]
+    out = []
+    for a in required:
+        wa = [w.lower() for w in name_words(a)]
+        for first, second in _PAIRS:
+            if first in wa:
+                rest = [second if w == first else w for w in wa]
+                b = next((k for k in required if [w.lower() for w in name_words(k)] == rest), None)
+                if b is not None:
+                    out.append((a, b))
+    return out
+
+
+def pair_phrases(text: str) -> tuple[list[str], list[str]]:
+    """What a conversion's two sides are called in ``text``: the from side, a phrase right after a number or
+    ``from`` (``1,500 Mexican pesos``, ``100 F``, ``from Paris``); the to side, one right after ``to``/``in``/
+    ``into``/``as``/``how many`` (``in Canadian dollars``, ``to miles``, ``How many yen``). Each phrase is one or
+    two words, not function words, in order, each once."""
+    starts_from = [b for _, b, _ in number_mentions(text)] + [m.end() for m in _FROM_CUE.finditer(text)]
+    starts_to = [m.end() for m in _TO_CUE.finditer(text)]
+
+    numbers = {a for a, _, _ in number_mentions(text)}
+
+    def phrases(starts: list[int]) -> list[str]:
+        found = []
+        for p in starts:
+            p += len(text[p:]) - len(text[p:].lstrip())
+            m = None if p in numbers else _PHRASE.match(text, p)  # "in one sentence" marks no side
+            if m:
+                found.append((p, m.group()))
+        return list(dict.fromkeys(v for _, v in sorted(found)))
+    return phrases(sorted(set(starts_from))), phrases(starts_to)
+
+
+def anchor_pairs(parameters: dict[str, Any], sources: str) -> dict[str, Any]:
+    """``parameters`` with each (from, to) pair (:func:`pair_fields`) held to its side of the conversation
+    (:func:`pair_phrases`): a currency code to the codes its side names, a string to its side's phrases. A side the
+    text does not mark leaves the pair as it is."""
+    pairs = pair_fields(parameters)
+    if not pairs:
+        return parameters
+    froms, tos = pair_phrases(sources)
+    props = dict(parameters["properties"])
+    for a, b in pairs:
+        values = [_side(props[a], a, froms), _side(props[b], b, tos)]
+        if all(values) and values[0] != values[1]:
+            props[a], props[b] = ({**props[k], "enum": v} for k, v in zip((a, b), values))
+    return {**parameters, "properties": props}
+
+
+def _side(sub: dict[str, Any], name: str, phrases: list[str]) -> list[str]:
+    if "enum" in sub or "const" in sub or sub.get("grounded") is False:
+        return []
+    if is_currency(name, sub):
+        return list(dict.fromkeys(c for p in phrases for _, _, c in currency_mentions(p)))
+    return phrases
+
+
+def required_only(parameters: dict[str, Any]) -> dict[str, Any]:
+    """``parameters`` with its optional arguments left ungrounded (``"grounded": false``, unless they say
+    otherwise): an argument with a default is the tool's to fill, and the model may write a value it knows (the
+    speed of light, an initial speed of 0 "from rest") where the conversation writes none."""
+    props = parameters.get("properties")
+    if not isinstance(props, dict):
+        return parameters
+    required = set(parameters.get("required") or ())
+    return {**parameters, "properties": {
+        k: ({"grounded": False, **v} if k not in required and isinstance(v, dict) else v) for k, v in props.items()}}
+
+
+def ground_arguments(parameters: dict[str, Any], text: str) -> Grounding:
+    """A tool's ``parameters`` schema grounded in ``text`` (a conversation's user and tool messages) as a call's
+    arguments are (:mod:`agentkit.steps.arguments`): its required arguments only (:func:`required_only`), its
+    (from, to) pairs held to their sides (:func:`anchor_pairs`), with :data:`ARGUMENT_KINDS`."""
+    return ground_schema(anchor_pairs(required_only(parameters), text), text, kinds=ARGUMENT_KINDS)
+
+
+def grounded_argument_template(parameters: dict[str, Any], text: str,
+                               compile_schema: Callable[[dict[str, Any]], Template]) -> Template:
+    """The template of a tool's arguments (``compile_schema`` compiles a schema) grounded as
+    :func:`ground_arguments` grounds them."""
+    return grounded_template(anchor_pairs(required_only(parameters), text), text, compile_schema,
+                             kinds=ARGUMENT_KINDS)[0]

@@ -121,7 +121,7 @@ def test_optional_arguments_are_the_models_own():
 
 
 def test_a_from_to_pair_takes_each_side_from_where_the_text_marks_it():
-    from agentkit.steps.arguments import anchor_pairs, pair_fields, pair_phrases
+    from agentkit.constrain.ground import anchor_pairs, pair_fields, pair_phrases
 
     schema = TOOLS[3].parameters_schema
     assert pair_fields(schema) == [("from_currency", "to_currency")]
@@ -136,7 +136,7 @@ def test_a_from_to_pair_takes_each_side_from_where_the_text_marks_it():
 
 
 def test_percent_is_not_a_remainder_and_a_number_marks_no_side():
-    from agentkit.steps.arguments import pair_phrases
+    from agentkit.constrain.ground import pair_phrases
 
     p = expression_pattern("What's 15% of 240?")
     assert not re.fullmatch(p, "15% (15%)") and not re.fullmatch(p, "15 % 240") and re.fullmatch(p, "15% * 240")
