@@ -752,8 +752,8 @@ _TO_CUE = re.compile(r"\b(?:to|in|into|as|how many|how much)\s+", re.IGNORECASE)
 _FROM_CUE = re.compile(r"\bfrom\s+", re.IGNORECASE)
 _STOP = "|".join(sorted(FUNCTION_WORDS | {"into", "how", "many", "much", "what", "what's"}, key=len, reverse=True))
 # one or two words; the second not a function word (``CAD a month`` is ``CAD``)
-_PHRASE = re.compile(r"(?!(?:" + _STOP + r")\b)[^\W\d_][\w°'-]*(?:\s+(?!(?:" + _STOP + r")\b)[^\W\d_][\w'-]*)?",
-                     re.IGNORECASE)
+# (case kept: ``US dollars`` is no pronoun)
+_PHRASE = re.compile(r"(?!(?:" + _STOP + r")\b)[^\W\d_][\w°'-]*(?:\s+(?!(?:" + _STOP + r")\b)[^\W\d_][\w'-]*)?")
 
 
 def pair_fields(parameters: dict[str, Any]) -> list[tuple[str, str]]:

@@ -129,6 +129,7 @@ def test_a_from_to_pair_takes_each_side_from_where_the_text_marks_it():
     props = anchor_pairs(schema, "How much is 10000 rupees in Canadian dollars?")["properties"]
     assert (props["from_currency"]["enum"], props["to_currency"]["enum"]) == (["INR"], ["CAD"])
     assert pair_phrases("I earn 3200 CAD a month, what's that in euros?") == (["CAD"], ["euros"])
+    assert pair_phrases("Convert 100 US dollars to euros.") == (["US dollars"], ["euros"])
     assert anchor_pairs(schema, "convert 50 euros") == schema  # the to side unmarked: the pair as it is
     params = grounded_parameters([TOOLS[3]], "What is 1,500 Mexican pesos in dollars?")
     text = str(params["convert_currency"].root)
