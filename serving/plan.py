@@ -267,7 +267,7 @@ def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: 
     # max_tokens bounds the text reply (serving/toolchoice.py)
     budget = max(max_tokens, DEFAULT_MAX_TOKENS) if auto else max_tokens
     results = conv.results  # after tool results a reply copies their values (agentkit/engine/copy.py), a
-    plain = plain_weights if not results else None  # a reply with no tool result to carry
+    plain = plain_weights if not results else None  # a reply with no tool offered and no tool result to carry
     plan = RequestPlan(messages, decode_config(req, mode, budget, source, weights=plain if schema is None else None),
                        schema, tool_mode, names, ext.canvas, max_tokens_given=given is not None,
                        max_calls=max_calls(req), logprobs=(req.top_logprobs or 0) if req.logprobs else None,
@@ -279,7 +279,7 @@ def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: 
                                     first_digit=False)
     if auto:  # the text reply, when the model chooses no call: free text (AR unless a mode is asked for)
         plan.text_messages = conv.reply
-        plan.text_config = decode_config(req, ext.mode or default_mode or "ar", max_tokens, results, weights=plain)
+        plan.text_config = decode_config(req, ext.mode or default_mode or "ar", max_tokens, results)
         plan.no_call, plan.answered, plan.retry, plan.sources = no_call, conv.answered, conv.retry, conv.sources
     return plan
 

@@ -168,9 +168,8 @@ class Agent(Generic[DepsT, OutputT]):
         self._null_scores = decide_.NullScores()  # the decision's baseline, shared by this agent's runs
         self._templates = StepTemplates(self._tools)
         self._caller = ModelCaller(self.generator)
-        # a plain reply (no tool result to carry) on the weights as loaded, where the engine merged a LoRA into them
-        # (DecodeConfig.weights="loaded"; the loop adapter was trained on decisions, calls and answers that carry a
-        # result: docs/agent_loop.md, "Plain replies")
+        # a plain reply (no tool offered, no result to carry) on the weights as loaded, where the engine merged a LoRA
+        # (DecodeConfig.weights="loaded": the loop adapter was trained on the loop's steps; docs/agent_loop.md)
         self._plain_weights = plain_weights(getattr(self.generator, "engine", None))
 
     @classmethod
@@ -549,7 +548,8 @@ class Agent(Generic[DepsT, OutputT]):
             template, compile_ms = self._templates.template(step, run.settings.get("json_style", steps.STYLE), run.output,
                                                   bool(run.settings.get("open_objects", False)),
                                                   run.offered if step == "tool_call" else None)
-        config = step_config(self.decode, run, step, max_new, self._plain_weights)
+        plain = None if self._tools and run.offered else self._plain_weights  # tools offered: a loop step's answer
+        config = step_config(self.decode, run, step, max_new, plain)
         iteration = len(run.trace) + 1
         emit(run, lambda: StepStarted(iteration, step, config.mode))
         start_iteration(run, iteration, step, config.mode)

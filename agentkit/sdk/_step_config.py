@@ -14,7 +14,9 @@ from ._result import RunState
 
 def step_config(decode: DecodeConfig, run: RunState, step: str, max_new: int, plain_weights: str | None) -> DecodeConfig:
         """The step's decoding config: the agent's, the merged model settings, the step's mode and token budget;
-        a retry samples (``_settings.for_retry``) so it can differ from the output it retries."""
+        a retry samples (``_settings.for_retry``) so it can differ from the output it retries. ``plain_weights``:
+        a reply's weights when it carries no tool result (None: the agent offered tools, and the answer after the
+        decision not to call is a loop step, on the adapter's weights)."""
         config = replace(settings_.apply(decode, run.settings), mode=run.routing.mode_for(step),
                          max_new_tokens=max_new)
         config = copy_config(run, step, config)

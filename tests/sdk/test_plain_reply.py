@@ -101,3 +101,16 @@ def test_an_answer_that_carries_a_tool_result_keeps_the_merged_weights(engine, m
     reply = seen[-1]
     assert reply[1].weights == "auto"
     assert reply[0][0] == {"role": "system", "content": DEFAULT_INSTRUCTIONS}
+
+
+def test_an_answer_after_deciding_not_to_call_keeps_the_merged_weights(engine, monkeypatch):
+    """With tools offered, the answer after the decision not to call is a loop step (the loop adapter was trained
+    on it: the agent loop's no-tool tasks), so it keeps the merged weights; here no tool can be chosen (``add``
+    needs numbers the task does not write), so the run answers at once."""
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    seen = _recorded(engine, monkeypatch)
+    result = Agent(engine, tools=[add], decode=DecodeConfig(max_new_tokens=8)).run_sync("Name three colours.")
+    assert [r.step for r in result.trace] == ["reply"] and seen[-1][1].weights == "auto"

@@ -231,9 +231,9 @@ def test_a_text_reply_after_tool_results_copies_their_values():
 
 
 def test_a_plain_reply_decodes_on_the_plain_weights_and_a_step_with_a_result_does_not():
-    """The server's plain replies take the weights the SDK's take (engine.faces.plain_weights): a chat with no tool
-    result, and the text reply of tool_choice auto before any result; a call, a schema and a reply after results
-    keep the engine's own."""
+    """The server's plain replies take the weights the SDK's take (engine.faces.plain_weights): a chat with no tools
+    and no tool result; a call, a schema, the text reply of tool_choice auto (the answer after deciding not to call,
+    a loop step) and a reply after results keep the engine's own."""
     from agentkit.engine.faces import Unmerging, plain_weights
     from agentkit.serving.completions import CompletionRequest, plan_completion
 
@@ -245,7 +245,8 @@ def test_a_plain_reply_decodes_on_the_plain_weights_and_a_step_with_a_result_doe
     assert plan_request(_req(), plain_weights="loaded").config.weights == "loaded"
     assert plan_request(_req()).config.weights == "auto"
     auto = plan_request(_req(tools=[TOOL]), plain_weights="loaded")
-    assert auto.config.weights == "auto" and auto.text_config.weights == "loaded"  # the call's step, the reply's
+    # the call's step and the answer after deciding not to call: both loop steps, on the merged adapter
+    assert auto.config.weights == "auto" and auto.text_config.weights == "auto"
     forced = plan_request(_req(tools=[TOOL], tool_choice="required"), plain_weights="loaded")
     assert forced.config.weights == "auto"
     after = _req(tools=[TOOL], messages=[
