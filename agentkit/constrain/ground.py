@@ -834,8 +834,15 @@ def required_only(parameters: dict[str, Any]) -> dict[str, Any]:
 def ground_arguments(parameters: dict[str, Any], text: str) -> Grounding:
     """A tool's ``parameters`` schema grounded in ``text`` (a conversation's user and tool messages) as a call's
     arguments are (:mod:`agentkit.steps.arguments`): its required arguments only (:func:`required_only`), its
-    (from, to) pairs held to their sides (:func:`anchor_pairs`), with :data:`ARGUMENT_KINDS`."""
-    return ground_schema(anchor_pairs(required_only(parameters), text), text, kinds=ARGUMENT_KINDS)
+    (from, to) pairs held to their sides (:func:`anchor_pairs`), with :data:`ARGUMENT_KINDS`. As in ``extract``,
+    each place in the text gives one argument its value: where the text writes fewer numbers than the required
+    number arguments (``add(a, b)`` on "Name three colours."), those arguments are ungrounded."""
+    g = ground_schema(anchor_pairs(required_only(parameters), text), text, kinds=ARGUMENT_KINDS)
+    numbers = [ptr for ptr, kind in g.kinds.items() if kind == "number" and ptr.count("/") == 1
+               and ptr[1:] in (parameters.get("required") or ())]
+    if len(numbers) > len(number_mentions(text)):
+        g.ungrounded += [ptr[1:] for ptr in numbers if ptr[1:] not in g.ungrounded]
+    return g
 
 
 def grounded_argument_template(parameters: dict[str, Any], text: str,

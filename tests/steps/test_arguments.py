@@ -142,3 +142,14 @@ def test_percent_is_not_a_remainder_and_a_number_marks_no_side():
     p = expression_pattern("What's 15% of 240?")
     assert not re.fullmatch(p, "15% (15%)") and not re.fullmatch(p, "15 % 240") and re.fullmatch(p, "15% * 240")
     assert pair_phrases("explain a black hole in one sentence") == (["sentence"], [])  # "in one": no to side
+
+
+def test_each_number_the_text_writes_fills_one_argument():
+    def add(a: float, b: float) -> float:
+        """Add two numbers."""
+        return a + b
+
+    tool = Tool(add)
+    assert argument_gaps(tool.parameters_schema, "Name three colours.") == ["a", "b"]
+    assert argument_gaps(tool.parameters_schema, "What is 2 + 2?") == []  # 2 written twice: two places
+    assert names(groundable([tool], "add 3 and 4")) == ["add"]
