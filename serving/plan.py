@@ -32,8 +32,8 @@ from .outcome import response_parts
 from .protocol import AgentkitExt, ChatRequest, NamedToolChoice, ToolDef
 from .toolchoice import no_call_name
 
-__all__ = ["RequestPlan", "SchemaJob", "chat_messages", "check_context", "decode_config", "fit_max_tokens",
-           "plan_request", "prompt_bound", "response_parts"]
+__all__ = ["RequestPlan", "SchemaJob", "chat_messages", "decode_config", "plan_request", "prompt_bound",
+           "response_parts"]
 
 DEFAULT_MAX_TOKENS = 256
 
@@ -298,24 +298,3 @@ def prompt_bound(prompt: str | list[dict[str, str]], context: int | None, max_to
             validate.check_prompt_bound(prompt, max_token_chars, context, max_tokens)
         except validate.ContextLengthError as e:
             raise user_error(e) from None
-
-
-def check_context(prompt_tokens: int, context: int, max_tokens: int, *, at_least: bool = False) -> None:
-    """400 if the prompt and ``max_tokens`` do not fit the model's context (naming both numbers): the engine's own
-    check (``agentkit.validate.check_prompt_length``), its ``ContextLengthError`` as the API's error."""
-    try:
-        validate.check_prompt_length(prompt_tokens, context, max_tokens, at_least=at_least)
-    except validate.ContextLengthError as e:
-        raise user_error(e) from None
-
-
-def fit_max_tokens(plan: RequestPlan, prompt_tokens: int, context: int | None) -> int:
-    """The request's max_tokens once the prompt's length is known (a default shrinks to what the context leaves;
-    a given value that does not fit is a 400)."""
-    want = plan.config.max_new_tokens
-    if context is None:
-        return want
-    if not plan.max_tokens_given:
-        want = min(want, context - prompt_tokens)
-    check_context(prompt_tokens, context, max(1, want))
-    return want

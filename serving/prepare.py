@@ -28,17 +28,18 @@ from collections.abc import Callable
 from typing import Any
 
 from agentkit.constrain.build import build_constraint
+from agentkit import validate
 from agentkit.constrain.ground import grounded_template
-from agentkit.steps.arguments import grounded_arguments
 from agentkit.constrain.limits import CompileLimits, budget
 from agentkit.constrain.nodes import Template
 from agentkit.engine.faces import Constraining, Tokenizing
 from agentkit.errors import CompileCancelled, UserError
+from agentkit.steps.arguments import grounded_arguments
 from agentkit.steps.runner import ToolStep
 from agentkit.toolcall import calls_template
 
 from .errors import APIError, user_error
-from .plan import RequestPlan, SchemaJob, fit_max_tokens
+from .plan import RequestPlan, SchemaJob
 from .scheduler import Job, SliceExpired
 
 EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
@@ -233,3 +234,24 @@ class Preparer:
             if n != plan.config.max_new_tokens:
                 plan.config = dataclasses.replace(plan.config, max_new_tokens=n)
         return ids
+
+
+def check_context(prompt_tokens: int, context: int, max_tokens: int, *, at_least: bool = False) -> None:
+    """400 if the prompt and ``max_tokens`` do not fit the model's context (naming both numbers): the engine's own
+    check (``agentkit.validate.check_prompt_length``), its ``ContextLengthError`` as the API's error."""
+    try:
+        validate.check_prompt_length(prompt_tokens, context, max_tokens, at_least=at_least)
+    except validate.ContextLengthError as e:
+        raise user_error(e) from None
+
+
+def fit_max_tokens(plan: RequestPlan, prompt_tokens: int, context: int | None) -> int:
+    """The request's max_tokens once the prompt's length is known (a default shrinks to what the context leaves;
+    a given value that does not fit is a 400)."""
+    want = plan.config.max_new_tokens
+    if context is None:
+        return want
+    if not plan.max_tokens_given:
+        want = min(want, context - prompt_tokens)
+    check_context(prompt_tokens, context, max(1, want))
+    return want

@@ -75,12 +75,13 @@ def step_rules(engine: EngineLike, step: ToolStep) -> StepRules:
     if step.tool_mode != "none" and not isinstance(step.prompt, str):  # a raw prompt (completions) has no tools
         ask = DecisionAsk(step.tool_mode, step.prompt, sorted(step.tool_names), step.no_call,
                           call_head(step.style or DEFAULT_STYLE), can_score(engine), calibrates(engine), step.retry)
-    return StepRules(step.tool_mode, ask, lambda res: reply_of(step, res.text, res.value),
+    return StepRules(step.tool_mode, ask, None, call_rules=step,
                      sources=step.sources if step.tool_mode == "auto" else None, text_reply=True)
 
 
 def run_step(engine: EngineLike, step: ToolStep, io: StepIO) -> StepOutcome:
     """Run ``step`` on ``engine`` (see the module's docstring); ``io.check`` runs after each scoring and decode."""
+    rules = step_rules(engine, step)
     seat = {"on_draft": io.on_draft, "batch": io.batch, "should_stop": io.should_stop}
 
     def answer(request: Any) -> dict[str, float] | GenerationResult:
@@ -100,4 +101,4 @@ def run_step(engine: EngineLike, step: ToolStep, io: StepIO) -> StepOutcome:
         io.check()  # stopped early because the request was cancelled: its answer is already decided
         return res
 
-    return drive(tool_step(step_rules(engine, step)), answer)
+    return drive(tool_step(rules), answer)

@@ -77,14 +77,14 @@ def test_context_errors_are_agentkit_errors():
 
 
 def test_server_uses_the_engine_checks():
-    from agentkit.serving import plan, protocol
+    from agentkit.serving import prepare, protocol
 
     from agentkit import validate
 
     seed = [m for m in protocol.ChatRequest.model_fields["seed"].metadata if hasattr(m, "ge") or hasattr(m, "le")]
     assert [getattr(m, "ge", None) or getattr(m, "le", None) for m in seed] == [validate.SEED_MIN, validate.SEED_MAX]
     with pytest.raises(Exception) as e:
-        plan.check_context(10, 16, 7)
+        prepare.check_context(10, 16, 7)
     assert e.value.code == "context_length_exceeded" and str(e.value) == str(ContextLengthError(10, 7, 16))
     with pytest.raises(protocol.FieldError, match="lone UTF-16 surrogate U\\+D800 at index 1"):
         protocol.check_json({"messages": [{"content": "a\ud800"}]})

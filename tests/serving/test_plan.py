@@ -6,7 +6,8 @@ import json
 
 import pytest
 from agentkit.serving.errors import APIError
-from agentkit.serving.plan import check_context, fit_max_tokens, plan_request, response_parts
+from agentkit.serving.plan import plan_request, response_parts
+from agentkit.serving.prepare import check_context, fit_max_tokens
 from agentkit.serving.protocol import ChatRequest
 from agentkit.serving.sse import Chunks, TextDeltas, event
 
