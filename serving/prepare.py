@@ -27,14 +27,13 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from agentkit.constrain.build import build_constraint
 from agentkit import validate
-from agentkit.constrain.ground import grounded_template
+from agentkit.constrain.build import build_constraint
+from agentkit.constrain.ground import grounded_argument_template, grounded_template
 from agentkit.constrain.limits import CompileLimits, budget
 from agentkit.constrain.nodes import Template
 from agentkit.engine.faces import Constraining, Tokenizing
 from agentkit.errors import CompileCancelled, UserError
-from agentkit.steps.arguments import grounded_arguments
 from agentkit.steps.runner import ToolStep
 from agentkit.toolcall import calls_template
 
@@ -126,11 +125,11 @@ class Preparer:
 
     def arguments(self, sj: SchemaJob, parameters: dict[str, Any], where: str) -> Template:
         """One tool's arguments compiled (errors name ``where``), grounded in ``sj.arguments_source`` when the
-        request grounds its calls (:mod:`agentkit.steps.arguments`)."""
-        compile_ = lambda s: self.compile_one(s, where, sj.strict, sj.style)  # noqa: E731
+        request grounds its calls (:mod:`agentkit.steps.arguments`, :func:`agentkit.constrain.ground.ground_arguments`)."""
+        compile_ = lambda s: self.compile_one(s, where, sj.strict, sj.style)
         if sj.arguments_source is None:
             return compile_(parameters)
-        return grounded_arguments(parameters, sj.arguments_source, compile_)
+        return grounded_argument_template(parameters, sj.arguments_source, compile_)
 
     def build_automata(self, template: Template, job: Job, limits: CompileLimits) -> None:
         """Build the template's token automaton now, outside the engine's lock, within ``limits`` and stopping

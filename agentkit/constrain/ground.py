@@ -354,7 +354,7 @@ _IMPLIED = (("half", 2), ("halve", 2), ("double", 2), ("twice", 2), ("triple", 3
             ("%", 100), ("percent", 100), ("per cent", 100))
 
 
-def _plain_number(v: int | float) -> str:
+def _plain_number(v: float) -> str:
     return str(v) if isinstance(v, int) else repr(v)
 
 

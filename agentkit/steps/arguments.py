@@ -24,8 +24,7 @@ arguments grounded, for :func:`agentkit.steps.kinds.tool_call_template`. A param
 
 from __future__ import annotations
 
-
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from ..constrain import compiler
@@ -35,7 +34,7 @@ from ..constrain.nodes import Template
 from ..settings import BY_NAME
 from .kinds import TOOL_STYLE, StepTool
 
-__all__ = ["argument_gaps", "choosable_tools", "groundable", "grounded_arguments", "grounded_parameters", "sources_of"]
+__all__ = ["argument_gaps", "choosable_tools", "groundable", "grounded_parameters", "sources_of"]
 
 ToolT = TypeVar("ToolT", bound=StepTool)
 
@@ -68,12 +67,6 @@ def choosable_tools(tools: Sequence[ToolT], chat: Sequence[dict[str, Any]],
     return sources, groundable(tools, sources)
 
 
-def grounded_arguments(parameters: dict[str, Any], sources: str,
-                       compile_schema: Callable[[dict[str, Any]], Template]) -> Template:
-    """A tool's arguments (its ``parameters`` schema) compiled by ``compile_schema``, grounded in ``sources``."""
-    return grounded_argument_template(parameters, sources, compile_schema)
-
-
 def grounded_parameters(tools: Sequence[StepTool], sources: str, style: str | None = None,
                         strict: bool = True) -> dict[str, Template]:
     """Each tool's arguments compiled grounded in ``sources`` (``style``: the call template's JSON style), by tool
@@ -82,6 +75,6 @@ def grounded_parameters(tools: Sequence[StepTool], sources: str, style: str | No
     out: dict[str, Template] = {}
     for t in tools:
         if not t.templated:
-            out[t.name] = grounded_arguments(t.parameters_schema, sources,
-                                             lambda s: compiler.compile_schema(s, strict=strict, style=st))
+            out[t.name] = grounded_argument_template(t.parameters_schema, sources,
+                                                     lambda s: compiler.compile_schema(s, strict=strict, style=st))
     return out

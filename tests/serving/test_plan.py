@@ -235,8 +235,9 @@ def test_a_plain_reply_decodes_on_the_plain_weights_and_a_step_with_a_result_doe
     """The server's plain replies take the weights the SDK's take (engine.faces.plain_weights): a chat with no tools
     and no tool result; a call, a schema, the text reply of tool_choice auto (the answer after deciding not to call,
     a loop step) and a reply after results keep the engine's own."""
-    from agentkit.engine.faces import Unmerging, plain_weights
     from agentkit.serving.completions import CompletionRequest, plan_completion
+
+    from agentkit.engine.faces import Unmerging, plain_weights
 
     class Merged:
         def can_load_unmerged(self) -> bool:
