@@ -153,3 +153,14 @@ def test_each_number_the_text_writes_fills_one_argument():
     assert argument_gaps(tool.parameters_schema, "Name three colours.") == ["a", "b"]
     assert argument_gaps(tool.parameters_schema, "What is 2 + 2?") == []  # 2 written twice: two places
     assert names(groundable([tool], "add 3 and 4")) == ["add"]
+
+
+def test_an_array_argument_is_the_models_own():
+    def distance(point_a: list[float], point_b: list[float]) -> float:
+        """The distance between two points."""
+        return 0.0
+
+    tool = Tool(distance)
+    text = str(grounded_parameters([tool], "distance from (3, 4) to (1, 2)")["distance"].root)
+    assert "name='/point_a/*'" in text and "Lit(text='3')" not in text  # free items, no choice among 3, 4, 1, 2
+    assert argument_gaps(tool.parameters_schema, "the distance between two points") == []
