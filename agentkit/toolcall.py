@@ -23,7 +23,7 @@ from .constrain.nodes import Choice, Lit, Repeat, Template, json_lines, seq
 
 __all__ = ["CALL_SEP", "MAX_PARALLEL_CALLS", "CallRules", "CallShape", "ToolSpec", "call_grounded", "call_schema",
            "call_template", "calls_template", "choice_prompt", "json_lines", "parse_call", "parse_calls", "read_call",
-           "reply_calls", "reply_of", "result_values", "scalar_leaves", "tools_prompt"]
+           "reply_calls", "reply_of", "result_values", "scalar_leaves", "sources_of", "tools_prompt"]
 
 ToolSpec = tuple[str, "dict | Template | None"]  # (name, parameters: a JSON Schema, a compiled template, or None: {})
 
@@ -254,6 +254,12 @@ def result_values(texts: Sequence[str], limit: int = MAX_RESULT_VALUES) -> str:
 
 
 _WORD = re.compile(r"[^\W_]{3,}")  # a word of three or more letters or digits
+
+
+def sources_of(messages: Sequence[dict[str, Any]]) -> str:
+    """The text a call's values may come from (:func:`call_grounded`, :mod:`agentkit.steps.arguments`): the chat
+    ``messages``' user and tool contents, one per line."""
+    return "\n".join(str(m.get("content") or "") for m in messages if m.get("role") in ("user", "tool", "function"))
 
 
 def call_grounded(args: Any, text: str) -> bool:

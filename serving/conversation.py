@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentkit.steps import kinds as steps
-from agentkit.toolcall import call_key, choice_prompt, result_values
+from agentkit.toolcall import call_key, choice_prompt, result_values, sources_of
 
 from .errors import APIError
 from .protocol import ChatRequest, ContentPart, ToolDef
@@ -40,10 +40,10 @@ class Conversation:
 def read_conversation(req: ChatRequest, tools: list[ToolDef], no_call: str | None) -> Conversation:
     """The conversation of ``req`` (``tools`` described to the model, with ``no_call`` the option of no call)."""
     texts = message_texts(req)
-    sources = "\n".join(t for t, m in zip(texts, req.messages) if m.role in ("user", "tool", "function"))
     reply, results, last_user = reply_messages(req), tool_results(req), last_user_text(req)
     answered, retry = answered_pairs(req.messages), retrying(req.messages)
     messages = chat_messages(req, tools, no_call)
+    sources = sources_of([{"role": m.role, "content": t} for t, m in zip(texts, req.messages)])
     return Conversation(messages, reply, results, last_user, frozenset(call_key(n, a) for n, a in answered), retry,
                         sources)
 

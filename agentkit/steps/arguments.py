@@ -32,17 +32,12 @@ from ..constrain.canonical import json_style
 from ..constrain.ground import ground_arguments, grounded_argument_template
 from ..constrain.nodes import Template
 from ..settings import BY_NAME
+from ..toolcall import sources_of
 from .kinds import TOOL_STYLE, StepTool
 
-__all__ = ["argument_gaps", "choosable_tools", "groundable", "grounded_parameters", "sources_of"]
+__all__ = ["argument_gaps", "choosable_tools", "groundable", "grounded_parameters"]
 
 ToolT = TypeVar("ToolT", bound=StepTool)
-
-
-def sources_of(messages: Sequence[dict[str, Any]]) -> str:
-    """The text a call's values may come from: the chat ``messages``' user and tool contents, one per line (the
-    server's ``tool_choice`` reads the same, ``serving/conversation.py``)."""
-    return "\n".join(str(m.get("content") or "") for m in messages if m.get("role") in ("user", "tool", "function"))
 
 
 def argument_gaps(parameters: dict[str, Any] | None, sources: str) -> list[str]:

@@ -75,7 +75,7 @@ def step_rules(engine: EngineLike, step: ToolStep) -> StepRules:
     if step.tool_mode != "none" and not isinstance(step.prompt, str):  # a raw prompt (completions) has no tools
         ask = DecisionAsk(step.tool_mode, step.prompt, sorted(step.tool_names), step.no_call,
                           call_head(step.style or DEFAULT_STYLE), can_score(engine), calibrates(engine), step.retry)
-    return StepRules(step.tool_mode, ask, None, call_rules=step,
+    return StepRules(step.tool_mode, ask, lambda res: reply_of(step, res.text, res.value),
                      sources=step.sources if step.tool_mode == "auto" else None, text_reply=True)
 
 

@@ -9,9 +9,8 @@ it with :mod:`agentkit.steps.drive`.
 
 1. **Decide** (:func:`agentkit.steps.decision.decide`): call or answer, and which tool.
 2. **Generate** the call under the picked tool's template (its name pinned), else the step's own.
-3. **Check** the reply (:func:`check`): its calls as the caller reads them (``read``; None: the server's lenient
-   :func:`agentkit.toolcall.reply_of` under ``call_rules``, which also drops calls a tool message answered; the
-   SDK's strict reader,
+3. **Check** the reply (:func:`check`): its calls as the caller reads them (``read``: the server's lenient
+   :func:`agentkit.toolcall.reply_of`, which also drops calls a tool message answered; the SDK's strict reader,
    whose :class:`~agentkit.steps.kinds.OutputError` makes the step ``invalid``); the decoded no-call option
    (``answer_name``: the SDK's ``final_answer``) ends it with an answer; calls that repeat an earlier one
    (``earlier``: the SDK's repeat rule) are not made, and a reply of repeats only is an answer; under ``auto`` a
@@ -28,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..engine.stats import GenerationResult
-from ..toolcall import CallRules, call_grounded, reply_of
+from ..toolcall import call_grounded
 from .decision import Decision, DecisionAsk, Score, ToolMode, decide
 from .kinds import OutputError
 
@@ -60,13 +59,11 @@ class StepRules:
 
     mode: ToolMode
     decision: DecisionAsk | None
-    # the reply's calls, raising OutputError when unusable; None: agentkit.toolcall.reply_of under ``call_rules``
-    read: Callable[[GenerationResult], list[Call]] | None
+    read: Callable[[GenerationResult], list[Call]]  # the reply's calls; raises OutputError when unusable
     answer_name: str | None = None  # a decoded call of this name ends the step with an answer
     earlier: Callable[[str, Any], Any] | None = None  # what a call repeats (None: not a repeat)
     sources: str | None = None  # under auto: the text a call must take a value from (None: no grounding check)
     text_reply: bool = False  # under auto: an answer is generated here as text
-    call_rules: CallRules | None = None  # the step's tools, answered calls and mode, for reply_of (``read`` None)
 
 
 @dataclass
@@ -111,11 +108,7 @@ def tool_step(rules: StepRules) -> Stepping:
 def check(rules: StepRules, result: GenerationResult) -> StepOutcome:
     """The step's ending after its call decode ``result`` (see the module's docstring, step 3)."""
     try:
-        if rules.read is not None:
-            read = rules.read(result)
-        else:
-            assert rules.call_rules is not None
-            read = reply_of(rules.call_rules, result.text, result.value)
+        read = rules.read(result)
     except OutputError as e:
         return StepOutcome("invalid", result=result, invalid=str(e))
     if read and rules.answer_name is not None and read[0][0] == rules.answer_name:

@@ -5,8 +5,9 @@ import re
 from agentkit.constrain.ground import ARGUMENT_KINDS, day_phrases, expression_pattern, ground_schema, text_currencies
 from agentkit.constrain.nodes import Choice, slots
 from agentkit.sdk import Tool
-from agentkit.steps.arguments import argument_gaps, groundable, grounded_parameters, sources_of
+from agentkit.steps.arguments import argument_gaps, groundable, grounded_parameters
 from agentkit.steps.kinds import tool_call_template
+from agentkit.toolcall import sources_of
 
 
 def get_weather(city: str) -> dict:
