@@ -779,15 +779,16 @@ def pair_phrases(text: str) -> tuple[list[str], list[str]]:
     ``from`` (``1,500 Mexican pesos``, ``100 F``, ``from Paris``); the to side, one right after ``to``/``in``/
     ``into``/``as``/``how many`` (``in Canadian dollars``, ``to miles``, ``How many yen``). Each phrase is one or
     two words, not function words, in order, each once."""
-    starts_from = [b for _, b, _ in number_mentions(text)] + [m.end() for m in _FROM_CUE.finditer(text)]
+    mentions = number_mentions(text)
+    numbers = {a for a, _, _ in mentions}
+    starts_from = [b for _, b, _ in mentions] + [m.end() for m in _FROM_CUE.finditer(text)]
     starts_to = [m.end() for m in _TO_CUE.finditer(text)]
-
-    numbers = {a for a, _, _ in number_mentions(text)}
 
     def phrases(starts: list[int]) -> list[str]:
         found = []
         for p in starts:
-            p += len(text[p:]) - len(text[p:].lstrip())
+            while p < len(text) and text[p].isspace():
+                p += 1
             m = None if p in numbers else _PHRASE.match(text, p)  # "in one sentence" marks no side
             if m:
                 found.append((p, m.group()))
