@@ -15,7 +15,7 @@ row per snapshot and set) and a PNG of forwards and success against tokens train
 the same ``--out`` to add snapshots: the baseline and the rows already there are kept (same sets and sizes assumed).
 
     python evals/adapter_curve.py --run /work/adapter-run --extra adapters/smollm2-135m-bd \\
-        --bfcl ../shared/data/bfcl --bfcl-limit 20 --synthetic 20 --threads 1 --out curve.json --plot curve.png
+        --bfcl evals/data/bfcl --bfcl-limit 20 --synthetic 20 --threads 1 --out curve.json --plot curve.png
 """
 
 from __future__ import annotations

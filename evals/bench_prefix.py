@@ -14,7 +14,7 @@ Reports, per iteration: prompt tokens, tokens encoded (prompt minus cached) and 
 engine, and whether ``cache`` wrote the same calls as ``off`` (it must: bit-identical) and as ``today``; the
 cache's peak bytes. Writes everything to ``--out``.
 
-    python evals/bench_prefix.py --data ../shared/data/bfcl --conversations 8 --turns 3 --threads 1 \
+    python evals/bench_prefix.py --data evals/data/bfcl --conversations 8 --turns 3 --threads 1 \
         --out evals/results/prefix_cache/prefix_agent.json
 """
 
@@ -59,7 +59,7 @@ def summary(rows: list[dict], turns: int) -> list[dict]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", type=Path, default=Path("../shared/data/bfcl"))
+    ap.add_argument("--data", type=Path, default=Path(__file__).resolve().parent / "data" / "bfcl")
     ap.add_argument("--conversations", type=int, default=8)
     ap.add_argument("--turns", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)

@@ -21,7 +21,7 @@ from agentkit.evals import bfcl
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", type=Path, default=Path("../shared/data/bfcl"))
+    ap.add_argument("--data", type=Path, default=Path(__file__).resolve().parent / "data" / "bfcl")
     ap.add_argument("--items", type=int, default=20)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--out", type=Path, required=True)

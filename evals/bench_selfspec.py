@@ -6,7 +6,7 @@ forwards (encoder + decoder after prefill; of them draft and verify passes) and 
 ar-constrained on the same questions in the same run. Writes one JSON line per request to ``--out`` as it goes
 (partial results survive a kill). Asserts nothing.
 
-    python evals/bench_selfspec.py --data ../shared/data/bfcl --limit 10 --threads 1 \
+    python evals/bench_selfspec.py --data evals/data/bfcl --limit 10 --threads 1 \
         [--settings lookup,adapter:1,adapter:2,diffusion] [--adapter DIR] [--backend torch] [--out evals/results/selfspec.jsonl]
 """
 

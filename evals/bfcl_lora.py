@@ -1,7 +1,7 @@
 """BFCL single calls with and without a LoRA merged into the weights (``EngineConfig.lora``), on the same
 questions, in one process: does the loop adapter cost anything on plain function calling?
 
-    python evals/bfcl_lora.py --lora adapters/smollm2-135m-loop --data ../shared/data/bfcl --limit 25 \\
+    python evals/bfcl_lora.py --lora adapters/smollm2-135m-loop --data evals/data/bfcl --limit 25 \\
         --out evals/results/adapters/bfcl_lora.json
 
 Writes ``OUT`` (both runs' summaries and the paired comparison: questions only the adapted engine got right, only

@@ -8,7 +8,7 @@ for thresholds ``t`` (call when ``asked - base <= t``; ``thresholds_raw``: when 
 kinds that need one, none for ``no_tool``. ``--exclude`` leaves out tasks whose BFCL item is in another task file,
 so a threshold can be chosen on items the benchmark does not use and then read off the benchmark's own tasks.
 
-    python -m agentkit.evals.agent_tasks --data ../shared/data/bfcl --seed 7 \\
+    python -m agentkit.evals.agent_tasks --data evals/data/bfcl --seed 7 \\
         --counts one_tool=120,no_tool=120,two_tool=0,fail_once=0 --out /tmp/held_out.jsonl
     python evals/decision_margin.py --data /tmp/held_out.jsonl --exclude evals/agent_loop/tasks.jsonl \\
         --out evals/results/agent_loop/decision_margin_held_out.json

@@ -8,7 +8,7 @@ per verify pass, base passes (forwards) per request, latency p50 and, for BFCL, 
 Requests: ``--bfcl DIR`` (BFCL items: the benchmark, never trained on) or ``--held-out N`` (the drafter's own
 held-out generated jobs: seeds the training never used). ::
 
-    python evals/drafter_verify.py --bfcl ../shared/data/bfcl --limit 40 --out evals/results/drafter_verify_bfcl40.json
+    python evals/drafter_verify.py --bfcl evals/data/bfcl --limit 40 --out evals/results/drafter_verify_bfcl40.json
 
 ``--resume`` keeps the requests already written to ``--out`` (results are written after every request) and runs
 the rest.

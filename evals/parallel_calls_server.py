@@ -1,7 +1,7 @@
 """Parallel tool calls in the server on the default model: what ``parallel_tool_calls`` (true by default, as
 OpenAI's) costs on questions that need one call.
 
-For BFCL items (``--data``, default ``../shared/data/bfcl``; their functions as the tools, their question) it asks
+For BFCL items (``--data``, default ``evals/data/bfcl``; their functions as the tools, their question) it asks
 ``tool_choice="required"`` twice through the app in-process, with ``parallel_tool_calls`` false and true, and
 records the number of calls, whether the first call is the same in both (it must be: the template is the same up to
 the end of the first call), BFCL's checker on the first call, and the latency. Ground truths are read only to score.
@@ -54,7 +54,7 @@ def _summary(rows: list[dict]) -> dict[str, Any]:
 
 async def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default="../shared/data/bfcl")
+    ap.add_argument("--data", default=str(Path(__file__).resolve().parent / "data" / "bfcl"))
     ap.add_argument("--n", type=int, default=20, help="items per BFCL file")
     ap.add_argument("--out", type=Path, required=True)
     a = ap.parse_args(argv)

@@ -1,6 +1,6 @@
 """BFCL: agentkit's modes (each in a JSON style) and the peers, on the same items, in one interleaved run.
 
-    python evals/peers.py --data ../shared/data/bfcl --limit 20 \
+    python evals/peers.py --data evals/data/bfcl --limit 20 \
         --modes ar-constrained:compact,ar-constrained:spaced,verify:spaced \
         --peers outlines-xgrammar,outlines-llguidance,outlines-core,llama-cpp --threads 1 \
         --out evals/results/bfcl/bfcl_peers_limit20.json
@@ -89,7 +89,7 @@ CONTEXT_FIELDS = {"copy_bias": float, "copy_from": str, "copy_numbers": _flag}  
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", default="../shared/data/bfcl")
+    ap.add_argument("--data", default=str(Path(__file__).resolve().parent / "data" / "bfcl"))
     ap.add_argument("--limit", type=int, default=20)
     ap.add_argument("--modes", default="ar-constrained:compact,ar-constrained:spaced,verify:spaced")
     ap.add_argument("--peers", default="outlines-xgrammar")

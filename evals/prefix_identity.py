@@ -6,7 +6,7 @@ The cache engine keeps its cache across items, so an item's prompt is also cut w
 earlier items (the system prompt's opening). Rows are written as they come (``--out``, resumable with the same
 command); ``--shard K/N`` takes every N-th item from the K-th (two processes on two cores, merged by reading both).
 
-    python evals/prefix_identity.py --data ../shared/data/bfcl --threads 1 --shard 0/2 \
+    python evals/prefix_identity.py --data evals/data/bfcl --threads 1 --shard 0/2 \
         --out evals/results/prefix_cache/prefix_identity_bfcl.s0.json
 """
 
@@ -43,7 +43,7 @@ def one(engines: dict[str, Engine], ctx: EvalContext, item: bfcl.BfclItem, mode:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", type=Path, default=Path("../shared/data/bfcl"))
+    ap.add_argument("--data", type=Path, default=Path(__file__).resolve().parent / "data" / "bfcl")
     ap.add_argument("--limit", type=int, default=None, help="the first N items of each file")
     ap.add_argument("--shard", default="0/1", help="K/N: every N-th item from the K-th")
     ap.add_argument("--threads", type=int, default=1)

@@ -1,6 +1,6 @@
 """The server's tool choice on the default model, through the openai client against ``agentkit serve``.
 
-Tool-needed questions: BFCL items (``--data``, default ``../shared/data/bfcl``; their functions as the tools, their
+Tool-needed questions: BFCL items (``--data``, default ``evals/data/bfcl``; their functions as the tools, their
 question). No-tool questions: the small facts / chit-chat below (written here, not from any data set), each offered
 the tools of one of the BFCL items in turn. For each question it asks with ``tool_choice="auto"`` and records
 whether the decision (a tool call or a text reply) is right; for BFCL items it also asks with
@@ -87,7 +87,7 @@ def _summary(rows: list[dict]) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data" / "bfcl")
+    ap.add_argument("--data", type=Path, default=Path(__file__).resolve().parent / "data" / "bfcl")
     ap.add_argument("--n", type=int, default=20, help="questions of each kind")
     ap.add_argument("--url", default=None)
     ap.add_argument("--port", type=int, default=8431)

@@ -22,7 +22,7 @@ The generator is deterministic for a ``(data, seed, counts)``: items are read in
 order, shuffled with ``random.Random(seed)``, and dealt to the kinds in turn (each item used at most once; an item a
 kind cannot use is left for the others). The committed set, ``evals/agent_loop/tasks.jsonl``, is::
 
-    python -m agentkit.evals.agent_tasks --data ../shared/data/bfcl --out evals/agent_loop/tasks.jsonl
+    python -m agentkit.evals.agent_tasks --data evals/data/bfcl --out evals/agent_loop/tasks.jsonl
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """BFCL (Berkeley Function Calling Leaderboard) suite: load, prompt, call template, score.
 
-Data layout (``../shared/data/bfcl``): question files ``BFCL_v4_*.json`` (one JSON object per line: ``id``,
+Data layout (``evals/data/bfcl``): question files ``BFCL_v4_*.json`` (one JSON object per line: ``id``,
 ``question`` = list of turns of chat messages, ``function`` = candidate functions) and ``possible_answer/`` with the
 same file names (``id``, ``ground_truth`` = ``[{FUNCTION: {ARG: [allowed values...]}}]``).
 
