@@ -26,7 +26,10 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 COMMAND = re.compile(r"^(?:[A-Z_]+=\S+\s+)*(?:agentkit|python3?)\s")
 SHELLS = ("bash", "sh", "console", "")
 # arguments that name data a command reads: they must exist in a clone
-DATA_OPTIONS = ("--data", "--schema", "--bfcl")
+DATA_OPTIONS = ("--data", "--schema", "--bfcl", "--resume")
+# options whose value a command writes; any other argument naming a results file is one it reads
+WRITES = ("--out", "--plot", "--trace")
+READ_FILES = re.compile(r"[\w./-]+\.(json|jsonl|json\.gz)")
 DATA_FIELDS = ("data", "schema", "bfcl")
 # paths a doc has the user create first (its own `git clone` line) or stand for the user's own
 MADE_BY_THE_DOC = ("jsonschemabench/",)
@@ -94,7 +97,7 @@ def doc_commands() -> list[Command]:
     for path in DOCS:
         made: list[str] = []
         for number, block, text in _doc_lines(path):
-            for part in text.split("&&"):
+            for part in re.split(r"&&|;|&(?=\s|$)", text):
                 argv = shlex.split(part, comments=True)
                 while argv and re.match(r"^[A-Z_]+=", argv[0]):
                     argv = argv[1:]
@@ -108,9 +111,12 @@ def doc_commands() -> list[Command]:
 
 
 def _data_paths_exist(command: Command) -> list[str]:
-    argv = command.argv
-    return [f"{option} {value} is not in a clone" for option, value in itertools.pairwise(argv)
-            if option in DATA_OPTIONS and not command.exists(value)]
+    """The data and result files a command reads (``--data`` and the like, positional ``.json`` inputs) that a clone
+    does not have at that point of its doc."""
+    pairs = list(itertools.pairwise(["", *command.argv]))
+    read = [f"{option} {value}" if option in DATA_OPTIONS else value for option, value in pairs
+            if option in DATA_OPTIONS or (READ_FILES.fullmatch(value) and option not in WRITES)]
+    return [f"{r} is not in a clone" for r in read if not command.exists(r.split()[-1])]
 
 
 def _agentkit_problems(argv: list[str], full: bool) -> list[str]:
@@ -154,10 +160,12 @@ def test_agentkit_commands_name_existing_options_and_parse():
 
 
 def test_python_commands_exist_and_parse():
-    todo = [(c.where, c.argv, c.made) for c in doc_commands()
-            if c.argv[0].startswith("python") and c.text not in REFERENCES
-            and not any(_placeholder(a) for a in c.argv[1:])]
+    commands = [c for c in doc_commands() if c.argv[0].startswith("python") and c.text not in REFERENCES
+                and not any(_placeholder(a) for a in c.argv[1:])]
+    todo = [(c.where, c.argv, c.made) for c in commands]
     assert len(todo) > 20
+    missing = [f"{c.where}: {p}" for c in commands for p in _data_paths_exist(c)]
+    assert not missing, "\n".join(missing)
     done = subprocess.run([sys.executable, __file__], input=json.dumps(todo), capture_output=True, text=True,
                           cwd=ROOT, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
