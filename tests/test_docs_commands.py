@@ -134,6 +134,9 @@ def _agentkit_problems(argv: list[str], full: bool) -> list[str]:
     known = {o for p in command.params for o in (*p.opts, *p.secondary_opts)}
     problems = [f"no option {a}" for a in args[1:]
                 if a.startswith("--") and a.split("=")[0] not in known and not _placeholder(a[2:])]
+    synopsis = any(_placeholder(a) for a in args) or args[1:2] == [] or args[1].startswith("-")
+    if args[0] == "eval" and not synopsis and any(a.startswith("--") for a in args) and "--data" not in args:
+        problems += _eval_data_problems(args[1])
     if full and not problems:
         try:
             command.make_context(args[0], list(args[1:]))
@@ -142,6 +145,18 @@ def _agentkit_problems(argv: list[str], full: bool) -> list[str]:
         except typer.TyperException as e:  # the base of typer's usage and parameter errors
             problems.append(f"does not parse: {e}")
     return problems
+
+
+def _eval_data_problems(suite: str) -> list[str]:
+    """``agentkit eval SUITE`` without ``--data`` runs only for a suite with tasks of its own (``TASKS_DIR``)."""
+    import importlib
+
+    from agentkit.cli import SUITES
+
+    if _placeholder(suite) or suite not in SUITES:
+        return [] if _placeholder(suite) else [f"no eval suite {suite!r}"]
+    module = importlib.import_module(f"agentkit.evals.{SUITES[suite]}")
+    return [] if hasattr(module, "TASKS_DIR") else [f"the {suite} suite needs --data"]
 
 
 def test_docs_have_commands():
