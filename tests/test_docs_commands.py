@@ -72,22 +72,25 @@ class Command:
 
 
 def _doc_lines(path: Path) -> list[tuple[int, bool, str]]:
-    """(line, in a code block, text) of every command-like line or code span, continuations joined."""
+    """(line, in a code block, text) of every command-like line or code span, continuations joined (a code span
+    may go on on the next line)."""
     found: list[tuple[int, bool, str]] = []
-    lang, pending, start = None, "", 0
+    lang, pending, start, prose = None, "", 0, ""
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         text = line.strip()
-        if text.startswith("```"):
+        if lang is None and not text.startswith("```"):
+            start, prose = (start if prose else number), f"{prose} {text}".strip()
+            if prose.count("`") % 2 == 0 or not text:
+                found += [(start, False, m) for m in re.findall(r"`([^`]+)`", prose) if COMMAND.match(m + " ")]
+                prose = ""
+        elif text.startswith("```"):
             lang = None if lang is not None else text[3:].strip()
-        elif lang is not None:
-            if lang in SHELLS and (pending or COMMAND.match(text) or text.startswith("cp ")):
-                start = start if pending else number
-                pending += text.removesuffix("\\") + " "
-                if not text.endswith("\\"):
-                    found.append((start, True, pending))
-                    pending = ""
-        else:
-            found += [(number, False, m) for m in re.findall(r"`([^`]+)`", line) if COMMAND.match(m + " ")]
+        elif lang in SHELLS and (pending or COMMAND.match(text) or text.startswith("cp ")):
+            start = start if pending else number
+            pending += text.removesuffix("\\") + " "
+            if not text.endswith("\\"):
+                found.append((start, True, pending))
+                pending = ""
     return found
 
 
@@ -131,7 +134,7 @@ def _agentkit_problems(argv: list[str], full: bool) -> list[str]:
     command = group.commands.get(args[0])
     if command is None:
         return [f"no subcommand {args[0]!r}"]
-    known = {o for p in command.params for o in (*p.opts, *p.secondary_opts)}
+    known = {"--help"} | {o for p in command.params for o in (*p.opts, *p.secondary_opts)}
     problems = [f"no option {a}" for a in args[1:]
                 if a.startswith("--") and a.split("=")[0] not in known and not _placeholder(a[2:])]
     synopsis = any(_placeholder(a) for a in args) or args[1:2] == [] or args[1].startswith("-")
