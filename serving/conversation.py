@@ -35,6 +35,7 @@ class Conversation:
     answered: frozenset[str]  # the call_key of every call a tool message answered (the repeat rule)
     retry: bool  # the conversation ends with a tool message reporting a failure (the retry rule)
     sources: str  # the user and tool messages' text: a call's argument values must come from it
+    texts: list[dict[str, str]]  # each message's role and text (an assistant's calls: agentkit.steps.kinds.call_text)
 
 
 def read_conversation(req: ChatRequest, tools: list[ToolDef], no_call: str | None) -> Conversation:
@@ -43,9 +44,11 @@ def read_conversation(req: ChatRequest, tools: list[ToolDef], no_call: str | Non
     reply, results, last_user = reply_messages(req), tool_results(req), last_user_text(req)
     answered, retry = answered_pairs(req.messages), retrying(req.messages)
     messages = chat_messages(req, tools, no_call)
-    sources = sources_of([{"role": m.role, "content": t} for t, m in zip(texts, req.messages)])
+    chat = [{"role": m.role, "content": "\n".join(steps.call_text(c.function.name, call_arguments(c.function.arguments))
+                                                  for c in m.tool_calls)
+             if m.role == "assistant" and m.tool_calls else t} for t, m in zip(texts, req.messages)]
     return Conversation(messages, reply, results, last_user, frozenset(call_key(n, a) for n, a in answered), retry,
-                        sources)
+                        sources_of(chat), chat)
 
 
 def message_text(content: str | list[ContentPart] | None, where: str) -> str:

@@ -22,7 +22,7 @@ from agentkit.constrain.canonical import DEFAULT_STYLE
 from agentkit.errors import UserError
 from agentkit.settings import BY_NAME, TEMPLATE_SETTINGS, server_fields
 from agentkit.steps import kinds as steps
-from agentkit.steps.arguments import argument_gaps
+from agentkit.steps.arguments import Held, argument_gaps, argument_sources
 from agentkit.steps.runner import ToolStep
 from agentkit.toolcall import MAX_PARALLEL_CALLS
 
@@ -52,8 +52,10 @@ class SchemaJob:
     max_calls: int = 1  # kind "tools": calls in one reply (agentkit.toolcall.calls_template)
     source: str | None = None  # kind "response": the text values are grounded in (agentkit.constrain.ground)
     grounded: bool | None = None  # kind "response" with a source: AgentkitExt.grounded
-    # kind "tools": the conversation's text the arguments are grounded in (agentkit.steps.arguments); None: not
+    # kind "tools": the conversation's text the arguments are grounded in (agentkit.steps.arguments); None: not;
+    # and the values the arguments that take what the request left are held to (ArgumentSources.held)
     arguments_source: str | None = None
+    arguments_held: Held = ()
 
     @functools.cached_property
     def key(self) -> str:
@@ -61,7 +63,8 @@ class SchemaJob:
         once: a large schema's text is asked for several times (cache, lane, work) on the event loop."""
         if self.kind == "tools":
             return json.dumps([[t.function.name, t.function.parameters] for t in self.tools]
-                              + [self.style, self.no_call, self.strict, self.max_calls, self.arguments_source])
+                              + [self.style, self.no_call, self.strict, self.max_calls, self.arguments_source,
+                                 self.arguments_held])
         return json.dumps([self.schema, self.strict, self.style, self.source, self.grounded])
 
     @functools.cached_property
@@ -95,6 +98,7 @@ class RequestPlan:
     # tool_choice auto: the text a call's arguments must take a value from (the user and tool messages'), else the
     # reply is text (agentkit.toolcall.call_grounded)
     sources: str = ""
+    owed: tuple[str, ...] = ()  # the tools the request still owes a call (agentkit.steps.unserved)
     max_calls: int = 1  # tool calls one reply may make (MAX_PARALLEL_CALLS with parallel_tool_calls, the default)
     raw_prompt: str | None = None  # /v1/completions: the prompt as text, without the chat template
 
@@ -118,6 +122,7 @@ class RequestPlan:
         return ToolStep(self.prompt, self.config, self.tool_mode, self.tool_names, self.max_calls,
                         raw=self.raw_prompt is not None, style=self.schema.style if self.schema else None,
                         no_call=self.no_call, answered=self.answered, retry=self.retry, sources=self.sources,
+                        owed=self.owed,
                         text_messages=self.text_messages, text_config=self.text_config)
 
     def choice(self, i: int) -> RequestPlan:
@@ -257,12 +262,15 @@ def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: 
     tool_mode: Literal["none", "forced", "auto"] = "forced" if forced else ("auto" if auto else "none")
     names = frozenset(t.function.name for t in (forced or tools)) if tool_mode != "none" else frozenset()
     grounding = tool_mode != "none" and _grounded_arguments(ext)
+    owed: tuple[str, ...] = ()
     if grounding:  # a call's values come from the conversation; a tool it gives no required value for is not picked
-        if schema is not None and schema.kind == "tools":
-            schema = dataclasses.replace(schema, arguments_source=conv.sources)
         fit = frozenset(t.function.name for t in (forced or tools)
                         if not argument_gaps(t.function.parameters, conv.sources))
-        names = fit if fit or auto else names  # a forced call is made even so
+        arguments = argument_sources([(t.function.name, t.function.parameters) for t in (forced or tools)
+                                      if t.function.name in fit], conv.texts, conv.sources)
+        if schema is not None and schema.kind == "tools":
+            schema = dataclasses.replace(schema, arguments_source=conv.sources, arguments_held=arguments.held)
+        names, owed = fit if fit or auto else names, arguments.owed  # a forced call is made even so
     # auto: a call's decode may take more than a small max_tokens (a small max_tokens must not forbid a call);
     # max_tokens bounds the text reply (serving/toolchoice.py)
     budget = max(max_tokens, DEFAULT_MAX_TOKENS) if auto else max_tokens
@@ -281,6 +289,7 @@ def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: 
         plan.text_messages = conv.reply
         plan.text_config = decode_config(req, ext.mode or default_mode or "ar", max_tokens, results)
         plan.no_call, plan.answered, plan.retry, plan.sources = no_call, conv.answered, conv.retry, conv.sources
+        plan.owed = owed
     return plan
 
 

@@ -34,6 +34,7 @@ from agentkit.constrain.limits import CompileLimits, budget
 from agentkit.constrain.nodes import Template
 from agentkit.engine.faces import Constraining, Tokenizing
 from agentkit.errors import CompileCancelled, UserError
+from agentkit.steps.arguments import ArgumentSources
 from agentkit.steps.runner import ToolStep
 from agentkit.toolcall import calls_template
 
@@ -106,8 +107,8 @@ class Preparer:
                 self._templates.move_to_end(key)
                 return t
         if sj.kind == "tools":  # each tool's parameters compiled here (errors name the tool), then one call template
-            specs = [(tool.function.name, self.arguments(sj, tool.function.parameters or EMPTY_PARAMETERS,
-                                                         f"tools[{i}].function.parameters"))
+            specs = [(tool.function.name, self.arguments(sj, tool.function.name, tool.function.parameters
+                                                         or EMPTY_PARAMETERS, f"tools[{i}].function.parameters"))
                      for i, tool in enumerate(sj.tools)]
             if sj.no_call:  # tool_choice auto: "no call" is one more option, with {} (serving/toolchoice.py)
                 specs.append((sj.no_call, None))
@@ -123,13 +124,15 @@ class Preparer:
                 self._templates.popitem(last=False)
         return t
 
-    def arguments(self, sj: SchemaJob, parameters: dict[str, Any], where: str) -> Template:
+    def arguments(self, sj: SchemaJob, tool: str, parameters: dict[str, Any], where: str) -> Template:
         """One tool's arguments compiled (errors name ``where``), grounded in ``sj.arguments_source`` when the
-        request grounds its calls (:mod:`agentkit.steps.arguments`, :func:`agentkit.constrain.ground.ground_arguments`)."""
+        request grounds its calls (:mod:`agentkit.steps.arguments`, :func:`agentkit.constrain.ground.ground_arguments`),
+        those that take what the request left held to ``sj.arguments_held``."""
         compile_ = lambda s: self.compile_one(s, where, sj.strict, sj.style)
         if sj.arguments_source is None:
             return compile_(parameters)
-        return grounded_argument_template(parameters, sj.arguments_source, compile_)
+        held = ArgumentSources(sj.arguments_source, held=sj.arguments_held)
+        return grounded_argument_template(held.parameters(tool, parameters), sj.arguments_source, compile_)
 
     def build_automata(self, template: Template, job: Job, limits: CompileLimits) -> None:
         """Build the template's token automaton now, outside the engine's lock, within ``limits`` and stopping

@@ -18,7 +18,9 @@ nested objects and arrays' items included), by the field's kind:
   ``expression``/``formula``/``equation``, or described as an arithmetic expression): the text's numbers joined by
   operators (:func:`expression_pattern`), so ``17.5 times 23`` may be written ``17.5 * 23`` but no number the text
   does not write; and a day (a string field named ``date``/``day``/``when`` without a format): one of the days the
-  text names (:func:`day_phrases`: ``tomorrow``, ``next Friday``, ``March 5``, full dates in ISO form);
+  text names (:func:`day_phrases`: ``tomorrow``, ``next Friday``, ``March 5``, full dates in ISO form); and a unit
+  (a string field named ``unit``/``from_unit``/``to_unit``): one of the units the text names, as written
+  (:mod:`agentkit.constrain.units`), a (from, to) pair of them two different ones;
 - an ``enum``: the members the text mentions, when it mentions any (otherwise the enum as it is).
 
 An optional field whose schema allows null is always written, as a value or as null, so that the model decides
@@ -44,10 +46,11 @@ from typing import Any
 
 from ..errors import UserError
 from .nodes import Choice, Node, Repeat, Seq, Slot, Template, slots
+from .units import is_unit, number_units, text_units, unit_mentions
 
 KINDS = frozenset({"string", "number", "date", "currency", "enum"})  # the field kinds grounded by default
 # a tool call's arguments (agentkit.steps.arguments) are grounded in these kinds too
-ARGUMENT_KINDS = KINDS | {"day", "expression"}
+ARGUMENT_KINDS = KINDS | {"day", "expression", "unit"}
 JOINERS = frozenset("-'/._@&+")
 OPENERS = frozenset("(+#$€£¥")  # besides a letter or digit, what a span may start with
 CLOSERS = frozenset(")%")  # besides a letter or digit, what a span may end with  # characters that join the letters or digits on both sides into one word
@@ -165,7 +168,7 @@ def date_mentions(text: str) -> list[tuple[int, int, str]]:
 _WEEKDAY = r"(?:mon|tues|wednes|thurs|fri|satur|sun)day"
 _PHRASES = re.compile(  # a day said without a full date: relative, a weekday, a day and month without the year
     r"\b(?:today|tomorrow|yesterday|tonight|the day after tomorrow|(?:(?:next|this|last|coming)\s+)?" + _WEEKDAY
-    + r"|(?:(?:next|this|last)\s+)?(?:week|weekend|month)|" + _MON + r"\s+" + _DAY + r"|(?:the\s+)?" + _DAY
+    + r"|(?:next|this|last)\s+(?:week|month)|(?:(?:next|this|last)\s+)?weekend|" + _MON + r"\s+" + _DAY + r"|(?:the\s+)?" + _DAY
     + r"(?:\s+of)?\s+" + _MON + r"|the\s+\d{1,2}(?:st|nd|rd|th))\b", re.IGNORECASE)
 
 
@@ -534,6 +537,8 @@ def _string(name: str, sub: dict[str, Any], ptr: str, text: str, kinds: frozense
     if is_currency(name, sub):
         return _enum(sub, text_currencies(text), ptr, "currency", out) if "currency" in kinds \
             else _plain(name, sub, ptr, text, out)
+    if is_unit(name, sub) and "unit" in kinds and "pattern" not in sub and not sub.get("format"):
+        return _enum(sub, text_units(text), ptr, "unit", out)
     if _is_day(name) and "day" in kinds and "pattern" not in sub and not sub.get("format"):
         return _enum(sub, day_phrases(text), ptr, "date", out)
     if _is_expression(name, sub) and "expression" in kinds and "pattern" not in sub and not sub.get("format"):
@@ -806,17 +811,24 @@ def anchor_pairs(parameters: dict[str, Any], sources: str) -> dict[str, Any]:
     froms, tos = pair_phrases(sources)
     props = dict(parameters["properties"])
     for a, b in pairs:
-        values = [_side(props[a], a, froms), _side(props[b], b, tos)]
+        values = [_side(props[a], a, froms, number_units(sources)), _side(props[b], b, tos)]
         if all(values) and values[0] != values[1]:
             props[a], props[b] = ({**props[k], "enum": v} for k, v in zip((a, b), values))
     return {**parameters, "properties": props}
 
 
-def _side(sub: dict[str, Any], name: str, phrases: list[str]) -> list[str]:
-    if "enum" in sub or "const" in sub or sub.get("grounded") is False:
+def _side(sub: dict[str, Any], name: str, phrases: list[str], numbered: list[str] = ()) -> list[str]:
+    """The values one side of a pair may take: its own ``enum`` when it has one, a currency's codes, a unit's units
+    (``numbered``: the units the text writes its numbers in, a from side's too), else the phrases themselves."""
+    if "enum" in sub:
+        return list(sub["enum"])
+    if "const" in sub or sub.get("grounded") is False:
         return []
     if is_currency(name, sub):
         return list(dict.fromkeys(c for p in phrases for _, _, c in currency_mentions(p)))
+    if is_unit(name, sub):
+        said = [u for p in phrases for a, _, u in unit_mentions(p) if a == 0] + list(numbered)
+        return list({u.casefold(): u for u in reversed(said)}.values())[::-1]
     return phrases
 
 
@@ -849,6 +861,11 @@ def ground_arguments(parameters: dict[str, Any], text: str) -> Grounding:
                and ptr[1:] in (parameters.get("required") or ())]
     if len(numbers) > len(number_mentions(text)):
         g.ungrounded += [ptr[1:] for ptr in numbers if ptr[1:] not in g.ungrounded]
+    props = g.schema.get("properties") or {}
+    for a, b in pair_fields(parameters):  # a conversion needs two values: "Convert 5 km" names one currency
+        held = [props.get(k, {}).get("enum") for k in (a, b)]
+        if all(isinstance(h, list) for h in held) and len({str(v).casefold() for h in held for v in h}) < 2:
+            g.ungrounded += [k for k in (a, b) if k not in g.ungrounded]
     return g
 
 

@@ -32,7 +32,7 @@ from ..errors import (
 )
 from ..settings import BY_NAME as SETTING
 from ..steps import kinds as steps
-from ..steps.arguments import choosable_tools
+from ..steps.arguments import ArgumentSources, choosable_tools
 from ..steps.decision import Score
 from ..steps.drive import drive_async
 from ..steps.tool_step import StepRules, tool_step
@@ -350,7 +350,7 @@ class Agent(Generic[DepsT, OutputT]):
             made[:] = await self._generate(run, "tool_call", None, template, compile_ms)
             return made[0]
 
-        out = await drive_async(tool_step(self._step_rules(run, offered, choosable)), answer)
+        out = await drive_async(tool_step(self._step_rules(run, offered, choosable, sources)), answer)
         if self._scorer is not None:
             run.last_decision = out.decision
         if out.ending == "decided":
@@ -374,9 +374,10 @@ class Agent(Generic[DepsT, OutputT]):
         parts = [ToolCallPart(tool_name=name, args=args) for name, args in out.calls]
         return await self._make_calls(run, offered, parts, result, rec, t0)
 
-    def _step_rules(self, run: RunState, offered: list[Tool], choosable: list[Tool]) -> StepRules:
+    def _step_rules(self, run: RunState, offered: list[Tool], choosable: list[Tool],
+                    sources: ArgumentSources | None) -> StepRules:
         """The agent's options of the shared tool step: its decision by scores among ``choosable`` (the tools whose
-        values the conversation gives, ``agentkit.steps.arguments``), the strict call reader, the repeat rule."""
+        values ``sources`` give, ``agentkit.steps.arguments``), the strict call reader, the repeat rule."""
         ask = None
         if self._scorer is not None:
             chat, no_call = decide_.decision_chat(to_chat(run.messages), run.instructions, offered)
@@ -384,9 +385,8 @@ class Agent(Generic[DepsT, OutputT]):
             ask = decide_.decision_ask(
                 self._scorer, chat, [t.name for t in choosable], run.settings.get("json_style", steps.STYLE),
                 self._null_scores, done=run.results.tools_done(), previous=run.last_decision, no_call=no_call,
-                rule=self.after_result, retry=retry, calibrate=self.calibrate)
-        earlier = None if self.on_repeat == "allow" else (
-            lambda name, args: run.results.earlier(name, args, self.repeat))
+                rule=self.after_result, retry=retry, calibrate=self.calibrate, owed=sources.owed if sources else ())
+        earlier = None if self.on_repeat == "allow" else lambda n, a: run.results.earlier(n, a, self.repeat)
         return StepRules("auto", ask, lambda res: self._templates.parse_calls(steps.parse_json(res), offered),
                          answer_name=steps.FINAL_ANSWER, earlier=earlier)
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..constrain.nodes import Template
 from ..steps import kinds as steps
-from ..steps.arguments import grounded_parameters
+from ..steps.arguments import ArgumentSources, grounded_parameters
 from ..toolcall import call_key
 from ._tools import Tool
 
@@ -56,10 +56,11 @@ class StepTemplates:
         return template, (time.perf_counter() - t0) * 1000
 
     def call_template(self, tool: str, style: str | None, open_objects: bool = False, max_calls: int = 1,
-                      sources: str | None = None) -> tuple[Template, float]:
+                      sources: ArgumentSources | None = None) -> tuple[Template, float]:
         """The template of calls of ``tool`` only (its name pinned, its arguments decoded; one to ``max_calls``
         calls, one per line), in JSON ``style``, closed unless ``open_objects``, and the ms spent compiling it now.
-        ``sources``: the arguments grounded in that text (:mod:`agentkit.steps.arguments`; built for each step)."""
+        ``sources``: the arguments grounded in the conversation (:mod:`agentkit.steps.arguments`; built for each
+        step)."""
         key = (f"tool_call:{tool}:{max_calls}", (style or "") + (":open" if open_objects else ""))
         if sources is None and key in self.cache:
             return self.cache[key], 0.0

@@ -24,7 +24,9 @@ arguments grounded, for :func:`agentkit.steps.kinds.tool_call_template`. A param
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ..constrain import compiler
@@ -33,9 +35,91 @@ from ..constrain.ground import ground_arguments, grounded_argument_template
 from ..constrain.nodes import Template
 from ..settings import BY_NAME
 from ..toolcall import sources_of
-from .kinds import TOOL_STYLE, StepTool
+from .kinds import TOOL_STYLE, StepTool, is_observation
+from .unserved import narrowed, operands, owed, unserved
 
-__all__ = ["argument_gaps", "choosable_tools", "groundable", "grounded_parameters"]
+__all__ = ["ArgumentSources", "Turn", "argument_gaps", "argument_sources", "choosable_tools", "groundable",
+           "grounded_parameters", "turn_of"]
+
+Held = tuple[tuple[str, str, str], ...]  # (tool, argument, what it is held to: a schema overlay's JSON)
+
+
+@dataclass(frozen=True)
+class ArgumentSources:
+    """What a step's call is grounded in: the conversation's ``text`` (its user and tool messages), the tools the
+    request still owes a call (``owed``, best first: :mod:`agentkit.steps.unserved`; empty before any call or when
+    nothing is left) and the values each of their arguments that takes what is left is held to (``held``)."""
+
+    text: str
+    owed: tuple[str, ...] = ()
+    held: Held = ()
+
+    def held_for(self, tool: str) -> dict[str, dict[str, Any]]:
+        return {arg: json.loads(overlay) for name, arg, overlay in self.held if name == tool}
+
+    def parameters(self, tool: str, parameters: dict[str, Any]) -> dict[str, Any]:
+        """``tool``'s parameters with its arguments held to what the request left (:func:`narrowed`)."""
+        return narrowed(parameters, self.held_for(tool))
+
+
+@dataclass(frozen=True)
+class Turn:
+    """The conversation since its request: the ``request`` (the last user message that is not a tool's result),
+    the ``calls`` made since (the assistant messages after it: each its calls' JSON, one per line) and the tools'
+    ``results`` since (their text)."""
+
+    request: str
+    calls: tuple[str, ...] = ()
+    results: tuple[str, ...] = ()
+
+    @property
+    def last_tool(self) -> str | None:
+        """The name of the last call made since the request (None: none, or not readable)."""
+        for text in reversed(self.calls):
+            for line in reversed(text.splitlines()):
+                try:
+                    value = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(value, dict) and isinstance(value.get("name"), str):
+                    return value["name"]
+        return None
+
+
+def turn_of(chat: Sequence[Mapping[str, Any]]) -> Turn:
+    """The :class:`Turn` of ``chat``: messages as the SDK writes them (a tool's result a user message,
+    :func:`agentkit.steps.kinds.observation`) or as OpenAI's (``tool`` messages; an assistant's ``tool_calls``
+    given as its content, :func:`agentkit.steps.kinds.call_text` each)."""
+    calls: list[str] = []
+    results: list[str] = []
+    for m in reversed(chat):
+        role, content = m.get("role"), str(m.get("content") or "")
+        if role == "assistant":
+            calls.append(content)
+        elif role in ("tool", "function") or (role == "user" and is_observation(content)):
+            results.append(content.split(": ", 1)[1] if role == "user" else content)
+        elif role == "user":
+            return Turn(content, tuple(reversed(calls)), tuple(reversed(results)))
+    return Turn("")
+
+
+def argument_sources(tools: Sequence[tuple[str, dict[str, Any] | None]], chat: Sequence[Mapping[str, Any]],
+                     sources: str | None = None) -> ArgumentSources:
+    """The :class:`ArgumentSources` of a step on ``chat`` among ``tools`` ((name, parameters schema) pairs;
+    ``sources``: the chat's :func:`sources_of` when already read). The owed tools come best first: those that take
+    the most of what is left, in the order given; where only names are left and the last call's tool takes one,
+    that tool alone (a second city for the weather, the name a search left out)."""
+    text = sources_of(chat) if sources is None else sources
+    turn = turn_of(chat)
+    made = "\n".join(turn.calls)
+    left = unserved(turn.request, made, turn.results)
+    found = owed([(n, p or {}) for n, p in tools], left, text, operands(turn.request, left, turn.results, made))
+    most = max((len(h) for h in found.values()), default=0)
+    best = tuple(n for n, h in found.items() if len(h) == most)
+    if left and all(m.kind == "name" for m in left) and turn.last_tool in found:
+        best = (turn.last_tool,)
+    return ArgumentSources(text, best, tuple((n, a, json.dumps(v)) for n, h in found.items() for a, v in h.items()))
+
 
 ToolT = TypeVar("ToolT", bound=StepTool)
 
@@ -52,17 +136,17 @@ def groundable(tools: Sequence[ToolT], sources: str) -> list[ToolT]:
 
 
 def choosable_tools(tools: Sequence[ToolT], chat: Sequence[dict[str, Any]],
-                    settings: Mapping[str, Any]) -> tuple[str | None, list[ToolT]]:
-    """(the text a step's call is grounded in, None when ``settings`` (an agent's model settings) turn
-    ``grounded_arguments`` off; the ``tools`` it may choose among: the :func:`groundable` ones of the ``chat``
-    messages' :func:`sources_of`, all of them when off)."""
+                    settings: Mapping[str, Any]) -> tuple[ArgumentSources | None, list[ToolT]]:
+    """(what a step's call is grounded in (:func:`argument_sources`), None when ``settings`` (an agent's model
+    settings) turn ``grounded_arguments`` off; the ``tools`` it may choose among: the :func:`groundable` ones of
+    the ``chat`` messages' :func:`sources_of`, all of them when off)."""
     if not settings.get("grounded_arguments", BY_NAME["grounded_arguments"].default):
         return None, list(tools)
-    sources = sources_of(chat)
-    return sources, groundable(tools, sources)
+    chosen = groundable(tools, sources_of(chat))
+    return argument_sources([(t.name, t.parameters_schema) for t in chosen if not t.templated], chat), chosen
 
 
-def grounded_parameters(tools: Sequence[StepTool], sources: str, style: str | None = None,
+def grounded_parameters(tools: Sequence[StepTool], sources: ArgumentSources, style: str | None = None,
                         strict: bool = True) -> dict[str, Template]:
     """Each tool's arguments compiled grounded in ``sources`` (``style``: the call template's JSON style), by tool
     name (templated tools left out: their call takes no arguments)."""
@@ -70,6 +154,6 @@ def grounded_parameters(tools: Sequence[StepTool], sources: str, style: str | No
     out: dict[str, Template] = {}
     for t in tools:
         if not t.templated:
-            out[t.name] = grounded_argument_template(t.parameters_schema, sources,
+            out[t.name] = grounded_argument_template(sources.parameters(t.name, t.parameters_schema), sources.text,
                                                      lambda s: compiler.compile_schema(s, strict=strict, style=st))
     return out

@@ -15,6 +15,9 @@ The rules (:class:`DecisionAsk` holds the options; the arithmetic is :mod:`agent
   an answer;
 - ``auto`` after a failed call (``retry``): a call, of the tool the model scores highest (without scores, the call
   decode's choice);
+- ``auto`` after tool results, when the request left values no call took (``owed``, :mod:`agentkit.steps.unserved`:
+  ``pounds`` in "Convert 100 dollars to euros and also to pounds." after the call to euros): a call, of the owed
+  tool the model scores highest;
 - ``auto`` otherwise: call when the conversation moves the model towards the tools, its margin of the no-call
   option over the tools against the same margin on a content-free question (:func:`agentkit.decide.calibrated`; raw
   when ``calibrate`` is False). The baseline's scores may be kept across steps (:class:`NullScores`, the SDK's).
@@ -41,6 +44,7 @@ ToolMode = Literal["none", "forced", "auto"]
 #   "moved": call again only if the margin is at most the previous decision's; "null": the first step's rule.
 AFTER_RESULT_RULES = ("exclude_last", "exclude_done", "exclude_moved", "moved", "null")
 RETRY = "retry after a failed tool message"
+UNSERVED = "the request left values no call took"
 
 
 @dataclass(frozen=True)
@@ -101,7 +105,8 @@ class AfterResult:
 class DecisionAsk:
     """What a decision reads: the step's mode, the messages scored, the tools in order, the no-call option's name,
     the call's head, whether the model can score, whether the scores are calibrated, whether the last call failed
-    (``retry``), the baseline's cache (None: scored each time) and the rule after tool results (None: none)."""
+    (``retry``), the baseline's cache (None: scored each time), the rule after tool results (None: none) and the
+    tools the request still owes a call (:mod:`agentkit.steps.unserved`, best first)."""
 
     mode: ToolMode
     chat: Chat
@@ -113,6 +118,7 @@ class DecisionAsk:
     retry: bool = False
     null: NullScores | None = None
     after: AfterResult | None = None
+    owed: tuple[str, ...] = ()
 
 
 Deciding = Generator[Score, dict[str, float], Decision | None]
@@ -134,6 +140,8 @@ def decide(ask: DecisionAsk) -> Deciding:
         decision = Decision(False, None, {"by": "no tool has its values", "tool": None})
     elif ask.retry:
         decision = yield from _retry(ask)
+    elif [t for t in ask.owed if t in ask.names]:
+        decision = yield from _owed(ask)
     elif not ask.can_score:
         decision = Decision(None, None, {"by": "choice_decode"})
     else:
@@ -151,6 +159,18 @@ def _retry(ask: DecisionAsk) -> Generator[Score, dict[str, float], Decision]:
     rule = {"rule": "retry"} if ask.after is not None else {}
     return Decision(True, best, {"by": RETRY, **rule, "tool": best,
                                  "scores": {k: round(v, 4) for k, v in scores.items()}})
+
+
+def _owed(ask: DecisionAsk) -> Generator[Score, dict[str, float], Decision]:
+    """A call the request still owes: of the one tool that can take what it left, else of the one among them the
+    model scores highest (without scores, the first)."""
+    names = [t for t in ask.owed if t in ask.names]
+    scores: dict[str, float] = {}
+    if len(names) > 1 and ask.can_score:
+        scores = yield Score(ask.chat, names, ask.head)
+    best = max(names, key=lambda n: scores.get(n, 0.0)) if scores else names[0]
+    return Decision(True, best, {"by": UNSERVED, "tool": best, "owed": names,
+                                 **({"scores": {k: round(v, 4) for k, v in scores.items()}} if scores else {})})
 
 
 def _calibrated(ask: DecisionAsk) -> Generator[Score, dict[str, float], Decision]:

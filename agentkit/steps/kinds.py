@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Callable
 from typing import Any, Literal, Protocol
 
@@ -416,3 +417,11 @@ def reply_prompt(task: str, results: str) -> str:
 
 def observation(tool: str, text: str, *, error: bool = False) -> str:
     return f"Tool {tool} failed: {text}" if error else f"Tool {tool} returned: {text}"
+
+
+_OBSERVATION = re.compile(r"Tool \S+ (?:returned|failed): ")
+
+
+def is_observation(text: str) -> bool:
+    """Whether a user message is a tool's result as :func:`observation` writes it (not the user's own words)."""
+    return bool(_OBSERVATION.match(text))

@@ -49,6 +49,7 @@ class ToolStep:
     answered: frozenset[str] = frozenset()
     retry: bool = False
     sources: str = ""
+    owed: tuple[str, ...] = ()  # the tools the request still owes a call (agentkit.steps.unserved)
     text_messages: list[dict[str, str]] | None = None
     text_config: DecodeConfig | None = None
 
@@ -74,7 +75,8 @@ def step_rules(engine: EngineLike, step: ToolStep) -> StepRules:
     ask = None
     if step.tool_mode != "none" and not isinstance(step.prompt, str):  # a raw prompt (completions) has no tools
         ask = DecisionAsk(step.tool_mode, step.prompt, sorted(step.tool_names), step.no_call,
-                          call_head(step.style or DEFAULT_STYLE), can_score(engine), calibrates(engine), step.retry)
+                          call_head(step.style or DEFAULT_STYLE), can_score(engine), calibrates(engine), step.retry,
+                          owed=step.owed)
     return StepRules(step.tool_mode, ask, lambda res: reply_of(step, res.text, res.value),
                      sources=step.sources if step.tool_mode == "auto" else None, text_reply=True)
 

@@ -5,7 +5,7 @@ import re
 from agentkit.constrain.ground import ARGUMENT_KINDS, day_phrases, expression_pattern, ground_schema, text_currencies
 from agentkit.constrain.nodes import Choice, slots
 from agentkit.sdk import Tool
-from agentkit.steps.arguments import argument_gaps, groundable, grounded_parameters
+from agentkit.steps.arguments import ArgumentSources, argument_gaps, groundable, grounded_parameters
 from agentkit.steps.kinds import tool_call_template
 from agentkit.toolcall import sources_of
 
@@ -78,7 +78,7 @@ def test_the_argument_kinds_apply_to_tool_arguments_only():
 
 
 def test_the_call_template_takes_its_values_from_the_sources():
-    params = grounded_parameters(TOOLS, "How many yen is 50 pounds?")
+    params = grounded_parameters(TOOLS, ArgumentSources("How many yen is 50 pounds?"))
     assert set(params) == set(names(TOOLS))
     t = tool_call_template([TOOLS[3]], final_answer=False, parameters=params)
     choices = [n for n in _walk(t.root) if isinstance(n, Choice)]
@@ -113,7 +113,7 @@ def test_optional_arguments_are_the_models_own():
         return distance / time
 
     tool = Tool(speed)
-    params = grounded_parameters([tool], "20 meters over 4 seconds")
+    params = grounded_parameters([tool], ArgumentSources("20 meters over 4 seconds"))
     text = str(params["speed"].root)
     assert "Lit(text='20')" in text and "Lit(text='4')" in text  # distance and time: the text's numbers
     assert "Slot(" in text  # initial_speed: a number slot of its own
@@ -132,7 +132,7 @@ def test_a_from_to_pair_takes_each_side_from_where_the_text_marks_it():
     assert pair_phrases("I earn 3200 CAD a month, what's that in euros?") == (["CAD"], ["euros"])
     assert pair_phrases("Convert 100 US dollars to euros.") == (["US dollars"], ["euros"])
     assert anchor_pairs(schema, "convert 50 euros") == schema  # the to side unmarked: the pair as it is
-    params = grounded_parameters([TOOLS[3]], "What is 1,500 Mexican pesos in dollars?")
+    params = grounded_parameters([TOOLS[3]], ArgumentSources("What is 1,500 Mexican pesos in dollars?"))
     text = str(params["convert_currency"].root)
     assert text.index('"MXN"') < text.index('"USD"') and text.count('"MXN"') == 1 and text.count('"USD"') == 1
 
@@ -162,6 +162,6 @@ def test_an_array_argument_is_the_models_own():
         return 0.0
 
     tool = Tool(distance)
-    text = str(grounded_parameters([tool], "distance from (3, 4) to (1, 2)")["distance"].root)
+    text = str(grounded_parameters([tool], ArgumentSources("distance from (3, 4) to (1, 2)"))["distance"].root)
     assert "name='/point_a/*'" in text and "Lit(text='3')" not in text  # free items, no choice among 3, 4, 1, 2
     assert argument_gaps(tool.parameters_schema, "the distance between two points") == []

@@ -1,0 +1,88 @@
+"""Units of measurement a text names: the values a unit argument (``from_unit``, ``to_unit``, ``unit``) may take.
+
+A unit argument is grounded as a currency code is (:mod:`agentkit.constrain.ground`): its value is a unit the
+conversation writes, as written (``miles``, ``kg``, ``Fahrenheit``, ``°C``), so ``convert_units(from_unit="black
+hole")`` cannot be written for "what is a black hole?", and a question that names no unit offers no conversion.
+
+:func:`unit_mentions` finds them. Names (``kilometres``, ``pounds``, ``celsius``) count anywhere as words; a
+symbol that is also a letter or a word (``m``, ``g``, ``l``, ``C``, ``F``, ``K``, ``in``) counts only right after
+a number (``5 m``, ``100F``, ``20 °C``; ``in`` not before a word: ``at 5 in the afternoon``), after a degree sign,
+after ``to``/``in``/``into``/``as`` (``to m``), as a capital ``C``, ``F`` or ``K`` written alone (``100 F to
+C``), or as the last word of a JSON key before a number (``"temperature_c": 33`` writes 33 in ``c``): a tool's
+result says its unit that way.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+__all__ = ["UNIT_NAMES", "UNIT_SYMBOLS", "is_unit", "number_units", "text_units", "unit_mentions"]
+
+# names and unambiguous short forms: counted wherever they are written as a word (case aside)
+UNIT_NAMES = frozenset({
+    "meter", "meters", "metre", "metres", "kilometer", "kilometers", "kilometre", "kilometres", "km",
+    "centimeter", "centimeters", "centimetre", "centimetres", "cm", "millimeter", "millimeters", "millimetre",
+    "millimetres", "mm", "mile", "miles", "yard", "yards", "yd", "yds", "foot", "feet", "ft", "inch", "inches",
+    "nautical mile", "nautical miles",
+    "kilogram", "kilograms", "kilo", "kilos", "kg", "kgs", "gram", "grams", "pound", "pounds", "lb", "lbs",
+    "ounce", "ounces", "oz", "stone", "stones", "ton", "tons", "tonne", "tonnes", "milligram", "milligrams", "mg",
+    "liter", "liters", "litre", "litres", "milliliter", "milliliters", "millilitre", "millilitres", "ml",
+    "gallon", "gallons", "gal", "cup", "cups", "pint", "pints", "quart", "quarts", "fluid ounce", "fluid ounces",
+    "tablespoon", "tablespoons", "tbsp", "teaspoon", "teaspoons", "tsp",
+    "celsius", "centigrade", "fahrenheit", "kelvin", "°c", "°f",
+    "mph", "kph", "km/h", "knot", "knots", "acre", "acres", "hectare", "hectares",
+    "square meters", "square metres", "square feet", "square miles", "square kilometers", "square kilometres",
+})
+# symbols that are also letters or words: counted after a number, a degree sign or as a key's last word
+UNIT_SYMBOLS = frozenset({"m", "g", "l", "c", "f", "k", "in", "mi", "t"})
+
+_NAME = re.compile(r"(?<![\w°])(" + "|".join(re.escape(n) for n in sorted(UNIT_NAMES, key=len, reverse=True))
+                   + r")(?![\w/])", re.IGNORECASE)
+_AFTER_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:[.,]\d+)*\s?(°?\s?(?:" + "|".join(sorted(UNIT_SYMBOLS, key=len,
+                           reverse=True)) + r"))(?![\w/])(?<!in(?=\s[a-z]))", re.IGNORECASE)
+_TO = re.compile(r"\b(?:to|in|into|as)\s+(" + "|".join(sorted(UNIT_SYMBOLS - {"in"}, key=len, reverse=True))
+                 + r")(?![\w'/-])", re.IGNORECASE)
+_CAPITAL = re.compile(r"(?<![\w'-])([CFK])(?![\w'-])")  # a capital C, F or K written alone (``100 F to C``)
+_KEY = re.compile(r'"\w+_(' + "|".join(sorted(UNIT_SYMBOLS | {n for n in UNIT_NAMES if n.isalpha()}, key=len,
+                  reverse=True)) + r')"\s*:\s*-?\d', re.IGNORECASE)
+_UNIT_WORDS = frozenset({"unit", "units", "uom"})
+
+
+def unit_mentions(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, unit as written) of every unit ``text`` names (the module's docstring says which), in order."""
+    found = {(m.start(1), m.end(1)): m.group(1) for m in _NAME.finditer(text)}
+    for rx in (_AFTER_NUMBER, _TO, _CAPITAL, _KEY):
+        for m in rx.finditer(text):
+            if not any(a <= m.start(1) < b for a, b in found):
+                found[(m.start(1), m.end(1))] = m.group(1)
+    return sorted((a, b, v) for (a, b), v in found.items())
+
+
+def text_units(text: str) -> list[str]:
+    """The units ``text`` names (:func:`unit_mentions`), as written, in order, each once (case aside)."""
+    seen: dict[str, str] = {}
+    for _, _, v in unit_mentions(text):
+        seen.setdefault(v.casefold(), v)
+    return list(seen.values())
+
+
+def number_units(text: str) -> list[str]:
+    """The units ``text`` writes a number in: right after the number (``5 km``) or in the number's JSON key
+    (``"temperature_c": 33``), as written, each once."""
+    out: dict[str, str] = {}
+    for m in _KEY.finditer(text):
+        out.setdefault(m.group(1).casefold(), m.group(1))
+    for m in re.finditer(r"(?<![\w.])-?\d+(?:[.,]\d+)*\s?", text):
+        for a, _, v in unit_mentions(text[m.end():m.end() + 24]):
+            if a == 0:
+                out.setdefault(v.casefold(), v)
+    return list(out.values())
+
+
+def is_unit(name: str, sub: dict[str, Any]) -> bool:
+    """Whether a string field holds a unit of measurement: named ``unit``, ``from_unit``, ``target_units``, or
+    described as "the unit ..."."""
+    words = {w.lower() for w in re.split(r"[_\W]+|(?<=[a-z])(?=[A-Z])", name) if w}
+    desc = str(sub.get("description", "")).lower()
+    return bool(words & _UNIT_WORDS) or bool(re.match(r"(?:the |a )?unit\b", desc))

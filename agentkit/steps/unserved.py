@@ -1,0 +1,223 @@
+"""What a request asks that no call has served: its values no call made since it has taken.
+
+"Convert 100 dollars to euros and also to pounds." asks two conversions. After the first call
+(``convert_currency(100, "USD", "EUR")``) a small model answers with its result: the second ask is forgotten. The
+request's values tell what is left: ``pounds`` is a currency no call has taken. :func:`unserved` finds such values
+(:class:`Mention`); :func:`owed` names the tools that can take one (a required argument of that kind whose grounded
+values include it) and the values each such argument is held to, so that the next call is that one
+(:mod:`agentkit.steps.decision`) with those values (:func:`narrowed`).
+
+A request's values, by kind (each as :mod:`agentkit.constrain.ground` reads it):
+
+- ``number``: a number it writes, not inside a day (``March 5``) nor the word ``one`` (``in one sentence``); taken by a call that writes it (an expression
+  ``3200 * 12`` takes 3200 and 12);
+- ``currency``: a currency it names (``pounds`` is GBP); taken by a call that writes or names it;
+- ``unit``: a unit it names (:mod:`agentkit.constrain.units`); taken by a call that writes it (``mile`` takes
+  ``miles``);
+- ``day``: a day it names, ``today`` aside (a question about today's weather is not a question about the
+  calendar), nor a bare ``week`` or ``month`` (``3200 CAD a month``); taken by a call that writes a day or a date;
+- ``name``: a capitalised word or run of them not at a sentence's start (``Rome``, ``Great Wall``), not a
+  currency, unit, month or day; taken by a call whose strings hold one of its words. Names count only when no
+  value of another kind is left: a name is the weakest sign of an ask (it may only describe one);
+- ``field``: a tool result's string value whose key the request names (:func:`asked_fields`: "the weather in the
+  city I'm going to" and a calendar's ``"city": "Madrid"``); taken by a call that writes it, and only an
+  argument of that name takes it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..constrain.ground import (
+    currency_mentions,
+    date_mentions,
+    day_phrases,
+    expression_pattern,
+    ground_arguments,
+    is_currency,
+    number_mentions,
+    text_currencies,
+    text_numbers,
+)
+from ..constrain.units import is_unit, text_units, unit_mentions
+
+__all__ = ["Mention", "asked_fields", "mentions", "narrowed", "operands", "owed", "unserved"]
+
+Kind = Literal["number", "currency", "unit", "day", "name", "field"]
+# a kind of mention -> the grounded kinds of the arguments that take it (agentkit.constrain.ground's kinds)
+TAKES: dict[str, tuple[str, ...]] = {"number": ("number", "expression"), "currency": ("currency",),
+                                     "unit": ("unit",), "day": ("date",), "name": ("string",), "field": ()}
+_NAME = re.compile(r"(?<![\w'])[A-Z][\w'-]*(?:\s+(?:of\s+|the\s+)?[A-Z][\w'-]*)*")
+_SENTENCE_START = re.compile(r"(?:^|[.!?:\n]\s*|\"\s*)$")
+_NOT_NAMES = frozenset({"i", "i'm", "i'd", "i've", "i'll", "ok", "okay", "please", "thanks", "hi", "hello"})
+_DEFAULT_DAYS = frozenset({"today", "tonight", "now"})
+_SPANS = frozenset({"week", "weekend", "month"})  # "3200 CAD a month" names no day
+
+
+@dataclass(frozen=True)
+class Mention:
+    """One of a request's values: its ``kind``, the ``text`` as written and its ``value`` (a number, a currency
+    code, a unit or a day as written, case folded; a name as written; a field's key)."""
+
+    kind: Kind
+    text: str
+    value: Any
+
+
+def mentions(request: str) -> list[Mention]:
+    """The values ``request`` writes, by kind (the module's docstring), in order of kind then place."""
+    days = [(a, b) for a, b, _ in date_mentions(request)]
+    out = [Mention("day", request[a:b], iso) for (a, b), (_, _, iso) in zip(days, date_mentions(request))]
+    low = request.casefold()
+    for phrase in day_phrases(request):
+        at = low.find(phrase.casefold())
+        if at >= 0 and phrase.casefold() not in _DEFAULT_DAYS and not any(a <= at < b for a, b in days) \
+                and phrase.casefold() not in _SPANS:
+            days.append((at, at + len(phrase)))
+            out.append(Mention("day", phrase, phrase.casefold()))
+    typed = list(days)
+    for a, b, v in number_mentions(request):
+        if not any(x <= a < y for x, y in days) and request[a:b].lower() != "one":  # "in one sentence"
+            out.append(Mention("number", request[a:b], v))
+    for a, b, code in currency_mentions(request):
+        typed.append((a, b))
+        out.append(Mention("currency", request[a:b], code))
+    for a, b, unit in unit_mentions(request):
+        typed.append((a, b))
+        out.append(Mention("unit", unit, _unit_key(unit)))
+    for m in _NAME.finditer(request):
+        words = [w for w in re.findall(r"[\w'-]+", m.group()) if w.lower() not in ("of", "the")]
+        if _SENTENCE_START.search(request[:m.start()]):
+            words = words[1:]  # a sentence's first word is capitalised whatever it is
+        if words and not any(a <= m.start() + m.group().find(words[0]) < b for a, b in typed) \
+                and words[0].lower() not in _NOT_NAMES:
+            text = m.group()[m.group().find(words[0]):]
+            out.append(Mention("name", text, text))
+    return out
+
+
+def unserved(request: str, made: str, results: Sequence[str] = ()) -> list[Mention]:
+    """The values of ``request`` (:func:`mentions`) and of the tool ``results`` since it that the request asks for
+    (:func:`asked_fields`) that no call in ``made`` (the text of the calls made since it: their JSON) has taken;
+    empty before any call. Names only when nothing of another kind is left."""
+    if not made.strip():
+        return []
+    numbers = {float(v) for v in text_numbers(made)}
+    codes = set(text_currencies(made))
+    units = {_unit_key(u) for u in text_units(made)}
+    low = made.casefold()
+    dated = bool(day_phrases(made))
+
+    def taken(m: Mention) -> bool:
+        if m.kind == "number":
+            return float(m.value) in numbers
+        if m.kind == "currency":
+            return m.value in codes
+        if m.kind == "unit":
+            return m.value in units
+        if m.kind == "day":
+            return dated or m.text.casefold() in low
+        if m.kind == "field":
+            return m.text.casefold() in low
+        return any(w.casefold() in low for w in re.findall(r"[\w'-]{3,}", m.text))
+
+    left = [m for m in [*mentions(request), *asked_fields(request, results)] if not taken(m)]
+    typed = [m for m in left if m.kind != "name"]
+    return typed or left
+
+
+def asked_fields(request: str, results: Sequence[str]) -> list[Mention]:
+    """The string values of the tool ``results`` (JSON objects, nested ones and lists of them too) whose key the
+    ``request`` names: "what's the weather in the city I'm going to" names ``city``, so a calendar's ``"city":
+    "Madrid"`` is asked for. Each is a ``field`` mention, taken only by an argument of the same name."""
+    words = {w.casefold() for w in re.findall(r"[^\W\d_]+", request)}
+    out: list[Mention] = []
+    for text in results:
+        try:
+            stack: list[Any] = [json.loads(text)]
+        except ValueError:
+            continue
+        while stack:
+            node = stack.pop(0)
+            if isinstance(node, list):
+                stack.extend(node)
+            elif isinstance(node, dict):
+                for k, v in node.items():
+                    if isinstance(v, dict | list):
+                        stack.append(v)
+                    elif isinstance(v, str) and 0 < len(v) <= 60 and str(k).casefold() in words:
+                        out.append(Mention("field", v, str(k)))
+    return out
+
+
+def owed(tools: Sequence[tuple[str, dict[str, Any]]], left: Sequence[Mention], sources: str,
+         operands: str = "") -> dict[str, dict[str, dict[str, Any]]]:
+    """The ``tools`` (name, parameters schema) that can take one of the ``left`` values: {tool: {argument: what it
+    is held to}} for each required argument grounded (in ``sources``) to values that include one: ``{"enum":
+    [...]}``, those values; an expression ``{"pattern": ...}``, the numbers of ``operands`` (:func:`operands`). A
+    tool some required argument of which has no value is not owed."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    if not left:
+        return out
+    for name, parameters in tools:
+        g = ground_arguments(parameters or {}, sources)
+        if g.ungrounded:
+            continue
+        held: dict[str, dict[str, Any]] = {}
+        for arg in (parameters or {}).get("required") or ():
+            own = ((parameters or {}).get("properties") or {}).get(arg) or {}
+            kind = "unit" if is_unit(arg, own) else "currency" if is_currency(arg, own) else g.kinds.get("/" + arg)
+            takers = [m for m in left if (m.value == arg if m.kind == "field" else kind in TAKES[m.kind])]
+            if not takers:
+                continue
+            if kind == "expression":
+                pattern = expression_pattern(operands)
+                held[arg] = {"pattern": pattern, "grounded": False} if pattern else {}
+            elif kind == "string" or takers[0].kind == "field":
+                held[arg] = {"enum": [m.text for m in takers]}
+            else:
+                values = [v for v in g.schema["properties"].get(arg, {}).get("enum", ())
+                          if any(_key(m.kind, v) == _key(m.kind, m.value) for m in takers)]
+                if values:
+                    held[arg] = {"enum": values}
+        if held:
+            out[name] = held
+    return out
+
+
+def operands(request: str, left: Sequence[Mention], results: Sequence[str], made: str) -> str:
+    """What an owed expression takes its numbers from: the numbers the request left, the results' numbers that no
+    call took ("what's that times 12" after a conversion: its result and 12, not the amount converted), and the
+    request's words that imply a number (``half``, ``%``; :func:`agentkit.constrain.ground.expression_pattern`)."""
+    taken = {float(v) for v in text_numbers(made)}
+    found = [m.text for m in left if m.kind == "number"]
+    found += [str(v) for r in results for v in text_numbers(r) if float(v) not in taken]
+    return " ".join(found) + "\n" + re.sub(r"\d", " ", request)
+
+
+def narrowed(parameters: dict[str, Any], held: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """``parameters`` with each argument of ``held`` held to what it says (its ``enum`` or ``pattern``)."""
+    props = parameters.get("properties")
+    if not isinstance(props, dict) or not any(held.values()):
+        return parameters
+    return {**parameters, "properties": {k: ({**v, **held[k]} if held.get(k) and isinstance(v, dict) else v)
+                                         for k, v in props.items()}}
+
+
+def _unit_key(unit: str) -> str:
+    u = unit.casefold().lstrip("°").strip()
+    return {"feet": "foot", "foots": "foot", "inches": "inch"}.get(u, u[:-1] if len(u) > 3 and u.endswith("s") else u)
+
+
+def _key(kind: str, value: Any) -> Any:
+    if kind == "number":
+        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
+    if kind == "unit" and isinstance(value, str):
+        return _unit_key(value)
+    if kind == "day" and isinstance(value, str):
+        return value.casefold()
+    return value

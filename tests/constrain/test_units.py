@@ -1,0 +1,44 @@
+"""Units a text names, and unit arguments grounded to them (agentkit.constrain.units)."""
+
+from agentkit.constrain.ground import ground_arguments
+from agentkit.constrain.units import is_unit, number_units, text_units, unit_mentions
+
+CONVERT = {"type": "object", "required": ["value", "from_unit", "to_unit"], "properties": {
+    "value": {"type": "number"}, "from_unit": {"type": "string"}, "to_unit": {"type": "string"}}}
+
+
+def test_names_count_anywhere_and_symbols_only_after_a_number_or_a_cue():
+    assert text_units("how many cm is 5 feet") == ["cm", "feet"]
+    assert text_units("Convert 100 F to C") == ["F", "C"]
+    assert text_units("convert 5 ft to m") == ["ft", "m"]
+    assert text_units("I'm in a meeting at 5 in the afternoon") == []
+    assert text_units("Can you explain what a black hole is?") == []
+
+
+def test_a_json_key_says_the_unit_of_its_number():
+    result = '{"city": "Oslo", "temperature_c": -3, "conditions": "snow"}'
+    assert number_units(result) == ["c"]
+    assert [v for _, _, v in unit_mentions(result)] == ["c"]
+    assert number_units("The Eiffel Tower is 330 metres tall.") == ["metres"]
+
+
+def test_unit_fields_are_recognised_by_name_or_description():
+    assert is_unit("from_unit", {}) and is_unit("unit", {}) and is_unit("targetUnits", {})
+    assert is_unit("x", {"description": "the unit to convert into"})
+    assert not is_unit("city", {"description": "a city"})
+
+
+def test_a_conversion_takes_each_side_from_where_the_text_marks_it():
+    g = ground_arguments(CONVERT, "how many cm is 5 feet")
+    props = g.schema["properties"]
+    assert not g.ungrounded
+    assert props["from_unit"]["enum"] == ["feet"] and props["to_unit"]["enum"] == ["cm"]
+    g = ground_arguments(CONVERT, 'Oslo in Fahrenheit?\nTool get_weather returned: {"temperature_c": -3}')
+    assert g.schema["properties"]["from_unit"]["enum"] == ["c"]
+    assert g.schema["properties"]["to_unit"]["enum"] == ["Fahrenheit"]
+
+
+def test_a_text_with_fewer_than_two_units_grounds_no_conversion():
+    assert set(ground_arguments(CONVERT, "Can you explain what a black hole is in one sentence?").ungrounded) \
+        >= {"from_unit", "to_unit"}
+    assert {"from_unit", "to_unit"} <= set(ground_arguments(CONVERT, "Convert 100 dollars to pounds.").ungrounded)

@@ -1,0 +1,110 @@
+"""What a request left after its calls, and the tools that owe a call (agentkit.steps.unserved, arguments)."""
+
+import json
+import re
+
+from agentkit.steps.arguments import argument_sources, turn_of
+from agentkit.steps.decision import DecisionAsk, decide
+from agentkit.steps.kinds import observation
+from agentkit.steps.unserved import mentions, narrowed, operands, owed, unserved
+
+CURRENCY = {"type": "object", "required": ["amount", "from_currency", "to_currency"], "properties": {
+    "amount": {"type": "number"}, "from_currency": {"type": "string"}, "to_currency": {"type": "string"}}}
+UNITS = {"type": "object", "required": ["value", "from_unit", "to_unit"], "properties": {
+    "value": {"type": "number"}, "from_unit": {"type": "string"}, "to_unit": {"type": "string"}}}
+WEATHER = {"type": "object", "required": ["city"], "properties": {"city": {"type": "string"}}}
+CALC = {"type": "object", "required": ["expression"], "properties": {"expression": {"type": "string"}}}
+TOOLS = [("convert_currency", CURRENCY), ("convert_units", UNITS), ("get_weather", WEATHER), ("calculator", CALC)]
+
+
+def left(request: str, *calls: dict) -> list[tuple[str, str]]:
+    return [(m.kind, m.text) for m in unserved(request, "\n".join(json.dumps(c) for c in calls))]
+
+
+def test_nothing_is_left_before_a_call_or_when_every_value_was_taken():
+    assert left("Convert 100 dollars to euros and also to pounds.") == []
+    assert left("How many yen is 50 pounds?", {"amount": 50, "from_currency": "GBP", "to_currency": "JPY"}) \
+        == [("unit", "pounds")]  # a unit no tool here takes: it owes no call (below)
+    assert left("What's the weather like in Tokyo right now?", {"city": "Tokyo"}) == []
+    assert left("how warm is it in lisbon today", {"city": "lisbon"}) == []  # today is no ask
+
+
+def test_the_second_ask_of_a_request_is_left():
+    assert ("currency", "pounds") in left("Convert 100 dollars to euros and also to pounds.",
+                                          {"amount": 100, "from_currency": "USD", "to_currency": "EUR"})
+    assert left("What's the weather in Madrid and in Rome?", {"city": "Madrid"}) == [("name", "Rome")]
+    assert left("I earn 3200 CAD a month. What's that in euros, and what's that times 12?",
+                {"amount": 3200, "from_currency": "CAD", "to_currency": "EUR"}) == [("number", "12")]
+
+
+def test_names_count_only_when_nothing_else_is_left_and_never_a_sentences_first_word():
+    assert [m.text for m in mentions("Weather in Seattle and Vancouver please") if m.kind == "name"] \
+        == ["Seattle", "Vancouver"]
+    assert left("What's the temperature in Oslo in Fahrenheit?", {"city": "Rome"}) == [("unit", "Fahrenheit")]
+
+
+def test_the_owed_tool_is_held_to_what_was_left():
+    text = "Convert 100 dollars to euros and also to pounds."
+    rest = unserved(text, json.dumps({"amount": 100, "from_currency": "USD", "to_currency": "EUR"}))
+    found = owed(TOOLS, rest, text)
+    assert found == {"convert_currency": {"to_currency": {"enum": ["GBP"]}}}
+    schema = narrowed(CURRENCY, found["convert_currency"])
+    assert schema["properties"]["to_currency"]["enum"] == ["GBP"] and "enum" not in schema["properties"]["amount"]
+    result = 'Tool get_weather returned: {"city": "Oslo", "temperature_c": -3}'
+    found = owed(TOOLS, unserved("What's the temperature in Oslo in Fahrenheit?", '{"city": "Oslo"}'),
+                 "What's the temperature in Oslo in Fahrenheit?\n" + result)
+    assert found == {"convert_units": {"to_unit": {"enum": ["Fahrenheit"]}}}
+
+
+def test_the_request_and_the_calls_made_since_are_read_from_either_chat_form():
+    sdk = [{"role": "system", "content": "s"}, {"role": "user", "content": "Weather in Rome and Oslo"},
+           {"role": "assistant", "content": '{"name": "get_weather", "arguments": {"city": "Rome"}}'},
+           {"role": "user", "content": observation("get_weather", '{"temperature_c": 23}')}]
+    turn = turn_of(sdk)
+    assert (turn.request, turn.calls, turn.results) == ("Weather in Rome and Oslo", (sdk[2]["content"],),
+                                                        ('{"temperature_c": 23}',))
+    assert turn.last_tool == "get_weather"
+    api = [{"role": "user", "content": "Weather in Rome and Oslo"}, sdk[2], {"role": "tool", "content": "{}"}]
+    sources = argument_sources([("get_weather", WEATHER)], api)
+    assert sources.owed == ("get_weather",) and sources.held_for("get_weather") == {"city": {"enum": ["Oslo"]}}
+    assert argument_sources([("get_weather", WEATHER)], api[:1]).owed == ()
+
+
+def test_an_owed_tool_is_called_even_when_the_rule_after_results_would_answer():
+    ask = DecisionAsk("auto", [{"role": "user", "content": "x"}], ["get_weather", "web_search"], "respond", "h",
+                      owed=("get_weather",))
+    gen = decide(ask)
+    try:
+        next(gen)
+        raise AssertionError("one owed tool needs no scores")
+    except StopIteration as stop:
+        decision = stop.value
+    assert decision.call is True and decision.tool == "get_weather"
+    ask2 = DecisionAsk("auto", ask.chat, ["get_weather", "web_search"], "respond", "h", owed=("get_weather", "web_search"))
+    gen = decide(ask2)
+    request = next(gen)
+    assert request.names == ["get_weather", "web_search"]
+    try:
+        gen.send({"get_weather": -9.0, "web_search": -2.0})
+    except StopIteration as stop:
+        assert stop.value.tool == "web_search" and stop.value.call is True
+
+
+def test_a_result_value_the_request_names_by_its_key_is_owed_to_an_argument_of_that_name():
+    request = "What's on my calendar on March 5, and what's the weather in the city I'm going to be in?"
+    result = '{"date": "2026-03-05", "events": [{"time": "12:30", "title": "Lunch", "city": "Madrid"}]}'
+    rest = unserved(request, '{"name": "get_calendar_events", "arguments": {"date": "March 5"}}', [result])
+    assert [(m.kind, m.text, m.value) for m in rest] == [("field", "Madrid", "city")]
+    assert owed(TOOLS, rest, request + "\n" + result) == {"get_weather": {"city": {"enum": ["Madrid"]}}}
+    assert unserved(request, '{"date": "March 5"} {"city": "Madrid"}', [result]) == []
+
+
+def test_an_owed_expression_works_on_what_was_left_and_the_results_not_on_the_amounts_spent():
+    request = "I earn 3200 CAD a month. What's that in euros, and what's that times 12?"
+    made = '{"name": "convert_currency", "arguments": {"amount": 3200, "from_currency": "CAD", "to_currency": "EUR"}}'
+    result = '{"amount": 3200, "from": "CAD", "to": "EUR", "result": 2164.71}'
+    rest = unserved(request, made, [result])
+    held = owed(TOOLS, rest, request + "\n" + result, operands(request, rest, [result], made))["calculator"]
+    pattern = re.compile(held["expression"]["pattern"])
+    assert pattern.match("2164.71 * 12") and not pattern.match("3200 * 12")
+    assert held["expression"]["grounded"] is False  # the pattern is the grounding
