@@ -98,7 +98,7 @@ class RequestPlan:
     # tool_choice auto: the text a call's arguments must take a value from (the user and tool messages'), else the
     # reply is text (agentkit.toolcall.call_grounded)
     sources: str = ""
-    owed: tuple[str, ...] = ()  # the tools the request still owes a call (agentkit.steps.unserved)
+    owed: tuple[str, ...] | None = None  # the tools the request still owes a call (agentkit.steps.unserved)
     max_calls: int = 1  # tool calls one reply may make (MAX_PARALLEL_CALLS with parallel_tool_calls, the default)
     raw_prompt: str | None = None  # /v1/completions: the prompt as text, without the chat template
 
@@ -262,7 +262,7 @@ def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: 
     tool_mode: Literal["none", "forced", "auto"] = "forced" if forced else ("auto" if auto else "none")
     names = frozenset(t.function.name for t in (forced or tools)) if tool_mode != "none" else frozenset()
     grounding = tool_mode != "none" and _grounded_arguments(ext)
-    owed: tuple[str, ...] = ()
+    owed: tuple[str, ...] | None = None
     if grounding:  # a call's values come from the conversation; a tool it gives no required value for is not picked
         fit = frozenset(t.function.name for t in (forced or tools)
                         if not argument_gaps(t.function.parameters, conv.sources))

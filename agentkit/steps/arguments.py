@@ -36,7 +36,7 @@ from ..constrain.nodes import Template
 from ..settings import BY_NAME
 from ..toolcall import sources_of
 from .kinds import TOOL_STYLE, StepTool, is_observation
-from .unserved import narrowed, operands, owed, unserved
+from .unserved import asked_fields, mentions, narrowed, operands, owed, unserved
 
 __all__ = ["ArgumentSources", "Turn", "argument_gaps", "argument_sources", "choosable_tools", "groundable",
            "grounded_parameters", "turn_of"]
@@ -47,11 +47,12 @@ Held = tuple[tuple[str, str, str], ...]  # (tool, argument, what it is held to: 
 @dataclass(frozen=True)
 class ArgumentSources:
     """What a step's call is grounded in: the conversation's ``text`` (its user and tool messages), the tools the
-    request still owes a call (``owed``, best first: :mod:`agentkit.steps.unserved`; empty before any call or when
-    nothing is left) and the values each of their arguments that takes what is left is held to (``held``)."""
+    request still owes a call (``owed``, best first: :mod:`agentkit.steps.unserved`; empty when calls took every
+    value the request wrote; None before any call, for a request that writes none, or when what is left no tool
+    takes) and what each of their arguments that takes what is left is held to (``held``)."""
 
     text: str
-    owed: tuple[str, ...] = ()
+    owed: tuple[str, ...] | None = None
     held: Held = ()
 
     def held_for(self, tool: str) -> dict[str, dict[str, Any]]:
@@ -108,16 +109,19 @@ def argument_sources(tools: Sequence[tuple[str, dict[str, Any] | None]], chat: S
     """The :class:`ArgumentSources` of a step on ``chat`` among ``tools`` ((name, parameters schema) pairs;
     ``sources``: the chat's :func:`sources_of` when already read). The owed tools come best first: those that take
     the most of what is left, in the order given; where only names are left and the last call's tool takes one,
-    that tool alone (a second city for the weather, the name a search left out)."""
+    that tool alone (a second city for the weather, the name a search left out); none (``()``) when calls took
+    every value the request wrote."""
     text = sources_of(chat) if sources is None else sources
     turn = turn_of(chat)
     made = "\n".join(turn.calls)
     left = unserved(turn.request, made, turn.results)
     found = owed([(n, p or {}) for n, p in tools], left, text, operands(turn.request, left, turn.results, made))
     most = max((len(h) for h in found.values()), default=0)
-    best = tuple(n for n, h in found.items() if len(h) == most)
+    best: tuple[str, ...] | None = tuple(n for n, h in found.items() if len(h) == most) or None
     if left and all(m.kind == "name" for m in left) and turn.last_tool in found:
         best = (turn.last_tool,)
+    if not left and made.strip() and (mentions(turn.request) or asked_fields(turn.request, turn.results)):
+        best = ()  # served
     return ArgumentSources(text, best, tuple((n, a, json.dumps(v)) for n, h in found.items() for a, v in h.items()))
 
 

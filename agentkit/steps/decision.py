@@ -17,7 +17,7 @@ The rules (:class:`DecisionAsk` holds the options; the arithmetic is :mod:`agent
   decode's choice);
 - ``auto`` after tool results, when the request left values no call took (``owed``, :mod:`agentkit.steps.unserved`:
   ``pounds`` in "Convert 100 dollars to euros and also to pounds." after the call to euros): a call, of the owed
-  tool the model scores highest;
+  tool the model scores highest; when calls took every value the request wrote (``owed`` empty), an answer;
 - ``auto`` otherwise: call when the conversation moves the model towards the tools, its margin of the no-call
   option over the tools against the same margin on a content-free question (:func:`agentkit.decide.calibrated`; raw
   when ``calibrate`` is False). The baseline's scores may be kept across steps (:class:`NullScores`, the SDK's).
@@ -45,6 +45,7 @@ ToolMode = Literal["none", "forced", "auto"]
 AFTER_RESULT_RULES = ("exclude_last", "exclude_done", "exclude_moved", "moved", "null")
 RETRY = "retry after a failed tool message"
 UNSERVED = "the request left values no call took"
+SERVED = "every value of the request was taken"
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,8 @@ class DecisionAsk:
     """What a decision reads: the step's mode, the messages scored, the tools in order, the no-call option's name,
     the call's head, whether the model can score, whether the scores are calibrated, whether the last call failed
     (``retry``), the baseline's cache (None: scored each time), the rule after tool results (None: none) and the
-    tools the request still owes a call (:mod:`agentkit.steps.unserved`, best first)."""
+    tools the request still owes a call (``owed``, :mod:`agentkit.steps.unserved`, best first; empty: every value of
+    the request was taken, the request is served; None: neither is known, as before any call)."""
 
     mode: ToolMode
     chat: Chat
@@ -118,7 +120,7 @@ class DecisionAsk:
     retry: bool = False
     null: NullScores | None = None
     after: AfterResult | None = None
-    owed: tuple[str, ...] = ()
+    owed: tuple[str, ...] | None = None
 
 
 Deciding = Generator[Score, dict[str, float], Decision | None]
@@ -140,7 +142,9 @@ def decide(ask: DecisionAsk) -> Deciding:
         decision = Decision(False, None, {"by": "no tool has its values", "tool": None})
     elif ask.retry:
         decision = yield from _retry(ask)
-    elif [t for t in ask.owed if t in ask.names]:
+    elif ask.owed == ():  # every value of the request was taken by a call: the request is served
+        decision = Decision(False, None, {"by": SERVED, "tool": None})
+    elif ask.owed and [t for t in ask.owed if t in ask.names]:
         decision = yield from _owed(ask)
     elif not ask.can_score:
         decision = Decision(None, None, {"by": "choice_decode"})

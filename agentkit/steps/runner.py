@@ -49,7 +49,7 @@ class ToolStep:
     answered: frozenset[str] = frozenset()
     retry: bool = False
     sources: str = ""
-    owed: tuple[str, ...] = ()  # the tools the request still owes a call (agentkit.steps.unserved)
+    owed: tuple[str, ...] | None = None  # the tools the request still owes a call (agentkit.steps.unserved)
     text_messages: list[dict[str, str]] | None = None
     text_config: DecodeConfig | None = None
 

@@ -102,8 +102,8 @@ async def test_agent_with_a_scorer_calls_then_answers_in_two_iterations():
     result = await Agent(ScoringModel(fn), tools=[double]).run("Double 21")
     assert result.output == "It is 42."
     assert [(r.step, r.tool) for r in result.trace] == [("tool_call", "double"), ("reply", None)]
-    assert result.trace[0].decision["call"] and result.trace[1].decision == {"call": False, "by": "no tool left",
-                                                                              "tool": None}
+    assert result.trace[0].decision["call"] and result.trace[1].decision == {  # 21 was taken: the request is served
+        "call": False, "by": "every value of the request was taken", "tool": None}
     assert steps[0][1] == {"double": double.call_schema}  # only the picked tool's template: no final_answer option
 
 
@@ -128,7 +128,8 @@ async def test_an_agents_after_result_rule_reaches_the_decision():
         return x // 2
 
     for rule, expected in (("exclude_last", "exclude_last"), (None, d.AFTER_RESULT)):
-        result = await Agent(ScoringModel(fn), tools=[double, halve], after_result=rule).run("Double 21")
+        result = await Agent(ScoringModel(fn), tools=[double, halve], after_result=rule,  # not served first
+                             model_settings={"grounded_arguments": False}).run("Double 21")
         assert result.trace[1].decision["rule"] == expected
 
 

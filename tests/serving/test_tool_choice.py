@@ -115,15 +115,20 @@ HISTORY = MSG + [
 
 async def test_repeat_rule_answers_in_text():
     eng = Scripted({"name": "get_weather", "arguments": {"city": "Paris"}}, text="Sunny, 21 C.")
-    d = (await _post(eng, {"model": "agentkit", "messages": HISTORY, "tools": TOOLS})).json()
+    off = {"grounded_arguments": False}  # the repeat rule itself (grounded, the served request answers first)
+    d = (await _post(eng, {"model": "agentkit", "messages": HISTORY, "tools": TOOLS, "agentkit": off})).json()
     assert d["choices"][0]["message"]["content"] == "Sunny, 21 C." and d["choices"][0]["finish_reason"] == "stop"
     assert len(eng.calls) == 2 and "sunny, 21 C" in eng.calls[1][0][-1]["content"]  # the result in view
+    eng = Scripted({"name": "get_weather", "arguments": {"city": "Paris"}}, text="Sunny, 21 C.")
+    d = (await _post(eng, {"model": "agentkit", "messages": HISTORY, "tools": TOOLS})).json()
+    assert d["choices"][0]["message"]["content"] == "Sunny, 21 C."  # Paris was taken: served, no call decoded
+    assert len(eng.calls) == 1 and "sunny, 21 C" in eng.calls[0][0][-1]["content"]
     rome = HISTORY + [{"role": "user", "content": "And in Rome?"}]
     eng = Scripted({"name": "get_weather", "arguments": {"city": "Rome"}})  # a new call is returned
     d = (await _post(eng, {"model": "agentkit", "messages": rome, "tools": TOOLS})).json()
     assert d["choices"][0]["finish_reason"] == "tool_calls" and len(eng.calls) == 1
     eng = Scripted({"name": "get_weather", "arguments": {"city": "Oslo"}}, text="Ask me anything.")
-    d = (await _post(eng, {"model": "agentkit", "messages": HISTORY, "tools": TOOLS})).json()  # no value from the conversation: text
+    d = (await _post(eng, {"model": "agentkit", "messages": HISTORY, "tools": TOOLS, "agentkit": off})).json()  # no value from the conversation: text
     assert d["choices"][0]["message"]["content"] == "Ask me anything." and len(eng.calls) == 2
     eng = Scripted({"name": "get_weather", "arguments": {"city": "Paris"}})  # required: the call asked for
     d = (await _post(eng, {"model": "agentkit", "messages": HISTORY, "tools": TOOLS, "tool_choice": "required"})).json()

@@ -67,7 +67,12 @@ def test_the_request_and_the_calls_made_since_are_read_from_either_chat_form():
     api = [{"role": "user", "content": "Weather in Rome and Oslo"}, sdk[2], {"role": "tool", "content": "{}"}]
     sources = argument_sources([("get_weather", WEATHER)], api)
     assert sources.owed == ("get_weather",) and sources.held_for("get_weather") == {"city": {"enum": ["Oslo"]}}
-    assert argument_sources([("get_weather", WEATHER)], api[:1]).owed == ()
+    assert argument_sources([("get_weather", WEATHER)], api[:1]).owed is None  # before any call
+    both = [*api, {"role": "assistant", "content": '{"name": "get_weather", "arguments": {"city": "Oslo"}}'},
+            {"role": "tool", "content": "{}"}]
+    assert argument_sources([("get_weather", WEATHER)], both).owed == ()  # every value taken: served
+    small_talk = [{"role": "user", "content": "tell me something nice"}, *api[1:]]
+    assert argument_sources([("get_weather", WEATHER)], small_talk).owed is None  # it wrote no value
 
 
 def test_an_owed_tool_is_called_even_when_the_rule_after_results_would_answer():
@@ -108,3 +113,13 @@ def test_an_owed_expression_works_on_what_was_left_and_the_results_not_on_the_am
     pattern = re.compile(held["expression"]["pattern"])
     assert pattern.match("2164.71 * 12") and not pattern.match("3200 * 12")
     assert held["expression"]["grounded"] is False  # the pattern is the grounding
+
+
+def test_a_served_request_is_answered():
+    ask = DecisionAsk("auto", [{"role": "user", "content": "x"}], ["get_weather"], "respond", "h", owed=())
+    gen = decide(ask)
+    try:
+        next(gen)
+        raise AssertionError("a served request needs no scores")
+    except StopIteration as stop:
+        assert stop.value.call is False and stop.value.info["by"] == "every value of the request was taken"
