@@ -82,7 +82,7 @@ async def run(engine, n: int, max_tokens: int) -> dict:
     try:
         async with httpx.AsyncClient(base_url=base, timeout=600) as c:
             for i in range(n):
-                body = {"messages": [{"role": "system", "content": SYSTEM},
+                body = {"model": "agentkit", "messages": [{"role": "system", "content": SYSTEM},
                                      {"role": "user", "content": QUESTIONS[i % len(QUESTIONS)]}],
                         "tools": TOOLS, "tool_choice": "none", "max_tokens": max_tokens, "stream": True,
                         "stream_options": {"include_usage": True}, "agentkit": {"mode": "ar"}}

@@ -42,17 +42,17 @@ from load_server import wait_healthy  # a sibling script: the server start-up wa
 
 
 def valid_body(i: int) -> dict:
-    return {"messages": [{"role": "user", "content": f"Say hello to user number {i}."}], "max_tokens": 16,
+    return {"model": "agentkit", "messages": [{"role": "user", "content": f"Say hello to user number {i}."}], "max_tokens": 16,
             "agentkit": {"mode": "ar"}}
 
 
 def canvas_body() -> dict:
-    return {"messages": [{"role": "user", "content": "Write a long story."}], "max_tokens": 4096,
+    return {"model": "agentkit", "messages": [{"role": "user", "content": "Write a long story."}], "max_tokens": 4096,
             "agentkit": {"mode": "diffusion", "canvas_length": 4096, "max_denoising_steps": 4096}}
 
 
 def _schema_body(schema: dict) -> dict:
-    return {"messages": [{"role": "user", "content": "Answer in JSON."}],
+    return {"model": "agentkit", "messages": [{"role": "user", "content": "Answer in JSON."}],
             "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}}
 
 

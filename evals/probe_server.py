@@ -23,18 +23,18 @@ MSG = [{"role": "user", "content": "hi"}]
 
 
 def _tool(params: dict) -> dict:
-    return {"messages": MSG, "max_tokens": 16, "tool_choice": "required",
+    return {"model": "agentkit", "messages": MSG, "max_tokens": 16, "tool_choice": "required",
             "tools": [{"type": "function", "function": {"name": "f", "parameters": params}}]}
 
 
 def _schema(schema: dict, **kw) -> dict:
-    return {"messages": MSG, "max_tokens": 16, **kw,
+    return {"model": "agentkit", "messages": MSG, "max_tokens": 16, **kw,
             "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}}
 
 
 def _raw_schema(schema: str) -> str:
     """A request body as raw JSON text (for what ``json.dumps`` cannot write: NaN, 1e999, lone surrogates)."""
-    return ('{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 8, "response_format": '
+    return ('{"model": "agentkit", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8, "response_format": '
             '{"type": "json_schema", "json_schema": {"name": "x", "schema": ' + schema + '}}}')
 
 
@@ -56,33 +56,33 @@ CASES: dict[str, tuple[str, object, dict]] = {
     "[\\s\\S]{256}": ("schema build", _schema(_obj({"type": "string", "pattern": "^[\\s\\S]{256}$"})),
                       {"concurrent": True}),
     "enum 10k": ("schema build", _schema(_obj({"enum": [f"item{i}" for i in range(10000)]})), {"concurrent": True}),
-    "prompt 500 KB": ("prompt length", {"messages": [{"role": "user", "content": "word " * 100_000}],
+    "prompt 500 KB": ("prompt length", {"model": "agentkit", "messages": [{"role": "user", "content": "word " * 100_000}],
                                         "max_tokens": 4}, {"concurrent": True}),
-    "prompt 5 MB": ("prompt length", {"messages": [{"role": "user", "content": "word " * 1_000_000}],
+    "prompt 5 MB": ("prompt length", {"model": "agentkit", "messages": [{"role": "user", "content": "word " * 1_000_000}],
                                       "max_tokens": 4}, {"concurrent": True}),
-    "seed 2^70": ("fields", {"messages": MSG, "max_tokens": 4, "seed": 1180591620717411303424}, {}),
-    "seed -1": ("fields", {"messages": MSG, "max_tokens": 4, "seed": -1}, {}),
-    "lone surrogate content": ("fields", '{"messages": [{"role": "user", "content": "a\\ud800"}], "max_tokens": 4}',
+    "seed 2^70": ("fields", {"model": "agentkit", "messages": MSG, "max_tokens": 4, "seed": 1180591620717411303424}, {}),
+    "seed -1": ("fields", {"model": "agentkit", "messages": MSG, "max_tokens": 4, "seed": -1}, {}),
+    "lone surrogate content": ("fields", '{"model": "agentkit", "messages": [{"role": "user", "content": "a\\ud800"}], "max_tokens": 4}',
                                {}),
     "maximum 1e999": ("fields", _raw_schema('{"type": "number", "maximum": 1e999}'), {}),
     "maximum NaN": ("fields", _raw_schema('{"type": "number", "maximum": NaN}'), {}),
     "minimum -Infinity": ("fields", _raw_schema('{"type": "number", "minimum": -Infinity}'), {}),
-    "temperature NaN": ("fields", '{"messages": [{"role": "user", "content": "hi"}], "temperature": NaN}', {}),
+    "temperature NaN": ("fields", '{"model": "agentkit", "messages": [{"role": "user", "content": "hi"}], "temperature": NaN}', {}),
     "1000 optional properties": ("fields", _schema({"type": "object", "properties": {
         f"p{i}": {"type": "integer"} for i in range(1000)}}), {}),
     "const lone surrogate": ("fields", _raw_schema('{"const": "\\ud800"}'), {}),
     "stream: template longer than max_tokens": ("stream errors", _schema(
         {"type": "object", "properties": {"a_long_property_name": {"type": "integer"}},
          "required": ["a_long_property_name"]}, max_tokens=2, stream=True), {}),
-    "stream: verify with temperature": ("stream errors", {"messages": MSG, "stream": True, "temperature": 0.5,
+    "stream: verify with temperature": ("stream errors", {"model": "agentkit", "messages": MSG, "stream": True, "temperature": 0.5,
                                                           "agentkit": {"mode": "verify"}}, {}),
     "body not JSON": ("body / shape", "{not json", {}),
     "body JSON array": ("body / shape", "[1, 2]", {}),
-    "text/plain body": ("body / shape", json.dumps({"messages": MSG}), {"headers": {"content-type": "text/plain"}}),
+    "text/plain body": ("body / shape", json.dumps({"model": "agentkit", "messages": MSG}), {"headers": {"content-type": "text/plain"}}),
     "GET on POST route": ("body / shape", None, {"method": "GET"}),
     "unknown path": ("body / shape", None, {"method": "GET", "path": "/v1/nothing"}),
-    "unknown field 'mode'": ("unknown fields", {"messages": MSG, "max_tokens": 4, "mode": "diffusion"}, {}),
-    "unknown agentkit field": ("unknown fields", {"messages": MSG, "max_tokens": 4, "agentkit": {"mdoe": "ar"}}, {}),
+    "unknown field 'mode'": ("unknown fields", {"model": "agentkit", "messages": MSG, "max_tokens": 4, "mode": "diffusion"}, {}),
+    "unknown agentkit field": ("unknown fields", {"model": "agentkit", "messages": MSG, "max_tokens": 4, "agentkit": {"mdoe": "ar"}}, {}),
 }
 # expected: every case is refused with a typed 4xx, except these, which a correct server serves (torch's seed range
 # includes negative seeds)
@@ -104,7 +104,7 @@ async def _one(client, name: str, limit_s: float) -> dict:
         await asyncio.sleep(0.3)  # let the bad request take the engine first
         ts = time.perf_counter()
         try:
-            r = await asyncio.wait_for(client.post("/v1/chat/completions", json={"messages": MSG, "max_tokens": 4}),
+            r = await asyncio.wait_for(client.post("/v1/chat/completions", json={"model": "agentkit", "messages": MSG, "max_tokens": 4}),
                                        limit_s)
             small = {"status": r.status_code, "s": round(time.perf_counter() - ts, 2)}
         except TimeoutError:

@@ -77,8 +77,8 @@ async def main(a: argparse.Namespace) -> None:
     rows = []
     async with httpx.AsyncClient(base_url=base, timeout=600) as c:
         for i in range(a.n):
-            body = {"messages": [{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}], "max_tokens": a.max_tokens,
-                    "stream": True, "agentkit": {"mode": a.mode, "canvas": False}}
+            body = {"model": "agentkit", "messages": [{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}],
+                    "max_tokens": a.max_tokens, "stream": True, "agentkit": {"mode": a.mode, "canvas": False}}
             if a.schema:  # structured output: a summary object (diffusion commits it block by block)
                 body["response_format"] = {"type": "json_schema", "json_schema": {"name": "summary", "schema": SCHEMA}}
             ttfb, total, n = await _one(c, body)
