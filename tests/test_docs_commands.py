@@ -23,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-COMMAND = re.compile(r"^(?:[A-Z_]+=\S+\s+)*(?:agentkit|python3?)\s")
+COMMAND = re.compile(r"^(?:cd \S+ && )?(?:[A-Z_]+=\S+\s+)*(?:agentkit|python3?)\s")
 SHELLS = ("bash", "sh", "console", "")
 # arguments that name data a command reads: they must exist in a clone
 DATA_OPTIONS = ("--data", "--schema", "--bfcl", "--resume")
