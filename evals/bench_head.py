@@ -58,7 +58,7 @@ def main() -> None:
     print("|---|---|" + "---|" * (len(heads) + 1))
     for p in (1, 8):
         def body(p=p):
-            h = bb._run(ids[200:200 + p], cache, None)
+            h = bb.hidden_states(ids[200:200 + p], cache, None)
             bb.crop(cache, 200)
             return h
         hidden = body()
@@ -69,7 +69,7 @@ def main() -> None:
               + f" | {(b + hm['refined int8']) / (b + hm['float32']):.2f} |")
     # greedy agreement with the float32 head on real hidden states
     cache = bb.new_cache()
-    hidden = bb._run(ids[: a.rows], cache, None)
+    hidden = bb.hidden_states(ids[: a.rows], cache, None)
     g = torch.Generator().manual_seed(0)
     ref = heads["float32"](hidden)
     half = torch.rand(ref.shape, generator=g) < 0.5
