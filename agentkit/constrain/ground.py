@@ -39,7 +39,7 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
@@ -334,11 +334,12 @@ def _is_expression(name: str, sub: dict[str, Any]) -> bool:
         re.search(r"\b(?:arithmetic|math(?:ematical)?) expression", desc))
 
 
-def expression_pattern(text: str) -> str | None:
+def expression_pattern(text: str, must: Sequence[float] = ()) -> str | None:
     """The pattern of an arithmetic expression over the numbers ``text`` writes (:func:`text_numbers`, written
     plainly: ``1,500`` as ``1500``, ``a dozen`` as ``12``), each one optionally negative or a percent, joined by
-    ``+ - * / **`` (one operator at least; ``%`` is a percent, not a remainder) with parentheses and spaces, and the numbers its words imply
-    (:data:`_IMPLIED`: ``half`` 2, ``%`` 100); None when that gives fewer than two numbers."""
+    ``+ - * / **`` (one operator at least; ``%`` is a percent, not a remainder) with parentheses and spaces, and the
+    numbers its words imply (:data:`_IMPLIED`: ``half`` 2, ``%`` 100); None when that gives fewer than two numbers.
+    ``must``: numbers one of which the expression uses (None when ``text`` writes none of them)."""
     written = {_plain_number(v) for v in text_numbers(text)}
     if not written:
         return None
@@ -348,8 +349,15 @@ def expression_pattern(text: str) -> str | None:
     nums = sorted(written | implied, key=len, reverse=True)
     if len(nums) < 2:  # one number is no arithmetic
         return None
-    n = r"\(*-?(?:" + "|".join(re.escape(x) for x in nums) + r")%?\)*"
-    return r"^ *" + n + r"(?: *(?:\*\*|[-+*/]) *" + n + r")+ *$"
+    operand = lambda xs: r"\(*-?(?:" + "|".join(re.escape(x) for x in xs) + r")%?\)*"
+    n, op = operand(nums), r" *(?:\*\*|[-+*/]) *"
+    if not must:
+        return r"^ *" + n + r"(?:" + op + n + r")+ *$"
+    needed = [x for x in nums if any(float(x) == float(v) for v in must)]
+    if not needed:
+        return None
+    m = operand(needed)
+    return r"^ *(?:(?:" + n + op + r")+" + m + r"(?:" + op + n + r")*|" + m + r"(?:" + op + n + r")+) *$"
 
 
 # the numbers a word implies in arithmetic (``half of 7`` is ``7 / 2``, ``15% of 240`` is ``15 * 240 / 100``)

@@ -158,8 +158,9 @@ def owed(tools: Sequence[tuple[str, dict[str, Any]]], left: Sequence[Mention], s
          operands: str = "") -> dict[str, dict[str, dict[str, Any]]]:
     """The ``tools`` (name, parameters schema) that can take one of the ``left`` values: {tool: {argument: what it
     is held to}} for each required argument grounded (in ``sources``) to values that include one: ``{"enum":
-    [...]}``, those values; an expression ``{"pattern": ...}``, the numbers of ``operands`` (:func:`operands`). A
-    tool some required argument of which has no value is not owed."""
+    [...]}``, those values; an expression ``{"pattern": ...}``, the numbers of ``operands`` (:func:`operands`), one
+    of those left among them. So each owed call takes a value left, and the calls end. A tool some required argument
+    of which has no value is not owed."""
     out: dict[str, dict[str, dict[str, Any]]] = {}
     if not left:
         return out
@@ -174,9 +175,10 @@ def owed(tools: Sequence[tuple[str, dict[str, Any]]], left: Sequence[Mention], s
             takers = [m for m in left if (m.value == arg if m.kind == "field" else kind in TAKES[m.kind])]
             if not takers:
                 continue
-            if kind == "expression":
-                pattern = expression_pattern(operands)
-                held[arg] = {"pattern": pattern, "grounded": False} if pattern else {}
+            if kind == "expression":  # it must use a number left, so each owed call takes one (no loop)
+                pattern = expression_pattern(operands, [float(m.value) for m in takers if m.kind == "number"])
+                if pattern:
+                    held[arg] = {"pattern": pattern, "grounded": False}
             elif kind == "string" or takers[0].kind == "field":
                 held[arg] = {"enum": [m.text for m in takers]}
             else:
