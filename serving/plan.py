@@ -22,7 +22,7 @@ from agentkit.constrain.canonical import DEFAULT_STYLE
 from agentkit.errors import UserError
 from agentkit.settings import BY_NAME, TEMPLATE_SETTINGS, server_fields
 from agentkit.steps import kinds as steps
-from agentkit.steps.arguments import Held, argument_gaps, argument_sources
+from agentkit.steps.arguments import ArgumentSources, Held, argument_gaps, argument_sources
 from agentkit.steps.runner import ToolStep
 from agentkit.toolcall import MAX_PARALLEL_CALLS
 
@@ -266,8 +266,9 @@ def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: 
     if grounding:  # a call's values come from the conversation; a tool it gives no required value for is not picked
         fit = frozenset(t.function.name for t in (forced or tools)
                         if not argument_gaps(t.function.parameters, conv.sources))
-        arguments = argument_sources([(t.function.name, t.function.parameters) for t in (forced or tools)
-                                      if t.function.name in fit], conv.texts, conv.sources)
+        arguments = ArgumentSources(conv.sources) if conv.retry else argument_sources(  # a retry: as it was
+            [(t.function.name, t.function.parameters) for t in (forced or tools) if t.function.name in fit],
+            conv.texts, conv.sources)
         if schema is not None and schema.kind == "tools":
             schema = dataclasses.replace(schema, arguments_source=conv.sources, arguments_held=arguments.held)
         names, owed = fit if fit or auto else names, arguments.owed  # a forced call is made even so

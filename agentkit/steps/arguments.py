@@ -72,6 +72,7 @@ class Turn:
     request: str
     calls: tuple[str, ...] = ()
     results: tuple[str, ...] = ()
+    failed: bool = False  # the last result reports a failure (the next call is a retry, not a further ask)
 
     @property
     def last_tool(self) -> str | None:
@@ -93,14 +94,16 @@ def turn_of(chat: Sequence[Mapping[str, Any]]) -> Turn:
     given as its content, :func:`agentkit.steps.kinds.call_text` each)."""
     calls: list[str] = []
     results: list[str] = []
+    failed: bool | None = None
     for m in reversed(chat):
         role, content = m.get("role"), str(m.get("content") or "")
         if role == "assistant":
             calls.append(content)
         elif role in ("tool", "function") or (role == "user" and is_observation(content)):
             results.append(content.split(": ", 1)[1] if role == "user" else content)
+            failed = is_observation(content, failed=True) if failed is None else failed
         elif role == "user":
-            return Turn(content, tuple(reversed(calls)), tuple(reversed(results)))
+            return Turn(content, tuple(reversed(calls)), tuple(reversed(results)), bool(failed))
     return Turn("")
 
 
@@ -113,6 +116,8 @@ def argument_sources(tools: Sequence[tuple[str, dict[str, Any] | None]], chat: S
     every value the request wrote."""
     text = sources_of(chat) if sources is None else sources
     turn = turn_of(chat)
+    if turn.failed:  # a retry calls the failed tool again, as it was (agentkit.steps.decision's retry rule)
+        return ArgumentSources(text)
     made = "\n".join(turn.calls)
     left = unserved(turn.request, made, turn.results)
     found = owed([(n, p or {}) for n, p in tools], left, text, operands(turn.request, left, turn.results, made))

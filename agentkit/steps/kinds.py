@@ -419,9 +419,11 @@ def observation(tool: str, text: str, *, error: bool = False) -> str:
     return f"Tool {tool} failed: {text}" if error else f"Tool {tool} returned: {text}"
 
 
-_OBSERVATION = re.compile(r"Tool \S+ (?:returned|failed): ")
+_OBSERVATION = re.compile(r"Tool \S+ (returned|failed): ")
 
 
-def is_observation(text: str) -> bool:
-    """Whether a user message is a tool's result as :func:`observation` writes it (not the user's own words)."""
-    return bool(_OBSERVATION.match(text))
+def is_observation(text: str, *, failed: bool = False) -> bool:
+    """Whether a user message is a tool's result as :func:`observation` writes it (not the user's own words);
+    ``failed``: a failure's."""
+    m = _OBSERVATION.match(text)
+    return bool(m) and (not failed or m.group(1) == "failed")

@@ -9,7 +9,8 @@ values include it) and the values each such argument is held to, so that the nex
 
 A request's values, by kind (each as :mod:`agentkit.constrain.ground` reads it):
 
-- ``number``: a number it writes, not inside a day (``March 5``) nor the word ``one`` (``in one sentence``); taken by a call that writes it (an expression
+- ``number``: a number it writes in digits, not inside a day (``March 5``; a number in words is more often a count
+  than a value: "two numbers, say 36 and 48", "in one sentence"); taken by a call that writes it (an expression
   ``3200 * 12`` takes 3200 and 12);
 - ``currency``: a currency it names (``pounds`` is GBP); taken by a call that writes or names it;
 - ``unit``: a unit it names (:mod:`agentkit.constrain.units`); taken by a call that writes it (``mile`` takes
@@ -81,7 +82,7 @@ def mentions(request: str) -> list[Mention]:
             out.append(Mention("day", phrase, phrase.casefold()))
     typed = list(days)
     for a, b, v in number_mentions(request):
-        if not any(x <= a < y for x, y in days) and request[a:b].lower() != "one":  # "in one sentence"
+        if not any(x <= a < y for x, y in days) and any(c.isdigit() for c in request[a:b]):
             out.append(Mention("number", request[a:b], v))
     for a, b, code in currency_mentions(request):
         typed.append((a, b))

@@ -124,3 +124,13 @@ def test_a_served_request_is_answered():
         raise AssertionError("a served request needs no scores")
     except StopIteration as stop:
         assert stop.value.call is False and stop.value.info["by"] == "every value of the request was taken"
+
+
+def test_a_retry_is_not_a_further_ask_and_counts_are_no_values():
+    failed = [{"role": "user", "content": "Find the GCD of two numbers, say 36 and 48."},
+              {"role": "assistant", "content": '{"name": "gcd", "arguments": {"a": 36, "b": 48}}'},
+              {"role": "user", "content": observation("gcd", "busy (HTTP 503), call again", error=True)}]
+    gcd = {"type": "object", "required": ["a", "b"], "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}
+    sources = argument_sources([("gcd", gcd)], failed)
+    assert turn_of(failed).failed and sources.owed is None and sources.held == ()
+    assert [m.text for m in mentions(failed[0]["content"]) if m.kind == "number"] == ["36", "48"]  # not "two"
