@@ -70,13 +70,14 @@ def text_units(text: str) -> list[str]:
 def number_units(text: str) -> list[str]:
     """The units ``text`` writes a number in: right after the number (``5 km``) or in the number's JSON key
     (``"temperature_c": 33``), as written, each once."""
-    out: dict[str, str] = {}
-    for m in _KEY.finditer(text):
-        out.setdefault(m.group(1).casefold(), m.group(1))
+    found = [(m.start(1), m.group(1)) for rx in (_KEY, _AFTER_NUMBER) for m in rx.finditer(text)]
     for m in re.finditer(r"(?<![\w.])-?\d+(?:[.,]\d+)*\s?", text):
-        for a, _, v in unit_mentions(text[m.end():m.end() + 24]):
-            if a == 0:
-                out.setdefault(v.casefold(), v)
+        name = _NAME.match(text, m.end())
+        if name:
+            found.append((name.start(1), name.group(1)))
+    out: dict[str, str] = {}
+    for _, v in sorted(found):
+        out.setdefault(v.casefold(), v)
     return list(out.values())
 
 

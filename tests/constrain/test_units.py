@@ -20,6 +20,7 @@ def test_a_json_key_says_the_unit_of_its_number():
     assert number_units(result) == ["c"]
     assert [v for _, _, v in unit_mentions(result)] == ["c"]
     assert number_units("The Eiffel Tower is 330 metres tall.") == ["metres"]
+    assert number_units("How many feet is 3 m?") == ["m"]  # a symbol right after its number
 
 
 def test_unit_fields_are_recognised_by_name_or_description():
@@ -33,6 +34,8 @@ def test_a_conversion_takes_each_side_from_where_the_text_marks_it():
     props = g.schema["properties"]
     assert not g.ungrounded
     assert props["from_unit"]["enum"] == ["feet"] and props["to_unit"]["enum"] == ["cm"]
+    g = ground_arguments(CONVERT, "How many feet is 3 m?")
+    assert g.schema["properties"]["from_unit"]["enum"] == ["m"] and g.schema["properties"]["to_unit"]["enum"] == ["feet"]
     g = ground_arguments(CONVERT, 'Oslo in Fahrenheit?\nTool get_weather returned: {"temperature_c": -3}')
     assert g.schema["properties"]["from_unit"]["enum"] == ["c"]
     assert g.schema["properties"]["to_unit"]["enum"] == ["Fahrenheit"]
