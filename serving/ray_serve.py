@@ -278,10 +278,22 @@ class AgentkitServer:
         import httpx
 
         transport = httpx.ASGITransport(app=self.app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://replica") as client:
+        base = f"http://{health_host(self.server.allowed_hosts)}"
+        async with httpx.AsyncClient(transport=transport, base_url=base) as client:
             r = await asyncio.wait_for(client.get("/health"), timeout=10)
         if r.status_code != 200:
             raise RuntimeError(f"/health answered {r.status_code}: {r.text[:200]}")
+
+
+def health_host(allowed: tuple[str, ...] | None) -> str:
+    """A ``Host`` the app serves, for the replica's in-process health check: the first of ``allowed_hosts`` (an
+    IPv6 address in brackets, a wildcard's own name), any name when the server allows every host."""
+    pattern = (allowed or ("*",))[0].strip("[]")
+    if pattern == "*":
+        return "replica"
+    if pattern.startswith("*."):
+        return "replica" + pattern[1:]
+    return f"[{pattern}]" if ":" in pattern else pattern
 
 
 def deployment_options(server: ServerConfig, cfg: RayServeConfig) -> dict[str, Any]:
