@@ -5,8 +5,8 @@ source text: string values are spans of it, numbers the numbers it writes, dates
 codes the ones it names; an optional field it has no value for is left out; a required one is named in
 :attr:`GroundedOutput.ungrounded`. Validation is the output type's own (the grounded template is a subset of it).
 
-:func:`settle`: each place in the text gives one field its value; a number, date or currency field takes the
-value the model scores highest among the text's (or null); an optional field keeps a value only where the model
+:func:`settle`: each place in the text gives one field its value; a number, date, currency or identifier field
+takes the value the model scores highest among the text's (or null); an optional field keeps a value only where the model
 scores it above null (the whole value's log-probability after the output so far, :func:`value_scores`, with the
 weights that decoded it). A field without a value is None (left out, for a schema without null).
 """
@@ -108,12 +108,12 @@ def settle(engine: Any, messages: list[dict[str, str]], value: dict[str, Any], s
     and the model's scores decide (the whole value's log-probability after the output so far, with the weights
     that decoded it):
 
-    1. required fields, in order: a number, date or currency field takes the best-scoring of the text's values
+    1. required fields, in order: a number, date, currency or code field takes the best-scoring of the text's values
        still free; each takes its place in the text; then a list of spans keeps the items with a place left;
     2. optional fields, most confident first (the margin of their best free value over null): each keeps its best
        value whose place is still free, or none when its places are taken (a due date copied from the issue date)
        or, for a string, when null scores above it (``margin`` nats in the value's favour; None:
-       :data:`NULL_MARGIN`). A number, date or currency field takes the best of the text's values left.
+       :data:`NULL_MARGIN`). A field of :data:`WHOLE_KINDS` takes the best of the text's values left.
 
     A field with no value becomes None where the schema allows null, and is left out otherwise. Returns the new
     value and, per field, the scores that decided it."""
@@ -143,7 +143,7 @@ def settle(engine: Any, messages: list[dict[str, str]], value: dict[str, Any], s
         best = max((facts[name][_key(o)] for o in options), default=-math.inf)
         # the text's number, date or currency is not weighed against null (a multi-token value loses to the
         # one-token null even when right): such a field is None only when the text has no value left for it
-        gain = best - facts[name]["null"] if kind not in ENUM_KINDS else math.inf if options else -math.inf
+        gain = best - facts[name]["null"] if kind not in WHOLE_KINDS else math.inf if options else -math.inf
         ranked.append((gain, name, kind, options))
     for gain, name, kind, options in sorted(ranked, key=lambda r: -r[0]):
         v = None
@@ -156,6 +156,9 @@ def settle(engine: Any, messages: list[dict[str, str]], value: dict[str, Any], s
 
 
 SPAN_KINDS = ("string", "phone", "email")  # kinds grounded as spans of the text
+# kinds whose value, where the text has one free, is not weighed against null: the text's numbers, dates, currencies
+# and codes, and its phone numbers and emails (a span of that shape); a multi-token value loses to the one-token null
+WHOLE_KINDS = ("number", "date", "currency", "code", "phone", "email")
 
 
 def _distinct(items: list[Any], text: str, used: list[tuple[int, int]]) -> list[Any]:
@@ -177,7 +180,7 @@ def _take(v: Any, text: str, kind: str, used: list[tuple[int, int]]) -> None:
         used.append(place)
 
 
-ENUM_KINDS = ("number", "date", "currency")  # kinds grounded to a list of the text's values: the best is picked
+ENUM_KINDS = ("number", "date", "currency", "code")  # kinds grounded to a list of the text's values: the best is picked
 
 
 def _best(options: list[Any], scores: dict[str, float], decoded: Any) -> Any:

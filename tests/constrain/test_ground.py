@@ -71,8 +71,10 @@ def test_spans_stop_at_clause_breaks(vocab):
     for span in ["Nomvula Khumalo, 082", "0134; Durban", "Durban - Bath", "Bath. Ms"]:
         assert not _accepts(dfa, v, span.encode()), span
     dfa = SpanDFA("Harvest Gala on 4 October 2025 at the Old Corn Exchange", slot_index(PLAIN_BODY, v), v)
-    assert _accepts(dfa, v, b"Harvest Gala") and _accepts(dfa, v, b"the Old Corn Exchange")
-    for span in ["Gala on 4 October", "October 2025 at the", "Harvest Gala on", "at the", "the"]:
+    assert _accepts(dfa, v, b"Harvest Gala") and _accepts(dfa, v, b"Old Corn Exchange")
+    # nor starts inside a date or with an article
+    for span in ["Gala on 4 October", "October 2025 at the", "Harvest Gala on", "at the", "the", "October",
+                 "the Old Corn Exchange"]:
         assert not _accepts(dfa, v, span.encode()), span
 
 
@@ -80,10 +82,10 @@ def test_spans_keep_a_numbers_sign_and_thousands_and_end_in_a_content_word(vocab
     _tok, v = vocab
     text = "Call +54 11 5555 0190 about GBP 1,120.50 for the Winter Market on Friday"
     dfa = SpanDFA(text, slot_index(PLAIN_BODY, v), v)
-    for span in ["+54 11 5555 0190", "1,120.50", "GBP 1,120.50", "the Winter Market", "Winter Market on Friday"]:
+    for span in ["+54 11 5555 0190", "1,120.50", "GBP 1,120.50", "Winter Market", "Winter Market on Friday"]:
         assert _accepts(dfa, v, span.encode()), span
     for span in ["54 11 5555 0190", "1", "120.50", "the Winter Market on", "for the", "Market on",
-                 "for the Winter Market", "on Friday"]:  # nor starts with a preposition
+                 "for the Winter Market", "on Friday", "the Winter Market"]:  # nor starts with a preposition
         assert not _accepts(dfa, v, span.encode()), span
 
 
@@ -278,3 +280,25 @@ def test_settle_each_place_feeds_one_field_and_null_wins_on_the_scores(monkeypat
     out, _ = grounded.settle(None, [], value, spec)
     # null above every string: city and company None; a date is not weighed against null: due keeps the free one
     assert out == {"name": "Ann Lee", "issued": "2025-05-04", "due": "2025-06-03", "city": None, "company": None}
+
+
+def test_settle_takes_the_best_code_and_keeps_a_phone_over_null(monkeypatch):
+    """An identifier is chosen among the text's codes by its score; a phone number (a span of that shape) is not
+    weighed against the one-token null, a plain string still is."""
+    from agentkit.steps import grounded
+
+    class Contact(BaseModel):
+        invoice_number: str
+        phone: str | None = None
+        company: str | None = None
+
+    text = "Invoice from Adeyemi Catering, AC/2291 or AC/2292, call +33 4 72 55 01 88."
+    spec = grounded.GroundedOutput(Contact, text)
+    spec.template("spaced", True)
+    assert spec.grounding is not None and spec.grounding.kinds["/invoice_number"] == "code"
+    table = {' "AC/2291"': -3.0, ' "AC/2292"': -1.0, " null": -0.1, ' "+33 4 72 55 01 88"': -9.0,
+             ' "Adeyemi Catering"': -2.0}
+    monkeypatch.setattr(grounded, "value_scores", lambda e, m, h, conts: [[table[c]] for c in conts])
+    value = {"invoice_number": "AC/2291", "phone": "+33 4 72 55 01 88", "company": "Adeyemi Catering"}
+    out, _ = grounded.settle(None, [], value, spec)
+    assert out == {"invoice_number": "AC/2292", "phone": "+33 4 72 55 01 88", "company": None}

@@ -1,0 +1,139 @@
+"""A grounded string field's fence: where in its text the field's span may start, end and reach, by what the field
+is (its name's words, a name of a person or a place, a phone number).
+
+:func:`field_fence` gives a field's :class:`Fence` over the JSON-escaped text (byte offsets, as
+:class:`~agentkit.constrain.spans.SpanDFA` reads it):
+
+- another field's word is a wall: a span does not hold it (a guest's name is not ``Hotel De Gouden Leeuw`` where
+  a field is named ``hotel``; a vendor does not run on into ``sent invoice``);
+- a span does not end right before the field's own word (``double`` of ``double room`` for ``room_type``);
+- a proper name (a field named for a person, a company, a place: :func:`is_proper`) is capitalised words: a
+  lowercase word is a wall (``Met Bartholomew Quist from Quist Optics`` is two names), but for the joiners of a
+  name (``of``, ``and``, ``de``, ``van``...) between capitalised words; nor does it hold a word with a digit;
+- a phone number is taken whole: a span does not start or end inside a run of digit groups (``+54 11 5555 0190``,
+  not ``5555 0190``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+# lowercase words a proper name may hold between its capitalised words (``Bank of Ireland``, ``Ruud van Dijk``)
+NAME_JOINERS = frozenset({"of", "and", "the", "de", "del", "della", "der", "den", "van", "von", "da", "di", "do",
+                          "dos", "das", "du", "la", "le", "y", "e", "bin", "ibn", "al", "el", "ter", "ten", "zu"})
+# a field whose name holds one of these words is a proper name (a person, a company, a place)
+PROPER_WORDS = frozenset({"vendor", "company", "customer", "client", "hotel", "city", "town", "country", "supplier",
+                          "organizer", "organiser", "employer", "sender", "recipient", "attendee", "participant",
+                          "person", "merchant", "seller", "buyer", "guest"})
+# the words beside ``name`` that keep a field a person's name (``first_name``; not ``product_name``)
+_PERSON_NAME = frozenset({"name", "first", "last", "full", "given", "family", "middle", "sur", "nick", "user"})
+_WORD = re.compile(r"[^\W_]+(?:[-'’.&/][^\W_]+)*")
+_PRONOUN = re.compile(r"I(?:['’](?:m|d|ll|ve))?")  # capitalised, and no name
+
+
+@dataclass(frozen=True)
+class Fence:
+    """Byte offsets of a JSON-escaped text a span may not start at (``no_start``) or end at (``no_end``), and those
+    it does not cross (``walls``: a span reaches a wall and stops, as at a clause break)."""
+
+    no_start: frozenset[int] = frozenset()
+    no_end: frozenset[int] = frozenset()
+    walls: frozenset[int] = frozenset()
+
+    def __bool__(self) -> bool:
+        return bool(self.no_start or self.no_end or self.walls)
+
+
+def is_proper(words: list[str]) -> bool:
+    """Whether a field with these name words (lowercase) holds a proper name: one of :data:`PROPER_WORDS`
+    (``vendor``, ``hotel``, ``guest_name``), or ``name`` with only a person's name's words (``name``,
+    ``full_name``)."""
+    low = set(words)
+    return bool(low & PROPER_WORDS) or ("name" in low and low <= _PERSON_NAME)
+
+
+def field_fence(text: str, own: set[str], others: set[str], *, proper: bool = False, phone: bool = False,
+                amounts: Iterable[int] = (), numbers: Iterable[int] = ()) -> Fence:
+    """The fence of a string field over ``text`` (offsets in its JSON-escaped form). ``own``/``others``: the
+    field's name's word stems and the other fields' (lowercase, one plural ``s`` off); ``proper``: the field is a
+    proper name; ``phone``: a phone number; ``amounts``: character offsets where ``text`` writes an amount (a wall);
+    ``numbers``: where it writes a number in digits (no span starts there)."""
+    at = _byte_offsets(text)
+    no_start = set(numbers)
+    no_end: set[int] = set()
+    walls = set(amounts)
+    for m in _WORD.finditer(text):
+        w = m.group()
+        stem = w.lower().removesuffix("s")
+        if stem in others and stem not in own:
+            walls.add(m.start())
+        if stem in own and m.start() > 0 and text[m.start() - 1] in " \t":
+            no_end.add(m.start() - 1)
+        if proper:
+            lower = not _capital(w)
+            if any(c.isdigit() for c in w) or (lower and w not in NAME_JOINERS):
+                walls.add(m.start())
+            elif lower:
+                no_start.add(m.start())
+    if proper:
+        _whole_names(text, own, others, no_start, no_end, walls)
+    if phone:
+        for k in range(2, len(text)):
+            if text[k].isdigit() and text[k - 1] in " .-/" and text[k - 2].isdigit():
+                no_start.add(k)
+                no_end.add(k - 1)
+    return Fence(frozenset(at[k] for k in no_start), frozenset(at[k] for k in no_end), frozenset(at[k] for k in walls))
+
+
+def name_runs(text: str) -> list[list[tuple[int, int]]]:
+    """The names ``text`` writes: runs of capitalised words (a word with a capital letter) joined by a space, a
+    `` & `` or a name's joiner (``Bank of Ireland``, ``Hotel De Gouden Leeuw``), each a list of its capitalised
+    words' (start, end)."""
+    runs: list[list[tuple[int, int]]] = []
+    gap_ok = False  # the text since the last capitalised word may join a name
+    last = -1
+    for m in _WORD.finditer(text):
+        w = m.group()
+        capital = _capital(w) and not any(c.isdigit() for c in w)
+        between = text[last:m.start()] if last >= 0 else ""
+        joined = gap_ok and re.fullmatch(r" (?:& |(?:[a-z]+ )+)?", between) is not None and all(
+            x in NAME_JOINERS for x in between.split() if x != "&")
+        if capital:
+            if joined and runs:
+                runs[-1].append(m.span())
+            else:
+                runs.append([m.span()])
+            last, gap_ok = m.end(), True
+        elif not (gap_ok and w in NAME_JOINERS):
+            gap_ok = False
+    return runs
+
+
+def _capital(word: str) -> bool:
+    """A word of a name: it has a capital letter, and it is not the pronoun ``I`` (``I'm``, ``I'd``)."""
+    return any(c.isupper() for c in word) and not _PRONOUN.fullmatch(word)
+
+
+def _whole_names(text: str, own: set[str], others: set[str], no_start: set[int], no_end: set[int],
+                 walls: set[int]) -> None:
+    """A name that holds another field's word is that field's (``Grand Hotel Kronenhof`` is no guest's name where a
+    field is named ``hotel``): walls at each of its words. A name that holds the field's own word is taken whole
+    (``Hotel De Gouden Leeuw``, not ``Gouden Leeuw``)."""
+    for run in name_runs(text):
+        stems = {text[a:b].lower().removesuffix("s") for a, b in run}
+        if stems & others and not stems & own:
+            walls.update(a for a, _ in run)
+        elif stems & own:
+            no_start.update(a for a, _ in run[1:])
+            no_end.update(b for _, b in run[:-1])
+
+
+def _byte_offsets(text: str) -> list[int]:
+    """For each character offset of ``text`` (and its end), the byte offset in its JSON-escaped UTF-8 form."""
+    at = [0]
+    for ch in text:
+        at.append(at[-1] + len(json.dumps(ch, ensure_ascii=False)[1:-1].encode("utf-8")))
+    return at
