@@ -21,8 +21,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-# lowercase words a proper name may hold between its capitalised words (``Bank of Ireland``, ``Ruud van Dijk``)
-NAME_JOINERS = frozenset({"of", "and", "the", "de", "del", "della", "der", "den", "van", "von", "da", "di", "do",
+# lowercase words a proper name may hold between its capitalised words (``Bank of Ireland``, ``Ruud van Dijk``; not
+# ``and``: ``Kofi and Lorcan`` are two)
+NAME_JOINERS = frozenset({"of", "the", "de", "del", "della", "der", "den", "van", "von", "da", "di", "do",
                           "dos", "das", "du", "la", "le", "y", "e", "bin", "ibn", "al", "el", "ter", "ten", "zu"})
 # a field whose name holds one of these words is a proper name (a person, a company, a place)
 PROPER_WORDS = frozenset({"vendor", "company", "customer", "client", "hotel", "city", "town", "country", "supplier",
@@ -42,6 +43,7 @@ class Fence:
     no_start: frozenset[int] = frozenset()
     no_end: frozenset[int] = frozenset()
     walls: frozenset[int] = frozenset()
+    held: bool = False  # the span holds the field's own word (:func:`field_fence`)
 
     def __bool__(self) -> bool:
         return bool(self.no_start or self.no_end or self.walls)
@@ -56,15 +58,33 @@ def is_proper(words: list[str]) -> bool:
 
 
 def field_fence(text: str, own: set[str], others: set[str], *, proper: bool = False, phone: bool = False,
-                amounts: Iterable[int] = (), numbers: Iterable[int] = ()) -> Fence:
+                amounts: Iterable[int] = (), numbers: Iterable[int] = (),
+                function_words: frozenset[str] = frozenset()) -> Fence:
     """The fence of a string field over ``text`` (offsets in its JSON-escaped form). ``own``/``others``: the
     field's name's word stems and the other fields' (lowercase, one plural ``s`` off); ``proper``: the field is a
     proper name; ``phone``: a phone number; ``amounts``: character offsets where ``text`` writes an amount (a wall);
-    ``numbers``: where it writes a number in digits (no span starts there)."""
+    ``numbers``: where it writes a number (no span starts there); ``function_words``: the words that end a phrase
+    holding the field's own word."""
     at = _byte_offsets(text)
     no_start = set(numbers)
     no_end: set[int] = set()
     walls = set(amounts)
+    _word_fences(text, own, others, proper, no_start, no_end, walls)
+    _whole_names(text, own, others, proper, no_start, no_end, walls)
+    held = not phone and _hold_own_word(text, own - others, proper, function_words, no_start, no_end)
+    if phone:
+        for k in range(2, len(text)):
+            if text[k].isdigit() and text[k - 1] in " .-/" and text[k - 2].isdigit():
+                no_start.add(k)
+                no_end.add(k - 1)
+    return Fence(frozenset(at[k] for k in no_start), frozenset(at[k] for k in no_end), frozenset(at[k] for k in walls),
+                 held)
+
+
+def _word_fences(text: str, own: set[str], others: set[str], proper: bool, no_start: set[int], no_end: set[int],
+                 walls: set[int]) -> None:
+    """Another field's word is a wall; no end right before the field's own word; for a proper name, a lowercase
+    word (but a name's joiner, where no span starts) or a word with a digit is a wall."""
     for m in _WORD.finditer(text):
         w = m.group()
         stem = w.lower().removesuffix("s")
@@ -78,14 +98,45 @@ def field_fence(text: str, own: set[str], others: set[str], *, proper: bool = Fa
                 walls.add(m.start())
             elif lower:
                 no_start.add(m.start())
-    if proper:
-        _whole_names(text, own, others, no_start, no_end, walls)
-    if phone:
-        for k in range(2, len(text)):
-            if text[k].isdigit() and text[k - 1] in " .-/" and text[k - 2].isdigit():
-                no_start.add(k)
-                no_end.add(k - 1)
-    return Fence(frozenset(at[k] for k in no_start), frozenset(at[k] for k in no_end), frozenset(at[k] for k in walls))
+
+
+_LABEL = re.compile(r"[ \t]*[:=#]")  # ``Room type: double``: a field's word as a label, the value after it
+
+
+def _hold_own_word(text: str, own: set[str], proper: bool, function_words: frozenset[str], no_start: set[int],
+                   no_end: set[int]) -> bool:
+    """Where the text writes the field's own word in a phrase (``twin room`` for ``room_type``; for a proper name,
+    a capitalised one: ``Palm Court Hotel`` for ``hotel``), the field's span is a piece of such a phrase holding
+    the word. A phrase is the words around it joined by spaces, up to a function word, a number or a break
+    (``reserve a twin room at`` gives ``twin room``); a word written as a label (``Room:``) or alone in its phrase
+    holds nothing. Returns whether the field is held so."""
+    words = list(_WORD.finditer(text))
+    regions = []  # (phrase start, word start, word end, phrase end)
+    for i, m in enumerate(words):
+        if (m.group().lower().removesuffix("s") not in own or (proper and not _capital(m.group()))
+                or _LABEL.match(text, m.end())):
+            continue
+        lo = hi = i
+        while lo > 0 and _joins(text, words[lo - 1], words[lo], function_words):
+            lo -= 1
+        while hi + 1 < len(words) and _joins(text, words[hi], words[hi + 1], function_words):
+            hi += 1
+        if (lo < i or hi > i) and not _LABEL.match(text, words[hi].end()):  # "Room type:" is a label too
+            regions.append((words[lo].start(), m.start(), m.end(), words[hi].end()))
+    if not regions:
+        return False
+    for k in range(len(text) + 1):
+        if not any(ps <= k <= a for ps, a, _, _ in regions):
+            no_start.add(k)
+        if not any(b <= k <= pe for _, _, b, pe in regions):
+            no_end.add(k)
+    return True
+
+
+def _joins(text: str, left: re.Match[str], right: re.Match[str], function_words: frozenset[str]) -> bool:
+    """Whether two neighbouring words are one phrase: a space between them, neither a function word nor a number."""
+    return (text[left.end():right.start()] == " " and not any(
+        w.group().lower() in function_words or any(c.isdigit() for c in w.group()) for w in (left, right)))
 
 
 def name_runs(text: str) -> list[list[tuple[int, int]]]:
@@ -117,16 +168,17 @@ def _capital(word: str) -> bool:
     return any(c.isupper() for c in word) and not _PRONOUN.fullmatch(word)
 
 
-def _whole_names(text: str, own: set[str], others: set[str], no_start: set[int], no_end: set[int],
+def _whole_names(text: str, own: set[str], others: set[str], proper: bool, no_start: set[int], no_end: set[int],
                  walls: set[int]) -> None:
-    """A name that holds another field's word is that field's (``Grand Hotel Kronenhof`` is no guest's name where a
-    field is named ``hotel``): walls at each of its words. A name that holds the field's own word is taken whole
-    (``Hotel De Gouden Leeuw``, not ``Gouden Leeuw``)."""
+    """For a proper name, a name that holds another field's word is that field's (``Grand Hotel Kronenhof`` is no
+    guest's name where a field is named ``hotel``): walls at each of its words. A name that holds the field's own
+    word is taken whole (``Hotel De Gouden Leeuw``, not ``Gouden Leeuw``), and for any other field every name is
+    (``Marigold Academy``: not ``Academy`` for a product)."""
     for run in name_runs(text):
         stems = {text[a:b].lower().removesuffix("s") for a, b in run}
-        if stems & others and not stems & own:
+        if proper and stems & others and not stems & own:
             walls.update(a for a, _ in run)
-        elif stems & own:
+        elif stems & own or not proper:
             no_start.update(a for a, _ in run[1:])
             no_end.update(b for _, b in run[:-1])
 

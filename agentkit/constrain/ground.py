@@ -673,27 +673,33 @@ def _string(name: str, sub: dict[str, Any], ptr: str, text: str, kinds: frozense
     if shape != "email":
         words = [w.lower().removesuffix("s") for w in name_words(name)]
         others = set().union(*(_stems(n) for n in out.fields if n != name)) if out.fields else set()
-        amounts, numbers = _amount_edges(text) if shape is None else ((), ())
-        fence = field_fence(text, _stems(name), others, proper=shape is None and is_proper(words),
-                            phone=shape == "phone", amounts=amounts, numbers=numbers)
+        proper = shape is None and is_proper(words)
+        amounts, digits, spelled = _amount_edges(text) if shape is None else ((), (), ())
+        fence = field_fence(text, _stems(name), others, proper=proper, phone=shape == "phone", amounts=amounts,
+                            numbers=[*digits, *(() if proper else spelled)], function_words=FUNCTION_WORDS)
         if fence:
             out.fences[ptr] = fence
+            if fence.held:
+                out.kinds[ptr] = "held"
     return shaped
 
 
-def _amount_edges(text: str) -> tuple[list[int], list[int]]:
+def _amount_edges(text: str) -> tuple[list[int], list[int], list[int]]:
     """Where ``text`` writes an amount (a currency and the number it goes with: ``€2.40``, ``SEK 6,450.00``,
-    ``15,600 SEK``), and where it writes a number in digits: an amount is no string's value, nor does a string's
-    span start with a number (``1 standing desk``)."""
+    ``15,600 SEK``), a number in digits, and one in words: an amount is no string's value, nor does a string's span
+    start with a number (``1 standing desk``; ``one`` of ``one night`` is no room type)."""
     currencies = currency_mentions(text)
     walls = [a for a, _, _ in currencies]
-    starts = []
+    digits, words = [], []
     for a, b, _ in number_mentions(text):
         if text[a].isdigit() or text[a] == "-":
-            starts.append(a)
+            digits.append(a)
             if any((y <= a and not text[y:a].strip()) or (x >= b and not text[b:x].strip()) for x, y, _ in currencies):
                 walls.append(a)
-    return walls, starts
+        else:
+            words.append(a)
+    return walls, digits, words
+
 
 
 def _enum(sub: dict[str, Any], values: list[Any], ptr: str, kind: str, out: Grounding) -> dict[str, Any] | None:
@@ -728,6 +734,8 @@ def grounded_template(schema: dict[str, Any], text: str, compile_schema: Callabl
     for s in slots(template.root):  # a fence no span fits is dropped: the field's spans are the text's
         if s.name in g.fences and not spans_fit(s.regex, body, g.fences[s.name]):
             del g.fences[s.name]
+            if g.kinds.get(s.name) == "held":
+                g.kinds[s.name] = "string"
     return ground_template(template, g, schema), g
 
 
@@ -803,7 +811,8 @@ FUNCTION_WORDS = frozenset({"a", "an", "the", "and", "or", "but", "nor", "of", "
                             "was", "were", "be", "been", "am", "it", "its", "this", "that", "these", "those", "my",
                             "our", "your", "their", "his", "her", "we", "you", "they", "he", "she", "i", "me", "us",
                             "them", "him", "do", "does", "did", "has", "have", "had", "will", "would", "can",
-                            "could", "should", "please", "not", "no", "so", "then", "than", "if", "when", "where"})
+                            "could", "should", "please", "not", "no", "so", "then", "than", "if", "when", "where",
+                            "each", "every", "all", "any", "some", "both", "here", "there", "also", "just", "only"})
 # the ". " after a title or a short form is not a clause break (``Mr. Eamon Fitzgerald``, ``St. Mary's``)
 _ABBREVIATION = re.compile(rb"(?<![\w.])(?:Mr|Mrs|Ms|Mx|Dr|Prof|Rev|Sr|Jr|St|Mt|Fr|Capt|Col|Gen|Lt|Sgt|No|Nr|Inc|Ltd|Co|"
                            rb"Corp|approx|vs|etc|e\.g|i\.e)\.$")

@@ -155,10 +155,11 @@ def settle(engine: Any, messages: list[dict[str, str]], value: dict[str, Any], s
     return {k: out[k] for k in value if k in out}, facts
 
 
-SPAN_KINDS = ("string", "phone", "email")  # kinds grounded as spans of the text
+SPAN_KINDS = ("string", "phone", "email", "held")  # kinds grounded as spans of the text
 # kinds whose value, where the text has one free, is not weighed against null: the text's numbers, dates, currencies
-# and codes, and its phone numbers and emails (a span of that shape); a multi-token value loses to the one-token null
-WHOLE_KINDS = ("number", "date", "currency", "code", "phone", "email")
+# and codes, its phone numbers and emails (a span of that shape), and a span holding the field's own word (``held``:
+# ``superior room`` for ``room_type``); a multi-token value loses to the one-token null
+WHOLE_KINDS = ("number", "date", "currency", "code", "phone", "email", "held")
 
 
 def _distinct(items: list[Any], text: str, used: list[tuple[int, int]]) -> list[Any]:

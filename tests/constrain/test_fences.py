@@ -63,9 +63,9 @@ def test_proper_names_are_capitalised_words_and_another_fields_name_is_walled():
 
 
 def test_name_runs_join_capitalised_words_by_a_names_joiners():
-    text = "Bank of Ireland, Huang & Ostrowski LLP and Sons met Ruud van Dijk at the Expo"
+    text = "Bank of Ireland, Huang & Ostrowski LLP met Ruud van Dijk at the Expo with Kofi and Lorcan"
     runs = [" ".join(text[a:b] for a, b in run) for run in name_runs(text)]
-    assert runs == ["Bank Ireland", "Huang Ostrowski LLP Sons", "Ruud Dijk", "Expo"]
+    assert runs == ["Bank Ireland", "Huang Ostrowski LLP", "Ruud Dijk", "Expo", "Kofi", "Lorcan"]
 
 
 def test_a_plain_string_ends_with_its_own_word_and_holds_no_amount_or_other_fields_word():
@@ -140,3 +140,27 @@ def test_the_automaton_reads_the_fence(vocab):
         if s is not None and dfa.is_final(s):
             reached.add(want)
     assert reached == spans(text, fence) and "Bartholomew Quist" in reached
+
+
+def test_a_field_whose_word_the_text_writes_in_a_phrase_takes_a_piece_of_that_phrase():
+    text = "Please reserve a twin room at the Grand Hotel Kronenhof for Anselm Pfister, three nights."
+    room, hotel = _fence("room_type", text), _fence("hotel", text)
+    assert room is not None and room.held and hotel is not None and hotel.held
+    # "room" alone is the field's name (refused by the slot's exclusions), so "twin room" is the one value
+    assert spans(text, room) == {"twin room", "room"} and spans(text, hotel) == {"Grand Hotel Kronenhof"}
+    g = ground_schema({"type": "object", "properties": {f: {"type": "string"} for f in RESERVATION}}, text)
+    assert g.kinds["/room_type"] == "held" and g.kinds["/guest_name"] == "string"
+    # a label, or the word alone between function words, holds nothing; a number in words starts no plain value
+    for other in ("Room type: double, for one night", "the room for one night"):
+        fence = _fence("room_type", other)
+        assert fence is None or not fence.held
+        assert "one night" not in spans(other, fence) and "one" not in spans(other, fence)
+
+
+def test_a_plain_field_takes_a_name_whole_and_ends_in_no_quantifier():
+    fields = ("customer", "product", "quantity")
+    text = "Please send 150 notebooks to Marigold Academy, €2.40 each."
+    product = spans(text, _fence("product", text, fields))
+    assert {"notebooks", "Marigold Academy"} <= product and not {"Academy", "Marigold", "each"} & product
+    customer = spans(text, _fence("customer", text, fields))  # a proper name may be a piece of one
+    assert {"Marigold", "Marigold Academy", "Academy"} <= customer

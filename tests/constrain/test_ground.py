@@ -283,22 +283,27 @@ def test_settle_each_place_feeds_one_field_and_null_wins_on_the_scores(monkeypat
 
 
 def test_settle_takes_the_best_code_and_keeps_a_phone_over_null(monkeypatch):
-    """An identifier is chosen among the text's codes by its score; a phone number (a span of that shape) is not
-    weighed against the one-token null, a plain string still is."""
+    """An identifier is chosen among the text's codes by its score; a phone number (a span of that shape) and a
+    span holding the field's own word are not weighed against the one-token null, a plain string still is."""
     from agentkit.steps import grounded
 
     class Contact(BaseModel):
         invoice_number: str
         phone: str | None = None
         company: str | None = None
+        room_type: str | None = None
 
-    text = "Invoice from Adeyemi Catering, AC/2291 or AC/2292, call +33 4 72 55 01 88."
+    text = "Invoice from Adeyemi Catering, AC/2291 or AC/2292, call +33 4 72 55 01 88, twin room."
     spec = grounded.GroundedOutput(Contact, text)
     spec.template("spaced", True)
     assert spec.grounding is not None and spec.grounding.kinds["/invoice_number"] == "code"
+    assert spec.grounding.kinds["/room_type"] == "held"
     table = {' "AC/2291"': -3.0, ' "AC/2292"': -1.0, " null": -0.1, ' "+33 4 72 55 01 88"': -9.0,
-             ' "Adeyemi Catering"': -2.0}
+             ' "Adeyemi Catering"': -2.0, ' "twin room"': -8.0}
     monkeypatch.setattr(grounded, "value_scores", lambda e, m, h, conts: [[table[c]] for c in conts])
-    value = {"invoice_number": "AC/2291", "phone": "+33 4 72 55 01 88", "company": "Adeyemi Catering"}
+    value = {"invoice_number": "AC/2291", "phone": "+33 4 72 55 01 88", "company": "Adeyemi Catering",
+             "room_type": "twin room"}
     out, _ = grounded.settle(None, [], value, spec)
-    assert out == {"invoice_number": "AC/2292", "phone": "+33 4 72 55 01 88", "company": None}
+    # a span holding the field's own word ("room") is not weighed against null either
+    assert out == {"invoice_number": "AC/2292", "phone": "+33 4 72 55 01 88", "company": None,
+                   "room_type": "twin room"}
