@@ -29,6 +29,15 @@ NAME_JOINERS = frozenset({"of", "the", "de", "del", "della", "der", "den", "van"
 PROPER_WORDS = frozenset({"vendor", "company", "customer", "client", "hotel", "city", "town", "country", "supplier",
                           "organizer", "organiser", "employer", "sender", "recipient", "attendee", "participant",
                           "person", "merchant", "seller", "buyer", "guest"})
+# a field whose name holds one of these words is a thing (an event's title, a product), never what ``at``, ``in``
+# or ``with`` introduce (a place, a companion)
+THING_WORDS = frozenset({"title", "subject", "topic", "product", "item", "event", "occasion", "activity"})
+# the words that introduce a place, a companion or a party (``at the Marlow Arts Centre``, ``with Ines, Kofi and
+# Lorcan``, ``to Marigold Academy``, ``Order for Kilbride Primary School``, ``from Haruto Kimura``)
+_INTRO = re.compile(r"\b(?:at|in|with|to|for|from)[ \t]+(?:(?:the|a|an|my|our|your|his|her|their)[ \t]+)?",
+                    re.IGNORECASE)
+# a name and the next one in a list (``Ines, Kofi and Lorcan``)
+_LISTED = re.compile(r"[^\W_]+(?:[-'’.][^\W_]+)*(?:,[ \t]+|[ \t]+and[ \t]+)(?=[^\W\d_])")
 # the words beside ``name`` that keep a field a person's name (``first_name``; not ``product_name``)
 _PERSON_NAME = frozenset({"name", "first", "last", "full", "given", "family", "middle", "sur", "nick", "user"})
 _WORD = re.compile(r"[^\W_]+(?:[-'’.&/][^\W_]+)*")
@@ -57,16 +66,39 @@ def is_proper(words: list[str]) -> bool:
     return bool(low & PROPER_WORDS) or ("name" in low and low <= _PERSON_NAME)
 
 
+def is_thing(words: list[str]) -> bool:
+    """Whether a field with these name words (lowercase) holds a thing (:data:`THING_WORDS`: ``title``,
+    ``product``...)."""
+    return bool(set(words) & THING_WORDS)
+
+
+def introduced(text: str) -> list[int]:
+    """Where ``text`` writes what ``at``, ``in`` or ``with`` introduce (a place, a companion), with an article
+    between (``at the Marlow Arts Centre``), and the names listed on after it (``with Ines, Kofi and Lorcan``):
+    the character offsets of those words."""
+    out = []
+    for m in _INTRO.finditer(text):
+        k = m.end()
+        while k < len(text) and text[k].isalnum():
+            out.append(k)
+            nxt = _LISTED.match(text, k)
+            if not nxt or not text[nxt.end()].isupper():
+                break
+            k = nxt.end()
+    return out
+
+
 def field_fence(text: str, own: set[str], others: set[str], *, proper: bool = False, phone: bool = False,
                 amounts: Iterable[int] = (), numbers: Iterable[int] = (),
-                function_words: frozenset[str] = frozenset()) -> Fence:
+                function_words: frozenset[str] = frozenset(), thing: bool = False) -> Fence:
     """The fence of a string field over ``text`` (offsets in its JSON-escaped form). ``own``/``others``: the
     field's name's word stems and the other fields' (lowercase, one plural ``s`` off); ``proper``: the field is a
     proper name; ``phone``: a phone number; ``amounts``: character offsets where ``text`` writes an amount (a wall);
     ``numbers``: where it writes a number (no span starts there); ``function_words``: the words that end a phrase
-    holding the field's own word."""
+    holding the field's own word; ``thing``: the field is a thing (:func:`is_thing`: a title, a product): no span
+    starts at what ``at``, ``in`` or ``with`` introduce (:func:`introduced`)."""
     at = _byte_offsets(text)
-    no_start = set(numbers)
+    no_start = set(numbers) | (set(introduced(text)) if thing else set())
     no_end: set[int] = set()
     walls = set(amounts)
     _word_fences(text, own, others, proper, no_start, no_end, walls)

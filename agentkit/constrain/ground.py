@@ -42,13 +42,13 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
 from ..errors import UserError
-from .fences import Fence, field_fence, is_proper
+from .fences import Fence, field_fence, is_proper, is_thing, name_runs
 from .nodes import Choice, Node, Repeat, Seq, Slot, Template, slots
 
 KINDS = frozenset({"string", "number", "date", "currency", "enum"})  # the field kinds grounded by default
@@ -490,6 +490,8 @@ class Grounding:
     names: tuple[str, ...] = ()  # every property name and title in the schema (placeholders for any field)
     fields: tuple[str, ...] = ()  # every property name in the schema (the words that anchor a number)
     fences: dict[str, Fence] = field(default_factory=dict)  # pointer -> where its span may go in the text
+    proper: set[str] = field(default_factory=set)  # pointers of proper-name string fields (:func:`is_proper`)
+    whole_names: dict[str, list[str]] = field(default_factory=dict)  # pointer -> the whole names its span may be
 
 
 def check_option(value: Any, where: str) -> bool | None:
@@ -671,17 +673,26 @@ def _string(name: str, sub: dict[str, Any], ptr: str, text: str, kinds: frozense
         out.exclude[ptr] = tuple(json.dumps(w, ensure_ascii=False)[1:-1] for w in named)
     out.kinds[ptr] = shape or "string"
     if shape != "email":
-        words = [w.lower().removesuffix("s") for w in name_words(name)]
-        others = set().union(*(_stems(n) for n in out.fields if n != name)) if out.fields else set()
-        proper = shape is None and is_proper(words)
-        amounts, digits, spelled = _amount_edges(text) if shape is None else ((), (), ())
-        fence = field_fence(text, _stems(name), others, proper=proper, phone=shape == "phone", amounts=amounts,
-                            numbers=[*digits, *(() if proper else spelled)], function_words=FUNCTION_WORDS)
-        if fence:
-            out.fences[ptr] = fence
-            if fence.held:
-                out.kinds[ptr] = "held"
+        _fence(name, ptr, text, shape, out)
     return shaped
+
+
+def _fence(name: str, ptr: str, text: str, shape: str | None, out: Grounding) -> None:
+    """The string field's fence (:func:`~agentkit.constrain.fences.field_fence`) in ``out.fences``; a proper name
+    in ``out.proper``; a field held to its own word's phrase is of kind ``held``."""
+    words = [w.lower().removesuffix("s") for w in name_words(name)]
+    others = set().union(*(_stems(n) for n in out.fields if n != name)) if out.fields else set()
+    proper = shape is None and is_proper(words)
+    if proper:
+        out.proper.add(ptr)
+    amounts, digits, spelled = _amount_edges(text) if shape is None else ((), (), ())
+    fence = field_fence(text, _stems(name), others, proper=proper, phone=shape == "phone", amounts=amounts,
+                        numbers=[*digits, *(() if proper else spelled)], function_words=FUNCTION_WORDS,
+                        thing=shape is None and not proper and is_thing(words))
+    if fence:
+        out.fences[ptr] = fence
+        if fence.held:
+            out.kinds[ptr] = "held"
 
 
 def _amount_edges(text: str) -> tuple[list[int], list[int], list[int]]:
@@ -736,6 +747,10 @@ def grounded_template(schema: dict[str, Any], text: str, compile_schema: Callabl
             del g.fences[s.name]
             if g.kinds.get(s.name) == "held":
                 g.kinds[s.name] = "string"
+        if s.name in g.proper:
+            allowed = set(fenced_spans(body, g.fences.get(s.name), s.regex)) - set(g.exclude.get(s.name, ()))
+            g.whole_names[s.name] = [n for n in (text[run[0][0]:run[-1][1]] for run in name_runs(text))
+                               if json.dumps(n, ensure_ascii=False)[1:-1] in allowed]
     return ground_template(template, g, schema), g
 
 
@@ -744,6 +759,12 @@ def spans_fit(regex: str, body: str, fence: Fence | None = None) -> bool:
     field's ``fence`` allow, at most :data:`SPAN_CHARS` characters) is in a slot's language ``regex``."""
     if regex == PLAIN_BODY and not fence:
         return bool(body.strip())
+    return next(fenced_spans(body, fence, regex), None) is not None
+
+
+def fenced_spans(body: str, fence: Fence | None = None, regex: str = PLAIN_BODY) -> Iterator[str]:
+    """The spans of the JSON-escaped text ``body`` a field with ``fence`` and slot language ``regex`` may take
+    (:func:`spans_fit`), as JSON string bodies, in order of their start."""
     fence = fence or Fence()
     rx = re.compile(regex, re.DOTALL)
     raw = body.encode()
@@ -757,8 +778,7 @@ def spans_fit(regex: str, body: str, fence: Fence | None = None) -> bool:
             if offsets[j] > stop[offsets[i]]:
                 break
             if offsets[j] in ends and rx.fullmatch(body, i, j):
-                return True
-    return False
+                yield body[i:j]
 
 
 def ground_template(template: Template, grounding: Grounding, schema: Any = None) -> Template:
@@ -812,7 +832,9 @@ FUNCTION_WORDS = frozenset({"a", "an", "the", "and", "or", "but", "nor", "of", "
                             "our", "your", "their", "his", "her", "we", "you", "they", "he", "she", "i", "me", "us",
                             "them", "him", "do", "does", "did", "has", "have", "had", "will", "would", "can",
                             "could", "should", "please", "not", "no", "so", "then", "than", "if", "when", "where",
-                            "each", "every", "all", "any", "some", "both", "here", "there", "also", "just", "only"})
+                            "each", "every", "all", "any", "some", "both", "here", "there", "also", "just", "only",
+                            "hi", "hello", "hey", "dear", "thanks"})
+NAME_LIKE = frozenset({"will"})  # a function word that is also a first name: it may start a span written capitalised
 # the ". " after a title or a short form is not a clause break (``Mr. Eamon Fitzgerald``, ``St. Mary's``)
 _ABBREVIATION = re.compile(rb"(?<![\w.])(?:Mr|Mrs|Ms|Mx|Dr|Prof|Rev|Sr|Jr|St|Mt|Fr|Capt|Col|Gen|Lt|Sgt|No|Nr|Inc|Ltd|Co|"
                            rb"Corp|approx|vs|etc|e\.g|i\.e)\.$")
@@ -897,11 +919,13 @@ def span_edges(body: bytes) -> tuple[frozenset[int], frozenset[int]]:
             a -= 1
         return text[a:k] in FUNCTION_WORDS and not (a > 0 and word(a - 1))
 
-    def preposition(k: int) -> bool:  # the word starting at k is a lowercase preposition or conjunction, or an article
-        b = k
+    def preposition(k: int) -> bool:  # the word at k: a lowercase preposition or conjunction, an article, or a
+        b = k                         # function word written capitalised (``Can we move``, ``Please``, ``I'd``)
         while b < len(text) and text[b].isalpha():
             b += 1
-        return (text[k:b] in LEADING_WORDS and not word(b)) or (text[k:b].lower() in ARTICLES and text[b:b + 1] == " ")
+        w = text[k:b]
+        return ((w in LEADING_WORDS and not word(b)) or (w.lower() in ARTICLES and text[b:b + 1] == " ")
+                or (w[:1].isupper() and (w[1:].islower() or len(w) == 1) and w.lower() in FUNCTION_WORDS - NAME_LIKE))
 
     in_date = {k for a, b, _ in date_mentions(text) for k in range(_weekday_start(text, a), b)}  # no piece of a date
     starts = frozenset(at[k] for k in range(len(text)) if k not in inside and (alnum(k) or text[k] in OPENERS)

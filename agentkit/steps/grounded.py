@@ -109,11 +109,14 @@ def settle(engine: Any, messages: list[dict[str, str]], value: dict[str, Any], s
     that decoded it):
 
     1. required fields, in order: a number, date, currency or code field takes the best-scoring of the text's values
-       still free; each takes its place in the text; then a list of spans keeps the items with a place left;
+       still free; each takes its place in the text; then a required list of spans keeps the items with a place
+       left;
     2. optional fields, most confident first (the margin of their best free value over null): each keeps its best
        value whose place is still free, or none when its places are taken (a due date copied from the issue date)
        or, for a string, when null scores above it (``margin`` nats in the value's favour; None:
-       :data:`NULL_MARGIN`). A field of :data:`WHOLE_KINDS` takes the best of the text's values left.
+       :data:`NULL_MARGIN`). A field of :data:`WHOLE_KINDS` takes the best of the text's values left;
+    3. an optional list of spans keeps the items with a place left (``Arts`` of ``Marlow Arts Centre`` is no
+       attendee where the location took it).
 
     A field with no value becomes None where the schema allows null, and is left out otherwise. Returns the new
     value and, per field, the scores that decided it."""
@@ -125,15 +128,14 @@ def settle(engine: Any, messages: list[dict[str, str]], value: dict[str, Any], s
     out, used, facts = dict(value), [], {}
     for name in [k for k in out if k not in optional]:
         kind = g.kinds.get("/" + name, "")
-        if kind in ENUM_KINDS:
-            options = [c for c in _enum(props.get(name)) if _free(c, g.text, kind, used)]
-            if options and (len(options) > 1 or options[0] != out[name]):
-                facts[name] = _scores(scorer, out, name, options)
-                out[name] = _best(options, facts[name], out[name])
+        options = _choices(g, props, name, kind, out[name], used)
+        if options and (len(options) > 1 or options[0] != out[name]):
+            facts[name] = _scores(scorer, out, name, options)
+            out[name] = _best(options, facts[name], out[name])
         _take(out[name], g.text, kind, used)
-    for name, v in out.items():  # a list of spans: each place in the text left gives one item
-        if isinstance(v, list) and g.kinds.get(f"/{name}/*") in SPAN_KINDS:
-            out[name] = _distinct(v, g.text, used)
+    lists = [k for k, v in out.items() if isinstance(v, list) and g.kinds.get(f"/{k}/*") in SPAN_KINDS]
+    for name in [k for k in lists if k not in optional]:  # a list of spans: each place left gives one item
+        out[name] = _distinct(out[name], g.text, used)
     ranked = []
     for name in [k for k in out if k in optional and g.kinds.get("/" + k) and out[k] not in (None, [])]:
         kind = g.kinds["/" + name]
@@ -152,7 +154,23 @@ def settle(engine: Any, messages: list[dict[str, str]], value: dict[str, Any], s
                       if isinstance(o, list) or _free(o, g.text, kind, used)), None)
         _take(v, g.text, kind, used)
         _put(out, name, v, allows_null(props.get(name) or {}))
+    for name in [k for k in lists if k in optional and isinstance(out.get(k), list)]:  # the places left after
+        out[name] = _distinct(out[name], g.text, used)                                 # the optional fields
     return {k: out[k] for k in value if k in out}, facts
+
+
+def _choices(g: Grounding, props: dict[str, Any], name: str, kind: str, decoded: Any,
+             used: list[tuple[int, int]]) -> list[Any]:
+    """What a required field chooses among by the model's scores, in the places still free: a number, date,
+    currency or code field, the text's values; a proper name, the decoded span and the whole names its fence
+    allows (:attr:`~agentkit.constrain.ground.Grounding.whole_names`: ``Aoife Gallagher`` against a decoded
+    ``Brightwater Design``); any other field, nothing."""
+    if kind in ENUM_KINDS:
+        return [c for c in _enum(props.get(name)) if _free(c, g.text, kind, used)]
+    names = g.whole_names.get("/" + name)
+    if names and isinstance(decoded, str):
+        return [c for c in dict.fromkeys([decoded, *names]) if _free(c, g.text, "string", used)]
+    return []
 
 
 SPAN_KINDS = ("string", "phone", "email", "held")  # kinds grounded as spans of the text

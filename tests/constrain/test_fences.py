@@ -8,7 +8,7 @@ import json
 import pytest
 
 from agentkit.constrain.compiler import compile_schema
-from agentkit.constrain.fences import Fence, field_fence, is_proper, name_runs
+from agentkit.constrain.fences import Fence, field_fence, introduced, is_proper, is_thing, name_runs
 from agentkit.constrain.ground import (
     PLAIN_BODY,
     anchored_codes,
@@ -159,8 +159,39 @@ def test_a_field_whose_word_the_text_writes_in_a_phrase_takes_a_piece_of_that_ph
 
 def test_a_plain_field_takes_a_name_whole_and_ends_in_no_quantifier():
     fields = ("customer", "product", "quantity")
-    text = "Please send 150 notebooks to Marigold Academy, €2.40 each."
+    text = "Please send 150 notebooks. Marigold Academy pays €2.40 each."
     product = spans(text, _fence("product", text, fields))
     assert {"notebooks", "Marigold Academy"} <= product and not {"Academy", "Marigold", "each"} & product
+    text = "Please send 150 notebooks to Marigold Academy, €2.40 each."  # what "to" introduces is no product
+    assert "Marigold Academy" not in spans(text, _fence("product", text, fields))
     customer = spans(text, _fence("customer", text, fields))  # a proper name may be a piece of one
     assert {"Marigold", "Marigold Academy", "Academy"} <= customer
+
+
+def test_a_title_or_product_is_not_what_at_in_or_with_introduce():
+    fields = ("title", "date", "location", "attendees")
+    text = "Design review on 3 June 2025 at the Marlow Arts Centre, with Ines, Kofi and Lorcan."
+    assert [text[k:k + 4] for k in introduced(text)] == ["Marl", "Ines", "Kofi", "Lorc"]
+    title = spans(text, _fence("title", text, fields))
+    assert "Design review" in title and not {"Marlow Arts Centre", "Ines", "Kofi", "Lorcan"} & title
+    # a place and the people are still where they are written
+    assert "Marlow Arts Centre" in spans(text, _fence("location", text, fields))
+    assert is_thing(["title"]) and is_thing(["product"]) and not is_thing(["room", "type"])
+    assert not is_thing(["who"]) and not is_thing(["location"])
+
+
+def test_no_span_starts_with_a_function_word_written_capitalised():
+    text = "Can we move the vendor kickoff? Please book Will Turner. I'd like a suite."
+    got = spans(text, None)
+    assert {"vendor kickoff", "Will Turner", "suite"} <= got
+    assert not {"Can", "Can we move", "Please", "Please book", "I'd like a suite"} & got
+
+
+def test_a_proper_names_choices_are_the_whole_names_its_fence_allows():
+    schema = {"title": "Contact", "type": "object", "properties": {"name": {"type": "string"},
+                                                                  "company": {"type": "string"}}}
+    text = "From: Aoife Gallagher <aoife@brightwater.ie> — Brightwater Design. Contact for the van is Ada Moss."
+    _tpl, g = grounded_template(schema, text, lambda s: compile_schema(s, strict=True, style="spaced"))
+    # "From" is a function word, "Contact" the schema's title: neither is a name to choose
+    assert g.whole_names["/name"] == ["Aoife Gallagher", "Brightwater Design", "Ada Moss"]
+    assert g.proper == {"/name", "/company"}

@@ -265,7 +265,7 @@ def test_settle_each_place_feeds_one_field_and_null_wins_on_the_scores(monkeypat
 
     def fake_scores(engine, messages, head, conts):
         heads.append(head)
-        table = {' "2025-05-04"': -0.1, ' "2025-06-03"': -2.0, " null": -3.0, ' "Lagos"': -0.5, ' "Ann Lee"': -1.0}
+        table = {' "2025-05-04"': -0.1, ' "2025-06-03"': -2.0, " null": -3.0, ' "Lagos"': -0.5, ' "Ann Lee"': -0.2}
         return [[table[c]] for c in conts]
 
     monkeypatch.setattr(grounded, "value_scores", fake_scores)
@@ -275,6 +275,8 @@ def test_settle_each_place_feeds_one_field_and_null_wins_on_the_scores(monkeypat
     # both score "Lagos" above null, city (first on a tie) takes its one place in the text, company has none left
     assert out == {"name": "Ann Lee", "issued": "2025-05-04", "due": "2025-06-03", "city": "Lagos", "company": None}
     assert facts["due"] == {'"2025-06-03"': -2.0, "null": -3.0}  # 2025-05-04 is the issue date's place
+    # the required name chose by score between the decoded span and the text's other whole names
+    assert facts["name"] == {'"Ann Lee"': -0.2, '"Lagos"': -0.5}
     assert heads[-1] == '{"name": "Ann Lee", "issued": "2025-05-04", "due": "2025-05-04", "city": "Lagos", "company":'
     monkeypatch.setattr(grounded, "value_scores", lambda e, m, h, c: [[-0.1] if x == " null" else [-2.5] for x in c])
     out, _ = grounded.settle(None, [], value, spec)
@@ -307,3 +309,22 @@ def test_settle_takes_the_best_code_and_keeps_a_phone_over_null(monkeypatch):
     # a span holding the field's own word ("room") is not weighed against null either
     assert out == {"invoice_number": "AC/2292", "phone": "+33 4 72 55 01 88", "company": None,
                    "room_type": "twin room"}
+
+
+def test_settle_gives_an_optional_list_the_places_the_optional_fields_left(monkeypatch):
+    """An optional list of spans keeps the items whose place no field took, after the optional fields: ``Arts`` of
+    the location's ``Marlow Arts Centre`` is no attendee."""
+    from agentkit.steps import grounded
+
+    class Event(BaseModel):
+        title: str
+        location: str | None = None
+        attendees: list[str] | None = None
+
+    spec = grounded.GroundedOutput(Event, "Spring fundraiser at the Marlow Arts Centre with Ines.")
+    spec.template("spaced", True)
+    monkeypatch.setattr(grounded, "value_scores", lambda e, m, h, conts: [[-1.0 if c != " null" else -3.0]
+                                                                          for c in conts])
+    value = {"title": "Spring fundraiser", "location": "Marlow Arts Centre", "attendees": ["Arts", "Ines"]}
+    out, _ = grounded.settle(None, [], value, spec)
+    assert out == {"title": "Spring fundraiser", "location": "Marlow Arts Centre", "attendees": ["Ines"]}
