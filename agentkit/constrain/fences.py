@@ -102,6 +102,7 @@ def field_fence(text: str, own: set[str], others: set[str], *, proper: bool = Fa
     no_end: set[int] = set()
     walls = set(amounts)
     _word_fences(text, own, others, proper, no_start, no_end, walls)
+    no_start.update(_weak_starts(text, function_words))
     _whole_names(text, own, others, proper, no_start, no_end, walls)
     held = not phone and _hold_own_word(text, own - others, proper, function_words, no_start, no_end)
     if phone:
@@ -130,6 +131,24 @@ def _word_fences(text: str, own: set[str], others: set[str], proper: bool, no_st
                 walls.add(m.start())
             elif lower:
                 no_start.add(m.start())
+
+
+ARTICLES = frozenset({"a", "an", "the"})
+NAME_LIKE = frozenset({"will"})  # a function word that is also a first name: it may start a span written capitalised
+
+
+def _weak_starts(text: str, function_words: frozenset[str]) -> list[int]:
+    """Where no value starts: an article before a space (``The spring fundraiser``, ``a twin room``: the value is
+    the words after it) and a function word written capitalised (``Can we move``, ``Please``, ``I'd``)."""
+    out = []
+    for m in re.finditer(r"(?<![^\W\d_])[^\W\d_]+", text):
+        w = m.group()
+        if re.match(r"[-./&][^\W_]", text[m.end():m.end() + 2]):  # a piece of a code or a name: A-77812
+            continue
+        if ((w.lower() in ARTICLES and text[m.end():m.end() + 1] == " ")
+                or (w[:1].isupper() and (w[1:].islower() or len(w) == 1) and w.lower() in function_words - NAME_LIKE)):
+            out.append(m.start())
+    return out
 
 
 _LABEL = re.compile(r"[ \t]*[:=#]")  # ``Room type: double``: a field's word as a label, the value after it

@@ -492,6 +492,7 @@ class Grounding:
     fences: dict[str, Fence] = field(default_factory=dict)  # pointer -> where its span may go in the text
     proper: set[str] = field(default_factory=set)  # pointers of proper-name string fields (:func:`is_proper`)
     whole_names: dict[str, list[str]] = field(default_factory=dict)  # pointer -> the whole names its span may be
+    fenced: bool = True  # an extraction's field rules (:func:`ground_schema`)
 
 
 def check_option(value: Any, where: str) -> bool | None:
@@ -502,14 +503,17 @@ def check_option(value: Any, where: str) -> bool | None:
 
 
 def ground_schema(schema: dict[str, Any], text: str, *, grounded: bool | None = None,
-                  kinds: frozenset[str] = KINDS, no_span: frozenset[str] = frozenset()) -> Grounding:
+                  kinds: frozenset[str] = KINDS, no_span: frozenset[str] = frozenset(),
+                  fenced: bool = True) -> Grounding:
     """``schema`` rewritten so each field's value comes from ``text`` (the module's docstring says how, per kind).
     ``grounded``: the call's default (None: :data:`KINDS`; False: no field grounded unless it says
-    ``"grounded": true``; True: every kind). Local ``$ref``s are followed (not through a cycle)."""
+    ``"grounded": true``; True: every kind). ``fenced``: an extraction's field rules, each string field's fence
+    (:mod:`agentkit.constrain.fences`), identifiers held to the text's codes and dates to the one after the field's
+    word (off for a tool call's arguments). Local ``$ref``s are followed (not through a cycle)."""
     check_option(grounded, "grounded")
     kinds = frozenset() if grounded is False else (frozenset(KINDS) if grounded else kinds)
     out = Grounding(schema={}, text=text, no_span=no_span, names=tuple(_names(schema)),
-                    fields=tuple(_names(schema, titles=False)))
+                    fields=tuple(_names(schema, titles=False)), fenced=fenced)
     root = _inline(copy.deepcopy(schema), schema.get("$defs") or schema.get("definitions") or {}, 0)
     out.schema = _object(root, "", text, kinds, out) if isinstance(root, dict) else root
     return out
@@ -640,7 +644,8 @@ def _string(name: str, sub: dict[str, Any], ptr: str, text: str, kinds: frozense
     if "const" in sub:
         return sub
     if sub.get("format") == "date":
-        return _enum(sub, anchored_dates(name, text, out.fields), ptr, "date", out) if "date" in kinds \
+        dates = anchored_dates(name, text, out.fields) if out.fenced else text_dates(text)
+        return _enum(sub, dates, ptr, "date", out) if "date" in kinds \
             else _plain(name, sub, ptr, text, out)
     if is_currency(name, sub):
         return _enum(sub, text_currencies(text), ptr, "currency", out) if "currency" in kinds \
@@ -656,7 +661,7 @@ def _string(name: str, sub: dict[str, Any], ptr: str, text: str, kinds: frozense
     if "string" not in kinds or sub.get("format") not in (None, "email"):
         return _plain(name, sub, ptr, text, out)
     shape = "email" if sub.get("format") == "email" else _shape(name)
-    if not shape and is_code(name) and "pattern" not in sub and not sub.get("format"):
+    if out.fenced and not shape and is_code(name) and "pattern" not in sub and not sub.get("format"):
         codes = anchored_codes(name, text, out.fields)
         grounded = _enum(sub, codes, ptr, "code", out) if codes else None
         if grounded is not None:
@@ -672,7 +677,7 @@ def _string(name: str, sub: dict[str, Any], ptr: str, text: str, kinds: frozense
     if named:
         out.exclude[ptr] = tuple(json.dumps(w, ensure_ascii=False)[1:-1] for w in named)
     out.kinds[ptr] = shape or "string"
-    if shape != "email":
+    if shape != "email" and out.fenced:
         _fence(name, ptr, text, shape, out)
     return shaped
 
@@ -731,16 +736,17 @@ PLAIN_BODY = '(?:[^\\x00-\\x1f"\\\\]|\\\\[btnfr"\\\\])*'  # a JSON string body w
 
 
 def grounded_template(schema: dict[str, Any], text: str, compile_schema: Callable[[dict[str, Any]], Template], *,
-                      grounded: bool | None = None, kinds: frozenset[str] = KINDS) -> tuple[Template, Grounding]:
+                      grounded: bool | None = None, kinds: frozenset[str] = KINDS,
+                      fenced: bool = True) -> tuple[Template, Grounding]:
     """The template of ``schema`` grounded in ``text`` (``compile_schema`` compiles a schema) and what grounding
-    did (``kinds``: as :func:`ground_schema`'s). A string field whose compiled slot no span of the text fits (an email field, a text without an email) is
+    did (``kinds``, ``fenced``: as :func:`ground_schema`'s). A string field whose compiled slot no span of the text fits (an email field, a text without an email) is
     grounded again as a field without a value."""
-    g = ground_schema(schema, text, grounded=grounded, kinds=kinds)
+    g = ground_schema(schema, text, grounded=grounded, kinds=kinds, fenced=fenced)
     template = compile_schema(g.schema)
     body = json.dumps(text, ensure_ascii=False)[1:-1]
     empty = frozenset(s.name for s in slots(template.root) if s.name in g.spans and not spans_fit(s.regex, body))
     if empty:
-        g = ground_schema(schema, text, grounded=grounded, kinds=kinds, no_span=empty)
+        g = ground_schema(schema, text, grounded=grounded, kinds=kinds, no_span=empty, fenced=fenced)
         template = compile_schema(g.schema)
     for s in slots(template.root):  # a fence no span fits is dropped: the field's spans are the text's
         if s.name in g.fences and not spans_fit(s.regex, body, g.fences[s.name]):
@@ -834,15 +840,12 @@ FUNCTION_WORDS = frozenset({"a", "an", "the", "and", "or", "but", "nor", "of", "
                             "could", "should", "please", "not", "no", "so", "then", "than", "if", "when", "where",
                             "each", "every", "all", "any", "some", "both", "here", "there", "also", "just", "only",
                             "hi", "hello", "hey", "dear", "thanks"})
-NAME_LIKE = frozenset({"will"})  # a function word that is also a first name: it may start a span written capitalised
 # the ". " after a title or a short form is not a clause break (``Mr. Eamon Fitzgerald``, ``St. Mary's``)
 _ABBREVIATION = re.compile(rb"(?<![\w.])(?:Mr|Mrs|Ms|Mx|Dr|Prof|Rev|Sr|Jr|St|Mt|Fr|Capt|Col|Gen|Lt|Sgt|No|Nr|Inc|Ltd|Co|"
                            rb"Corp|approx|vs|etc|e\.g|i\.e)\.$")
 # nor starts with one of these (``at the Marlow Arts Centre``): a value is what follows the preposition
 LEADING_WORDS = frozenset({"at", "on", "in", "for", "from", "with", "to", "by", "of", "and", "or", "but", "via", "per",
                            "into", "onto", "as"})
-# nor with an article (``The spring fundraiser``, ``a twin room``): the value is the words after it
-ARTICLES = frozenset({"a", "an", "the"})
 _THOUSANDS = re.compile(r",\d{3}(?!\d)")
 BREAKS = (", ", "; ", ". ", ": ", " — ", " – ", " - ", "\\n")  # clause breaks: a span does not cross one
 
@@ -919,13 +922,11 @@ def span_edges(body: bytes) -> tuple[frozenset[int], frozenset[int]]:
             a -= 1
         return text[a:k] in FUNCTION_WORDS and not (a > 0 and word(a - 1))
 
-    def preposition(k: int) -> bool:  # the word at k: a lowercase preposition or conjunction, an article, or a
-        b = k                         # function word written capitalised (``Can we move``, ``Please``, ``I'd``)
+    def preposition(k: int) -> bool:  # the word starting at k is a lowercase preposition or conjunction
+        b = k
         while b < len(text) and text[b].isalpha():
             b += 1
-        w = text[k:b]
-        return ((w in LEADING_WORDS and not word(b)) or (w.lower() in ARTICLES and text[b:b + 1] == " ")
-                or (w[:1].isupper() and (w[1:].islower() or len(w) == 1) and w.lower() in FUNCTION_WORDS - NAME_LIKE))
+        return text[k:b] in LEADING_WORDS and not word(b)
 
     in_date = {k for a, b, _ in date_mentions(text) for k in range(_weekday_start(text, a), b)}  # no piece of a date
     starts = frozenset(at[k] for k in range(len(text)) if k not in inside and (alnum(k) or text[k] in OPENERS)
@@ -1034,7 +1035,7 @@ def ground_arguments(parameters: dict[str, Any], text: str) -> Grounding:
     (from, to) pairs held to their sides (:func:`anchor_pairs`), with :data:`ARGUMENT_KINDS`. As in ``extract``,
     each place in the text gives one argument its value: where the text writes fewer numbers than the required
     number arguments (``add(a, b)`` on "Name three colours."), those arguments are ungrounded."""
-    g = ground_schema(anchor_pairs(required_only(parameters), text), text, kinds=ARGUMENT_KINDS)
+    g = ground_schema(anchor_pairs(required_only(parameters), text), text, kinds=ARGUMENT_KINDS, fenced=False)
     numbers = [ptr for ptr, kind in g.kinds.items() if kind == "number" and ptr.count("/") == 1
                and ptr[1:] in (parameters.get("required") or ())]
     if len(numbers) > len(number_mentions(text)):
@@ -1047,4 +1048,4 @@ def grounded_argument_template(parameters: dict[str, Any], text: str,
     """The template of a tool's arguments (``compile_schema`` compiles a schema) grounded as
     :func:`ground_arguments` grounds them."""
     return grounded_template(anchor_pairs(required_only(parameters), text), text, compile_schema,
-                             kinds=ARGUMENT_KINDS)[0]
+                             kinds=ARGUMENT_KINDS, fenced=False)[0]

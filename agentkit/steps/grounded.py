@@ -128,7 +128,7 @@ def settle(engine: Any, messages: list[dict[str, str]], value: dict[str, Any], s
     out, used, facts = dict(value), [], {}
     for name in [k for k in out if k not in optional]:
         kind = g.kinds.get("/" + name, "")
-        options = _choices(g, props, name, kind, out[name], used)
+        options = _choices(g, props, name, kind, out[name], used, out)
         if options and (len(options) > 1 or options[0] != out[name]):
             facts[name] = _scores(scorer, out, name, options)
             out[name] = _best(options, facts[name], out[name])
@@ -160,17 +160,27 @@ def settle(engine: Any, messages: list[dict[str, str]], value: dict[str, Any], s
 
 
 def _choices(g: Grounding, props: dict[str, Any], name: str, kind: str, decoded: Any,
-             used: list[tuple[int, int]]) -> list[Any]:
+             used: list[tuple[int, int]], value: dict[str, Any]) -> list[Any]:
     """What a required field chooses among by the model's scores, in the places still free: a number, date,
-    currency or code field, the text's values; a proper name, the decoded span and the whole names its fence
-    allows (:attr:`~agentkit.constrain.ground.Grounding.whole_names`: ``Aoife Gallagher`` against a decoded
-    ``Brightwater Design``); any other field, nothing."""
+    currency or code field, the text's values; a proper name that another field of ``value`` (the output so far:
+    the fields before settled, the rest as decoded) also wrote, the decoded span and the whole names its fence
+    allows
+    (:attr:`~agentkit.constrain.ground.Grounding.whole_names`: a guest's name ``Fatima Zahra Benali`` against the
+    hotel's ``Riad Yasmine`` written for both); any other field, nothing."""
     if kind in ENUM_KINDS:
         return [c for c in _enum(props.get(name)) if _free(c, g.text, kind, used)]
     names = g.whole_names.get("/" + name)
-    if names and isinstance(decoded, str):
+    if names and isinstance(decoded, str) and _shared(decoded, name, value):
         return [c for c in dict.fromkeys([decoded, *names]) if _free(c, g.text, "string", used)]
     return []
+
+
+def _shared(decoded: str, name: str, value: dict[str, Any]) -> bool:
+    """Whether another field of ``value`` wrote ``decoded`` too (or a span holding it, or held by it)."""
+    low = decoded.casefold()
+    others = [v for k, v in value.items() if k != name]
+    items = [x for v in others for x in (v if isinstance(v, list) else [v]) if isinstance(x, str) and x]
+    return any(low in x.casefold() or x.casefold() in low for x in items)
 
 
 SPAN_KINDS = ("string", "phone", "email", "held")  # kinds grounded as spans of the text

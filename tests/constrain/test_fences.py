@@ -180,11 +180,16 @@ def test_a_title_or_product_is_not_what_at_in_or_with_introduce():
     assert not is_thing(["who"]) and not is_thing(["location"])
 
 
-def test_no_span_starts_with_a_function_word_written_capitalised():
-    text = "Can we move the vendor kickoff? Please book Will Turner. I'd like a suite."
-    got = spans(text, None)
-    assert {"vendor kickoff", "Will Turner", "suite"} <= got
-    assert not {"Can", "Can we move", "Please", "Please book", "I'd like a suite"} & got
+def test_no_span_starts_with_an_article_or_a_function_word_written_capitalised():
+    text = "Can we move the vendor kickoff? Please book Will Turner. I'd like a suite, invoice A-77812."
+    got = spans(text, _fence("title", text, ("title", "date")))
+    assert {"vendor kickoff", "Will Turner", "suite", "A-77812"} <= got
+    assert not {"Can", "Can we move", "Please", "Please book", "I'd like a suite", "a suite", "the vendor"} & got
+    assert {"Can we move", "the vendor kickoff"} <= spans(text, None)  # the text's spans, without a fence
+    # a tool call's arguments are grounded without the fences, codes and date anchoring
+    schema = {"type": "object", "properties": {"title": {"type": "string"}, "order_id": {"type": "string"}}}
+    g = ground_schema(schema, text, fenced=False)
+    assert not g.fences and g.kinds["/order_id"] == "string"
 
 
 def test_a_proper_names_choices_are_the_whole_names_its_fence_allows():
