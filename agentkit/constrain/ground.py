@@ -6,11 +6,16 @@ nested objects and arrays' items included), by the field's kind:
 - a string: a *span* of the text. The compiled slot keeps its own regex (pattern, format, length) and gets the text
   as its ``source`` (:func:`ground_template`); the token automaton is then :class:`SpanDFA`, the text's substring
   automaton intersected with the slot's own token DFA. A field named like a phone (``phone``, ``mobile``, ``tel``,
-  ``fax``) or an email is held to that shape too (:data:`SHAPES`), so a text without one has no span for it;
+  ``fax``) or an email is held to that shape too (:data:`SHAPES`), so a text without one has no span for it; each
+  string field's span also keeps to the field's fence (:mod:`agentkit.constrain.fences`: no other field's word,
+  capitalised words for a proper name...);
+- an identifier (a string field named ``invoice_number``, ``order_id``...: :func:`is_code`): one of the codes the
+  text writes, the one after the field's own word where there is one (:func:`anchored_codes`);
 - a number or integer: one of the numbers the text writes (:func:`text_numbers`: ``$1,234.56`` is ``1234.56``,
   ``3,480.00`` is ``3480``, ``twelve`` and ``a dozen`` are ``12``);
 - a ``format: date`` string: one of the dates the text writes, in ISO form (:func:`text_dates`: ``the 2nd of June
-  2024``, ``March 31, 2025``, ``Thursday 8 May 2025``, ``2025-03-12``);
+  2024``, ``March 31, 2025``, ``Thursday 8 May 2025``, ``2025-03-12``), the one after the field's own word where
+  there is one (:func:`anchored_dates`: ``due 2 April 2025`` for ``due_date``);
 - a currency code (a string field named ``currency``/``currency_code``/``from_currency``, or described as a
   currency code): one of the codes the text writes or its symbols and words name (``€`` and ``euros`` are ``EUR``,
   ``A$`` is ``AUD``, ``Canadian dollars`` is ``CAD``);
@@ -39,12 +44,13 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
 from ..errors import UserError
+from .fences import Fence, field_fence, is_proper, is_thing, name_runs
 from .nodes import Choice, Node, Repeat, Seq, Slot, Template, slots
 from .units import is_unit, number_units, text_units, unit_mentions
 
@@ -143,6 +149,51 @@ def anchored_numbers(name: str, text: str, names: tuple[str, ...] = (), *,
             theirs.add(v)
     every = [v for v in text_numbers(text) if not integers or isinstance(v, int)]
     return list(dict.fromkeys(mine)) if mine else ([v for v in every if v not in theirs] or every)
+
+
+# the word a value is written after: ``issued 30 January``, ``due by 2 April``, ``Invoice no. 8841``, ``PO: BB-77``
+_CUE = re.compile(r"([^\W\d_]+)\.?(?:[ \t]+(?:no|nr|num|number|id|ref|code)\.?)?[ \t]*[:#=]?[ \t]*"
+                  r"(?:(?:on|by|at|in|of|the|from|is|was|for)[ \t]+)?$", re.IGNORECASE)
+
+
+def cue_word(text: str, at: int) -> str:
+    """The word ``text`` writes right before offset ``at`` (lowercase; a generic ``no.``/``number``, a ``:`` or
+    ``#`` and one function word skipped between them): ``due`` for ``due by 2 April``; ``""`` where none."""
+    m = _CUE.search(text, 0, at)
+    return m.group(1).lower() if m else ""
+
+
+def cued(word: str, stems: set[str]) -> bool:
+    """Whether ``word`` is one of the field words ``stems`` or a form of one (``issued`` of ``issue``,
+    ``deliver`` of ``delivery``, ``inv`` of ``invoice``)."""
+    return bool(word) and any(word == s or (len(s) >= 3 and word.startswith(s)) or (len(word) >= 3 and
+                                                                                      s.startswith(word))
+                              for s in stems)
+
+
+def anchored_dates(name: str, text: str, names: tuple[str, ...] = ()) -> list[str]:
+    """The dates of ``text`` (:func:`text_dates`) a date field ``name`` may take: a date written after a word of the
+    field's own that no other field shares (``due 26 November 2024`` for ``due_date``; ``issued March 3, 2025`` for
+    ``issue_date``) anchors the field to it; otherwise the text's dates less those another field's word anchors, or
+    all of them when that leaves none."""
+    mine_words, theirs_words = _distinct_stems(name, names)
+    mine: list[str] = []
+    theirs: set[str] = set()
+    for a, _, iso in date_mentions(text):
+        word = cue_word(text, a)
+        if cued(word, mine_words):
+            mine.append(iso)
+        elif cued(word, theirs_words):
+            theirs.add(iso)
+    every = text_dates(text)
+    return list(dict.fromkeys(mine)) if mine else ([v for v in every if v not in theirs] or every)
+
+
+def _distinct_stems(name: str, names: tuple[str, ...]) -> tuple[set[str], set[str]]:
+    """The stems of ``name``'s words no other field among ``names`` has, and the other fields' stems it has not."""
+    own = _stems(name)
+    others = set().union(*(_stems(n) for n in names if n != name)) if names else set()
+    return own - others, others - own
 
 
 def text_dates(text: str) -> list[str]:
@@ -263,6 +314,62 @@ def occurrences(value: Any, text: str, kind: str) -> list[tuple[int, int]]:
     return out
 
 
+# -- identifiers ------------------------------------------------------------------------------------------------
+
+CODE_PATTERN = r"^[^\s]*[0-9][^\s]*$"
+CODE_WORDS = frozenset({"number", "no", "num", "nr", "id", "code", "ref", "reference"})  # an identifier's name
+# a code: letters and digits, joined by - / . (``INV-3302``, ``AC/2291``, ``20250611``), not in an email or a word
+_CODE = re.compile(r"(?<![\w@.#/-])#?([^\W_]+(?:[-/.][^\W_]+)*)(?![\w@])")
+
+
+def is_code(name: str) -> bool:
+    """Whether a string field holds an identifier: its name ends in one of :data:`CODE_WORDS` (``invoice_number``,
+    ``order_id``, ``po_no``) after a word of its own."""
+    words = [w.lower() for w in name_words(name)]
+    return len(words) >= 2 and words[-1] in CODE_WORDS
+
+
+def code_mentions(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, code) of the codes ``text`` writes: a word with a digit (``INV-3302``, ``8841``, ``4471-B``),
+    not a piece of a date, an amount (``1,120.50``, ``€245.80``, ``15,600 SEK``) or a run of digit groups (a phone
+    number's ``5555 0190``)."""
+    taken = [(a, b) for a, b, _ in date_mentions(text)] + [(a, b) for a, b, _ in currency_mentions(text)]
+    out = []
+    for m in _CODE.finditer(text):
+        a, b = m.span(1)
+        v = m.group(1)
+        before, after = text[max(0, a - 2):a], text[b:b + 2]
+        piece = bool(re.fullmatch(r"\d[, \t]", before) or re.fullmatch(r"[, \t]\d", after))  # of 15,600 or 555 0190
+        if (not any(c.isdigit() for c in v) or re.fullmatch(r"\d+\.\d+", v) or piece
+                or any(x <= b and y >= a for x, y in taken)):
+            continue
+        out.append((a, b, v))
+    return out
+
+
+def _code_like(v: str) -> bool:
+    """A code by its look: letters and digits, a joiner, a leading zero or five digits or more (``1187`` is a
+    code only where a field's word names it: ``invoice 1187``)."""
+    return (any(c.isalpha() for c in v) or not v.isdigit() or v.startswith("0") or len(v) >= 5)
+
+
+def anchored_codes(name: str, text: str, names: tuple[str, ...] = ()) -> list[str]:
+    """The codes of ``text`` (:func:`code_mentions`) an identifier field ``name`` may take: those written after a
+    word of its own (``invoice 8841``, ``Invoice no. KD-0417``, ``inv. no. 2025-118`` for ``invoice_number``) or
+    beginning with one (``PO-1502`` for ``po_number``); otherwise the codes that look like one (:func:`_code_like`)
+    and no other field's word anchors; ``[]`` where none."""
+    own = {w.lower() for w in name_words(name) if len(w) >= 2} - CODE_WORDS
+    others = {w.lower() for n in names if n != name for w in name_words(n) if len(w) >= 2} - CODE_WORDS - own
+    mine, free = [], []
+    for a, _, v in code_mentions(text):
+        word, prefix = cue_word(text, a), re.match(r"[^\W\d_]*", v).group().lower()
+        if cued(word, own) or (len(prefix) >= 2 and cued(prefix, own)):
+            mine.append(v)
+        elif not (cued(word, others) or (len(prefix) >= 2 and cued(prefix, others))) and _code_like(v):
+            free.append(v)
+    return list(dict.fromkeys(mine or free))
+
+
 # -- placeholders -----------------------------------------------------------------------------------------------
 
 STOCK_VALUES = ("123-456-7890", "(123) 456-7890", "555-555-5555", "555-1234", "000-000-0000", "1234567890",
@@ -302,7 +409,7 @@ def name_mentions(names: tuple[str, ...], text: str) -> list[str]:
 # -- the schema, field by field ---------------------------------------------------------------------------------
 
 SHAPES = {  # field names held to a shape, with the pattern of that shape (a span of the text must match it)
-    "phone": r"^\+?\(?[0-9]{1,5}\)?[ ./-]?[0-9]{2,6}(?:[ ./-]?[0-9]{2,6}){1,4}$",
+    "phone": r"^\+?\(?[0-9]{1,5}\)?(?:[ ./-]?[0-9]{1,6}){0,4}[ ./-]?[0-9]{2,6}$",
     "email": r"^[^@\s,;:<>()]+@[^@\s,;:<>()]+\.[A-Za-z]{2,}$",
 }
 _SHAPE_NAMES = {"phone": ("phone", "mobile", "tel", "telephone", "fax", "cell"), "email": ("email", "e_mail", "mail")}
@@ -393,6 +500,10 @@ class Grounding:
     exclude: dict[str, tuple[str, ...]] = field(default_factory=dict)  # pointer -> values its slot refuses
     names: tuple[str, ...] = ()  # every property name and title in the schema (placeholders for any field)
     fields: tuple[str, ...] = ()  # every property name in the schema (the words that anchor a number)
+    fences: dict[str, Fence] = field(default_factory=dict)  # pointer -> where its span may go in the text
+    proper: set[str] = field(default_factory=set)  # pointers of proper-name string fields (:func:`is_proper`)
+    whole_names: dict[str, list[str]] = field(default_factory=dict)  # pointer -> the whole names its span may be
+    fenced: bool = True  # an extraction's field rules (:func:`ground_schema`)
 
 
 def check_option(value: Any, where: str) -> bool | None:
@@ -403,14 +514,17 @@ def check_option(value: Any, where: str) -> bool | None:
 
 
 def ground_schema(schema: dict[str, Any], text: str, *, grounded: bool | None = None,
-                  kinds: frozenset[str] = KINDS, no_span: frozenset[str] = frozenset()) -> Grounding:
+                  kinds: frozenset[str] = KINDS, no_span: frozenset[str] = frozenset(),
+                  fenced: bool = True) -> Grounding:
     """``schema`` rewritten so each field's value comes from ``text`` (the module's docstring says how, per kind).
     ``grounded``: the call's default (None: :data:`KINDS`; False: no field grounded unless it says
-    ``"grounded": true``; True: every kind). Local ``$ref``s are followed (not through a cycle)."""
+    ``"grounded": true``; True: every kind). ``fenced``: an extraction's field rules, each string field's fence
+    (:mod:`agentkit.constrain.fences`), identifiers held to the text's codes and dates to the one after the field's
+    word (off for a tool call's arguments). Local ``$ref``s are followed (not through a cycle)."""
     check_option(grounded, "grounded")
     kinds = frozenset() if grounded is False else (frozenset(KINDS) if grounded else kinds)
     out = Grounding(schema={}, text=text, no_span=no_span, names=tuple(_names(schema)),
-                    fields=tuple(_names(schema, titles=False)))
+                    fields=tuple(_names(schema, titles=False)), fenced=fenced)
     root = _inline(copy.deepcopy(schema), schema.get("$defs") or schema.get("definitions") or {}, 0)
     out.schema = _object(root, "", text, kinds, out) if isinstance(root, dict) else root
     return out
@@ -541,7 +655,9 @@ def _string(name: str, sub: dict[str, Any], ptr: str, text: str, kinds: frozense
     if "const" in sub:
         return sub
     if sub.get("format") == "date":
-        return _enum(sub, text_dates(text), ptr, "date", out) if "date" in kinds else _plain(name, sub, ptr, text, out)
+        dates = anchored_dates(name, text, out.fields) if out.fenced else text_dates(text)
+        return _enum(sub, dates, ptr, "date", out) if "date" in kinds \
+            else _plain(name, sub, ptr, text, out)
     if is_currency(name, sub):
         return _enum(sub, text_currencies(text), ptr, "currency", out) if "currency" in kinds \
             else _plain(name, sub, ptr, text, out)
@@ -557,8 +673,14 @@ def _string(name: str, sub: dict[str, Any], ptr: str, text: str, kinds: frozense
         return {**sub, "pattern": pattern}
     if "string" not in kinds or sub.get("format") not in (None, "email"):
         return _plain(name, sub, ptr, text, out)
-    shaped = dict(sub)
     shape = "email" if sub.get("format") == "email" else _shape(name)
+    if out.fenced and not shape and is_code(name) and "pattern" not in sub and not sub.get("format"):
+        codes = anchored_codes(name, text, out.fields)
+        grounded = _enum(sub, codes, ptr, "code", out) if codes else None
+        if grounded is not None:
+            return grounded
+        sub = {**sub, "pattern": CODE_PATTERN}  # no code the field may take: a span that is one word with a digit
+    shaped = dict(sub)
     if shape and "pattern" not in sub and not sub.get("format"):
         shaped["pattern"] = SHAPES[shape]
     if ptr in out.no_span:
@@ -568,7 +690,45 @@ def _string(name: str, sub: dict[str, Any], ptr: str, text: str, kinds: frozense
     if named:
         out.exclude[ptr] = tuple(json.dumps(w, ensure_ascii=False)[1:-1] for w in named)
     out.kinds[ptr] = shape or "string"
+    if shape != "email" and out.fenced:
+        _fence(name, ptr, text, shape, out)
     return shaped
+
+
+def _fence(name: str, ptr: str, text: str, shape: str | None, out: Grounding) -> None:
+    """The string field's fence (:func:`~agentkit.constrain.fences.field_fence`) in ``out.fences``; a proper name
+    in ``out.proper``; a field held to its own word's phrase is of kind ``held``."""
+    words = [w.lower().removesuffix("s") for w in name_words(name)]
+    others = set().union(*(_stems(n) for n in out.fields if n != name)) if out.fields else set()
+    proper = shape is None and is_proper(words)
+    if proper:
+        out.proper.add(ptr)
+    amounts, digits, spelled = _amount_edges(text) if shape is None else ((), (), ())
+    fence = field_fence(text, _stems(name), others, proper=proper, phone=shape == "phone", amounts=amounts,
+                        numbers=[*digits, *(() if proper else spelled)], function_words=FUNCTION_WORDS,
+                        thing=shape is None and not proper and is_thing(words))
+    if fence:
+        out.fences[ptr] = fence
+        if fence.held:
+            out.kinds[ptr] = "held"
+
+
+def _amount_edges(text: str) -> tuple[list[int], list[int], list[int]]:
+    """Where ``text`` writes an amount (a currency and the number it goes with: ``€2.40``, ``SEK 6,450.00``,
+    ``15,600 SEK``), a number in digits, and one in words: an amount is no string's value, nor does a string's span
+    start with a number (``1 standing desk``; ``one`` of ``one night`` is no room type)."""
+    currencies = currency_mentions(text)
+    walls = [a for a, _, _ in currencies]
+    digits, words = [], []
+    for a, b, _ in number_mentions(text):
+        if text[a].isdigit() or text[a] == "-":
+            digits.append(a)
+            if any((y <= a and not text[y:a].strip()) or (x >= b and not text[b:x].strip()) for x, y, _ in currencies):
+                walls.append(a)
+        else:
+            words.append(a)
+    return walls, digits, words
+
 
 
 def _enum(sub: dict[str, Any], values: list[Any], ptr: str, kind: str, out: Grounding) -> dict[str, Any] | None:
@@ -589,28 +749,48 @@ PLAIN_BODY = '(?:[^\\x00-\\x1f"\\\\]|\\\\[btnfr"\\\\])*'  # a JSON string body w
 
 
 def grounded_template(schema: dict[str, Any], text: str, compile_schema: Callable[[dict[str, Any]], Template], *,
-                      grounded: bool | None = None, kinds: frozenset[str] = KINDS) -> tuple[Template, Grounding]:
+                      grounded: bool | None = None, kinds: frozenset[str] = KINDS,
+                      fenced: bool = True) -> tuple[Template, Grounding]:
     """The template of ``schema`` grounded in ``text`` (``compile_schema`` compiles a schema) and what grounding
-    did (``kinds``: as :func:`ground_schema`'s). A string field whose compiled slot no span of the text fits (an email field, a text without an email) is
+    did (``kinds``, ``fenced``: as :func:`ground_schema`'s). A string field whose compiled slot no span of the text fits (an email field, a text without an email) is
     grounded again as a field without a value."""
-    g = ground_schema(schema, text, grounded=grounded, kinds=kinds)
+    g = ground_schema(schema, text, grounded=grounded, kinds=kinds, fenced=fenced)
     template = compile_schema(g.schema)
     body = json.dumps(text, ensure_ascii=False)[1:-1]
-    empty = frozenset(s.name for s in slots(template.root) if s.name in g.spans and not spans_fit(s.regex, body))
+    empty = frozenset(s.name for s in slots(template.root) if s.name in g.spans and not any(
+        x not in g.exclude.get(s.name, ()) for x in fenced_spans(body, None, s.regex)))  # ("Name a city.": "Name")
     if empty:
-        g = ground_schema(schema, text, grounded=grounded, kinds=kinds, no_span=empty)
+        g = ground_schema(schema, text, grounded=grounded, kinds=kinds, no_span=empty, fenced=fenced)
         template = compile_schema(g.schema)
+    for s in slots(template.root):  # a fence no span fits is dropped: the field's spans are the text's
+        if s.name in g.fences and not any(x not in g.exclude.get(s.name, ())
+                                          for x in fenced_spans(body, g.fences[s.name], s.regex)):
+            del g.fences[s.name]
+            if g.kinds.get(s.name) == "held":
+                g.kinds[s.name] = "string"
+        if s.name in g.proper:
+            allowed = set(fenced_spans(body, g.fences.get(s.name), s.regex)) - set(g.exclude.get(s.name, ()))
+            g.whole_names[s.name] = [n for n in (text[run[0][0]:run[-1][1]] for run in name_runs(text))
+                               if json.dumps(n, ensure_ascii=False)[1:-1] in allowed]
     return ground_template(template, g, schema), g
 
 
-def spans_fit(regex: str, body: str) -> bool:
-    """Whether some span of the JSON-escaped text ``body`` (starting and ending where :func:`span_edges` allows, at
-    most :data:`SPAN_CHARS` characters) is in a slot's language ``regex``."""
-    if regex == PLAIN_BODY:
+def spans_fit(regex: str, body: str, fence: Fence | None = None) -> bool:
+    """Whether some span of the JSON-escaped text ``body`` (starting and ending where :func:`span_edges` and the
+    field's ``fence`` allow, at most :data:`SPAN_CHARS` characters) is in a slot's language ``regex``."""
+    if regex == PLAIN_BODY and not fence:
         return bool(body.strip())
+    return next(fenced_spans(body, fence, regex), None) is not None
+
+
+def fenced_spans(body: str, fence: Fence | None = None, regex: str = PLAIN_BODY) -> Iterator[str]:
+    """The spans of the JSON-escaped text ``body`` a field with ``fence`` and slot language ``regex`` may take
+    (:func:`spans_fit`), as JSON string bodies, in order of their start."""
+    fence = fence or Fence()
     rx = re.compile(regex, re.DOTALL)
     raw = body.encode()
-    starts, ends, stop = *span_edges(raw), span_breaks(raw)
+    starts, ends = (e - f for e, f in zip(span_edges(raw), (fence.no_start, fence.no_end)))
+    stop = span_breaks(raw, fence.walls)
     offsets = [len(body[:k].encode()) for k in range(len(body) + 1)]
     for i in range(len(body)):
         if offsets[i] not in starts:
@@ -619,8 +799,7 @@ def spans_fit(regex: str, body: str) -> bool:
             if offsets[j] > stop[offsets[i]]:
                 break
             if offsets[j] in ends and rx.fullmatch(body, i, j):
-                return True
-    return False
+                yield body[i:j]
 
 
 def ground_template(template: Template, grounding: Grounding, schema: Any = None) -> Template:
@@ -637,7 +816,8 @@ def ground_template(template: Template, grounding: Grounding, schema: Any = None
             return hit
         new: Node = node
         if isinstance(node, Slot) and node.name in grounding.spans:
-            new = Slot(node.regex, node.max_tokens, node.name, source=body, exclude=_producible(node, grounding))
+            new = Slot(node.regex, node.max_tokens, node.name, source=body, exclude=_producible(node, grounding),
+                       fence=grounding.fences.get(node.name))
         elif isinstance(node, Slot) and node.name in grounding.exclude:
             new = Slot(node.regex, node.max_tokens, node.name, exclude=_producible(node, grounding))
         elif isinstance(node, Seq):
@@ -672,7 +852,9 @@ FUNCTION_WORDS = frozenset({"a", "an", "the", "and", "or", "but", "nor", "of", "
                             "was", "were", "be", "been", "am", "it", "its", "this", "that", "these", "those", "my",
                             "our", "your", "their", "his", "her", "we", "you", "they", "he", "she", "i", "me", "us",
                             "them", "him", "do", "does", "did", "has", "have", "had", "will", "would", "can",
-                            "could", "should", "please", "not", "no", "so", "then", "than", "if", "when", "where"})
+                            "could", "should", "please", "not", "no", "so", "then", "than", "if", "when", "where",
+                            "each", "every", "all", "any", "some", "both", "here", "there", "also", "just", "only",
+                            "hi", "hello", "hey", "dear", "thanks"})
 # the ". " after a title or a short form is not a clause break (``Mr. Eamon Fitzgerald``, ``St. Mary's``)
 _ABBREVIATION = re.compile(rb"(?<![\w.])(?:Mr|Mrs|Ms|Mx|Dr|Prof|Rev|Sr|Jr|St|Mt|Fr|Capt|Col|Gen|Lt|Sgt|No|Nr|Inc|Ltd|Co|"
                            rb"Corp|approx|vs|etc|e\.g|i\.e)\.$")
@@ -683,20 +865,30 @@ _THOUSANDS = re.compile(r",\d{3}(?!\d)")
 BREAKS = (", ", "; ", ". ", ": ", " — ", " – ", " - ", "\\n")  # clause breaks: a span does not cross one
 
 
-def span_breaks(body: bytes) -> list[int]:
-    """For each byte offset of the JSON-escaped text ``body``, the offset of the next clause break (:data:`BREAKS`)
-    or date (:func:`date_mentions`) at or after it (``len(body)`` where none): a span starting at ``p`` ends by
-    ``span_breaks(body)[p]``."""
+def span_breaks(body: bytes, walls: frozenset[int] = frozenset()) -> list[int]:
+    """For each byte offset of the JSON-escaped text ``body``, the offset of the next clause break (:data:`BREAKS`),
+    date (:func:`date_mentions`) or one of ``walls`` (a field's own, :mod:`agentkit.constrain.fences`) at or after
+    it (``len(body)`` where none): a span starting at ``p`` ends by ``span_breaks(body)[p]``."""
     text = body.decode("utf-8")
-    dates = {len(text[:k].encode()) for a, b, _ in date_mentions(text) for k in (a, b)}  # a date: a value of its own
+    dates = {len(text[:k].encode()) for a, b, _ in date_mentions(text)  # a date (and its weekday): a value of its own
+             for k in (_weekday_start(text, a), b)}
     marks = sorted({i for b in BREAKS for i in _finds(body, b.encode()) if not _ABBREVIATION.search(body, 0, i + 1)}
-                   | dates)
+                   | dates | walls)
     out, nxt = [len(body)] * (len(body) + 1), len(body)
     for p in range(len(body), -1, -1):
         if marks and p == marks[-1]:
             nxt = marks.pop()
         out[p] = nxt
     return out
+
+
+_WEEKDAY_BEFORE = re.compile(r"\b" + _WEEKDAY + r",?[ \t]+$", re.IGNORECASE)
+
+
+def _weekday_start(text: str, at: int) -> int:
+    """Where the weekday written right before the date at ``at`` starts (``Tuesday 14 October 2025``), else ``at``."""
+    m = _WEEKDAY_BEFORE.search(text, 0, at)
+    return m.start() if m else at
 
 
 def _finds(data: bytes, sub: bytes) -> list[int]:
@@ -709,7 +901,7 @@ def _finds(data: bytes, sub: bytes) -> list[int]:
 
 def span_edges(body: bytes) -> tuple[frozenset[int], frozenset[int]]:
     """(the byte offsets a span of the JSON-escaped text ``body`` may start at, those it may end at): word edges
-    outside an escape sequence. A span starts with a letter, a digit or one of :data:`OPENERS`, ends with a letter,
+    outside an escape sequence and a date. A span starts with a letter, a digit or one of :data:`OPENERS`, ends with a letter,
     a digit or one of :data:`CLOSERS`, and does not start or end inside a word (``Lisbon``, not ``isbo``;
     ``INV-3302``, not ``3302``: :data:`JOINERS` between letters or digits join them)."""
     text = body.decode("utf-8")
@@ -751,8 +943,9 @@ def span_edges(body: bytes) -> tuple[frozenset[int], frozenset[int]]:
             b += 1
         return text[k:b] in LEADING_WORDS and not word(b)
 
+    in_date = {k for a, b, _ in date_mentions(text) for k in range(_weekday_start(text, a), b)}  # no piece of a date
     starts = frozenset(at[k] for k in range(len(text)) if k not in inside and (alnum(k) or text[k] in OPENERS)
-                       and not (word(k) and word(k - 1)) and not signed(k) and not preposition(k))
+                       and not (word(k) and word(k - 1)) and not signed(k) and not preposition(k) and k not in in_date)
     ends = frozenset(at[k] for k in range(1, len(text) + 1) if k - 1 not in inside and (
         alnum(k - 1) or text[k - 1] in CLOSERS) and not (word(k - 1) and word(k)) and not function_word(k))
     return starts, ends
@@ -864,7 +1057,7 @@ def ground_arguments(parameters: dict[str, Any], text: str) -> Grounding:
     (from, to) pairs held to their sides (:func:`anchor_pairs`), with :data:`ARGUMENT_KINDS`. As in ``extract``,
     each place in the text gives one argument its value: where the text writes fewer numbers than the required
     number arguments (``add(a, b)`` on "Name three colours."), those arguments are ungrounded."""
-    g = ground_schema(anchor_pairs(required_only(parameters), text), text, kinds=ARGUMENT_KINDS)
+    g = ground_schema(anchor_pairs(required_only(parameters), text), text, kinds=ARGUMENT_KINDS, fenced=False)
     numbers = [ptr for ptr, kind in g.kinds.items() if kind == "number" and ptr.count("/") == 1
                and ptr[1:] in (parameters.get("required") or ())]
     if len(numbers) > len(number_mentions(text)):
@@ -882,4 +1075,4 @@ def grounded_argument_template(parameters: dict[str, Any], text: str,
     """The template of a tool's arguments (``compile_schema`` compiles a schema) grounded as
     :func:`ground_arguments` grounds them."""
     return grounded_template(anchor_pairs(required_only(parameters), text), text, compile_schema,
-                             kinds=ARGUMENT_KINDS)[0]
+                             kinds=ARGUMENT_KINDS, fenced=False)[0]

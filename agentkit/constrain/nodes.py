@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from .fences import Fence
 from .limits import current
 
 DEFAULT_SLOT_TOKENS = 48
@@ -35,14 +36,16 @@ class Slot:
     ``source``: a text the value must be a span of (the JSON-escaped text of a grounded extraction,
     :mod:`agentkit.constrain.ground`); the token automaton is then the text's substring automaton intersected with
     ``regex``'s (:class:`~agentkit.constrain.spans.SpanDFA`). ``exclude``: values (JSON string bodies) the slot may
-    not end as (a field's name, a stock placeholder; :class:`~agentkit.constrain.spans.ExcludeDFA`). ``to_regex``
-    stays ``regex``'s language, a superset of both."""
+    not end as (a field's name, a stock placeholder; :class:`~agentkit.constrain.spans.ExcludeDFA`). ``fence``:
+    where in ``source`` the span may start, end and reach (:class:`~agentkit.constrain.fences.Fence`). ``to_regex``
+    stays ``regex``'s language, a superset of all three."""
 
     regex: str
     max_tokens: int = DEFAULT_SLOT_TOKENS
     name: str = ""  # JSON pointer of the value, for traces and errors
     source: str | None = None
     exclude: tuple[str, ...] = ()
+    fence: Fence | None = None
 
     def to_regex(self) -> str:
         return f"(?:{self.regex})"

@@ -83,7 +83,7 @@ class TokenConstraint:
                 if _dfa_key(slot) not in self._dfas:
                     dfa: SlotDFA | SpanDFA | ExcludeDFA = slot_index(slot.regex, vocab, _pointer(slot.name))
                     if slot.source is not None:
-                        dfa = SpanDFA(slot.source, dfa, vocab)
+                        dfa = SpanDFA(slot.source, dfa, vocab, slot.fence)
                     if slot.exclude:
                         dfa = ExcludeDFA(dfa, slot.exclude, vocab)
                     self._dfas[_dfa_key(slot)] = dfa
@@ -537,7 +537,8 @@ def _cheapest(items, size) -> list:
 
 
 def _dfa_key(slot: Slot) -> str | tuple:
-    return slot.regex if slot.source is None and not slot.exclude else (slot.regex, slot.source, slot.exclude)
+    return slot.regex if slot.source is None and not slot.exclude else (slot.regex, slot.source, slot.exclude,
+                                                                         slot.fence)
 
 
 def _pointer(name: str) -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 
+from .fences import Fence
 from .ground import span_breaks, span_edges
 from .vocab import SlotDFA, TokenVocab
 
@@ -25,13 +26,16 @@ _START = None  # the positions before the first byte: every allowed start
 
 
 class SpanDFA:
-    """Spans of ``source`` (a JSON string body: the text JSON-escaped) that ``inner`` accepts, over ``vocab``."""
+    """Spans of ``source`` (a JSON string body: the text JSON-escaped) that ``inner`` accepts, over ``vocab``,
+    within the field's ``fence`` (:class:`~agentkit.constrain.fences.Fence`)."""
 
-    def __init__(self, source: str, inner: SlotDFA, vocab: TokenVocab) -> None:
+    def __init__(self, source: str, inner: SlotDFA, vocab: TokenVocab, fence: Fence | None = None) -> None:
         self.text = source.encode("utf-8")
         self.inner, self.vocab = inner, vocab
-        self.starts, self.ends = span_edges(self.text)
-        self.stop = span_breaks(self.text)  # a span from p ends by stop[p] (it crosses no clause break)
+        fence = fence or Fence()
+        starts, ends = span_edges(self.text)
+        self.starts, self.ends = starts - fence.no_start, ends - fence.no_end
+        self.stop = span_breaks(self.text, fence.walls)  # a span from p ends by stop[p] (it crosses no break or wall)
         self._states: list[tuple[frozenset[int] | None, int]] = []
         self._ids: dict[tuple[frozenset[int] | None, int], int] = {}
         self._allowed: dict[int, list[int]] = {}

@@ -5,8 +5,8 @@ source text: string values are spans of it, numbers the numbers it writes, dates
 codes the ones it names; an optional field it has no value for is left out; a required one is named in
 :attr:`GroundedOutput.ungrounded`. Validation is the output type's own (the grounded template is a subset of it).
 
-:func:`settle`: each place in the text gives one field its value; a number, date or currency field takes the
-value the model scores highest among the text's (or null); an optional field keeps a value only where the model
+:func:`settle`: each place in the text gives one field its value; a number, date, currency or identifier field
+takes the value the model scores highest among the text's (or null); an optional field keeps a value only where the model
 scores it above null (the whole value's log-probability after the output so far, :func:`value_scores`, with the
 weights that decoded it). A field without a value is None (left out, for a schema without null).
 """
@@ -108,12 +108,15 @@ def settle(engine: Any, messages: list[dict[str, str]], value: dict[str, Any], s
     and the model's scores decide (the whole value's log-probability after the output so far, with the weights
     that decoded it):
 
-    1. required fields, in order: a number, date or currency field takes the best-scoring of the text's values
-       still free; each takes its place in the text; then a list of spans keeps the items with a place left;
+    1. required fields, in order: a number, date, currency or code field takes the best-scoring of the text's values
+       still free; each takes its place in the text; then a required list of spans keeps the items with a place
+       left;
     2. optional fields, most confident first (the margin of their best free value over null): each keeps its best
        value whose place is still free, or none when its places are taken (a due date copied from the issue date)
        or, for a string, when null scores above it (``margin`` nats in the value's favour; None:
-       :data:`NULL_MARGIN`). A number, date or currency field takes the best of the text's values left.
+       :data:`NULL_MARGIN`). A field of :data:`WHOLE_KINDS` takes the best of the text's values left;
+    3. an optional list of spans keeps the items with a place left (``Arts`` of ``Marlow Arts Centre`` is no
+       attendee where the location took it).
 
     A field with no value becomes None where the schema allows null, and is left out otherwise. Returns the new
     value and, per field, the scores that decided it."""
@@ -125,15 +128,14 @@ def settle(engine: Any, messages: list[dict[str, str]], value: dict[str, Any], s
     out, used, facts = dict(value), [], {}
     for name in [k for k in out if k not in optional]:
         kind = g.kinds.get("/" + name, "")
-        if kind in ENUM_KINDS:
-            options = [c for c in _enum(props.get(name)) if _free(c, g.text, kind, used)]
-            if options and (len(options) > 1 or options[0] != out[name]):
-                facts[name] = _scores(scorer, out, name, options)
-                out[name] = _best(options, facts[name], out[name])
+        options = _choices(g, props, name, kind, out[name], used, out)
+        if options and (len(options) > 1 or options[0] != out[name]):
+            facts[name] = _scores(scorer, out, name, options)
+            out[name] = _best(options, facts[name], out[name])
         _take(out[name], g.text, kind, used)
-    for name, v in out.items():  # a list of spans: each place in the text left gives one item
-        if isinstance(v, list) and g.kinds.get(f"/{name}/*") in SPAN_KINDS:
-            out[name] = _distinct(v, g.text, used)
+    lists = [k for k, v in out.items() if isinstance(v, list) and g.kinds.get(f"/{k}/*") in SPAN_KINDS]
+    for name in [k for k in lists if k not in optional]:  # a list of spans: each place left gives one item
+        out[name] = _distinct(out[name], g.text, used)
     ranked = []
     for name in [k for k in out if k in optional and g.kinds.get("/" + k) and out[k] not in (None, [])]:
         kind = g.kinds["/" + name]
@@ -143,7 +145,7 @@ def settle(engine: Any, messages: list[dict[str, str]], value: dict[str, Any], s
         best = max((facts[name][_key(o)] for o in options), default=-math.inf)
         # the text's number, date or currency is not weighed against null (a multi-token value loses to the
         # one-token null even when right): such a field is None only when the text has no value left for it
-        gain = best - facts[name]["null"] if kind not in ENUM_KINDS else math.inf if options else -math.inf
+        gain = best - facts[name]["null"] if kind not in WHOLE_KINDS else math.inf if options else -math.inf
         ranked.append((gain, name, kind, options))
     for gain, name, kind, options in sorted(ranked, key=lambda r: -r[0]):
         v = None
@@ -152,10 +154,40 @@ def settle(engine: Any, messages: list[dict[str, str]], value: dict[str, Any], s
                       if isinstance(o, list) or _free(o, g.text, kind, used)), None)
         _take(v, g.text, kind, used)
         _put(out, name, v, allows_null(props.get(name) or {}))
+    for name in [k for k in lists if k in optional and isinstance(out.get(k), list)]:  # the places left after
+        out[name] = _distinct(out[name], g.text, used)                                 # the optional fields
     return {k: out[k] for k in value if k in out}, facts
 
 
-SPAN_KINDS = ("string", "phone", "email")  # kinds grounded as spans of the text
+def _choices(g: Grounding, props: dict[str, Any], name: str, kind: str, decoded: Any,
+             used: list[tuple[int, int]], value: dict[str, Any]) -> list[Any]:
+    """What a required field chooses among by the model's scores, in the places still free: a number, date,
+    currency or code field, the text's values; a proper name that another field of ``value`` (the output so far:
+    the fields before settled, the rest as decoded) also wrote, the decoded span and the whole names its fence
+    allows
+    (:attr:`~agentkit.constrain.ground.Grounding.whole_names`: a guest's name ``Fatima Zahra Benali`` against the
+    hotel's ``Riad Yasmine`` written for both); any other field, nothing."""
+    if kind in ENUM_KINDS:
+        return [c for c in _enum(props.get(name)) if _free(c, g.text, kind, used)]
+    names = g.whole_names.get("/" + name)
+    if names and isinstance(decoded, str) and _shared(decoded, name, value):
+        return [c for c in dict.fromkeys([decoded, *names]) if _free(c, g.text, "string", used)]
+    return []
+
+
+def _shared(decoded: str, name: str, value: dict[str, Any]) -> bool:
+    """Whether another field of ``value`` wrote ``decoded`` too (or a span holding it, or held by it)."""
+    low = decoded.casefold()
+    others = [v for k, v in value.items() if k != name]
+    items = [x for v in others for x in (v if isinstance(v, list) else [v]) if isinstance(x, str) and x]
+    return any(low in x.casefold() or x.casefold() in low for x in items)
+
+
+SPAN_KINDS = ("string", "phone", "email", "held")  # kinds grounded as spans of the text
+# kinds whose value, where the text has one free, is not weighed against null: the text's numbers, dates, currencies
+# and codes, its phone numbers and emails (a span of that shape), and a span holding the field's own word (``held``:
+# ``superior room`` for ``room_type``); a multi-token value loses to the one-token null
+WHOLE_KINDS = ("number", "date", "currency", "code", "phone", "email", "held")
 
 
 def _distinct(items: list[Any], text: str, used: list[tuple[int, int]]) -> list[Any]:
@@ -177,7 +209,7 @@ def _take(v: Any, text: str, kind: str, used: list[tuple[int, int]]) -> None:
         used.append(place)
 
 
-ENUM_KINDS = ("number", "date", "currency")  # kinds grounded to a list of the text's values: the best is picked
+ENUM_KINDS = ("number", "date", "currency", "code")  # kinds grounded to a list of the text's values: the best is picked
 
 
 def _best(options: list[Any], scores: dict[str, float], decoded: Any) -> Any:
