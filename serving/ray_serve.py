@@ -363,8 +363,10 @@ def run(server: ServerConfig, cfg: RayServeConfig) -> None:
     def stop(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
-    signal.signal(signal.SIGTERM, stop)  # a supervisor's stop (and a background job's only signal) drains too
     started = start(server, cfg)
+    # a supervisor's stop (and a background job's only signal) drains too; set after start, whose ray.init puts
+    # Ray's crash handler on SIGTERM (it printed a stack and aborted the driver)
+    signal.signal(signal.SIGTERM, stop)
     how = (f"autoscaling {cfg.autoscale[0]}..{cfg.autoscale[1]} replicas" if cfg.autoscale
            else f"{cfg.replicas} replica(s)")
     print(f"agentkit on Ray Serve: http://{cfg.host}:{cfg.port} ({how}); Ctrl-C drains and stops", flush=True)
