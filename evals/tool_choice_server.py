@@ -92,7 +92,7 @@ def main() -> None:
     ap.add_argument("--url", default=None)
     ap.add_argument("--port", type=int, default=8431)
     ap.add_argument("--max-tokens", type=int, default=64)
-    ap.add_argument("--out", type=Path, default=Path("evals/results/serving/tool_choice_whole_name.json"))
+    ap.add_argument("--out", type=Path, required=True, help="the result JSON (evals/results/serving/ holds the committed ones)")
     a = ap.parse_args()
     from openai import OpenAI
 

@@ -31,10 +31,10 @@ TASKS = [("How many km is 26.2 miles?", 42.16), ("Convert 100 F to C", 37.78)]
 
 
 @pytest.mark.parametrize("which, task, expected", [("readme_engine", *TASKS[0]), ("readme_engine", *TASKS[1]),
-                                                    ("default_engine", *TASKS[0])])
+                                                    ("default_engine", *TASKS[0]), ("default_engine", *TASKS[1])])
 def test_unit_converter_finishes_with_the_result(request, which, task, expected):
-    """The README's engine (bf16 here) on both README tasks; the float32 engine on the first (in float32 its AR
-    tool step swaps "100 F to C" into C to F: 4 of 8 conversions right there, evals/results/examples/unit_converter_f32_ar.json)."""
+    """The README's engine (bf16 here) and the float32 engine on both README tasks (the call's units are the
+    question's, each on its side: evals/results/examples/unit_converter_grounded.json has 8 of 8 in both dtypes)."""
     from unit_converter import build_agent
 
     result = build_agent(request.getfixturevalue(which)).run_sync(task)
