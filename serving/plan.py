@@ -26,7 +26,7 @@ from agentkit.steps.arguments import ArgumentSources, Held, argument_gaps, argum
 from agentkit.steps.runner import ToolStep
 from agentkit.toolcall import MAX_PARALLEL_CALLS
 
-from .conversation import chat_messages, read_conversation
+from .conversation import Conversation, chat_messages, read_conversation
 from .errors import APIError, user_error
 from .outcome import response_parts
 from .protocol import AgentkitExt, ChatRequest, NamedToolChoice, ToolDef
@@ -261,17 +261,9 @@ def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: 
     mode = ext.mode or default_mode or (structured_mode() if schema is not None else "ar")
     tool_mode: Literal["none", "forced", "auto"] = "forced" if forced else ("auto" if auto else "none")
     names = frozenset(t.function.name for t in (forced or tools)) if tool_mode != "none" else frozenset()
-    grounding = tool_mode != "none" and _grounded_arguments(ext)
     owed: tuple[str, ...] | None = None
-    if grounding:  # a call's values come from the conversation; a tool it gives no required value for is not picked
-        fit = frozenset(t.function.name for t in (forced or tools)
-                        if not argument_gaps(t.function.parameters, conv.sources))
-        arguments = ArgumentSources(conv.sources) if conv.retry else argument_sources(  # a retry: as it was
-            [(t.function.name, t.function.parameters) for t in (forced or tools) if t.function.name in fit],
-            conv.texts, conv.sources)
-        if schema is not None and schema.kind == "tools":
-            schema = dataclasses.replace(schema, arguments_source=conv.sources, arguments_held=arguments.held)
-        names, owed = fit if fit or auto else names, arguments.owed  # a forced call is made even so
+    if tool_mode != "none" and _grounded_arguments(ext):
+        schema, names, owed = _grounded_calls(conv, forced or tools, schema, names, auto)
     # auto: a call's decode may take more than a small max_tokens (a small max_tokens must not forbid a call);
     # max_tokens bounds the text reply (serving/toolchoice.py)
     budget = max(max_tokens, DEFAULT_MAX_TOKENS) if auto else max_tokens
@@ -292,6 +284,20 @@ def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: 
         plan.no_call, plan.answered, plan.retry, plan.sources = no_call, conv.answered, conv.retry, conv.sources
         plan.owed = owed
     return plan
+
+
+def _grounded_calls(conv: Conversation, tools: list[ToolDef], schema: SchemaJob | None, names: frozenset[str],
+                    auto: bool) -> tuple[SchemaJob | None, frozenset[str], tuple[str, ...] | None]:
+    """Grounded arguments (:mod:`agentkit.steps.arguments`): a call's values come from the conversation, a tool it
+    gives no required value for is not picked (a forced call is made even so), and what the request left holds the
+    next call (:mod:`agentkit.steps.unserved`; not on a retry, which calls again as it was). Returns the schema job
+    with the grounding, the tools to choose among and the tools the request owes a call."""
+    fit = frozenset(t.function.name for t in tools if not argument_gaps(t.function.parameters, conv.sources))
+    arguments = ArgumentSources(conv.sources) if conv.retry else argument_sources(
+        [(t.function.name, t.function.parameters) for t in tools if t.function.name in fit], conv.texts, conv.sources)
+    if schema is not None and schema.kind == "tools":
+        schema = dataclasses.replace(schema, arguments_source=conv.sources, arguments_held=arguments.held)
+    return schema, (fit if fit or auto else names), arguments.owed
 
 
 def _grounded_arguments(ext: AgentkitExt) -> bool:

@@ -231,14 +231,15 @@ class TeacherGenerator:
 def trace(task: AgentTask, r: random.Random) -> list[StepExample]:
     """The recorded steps of a right run of ``task`` through the SDK ``Agent`` (instructions drawn from
     :data:`SYSTEMS`, the benchmark's among them; the decisions' after-result rule ``null``, so each decision is
-    scored on its own chat)."""
+    scored on its own chat; grounded arguments off, so every decision is the teacher's: the rules that grounding
+    brings, such as a served request's answer, are the agent's at run time, not steps to learn)."""
     from ..evals.agent_env import agentkit_tools
     from ..sdk import Agent, Limits
 
     env = TraceEnv(task, failure=r.choice(FAILURES))
     teacher = TeacherGenerator(env, r)
     agent = Agent(teacher, tools=agentkit_tools(task, env), instructions=r.choice(SYSTEMS), name="trace",
-                  limits=Limits(max_iterations=6), after_result="null")
+                  limits=Limits(max_iterations=6), after_result="null", model_settings={"grounded_arguments": False})
     out = asyncio.run(agent.run(task.prompt)).output
     if str(task.answer_value) not in str(out):
         raise RuntimeError(f"teacher run of {task.id} did not end with its value: {out!r}")
