@@ -109,7 +109,7 @@ def unserved(request: str, made: str, results: Sequence[str] = ()) -> list[Menti
         return []
     numbers = {float(v) for v in text_numbers(made)}
     codes = set(text_currencies(made))
-    units = {_unit_key(u) for u in text_units(made)}
+    units = {_unit_key(u) for u in [*text_units(made), *re.findall(r'"([^"]{1,24})"', made)]}  # "m" as a value
     low = made.casefold()
     dated = bool(day_phrases(made))
 

@@ -27,6 +27,7 @@ def test_nothing_is_left_before_a_call_or_when_every_value_was_taken():
         == [("unit", "pounds")]  # a unit no tool here takes: it owes no call (below)
     assert left("What's the weather like in Tokyo right now?", {"city": "Tokyo"}) == []
     assert left("how warm is it in lisbon today", {"city": "lisbon"}) == []  # today is no ask
+    assert left("How many feet is 3 m?", {"value": 3, "from_unit": "m", "to_unit": "feet"}) == []  # "m", a value
 
 
 def test_the_second_ask_of_a_request_is_left():
