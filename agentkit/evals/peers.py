@@ -170,8 +170,11 @@ def _load_hf(model_dir: str | None):
         from ..models.default import default_model_dir
 
         model_dir = str(default_model_dir())
-    tok = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype="float32")
+    from ..models.console import quiet_transformers
+
+    with quiet_transformers():  # the peers' weights load without transformers' bar, as agentkit's own do
+        tok = AutoTokenizer.from_pretrained(model_dir)
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype="float32")
     model.eval()
     return model, tok
 
