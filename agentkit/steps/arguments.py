@@ -36,7 +36,7 @@ from ..constrain.nodes import Template
 from ..settings import BY_NAME
 from ..toolcall import sources_of
 from .kinds import TOOL_STYLE, StepTool, is_observation
-from .unserved import asked_fields, mentions, narrowed, operands, owed, unserved
+from .unserved import asked_fields, mentions, narrowed, operands, owed, untaken
 
 __all__ = ["ArgumentSources", "Turn", "argument_gaps", "argument_sources", "choosable_tools", "groundable",
            "grounded_parameters", "turn_of"]
@@ -119,13 +119,14 @@ def argument_sources(tools: Sequence[tuple[str, dict[str, Any] | None]], chat: S
     if turn.failed:  # a retry calls the failed tool again, as it was (agentkit.steps.decision's retry rule)
         return ArgumentSources(text)
     made = "\n".join(turn.calls)
-    left = unserved(turn.request, made, turn.results)
+    said = [*mentions(turn.request), *asked_fields(turn.request, turn.results)]
+    left = untaken(said, made)
     found = owed([(n, p or {}) for n, p in tools], left, text, operands(turn.request, left, turn.results, made))
     most = max((len(h) for h in found.values()), default=0)
     best: tuple[str, ...] | None = tuple(n for n, h in found.items() if len(h) == most) or None
     if left and all(m.kind == "name" for m in left) and turn.last_tool in found:
         best = (turn.last_tool,)
-    if not left and made.strip() and (mentions(turn.request) or asked_fields(turn.request, turn.results)):
+    if not left and made.strip() and said:
         best = ()  # served
     return ArgumentSources(text, best, tuple((n, a, json.dumps(v)) for n, h in found.items() for a, v in h.items()))
 

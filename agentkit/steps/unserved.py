@@ -46,7 +46,7 @@ from ..constrain.ground import (
 )
 from ..constrain.units import is_unit, text_units, unit_mentions
 
-__all__ = ["Mention", "asked_fields", "mentions", "narrowed", "operands", "owed", "unserved"]
+__all__ = ["Mention", "asked_fields", "mentions", "narrowed", "operands", "owed", "unserved", "untaken"]
 
 Kind = Literal["number", "currency", "unit", "day", "name", "field"]
 # a kind of mention -> the grounded kinds of the arguments that take it (agentkit.constrain.ground's kinds)
@@ -71,8 +71,9 @@ class Mention:
 
 def mentions(request: str) -> list[Mention]:
     """The values ``request`` writes, by kind (the module's docstring), in order of kind then place."""
-    days = [(a, b) for a, b, _ in date_mentions(request)]
-    out = [Mention("day", request[a:b], iso) for (a, b), (_, _, iso) in zip(days, date_mentions(request))]
+    dates = date_mentions(request)
+    days = [(a, b) for a, b, _ in dates]
+    out = [Mention("day", request[a:b], iso) for a, b, iso in dates]
     low = request.casefold()
     for phrase in day_phrases(request):
         at = low.find(phrase.casefold())
@@ -105,6 +106,11 @@ def unserved(request: str, made: str, results: Sequence[str] = ()) -> list[Menti
     """The values of ``request`` (:func:`mentions`) and of the tool ``results`` since it that the request asks for
     (:func:`asked_fields`) that no call in ``made`` (the text of the calls made since it: their JSON) has taken;
     empty before any call. Names only when nothing of another kind is left."""
+    return untaken([*mentions(request), *asked_fields(request, results)], made)
+
+
+def untaken(said: Sequence[Mention], made: str) -> list[Mention]:
+    """The values ``said`` (a request's, :func:`unserved`) that no call in ``made`` has taken."""
     if not made.strip():
         return []
     numbers = {float(v) for v in text_numbers(made)}
@@ -126,7 +132,7 @@ def unserved(request: str, made: str, results: Sequence[str] = ()) -> list[Menti
             return m.text.casefold() in low
         return any(w.casefold() in low for w in re.findall(r"[\w'-]{3,}", m.text))
 
-    left = [m for m in [*mentions(request), *asked_fields(request, results)] if not taken(m)]
+    left = [m for m in said if not taken(m)]
     typed = [m for m in left if m.kind != "name"]
     return typed or left
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from agentkit.constrain.compiler import compile_schema
 from agentkit.constrain.fences import Fence, field_fence, introduced, is_proper, is_thing, name_runs
 from agentkit.constrain.ground import (
@@ -22,14 +20,7 @@ from agentkit.constrain.ground import (
 )
 from agentkit.constrain.nodes import slots
 from agentkit.constrain.spans import SpanDFA
-from agentkit.constrain.vocab import slot_index, token_vocab
-from agentkit.models.tiny import tiny_tokenizer
-
-
-@pytest.fixture(scope="module")
-def vocab():
-    tok = tiny_tokenizer()
-    return tok, token_vocab(tok)
+from agentkit.constrain.vocab import slot_index
 
 
 def spans(text: str, fence: Fence | None) -> set[str]:

@@ -20,15 +20,8 @@ from agentkit.constrain.ground import (
 )
 from agentkit.constrain.runtime import TokenConstraint
 from agentkit.constrain.spans import ExcludeDFA, SpanDFA
-from agentkit.constrain.vocab import slot_index, token_vocab
+from agentkit.constrain.vocab import slot_index
 from agentkit.errors import UserError
-from agentkit.models.tiny import tiny_tokenizer
-
-
-@pytest.fixture(scope="module")
-def vocab():
-    tok = tiny_tokenizer()
-    return tok, token_vocab(tok)
 
 
 def _accepts(dfa, v, data: bytes) -> bool:

@@ -16,9 +16,7 @@ from hypothesis import strategies as st
 from agentkit.constrain import CompileLimits
 from agentkit.constrain.compiler import compile_schema_uncached
 from agentkit.constrain.runtime import TokenConstraint
-from agentkit.constrain.vocab import token_vocab
 from agentkit.errors import UnsupportedSchemaError
-from agentkit.models.tiny import tiny_tokenizer
 
 LIMITS = CompileLimits(max_seconds=3.0)
 BOUND_S = 8.0  # one example: compile + token automaton, with slack for a loaded CI machine
@@ -73,12 +71,6 @@ def _nested(depth: int, key: str) -> dict:
 deep = st.builds(_nested, st.sampled_from([10, 63, 200, 3000]), st.sampled_from(["a", "items"]))
 wide = st.builds(lambda n: {"type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(n)},
                             "additionalProperties": False}, st.sampled_from([10, 300, 1000]))
-
-
-@pytest.fixture(scope="module")
-def vocab():
-    tok = tiny_tokenizer()
-    return tok, token_vocab(tok)
 
 
 def _check(schema, vocab) -> None:
