@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agentkit.evals.user_tools import BY_NAME, TOOLS, load_tasks, score_run, summary
+from agentkit.evals.user_tools import BY_NAME, SPLITS, TOOLS, load_tasks, score_run, summary
 
 DATA = Path(__file__).resolve().parent / "user_tools" / "tasks.jsonl"
 
@@ -96,7 +96,7 @@ def _server(args: argparse.Namespace) -> tuple[Any, list[dict], subprocess.Popen
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("via", choices=["sdk", "server"])
-    ap.add_argument("--split", default=None, help="dev | held_out (default: both)")
+    ap.add_argument("--split", default=None, help="dev | held_out | fresh (default: all)")
     ap.add_argument("--calibrate", choices=["default", "true", "false"], default="default",
                     help="Agent(calibrate=...): default (as the weights declare), true, or false (the raw scores)")
     ap.add_argument("--grounded-arguments", choices=["default", "true", "false"], default="default",
@@ -143,7 +143,7 @@ def main() -> None:
             report = {"command": " ".join(sys.argv), "via": args.via, "calibrate": args.calibrate, "lora": args.lora,
                       "grounded_arguments": args.grounded_arguments,
                       "summary": {s: summary([r for r in rows.values() if r["split"] == s])
-                                  for s in ("dev", "held_out")}, "rows": list(rows.values())}
+                                  for s in SPLITS if any(r["split"] == s for r in rows.values())}, "rows": list(rows.values())}
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_text(json.dumps(report, indent=1))
     finally:

@@ -291,11 +291,18 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+# "dev": rules were chosen on it; "held_out": kept apart until measured (its failures have since been read);
+# "fresh": written after that by someone who did not read the decision code, frozen before any run on it
+SPLITS = ("dev", "held_out", "fresh")
+
+
 def load_tasks(path: str | Path, split: str | None = None) -> list[dict[str, Any]]:
     """The tasks of a JSONL file, checked (known kind and tools, expected calls that fit the kind)."""
     tasks = [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
     for t in tasks:
         n = {"none": 0, "one": 1, "two": 2}.get(t.get("kind"))
+        if t.get("split") not in SPLITS:
+            raise UserError(f"task {t.get('id')!r}: split {t.get('split')!r} is not one of {SPLITS}")
         if n is None or len(t["expected"]) != n or any(w["tool"] not in BY_NAME for w in t["expected"]):
             raise UserError(f"task {t.get('id')!r}: kind {t.get('kind')!r} with {len(t['expected'])} expected calls "
                             f"of {[w['tool'] for w in t['expected']]}")

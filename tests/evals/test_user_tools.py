@@ -42,7 +42,7 @@ def test_scoring_reads_arguments_as_the_tools_do():
 def test_the_committed_tasks_are_consistent_and_split(tmp_path):
     tasks = ut.load_tasks(TASKS)
     assert len(tasks) >= 80 and {t["kind"] for t in tasks} == {"one", "none", "two"}
-    for split in ("dev", "held_out"):
+    for split in ut.SPLITS:
         kinds = [t["kind"] for t in tasks if t["split"] == split]
         assert min(kinds.count(k) for k in ("one", "none", "two")) >= 10
     for t in tasks:  # every expected call, made as written, scores right through the real tools
