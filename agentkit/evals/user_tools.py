@@ -292,8 +292,9 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 # "dev": rules were chosen on it; "held_out": kept apart until measured (its failures have since been read);
-# "fresh": written after that by someone who did not read the decision code, frozen before any run on it
-SPLITS = ("dev", "held_out", "fresh")
+# "fresh": written later by someone who did not read the decision code, frozen before any run on it (its failures
+# have been read since); "blind": written as "fresh" was, frozen unread, measured once after the rules were chosen
+SPLITS = ("dev", "held_out", "fresh", "blind")
 
 
 def load_tasks(path: str | Path, split: str | None = None) -> list[dict[str, Any]]:
