@@ -73,15 +73,16 @@ def null_messages(messages: list[dict[str, str]]) -> list[dict[str, str]]:
 
 
 def calibrated(scores: dict[str, float], null_scores: dict[str, float] | None, names: list[str],
-               no_call: str) -> tuple[bool, dict[str, Any]]:
+               no_call: str, margin: bool = True) -> tuple[bool, dict[str, Any]]:
     """The decision from the request's scores and the baseline's (the scores on :func:`null_messages`): call when
-    the request's margin of ``no_call`` over the tools is at most the baseline's. Returns it and ``{"no_call_margin",
-    "no_call_margin_null", "tool"}``. ``tool``: the tool whose score rises most over the baseline's (the choice
-    between tools calibrated too: the content-free question's scores carry a prior for the first tools listed; on
-    the user-tool benchmark's dev split the first tool was right on 0.67 of the tasks that need one, against 0.57 by
-    the request's scores alone, ``evals/user_tools_decide.py``); without a baseline, the tool it scores highest."""
+    the request's margin of ``no_call`` over the tools is at most the baseline's (``margin``; else at most 0, the
+    raw margin). Returns it and ``{"no_call_margin", "no_call_margin_null", "tool"}``. ``tool``: the tool whose score
+    rises most over the baseline's (the choice between tools calibrated either way: the content-free question's
+    scores carry a prior for the first tools listed; on the user-tool benchmark's first decisions the first tool was
+    right on 0.82 of the 90 tasks of its dev, held-out and fresh splits that need one, against 0.46 by the request's
+    scores alone, ``evals/user_tools_decide.py``); without a baseline, the tool it scores highest."""
     asked = no_call_margin(scores, no_call)
-    base = 0.0 if null_scores is None else no_call_margin(null_scores, no_call)  # None: the raw margin decides
+    base = 0.0 if null_scores is None or not margin else no_call_margin(null_scores, no_call)
     best = max(names, key=lambda n: scores[n] - (null_scores[n] if null_scores is not None else 0.0))
     return asked - base <= 0, {"no_call_margin": round(asked, 4), "no_call_margin_null": round(base, 4), "tool": best}
 

@@ -5,9 +5,15 @@
 - ``calibrated``: call when that margin is at most the content-free question's (``Agent(calibrate=True)``);
 - ``+tool`` variants: the tool chosen by its score minus its score on the content-free question (contextual
   calibration of the choice between tools too, not only of call or not);
-- ``margin=M``: raw, with the call threshold moved to M.
+- ``margin=M``: raw, with the call threshold moved to M;
+- ``+covered`` variants: where the rule answers, a call even so when the request fills a tool's arguments with typed
+  values (``covered``, :func:`agentkit.steps.unserved.covering`), of the covered tool scored highest (calibrated).
+
+The options are those the agent offers: the tools whose required values the request gives
+(:func:`agentkit.steps.arguments.groundable`), and the no-call option.
 
     nice -n 5 python evals/user_tools_decide.py --split dev --out evals/results/user_tools/decide_dev.json
+    nice -n 5 python evals/user_tools_decide.py --split dev,held_out,fresh --out evals/results/user_tools/decide_seen.json
 
 Only the first decision (the first call's tool, or no call) is scored: a right first tool on ``one`` and ``two``
 tasks, no call on ``none`` tasks. The full runs are ``evals/user_tools.py``.
@@ -26,43 +32,53 @@ from agentkit.evals.user_tools import TOOLS, load_tasks
 DATA = Path(__file__).resolve().parent / "user_tools" / "tasks.jsonl"
 
 
-def scores_of(engine, tools, task: str) -> tuple[dict, dict, str]:
+def scores_of(engine, tools, task: str) -> tuple[dict, dict, str, list[str]]:
     from agentkit import decide
     from agentkit.sdk import EngineGenerator
     from agentkit.sdk import _decide as decide_
     from agentkit.sdk._messages import ModelRequest, UserPromptPart, to_chat
     from agentkit.steps import kinds as steps
+    from agentkit.steps.arguments import argument_sources, groundable
 
     system = steps.system_prompt(None, tools)
     chat = to_chat([ModelRequest(parts=[UserPromptPart(content=task)], instructions=system)])
     chat, no_call = decide_.decision_chat(chat, None, tools)
     gen = EngineGenerator(engine)
     head = steps.call_head(steps.STYLE)
-    options = [t.name for t in tools] + [no_call]
+    offered = groundable(tools, task)
+    covered = argument_sources([(t.name, t.parameters_schema) for t in offered],
+                               [{"role": "user", "content": task}]).covered
+    options = [t.name for t in offered] + [no_call]
     got = asyncio.run(gen.name_scores(chat, options, head))
     null = asyncio.run(gen.name_scores(decide.null_messages(chat), options, head))
-    return got, null, no_call
+    return got, null, no_call, list(covered)
 
 
-def decide_with(got: dict, null: dict, no_call: str, rule: str) -> str | None:
+def decide_with(got: dict, null: dict, no_call: str, rule: str, covered: list[str] = ()) -> str | None:
     from agentkit.decide import no_call_margin
 
     names = [n for n in got if n != no_call]
+    if not names:
+        return None
+    rule, covering = rule.removesuffix("+covered"), rule.endswith("+covered")
     margin = no_call_margin(got, no_call)
     base = no_call_margin(null, no_call)
     threshold = float(rule.removesuffix("+tool").split("=")[1]) if rule.startswith("margin=") else 0.0
     call = margin - base <= 0 if rule.startswith("calibrated") else margin <= threshold
     key = (lambda n: got[n] - null[n]) if rule.endswith("+tool") else (lambda n: got[n])
+    if not call and covering and covered:
+        return max(covered, key=lambda n: got[n] - null[n])
     return max(names, key=key) if call else None
 
 
 RULES = ["raw", "raw+tool", "calibrated", "calibrated+tool", "margin=1", "margin=2", "margin=1+tool",
-         "margin=2+tool", "margin=3+tool"]
+         "margin=2+tool", "margin=3+tool", "raw+tool+covered", "calibrated+tool+covered", "margin=1+tool+covered",
+         "margin=2+tool+covered"]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--split", default="dev")
+    ap.add_argument("--split", default="dev", help="a split or several, comma-separated (dev,held_out,fresh)")
     ap.add_argument("--lora", default=None)
     ap.add_argument("--out", required=True, help="the scores and the table (an existing file: its scores rescored)")
     args = ap.parse_args()
@@ -77,24 +93,36 @@ def main() -> None:
     if not rows:
         engine = default_engine(lora=args.lora) if args.lora else default_engine()
         tools = [Tool(f) for f in TOOLS]
-        for t in load_tasks(DATA, args.split):
-            got, null, no_call = scores_of(engine, tools, t["prompt"])
-            rows.append({"id": t["id"], "kind": t["kind"], "want": t["expected"][0]["tool"] if t["expected"] else None,
+        for t in [t for s in args.split.split(",") for t in load_tasks(DATA, s)]:
+            got, null, no_call, covered = scores_of(engine, tools, t["prompt"])
+            rows.append({"id": t["id"], "split": t["split"], "kind": t["kind"], "covered": covered,
+                         "want": t["expected"][0]["tool"] if t["expected"] else None,
                          "scores": got, "null": null, "no_call": no_call})
             print(t["id"], {r: decide_with(got, null, no_call, r) for r in ("raw", "calibrated+tool")}, flush=True)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps({"command": " ".join(sys.argv), "rows": rows}, indent=1))
+    table = {split: table_of([r for r in rows if r.get("split", "dev") == split])
+             for split in dict.fromkeys(r.get("split", "dev") for r in rows)}
+    if len(table) > 1:
+        table["all"] = table_of(rows)
+    for split, by_rule in table.items():
+        for rule, figures in by_rule.items():
+            print(split, rule, figures)
+    out.write_text(json.dumps({"command": " ".join(sys.argv), "table": table, "rows": rows}, indent=1))
+
+
+def table_of(rows: list[dict]) -> dict[str, dict[str, float]]:
+    """Each rule's first decisions on ``rows``: calls where one is needed, the first tool right, no call where none
+    is needed."""
     table = {}
     for rule in RULES:
-        picks = [(r, decide_with(r["scores"], r["null"], r["no_call"], rule)) for r in rows]
+        picks = [(r, decide_with(r["scores"], r["null"], r["no_call"], rule, r.get("covered", []))) for r in rows]
         need = [(r, p) for r, p in picks if r["kind"] != "none"]
         none = [(r, p) for r, p in picks if r["kind"] == "none"]
         table[rule] = {"call_when_needed": round(sum(p is not None for _, p in need) / len(need), 3),
                        "right_first_tool": round(sum(p == r["want"] for r, p in need) / len(need), 3),
                        "no_call_when_none": round(sum(p is None for _, p in none) / len(none), 3)}
-        print(rule, table[rule])
-    out.write_text(json.dumps({"command": " ".join(sys.argv), "table": table, "rows": rows}, indent=1))
-
+    return table
 
 if __name__ == "__main__":
     main()

@@ -99,6 +99,7 @@ class RequestPlan:
     # reply is text (agentkit.toolcall.call_grounded)
     sources: str = ""
     owed: tuple[str, ...] | None = None  # the tools the request still owes a call (agentkit.steps.unserved)
+    covered: tuple[str, ...] = ()  # before any call, the tools the request fills with typed values (the same)
     max_calls: int = 1  # tool calls one reply may make (MAX_PARALLEL_CALLS with parallel_tool_calls, the default)
     raw_prompt: str | None = None  # /v1/completions: the prompt as text, without the chat template
 
@@ -122,7 +123,7 @@ class RequestPlan:
         return ToolStep(self.prompt, self.config, self.tool_mode, self.tool_names, self.max_calls,
                         raw=self.raw_prompt is not None, style=self.schema.style if self.schema else None,
                         no_call=self.no_call, answered=self.answered, retry=self.retry, sources=self.sources,
-                        owed=self.owed,
+                        owed=self.owed, covered=self.covered,
                         text_messages=self.text_messages, text_config=self.text_config)
 
     def choice(self, i: int) -> RequestPlan:
@@ -261,9 +262,9 @@ def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: 
     mode = ext.mode or default_mode or (structured_mode() if schema is not None else "ar")
     tool_mode: Literal["none", "forced", "auto"] = "forced" if forced else ("auto" if auto else "none")
     names = frozenset(t.function.name for t in (forced or tools)) if tool_mode != "none" else frozenset()
-    owed: tuple[str, ...] | None = None
+    arguments: ArgumentSources | None = None
     if tool_mode != "none" and _grounded_arguments(ext):
-        schema, names, owed = _grounded_calls(conv, forced or tools, schema, names, auto)
+        schema, names, arguments = _grounded_calls(conv, forced or tools, schema, names, auto)
     # auto: a call's decode may take more than a small max_tokens (a small max_tokens must not forbid a call);
     # max_tokens bounds the text reply (serving/toolchoice.py)
     budget = max(max_tokens, DEFAULT_MAX_TOKENS) if auto else max_tokens
@@ -282,22 +283,23 @@ def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: 
         plan.text_messages = conv.reply
         plan.text_config = decode_config(req, ext.mode or default_mode or "ar", max_tokens, results)
         plan.no_call, plan.answered, plan.retry, plan.sources = no_call, conv.answered, conv.retry, conv.sources
-        plan.owed = owed
+        plan.owed, plan.covered = (arguments.owed, arguments.covered) if arguments else (None, ())
     return plan
 
 
 def _grounded_calls(conv: Conversation, tools: list[ToolDef], schema: SchemaJob | None, names: frozenset[str],
-                    auto: bool) -> tuple[SchemaJob | None, frozenset[str], tuple[str, ...] | None]:
+                    auto: bool) -> tuple[SchemaJob | None, frozenset[str], ArgumentSources]:
     """Grounded arguments (:mod:`agentkit.steps.arguments`): a call's values come from the conversation, a tool it
     gives no required value for is not picked (a forced call is made even so), and what the request left holds the
     next call (:mod:`agentkit.steps.unserved`; not on a retry, which calls again as it was). Returns the schema job
-    with the grounding, the tools to choose among and the tools the request owes a call."""
+    with the grounding, the tools to choose among and what the call is grounded in (the tools the request owes a
+    call, and those it fills with typed values)."""
     fit = frozenset(t.function.name for t in tools if not argument_gaps(t.function.parameters, conv.sources))
     arguments = ArgumentSources(conv.sources) if conv.retry else argument_sources(
         [(t.function.name, t.function.parameters) for t in tools if t.function.name in fit], conv.texts, conv.sources)
     if schema is not None and schema.kind == "tools":
         schema = dataclasses.replace(schema, arguments_source=conv.sources, arguments_held=arguments.held)
-    return schema, (fit if fit or auto else names), arguments.owed
+    return schema, (fit if fit or auto else names), arguments
 
 
 def _grounded_arguments(ext: AgentkitExt) -> bool:

@@ -42,6 +42,7 @@ unless the text holds it.
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import re
 from collections.abc import Callable, Iterator, Sequence
@@ -465,6 +466,22 @@ def expression_pattern(text: str, must: Sequence[float] = ()) -> str | None:
         return None
     m = operand(needed)
     return r"^ *(?:(?:" + n + op + r")+" + m + r"(?:" + op + n + r")*|" + m + r"(?:" + op + n + r")+) *$"
+
+
+_OPERATOR = re.compile(r"\)?\s*(?:\*\*|[-+*/x×^]|plus|minus|times|multiplied by|divided by|over|to the power of"
+                       r"|%\s*of|percent of|per cent of)\s*\(?", re.IGNORECASE)
+_OF_ONE = re.compile(r"\b(?:half|double|twice|triple|a quarter|the square root|the cube) of\s*$|\bsquare root of\s*$",
+                     re.IGNORECASE)
+
+
+def asks_arithmetic(text: str) -> bool:
+    """Whether ``text`` asks arithmetic of the numbers it writes in digits: two of them joined by an operator, a
+    sign or a word (``17.5 times 23``, ``2 to the power of 16``, ``15% of 240``, ``(45 + 55) * 3.2``), or one
+    after ``half of`` and the like. Numbers inside a date do not count (``2026-03-05`` is no subtraction)."""
+    found = [(a, b) for a, b, _ in number_mentions(text) if any(c.isdigit() for c in text[a:b])]
+    if any(_OF_ONE.search(text[:a]) for a, _ in found):
+        return True
+    return any(_OPERATOR.fullmatch(text[b1:a2]) for (_, b1), (a2, _) in itertools.pairwise(found))
 
 
 # the numbers a word implies in arithmetic (``half of 7`` is ``7 / 2``, ``15% of 240`` is ``15 * 240 / 100``)

@@ -385,7 +385,7 @@ class Agent(Generic[DepsT, OutputT]):
             ask = decide_.decision_ask(
                 self._scorer, chat, [t.name for t in choosable], run.settings.get("json_style", steps.STYLE),
                 self._null_scores, done=run.results.tools_done(), previous=run.last_decision, no_call=no_call,
-                rule=self.after_result, retry=retry, calibrate=self.calibrate, owed=sources.owed if sources else None)
+                rule=self.after_result, retry=retry, calibrate=self.calibrate, sources=sources)
         earlier = None if self.on_repeat == "allow" else lambda n, a: run.results.earlier(n, a, self.repeat)
         return StepRules("auto", ask, lambda res: self._templates.parse_calls(steps.parse_json(res), offered),
                          answer_name=steps.FINAL_ANSWER, earlier=earlier)

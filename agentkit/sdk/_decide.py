@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from ..errors import UserError
+from ..steps.arguments import ArgumentSources
 from ..steps.decision import AFTER_RESULT_RULES, AfterResult, Decision, DecisionAsk, NullScores, decide
 from ..steps.drive import drive_async
 from ..steps.kinds import FINAL_ANSWER, call_head, system_prompt
@@ -111,16 +112,18 @@ def decides_calibrated(scorer: NameScorer, calibrate: bool | None = None) -> boo
 def decision_ask(scorer: NameScorer, chat: list[dict[str, str]], tools: list[str], style: str | None,
                  null: NullScores, *, done: tuple[str, ...] = (), previous: Decision | None = None,
                  rule: str | None = None, no_call: str = FINAL_ANSWER, retry: bool = False,
-                 calibrate: bool | None = None, owed: tuple[str, ...] | None = None) -> DecisionAsk:
+                 calibrate: bool | None = None, sources: ArgumentSources | None = None) -> DecisionAsk:
     """An agent's tool-step decision on ``chat`` (the messages it scores) among ``tools``: ``done``, the tools that
     returned a result in this run, the last one last (empty before any); ``previous``, this run's last decision;
     ``rule``, :data:`AFTER_RESULT` when None; ``retry``, the last call failed and is to be retried
     (``after_failure="retry"``): a call of the tool the model scores highest. ``calibrate``: scores against the
-    content-free question's (None: as the scorer's weights declare, :func:`decides_calibrated`). ``owed``: the tools
-    the request still owes a call (:class:`agentkit.steps.arguments.ArgumentSources`; empty: it is served)."""
+    content-free question's (None: as the scorer's weights declare, :func:`decides_calibrated`). ``sources``: what
+    the step's call is grounded in (:class:`agentkit.steps.arguments.ArgumentSources`): the tools the request still
+    owes a call and those it fills with typed values (None: grounded arguments off, neither known)."""
     return DecisionAsk("auto", chat, list(tools), no_call, call_head(style), True,
                        decides_calibrated(scorer, calibrate), retry, null,
-                       AfterResult(done, previous, rule or AFTER_RESULT), owed)
+                       AfterResult(done, previous, rule or AFTER_RESULT), sources.owed if sources else None,
+                       sources.covered if sources else ())
 
 
 async def decide_step(scorer: NameScorer, chat: list[dict[str, str]], tools: list[str], style: str | None,

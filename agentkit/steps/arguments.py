@@ -36,7 +36,7 @@ from ..constrain.nodes import Template
 from ..settings import BY_NAME
 from ..toolcall import sources_of
 from .kinds import TOOL_STYLE, StepTool, is_observation
-from .unserved import asked_fields, mentions, narrowed, operands, owed, untaken
+from .unserved import asked_fields, covering, mentions, narrowed, operands, owed, untaken
 
 __all__ = ["ArgumentSources", "Turn", "argument_gaps", "argument_sources", "choosable_tools", "groundable",
            "grounded_parameters", "turn_of"]
@@ -49,11 +49,13 @@ class ArgumentSources:
     """What a step's call is grounded in: the conversation's ``text`` (its user and tool messages), the tools the
     request still owes a call (``owed``, best first: :mod:`agentkit.steps.unserved`; empty when calls took every
     value the request wrote; None before any call, for a request that writes none, or when what is left no tool
-    takes) and what each of their arguments that takes what is left is held to (``held``)."""
+    takes), what each of their arguments that takes what is left is held to (``held``) and, before any call, the
+    tools the request fills every required argument of with a typed value (``covered``, :func:`covering`)."""
 
     text: str
     owed: tuple[str, ...] | None = None
     held: Held = ()
+    covered: tuple[str, ...] = ()
 
     def held_for(self, tool: str) -> dict[str, dict[str, Any]]:
         return {arg: json.loads(overlay) for name, arg, overlay in self.held if name == tool}
@@ -113,7 +115,7 @@ def argument_sources(tools: Sequence[tuple[str, dict[str, Any] | None]], chat: S
     ``sources``: the chat's :func:`sources_of` when already read). The owed tools come best first: those that take
     the most of what is left, in the order given; where only names are left and the last call's tool takes one,
     that tool alone (a second city for the weather, the name a search left out); none (``()``) when calls took
-    every value the request wrote."""
+    every value the request wrote. Before any call since the request, the tools it :func:`covering` fills."""
     text = sources_of(chat) if sources is None else sources
     turn = turn_of(chat)
     if turn.failed:  # a retry calls the failed tool again, as it was (agentkit.steps.decision's retry rule)
@@ -128,7 +130,8 @@ def argument_sources(tools: Sequence[tuple[str, dict[str, Any] | None]], chat: S
         best = (turn.last_tool,)
     if not left and made.strip() and said:
         best = ()  # served
-    return ArgumentSources(text, best, tuple((n, a, json.dumps(v)) for n, h in found.items() for a, v in h.items()))
+    held = tuple((n, a, json.dumps(v)) for n, h in found.items() for a, v in h.items())
+    return ArgumentSources(text, best, held, () if made.strip() else covering(tools, turn.request, text))
 
 
 ToolT = TypeVar("ToolT", bound=StepTool)

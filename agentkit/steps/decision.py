@@ -19,10 +19,14 @@ The rules (:class:`DecisionAsk` holds the options; the arithmetic is :mod:`agent
   ``pounds`` in "Convert 100 dollars to euros and also to pounds." after the call to euros): a call, of the owed
   tool the model scores highest; when calls took every value the request wrote (``owed`` empty), an answer;
 - ``auto`` otherwise: call when the conversation moves the model towards the tools, its margin of the no-call
-  option over the tools against the same margin on a content-free question (:func:`agentkit.decide.calibrated`; raw
-  when ``calibrate`` is False). The baseline's scores may be kept across steps (:class:`NullScores`, the SDK's).
+  option over the tools against the same margin on a content-free question (:func:`agentkit.decide.calibrated`; the
+  raw margin when ``calibrate`` is False), and of the tool whose score rises most over that question's either way. The baseline's scores may be kept across steps (:class:`NullScores`, the SDK's).
   After tool results an :class:`AfterResult` rule (the SDK's) drops tools from the options and may compare the
-  margin with the previous decision's. An engine that cannot score leaves the choice to the call decode.
+  margin with the previous decision's. Before any call, when the request fills every required argument of a
+  tool with typed values (``covered``, :func:`agentkit.steps.unserved.covering`: "80 swiss francs in euros", "how
+  many cm is 5 feet", "Am I free on March 6?") and the margin says answer, a call even so, of the covered tool
+  whose score rises most: an answer there is the model's guess at the tool's result. An engine that cannot score
+  leaves the choice to the call decode.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ AFTER_RESULT_RULES = ("exclude_last", "exclude_done", "exclude_moved", "moved", 
 RETRY = "retry after a failed tool message"
 UNSERVED = "the request left values no call took"
 SERVED = "every value of the request was taken"
+COVERED = "the request fills a tool's arguments with typed values"
 
 
 @dataclass(frozen=True)
@@ -105,10 +110,11 @@ class AfterResult:
 @dataclass(frozen=True)
 class DecisionAsk:
     """What a decision reads: the step's mode, the messages scored, the tools in order, the no-call option's name,
-    the call's head, whether the model can score, whether the scores are calibrated, whether the last call failed
+    the call's head, whether the model can score, whether the call margin is calibrated, whether the last call failed
     (``retry``), the baseline's cache (None: scored each time), the rule after tool results (None: none) and the
     tools the request still owes a call (``owed``, :mod:`agentkit.steps.unserved`, best first; empty: every value of
-    the request was taken, the request is served; None: neither is known, as before any call)."""
+    the request was taken, the request is served; None: neither is known, as before any call) and the tools the
+    request fills with typed values before any call (``covered``)."""
 
     mode: ToolMode
     chat: Chat
@@ -121,6 +127,7 @@ class DecisionAsk:
     null: NullScores | None = None
     after: AfterResult | None = None
     owed: tuple[str, ...] | None = None
+    covered: tuple[str, ...] = ()
 
 
 Deciding = Generator[Score, dict[str, float], Decision | None]
@@ -189,8 +196,9 @@ def _calibrated(ask: DecisionAsk) -> Generator[Score, dict[str, float], Decision
         return Decision(False, None, {"by": "no tool left", "tool": None})
     options = [*names, no_call]
     scores = yield Score(ask.chat, options, ask.head)
-    baseline = (yield from _baseline(ask, options)) if ask.calibrate else None
-    call, info = scores_.calibrated(scores, baseline, names, no_call)
+    # the choice between tools is calibrated whether the margin is or not
+    baseline = (yield from _baseline(ask, options)) if ask.calibrate or len(names) > 1 else None
+    call, info = scores_.calibrated(scores, baseline, names, no_call, margin=ask.calibrate)
     previous = after.previous if after is not None else None
     if done and previous is not None and rule in ("moved", "exclude_moved"):
         before = previous.info.get("no_call_margin") if rule == "moved" else scores_.no_call_margin(
@@ -199,6 +207,11 @@ def _calibrated(ask: DecisionAsk) -> Generator[Score, dict[str, float], Decision
             call = info["no_call_margin"] <= before
             info["previous_margin"] = round(before, 4)
     labels = {"rule": rule if done else "null"} if after is not None else {}
+    covered = [t for t in names if t in ask.covered]
+    if not call and covered and not done:
+        base = baseline or {}
+        best = max(covered, key=lambda n: scores[n] - base.get(n, 0.0))
+        return Decision(True, best, {"by": COVERED, **labels, **info, "tool": best, "covered": covered})
     return Decision(call, info["tool"] if call else None, {"by": "calibrated_scores", **labels, **info})
 
 

@@ -50,6 +50,7 @@ class ToolStep:
     retry: bool = False
     sources: str = ""
     owed: tuple[str, ...] | None = None  # the tools the request still owes a call (agentkit.steps.unserved)
+    covered: tuple[str, ...] = ()  # before any call, the tools the request fills with typed values (the same)
     text_messages: list[dict[str, str]] | None = None
     text_config: DecodeConfig | None = None
 
@@ -76,7 +77,7 @@ def step_rules(engine: EngineLike, step: ToolStep) -> StepRules:
     if step.tool_mode != "none" and not isinstance(step.prompt, str):  # a raw prompt (completions) has no tools
         ask = DecisionAsk(step.tool_mode, step.prompt, sorted(step.tool_names), step.no_call,
                           call_head(step.style or DEFAULT_STYLE), can_score(engine), calibrates(engine), step.retry,
-                          owed=step.owed)
+                          owed=step.owed, covered=step.covered)
     return StepRules(step.tool_mode, ask, lambda res: reply_of(step, res.text, res.value),
                      sources=step.sources if step.tool_mode == "auto" else None, text_reply=True)
 

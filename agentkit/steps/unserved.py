@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..constrain.ground import (
+    asks_arithmetic,
     currency_mentions,
     date_mentions,
     day_phrases,
@@ -46,7 +47,7 @@ from ..constrain.ground import (
 )
 from ..constrain.units import is_unit, text_units, unit_mentions
 
-__all__ = ["Mention", "asked_fields", "mentions", "narrowed", "operands", "owed", "unserved", "untaken"]
+__all__ = ["Mention", "asked_fields", "covering", "mentions", "narrowed", "operands", "owed", "unserved", "untaken"]
 
 Kind = Literal["number", "currency", "unit", "day", "name", "field"]
 # a kind of mention -> the grounded kinds of the arguments that take it (agentkit.constrain.ground's kinds)
@@ -196,6 +197,31 @@ def owed(tools: Sequence[tuple[str, dict[str, Any]]], left: Sequence[Mention], s
         if held:
             out[name] = held
     return out
+
+
+def covering(tools: Sequence[tuple[str, dict[str, Any] | None]], request: str, sources: str) -> tuple[str, ...]:
+    """The ``tools`` (name, parameters schema) every required argument of which ``request`` fills with a typed
+    value: a ``number`` it writes in digits, a ``day`` it names (not today), a ``currency`` or a ``unit`` (a (from,
+    to) pair two different ones), an ``expression`` it asks (:func:`agentkit.constrain.ground.asks_arithmetic`).
+    "80 swiss francs in euros" fills ``convert_currency``; a tool with a free string argument (a city, a query) is
+    filled by no request. What such a request asks is that tool's work (:mod:`agentkit.steps.decision`)."""
+    said: dict[str, set[Any]] = {}
+    for m in mentions(request):
+        said.setdefault(m.kind, set()).add(_key(m.kind, m.value))
+    filled = {"number": "number", "date": "day", "currency": "currency", "unit": "unit"}
+    out = []
+    for name, parameters in tools:
+        required = (parameters or {}).get("required") or ()
+        kinds = ground_arguments(parameters or {}, sources).kinds
+        wanted: dict[str, int] = {}
+        for arg in required:
+            own = ((parameters or {}).get("properties") or {}).get(arg) or {}
+            kind = "unit" if is_unit(arg, own) else "currency" if is_currency(arg, own) else kinds.get("/" + arg)
+            wanted[kind or "string"] = wanted.get(kind or "string", 0) + 1
+        typed = all(len(said.get(filled.get(k, ""), ())) >= n for k, n in wanted.items() if k != "expression")
+        if required and typed and ("expression" not in wanted or asks_arithmetic(request)):
+            out.append(name)
+    return tuple(out)
 
 
 def operands(request: str, left: Sequence[Mention], results: Sequence[str], made: str) -> str:

@@ -345,6 +345,10 @@ def main(argv: list[str] | None = None) -> int:
             data_cpu += time.process_time() - t
             run.cpu_s = base_cpu + train_cpu + data_cpu
     run.snapshot()
+    if run.step % a.eval_every:  # the last snapshot is measured too: it is the one ``--publish`` ships
+        log_line(out, "eval.jsonl", {"step": run.step, "tokens": run.tokens, "records": len(recs),
+                                      "cpu_h": round(run.cpu_s / 3600, 4),
+                                      **acceptance(model, run.drafter, held, a.block)})
     return 0
 
 

@@ -13,6 +13,16 @@ def test_the_calibrated_pick_takes_the_question_s_prior_out():
     assert call and info["tool"] == "get_weather"
 
 
+def test_a_raw_margin_still_picks_the_tool_calibrated():
+    scores = {"get_weather": -3.0, "calculator": -3.5, "respond": -1.0}
+    null = {"get_weather": -3.0, "calculator": -6.0, "respond": -0.1}
+    assert calibrated(scores, null, ["get_weather", "calculator"], "respond")[0]  # moved towards the tools: call
+    call, info = calibrated(scores, null, ["get_weather", "calculator"], "respond", margin=False)
+    assert not call and info["no_call_margin_null"] == 0.0 and info["tool"] == "calculator"
+    call, info = calibrated({**scores, "respond": -5.0}, null, ["get_weather", "calculator"], "respond", margin=False)
+    assert call and info["tool"] == "calculator"
+
+
 def test_the_loop_adapter_declares_calibrated_decisions():
     from agentkit.models.adapter import LOOP_DIR, load_adapter
 

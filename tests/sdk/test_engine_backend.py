@@ -100,15 +100,15 @@ async def test_scores_decide_call_or_answer_on_tiny_engine(tiny, monkeypatch, ca
     real = decide.calibrated
     seen = []
 
-    def forced(scores, null, names, no_call):
-        _, info = real(scores, null, names, no_call)
+    def forced(scores, null, names, no_call, margin=True):
+        _, info = real(scores, null, names, no_call, margin)
         seen.append((scores, null))
         return call, info
 
     monkeypatch.setattr(decide, "calibrated", forced)
     agent = Agent(tiny, tools=[add, shout], limits=Limits(max_iterations=2))
     try:
-        trace = (await agent.run("What is 2+3?", mode="ar")).trace
+        trace = (await agent.run("What is two plus three?", mode="ar")).trace  # words: no typed values (covering)
     except UsageLimitExceeded as e:
         trace = e.trace
     first = trace[0]

@@ -174,7 +174,7 @@ async def test_auto_on_the_tiny_model(tiny, monkeypatch, forced):
         asked.append((messages[-1]["content"], names, head))
         return {n: 0.0 for n in names}
 
-    def decide(request, null, names, no_call):
+    def decide(request, null, names, no_call, margin=True):
         return forced, {"no_call_margin": 0.0, "no_call_margin_null": 0.0, "tool": names[0]}
 
     monkeypatch.setattr(tiny, "generate", spy)

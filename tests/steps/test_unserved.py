@@ -3,10 +3,11 @@
 import json
 import re
 
+from agentkit.constrain.ground import asks_arithmetic
 from agentkit.steps.arguments import argument_sources, turn_of
-from agentkit.steps.decision import DecisionAsk, decide
+from agentkit.steps.decision import COVERED, DecisionAsk, decide
 from agentkit.steps.kinds import observation
-from agentkit.steps.unserved import mentions, narrowed, operands, owed, unserved
+from agentkit.steps.unserved import covering, mentions, narrowed, operands, owed, unserved
 
 CURRENCY = {"type": "object", "required": ["amount", "from_currency", "to_currency"], "properties": {
     "amount": {"type": "number"}, "from_currency": {"type": "string"}, "to_currency": {"type": "string"}}}
@@ -135,3 +136,57 @@ def test_a_retry_is_not_a_further_ask_and_counts_are_no_values():
     sources = argument_sources([("gcd", gcd)], failed)
     assert turn_of(failed).failed and sources.owed is None and sources.held == ()
     assert [m.text for m in mentions(failed[0]["content"]) if m.kind == "number"] == ["36", "48"]  # not "two"
+
+
+CALENDAR = {"type": "object", "required": ["date"], "properties": {"date": {"type": "string"}}}
+
+
+def test_a_request_covers_a_tool_when_typed_values_fill_every_required_argument():
+    tools = [*TOOLS, ("get_calendar_events", CALENDAR)]
+    cover = lambda request: covering(tools, request, request)
+    assert cover("what's 80 swiss francs in euros") == ("convert_currency",)
+    assert cover("how many cm is 5 feet") == ("convert_units",)
+    assert cover("Am I free on March 6?") == ("get_calendar_events",)
+    assert cover("What's 2 to the power of 16?") == ("calculator",)
+    assert cover("What's the weather in Oslo?") == ()  # a free string (a city) is no typed value
+    assert cover("Convert 100 dollars please") == ()  # one currency: the pair is not filled
+    assert cover("What's on today?") == ()  # today is no named day
+    assert cover("I ran 5 km and then 3 km") == ()  # numbers without an operator ask no arithmetic
+    chat = [{"role": "user", "content": "how many cm is 5 feet"}]
+    assert argument_sources(tools, chat).covered == ("convert_units",)
+    after = [*chat, {"role": "assistant", "content": '{"name": "convert_units", "arguments": {}}'},
+             {"role": "tool", "content": "{}"}]
+    assert argument_sources(tools, after).covered == ()  # only before any call
+
+
+def test_arithmetic_is_asked_by_an_operator_between_written_numbers():
+    for text in ("What is 17.5 times 23?", "(45 + 55) * 3.2", "2 to the power of 16", "What's 15% of 240?",
+                 "999 divided by 27", "what is half of 7"):
+        assert asks_arithmetic(text), text
+    for text in ("Any meetings on 2026-03-05?", "Convert 5 km to miles and 10 kg to pounds.", "I have 3 cats"):
+        assert not asks_arithmetic(text), text
+
+
+def _decided(ask: DecisionAsk, *scores: dict) -> object:
+    gen = decide(ask)
+    request = next(gen)
+    try:
+        for s in scores:
+            request = gen.send({n: s.get(n, -5.0) for n in request.names})
+    except StopIteration as stop:
+        return stop.value
+    raise AssertionError("the decision asked for more scores")
+
+
+def test_a_covered_tool_is_called_where_the_margin_would_answer():
+    chat = [{"role": "user", "content": "how many cm is 5 feet"}]
+    names = ["convert_units", "get_weather", "calculator"]
+    answer = {"respond": -0.5, "convert_units": -4.0, "get_weather": -3.0, "calculator": -3.5}
+    baseline = {"respond": -2.0, "convert_units": -4.5, "get_weather": -2.0, "calculator": -3.0}
+    plain = _decided(DecisionAsk("auto", chat, names, "respond", "h"), answer, baseline)
+    assert plain.call is False
+    covered = _decided(DecisionAsk("auto", chat, names, "respond", "h", covered=("convert_units",)), answer, baseline)
+    assert (covered.call, covered.tool, covered.info["by"]) == (True, "convert_units", COVERED)
+    calling = {**answer, "respond": -6.0}  # the margin calls: the calibrated choice stands
+    kept = _decided(DecisionAsk("auto", chat, names, "respond", "h", covered=("convert_units",)), calling, baseline)
+    assert kept.call is True and kept.info["by"] == "calibrated_scores"
