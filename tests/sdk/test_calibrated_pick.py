@@ -1,5 +1,5 @@
 """A calibrated decision picks the tool whose score rises most over the content-free question's; a raw one, the
-tool scored highest. The loop adapter declares calibrated decisions."""
+tool scored highest. The loop adapter declares raw call margins."""
 
 from agentkit.decide import calibrated
 
@@ -23,7 +23,7 @@ def test_a_raw_margin_still_picks_the_tool_calibrated():
     assert call and info["tool"] == "calculator"
 
 
-def test_the_loop_adapter_declares_calibrated_decisions():
+def test_the_loop_adapter_declares_raw_decisions():
     from agentkit.models.adapter import LOOP_DIR, load_adapter
 
-    assert load_adapter(LOOP_DIR)[1].calibrate is True
+    assert load_adapter(LOOP_DIR)[1].calibrate is False  # raw margins; typed values and the calibrated pick
