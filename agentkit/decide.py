@@ -88,12 +88,13 @@ def calibrated(scores: dict[str, float], null_scores: dict[str, float] | None, n
 
 
 def calibrates(engine: Any) -> bool:
-    """Whether decisions on ``engine``'s weights are calibrated against the content-free question: yes, unless a
-    LoRA merged into them declares otherwise (``AdapterConfig.calibrate``). The loop adapter declares calibrated
-    decisions: on tools nobody trained on (``evals/user_tools_decide.py``, the user-tool benchmark's dev split) its
-    calibrated decision called on all 30 tasks that need a call and held back on 11 of 16 that need none, its raw
-    one on 16 and 15; on 220 held-out tasks of its own training's kind of tools the raw one was right on 0.91, the
-    calibrated one on 0.67 (``Agent(calibrate=False)``)."""
+    """Whether the call margin on ``engine``'s weights is read against the content-free question's: yes, unless a
+    LoRA merged into them declares otherwise (``AdapterConfig.calibrate``). The loop adapter declares raw margins
+    (the tool is picked calibrated either way, and a request whose typed values fill a tool's arguments makes a
+    call, :mod:`agentkit.steps.decision`): on the user-tool benchmark's 138 seen tasks (``evals/user_tools_decide.py``)
+    the first decision called on 0.800 of those that need a call and held back on 0.875 of those that need none,
+    calibrated on 0.967 and 0.625; on the agent loop's 160 tasks task success was 0.544 against 0.488 (9 won, 0 lost,
+    ``evals/agent_loop_grounding.py --calibrate``)."""
     lm = getattr(engine, "lm", None)
     return bool((getattr(lm, "meta", None) or {}).get("lora_config", {}).get("calibrate", True))
 

@@ -227,10 +227,14 @@ _PHRASES = re.compile(  # a day said without a full date: relative, a weekday, a
 def day_phrases(text: str) -> list[str]:
     """The days ``text`` names, for a tool's date argument without a format: its full dates in ISO form
     (:func:`text_dates`) and, as written, the days it names otherwise (``tomorrow``, ``next Friday``, ``March 5``,
-    ``the 20th of March``, ``the 14th``), in order, each once."""
+    ``the 20th of March``, ``the 14th``), in order, each once. A weekday written just before a date is that date's
+    (``Tuesday the 3rd of March`` names one day, ``the 3rd of March``)."""
     dates = date_mentions(text)
-    said = [(m.start(), m.group()) for m in _PHRASES.finditer(text)
-            if not any(a <= m.start() < b for a, b, _ in dates)]
+    found = [m for m in _PHRASES.finditer(text) if not any(a <= m.start() < b for a, b, _ in dates)]
+    starts = sorted([a for a, _, _ in dates] + [m.start() for m in found])
+    said = [(m.start(), m.group()) for m in found
+            if not (re.fullmatch(_WEEKDAY, m.group(), re.IGNORECASE)
+                    and any(re.fullmatch(r"[\s,]{1,3}", text[m.end():s]) for s in starts if s > m.end()))]
     return list(dict.fromkeys(v for _, v in sorted([(a, iso) for a, _, iso in dates] + said)))
 
 
@@ -447,6 +451,8 @@ def expression_pattern(text: str, must: Sequence[float] = ()) -> str | None:
     plainly: ``1,500`` as ``1500``, ``a dozen`` as ``12``), each one optionally negative or a percent, joined by
     ``+ - * / **`` (one operator at least; ``%`` is a percent, not a remainder) with parentheses and spaces, and the
     numbers its words imply (:data:`_IMPLIED`: ``half`` 2, ``%`` 100); None when that gives fewer than two numbers.
+    As many operators as there are numbers, less one, at most (on each side of a ``must`` number): a small model
+    held to the pattern alone wrote ``1455 - 1455 - 1455 - ...`` to its token limit.
     ``must``: numbers one of which the expression uses (None when ``text`` writes none of them)."""
     written = {_plain_number(v) for v in text_numbers(text)}
     if not written:
@@ -458,14 +464,15 @@ def expression_pattern(text: str, must: Sequence[float] = ()) -> str | None:
     if len(nums) < 2:  # one number is no arithmetic
         return None
     operand = lambda xs: r"\(*-?(?:" + "|".join(re.escape(x) for x in xs) + r")%?\)*"
-    n, op = operand(nums), r" *(?:\*\*|[-+*/]) *"
+    n, op, most = operand(nums), r" *(?:\*\*|[-+*/]) *", str(len(nums) - 1)
     if not must:
-        return r"^ *" + n + r"(?:" + op + n + r")+ *$"
+        return r"^ *" + n + r"(?:" + op + n + r"){1," + most + r"} *$"
     needed = [x for x in nums if any(float(x) == float(v) for v in must)]
     if not needed:
         return None
-    m = operand(needed)
-    return r"^ *(?:(?:" + n + op + r")+" + m + r"(?:" + op + n + r")*|" + m + r"(?:" + op + n + r")+) *$"
+    m, ops = operand(needed), r"(?:" + op + n + r")"
+    return (r"^ *(?:(?:" + n + op + r"){1," + most + r"}" + m + ops + r"{0," + most + r"}|" + m + ops + r"{1," + most
+            + r"}) *$")
 
 
 _OPERATOR = re.compile(r"\)?\s*(?:\*\*|[-+*/x×^]|plus|minus|times|multiplied by|divided by|over|to the power of"
@@ -999,11 +1006,14 @@ def pair_fields(parameters: dict[str, Any]) -> list[tuple[str, str]]:
 
 def pair_phrases(text: str) -> tuple[list[str], list[str]]:
     """What a conversion's two sides are called in ``text``: the from side, a phrase right after a number or
-    ``from`` (``1,500 Mexican pesos``, ``100 F``, ``from Paris``); the to side, one right after ``to``/``in``/
-    ``into``/``as``/``how many`` (``in Canadian dollars``, ``to miles``, ``How many yen``). Each phrase is one or
-    two words, not function words, in order, each once."""
+    ``from`` (``1,500 Mexican pesos``, ``100 F``, ``from Paris``) or a currency symbol right before a number
+    (``€60``, ``US$ 20``); the to side, one right after ``to``/``in``/``into``/``as``/``how many`` (``in Canadian
+    dollars``, ``to miles``, ``How many yen``). Each phrase is one or two words, not function words, in order, each
+    once."""
     mentions = number_mentions(text)
     numbers = {a for a, _, _ in mentions}
+    symbols = [(a, text[a:b]) for a, b, _ in currency_mentions(text)
+               if not text[a:b].isalpha() and b + text[b:b + 1].isspace() in numbers]
     starts_from = [b for _, b, _ in mentions] + [m.end() for m in _FROM_CUE.finditer(text)]
     starts_to = [m.end() for m in _TO_CUE.finditer(text)]
 
@@ -1016,7 +1026,8 @@ def pair_phrases(text: str) -> tuple[list[str], list[str]]:
             if m:
                 found.append((p, m.group()))
         return list(dict.fromkeys(v for _, v in sorted(found)))
-    return phrases(sorted(set(starts_from))), phrases(starts_to)
+    froms = phrases(sorted(set(starts_from)))
+    return list(dict.fromkeys([s for _, s in symbols] + froms)), phrases(starts_to)
 
 
 def anchor_pairs(parameters: dict[str, Any], sources: str) -> dict[str, Any]:

@@ -66,6 +66,8 @@ def test_days_and_currencies_as_a_user_writes_them():
     assert day_phrases("Any meetings on 2026-03-05 or next Friday?") == ["2026-03-05", "next Friday"]
     assert day_phrases("check my calendar for the 20th of March") == ["the 20th of March"]
     assert day_phrases("Is it sunny in Marrakesh?") == []
+    assert day_phrases("Anything for Tuesday the 3rd of March?") == ["the 3rd of March"]  # one day, not two
+    assert day_phrases("on Friday and on March 5") == ["Friday", "March 5"]
     assert text_currencies("How much is 10000 rupees in Canadian dollars?") == ["INR", "CAD"]
     assert text_currencies("1,500 Mexican pesos in US dollars") == ["MXN", "USD"]
 
@@ -132,6 +134,9 @@ def test_a_from_to_pair_takes_each_side_from_where_the_text_marks_it():
     assert pair_phrases("I earn 3200 CAD a month, what's that in euros?") == (["CAD"], ["euros"])
     assert pair_phrases("Convert 100 US dollars to euros.") == (["US dollars"], ["euros"])
     assert anchor_pairs(schema, "convert 50 euros") == schema  # the to side unmarked: the pair as it is
+    assert pair_phrases("£75 in AUD?") == (["£"], ["AUD"])  # a symbol before the amount marks the from side
+    props = anchor_pairs(schema, "what is €60 worth in australian dollars")["properties"]
+    assert (props["from_currency"]["enum"], props["to_currency"]["enum"]) == (["EUR"], ["AUD"])
     params = grounded_parameters([TOOLS[3]], ArgumentSources("What is 1,500 Mexican pesos in dollars?"))
     text = str(params["convert_currency"].root)
     assert text.index('"MXN"') < text.index('"USD"') and text.count('"MXN"') == 1 and text.count('"USD"') == 1
@@ -142,6 +147,8 @@ def test_percent_is_not_a_remainder_and_a_number_marks_no_side():
 
     p = expression_pattern("What's 15% of 240?")
     assert not re.fullmatch(p, "15% (15%)") and not re.fullmatch(p, "15 % 240") and re.fullmatch(p, "15% * 240")
+    runaway = expression_pattern("need (1820 - 365) / 7 worked out")  # at most one operator fewer than numbers
+    assert re.fullmatch(runaway, "(1820 - 365) / 7") and not re.fullmatch(runaway, "1820 - 365 - 7 - 7")
     assert pair_phrases("explain a black hole in one sentence") == (["sentence"], [])  # "in one": no to side
 
 
