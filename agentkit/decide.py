@@ -93,8 +93,8 @@ def calibrates(engine: Any) -> bool:
     (the tool is picked calibrated either way, and a request whose typed values fill a tool's arguments makes a
     call, :mod:`agentkit.steps.decision`): on the user-tool benchmark's 138 seen tasks (``evals/user_tools_decide.py``)
     the first decision called on 0.800 of those that need a call and held back on 0.875 of those that need none,
-    calibrated on 0.967 and 0.625; on the agent loop's 160 tasks task success was 0.544 against 0.488 (9 won, 0 lost,
-    ``evals/agent_loop_grounding.py --calibrate``)."""
+    calibrated on 0.967 and 0.625; on the agent loop's 160 tasks task success was 0.544 against 0.488, paired
+    (``evals/agent_loop_grounding.py --calibrate``, docs/agent_loop.md)."""
     lm = getattr(engine, "lm", None)
     return bool((getattr(lm, "meta", None) or {}).get("lora_config", {}).get("calibrate", True))
 
