@@ -983,7 +983,7 @@ _FROM_CUE = re.compile(r"\bfrom\s+", re.IGNORECASE)
 _STOP = "|".join(sorted(FUNCTION_WORDS | {"into", "how", "many", "much", "what", "what's"}, key=len, reverse=True))
 # one or two words; the second not a function word (``CAD a month`` is ``CAD``)
 # (case kept: ``US dollars`` is no pronoun)
-_PHRASE = re.compile(r"(?!(?:" + _STOP + r")\b)[^\W\d_][\w°'-]*(?:\s+(?!(?:" + _STOP + r")\b)[^\W\d_][\w'-]*)?")
+_PHRASE = re.compile(r"(?!(?:" + _STOP + r")\b)°?[^\W\d_][\w°'-]*(?:\s+(?!(?:" + _STOP + r")\b)[^\W\d_][\w'-]*)?")
 
 
 def pair_fields(parameters: dict[str, Any]) -> list[tuple[str, str]]:
@@ -1040,10 +1040,23 @@ def anchor_pairs(parameters: dict[str, Any], sources: str) -> dict[str, Any]:
     froms, tos = pair_phrases(sources)
     props = dict(parameters["properties"])
     for a, b in pairs:
-        values = [_side(props[a], a, froms, number_units(sources)), _side(props[b], b, tos)]
+        values = _apart([_side(props[a], a, froms, number_units(sources)), _side(props[b], b, tos)])
         if all(values) and values[0] != values[1]:
             props[a], props[b] = ({**props[k], "enum": v} for k, v in zip((a, b), values))
     return {**parameters, "properties": props}
+
+
+def _apart(values: list[list[str]]) -> list[list[str]]:
+    """A pair's two sides with a value the other side is held to alone taken out of it (a conversion is between two
+    different things: "85 francs ... into US dollars ... a 5 dollar fee" has USD on both sides, and the from side is
+    francs). A side left empty by that keeps its values."""
+    key = lambda v: str(v).casefold().lstrip("°")
+    out = [list(v) for v in values]
+    for i in (0, 1):
+        other = values[1 - i]
+        if len(other) == 1:
+            out[i] = [v for v in values[i] if key(v) != key(other[0])] or list(values[i])
+    return out
 
 
 def _side(sub: dict[str, Any], name: str, phrases: list[str], numbered: list[str] = ()) -> list[str]:

@@ -135,6 +135,9 @@ def test_a_from_to_pair_takes_each_side_from_where_the_text_marks_it():
     assert pair_phrases("Convert 100 US dollars to euros.") == (["US dollars"], ["euros"])
     assert anchor_pairs(schema, "convert 50 euros") == schema  # the to side unmarked: the pair as it is
     assert pair_phrases("£75 in AUD?") == (["£"], ["AUD"])  # a symbol before the amount marks the from side
+    props = anchor_pairs(schema, "I've got 85 francs. If I change them into US dollars and pay a 5 dollar fee")[
+        "properties"]  # USD on both sides: the to side holds it alone, so the from side is the other one
+    assert (props["from_currency"]["enum"], props["to_currency"]["enum"]) == (["CHF"], ["USD"])
     props = anchor_pairs(schema, "what is €60 worth in australian dollars")["properties"]
     assert (props["from_currency"]["enum"], props["to_currency"]["enum"]) == (["EUR"], ["AUD"])
     params = grounded_parameters([TOOLS[3]], ArgumentSources("What is 1,500 Mexican pesos in dollars?"))
