@@ -10,8 +10,9 @@ says how to pick ``respond``.
    each option's name after the call's head (``{"name": "``), summed over the name's tokens; the margin
    log P(respond) - log sum P(tools) on the request is compared with the same margin when the conversation is
    replaced by a content-free question (:data:`NULL_QUESTION`; contextual calibration, Zhao et al. 2021): the model
-   calls when the question moves it towards the tools. Both numbers are the model's own scores on this request; no
-   default, no tuned threshold. (The raw margin alone, i.e. the greedy choice under the template, called a tool on
+   calls when the question moves it towards the tools, on weights that declare calibrated decisions (the weights as
+   loaded); on the loop adapter, which declares raw ones, when the margin is below 0; before any call, also when the
+   request's typed values fill a tool's arguments (:func:`agentkit.steps.unserved.covering`). No tuned threshold. (The raw margin alone, i.e. the greedy choice under the template, called a tool on
    13 of 20 no-tool questions on SmolLM2; calibrated, 8 of 20, with every tool question still calling; see
    docs/serving_tools.md.) An engine without a backbone (a test double) decodes the choice under the template and
    takes what it decodes.

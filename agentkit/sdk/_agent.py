@@ -92,7 +92,7 @@ class Agent(Generic[DepsT, OutputT]):
     ``repeat``: what a call of a tool that already returned a result does (``_repeat.py``): by default an identical
     call, or one that feeds the tool's own result back to it, is not executed and the run goes to its answer step.
     ``decide``: how a tool step chooses between a call (of which tool) and the answer. ``"scores"`` (default): by the
-    model's calibrated scores of the options' names when the generator can score them (the in-process engine;
+    model's scores of the options' names when the generator can score them (the in-process engine;
     ``_decide.py``), then only the chosen tool's arguments are decoded; otherwise, and with ``"decode"``, the
     choice is decoded under the call template. ``after_result``: the scores' rule after a tool result, one of
     ``_decide.AFTER_RESULT_RULES`` (None: ``"exclude_moved"``, the tool that just returned is no option and another
@@ -102,12 +102,12 @@ class Agent(Generic[DepsT, OutputT]):
     wants: the coding assistant). ``after_failure``: after a failed call (``ModelRetry``, an exception, invalid
     arguments) ``"retry"`` (default) makes the next step a call, of the tool the model scores highest, while the
     failed tool has retries left, as the retry prompt asks; ``"decide"`` lets the model answer instead.
-    ``calibrate``: whether those scores are read against a content-free question's (None: as the weights declare,
-    :func:`agentkit.decide.calibrates`: True on weights as loaded and on the loop adapter, which the default model
-    merges by default; the user-tool benchmark, tools nobody trained on, chose it). ``False`` reads them raw, which
-    suits agents like the loop adapter's training (tools that answer a question: right on 0.91 of 220 held-out
-    decisions, calibrated 0.67); the coding assistant, a read, edit, test workflow, answered at its first decision on
-    all 6 tasks with raw decisions and edited on 6 of 6 with ``calibrate=True``
+    ``calibrate``: whether the call margin is read against a content-free question's (None: as the weights declare,
+    :func:`agentkit.decide.calibrates`: True on weights as loaded, False on the loop adapter, which the default model
+    merges by default; the tool is picked calibrated either way, and typed values that fill a tool's arguments make
+    a call, ``agentkit.steps.decision``). Raw margins suit agents like the loop adapter's training (right on 0.91 of
+    220 held-out decisions, calibrated 0.67); the coding assistant, a read, edit, test workflow, answered at its
+    first decision on all 6 tasks with raw decisions and edited on 6 of 6 with ``calibrate=True``
     (``evals/results/adapters/coding_agent_ar_lora_calibrated.json``).
     """
 
