@@ -232,8 +232,9 @@ _RELATIVE_DAYS = frozenset({"tomorrow", "yesterday", "the day after tomorrow"})
 def names_a_date(day: Mention) -> bool:
     """Whether a ``day`` mention names one date by itself: a date (``March 6``, ``the 20th of March``,
     ``2026-03-05``, ``the 14th``) or ``tomorrow``. A weekday or a span names none ("a job interview on Thursday",
-    "a rhyme about Monday mornings", "a novel to read this weekend"): over the user-tool benchmark's first five splits (230 tasks) no
-    question that needed the calendar named its day that way, and every one that did was a question that did not."""
+    "a rhyme about Monday mornings", "a novel to read this weekend"): over the user-tool benchmark's first five
+    splits (230 tasks) no question that needed the calendar named its day that way, and every one that did was a
+    question that did not."""
     return any(c.isdigit() for c in day.text) or day.text.casefold() in _RELATIVE_DAYS
 
 
