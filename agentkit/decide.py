@@ -83,8 +83,13 @@ def calibrated(scores: dict[str, float], null_scores: dict[str, float] | None, n
     scores alone, ``evals/user_tools_decide.py``); without a baseline, the tool it scores highest."""
     asked = no_call_margin(scores, no_call)
     base = 0.0 if null_scores is None or not margin else no_call_margin(null_scores, no_call)
-    best = max(names, key=lambda n: scores[n] - (null_scores[n] if null_scores is not None else 0.0))
+    best = calibrated_pick(scores, null_scores, names)
     return asked - base <= 0, {"no_call_margin": round(asked, 4), "no_call_margin_null": round(base, 4), "tool": best}
+
+
+def calibrated_pick(scores: dict[str, float], null_scores: dict[str, float] | None, names: list[str]) -> str:
+    """The one of ``names`` whose score rises most over the baseline's (without a baseline, the highest)."""
+    return max(names, key=lambda n: scores[n] - (null_scores[n] if null_scores is not None else 0.0))
 
 
 def calibrates(engine: Any) -> bool:

@@ -55,7 +55,7 @@ def scores_of(engine, tools, task: str) -> tuple[dict, dict, str, list[str]]:
 
 
 def decide_with(got: dict, null: dict, no_call: str, rule: str, covered: list[str] = ()) -> str | None:
-    from agentkit.decide import no_call_margin
+    from agentkit.decide import calibrated_pick, no_call_margin
 
     names = [n for n in got if n != no_call]
     if not names:
@@ -65,10 +65,9 @@ def decide_with(got: dict, null: dict, no_call: str, rule: str, covered: list[st
     base = no_call_margin(null, no_call)
     threshold = float(rule.removesuffix("+tool").split("=")[1]) if rule.startswith("margin=") else 0.0
     call = margin - base <= 0 if rule.startswith("calibrated") else margin <= threshold
-    key = (lambda n: got[n] - null[n]) if rule.endswith("+tool") else (lambda n: got[n])
     if not call and covering and covered:
-        return max(covered, key=lambda n: got[n] - null[n])
-    return max(names, key=key) if call else None
+        return calibrated_pick(got, null, covered)
+    return calibrated_pick(got, null if rule.endswith("+tool") else None, names) if call else None
 
 
 RULES = ["raw", "raw+tool", "calibrated", "calibrated+tool", "margin=1", "margin=2", "margin=1+tool",

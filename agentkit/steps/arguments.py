@@ -121,7 +121,8 @@ def argument_sources(tools: Sequence[tuple[str, dict[str, Any] | None]], chat: S
     if turn.failed:  # a retry calls the failed tool again, as it was (agentkit.steps.decision's retry rule)
         return ArgumentSources(text)
     made = "\n".join(turn.calls)
-    said = [*mentions(turn.request), *asked_fields(turn.request, turn.results)]
+    request = mentions(turn.request)
+    said = [*request, *asked_fields(turn.request, turn.results)]
     left = untaken(said, made)
     found = owed([(n, p or {}) for n, p in tools], left, text, operands(turn.request, left, turn.results, made))
     most = max((len(h) for h in found.values()), default=0)
@@ -131,7 +132,7 @@ def argument_sources(tools: Sequence[tuple[str, dict[str, Any] | None]], chat: S
     if not left and made.strip() and said:
         best = ()  # served
     held = tuple((n, a, json.dumps(v)) for n, h in found.items() for a, v in h.items())
-    return ArgumentSources(text, best, held, () if made.strip() else covering(tools, turn.request, text))
+    return ArgumentSources(text, best, held, () if made.strip() else covering(tools, turn.request, text, request))
 
 
 ToolT = TypeVar("ToolT", bound=StepTool)

@@ -209,8 +209,7 @@ def _calibrated(ask: DecisionAsk) -> Generator[Score, dict[str, float], Decision
     labels = {"rule": rule if done else "null"} if after is not None else {}
     covered = [t for t in names if t in ask.covered]
     if not call and covered and not done:
-        base = baseline or {}
-        best = max(covered, key=lambda n: scores[n] - base.get(n, 0.0))
+        best = scores_.calibrated_pick(scores, baseline, covered)
         return Decision(True, best, {"by": COVERED, **labels, **info, "tool": best, "covered": covered})
     return Decision(call, info["tool"] if call else None, {"by": "calibrated_scores", **labels, **info})
 

@@ -179,8 +179,7 @@ def owed(tools: Sequence[tuple[str, dict[str, Any]]], left: Sequence[Mention], s
             continue
         held: dict[str, dict[str, Any]] = {}
         for arg in (parameters or {}).get("required") or ():
-            own = ((parameters or {}).get("properties") or {}).get(arg) or {}
-            kind = "unit" if is_unit(arg, own) else "currency" if is_currency(arg, own) else g.kinds.get("/" + arg)
+            kind = _argument_kind(arg, parameters, g.kinds)
             takers = [m for m in left if (m.value == arg if m.kind == "field" else kind in TAKES[m.kind])]
             if not takers:
                 continue
@@ -200,16 +199,18 @@ def owed(tools: Sequence[tuple[str, dict[str, Any]]], left: Sequence[Mention], s
     return out
 
 
-def covering(tools: Sequence[tuple[str, dict[str, Any] | None]], request: str, sources: str) -> tuple[str, ...]:
+def covering(tools: Sequence[tuple[str, dict[str, Any] | None]], request: str, sources: str,
+             said: Sequence[Mention] | None = None) -> tuple[str, ...]:
     """The ``tools`` (name, parameters schema) every required argument of which ``request`` fills with a typed
     value: a ``number`` it writes in digits, a ``day`` that names its date (:func:`names_a_date`), a ``currency`` or
     a ``unit`` (a (from, to) pair two different ones), an ``expression`` it asks
     (:func:`agentkit.constrain.ground.asks_arithmetic`). "80 swiss francs in euros" fills ``convert_currency``; a tool with a free string argument (a city, a query) is
-    filled by no request. What such a request asks is that tool's work (:mod:`agentkit.steps.decision`)."""
-    said: dict[str, set[Any]] = {}
-    for m in mentions(request):
+    filled by no request. What such a request asks is that tool's work (:mod:`agentkit.steps.decision`). ``said``:
+    the request's :func:`mentions` when already read."""
+    typed: dict[str, set[Any]] = {}
+    for m in mentions(request) if said is None else said:
         if m.kind != "day" or names_a_date(m):
-            said.setdefault(m.kind, set()).add(_key(m.kind, m.value))
+            typed.setdefault(m.kind, set()).add(_key(m.kind, m.value))
     filled = {"number": "number", "date": "day", "currency": "currency", "unit": "unit"}
     out = []
     for name, parameters in tools:
@@ -217,11 +218,10 @@ def covering(tools: Sequence[tuple[str, dict[str, Any] | None]], request: str, s
         kinds = ground_arguments(parameters or {}, sources).kinds
         wanted: dict[str, int] = {}
         for arg in required:
-            own = ((parameters or {}).get("properties") or {}).get(arg) or {}
-            kind = "unit" if is_unit(arg, own) else "currency" if is_currency(arg, own) else kinds.get("/" + arg)
-            wanted[kind or "string"] = wanted.get(kind or "string", 0) + 1
-        typed = all(len(said.get(filled.get(k, ""), ())) >= n for k, n in wanted.items() if k != "expression")
-        if required and typed and ("expression" not in wanted or asks_arithmetic(request)):
+            kind = _argument_kind(arg, parameters, kinds) or "string"
+            wanted[kind] = wanted.get(kind, 0) + 1
+        full = all(len(typed.get(filled.get(k, ""), ())) >= n for k, n in wanted.items() if k != "expression")
+        if required and full and ("expression" not in wanted or asks_arithmetic(request)):
             out.append(name)
     return tuple(out)
 
@@ -255,6 +255,13 @@ def narrowed(parameters: dict[str, Any], held: Mapping[str, Mapping[str, Any]]) 
         return parameters
     return {**parameters, "properties": {k: ({**v, **held[k]} if held.get(k) and isinstance(v, dict) else v)
                                          for k, v in props.items()}}
+
+
+def _argument_kind(arg: str, parameters: dict[str, Any] | None, kinds: dict[str, str]) -> str | None:
+    """The grounded kind of a tool's argument ``arg``: ``unit`` or ``currency`` by its name and description, else
+    :func:`agentkit.constrain.ground.ground_arguments`' kind for it (``kinds``, by JSON pointer)."""
+    own = ((parameters or {}).get("properties") or {}).get(arg) or {}
+    return "unit" if is_unit(arg, own) else "currency" if is_currency(arg, own) else kinds.get("/" + arg)
 
 
 def _unit_key(unit: str) -> str:

@@ -321,10 +321,15 @@ def main(argv: list[str] | None = None) -> int:
         recs += distil_chunk(engine, tap, train_store, TRAIN_SEED, None)
     run = Run(model, cfg, out, a.lr)
     r = random.Random(run.step)
+
+    def measure(run: Run, recs: list[DraftRecord]) -> None:
+        log_line(out, "eval.jsonl", {"step": run.step, "tokens": run.tokens, "records": len(recs),
+                                      "cpu_h": round(run.cpu_s / 3600, 4),
+                                      **acceptance(model, run.drafter, held, a.block)})
+
     base_cpu, train_cpu, data_cpu = run.cpu_s, 0.0, time.process_time() - t0
     if run.step == 0:
-        log_line(out, "eval.jsonl", {"step": 0, "tokens": 0, "records": len(recs), "cpu_h": 0.0,
-                                      **acceptance(model, run.drafter, held, a.block)})
+        measure(run, recs)
     while run.cpu_s - base_cpu < a.hours * 3600:
         if train_cpu < a.train_share * (train_cpu + data_cpu) or len(recs) >= a.max_records:
             t = time.process_time()
@@ -336,9 +341,7 @@ def main(argv: list[str] | None = None) -> int:
                                              "records": len(recs), "cpu_h": round(run.cpu_s / 3600, 4)})
             if run.step % a.eval_every == 0:
                 run.snapshot()
-                log_line(out, "eval.jsonl", {"step": run.step, "tokens": run.tokens, "records": len(recs),
-                                              "cpu_h": round(run.cpu_s / 3600, 4),
-                                              **acceptance(model, run.drafter, held, a.block)})
+                measure(run, recs)
         else:
             t = time.process_time()
             recs += distil_chunk(engine, tap, train_store, TRAIN_SEED, None)
@@ -346,9 +349,7 @@ def main(argv: list[str] | None = None) -> int:
             run.cpu_s = base_cpu + train_cpu + data_cpu
     run.snapshot()
     if run.step % a.eval_every:  # the last snapshot is measured too: it is the one ``--publish`` ships
-        log_line(out, "eval.jsonl", {"step": run.step, "tokens": run.tokens, "records": len(recs),
-                                      "cpu_h": round(run.cpu_s / 3600, 4),
-                                      **acceptance(model, run.drafter, held, a.block)})
+        measure(run, recs)
     return 0
 
 
