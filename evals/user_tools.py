@@ -96,7 +96,7 @@ def _server(args: argparse.Namespace) -> tuple[Any, list[dict], subprocess.Popen
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("via", choices=["sdk", "server"])
-    ap.add_argument("--split", default=None, help="dev | held_out | fresh | blind | blind2 | blind3 (default: all)")
+    ap.add_argument("--split", default=None, help="a split of agentkit.evals.user_tools.SPLITS (default: all)")
     ap.add_argument("--calibrate", choices=["default", "true", "false"], default="default",
                     help="Agent(calibrate=...): default (as the weights declare), true, or false (the raw scores)")
     ap.add_argument("--grounded-arguments", choices=["default", "true", "false"], default="default",
