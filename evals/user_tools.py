@@ -7,7 +7,8 @@ all six, run through the SDK's ``Agent`` or through ``agentkit serve`` with the 
     nice -n 5 python evals/user_tools.py server --split held_out --out evals/results/user_tools/server_default_held_out.json
 
 ``--calibrate``: ``Agent(calibrate=...)``: ``true`` reads the decision against a content-free question, ``false``
-raw; ``default`` as the weights declare (calibrated, the loop adapter included: ``agentkit.decide.calibrates``).
+raw; ``default`` as the weights declare (``agentkit.decide.calibrates``: raw for the loop adapter, calibrated for
+weights that declare nothing).
 ``--lora none``: the weights as loaded. ``--url``: a running server (else one is started on ``--port``). Rows are written as they finish; a rerun with the same ``--out`` resumes.
 """
 

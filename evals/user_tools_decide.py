@@ -7,7 +7,9 @@
   calibration of the choice between tools too, not only of call or not);
 - ``margin=M``: raw, with the call threshold moved to M;
 - ``+covered`` variants: where the rule answers, a call even so when the request fills a tool's arguments with typed
-  values (``covered``, :func:`agentkit.steps.unserved.covering`), of the covered tool scored highest (calibrated).
+  values (``covered``, :func:`agentkit.steps.unserved.covering`), of the covered tool scored highest (calibrated);
+- ``+lookup``: else, where the request asks for the present or a look-up in words
+  (:func:`agentkit.steps.lookup.asks_lookup`) and the calibrated margin calls, a call (the default's rule).
 
 The options are those the agent offers: the tools whose required values the request gives
 (:func:`agentkit.steps.arguments.groundable`), and the no-call option.
@@ -28,6 +30,7 @@ import sys
 from pathlib import Path
 
 from agentkit.evals.user_tools import TOOLS, load_tasks
+from agentkit.steps.lookup import asks_lookup
 
 DATA = Path(__file__).resolve().parent / "user_tools" / "tasks.jsonl"
 
@@ -38,28 +41,36 @@ def scores_of(engine, tools, task: str) -> tuple[dict, dict, str, list[str]]:
     from agentkit.sdk import _decide as decide_
     from agentkit.sdk._messages import ModelRequest, UserPromptPart, to_chat
     from agentkit.steps import kinds as steps
-    from agentkit.steps.arguments import argument_sources, groundable
+    from agentkit.steps.arguments import groundable
 
     system = steps.system_prompt(None, tools)
     chat = to_chat([ModelRequest(parts=[UserPromptPart(content=task)], instructions=system)])
     chat, no_call = decide_.decision_chat(chat, None, tools)
     gen = EngineGenerator(engine)
     head = steps.call_head(steps.STYLE)
-    offered = groundable(tools, task)
-    covered = argument_sources([(t.name, t.parameters_schema) for t in offered],
-                               [{"role": "user", "content": task}]).covered
-    options = [t.name for t in offered] + [no_call]
+    options = [t.name for t in groundable(tools, task)] + [no_call]
     got = asyncio.run(gen.name_scores(chat, options, head))
     null = asyncio.run(gen.name_scores(decide.null_messages(chat), options, head))
-    return got, null, no_call, list(covered)
+    return got, null, no_call, covered_of(tools, task)
 
 
-def decide_with(got: dict, null: dict, no_call: str, rule: str, covered: list[str] = ()) -> str | None:
+def covered_of(tools, task: str) -> list[str]:
+    """The tools ``task`` covers with typed values, among those it offers, by the code as it is now."""
+    from agentkit.steps.arguments import argument_sources, groundable
+
+    offered = groundable(tools, task)
+    return list(argument_sources([(t.name, t.parameters_schema) for t in offered],
+                                 [{"role": "user", "content": task}]).covered)
+
+
+def decide_with(got: dict, null: dict, no_call: str, rule: str, covered: list[str] = (),
+                lookup: bool = False) -> str | None:
     from agentkit.decide import calibrated_pick, no_call_margin
 
     names = [n for n in got if n != no_call]
     if not names:
         return None
+    rule, looking = rule.removesuffix("+lookup"), rule.endswith("+lookup")
     rule, covering = rule.removesuffix("+covered"), rule.endswith("+covered")
     margin = no_call_margin(got, no_call)
     base = no_call_margin(null, no_call)
@@ -67,12 +78,14 @@ def decide_with(got: dict, null: dict, no_call: str, rule: str, covered: list[st
     call = margin - base <= 0 if rule.startswith("calibrated") else margin <= threshold
     if not call and covering and covered:
         return calibrated_pick(got, null, covered)
+    if not call and looking and lookup and margin - base <= 0:
+        return calibrated_pick(got, null, names)
     return calibrated_pick(got, null if rule.endswith("+tool") else None, names) if call else None
 
 
 RULES = ["raw", "raw+tool", "calibrated", "calibrated+tool", "margin=1", "margin=2", "margin=1+tool",
          "margin=2+tool", "margin=3+tool", "raw+tool+covered", "calibrated+tool+covered", "margin=1+tool+covered",
-         "margin=2+tool+covered"]
+         "margin=2+tool+covered", "raw+tool+covered+lookup"]
 
 
 def main() -> None:
@@ -89,12 +102,17 @@ def main() -> None:
     torch.set_num_threads(1)
     out = Path(args.out)
     rows = json.loads(out.read_text())["rows"] if out.is_file() else []  # a rerun rescores the saved scores
+    tools = [Tool(f) for f in TOOLS]
+    tasks = {(t["split"], t["id"]): t for t in load_tasks(DATA)}
+    for r in rows:  # what the request covers and asks, read by the code as it is now
+        r["prompt"] = tasks[(r["split"], r["id"])]["prompt"]
+        r["covered"] = covered_of(tools, r["prompt"])
     if not rows:
         engine = default_engine(lora=args.lora) if args.lora else default_engine()
-        tools = [Tool(f) for f in TOOLS]
         for t in [t for s in args.split.split(",") for t in load_tasks(DATA, s)]:
             got, null, no_call, covered = scores_of(engine, tools, t["prompt"])
-            rows.append({"id": t["id"], "split": t["split"], "kind": t["kind"], "covered": covered,
+            rows.append({"id": t["id"], "split": t["split"], "kind": t["kind"], "prompt": t["prompt"],
+                         "covered": covered,
                          "want": t["expected"][0]["tool"] if t["expected"] else None,
                          "scores": got, "null": null, "no_call": no_call})
             print(t["id"], {r: decide_with(got, null, no_call, r) for r in ("raw", "calibrated+tool")}, flush=True)
@@ -115,7 +133,8 @@ def table_of(rows: list[dict]) -> dict[str, dict[str, float]]:
     is needed."""
     table = {}
     for rule in RULES:
-        picks = [(r, decide_with(r["scores"], r["null"], r["no_call"], rule, r.get("covered", []))) for r in rows]
+        picks = [(r, decide_with(r["scores"], r["null"], r["no_call"], rule, r.get("covered", []),
+                                 asks_lookup(r["prompt"]))) for r in rows]
         need = [(r, p) for r, p in picks if r["kind"] != "none"]
         none = [(r, p) for r, p in picks if r["kind"] == "none"]
         table[rule] = {"call_when_needed": round(sum(p is not None for _, p in need) / len(need), 3),

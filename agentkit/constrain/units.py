@@ -54,9 +54,15 @@ def unit_mentions(text: str) -> list[tuple[int, int, str]]:
     found = {(m.start(1), m.end(1)): m.group(1) for m in _NAME.finditer(text)}
     for rx in (_AFTER_NUMBER, _TO, _CAPITAL, _KEY):
         for m in rx.finditer(text):
-            if not any(a <= m.start(1) < b for a, b in found):
+            if _unit(m) and not any(a <= m.start(1) < b for a, b in found):
                 found[(m.start(1), m.end(1))] = m.group(1)
     return sorted((a, b, v) for (a, b), v in found.items())
+
+
+def _unit(m: re.Match[str]) -> bool:
+    """Whether a symbol's match is a unit: a lowercase ``k`` after a number is a thousand or a race (``10k``), not
+    kelvin."""
+    return m.group(1) != "k"
 
 
 def text_units(text: str) -> list[str]:
@@ -68,10 +74,10 @@ def text_units(text: str) -> list[str]:
 
 
 def number_units(text: str) -> list[str]:
-    """The units ``text`` writes a number in: right after the number (``5 km``) or in the number's JSON key
-    (``"temperature_c": 33``), as written, each once."""
-    found = [(m.start(1), m.group(1)) for rx in (_KEY, _AFTER_NUMBER) for m in rx.finditer(text)]
-    for m in re.finditer(r"(?<![\w.])-?\d+(?:[.,]\d+)*\s?", text):
+    """The units ``text`` writes a number in: right after the number (``5 km``, ``-40 degrees Fahrenheit``) or
+    in the number's JSON key (``"temperature_c": 33``), as written, each once."""
+    found = [(m.start(1), m.group(1)) for rx in (_KEY, _AFTER_NUMBER) for m in rx.finditer(text) if _unit(m)]
+    for m in re.finditer(r"(?<![\w.])-?\d+(?:[.,]\d+)*\s?(?:degrees?\s+)?", text, re.IGNORECASE):
         name = _NAME.match(text, m.end())
         if name:
             found.append((name.start(1), name.group(1)))

@@ -25,8 +25,10 @@ The rules (:class:`DecisionAsk` holds the options; the arithmetic is :mod:`agent
   margin with the previous decision's. Before any call, when the request fills every required argument of a
   tool with typed values (``covered``, :func:`agentkit.steps.unserved.covering`: "80 swiss francs in euros", "how
   many cm is 5 feet", "Am I free on March 6?") and the margin says answer, a call even so, of the covered tool
-  whose score rises most: an answer there is the model's guess at the tool's result. An engine that cannot score
-  leaves the choice to the call decode.
+  whose score rises most: an answer there is the model's guess at the tool's result. Else, on a raw margin, when
+  the request asks for the present or a look-up in words (:mod:`agentkit.steps.lookup`: "right now", "search",
+  "look it up") and the calibrated margin says call, a call, of the tool the calibrated margin picks. An engine that
+  cannot score leaves the choice to the call decode.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .. import decide as scores_
+from .lookup import asks_lookup, request_of
 
 Chat = list[dict[str, str]]
 ToolMode = Literal["none", "forced", "auto"]
@@ -51,6 +54,7 @@ RETRY = "retry after a failed tool message"
 UNSERVED = "the request left values no call took"
 SERVED = "every value of the request was taken"
 COVERED = "the request fills a tool's arguments with typed values"
+LOOKUP = "the request asks for the present or a look-up"
 
 
 @dataclass(frozen=True)
@@ -211,6 +215,12 @@ def _calibrated(ask: DecisionAsk) -> Generator[Score, dict[str, float], Decision
     if not call and covered and not done:
         best = scores_.calibrated_pick(scores, baseline, covered)
         return Decision(True, best, {"by": COVERED, **labels, **info, "tool": best, "covered": covered})
+    if not call and not done and not ask.calibrate and asks_lookup(request_of(ask.chat)):
+        baseline = baseline if baseline is not None else (yield from _baseline(ask, options))
+        live, live_info = scores_.calibrated(scores, baseline, names, no_call)
+        if live:
+            return Decision(True, live_info["tool"], {"by": LOOKUP, **labels, **live_info,
+                                                      "raw_margin": info["no_call_margin"]})
     return Decision(call, info["tool"] if call else None, {"by": "calibrated_scores", **labels, **info})
 
 

@@ -44,6 +44,7 @@ from ..constrain.ground import (
     number_mentions,
     text_currencies,
     text_numbers,
+    word_problem,
 )
 from ..constrain.units import is_unit, text_units, unit_mentions
 
@@ -204,15 +205,17 @@ def covering(tools: Sequence[tuple[str, dict[str, Any] | None]], request: str, s
     """The ``tools`` (name, parameters schema) every required argument of which ``request`` fills with a typed
     value: a ``number`` it writes in digits, a ``day`` that names its date (:func:`names_a_date`), a ``currency`` or
     a ``unit`` (a (from, to) pair two different ones), an ``expression`` it asks
-    (:func:`agentkit.constrain.ground.asks_arithmetic`). "80 swiss francs in euros" fills ``convert_currency``; a tool with a free string argument (a city, a query) is
-    filled by no request. What such a request asks is that tool's work (:mod:`agentkit.steps.decision`). ``said``:
-    the request's :func:`mentions` when already read."""
+    (:func:`agentkit.constrain.ground.asks_arithmetic`; a :func:`agentkit.constrain.ground.word_problem` where no
+    tool is covered otherwise: "a 3% fee on 2,500 SEK in dollars" converts first). "80 swiss francs in euros" fills
+    ``convert_currency``; a tool with a free string argument (a city, a query) is filled by no request. What such a
+    request asks is that tool's work (:mod:`agentkit.steps.decision`). ``said``: the request's :func:`mentions` when
+    already read."""
     typed: dict[str, set[Any]] = {}
     for m in mentions(request) if said is None else said:
         if m.kind != "day" or names_a_date(m):
             typed.setdefault(m.kind, set()).add(_key(m.kind, m.value))
     filled = {"number": "number", "date": "day", "currency": "currency", "unit": "unit"}
-    out = []
+    full: list[tuple[str, bool]] = []  # (a tool whose typed arguments are filled, whether it takes an expression)
     for name, parameters in tools:
         required = (parameters or {}).get("required") or ()
         kinds = ground_arguments(parameters or {}, sources).kinds
@@ -220,10 +223,11 @@ def covering(tools: Sequence[tuple[str, dict[str, Any] | None]], request: str, s
         for arg in required:
             kind = _argument_kind(arg, parameters, kinds) or "string"
             wanted[kind] = wanted.get(kind, 0) + 1
-        full = all(len(typed.get(filled.get(k, ""), ())) >= n for k, n in wanted.items() if k != "expression")
-        if required and full and ("expression" not in wanted or asks_arithmetic(request)):
-            out.append(name)
-    return tuple(out)
+        if required and all(len(typed.get(filled.get(k, ""), ())) >= n for k, n in wanted.items()
+                            if k != "expression"):
+            full.append((name, "expression" in wanted))
+    out = tuple(name for name, expression in full if not expression or asks_arithmetic(request))
+    return out or tuple(name for name, expression in full if expression and word_problem(request))
 
 
 _RELATIVE_DAYS = frozenset({"tomorrow", "yesterday", "the day after tomorrow"})

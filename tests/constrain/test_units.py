@@ -13,6 +13,8 @@ def test_names_count_anywhere_and_symbols_only_after_a_number_or_a_cue():
     assert text_units("convert 5 ft to m") == ["ft", "m"]
     assert text_units("I'm in a meeting at 5 in the afternoon") == []
     assert text_units("Can you explain what a black hole is?") == []
+    assert text_units("a 10k race is how many miles?") == ["miles"]  # a lowercase k after a number: no kelvin
+    assert text_units("it's 300 K outside") == ["K"]
 
 
 def test_a_json_key_says_the_unit_of_its_number():
@@ -36,6 +38,9 @@ def test_a_conversion_takes_each_side_from_where_the_text_marks_it():
     assert props["from_unit"]["enum"] == ["feet"] and props["to_unit"]["enum"] == ["cm"]
     g = ground_arguments(CONVERT, "How many feet is 3 m?")
     assert g.schema["properties"]["from_unit"]["enum"] == ["m"] and g.schema["properties"]["to_unit"]["enum"] == ["feet"]
+    g = ground_arguments(CONVERT, "Convert -40 degrees Fahrenheit to Celsius.")
+    props = g.schema["properties"]
+    assert props["from_unit"]["enum"] == ["Fahrenheit"] and props["to_unit"]["enum"] == ["Celsius"]
     g = ground_arguments(CONVERT, 'Oslo in Fahrenheit?\nTool get_weather returned: {"temperature_c": -3}')
     assert g.schema["properties"]["from_unit"]["enum"] == ["c"]
     assert g.schema["properties"]["to_unit"]["enum"] == ["Fahrenheit"]

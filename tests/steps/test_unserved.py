@@ -3,7 +3,7 @@
 import json
 import re
 
-from agentkit.constrain.ground import asks_arithmetic
+from agentkit.constrain.ground import asks_arithmetic, word_problem
 from agentkit.steps.arguments import argument_sources, turn_of
 from agentkit.steps.decision import COVERED, DecisionAsk, decide
 from agentkit.steps.kinds import observation
@@ -168,6 +168,23 @@ def test_arithmetic_is_asked_by_an_operator_between_written_numbers():
         assert asks_arithmetic(text), text
     for text in ("Any meetings on 2026-03-05?", "Convert 5 km to miles and 10 kg to pounds.", "I have 3 cats"):
         assert not asks_arithmetic(text), text
+
+
+def test_a_word_problem_asks_arithmetic_of_two_written_numbers():
+    for text in ("Could you divide 640 by 16?", "We split a bill of 96.30 evenly between 3 of us.",
+                 "a 4.5% commission on 12,000", "I pay 850 a month, so over 14 months?", "tickets are 7.50 each and we "
+                 "need 9", "I biked 12 km and then 30 km - how far in total?"):
+        assert word_problem(text), text
+    for text in ("Convert 5 km to miles and 10 kg to pounds.", "I have 3 cats", "split the 80 between us",
+                 "my flat is on floor 4 of 12 and I walked up", "Any meetings on 2026-03-05 at 10?"):
+        assert not word_problem(text), text
+
+
+def test_a_word_problem_covers_the_calculator_only_where_nothing_else_is_covered():
+    cover = lambda request: covering(TOOLS, request, request)
+    assert cover("the gym costs 39.99 a month; what do 8 months come to") == ("calculator",)
+    assert cover("I'll send 1,000 dollars in euros and pay a 2% fee on it") == ("convert_currency",)
+    assert cover("Convert 1,000 dollars to euros, and what is 250 times 3?") == ("convert_currency", "calculator")
 
 
 def _decided(ask: DecisionAsk, *scores: dict) -> object:

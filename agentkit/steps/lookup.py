@@ -1,0 +1,34 @@
+"""Whether a request asks for what a model cannot know by itself: the present (``right now``, ``at the moment``,
+``currently``) or a look-up (``search``, ``look it up``, ``online``, ``find out``).
+
+A small model answers such a request from its weights with a guess ("Is it raining in Istanbul right now?" → "It's
+raining in Istanbul."). Its raw call margin, the default on the loop adapter's weights (:func:`agentkit.decide.calibrates`),
+holds back there; the calibrated margin calls there, and also on chat ("hey :)" called ``web_search``). A request
+that asks for the present or a look-up in words is where the calibrated margin is trusted
+(:mod:`agentkit.steps.decision`). ``today`` and ``tonight`` count too, though they name a calendar's day as well:
+"how warm is it in lisbon today" calls ``get_calendar_events``. On the first decisions of the user-tool
+benchmark's six splits read so far (``evals/user_tools_decide.py``), with them the decision called on 4 more of the
+180 tasks that need a call and picked the right tool on 2 more, and held back where it had on the 96 that need none.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+__all__ = ["asks_lookup", "request_of"]
+
+_PRESENT = r"today|tonight|right now|(?<!for )now|rn|currently|at the moment|at present|current|latest|up to date"
+_LOOKUP = (r"search(?!\s+(?:results?|engines?|bars?|history))|web search|look\s+(?:\w+\s+)?up|lookup|online|google"
+           r"|find out")
+_ASKS = re.compile(r"\b(?:" + _PRESENT + "|" + _LOOKUP + r")\b", re.IGNORECASE)
+
+
+def asks_lookup(request: str) -> bool:
+    """Whether ``request`` asks for the present or a look-up in words (the module's docstring says which)."""
+    return bool(_ASKS.search(request))
+
+
+def request_of(chat: Sequence[dict[str, str]]) -> str:
+    """The last user message of ``chat`` (empty when there is none)."""
+    return next((m.get("content") or "" for m in reversed(chat) if m.get("role") == "user"), "")

@@ -1,0 +1,46 @@
+"""A request that asks for the present or a look-up (agentkit.steps.lookup) and the decision it moves."""
+
+from agentkit.steps.decision import LOOKUP, DecisionAsk, decide
+from agentkit.steps.lookup import asks_lookup, request_of
+
+
+def test_the_present_and_a_look_up_are_asked_in_words():
+    for text in ("is it raining in Istanbul right now", "how sticky is mumbai rn?", "What's the latest Python?",
+                 "Can you look it up?", "search for Dune", "check online when Bitcoin appeared",
+                 "Could you find out the record?", "how cold is Lima at the moment", "how warm is it in lisbon today"):
+        assert asks_lookup(text), text
+    for text in ("OK, bye for now!", "I love rainy weather", "How do I tell if a site in my search results is safe?",
+                 "Explain how currency exchange rates work", "hey :)"):
+        assert not asks_lookup(text), text
+
+
+def test_the_request_is_the_last_user_message():
+    chat = [{"role": "system", "content": "s"}, {"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+            {"role": "user", "content": "c"}]
+    assert request_of(chat) == "c" and request_of([{"role": "system", "content": "s"}]) == ""
+
+
+def _decided(ask, *answers):
+    gen = decide(ask)
+    request = next(gen)
+    try:
+        for scores in answers:
+            request = gen.send({n: scores[n] for n in request.names})
+    except StopIteration as stop:
+        return stop.value
+    raise AssertionError(f"the decision asked for more scores: {request}")
+
+
+NAMES = ["get_weather", "web_search"]
+ANSWERS = {"respond": -0.5, "get_weather": -3.0, "web_search": -4.0}  # the raw margin answers
+BASELINE = {"respond": -0.1, "get_weather": -5.0, "web_search": -4.5}  # the calibrated margin calls
+
+
+def test_a_raw_margin_that_answers_calls_where_the_request_asks_the_present_and_the_calibrated_one_calls():
+    ask = lambda text, **kw: DecisionAsk("auto", [{"role": "user", "content": text}], NAMES, "respond", "h",
+                                         calibrate=False, **kw)
+    live = _decided(ask("is it raining in Oslo right now?"), ANSWERS, BASELINE)
+    assert (live.call, live.tool, live.info["by"]) == (True, "get_weather", LOOKUP)
+    assert _decided(ask("I love rainy weather"), ANSWERS, BASELINE).call is False  # no such words: raw stands
+    holding = {"respond": -8.0, "get_weather": -0.5, "web_search": -1.0}  # the baseline leans to the tools more
+    assert _decided(ask("is it raining in Oslo right now?"), ANSWERS, holding).call is False
