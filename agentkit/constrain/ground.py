@@ -53,7 +53,7 @@ from typing import Any
 from ..errors import UserError
 from .fences import Fence, field_fence, is_proper, is_thing, name_runs
 from .nodes import Choice, Node, Repeat, Seq, Slot, Template, slots
-from .units import is_unit, number_units, text_units, unit_mentions
+from .units import dimension, is_unit, number_units, text_units, unit_mentions
 
 KINDS = frozenset({"string", "number", "date", "currency", "enum"})  # the field kinds grounded by default
 # a tool call's arguments (agentkit.steps.arguments) are grounded in these kinds too
@@ -1029,7 +1029,8 @@ def pair_phrases(text: str) -> tuple[list[str], list[str]]:
     """What a conversion's two sides are called in ``text``: the from side, a phrase right after a number or
     ``from`` (``1,500 Mexican pesos``, ``100 F``, ``from Paris``) or a currency symbol right before a number
     (``€60``, ``US$ 20``); the to side, one right after ``to``/``in``/``into``/``as``/``how many`` (``in Canadian
-    dollars``, ``to miles``, ``How many yen``). Each phrase is one or two words, not function words, in order, each
+    dollars``, ``to miles``, ``How many yen``), and a unit or currency listed on after one (``in litres and
+    kilometres``). Each phrase is one or two words, not function words, in order, each
     once."""
     mentions = number_mentions(text)
     numbers = {a for a, _, _ in mentions}
@@ -1038,23 +1039,36 @@ def pair_phrases(text: str) -> tuple[list[str], list[str]]:
     starts_from = [b for _, b, _ in mentions] + [m.end() for m in _FROM_CUE.finditer(text)]
     starts_to = [m.end() for m in _TO_CUE.finditer(text)]
 
-    def phrases(starts: list[int]) -> list[str]:
-        found = []
-        for p in starts:
+    def phrases(starts: list[int], listed: bool = False) -> list[str]:
+        found, todo = [], list(starts)
+        while todo:
+            p = todo.pop(0)
             while p < len(text) and text[p].isspace():
                 p += 1
             m = None if p in numbers else _PHRASE.match(text, p)  # "in one sentence" marks no side
             if m:
                 found.append((p, m.group()))
+                more = _LISTED.match(text, m.end()) if listed and _measure(m.group()) else None
+                if more and _measure(text[more.end():more.end() + 24]):
+                    todo.append(more.end())
         return list(dict.fromkeys(v for _, v in sorted(found)))
     froms = phrases(sorted(set(starts_from)))
-    return list(dict.fromkeys([s for _, s in symbols] + froms)), phrases(starts_to)
+    return list(dict.fromkeys([s for _, s in symbols] + froms)), phrases(starts_to, listed=True)
 
 
-def anchor_pairs(parameters: dict[str, Any], sources: str) -> dict[str, Any]:
+_LISTED = re.compile(r"\s*(?:,\s*(?:and|or)?|and|or|&)\s+", re.IGNORECASE)
+
+
+def _measure(phrase: str) -> bool:
+    """Whether ``phrase`` begins with a unit or a currency (a to side listed on: "in litres and kilometres")."""
+    return any(a == 0 for a, _, _ in unit_mentions(phrase)) or any(a == 0 for a, _, _ in currency_mentions(phrase))
+
+
+def anchor_pairs(parameters: dict[str, Any], sources: str, one_dimension: bool = True) -> dict[str, Any]:
     """``parameters`` with each (from, to) pair (:func:`pair_fields`) held to its side of the conversation
-    (:func:`pair_phrases`): a currency code to the codes its side names, a string to its side's phrases. A side the
-    text does not mark leaves the pair as it is."""
+    (:func:`pair_phrases`): a currency code to the codes its side names, a string to its side's phrases, a unit
+    pair to one dimension (:func:`_one_dimension`; ``one_dimension`` False: to every unit its side names). A side
+    the text does not mark leaves the pair as it is."""
     pairs = pair_fields(parameters)
     if not pairs:
         return parameters
@@ -1062,6 +1076,8 @@ def anchor_pairs(parameters: dict[str, Any], sources: str) -> dict[str, Any]:
     props = dict(parameters["properties"])
     for a, b in pairs:
         values = _apart([_side(props[a], a, froms, number_units(sources)), _side(props[b], b, tos)])
+        if one_dimension and is_unit(a, props[a]) and is_unit(b, props[b]):
+            values = _one_dimension(values)
         if all(values) and values[0] != values[1]:
             props[a], props[b] = ({**props[k], "enum": v} for k, v in zip((a, b), values))
     return {**parameters, "properties": props}
@@ -1078,6 +1094,18 @@ def _apart(values: list[list[str]]) -> list[list[str]]:
         if len(other) == 1:
             out[i] = [v for v in values[i] if key(v) != key(other[0])] or list(values[i])
     return out
+
+
+def _one_dimension(values: list[list[str]]) -> list[list[str]]:
+    """A unit pair's two sides held to one dimension: that of the first from unit, in the text's order, that a to
+    unit shares ("12 lbs and 60 cm: the weight in kg and the length in inches" converts pounds to kg, then what is
+    left, centimetres to inches). Sides with no shared dimension are kept as they are."""
+    froms, tos = values
+    for unit in froms:
+        dim = dimension(unit)
+        if dim is not None and any(dimension(u) == dim for u in tos):
+            return [[u for u in froms if dimension(u) == dim], [u for u in tos if dimension(u) == dim]]
+    return values
 
 
 def _side(sub: dict[str, Any], name: str, phrases: list[str], numbered: list[str] = ()) -> list[str]:
@@ -1113,13 +1141,15 @@ def required_only(parameters: dict[str, Any]) -> dict[str, Any]:
         k: ({"grounded": False, **v} if isinstance(v, dict) and exempt(k, v) else v) for k, v in props.items()}}
 
 
-def ground_arguments(parameters: dict[str, Any], text: str) -> Grounding:
+def ground_arguments(parameters: dict[str, Any], text: str, one_dimension: bool = True) -> Grounding:
     """A tool's ``parameters`` schema grounded in ``text`` (a conversation's user and tool messages) as a call's
     arguments are (:mod:`agentkit.steps.arguments`): its required arguments only (:func:`required_only`), its
     (from, to) pairs held to their sides (:func:`anchor_pairs`), with :data:`ARGUMENT_KINDS`. As in ``extract``,
     each place in the text gives one argument its value: where the text writes fewer numbers than the required
-    number arguments (``add(a, b)`` on "Name three colours."), those arguments are ungrounded."""
-    g = ground_schema(anchor_pairs(required_only(parameters), text), text, kinds=ARGUMENT_KINDS, fenced=False)
+    number arguments (``add(a, b)`` on "Name three colours."), those arguments are ungrounded. ``one_dimension``:
+    as :func:`anchor_pairs` takes it."""
+    g = ground_schema(anchor_pairs(required_only(parameters), text, one_dimension), text, kinds=ARGUMENT_KINDS,
+                      fenced=False)
     numbers = [ptr for ptr, kind in g.kinds.items() if kind == "number" and ptr.count("/") == 1
                and ptr[1:] in (parameters.get("required") or ())]
     if len(numbers) > len(number_mentions(text)):

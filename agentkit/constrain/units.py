@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["UNIT_NAMES", "UNIT_SYMBOLS", "is_unit", "number_units", "text_units", "unit_mentions"]
+__all__ = ["DIMENSIONS", "UNIT_NAMES", "UNIT_SYMBOLS", "dimension", "is_unit", "number_units", "text_units", "unit_mentions"]
 
 # names and unambiguous short forms: counted wherever they are written as a word (case aside)
 UNIT_NAMES = frozenset({
@@ -36,6 +36,22 @@ UNIT_NAMES = frozenset({
 })
 # symbols that are also letters or words: counted after a number, a degree sign or as a key's last word
 UNIT_SYMBOLS = frozenset({"m", "g", "l", "c", "f", "k", "in", "mi", "t"})
+# what each unit measures (a conversion is between two units of one dimension)
+_DIMENSION_WORDS = {
+    "length": "m meter meters metre metres kilometer kilometers kilometre kilometres km centimeter centimeters "
+              "centimetre centimetres cm millimeter millimeters millimetre millimetres mm mile miles mi yard yards "
+              "yd yds foot feet ft inch inches in nautical_mile nautical_miles",
+    "mass": "g kilogram kilograms kilo kilos kg kgs gram grams pound pounds lb lbs ounce ounces oz stone stones ton "
+            "tons tonne tonnes t milligram milligrams mg",
+    "volume": "l liter liters litre litres milliliter milliliters millilitre millilitres ml gallon gallons gal cup "
+              "cups pint pints quart quarts fluid_ounce fluid_ounces tablespoon tablespoons tbsp teaspoon teaspoons "
+              "tsp",
+    "temperature": "c f k celsius centigrade fahrenheit kelvin °c °f",
+    "speed": "mph kph km/h knot knots",
+    "area": "acre acres hectare hectares square_meters square_metres square_feet square_miles square_kilometers "
+            "square_kilometres",
+}
+DIMENSIONS = {w.replace("_", " "): dim for dim, words in _DIMENSION_WORDS.items() for w in words.split()}
 
 _NAME = re.compile(r"(?<![\w°])(" + "|".join(re.escape(n) for n in sorted(UNIT_NAMES, key=len, reverse=True))
                    + r")(?![\w/])", re.IGNORECASE)
@@ -85,6 +101,12 @@ def number_units(text: str) -> list[str]:
     for _, v in sorted(found):
         out.setdefault(v.casefold(), v)
     return list(out.values())
+
+
+def dimension(unit: str) -> str | None:
+    """What ``unit`` (as written: ``Miles``, ``°F``, ``kg``) measures: ``length``, ``mass``, ``volume``,
+    ``temperature``, ``speed`` or ``area``; None for a unit this module does not know."""
+    return DIMENSIONS.get(re.sub(r"\s+", " ", unit.strip().lower()).replace("° ", "°"))
 
 
 def is_unit(name: str, sub: dict[str, Any]) -> bool:

@@ -175,7 +175,7 @@ def owed(tools: Sequence[tuple[str, dict[str, Any]]], left: Sequence[Mention], s
     if not left:
         return out
     for name, parameters in tools:
-        g = ground_arguments(parameters or {}, sources)
+        g = ground_arguments(parameters or {}, sources, one_dimension=False)  # a pair's units, whichever is left
         if g.ungrounded:
             continue
         held: dict[str, dict[str, Any]] = {}

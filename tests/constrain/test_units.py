@@ -1,7 +1,7 @@
 """Units a text names, and unit arguments grounded to them (agentkit.constrain.units)."""
 
-from agentkit.constrain.ground import ground_arguments
-from agentkit.constrain.units import is_unit, number_units, text_units, unit_mentions
+from agentkit.constrain.ground import ground_arguments, pair_phrases
+from agentkit.constrain.units import dimension, is_unit, number_units, text_units, unit_mentions
 
 CONVERT = {"type": "object", "required": ["value", "from_unit", "to_unit"], "properties": {
     "value": {"type": "number"}, "from_unit": {"type": "string"}, "to_unit": {"type": "string"}}}
@@ -50,3 +50,20 @@ def test_a_text_with_fewer_than_two_units_grounds_no_conversion():
     assert set(ground_arguments(CONVERT, "Can you explain what a black hole is in one sentence?").ungrounded) \
         >= {"from_unit", "to_unit"}
     assert {"from_unit", "to_unit"} <= set(ground_arguments(CONVERT, "Convert 100 dollars to pounds.").ungrounded)
+
+
+def test_a_unit_pair_is_held_to_one_dimension_the_first_from_unit_shares_with_a_to_unit():
+    assert (dimension("Miles"), dimension("° F"), dimension("lbs"), dimension("parsec")) == (
+        "length", "temperature", "mass", None)
+    text = "It weighs 12 lbs and is 60 cm long. Give me the weight in kg and the length in inches."
+    props = ground_arguments(CONVERT, text).schema["properties"]
+    assert props["from_unit"]["enum"] == ["lbs"] and props["to_unit"]["enum"] == ["kg"]
+    both = ground_arguments(CONVERT, text, one_dimension=False).schema["properties"]  # what owes the second call
+    assert both["from_unit"]["enum"] == ["lbs", "cm"] and both["to_unit"]["enum"] == ["kg", "inches"]
+
+
+def test_a_to_side_lists_on_units_and_currencies_not_other_words():
+    assert pair_phrases("14 gallons and 400 miles: can you put those in litres and kilometres?")[1] == [
+        "litres", "kilometres"]
+    assert pair_phrases("100 USD in euros, pounds and yen")[1] == ["euros", "pounds", "yen"]
+    assert pair_phrases("Convert 100 dollars to euros and tell me a joke")[1] == ["euros"]

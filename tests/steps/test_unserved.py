@@ -172,8 +172,8 @@ def test_arithmetic_is_asked_by_an_operator_between_written_numbers():
 
 def test_a_word_problem_asks_arithmetic_of_two_written_numbers():
     for text in ("Could you divide 640 by 16?", "We split a bill of 96.30 evenly between 3 of us.",
-                 "a 4.5% commission on 12,000", "I pay 850 a month, so over 14 months?", "tickets are 7.50 each and we "
-                 "need 9", "I biked 12 km and then 30 km - how far in total?"):
+                 "a 4.5% commission on 12,000", "I pay 850 a month, so over 14 months?",
+                 "tickets are 7.50 each and we need 9", "I biked 12 km and then 30 km - how far in total?"):
         assert word_problem(text), text
     for text in ("Convert 5 km to miles and 10 kg to pounds.", "I have 3 cats", "split the 80 between us",
                  "my flat is on floor 4 of 12 and I walked up", "Any meetings on 2026-03-05 at 10?"):
