@@ -11,9 +11,9 @@ nested objects and arrays' items included), by the field's kind:
   capitalised words for a proper name...);
 - an identifier (a string field named ``invoice_number``, ``order_id``...: :func:`is_code`): one of the codes the
   text writes, the one after the field's own word where there is one (:func:`anchored_codes`);
-- a number or integer: one of the numbers the text writes (:func:`text_numbers`: ``$1,234.56`` is ``1234.56``,
+- a number or integer: one of the numbers the text writes (:func:`~agentkit.constrain.numbers.text_numbers`: ``$1,234.56`` is ``1234.56``,
   ``3,480.00`` is ``3480``, ``twelve`` and ``a dozen`` are ``12``);
-- a ``format: date`` string: one of the dates the text writes, in ISO form (:func:`text_dates`: ``the 2nd of June
+- a ``format: date`` string: one of the dates the text writes, in ISO form (:func:`~agentkit.constrain.dates.text_dates`: ``the 2nd of June
   2024``, ``March 31, 2025``, ``Thursday 8 May 2025``, ``2025-03-12``), the one after the field's own word where
   there is one (:func:`anchored_dates`: ``due 2 April 2025`` for ``due_date``);
 - a currency code (a string field named ``currency``/``currency_code``/``from_currency``, or described as a
@@ -21,9 +21,9 @@ nested objects and arrays' items included), by the field's kind:
   ``A$`` is ``AUD``, ``Canadian dollars`` is ``CAD``);
 - with :data:`ARGUMENT_KINDS` (a tool call's arguments), an arithmetic expression (a string field named
   ``expression``/``formula``/``equation``, or described as an arithmetic expression): the text's numbers joined by
-  operators (:func:`expression_pattern`), so ``17.5 times 23`` may be written ``17.5 * 23`` but no number the text
+  operators (:func:`~agentkit.constrain.arithmetic.expression_pattern`), so ``17.5 times 23`` may be written ``17.5 * 23`` but no number the text
   does not write; and a day (a string field named ``date``/``day``/``when`` without a format): one of the days the
-  text names (:func:`day_phrases`: ``tomorrow``, ``next Friday``, ``March 5``, full dates in ISO form); and a unit
+  text names (:func:`~agentkit.constrain.dates.day_phrases`: ``tomorrow``, ``next Friday``, ``March 5``, full dates in ISO form); and a unit
   (a string field named ``unit``/``from_unit``/``to_unit``): one of the units the text names, as written
   (:mod:`agentkit.constrain.units`), a (from, to) pair of them two different ones;
 - an ``enum``: the members the text mentions, when it mentions any (otherwise the enum as it is).
@@ -42,17 +42,18 @@ unless the text holds it.
 from __future__ import annotations
 
 import copy
-import itertools
 import json
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import date
 from typing import Any
 
 from ..errors import UserError
+from .arithmetic import expression_pattern
+from .dates import WEEKDAY, date_mentions, day_phrases, text_dates
 from .fences import Fence, field_fence, is_proper, is_thing, name_runs
 from .nodes import Choice, Node, Repeat, Seq, Slot, Template, slots
+from .numbers import number_mentions, text_numbers
 from .units import dimension, is_unit, number_units, text_units, unit_mentions
 
 KINDS = frozenset({"string", "number", "date", "currency", "enum"})  # the field kinds grounded by default
@@ -62,57 +63,6 @@ JOINERS = frozenset("-'/._@&+")
 OPENERS = frozenset("(+#$€£¥")  # besides a letter or digit, what a span may start with
 CLOSERS = frozenset(")%")  # besides a letter or digit, what a span may end with  # characters that join the letters or digits on both sides into one word
 SPAN_CHARS = 96  # the longest span the check of a patterned slot's language tries (:func:`spans_fit`)
-
-# -- numbers ----------------------------------------------------------------------------------------------------
-
-# a number, not a piece of a code or a date joined by - or / (INV-3302, 415-555-0138, 2025-04-01, 2024/0931)
-_NUM = re.compile(r"(?<![\w.])(?<!\w[-/])-?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?(?![\d])(?![-/]\w)")
-_UNITS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
-          "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"]
-_TENS = ["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
-_WORD = re.compile(r"\b(?:(" + "|".join(_TENS) + r")(?:[- ](" + "|".join(_UNITS[1:10]) + r"))?|("
-                   + "|".join(sorted([*_UNITS, "dozen"], key=len, reverse=True)) + r"))\b", re.IGNORECASE)
-
-
-def text_numbers(text: str) -> list[int | float]:
-    """The numbers ``text`` writes, in order, each once: digits with or without thousands separators and a decimal
-    part (``1,234.56``), and numbers under a hundred in words (``three``, ``forty-two``, ``a dozen``); not the
-    day or year of a date it writes (:func:`text_dates`)."""
-    return list(dict.fromkeys(v for _, _, v in number_mentions(text)))
-
-
-def number_mentions(text: str) -> list[tuple[int, int, int | float]]:
-    """(start, end, value) of every number ``text`` writes (:func:`text_numbers`), in order, repeats included."""
-    dates = [(a, b) for a, b, _ in date_mentions(text)]
-    out: list[tuple[int, int, int | float]] = []
-    for m in _NUM.finditer(text):
-        if any(a <= m.start() < b for a, b in dates):
-            continue
-        v = float(m.group().replace(",", ""))
-        out.append((m.start(), m.end(), int(v) if v == int(v) and abs(v) < 2 ** 53 else v))
-    for m in _WORD.finditer(text):
-        tens, unit, word = (g.lower() if g else g for g in m.groups())
-        if word:
-            out.append((m.start(), m.end(), 12 if word == "dozen" else _UNITS.index(word)))
-        else:
-            out.append((m.start(), m.end(), 20 + 10 * _TENS.index(tens) + (_UNITS.index(unit) if unit else 0)))
-    return sorted(out)
-
-
-# -- dates ------------------------------------------------------------------------------------------------------
-
-_MONTHS = {m: i + 1 for i, m in enumerate(["january", "february", "march", "april", "may", "june", "july", "august",
-                                           "september", "october", "november", "december"])}
-_MONTHS |= {m[:3]: i for m, i in list(_MONTHS.items())} | {"sept": 9}
-_MON = r"(" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
-_DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
-_DATES = [  # (regex, order of the groups: d/m/y as 0/1/2)
-    (re.compile(r"\b" + _DAY + r"(?:\s+of)?\s+" + _MON + r",?\s+(\d{4})\b", re.IGNORECASE), "dmy"),
-    (re.compile(r"\b" + _MON + r"\s+" + _DAY + r",?\s+(\d{4})\b", re.IGNORECASE), "mdy"),
-    (re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b"), "ymd"),
-    (re.compile(r"\b(\d{4})/(\d{1,2})/(\d{1,2})\b"), "ymd"),
-]
-
 
 _NEXT_WORD = re.compile(r"[ \t]*([^\W\d_]+)")
 _PREV_WORD = re.compile(r"([^\W\d_]+)[ \t]*[:=#]?[ \t]*$")
@@ -195,47 +145,6 @@ def _distinct_stems(name: str, names: tuple[str, ...]) -> tuple[set[str], set[st
     own = _stems(name)
     others = set().union(*(_stems(n) for n in names if n != name)) if names else set()
     return own - others, others - own
-
-
-def text_dates(text: str) -> list[str]:
-    """The dates ``text`` writes, as ISO ``YYYY-MM-DD``, in order, each once: ``12 March 2025``, ``the 2nd of June
-    2024``, ``March 31, 2025``, ``Oct 4th, 2025``, ``2025-03-12``, ``2025/3/12``. A date without a year is not one."""
-    return list(dict.fromkeys(iso for _, _, iso in date_mentions(text)))
-
-
-def date_mentions(text: str) -> list[tuple[int, int, str]]:
-    """(start, end, ISO date) of every date ``text`` writes (:func:`text_dates`), in order, repeats included."""
-    found: list[tuple[int, int, str]] = []
-    for rx, order in _DATES:
-        for m in rx.finditer(text):
-            parts = dict(zip(order, m.groups()))
-            month = _MONTHS.get(parts["m"].lower()) if not parts["m"].isdigit() else int(parts["m"])
-            try:
-                found.append((m.start(), m.end(), date(int(parts["y"]), month or 0, int(parts["d"])).isoformat()))
-            except ValueError:
-                continue
-    return sorted(found)
-
-
-_WEEKDAY = r"(?:mon|tues|wednes|thurs|fri|satur|sun)day"
-_PHRASES = re.compile(  # a day said without a full date: relative, a weekday, a day and month without the year
-    r"\b(?:today|tomorrow|yesterday|tonight|the day after tomorrow|(?:(?:next|this|last|coming)\s+)?" + _WEEKDAY
-    + r"|(?:next|this|last)\s+(?:week|month)|(?:(?:next|this|last)\s+)?weekend|" + _MON + r"\s+" + _DAY + r"|(?:the\s+)?" + _DAY
-    + r"(?:\s+of)?\s+" + _MON + r"|the\s+\d{1,2}(?:st|nd|rd|th))\b", re.IGNORECASE)
-
-
-def day_phrases(text: str) -> list[str]:
-    """The days ``text`` names, for a tool's date argument without a format: its full dates in ISO form
-    (:func:`text_dates`) and, as written, the days it names otherwise (``tomorrow``, ``next Friday``, ``March 5``,
-    ``the 20th of March``, ``the 14th``), in order, each once. A weekday written just before a date is that date's
-    (``Tuesday the 3rd of March`` names one day, ``the 3rd of March``)."""
-    dates = date_mentions(text)
-    found = [m for m in _PHRASES.finditer(text) if not any(a <= m.start() < b for a, b, _ in dates)]
-    starts = sorted([a for a, _, _ in dates] + [m.start() for m in found])
-    said = [(m.start(), m.group()) for m in found
-            if not (re.fullmatch(_WEEKDAY, m.group(), re.IGNORECASE)
-                    and any(re.fullmatch(r"[\s,]{1,3}", text[m.end():s]) for s in starts if s > m.end()))]
-    return list(dict.fromkeys(v for _, v in sorted([(a, iso) for a, _, iso in dates] + said)))
 
 
 # -- currencies -------------------------------------------------------------------------------------------------
@@ -444,81 +353,6 @@ def _is_expression(name: str, sub: dict[str, Any]) -> bool:
     desc = str(sub.get("description", "")).lower()
     return bool(_EXPRESSION_NAMES & {w.lower() for w in name_words(name)}) or bool(
         re.search(r"\b(?:arithmetic|math(?:ematical)?) expression", desc))
-
-
-def expression_pattern(text: str, must: Sequence[float] = ()) -> str | None:
-    """The pattern of an arithmetic expression over the numbers ``text`` writes (:func:`text_numbers`, written
-    plainly: ``1,500`` as ``1500``, ``a dozen`` as ``12``), each one optionally negative or a percent, joined by
-    ``+ - * / **`` (one operator at least; ``%`` is a percent, not a remainder) with parentheses and spaces, and the
-    numbers its words imply (:data:`_IMPLIED`: ``half`` 2, ``%`` 100); None when that gives fewer than two numbers.
-    As many operators as there are numbers, less one, at most (on each side of a ``must`` number): a small model
-    held to the pattern alone wrote ``1455 - 1455 - 1455 - ...`` to its token limit.
-    ``must``: numbers one of which the expression uses (None when ``text`` writes none of them)."""
-    written = {_plain_number(v) for v in text_numbers(text)}
-    if not written:
-        return None
-    low = text.lower()
-    implied = {str(v) for word, v in _IMPLIED
-               if (word in low if not word.isalpha() else re.search(r"(?<!\w)" + word + r"(?!\w)", low))}
-    nums = sorted(written | implied, key=len, reverse=True)
-    if len(nums) < 2:  # one number is no arithmetic
-        return None
-    operand = lambda xs: r"\(*-?(?:" + "|".join(re.escape(x) for x in xs) + r")%?\)*"
-    n, op, most = operand(nums), r" *(?:\*\*|[-+*/]) *", str(len(nums) - 1)
-    if not must:
-        return r"^ *" + n + r"(?:" + op + n + r"){1," + most + r"} *$"
-    needed = [x for x in nums if any(float(x) == float(v) for v in must)]
-    if not needed:
-        return None
-    m, ops = operand(needed), r"(?:" + op + n + r")"
-    return (r"^ *(?:(?:" + n + op + r"){1," + most + r"}" + m + ops + r"{0," + most + r"}|" + m + ops + r"{1," + most
-            + r"}) *$")
-
-
-_OPERATOR = re.compile(r"\)?\s*(?:\*\*|[-+*/x×^]|plus|minus|times|multiplied by|divided by|over|to the power of"
-                       r"|%\s*of|percent of|per cent of)\s*\(?", re.IGNORECASE)
-_OF_ONE = re.compile(r"\b(?:half|double|twice|triple|a quarter|the square root|the cube) of\s*$|\bsquare root of\s*$",
-                     re.IGNORECASE)
-
-
-def asks_arithmetic(text: str) -> bool:
-    """Whether ``text`` asks arithmetic of the numbers it writes in digits: two of them joined by an operator, a
-    sign or a word (``17.5 times 23``, ``2 to the power of 16``, ``15% of 240``, ``(45 + 55) * 3.2``), or one
-    after ``half of`` and the like. Numbers inside a date do not count (``2026-03-05`` is no subtraction)."""
-    found = _digit_numbers(text)
-    if any(_OF_ONE.search(text[:a]) for a, _ in found):
-        return True
-    return any(_OPERATOR.fullmatch(text[b1:a2]) for (_, b1), (a2, _) in itertools.pairwise(found))
-
-
-def _digit_numbers(text: str) -> list[tuple[int, int]]:
-    return [(a, b) for a, b, _ in number_mentions(text) if any(c.isdigit() for c in text[a:b])]
-
-
-_ARITHMETIC_VERB = re.compile(r"\b(?:divide|multiply|subtract|split|share|average|add up|sum up)\b", re.IGNORECASE)
-_PERCENT = re.compile(r"\d\s*(?:%|percent\b|per cent\b)", re.IGNORECASE)
-_RATE = re.compile(r"\s*(?:[^\W\d_]+\s+)?(?:each|apiece|a|an|per)\s+[^\W\d_]", re.IGNORECASE)
-_TOTAL = re.compile(r"\b(?:in total|total|altogether|in all|combined)\b", re.IGNORECASE)
-
-
-def word_problem(text: str) -> bool:
-    """Whether ``text`` writes two numbers or more in digits and asks arithmetic of them in words: an arithmetic
-    verb (``divide 98765 by 43``, ``split 287.40 between 6 people``), a percent (``a 7.25% fee on the 18,400``), a
-    rate after a number (``12.50 each``, ``1,475 a month``, ``18.40 an hour``) or a total (``in total``,
-    ``altogether``). Two amounts to convert ("12 lbs and 60 cm") are none. Weaker than :func:`asks_arithmetic`: a
-    fee on an amount to convert first is a word problem too."""
-    ends = [b for _, b in _digit_numbers(text)]
-    return len(ends) >= 2 and bool(_ARITHMETIC_VERB.search(text) or _PERCENT.search(text) or _TOTAL.search(text)
-                                   or any(_RATE.match(text, b) for b in ends))
-
-
-# the numbers a word implies in arithmetic (``half of 7`` is ``7 / 2``, ``15% of 240`` is ``15 * 240 / 100``)
-_IMPLIED = (("half", 2), ("halve", 2), ("double", 2), ("twice", 2), ("triple", 3), ("thrice", 3), ("quarter", 4),
-            ("%", 100), ("percent", 100), ("per cent", 100))
-
-
-def _plain_number(v: float) -> str:
-    return str(v) if isinstance(v, int) else repr(v)
 
 
 def is_currency(name: str, sub: dict[str, Any]) -> bool:
@@ -927,7 +761,7 @@ def span_breaks(body: bytes, walls: frozenset[int] = frozenset()) -> list[int]:
     return out
 
 
-_WEEKDAY_BEFORE = re.compile(r"\b" + _WEEKDAY + r",?[ \t]+$", re.IGNORECASE)
+_WEEKDAY_BEFORE = re.compile(r"\b" + WEEKDAY + r",?[ \t]+$", re.IGNORECASE)
 
 
 def _weekday_start(text: str, at: int) -> int:

@@ -33,19 +33,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..constrain.ground import (
-    asks_arithmetic,
-    currency_mentions,
-    date_mentions,
-    day_phrases,
-    expression_pattern,
-    ground_arguments,
-    is_currency,
-    number_mentions,
-    text_currencies,
-    text_numbers,
-    word_problem,
-)
+from ..constrain.arithmetic import asks_arithmetic, expression_pattern, word_problem
+from ..constrain.dates import date_mentions, day_phrases
+from ..constrain.ground import currency_mentions, ground_arguments, is_currency, text_currencies
+from ..constrain.numbers import number_mentions, text_numbers
 from ..constrain.units import is_unit, text_units, unit_mentions
 
 __all__ = ["Mention", "asked_fields", "covering", "mentions", "names_a_date", "narrowed", "operands", "owed", "unserved",
@@ -205,7 +196,7 @@ def covering(tools: Sequence[tuple[str, dict[str, Any] | None]], request: str, s
     """The ``tools`` (name, parameters schema) every required argument of which ``request`` fills with a typed
     value: a ``number`` it writes in digits, a ``day`` that names its date (:func:`names_a_date`), a ``currency`` or
     a ``unit`` (a (from, to) pair two different ones), an ``expression`` it asks
-    (:func:`agentkit.constrain.ground.asks_arithmetic`; a :func:`agentkit.constrain.ground.word_problem` where no
+    (:func:`agentkit.constrain.arithmetic.asks_arithmetic`; a :func:`agentkit.constrain.arithmetic.word_problem` where no
     tool is covered otherwise: "a 3% fee on 2,500 SEK in dollars" converts first). "80 swiss francs in euros" fills
     ``convert_currency``; a tool with a free string argument (a city, a query) is filled by no request. What such a
     request asks is that tool's work (:mod:`agentkit.steps.decision`). ``said``: the request's :func:`mentions` when
@@ -245,7 +236,7 @@ def names_a_date(day: Mention) -> bool:
 def operands(request: str, left: Sequence[Mention], results: Sequence[str], made: str) -> str:
     """What an owed expression takes its numbers from: the numbers the request left, the results' numbers that no
     call took ("what's that times 12" after a conversion: its result and 12, not the amount converted), and the
-    request's words that imply a number (``half``, ``%``; :func:`agentkit.constrain.ground.expression_pattern`)."""
+    request's words that imply a number (``half``, ``%``; :func:`agentkit.constrain.arithmetic.expression_pattern`)."""
     taken = {float(v) for v in text_numbers(made)}
     found = [m.text for m in left if m.kind == "number"]
     found += [str(v) for r in results for v in text_numbers(r) if float(v) not in taken]

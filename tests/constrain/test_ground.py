@@ -8,6 +8,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 from agentkit.constrain.compiler import compile_schema
+from agentkit.constrain.dates import text_dates
 from agentkit.constrain.ground import (
     PLAIN_BODY,
     ground_schema,
@@ -15,9 +16,8 @@ from agentkit.constrain.ground import (
     placeholders,
     span_edges,
     text_currencies,
-    text_dates,
-    text_numbers,
 )
+from agentkit.constrain.numbers import text_numbers
 from agentkit.constrain.runtime import TokenConstraint
 from agentkit.constrain.spans import ExcludeDFA, SpanDFA
 from agentkit.constrain.vocab import slot_index

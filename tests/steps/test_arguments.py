@@ -2,7 +2,9 @@
 
 import re
 
-from agentkit.constrain.ground import ARGUMENT_KINDS, day_phrases, expression_pattern, ground_schema, text_currencies
+from agentkit.constrain.arithmetic import expression_pattern
+from agentkit.constrain.dates import day_phrases
+from agentkit.constrain.ground import ARGUMENT_KINDS, ground_schema, text_currencies
 from agentkit.constrain.nodes import Choice, slots
 from agentkit.sdk import Tool
 from agentkit.steps.arguments import ArgumentSources, argument_gaps, groundable, grounded_parameters

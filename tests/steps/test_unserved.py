@@ -3,7 +3,7 @@
 import json
 import re
 
-from agentkit.constrain.ground import asks_arithmetic, word_problem
+from agentkit.constrain.arithmetic import asks_arithmetic, word_problem
 from agentkit.steps.arguments import argument_sources, turn_of
 from agentkit.steps.decision import COVERED, DecisionAsk, decide
 from agentkit.steps.kinds import observation

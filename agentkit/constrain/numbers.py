@@ -1,0 +1,44 @@
+"""The numbers a text writes: digits with or without thousands separators and a decimal part (``1,234.56``), and
+numbers under a hundred in words (``three``, ``forty-two``, ``a dozen``); not the day or year of a date it writes
+(:mod:`agentkit.constrain.dates`)."""
+
+from __future__ import annotations
+
+import re
+
+from .dates import date_mentions
+
+__all__ = ["number_mentions", "text_numbers"]
+
+# a number, not a piece of a code or a date joined by - or / (INV-3302, 415-555-0138, 2025-04-01, 2024/0931)
+_NUM = re.compile(r"(?<![\w.])(?<!\w[-/])-?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?(?![\d])(?![-/]\w)")
+_UNITS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
+          "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"]
+_TENS = ["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
+_WORD = re.compile(r"\b(?:(" + "|".join(_TENS) + r")(?:[- ](" + "|".join(_UNITS[1:10]) + r"))?|("
+                   + "|".join(sorted([*_UNITS, "dozen"], key=len, reverse=True)) + r"))\b", re.IGNORECASE)
+
+
+def text_numbers(text: str) -> list[int | float]:
+    """The numbers ``text`` writes, in order, each once: digits with or without thousands separators and a decimal
+    part (``1,234.56``), and numbers under a hundred in words (``three``, ``forty-two``, ``a dozen``); not the
+    day or year of a date it writes (:func:`text_dates`)."""
+    return list(dict.fromkeys(v for _, _, v in number_mentions(text)))
+
+
+def number_mentions(text: str) -> list[tuple[int, int, int | float]]:
+    """(start, end, value) of every number ``text`` writes (:func:`text_numbers`), in order, repeats included."""
+    dates = [(a, b) for a, b, _ in date_mentions(text)]
+    out: list[tuple[int, int, int | float]] = []
+    for m in _NUM.finditer(text):
+        if any(a <= m.start() < b for a, b in dates):
+            continue
+        v = float(m.group().replace(",", ""))
+        out.append((m.start(), m.end(), int(v) if v == int(v) and abs(v) < 2 ** 53 else v))
+    for m in _WORD.finditer(text):
+        tens, unit, word = (g.lower() if g else g for g in m.groups())
+        if word:
+            out.append((m.start(), m.end(), 12 if word == "dozen" else _UNITS.index(word)))
+        else:
+            out.append((m.start(), m.end(), 20 + 10 * _TENS.index(tens) + (_UNITS.index(unit) if unit else 0)))
+    return sorted(out)
