@@ -9,9 +9,11 @@ import itertools
 import re
 from collections.abc import Sequence
 
+from .dates import date_mentions
 from .numbers import number_mentions, text_numbers
 
-__all__ = ["asks_arithmetic", "expression_pattern", "word_problem"]
+__all__ = ["ALL_OPERATORS", "asks_arithmetic", "expression_pattern", "implied_operators", "word_problem",
+           "written_expressions"]
 
 
 def expression_pattern(text: str, must: Sequence[float] = ()) -> str | None:
@@ -20,7 +22,9 @@ def expression_pattern(text: str, must: Sequence[float] = ()) -> str | None:
     ``+ - * / **`` (one operator at least; ``%`` is a percent, not a remainder) with parentheses and spaces, and the
     numbers its words imply (:data:`_IMPLIED`: ``half`` 2, ``%`` 100); None when that gives fewer than two numbers.
     As many operators as there are numbers, less one, at most (on each side of a ``must`` number): a small model
-    held to the pattern alone wrote ``1455 - 1455 - 1455 - ...`` to its token limit.
+    held to the pattern alone wrote ``1455 - 1455 - 1455 - ...`` to its token limit. The operators are those the
+    text names (:func:`implied_operators`), all of them where it names none: held to the numbers alone, the model
+    wrote ``18400 + 7.25%`` for "a 7.25% fee on the 18,400" and ``43*43`` for "divide 98765 by 43".
     ``must``: numbers one of which the expression uses (None when ``text`` writes none of them)."""
     written = {_plain_number(v) for v in text_numbers(text)}
     if not written:
@@ -32,15 +36,47 @@ def expression_pattern(text: str, must: Sequence[float] = ()) -> str | None:
     if len(nums) < 2:  # one number is no arithmetic
         return None
     operand = lambda xs: r"\(*-?(?:" + "|".join(re.escape(x) for x in xs) + r")%?\)*"
-    n, op, most = operand(nums), r" *(?:\*\*|[-+*/]) *", str(len(nums) - 1)
+    ops = implied_operators(text) or ALL_OPERATORS
+    n, most = operand(nums), str(len(nums) - 1)
+    op = r" *(?:" + "|".join(re.escape(o) for o in sorted(ops, key=len, reverse=True)) + r") *"
     if not must:
         return r"^ *" + n + r"(?:" + op + n + r"){1," + most + r"} *$"
     needed = [x for x in nums if any(float(x) == float(v) for v in must)]
     if not needed:
         return None
-    m, ops = operand(needed), r"(?:" + op + n + r")"
-    return (r"^ *(?:(?:" + n + op + r"){1," + most + r"}" + m + ops + r"{0," + most + r"}|" + m + ops + r"{1," + most
-            + r"}) *$")
+    m, then = operand(needed), r"(?:" + op + n + r")"
+    return (r"^ *(?:(?:" + n + op + r"){1," + most + r"}" + m + then + r"{0," + most + r"}|" + m + then + r"{1,"
+            + most + r"}) *$")
+
+
+ALL_OPERATORS = ("+", "-", "*", "/", "**")
+# the operators a request's words name: a word problem's operation is grounded in its words as its numbers are in
+# its digits ("divide 98765 by 43" divides; "18.40 an hour for 37.5 hours" and "a 7.25% fee" multiply)
+_OPERATOR_WORDS = (
+    ("/", (r"\bdivid(?:e|ed|ing)\b|\bsplit\b|\bshared?\b|\beach of\b|\bper (?:person|head)\b|\baverage\b"
+          r"|\bhalf\b|\bhalve\b|\bquarter\b|[^\W\d_]\s+per\s+[^\W\d_]|\d\s*%|\bper\s*cent\b|\bpercent\b")),
+    ("*", (r"\btimes\b|\bmultipl\w*|\d\s*%|\bper\s*cent\b|\bpercent\b|\btwice\b|\bdouble\b|\btriple\b"
+          r"|\d\s*(?:[^\W\d_]+\s+)?(?:(?:each|apiece)\b|(?:a|an|per)\s+[^\W\d_])")),
+    ("+", r"\bplus\b|\badd(?:ed|ing)?\b|\bsum\b|\bin all\b|\baltogether\b|\bcombined\b|\bon top\b"),
+    ("-", (r"\bminus\b|\bsubtract\w*|\bless\b|\bleft\b|\bremain\w*|\boff\b|\bdiscount\w*|\bprofit\b"
+          r"|\bdifference\b|\bafter (?:spending|paying|taking)\b")),
+    ("**", r"\bpower\b|\bsquared\b|\bcubed\b"),
+)
+_OPERATOR_RES = tuple((op, re.compile(rx, re.IGNORECASE)) for op, rx in _OPERATOR_WORDS)
+
+
+def implied_operators(text: str) -> tuple[str, ...]:
+    """The operators ``text`` names in words or signs (:data:`ALL_OPERATORS` order; empty when it names none, and
+    then an expression may use any): ``divide``, ``split``, ``each of``, ``half``, ``km per litre`` divide;
+    ``times``, ``twice``, a rate after a number (``12.50 each``, ``1,475 a month``) multiply; a percent does both
+    (``15 * 240 / 100``); ``plus``,
+    ``add``, ``on top`` add; ``minus``, ``left``, ``off``, ``profit``, ``after spending`` subtract; ``to the power
+    of``, ``squared`` raise. The signs of an expression it writes count as themselves (``(45 + 55) * 3.2``,
+    :func:`written_expressions`)."""
+    named = {op for op, rx in _OPERATOR_RES if rx.search(text)}
+    for run in written_expressions(text):
+        named |= set(re.findall(r"\*\*|[-+*/]", run.replace("**", " ^ "))) | ({"**"} if "**" in run else set())
+    return tuple(op for op in ALL_OPERATORS if op in named)
 
 
 _OPERATOR = re.compile(r"\)?\s*(?:\*\*|[-+*/x×^]|plus|minus|times|multiplied by|divided by|over|to the power of"
@@ -65,7 +101,7 @@ def _digit_numbers(text: str) -> list[tuple[int, int]]:
 
 _ARITHMETIC_VERB = re.compile(r"\b(?:divide|multiply|subtract|split|share|average|add up|sum up)\b", re.IGNORECASE)
 _PERCENT = re.compile(r"\d\s*(?:%|percent\b|per cent\b)", re.IGNORECASE)
-_RATE = re.compile(r"\s*(?:[^\W\d_]+\s+)?(?:each|apiece|a|an|per)\s+[^\W\d_]", re.IGNORECASE)
+_RATE = re.compile(r"\s*(?:[^\W\d_]+\s+)?(?:(?:each|apiece)\b|(?:a|an|per)\s+[^\W\d_])", re.IGNORECASE)
 _TOTAL = re.compile(r"\b(?:in total|total|altogether|in all|combined)\b", re.IGNORECASE)
 
 
@@ -87,3 +123,31 @@ _IMPLIED = (("half", 2), ("halve", 2), ("double", 2), ("twice", 2), ("triple", 3
 
 def _plain_number(v: float) -> str:
     return str(v) if isinstance(v, int) else repr(v)
+
+
+_TERM = r"\(*-?\d[\d,]*(?:\.\d+)?%?\)*"
+_RUN = re.compile(r"(?<![\w.,:/-])" + _TERM + r"(?:(?: *(?:\*\*|[*/×^]|x(?= )) *| +[-+] +)" + _TERM + r")+(?![\w.:/-])")
+
+
+def written_expressions(text: str) -> list[str]:
+    """The arithmetic expressions ``text`` writes in signs (``(1820 - 365) / 7``, ``3456 x 78``, ``12.75 * 8 +
+    4.5``), each as a calculator reads it (``x``, ``×`` as ``*``, ``^`` as ``**``, no thousands separators), in
+    order, each once. A ``-`` or ``+`` counts with spaces around it: ``9:00-18:00`` and ``415-555-0138`` are no
+    subtraction, nor is a date."""
+    out = []
+    for m in _RUN.finditer(_without_dates(text)):
+        run = m.group().strip()
+        while run.count("(") > run.count(")") and run.startswith("("):
+            run = run[1:]
+        while run.count(")") > run.count("(") and run.endswith(")"):
+            run = run[:-1]
+        run = re.sub(r"(?<=\d),(?=\d{3})", "", run).replace("×", "*").replace("^", "**")
+        out.append(re.sub(r"(?<=[\d)%]) *x *(?=[(\d-])", " * ", run))
+    return list(dict.fromkeys(out))
+
+
+def _without_dates(text: str) -> str:
+    """``text`` with each date it writes blanked out (the same length: offsets stay)."""
+    for a, b, _ in date_mentions(text):
+        text = text[:a] + " " * (b - a) + text[b:]
+    return text

@@ -21,8 +21,9 @@ nested objects and arrays' items included), by the field's kind:
   ``A$`` is ``AUD``, ``Canadian dollars`` is ``CAD``);
 - with :data:`ARGUMENT_KINDS` (a tool call's arguments), an arithmetic expression (a string field named
   ``expression``/``formula``/``equation``, or described as an arithmetic expression): the text's numbers joined by
-  operators (:func:`~agentkit.constrain.arithmetic.expression_pattern`), so ``17.5 times 23`` may be written ``17.5 * 23`` but no number the text
-  does not write; and a day (a string field named ``date``/``day``/``when`` without a format): one of the days the
+  operators it names (:func:`~agentkit.constrain.arithmetic.expression_pattern`), so ``17.5 times 23`` may be written
+  ``17.5 * 23`` but no number the text does not write, or an expression the text writes in signs, whole
+  (:func:`~agentkit.constrain.arithmetic.written_expressions`: ``(1820 - 365) / 7``); and a day (a string field named ``date``/``day``/``when`` without a format): one of the days the
   text names (:func:`~agentkit.constrain.dates.day_phrases`: ``tomorrow``, ``next Friday``, ``March 5``, full dates in ISO form); and a unit
   (a string field named ``unit``/``from_unit``/``to_unit``): one of the units the text names, as written
   (:mod:`agentkit.constrain.units`), a (from, to) pair of them two different ones;
@@ -49,7 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import UserError
-from .arithmetic import expression_pattern
+from .arithmetic import expression_pattern, written_expressions
 from .dates import WEEKDAY, date_mentions, day_phrases, text_dates
 from .fences import Fence, field_fence, is_proper, is_thing, name_runs
 from .nodes import Choice, Node, Repeat, Seq, Slot, Template, slots
@@ -545,6 +546,9 @@ def _string(name: str, sub: dict[str, Any], ptr: str, text: str, kinds: frozense
     if _is_day(name) and "day" in kinds and "pattern" not in sub and not sub.get("format"):
         return _enum(sub, day_phrases(text), ptr, "date", out)
     if _is_expression(name, sub) and "expression" in kinds and "pattern" not in sub and not sub.get("format"):
+        written = written_expressions(text)  # an expression the text writes whole is copied whole
+        if written:
+            return _enum(sub, written, ptr, "expression", out)
         pattern = expression_pattern(text)
         if pattern is None:
             return None

@@ -1,0 +1,39 @@
+"""Arithmetic a request asks for, and the expressions that may answer it (agentkit.constrain.arithmetic)."""
+
+import re
+
+from agentkit.constrain.arithmetic import expression_pattern, implied_operators, written_expressions
+from agentkit.constrain.ground import ARGUMENT_KINDS, ground_schema
+
+CALC = {"type": "object", "required": ["expression"], "properties": {"expression": {"type": "string"}}}
+
+
+def test_the_operators_are_those_the_words_name():
+    assert implied_operators("Can you divide 640 by 16?") == ("/",)
+    assert implied_operators("I make 22.50 an hour and worked 30 hours") == ("*",)
+    assert implied_operators("a 4.5% commission on 12,000") == ("*", "/")  # 12000 * 4.5 / 100
+    assert implied_operators("200 tickets at 8.50 each, and the hall cost 600: what profit?") == ("-", "*")
+    assert implied_operators("3 to the power of 4") == ("**",)
+    assert implied_operators("I have 3 cats and 2 dogs") == ()  # none named: any operator
+    assert implied_operators("Open 9:00-18:00, call 415-555-0138, on 2026-03-05") == ()  # no subtraction
+
+
+def test_an_expression_uses_only_the_named_operators_or_any_where_none_is_named():
+    p = expression_pattern("Can you divide 640 by 16?")
+    assert re.fullmatch(p, "640 / 16") and not re.fullmatch(p, "640 * 16") and not re.fullmatch(p, "640 - 16")
+    anything = expression_pattern("I have 3 cats and 2 dogs")
+    assert all(re.fullmatch(anything, f"3 {op} 2") for op in ("+", "-", "*", "/", "**"))
+
+
+def test_an_expression_written_in_signs_is_read_whole():
+    assert written_expressions("need (1820 - 365) / 7 worked out, thx") == ["(1820 - 365) / 7"]
+    assert written_expressions("what's 3,456 x 78 and 2^10") == ["3456 * 78", "2**10"]
+    for text in ("Open 9:00-18:00", "call 415-555-0138", "Any meetings on 2026-03-05?", "What is 17.5 times 23?"):
+        assert written_expressions(text) == [], text
+
+
+def test_a_written_expression_is_the_argument_a_calculator_takes():
+    g = ground_schema(CALC, "need (1820 - 365) / 7 worked out, thx", kinds=ARGUMENT_KINDS)
+    assert g.schema["properties"]["expression"]["enum"] == ["(1820 - 365) / 7"] and g.kinds["/expression"] == "expression"
+    words = ground_schema(CALC, "Can you divide 640 by 16?", kinds=ARGUMENT_KINDS).schema["properties"]["expression"]
+    assert "enum" not in words and re.fullmatch(words["pattern"], "640 / 16")
