@@ -9,7 +9,8 @@
 - ``+covered`` variants: where the rule answers, a call even so when the request fills a tool's arguments with typed
   values (``covered``, :func:`agentkit.steps.unserved.covering`), of the covered tool scored highest (calibrated);
 - ``+lookup``: else, where the request asks for the present or a look-up in words
-  (:func:`agentkit.steps.lookup.asks_lookup`) and the calibrated margin calls, a call (the default's rule).
+  (:func:`agentkit.steps.lookup.asks_lookup`) and the calibrated margin calls, a call; and a call where the request
+  asks to search goes to a search tool (the default's rule).
 
 The options are those the agent offers: the tools whose required values the request gives
 (:func:`agentkit.steps.arguments.groundable`), and the no-call option.
@@ -30,7 +31,7 @@ import sys
 from pathlib import Path
 
 from agentkit.evals.user_tools import TOOLS, load_tasks
-from agentkit.steps.lookup import asks_lookup
+from agentkit.steps.lookup import asks_lookup, asks_search, searches
 
 DATA = Path(__file__).resolve().parent / "user_tools" / "tasks.jsonl"
 
@@ -64,7 +65,7 @@ def covered_of(tools, task: str) -> list[str]:
 
 
 def decide_with(got: dict, null: dict, no_call: str, rule: str, covered: list[str] = (),
-                lookup: bool = False) -> str | None:
+                lookup: bool = False, search: bool = False) -> str | None:
     from agentkit.decide import calibrated_pick, no_call_margin
 
     names = [n for n in got if n != no_call]
@@ -76,11 +77,15 @@ def decide_with(got: dict, null: dict, no_call: str, rule: str, covered: list[st
     base = no_call_margin(null, no_call)
     threshold = float(rule.removesuffix("+tool").split("=")[1]) if rule.startswith("margin=") else 0.0
     call = margin - base <= 0 if rule.startswith("calibrated") else margin <= threshold
+    pick = calibrated_pick(got, null if rule.endswith("+tool") else None, names) if call else None
     if not call and covering and covered:
-        return calibrated_pick(got, null, covered)
-    if not call and looking and lookup and margin - base <= 0:
-        return calibrated_pick(got, null, names)
-    return calibrated_pick(got, null if rule.endswith("+tool") else None, names) if call else None
+        pick = calibrated_pick(got, null, covered)
+    elif not call and looking and lookup and margin - base <= 0:
+        pick = calibrated_pick(got, null, names)
+    searching = [n for n in names if searches(n)]
+    if looking and pick is not None and search and searching:
+        pick = calibrated_pick(got, null, searching)
+    return pick
 
 
 RULES = ["raw", "raw+tool", "calibrated", "calibrated+tool", "margin=1", "margin=2", "margin=1+tool",
@@ -106,7 +111,7 @@ def main() -> None:
     tasks = {(t["split"], t["id"]): t for t in load_tasks(DATA)}
     for r in rows:  # what the request covers and asks, read by the code as it is now
         r["prompt"] = tasks[(r["split"], r["id"])]["prompt"]
-        r["covered"] = covered_of(tools, r["prompt"])
+        r["covered"] = [t for t in covered_of(tools, r["prompt"]) if t in r["scores"]]  # among those scored then
     if not rows:
         engine = default_engine(lora=args.lora) if args.lora else default_engine()
         for t in [t for s in args.split.split(",") for t in load_tasks(DATA, s)]:
@@ -134,7 +139,7 @@ def table_of(rows: list[dict]) -> dict[str, dict[str, float]]:
     table = {}
     for rule in RULES:
         picks = [(r, decide_with(r["scores"], r["null"], r["no_call"], rule, r.get("covered", []),
-                                 asks_lookup(r["prompt"]))) for r in rows]
+                                 asks_lookup(r["prompt"]), asks_search(r["prompt"]))) for r in rows]
         need = [(r, p) for r, p in picks if r["kind"] != "none"]
         none = [(r, p) for r, p in picks if r["kind"] == "none"]
         table[rule] = {"call_when_needed": round(sum(p is not None for _, p in need) / len(need), 3),

@@ -27,8 +27,10 @@ The rules (:class:`DecisionAsk` holds the options; the arithmetic is :mod:`agent
   many cm is 5 feet", "Am I free on March 6?") and the margin says answer, a call even so, of the covered tool
   whose score rises most: an answer there is the model's guess at the tool's result. Else, on a raw margin, when
   the request asks for the present or a look-up in words (:mod:`agentkit.steps.lookup`: "right now", "search",
-  "look it up") and the calibrated margin says call, a call, of the tool the calibrated margin picks. An engine that
-  cannot score leaves the choice to the call decode.
+  "look it up") and the calibrated margin says call, a call, of the tool the calibrated margin picks. A first call
+  where the request asks to search ("search", "look up", "online") goes to a search tool when one is offered (a
+  name with ``search``, ``lookup``, ``google`` or ``browse``). An engine that cannot score leaves the choice to the
+  call decode.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .. import decide as scores_
-from .lookup import asks_lookup, request_of
+from .lookup import asks_lookup, asks_search, request_of, searches
 
 Chat = list[dict[str, str]]
 ToolMode = Literal["none", "forced", "auto"]
@@ -211,17 +213,34 @@ def _calibrated(ask: DecisionAsk) -> Generator[Score, dict[str, float], Decision
             call = info["no_call_margin"] <= before
             info["previous_margin"] = round(before, 4)
     labels = {"rule": rule if done else "null"} if after is not None else {}
+    if done:
+        return Decision(call, info["tool"] if call else None, {"by": "calibrated_scores", **labels, **info})
+    call, tool, facts = yield from _first(ask, call, info, scores, baseline, names)
+    return Decision(call, tool if call else None, {**facts, **labels, **info, "tool": tool} if call else
+                    {"by": "calibrated_scores", **labels, **info})
+
+
+def _first(ask: DecisionAsk, call: bool, info: dict[str, Any], scores: dict[str, float],
+           baseline: dict[str, float] | None, names: list[str]) -> Generator[Score, dict[str, float],
+                                                                            tuple[bool, str | None, dict[str, Any]]]:
+    """The first decision of a run, after the margin's (``call``, ``info``): a covered tool's call where the
+    margin answers; else, on a raw margin, a call where the request asks for the present or a look-up and the
+    calibrated margin calls; and a call of a search tool, by its name (:func:`~agentkit.steps.lookup.searches`),
+    where the request asks to search. Returns (call, tool, how)."""
+    request = request_of(ask.chat)
     covered = [t for t in names if t in ask.covered]
-    if not call and covered and not done:
-        best = scores_.calibrated_pick(scores, baseline, covered)
-        return Decision(True, best, {"by": COVERED, **labels, **info, "tool": best, "covered": covered})
-    if not call and not done and not ask.calibrate and asks_lookup(request_of(ask.chat)):
-        baseline = baseline if baseline is not None else (yield from _baseline(ask, options))
-        live, live_info = scores_.calibrated(scores, baseline, names, no_call)
-        if live:
-            return Decision(True, live_info["tool"], {"by": LOOKUP, **labels, **live_info,
-                                                      "raw_margin": info["no_call_margin"]})
-    return Decision(call, info["tool"] if call else None, {"by": "calibrated_scores", **labels, **info})
+    tool, facts = info["tool"], {"by": "calibrated_scores"}
+    if not call and covered:
+        call, tool, facts = True, scores_.calibrated_pick(scores, baseline, covered), {"by": COVERED,
+                                                                                      "covered": covered}
+    elif not call and not ask.calibrate and asks_lookup(request):
+        baseline = baseline if baseline is not None else (yield from _baseline(ask, [*names, ask.no_call]))
+        call, live = scores_.calibrated(scores, baseline, names, ask.no_call)
+        tool, facts = live["tool"], {"by": LOOKUP, "calibrated_null_margin": live["no_call_margin_null"]}
+    searching = [t for t in names if searches(t)] if call and asks_search(request) else []
+    if searching:
+        tool, facts = scores_.calibrated_pick(scores, baseline, searching), {**facts, "searched": True}
+    return call, tool, facts
 
 
 def _baseline(ask: DecisionAsk, options: list[str]) -> Generator[Score, dict[str, float], dict[str, float]]:

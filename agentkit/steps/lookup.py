@@ -5,7 +5,8 @@ A small model answers such a request from its weights with a guess ("Is it raini
 raining in Istanbul."). Its raw call margin, the default on the loop adapter's weights (:func:`agentkit.decide.calibrates`),
 holds back there; the calibrated margin calls there, and also on chat ("hey :)" called ``web_search``). A request
 that asks for the present or a look-up in words is where the calibrated margin is trusted
-(:mod:`agentkit.steps.decision`). ``today`` and ``tonight`` count too, though they name a calendar's day as well:
+(:mod:`agentkit.steps.decision`), and a request that asks for a look-up goes to a tool whose name says it searches
+(:func:`searches`). ``today`` and ``tonight`` count too, though they name a calendar's day as well:
 "how warm is it in lisbon today" calls ``get_calendar_events``. On the first decisions of the user-tool
 benchmark's six splits read so far (``evals/user_tools_decide.py``), with them the decision called on 4 more of the
 180 tasks that need a call and picked the right tool on 2 more, and held back where it had on the 96 that need none.
@@ -16,17 +17,31 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-__all__ = ["asks_lookup", "request_of"]
+__all__ = ["asks_lookup", "asks_search", "request_of", "searches"]
 
 _PRESENT = r"today|tonight|right now|(?<!for )now|rn|currently|at the moment|at present|current|latest|up to date"
 _LOOKUP = (r"search(?!\s+(?:results?|engines?|bars?|history))|web search|look\s+(?:\w+\s+)?up|lookup|online|google"
            r"|find out")
 _ASKS = re.compile(r"\b(?:" + _PRESENT + "|" + _LOOKUP + r")\b", re.IGNORECASE)
+_SEARCH = re.compile(r"\b(?:" + _LOOKUP + r")\b", re.IGNORECASE)
+_SEARCH_TOOL = frozenset({"search", "lookup", "google", "browse"})
 
 
 def asks_lookup(request: str) -> bool:
     """Whether ``request`` asks for the present or a look-up in words (the module's docstring says which)."""
     return bool(_ASKS.search(request))
+
+
+def asks_search(request: str) -> bool:
+    """Whether ``request`` asks for a look-up in words (``search``, ``look it up``, ``online``, ``find out``)."""
+    return bool(_SEARCH.search(request))
+
+
+def searches(tool: str) -> bool:
+    """Whether a tool's name says it searches: a word of it is ``search``, ``lookup``, ``google`` or ``browse``
+    (``web_search``, ``searchDocs``, ``google``), or it holds ``look`` and ``up`` (``look_up_word``)."""
+    words = {w.lower() for w in re.split(r"[_\W]+|(?<=[a-z])(?=[A-Z])", tool) if w}
+    return bool(words & _SEARCH_TOOL) or {"look", "up"} <= words
 
 
 def request_of(chat: Sequence[dict[str, str]]) -> str:

@@ -1,7 +1,7 @@
 """A request that asks for the present or a look-up (agentkit.steps.lookup) and the decision it moves."""
 
 from agentkit.steps.decision import LOOKUP, DecisionAsk, decide
-from agentkit.steps.lookup import asks_lookup, request_of
+from agentkit.steps.lookup import asks_lookup, asks_search, request_of, searches
 
 
 def test_the_present_and_a_look_up_are_asked_in_words():
@@ -44,3 +44,14 @@ def test_a_raw_margin_that_answers_calls_where_the_request_asks_the_present_and_
     assert _decided(ask("I love rainy weather"), ANSWERS, BASELINE).call is False  # no such words: raw stands
     holding = {"respond": -8.0, "get_weather": -0.5, "web_search": -1.0}  # the baseline leans to the tools more
     assert _decided(ask("is it raining in Oslo right now?"), ANSWERS, holding).call is False
+
+
+def test_a_request_that_asks_to_search_calls_a_search_tool_first():
+    assert asks_search("Look up how tall the Eiffel Tower is") and not asks_search("is it cold right now?")
+    assert searches("web_search") and searches("searchDocs") and searches("look_up_word") and not searches("get_weather")
+    ask = lambda text: DecisionAsk("auto", [{"role": "user", "content": text}], NAMES, "respond", "h", calibrate=False)
+    weather_first = {"respond": -3.0, "get_weather": -0.5, "web_search": -2.0}  # the raw margin calls get_weather
+    searched = _decided(ask("Look up how tall the Eiffel Tower is"), weather_first, BASELINE)
+    assert (searched.call, searched.tool, searched.info["searched"]) == (True, "web_search", True)
+    plain = _decided(ask("How tall is the Eiffel Tower?"), weather_first, BASELINE)
+    assert (plain.call, plain.tool) == (True, "get_weather")  # no look-up asked: the scores' pick stands
