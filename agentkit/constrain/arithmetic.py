@@ -25,6 +25,9 @@ def expression_pattern(text: str, must: Sequence[float] = ()) -> str | None:
     held to the pattern alone wrote ``1455 - 1455 - 1455 - ...`` to its token limit. The operators are those the
     text names (:func:`implied_operators`), all of them where it names none: held to the numbers alone, the model
     wrote ``18400 + 7.25%`` for "a 7.25% fee on the 18,400" and ``43*43`` for "divide 98765 by 43".
+    Up to four numbers, each is used once at most, in order (:func:`_distinct`): every number the text writes in
+    digits, in the text's order, then any it writes in words or implies; with ``must``, in the order ``text`` gives
+    them (an owed call's operands: the results first).
     ``must``: numbers one of which the expression uses (None when ``text`` writes none of them)."""
     written = {_plain_number(v) for v in text_numbers(text)}
     if not written:
@@ -35,10 +38,20 @@ def expression_pattern(text: str, must: Sequence[float] = ()) -> str | None:
     nums = sorted(written | implied, key=len, reverse=True)
     if len(nums) < 2:  # one number is no arithmetic
         return None
-    operand = lambda xs: r"\(*-?(?:" + "|".join(re.escape(x) for x in xs) + r")%?\)*"
     ops = implied_operators(text) or ALL_OPERATORS
-    n, most = operand(nums), str(len(nums) - 1)
     op = r" *(?:" + "|".join(re.escape(o) for o in sorted(ops, key=len, reverse=True)) + r") *"
+    if len(nums) <= _DISTINCT_UP_TO:
+        found = number_mentions(text)
+        digits = [_plain_number(v) for a, b, v in found if any(c.isdigit() for c in text[a:b])]
+        said = list(dict.fromkeys([*digits, *(_plain_number(v) for v in text_numbers(text)), *sorted(implied)]))
+        percents = {_plain_number(v) for _, b, v in found if _PERCENT_AFTER.match(text, b)}
+        if must:
+            return _distinct(said, op, percents, needed=[x for x in said if any(float(x) == float(v) for v in must)])
+        if re.search(r"\b(?:from|into)\b", low):  # "subtract 5 from 20" turns the order round
+            return _distinct(said, op, percents, ordered=False)
+        return _distinct(said, op, percents, required=set(digits))
+    operand = lambda xs: r"\(*-?(?:" + "|".join(re.escape(x) for x in xs) + r")%?\)*"
+    n, most = operand(nums), str(len(nums) - 1)
     if not must:
         return r"^ *" + n + r"(?:" + op + n + r"){1," + most + r"} *$"
     needed = [x for x in nums if any(float(x) == float(v) for v in must)]
@@ -47,6 +60,28 @@ def expression_pattern(text: str, must: Sequence[float] = ()) -> str | None:
     m, then = operand(needed), r"(?:" + op + n + r")"
     return (r"^ *(?:(?:" + n + op + r"){1," + most + r"}" + m + then + r"{0," + most + r"}|" + m + then + r"{1,"
             + most + r"}) *$")
+
+
+_DISTINCT_UP_TO = 4  # numbers whose orders a pattern spells out (4: 60 orders of two to four of them)
+
+
+def _distinct(nums: list[str], op: str, percents: set[str], *, ordered: bool = True, required: set[str] = frozenset(),
+              needed: list[str] | None = None) -> str | None:
+    """The pattern of expressions over two or more of ``nums``, each one once, joined by ``op``: in the order of
+    ``nums`` when ``ordered``; with every one of ``required``, and one of ``needed`` when given; a ``%`` after
+    those written as percents (``percents``) only. Held to the numbers alone, a small model wrote ``43 / 43`` and
+    then ``43 / 98765`` for "divide 98765 by 43", ``1475 + 1475`` for "1,475 a month for 38 months" and ``287.4% /
+    6`` for "287.40 between 6 people"."""
+    term = lambda x: r"\(*-?" + re.escape(x) + (r"%?" if x in percents else "") + r"\)*"
+    pick = itertools.combinations if ordered else itertools.permutations
+    orders = [o for k in range(2, len(nums) + 1) for o in pick(nums, k)
+              if required <= set(o) and (needed is None or set(o) & set(needed))]
+    if not orders:
+        return None
+    return r"^ *(?:" + "|".join(op.join(term(x) for x in o) for o in orders) + r") *$"
+
+
+_PERCENT_AFTER = re.compile(r"\s*(?:%|percent\b|per cent\b)", re.IGNORECASE)
 
 
 ALL_OPERATORS = ("+", "-", "*", "/", "**")

@@ -234,12 +234,14 @@ def names_a_date(day: Mention) -> bool:
 
 
 def operands(request: str, left: Sequence[Mention], results: Sequence[str], made: str) -> str:
-    """What an owed expression takes its numbers from: the numbers the request left, the results' numbers that no
-    call took ("what's that times 12" after a conversion: its result and 12, not the amount converted), and the
-    request's words that imply a number (``half``, ``%``; :func:`agentkit.constrain.arithmetic.expression_pattern`)."""
+    """What an owed expression takes its numbers from, in the order it uses them: the results' numbers that no call
+    took ("what's that times 12" after a conversion: its result and 12, not the amount converted), then the numbers
+    the request left, and the request's words that imply a number (``half``, ``%``;
+    :func:`agentkit.constrain.arithmetic.expression_pattern`). The result comes first: "how much is left after
+    spending 20,000" is ``62250 - 20000``."""
     taken = {float(v) for v in text_numbers(made)}
-    found = [m.text for m in left if m.kind == "number"]
-    found += [str(v) for r in results for v in text_numbers(r) if float(v) not in taken]
+    found = [str(v) for r in results for v in text_numbers(r) if float(v) not in taken]
+    found += [m.text for m in left if m.kind == "number"]
     return " ".join(found) + "\n" + re.sub(r"\d", " ", request)
 
 

@@ -114,7 +114,8 @@ def test_an_owed_expression_works_on_what_was_left_and_the_results_not_on_the_am
     held = owed(TOOLS, rest, request + "\n" + result, operands(request, rest, [result], made))["calculator"]
     pattern = re.compile(held["expression"]["pattern"])
     assert pattern.match("2164.71 * 12") and not pattern.match("3200 * 12")
-    assert pattern.match("12 * 2164.71") and not pattern.match("2164.71 + 2164.71")  # 12 is in it: no loop
+    assert not pattern.match("2164.71 * 2164.71") and not pattern.match("12 * 12")  # each number once: no loop
+    assert not pattern.match("12 * 2164.71")  # the result first ("62250 - 20000" for "left after spending 20,000")
     assert held["expression"]["grounded"] is False  # the pattern is the grounding
 
 
