@@ -570,12 +570,30 @@ def _string(name: str, sub: dict[str, Any], ptr: str, text: str, kinds: frozense
         return None
     out.spans.add(ptr)
     named = name_mentions((name, *out.names), text)
+    if not out.fenced and not shape and not _holds_figures(name):
+        named += _typed_values(text)
     if named:
-        out.exclude[ptr] = tuple(json.dumps(w, ensure_ascii=False)[1:-1] for w in named)
+        out.exclude[ptr] = tuple(dict.fromkeys(json.dumps(w, ensure_ascii=False)[1:-1] for w in named))
     out.kinds[ptr] = shape or "string"
     if shape != "email" and out.fenced:
         _fence(name, ptr, text, shape, out)
     return shaped
+
+
+def _holds_figures(name: str) -> bool:
+    """Whether a string field's name says it may be a number or a day (``order_id``, ``year``, ``zip_code``)."""
+    return is_code(name) or bool({"year", "zip", "postcode", "pin", "date", "day", "time"}
+                                 & {w.lower() for w in name_words(name)})
+
+
+def _typed_values(text: str) -> list[str]:
+    """The numbers and the days ``text`` writes, as written (``1972``, ``3.13``, ``Tuesday``, ``20 March``): a free
+    string argument (a city, a query) is not one of them whole. Held to the text's spans alone, a small model
+    called ``get_weather(city="20 March")`` and ``web_search(query="1972")``."""
+    numbers = [text[a:b] for a, b, _ in number_mentions(text) if any(c.isdigit() for c in text[a:b])]
+    days = [text[a:b] for a, b, _ in date_mentions(text)] + [d for d in day_phrases(text) if d in text]
+    days += [m.group() for m in re.finditer(r"\b" + WEEKDAY + r"\b", text, re.IGNORECASE)]
+    return list(dict.fromkeys(numbers + days))
 
 
 def _fence(name: str, ptr: str, text: str, shape: str | None, out: Grounding) -> None:

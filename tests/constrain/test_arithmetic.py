@@ -37,3 +37,11 @@ def test_a_written_expression_is_the_argument_a_calculator_takes():
     assert g.schema["properties"]["expression"]["enum"] == ["(1820 - 365) / 7"] and g.kinds["/expression"] == "expression"
     words = ground_schema(CALC, "Can you divide 640 by 16?", kinds=ARGUMENT_KINDS).schema["properties"]["expression"]
     assert "enum" not in words and re.fullmatch(words["pattern"], "640 / 16")
+
+
+def test_an_expression_uses_each_number_once_in_the_order_the_request_writes_them():
+    p = expression_pattern("Can you divide 98765 by 43 for me? Two decimal places is fine.")
+    assert re.fullmatch(p, "98765 / 43") and re.fullmatch(p, "98765 / 43 / 2")  # "two" in words: optional
+    assert not re.fullmatch(p, "43 / 98765") and not re.fullmatch(p, "43 / 43") and not re.fullmatch(p, "98765 / 2")
+    assert not re.fullmatch(expression_pattern("a bill of 287.40 split between 6"), "287.40% / 6")  # no percent
+    assert re.fullmatch(expression_pattern("subtract 5 from 20"), "20 - 5")  # "from" turns it round

@@ -177,3 +177,13 @@ def test_an_array_argument_is_the_models_own():
     text = str(grounded_parameters([tool], ArgumentSources("distance from (3, 4) to (1, 2)"))["distance"].root)
     assert "name='/point_a/*'" in text and "Lit(text='3')" not in text  # free items, no choice among 3, 4, 1, 2
     assert argument_gaps(tool.parameters_schema, "the distance between two points") == []
+
+
+def test_a_free_string_argument_is_no_number_or_day_the_text_writes_whole():
+    from agentkit.constrain.ground import ground_arguments
+
+    city = {"type": "object", "required": ["city"], "properties": {"city": {"type": "string"}}}
+    excluded = ground_arguments(city, "Where does my flight on 20 March go? Check on Tuesday, at 1972 rates").exclude
+    assert {"20 March", "Tuesday", "1972"} <= set(excluded["/city"])
+    order = {"type": "object", "required": ["order_id"], "properties": {"order_id": {"type": "string"}}}
+    assert "/order_id" not in ground_arguments(order, "Where is order 1972?").exclude  # an id may be a number
