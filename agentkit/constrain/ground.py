@@ -592,6 +592,7 @@ def _typed_values(text: str) -> list[str]:
     called ``get_weather(city="20 March")`` and ``web_search(query="1972")``."""
     numbers = [text[a:b] for a, b, _ in number_mentions(text) if any(c.isdigit() for c in text[a:b])]
     days = [text[a:b] for a, b, _ in date_mentions(text)] + [d for d in day_phrases(text) if d in text]
+    days += [d[4:] for d in days if d.lower().startswith("the ")]
     days += [m.group() for m in re.finditer(r"\b" + WEEKDAY + r"\b", text, re.IGNORECASE)]
     return list(dict.fromkeys(numbers + days))
 

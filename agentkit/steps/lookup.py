@@ -20,9 +20,8 @@ from collections.abc import Sequence
 __all__ = ["asks_lookup", "asks_search", "request_of", "searches"]
 
 _PRESENT = r"today|tonight|right now|(?<!for )now|rn|currently|at the moment|at present|current|latest|up to date"
-_LOOKUP = (r"search(?!\s+(?:results?|engines?|bars?|history))|web search|look\s+(?:\w+\s+)?up|lookup|online|google"
-           r"|find out")
-_ASKS = re.compile(r"\b(?:" + _PRESENT + "|" + _LOOKUP + r")\b", re.IGNORECASE)
+_LOOKUP = r"search(?!\s+(?:results?|engines?|bars?|history))|web search|look\s+(?:\w+\s+)?up|lookup|online|google"
+_ASKS = re.compile(r"\b(?:" + _PRESENT + "|" + _LOOKUP + r"|find out)\b", re.IGNORECASE)
 _SEARCH = re.compile(r"\b(?:" + _LOOKUP + r")\b", re.IGNORECASE)
 _SEARCH_TOOL = frozenset({"search", "lookup", "google", "browse"})
 
@@ -33,7 +32,8 @@ def asks_lookup(request: str) -> bool:
 
 
 def asks_search(request: str) -> bool:
-    """Whether ``request`` asks for a look-up in words (``search``, ``look it up``, ``online``, ``find out``)."""
+    """Whether ``request`` asks for a look-up in words (``search``, ``look it up``, ``online``); ``find out`` asks
+    for information, not a search ("find out which city my lunch on the 5th is in" reads the calendar)."""
     return bool(_SEARCH.search(request))
 
 

@@ -48,6 +48,7 @@ def test_a_raw_margin_that_answers_calls_where_the_request_asks_the_present_and_
 
 def test_a_request_that_asks_to_search_calls_a_search_tool_first():
     assert asks_search("Look up how tall the Eiffel Tower is") and not asks_search("is it cold right now?")
+    assert asks_lookup("find out which city my lunch is in") and not asks_search("find out which city it's in")
     assert searches("web_search") and searches("searchDocs") and searches("look_up_word") and not searches("get_weather")
     ask = lambda text: DecisionAsk("auto", [{"role": "user", "content": text}], NAMES, "respond", "h", calibrate=False)
     weather_first = {"respond": -3.0, "get_weather": -0.5, "web_search": -2.0}  # the raw margin calls get_weather
