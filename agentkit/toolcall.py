@@ -11,6 +11,7 @@ rule under ``tool_choice`` auto).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -264,24 +265,26 @@ def sources_of(messages: Sequence[dict[str, Any]]) -> str:
 
 def call_grounded(args: Any, text: str) -> bool:
     """Whether a call takes at least one of its argument values from ``text`` (the conversation's user and tool
-    messages): a string found there whole (case aside) or one of its words of three or more letters or digits; a
-    number the text writes (``$1,200``; spelled out under a hundred). A call with nothing to check (no arguments,
+    messages): a string found there whole (case aside), one of its words of three or more letters or digits, or
+    one of its numbers the text writes (an expression ``7.25% * 18400`` for "18,400"); a number the text writes (``$1,200``; spelled out under a hundred). A call with nothing to check (no arguments,
     only booleans or nulls) is grounded. On BFCL's 600 questions 590 ground-truth calls pass (each argument's
     first allowed value); a 135M model asked "What is the capital of France?" with a triangle tool calls it with
     ``{"base": 10, "height": 10}``, which does not."""
     from .engine.copy import source_numbers  # torch: only where the engine is
 
-    low, numbers, checked = text.casefold(), None, False
+    low, checked = text.casefold(), False
+    numbers = functools.cache(lambda: {float(n) for n in source_numbers(text.encode())})
     for v in scalar_leaves(args):
         if isinstance(v, str) and v.strip():
             checked = True
             s = v.casefold()
             if s in low or any(w in low for w in _WORD.findall(s)):
                 return True
+            if any(float(n) in numbers() for n in source_numbers(v.encode())):  # "7.25% * 18400" for "18,400"
+                return True
         elif isinstance(v, int | float) and not isinstance(v, bool):
             checked = True
-            numbers = numbers if numbers is not None else {float(n) for n in source_numbers(text.encode())}
-            if float(v) in numbers:
+            if float(v) in numbers():
                 return True
     return not checked
 

@@ -261,6 +261,8 @@ def test_a_call_is_grounded_when_it_takes_a_value_from_the_conversation():
     assert call_grounded({"guests": 4}, "the four of us") and call_grounded({"total": 1200}, "within $1,200")
     assert not call_grounded({"city": "Oslo", "days": [3]}, "What is the weather in Paris?")
     assert call_grounded({}, "hi") and call_grounded({"metric": True, "x": None}, "hi")  # nothing to check
+    assert call_grounded({"expression": "7.25% * 18400"}, "a 7.25% fee on the 18,400 I invested")  # its numbers
+    assert not call_grounded({"expression": "2 * 3"}, "hello there")
 
 
 async def test_a_call_whose_tool_message_reports_a_failure_may_be_made_again():
