@@ -570,7 +570,7 @@ def _string(name: str, sub: dict[str, Any], ptr: str, text: str, kinds: frozense
         return None
     out.spans.add(ptr)
     named = name_mentions((name, *out.names), text)
-    if not out.fenced and not shape and not _holds_figures(name):
+    if not out.fenced and not shape and _names_or_queries(name):
         named += _typed_values(text)
     if named:
         out.exclude[ptr] = tuple(dict.fromkeys(json.dumps(w, ensure_ascii=False)[1:-1] for w in named))
@@ -580,15 +580,20 @@ def _string(name: str, sub: dict[str, Any], ptr: str, text: str, kinds: frozense
     return shaped
 
 
-def _holds_figures(name: str) -> bool:
-    """Whether a string field's name says it may be a number or a day (``order_id``, ``year``, ``zip_code``)."""
-    return is_code(name) or bool({"year", "zip", "postcode", "pin", "date", "day", "time"}
-                                 & {w.lower() for w in name_words(name)})
+_QUERY_WORDS = frozenset({"query", "q", "search", "keywords", "keyword", "topic", "term", "terms"})
+
+
+def _names_or_queries(name: str) -> bool:
+    """Whether a string field holds a name (a city, a person, a company: :func:`~agentkit.constrain.fences.is_proper`)
+    or a search query (``query``, ``search_term``): neither is a number or a day alone. Another field may be one
+    (``season="2021"``, ``version="3.13"``)."""
+    words = [w.lower() for w in name_words(name)]
+    return is_proper(words) or bool(_QUERY_WORDS & set(words))
 
 
 def _typed_values(text: str) -> list[str]:
-    """The numbers and the days ``text`` writes, as written (``1972``, ``3.13``, ``Tuesday``, ``20 March``): a free
-    string argument (a city, a query) is not one of them whole. Held to the text's spans alone, a small model
+    """The numbers and the days ``text`` writes, as written (``1972``, ``3.13``, ``Tuesday``, ``20 March``): a name
+    or a query argument (:func:`_names_or_queries`) is not one of them whole. Held to the text's spans alone, a small model
     called ``get_weather(city="20 March")`` and ``web_search(query="1972")``."""
     numbers = [text[a:b] for a, b, _ in number_mentions(text) if any(c.isdigit() for c in text[a:b])]
     days = [text[a:b] for a, b, _ in date_mentions(text)] + [d for d in day_phrases(text) if d in text]
