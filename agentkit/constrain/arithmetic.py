@@ -161,12 +161,13 @@ def _plain_number(v: float) -> str:
 
 
 _TERM = r"\(*-?\d[\d,]*(?:\.\d+)?%?\)*"
-_RUN = re.compile(r"(?<![\w.,:/-])" + _TERM + r"(?:(?: *(?:\*\*|[*/×^]|x(?= )) *| +[-+] +)" + _TERM + r")+(?![\w.:/-])")
+_RUN = re.compile(r"(?<![\w.,:/-])" + _TERM + r"(?:(?: *(?:\*\*|[*/×÷^]|x(?= )) *| +[-+] +)" + _TERM
+                  + r")+(?![\w.:/-])")
 
 
 def written_expressions(text: str) -> list[str]:
     """The arithmetic expressions ``text`` writes in signs (``(1820 - 365) / 7``, ``3456 x 78``, ``12.75 * 8 +
-    4.5``), each as a calculator reads it (``x``, ``×`` as ``*``, ``^`` as ``**``, no thousands separators), in
+    4.5``), each as a calculator reads it (``x``, ``×`` as ``*``, ``÷`` as ``/``, ``^`` as ``**``, no thousands separators), in
     order, each once. A ``-`` or ``+`` counts with spaces around it: ``9:00-18:00`` and ``415-555-0138`` are no
     subtraction, nor is a date."""
     out = []
@@ -176,7 +177,7 @@ def written_expressions(text: str) -> list[str]:
             run = run[1:]
         while run.count(")") > run.count("(") and run.endswith(")"):
             run = run[:-1]
-        run = re.sub(r"(?<=\d),(?=\d{3})", "", run).replace("×", "*").replace("^", "**")
+        run = re.sub(r"(?<=\d),(?=\d{3})", "", run).replace("×", "*").replace("÷", "/").replace("^", "**")
         out.append(re.sub(r"(?<=[\d)%]) *x *(?=[(\d-])", " * ", run))
     return list(dict.fromkeys(out))
 

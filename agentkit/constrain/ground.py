@@ -160,10 +160,12 @@ _WORDS = {"euro": "EUR", "euros": "EUR", "pound": "GBP", "pounds": "GBP", "sterl
           "kronor": "SEK", "kroner": "NOK", "zloty": "PLN", "złoty": "PLN", "rand": "ZAR", "yuan": "CNY",
           "reais": "BRL", "renminbi": "CNY", "baht": "THB", "ringgit": "MYR", "rupiah": "IDR", "shekel": "ILS",
           "shekels": "ILS", "dirham": "AED", "dirhams": "AED", "riyal": "SAR", "riyals": "SAR", "hryvnia": "UAH",
-          "forint": "HUF", "lira": "TRY", "naira": "NGN"}
+          "forint": "HUF", "lira": "TRY", "naira": "NGN", "quid": "GBP", "bucks": "USD", "loonie": "CAD",
+          "loonies": "CAD"}
 # a currency word after the country's adjective names that country's currency (``Canadian dollars`` is CAD, not USD)
 _QUALIFIED = {("canadian", "dollar"): "CAD", ("australian", "dollar"): "AUD", ("new zealand", "dollar"): "NZD",
               ("hong kong", "dollar"): "HKD", ("singapore", "dollar"): "SGD", ("taiwan", "dollar"): "TWD",
+              ("aussie", "dollar"): "AUD", ("kiwi", "dollar"): "NZD", ("canuck", "dollar"): "CAD",
               ("us", "dollar"): "USD", ("american", "dollar"): "USD", ("swiss", "franc"): "CHF",
               ("swedish", "krona"): "SEK", ("swedish", "kronor"): "SEK", ("norwegian", "krone"): "NOK",
               ("norwegian", "kroner"): "NOK", ("danish", "krone"): "DKK", ("danish", "kroner"): "DKK",

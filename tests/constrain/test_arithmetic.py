@@ -28,6 +28,7 @@ def test_an_expression_uses_only_the_named_operators_or_any_where_none_is_named(
 def test_an_expression_written_in_signs_is_read_whole():
     assert written_expressions("need (1820 - 365) / 7 worked out, thx") == ["(1820 - 365) / 7"]
     assert written_expressions("what's 3,456 x 78 and 2^10") == ["3456 * 78", "2**10"]
+    assert written_expressions("is (347 + 589) × 14 ÷ 8 right?") == ["(347 + 589) * 14 / 8"]
     for text in ("Open 9:00-18:00", "call 415-555-0138", "Any meetings on 2026-03-05?", "What is 17.5 times 23?"):
         assert written_expressions(text) == [], text
 

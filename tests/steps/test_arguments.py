@@ -72,6 +72,7 @@ def test_days_and_currencies_as_a_user_writes_them():
     assert day_phrases("on Friday and on March 5") == ["Friday", "March 5"]
     assert text_currencies("How much is 10000 rupees in Canadian dollars?") == ["INR", "CAD"]
     assert text_currencies("1,500 Mexican pesos in US dollars") == ["MXN", "USD"]
+    assert text_currencies("45 quid in euros") == ["GBP", "EUR"] and text_currencies("1500 aussie dollars") == ["AUD"]
 
 
 def test_the_argument_kinds_apply_to_tool_arguments_only():
