@@ -25,7 +25,7 @@ def expression_pattern(text: str, must: Sequence[float] = ()) -> str | None:
     held to the pattern alone wrote ``1455 - 1455 - 1455 - ...`` to its token limit. The operators are those the
     text names (:func:`implied_operators`), all of them where it names none: held to the numbers alone, the model
     wrote ``18400 + 7.25%`` for "a 7.25% fee on the 18,400" and ``43*43`` for "divide 98765 by 43".
-    Up to four numbers, each is used once at most, in order (:func:`_distinct`): every number the text writes in
+    Up to six numbers, each is used once at most, in order (:func:`_distinct`): every number the text writes in
     digits, in the text's order, then any it writes in words or implies; with ``must``, in the order ``text`` gives
     them (an owed call's operands: the results first).
     ``must``: numbers one of which the expression uses (None when ``text`` writes none of them)."""
@@ -47,7 +47,7 @@ def expression_pattern(text: str, must: Sequence[float] = ()) -> str | None:
         percents = {_plain_number(v) for _, b, v in found if _PERCENT_AFTER.match(text, b)}
         if must:
             return _distinct(said, op, percents, needed=[x for x in said if any(float(x) == float(v) for v in must)])
-        if re.search(r"\b(?:from|into)\b", low):  # "subtract 5 from 20" turns the order round
+        if re.search(r"\b(?:from|into)\b", low) and len(said) <= _ANY_ORDER_UP_TO:  # "subtract 5 from 20"
             return _distinct(said, op, percents, ordered=False)
         return _distinct(said, op, percents, required=set(digits))
     operand = lambda xs: r"\(*-?(?:" + "|".join(re.escape(x) for x in xs) + r")%?\)*"
@@ -62,7 +62,8 @@ def expression_pattern(text: str, must: Sequence[float] = ()) -> str | None:
             + most + r"}) *$")
 
 
-_DISTINCT_UP_TO = 4  # numbers whose orders a pattern spells out (4: 60 orders of two to four of them)
+_DISTINCT_UP_TO = 6  # numbers a pattern spells out in order (6: 57 subsequences of two or more)
+_ANY_ORDER_UP_TO = 4  # numbers a pattern spells out in any order (4: 60 orders of two to four of them)
 
 
 def _distinct(nums: list[str], op: str, percents: set[str], *, ordered: bool = True, required: set[str] = frozenset(),
@@ -161,15 +162,15 @@ def _plain_number(v: float) -> str:
 
 
 _TERM = r"\(*-?\d[\d,]*(?:\.\d+)?%?\)*"
-_RUN = re.compile(r"(?<![\w.,:/-])" + _TERM + r"(?:(?: *(?:\*\*|[*/×÷^]|x(?= )) *| +[-+] +)" + _TERM
+_RUN = re.compile(r"(?<![\w.,:/-])" + _TERM + r"(?:(?: *(?:\*\*|[*/×÷^+]|x(?= )) *| *-(?= )| +- *)" + _TERM
                   + r")+(?![\w.:/-])")
 
 
 def written_expressions(text: str) -> list[str]:
-    """The arithmetic expressions ``text`` writes in signs (``(1820 - 365) / 7``, ``3456 x 78``, ``12.75 * 8 +
-    4.5``), each as a calculator reads it (``x``, ``×`` as ``*``, ``÷`` as ``/``, ``^`` as ``**``, no thousands separators), in
-    order, each once. A ``-`` or ``+`` counts with spaces around it: ``9:00-18:00`` and ``415-555-0138`` are no
-    subtraction, nor is a date."""
+    """The arithmetic expressions ``text`` writes in signs (``(1820 - 365) / 7``, ``3456 x 78``, ``(17.5+23.25) x
+    4 - 12.8/0.4``), each as a calculator reads it (``x``, ``×`` as ``*``, ``÷`` as ``/``, ``^`` as ``**``, no
+    thousands separators), in order, each once. A ``-`` counts with a space after it (``9:00-18:00`` and
+    ``415-555-0138`` are no subtraction), nor is a date one; an expression with unbalanced parentheses is none."""
     out = []
     for m in _RUN.finditer(_without_dates(text)):
         run = m.group().strip()
@@ -177,9 +178,20 @@ def written_expressions(text: str) -> list[str]:
             run = run[1:]
         while run.count(")") > run.count("(") and run.endswith(")"):
             run = run[:-1]
+        if not _balanced(run):
+            continue
         run = re.sub(r"(?<=\d),(?=\d{3})", "", run).replace("×", "*").replace("÷", "/").replace("^", "**")
         out.append(re.sub(r"(?<=[\d)%]) *x *(?=[(\d-])", " * ", run))
     return list(dict.fromkeys(out))
+
+
+def _balanced(run: str) -> bool:
+    depth = 0
+    for c in run:
+        depth += {"(": 1, ")": -1}.get(c, 0)
+        if depth < 0:
+            return False
+    return depth == 0
 
 
 def _without_dates(text: str) -> str:

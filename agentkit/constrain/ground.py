@@ -55,7 +55,7 @@ from .dates import WEEKDAY, date_mentions, day_phrases, text_dates
 from .fences import Fence, field_fence, is_proper, is_thing, name_runs
 from .nodes import Choice, Node, Repeat, Seq, Slot, Template, slots
 from .numbers import number_mentions, text_numbers
-from .units import dimension, is_unit, number_units, text_units, unit_mentions
+from .units import dimension, is_unit, number_units, text_units, unit_key, unit_mentions
 
 KINDS = frozenset({"string", "number", "date", "currency", "enum"})  # the field kinds grounded by default
 # a tool call's arguments (agentkit.steps.arguments) are grounded in these kinds too
@@ -514,8 +514,12 @@ def _field(name: str, sub: dict[str, Any], ptr: str, text: str, kinds: frozenset
     if t == "array" and isinstance(sub.get("items"), dict):
         items = _field(name, sub["items"], ptr + "/*", text, kinds, out)
         return None if items is None else {**sub, "items": items}
-    if t in ("integer", "number") and "enum" not in sub and "number" in kinds:
+    if t in ("integer", "number") and "number" in kinds and ("enum" not in sub or not out.fenced):
         nums = anchored_numbers(name, text, out.fields, integers=t == "integer")
+        if "enum" in sub:  # an argument held to some numbers (anchor_pairs: a conversion's measured amount)
+            nums = [n for n in nums if n in sub["enum"]]
+            if not nums:
+                return sub
         return _enum(sub, nums, ptr, "number", out)
     if t != "string":
         return sub
@@ -932,19 +936,61 @@ def anchor_pairs(parameters: dict[str, Any], sources: str, one_dimension: bool =
     """``parameters`` with each (from, to) pair (:func:`pair_fields`) held to its side of the conversation
     (:func:`pair_phrases`): a currency code to the codes its side names, a string to its side's phrases, a unit
     pair to one dimension (:func:`_one_dimension`; ``one_dimension`` False: to every unit its side names). A side
-    the text does not mark leaves the pair as it is."""
+    the text does not mark leaves the pair as it is, but for a to side of units or currencies: the others the text
+    names ("2.5 lbs of flour and my scale only shows grams"). The conversion's one required number is one written
+    with a currency or a unit where the text writes any (:func:`measured_numbers`: "45,000 yen a night ... 10% tax"
+    converts 45000)."""
     pairs = pair_fields(parameters)
     if not pairs:
         return parameters
     froms, tos = pair_phrases(sources)
     props = dict(parameters["properties"])
+    kinds = set()
     for a, b in pairs:
+        kind = "currency" if is_currency(a, props[a]) else "unit" if is_unit(a, props[a]) else None
+        kinds.add(kind)
         values = _apart([_side(props[a], a, froms, number_units(sources)), _side(props[b], b, tos)])
-        if one_dimension and is_unit(a, props[a]) and is_unit(b, props[b]):
+        if kind is not None and values[0] and not values[1] and "enum" not in props[b]:
+            values[1] = _others(sources, kind, values[0])
+        if one_dimension and kind == "unit" and is_unit(b, props[b]):
             values = _one_dimension(values)
         if all(values) and values[0] != values[1]:
             props[a], props[b] = ({**props[k], "enum": v} for k, v in zip((a, b), values))
+    amounts = [k for k in parameters.get("required") or () if isinstance(props.get(k), dict)
+               and props[k].get("type") in ("number", "integer") and not {"enum", "const"} & props[k].keys()
+               and props[k].get("grounded") is not False]
+    measured = measured_numbers(sources, kinds - {None})
+    if len(amounts) == 1 and measured:
+        props[amounts[0]] = {**props[amounts[0]], "enum": measured}
     return {**parameters, "properties": props}
+
+
+def _others(text: str, kind: str, taken: list[str]) -> list[str]:
+    """The units (or currencies) ``text`` names other than those of ``taken``, as written."""
+    if kind == "unit":
+        keys = {unit_key(u) for u in taken}
+        return [u for u in text_units(text) if unit_key(u) not in keys]
+    codes = {c for t in taken for _, _, c in currency_mentions(t)} | set(taken)
+    return [c for c in text_currencies(text) if c not in codes]
+
+
+def measured_numbers(text: str, kinds: set[str]) -> list[int | float]:
+    """The numbers ``text`` writes in digits with a currency (``kinds`` holds ``currency``: ``45,000 yen``,
+    ``£250``, ``1.2k kronor``) or a unit (``unit``: ``2.5 lbs``, ``-40 degrees Fahrenheit``) right beside them, in
+    order, each once."""
+    spans = [(a, b) for a, b, _ in currency_mentions(text)] if "currency" in kinds else []
+    spans += [(a, b) for a, b, _ in unit_mentions(text)] if "unit" in kinds else []
+    out = []
+    for a, b, v in number_mentions(text):
+        if any(c.isdigit() for c in text[a:b]) and any(
+                (s >= b and _BESIDE_AFTER.fullmatch(text[b:s])) or (e <= a and _BESIDE_BEFORE.fullmatch(text[e:a]))
+                for s, e in spans):
+            out.append(v)
+    return list(dict.fromkeys(out))
+
+
+_BESIDE_AFTER = re.compile(r"[ \t]{0,2}(?:degrees?[ \t]+)?", re.IGNORECASE)
+_BESIDE_BEFORE = re.compile(r"[ \t]?")
 
 
 def _apart(values: list[list[str]]) -> list[list[str]]:

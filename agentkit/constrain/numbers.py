@@ -12,6 +12,7 @@ __all__ = ["number_mentions", "text_numbers"]
 
 # a number, not a piece of a code or a date joined by - or / (INV-3302, 415-555-0138, 2025-04-01, 2024/0931)
 _NUM = re.compile(r"(?<![\w.])(?<!\w[-/])-?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?(?![\d])(?![-/]\w)")
+_THOUSANDS = re.compile(r"k(?![\w'])")  # a lowercase k right after a number: thousands (a capital K is kelvin)
 _UNITS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
           "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"]
 _TENS = ["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
@@ -21,7 +22,7 @@ _WORD = re.compile(r"\b(?:(" + "|".join(_TENS) + r")(?:[- ](" + "|".join(_UNITS[
 
 def text_numbers(text: str) -> list[int | float]:
     """The numbers ``text`` writes, in order, each once: digits with or without thousands separators and a decimal
-    part (``1,234.56``), and numbers under a hundred in words (``three``, ``forty-two``, ``a dozen``); not the
+    part (``1,234.56``; ``1.2k`` is 1200), and numbers under a hundred in words (``three``, ``forty-two``, ``a dozen``); not the
     day or year of a date it writes (:func:`text_dates`)."""
     return list(dict.fromkeys(v for _, _, v in number_mentions(text)))
 
@@ -33,8 +34,10 @@ def number_mentions(text: str) -> list[tuple[int, int, int | float]]:
     for m in _NUM.finditer(text):
         if any(a <= m.start() < b for a, b in dates):
             continue
-        v = float(m.group().replace(",", ""))
-        out.append((m.start(), m.end(), int(v) if v == int(v) and abs(v) < 2 ** 53 else v))
+        v, end = float(m.group().replace(",", "")), m.end()
+        if _THOUSANDS.match(text, end):  # "1.2k kronor", "a 50k salary"
+            v, end = round(v * 1000, 6), end + 1
+        out.append((m.start(), end, int(v) if v == int(v) and abs(v) < 2 ** 53 else v))
     for m in _WORD.finditer(text):
         tens, unit, word = (g.lower() if g else g for g in m.groups())
         if word:

@@ -17,7 +17,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["DIMENSIONS", "UNIT_NAMES", "UNIT_SYMBOLS", "dimension", "is_unit", "number_units", "text_units", "unit_mentions"]
+__all__ = ["DIMENSIONS", "UNIT_NAMES", "UNIT_SYMBOLS", "dimension", "is_unit", "number_units", "text_units", "unit_key",
+           "unit_mentions"]
 
 # names and unambiguous short forms: counted wherever they are written as a word (case aside)
 UNIT_NAMES = frozenset({
@@ -107,6 +108,13 @@ def dimension(unit: str) -> str | None:
     """What ``unit`` (as written: ``Miles``, ``°F``, ``kg``) measures: ``length``, ``mass``, ``volume``,
     ``temperature``, ``speed`` or ``area``; None for a unit this module does not know."""
     return DIMENSIONS.get(re.sub(r"\s+", " ", unit.strip().lower()).replace("° ", "°"))
+
+
+def unit_key(unit: str) -> str:
+    """``unit`` as written, reduced to compare (``Miles`` and ``mile``, ``inches`` and ``inch``, ``°C`` and
+    ``c``): case, a degree sign and a plural ``s`` aside."""
+    u = unit.casefold().lstrip("°").strip()
+    return {"feet": "foot", "foots": "foot", "inches": "inch"}.get(u, u[:-1] if len(u) > 3 and u.endswith("s") else u)
 
 
 def is_unit(name: str, sub: dict[str, Any]) -> bool:

@@ -37,7 +37,7 @@ from ..constrain.arithmetic import asks_arithmetic, expression_pattern, word_pro
 from ..constrain.dates import date_mentions, day_phrases
 from ..constrain.ground import currency_mentions, ground_arguments, is_currency, text_currencies
 from ..constrain.numbers import number_mentions, text_numbers
-from ..constrain.units import is_unit, text_units, unit_mentions
+from ..constrain.units import is_unit, text_units, unit_key, unit_mentions
 
 __all__ = ["Mention", "asked_fields", "covering", "mentions", "names_a_date", "narrowed", "operands", "owed", "unserved",
            "untaken"]
@@ -84,7 +84,7 @@ def mentions(request: str) -> list[Mention]:
         out.append(Mention("currency", request[a:b], code))
     for a, b, unit in unit_mentions(request):
         typed.append((a, b))
-        out.append(Mention("unit", unit, _unit_key(unit)))
+        out.append(Mention("unit", unit, unit_key(unit)))
     for m in _NAME.finditer(request):
         words = [w for w in re.findall(r"[\w'-]+", m.group()) if w.lower() not in ("of", "the")]
         if _SENTENCE_START.search(request[:m.start()]):
@@ -109,7 +109,7 @@ def untaken(said: Sequence[Mention], made: str) -> list[Mention]:
         return []
     numbers = {float(v) for v in text_numbers(made)}
     codes = set(text_currencies(made))
-    units = {_unit_key(u) for u in [*text_units(made), *re.findall(r'"([^"]{1,24})"', made)]}  # "m" as a value
+    units = {unit_key(u) for u in [*text_units(made), *re.findall(r'"([^"]{1,24})"', made)]}  # "m" as a value
     low = made.casefold()
     dated = bool(day_phrases(made))
 
@@ -134,8 +134,11 @@ def untaken(said: Sequence[Mention], made: str) -> list[Mention]:
 def asked_fields(request: str, results: Sequence[str]) -> list[Mention]:
     """The string values of the tool ``results`` (JSON objects, nested ones and lists of them too) whose key the
     ``request`` names: "what's the weather in the city I'm going to" names ``city``, so a calendar's ``"city":
-    "Madrid"`` is asked for. Each is a ``field`` mention, taken only by an argument of the same name."""
+    "Madrid"`` is asked for; a place word ("there", "wherever it is", "where I'm headed") names a place's keys
+    (``city``, ``location``...). Each is a ``field`` mention, taken only by an argument of the same name."""
     words = {w.casefold() for w in re.findall(r"[^\W\d_]+", request)}
+    if words & _PLACE_WORDS:  # "what's the weather like there", "wherever it is": a result's place
+        words |= _PLACE_KEYS
     out: list[Mention] = []
     for text in results:
         try:
@@ -153,6 +156,10 @@ def asked_fields(request: str, results: Sequence[str]) -> list[Mention]:
                     elif isinstance(v, str) and 0 < len(v) <= 60 and str(k).casefold() in words:
                         out.append(Mention("field", v, str(k)))
     return out
+
+
+_PLACE_WORDS = frozenset({"there", "where", "wherever", "somewhere", "anywhere", "headed", "heading"})
+_PLACE_KEYS = frozenset({"city", "town", "place", "location", "destination"})
 
 
 def owed(tools: Sequence[tuple[str, dict[str, Any]]], left: Sequence[Mention], sources: str,
@@ -261,16 +268,11 @@ def _argument_kind(arg: str, parameters: dict[str, Any] | None, kinds: dict[str,
     return "unit" if is_unit(arg, own) else "currency" if is_currency(arg, own) else kinds.get("/" + arg)
 
 
-def _unit_key(unit: str) -> str:
-    u = unit.casefold().lstrip("°").strip()
-    return {"feet": "foot", "foots": "foot", "inches": "inch"}.get(u, u[:-1] if len(u) > 3 and u.endswith("s") else u)
-
-
 def _key(kind: str, value: Any) -> Any:
     if kind == "number":
         return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
     if kind == "unit" and isinstance(value, str):
-        return _unit_key(value)
+        return unit_key(value)
     if kind == "day" and isinstance(value, str):
         return value.casefold()
     return value

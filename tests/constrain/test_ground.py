@@ -351,3 +351,8 @@ def test_a_fence_whose_only_span_is_refused_is_dropped():
     city = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 8}}, "required": ["name"]}
     _, g = grounded_template(city, "Name a city.", lambda s: compiler.compile_schema(s, strict=True))
     assert "/name" in g.spans and "/name" not in g.fences
+
+
+def test_a_lowercase_k_after_a_number_is_thousands():
+    assert text_numbers("sold my bike for 1.2k kronor, a 50k salary") == [1200, 50000]
+    assert text_numbers("it is 300K outside") == [300]  # a capital K is kelvin

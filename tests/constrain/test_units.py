@@ -67,3 +67,10 @@ def test_a_to_side_lists_on_units_and_currencies_not_other_words():
         "litres", "kilometres"]
     assert pair_phrases("100 USD in euros, pounds and yen")[1] == ["euros", "pounds", "yen"]
     assert pair_phrases("Convert 100 dollars to euros and tell me a joke")[1] == ["euros"]
+
+
+def test_an_unmarked_to_side_is_the_other_unit_and_the_value_the_measured_number():
+    props = ground_arguments(CONVERT, "Bread wants 2.5 lbs of flour and my scale only shows grams, 2 of them").schema[
+        "properties"]
+    assert props["from_unit"]["enum"] == ["lbs"] and props["to_unit"]["enum"] == ["grams"]
+    assert props["value"]["enum"] == [2.5]  # the number written with a unit, not the count of scales

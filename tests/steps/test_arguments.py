@@ -136,7 +136,12 @@ def test_a_from_to_pair_takes_each_side_from_where_the_text_marks_it():
     assert (props["from_currency"]["enum"], props["to_currency"]["enum"]) == (["INR"], ["CAD"])
     assert pair_phrases("I earn 3200 CAD a month, what's that in euros?") == (["CAD"], ["euros"])
     assert pair_phrases("Convert 100 US dollars to euros.") == (["US dollars"], ["euros"])
-    assert anchor_pairs(schema, "convert 50 euros") == schema  # the to side unmarked: the pair as it is
+    props = anchor_pairs(schema, "convert 50 euros")["properties"]  # the to side unmarked: the pair as it is
+    assert "enum" not in props["from_currency"] and "enum" not in props["to_currency"]
+    assert props["amount"]["enum"] == [50]  # the number written with a currency
+    props = anchor_pairs(schema, "Hotel is 45,000 yen a night. One night in USD, and 5 nights with 10% tax?")[
+        "properties"]
+    assert props["amount"]["enum"] == [45000]
     assert pair_phrases("£75 in AUD?") == (["£"], ["AUD"])  # a symbol before the amount marks the from side
     props = anchor_pairs(schema, "I've got 85 francs. If I change them into US dollars and pay a 5 dollar fee")[
         "properties"]  # USD on both sides: the to side holds it alone, so the from side is the other one

@@ -104,6 +104,9 @@ def test_a_result_value_the_request_names_by_its_key_is_owed_to_an_argument_of_t
     assert [(m.kind, m.text, m.value) for m in rest] == [("field", "Madrid", "city")]
     assert owed(TOOLS, rest, request + "\n" + result) == {"get_weather": {"city": {"enum": ["Madrid"]}}}
     assert unserved(request, '{"date": "March 5"} {"city": "Madrid"}', [result]) == []
+    there = "Anything on March 5? If I'm travelling, what's the weather doing there?"  # a place word asks for it
+    assert [m.text for m in unserved(there, '{"date": "March 5"}', [result])] == ["Madrid"]
+    assert unserved("Anything on March 5?", '{"date": "March 5"}', [result]) == []
 
 
 def test_an_owed_expression_works_on_what_was_left_and_the_results_not_on_the_amounts_spent():
