@@ -9,8 +9,9 @@
 - ``+covered`` variants: where the rule answers, a call even so when the request fills a tool's arguments with typed
   values (``covered``, :func:`agentkit.steps.unserved.covering`), of the covered tool scored highest (calibrated);
 - ``+lookup``: else, where the request asks for the present or a look-up in words
-  (:func:`agentkit.steps.lookup.asks_lookup`) and the calibrated margin calls, a call; and a call where the request
-  asks to search goes to a search tool (the default's rule).
+  (:func:`agentkit.steps.lookup.asks_lookup`) and the calibrated margin calls, a call; a call where the margin calls
+  goes to a covered tool when there is one, and where the request asks to search, to a search tool (the default's
+  rule).
 
 The options are those the agent offers: the tools whose required values the request gives
 (:func:`agentkit.steps.arguments.groundable`), and the no-call option.
@@ -78,6 +79,8 @@ def decide_with(got: dict, null: dict, no_call: str, rule: str, covered: list[st
     threshold = float(rule.removesuffix("+tool").split("=")[1]) if rule.startswith("margin=") else 0.0
     call = margin - base <= 0 if rule.startswith("calibrated") else margin <= threshold
     pick = calibrated_pick(got, null if rule.endswith("+tool") else None, names) if call else None
+    if call and looking and covered:  # the default also calls a covered tool where the margin calls
+        pick = calibrated_pick(got, null, covered)
     if not call and covering and covered:
         pick = calibrated_pick(got, null, covered)
     elif not call and looking and lookup and margin - base <= 0:

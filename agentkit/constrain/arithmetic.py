@@ -135,21 +135,25 @@ def _digit_numbers(text: str) -> list[tuple[int, int]]:
     return [(a, b) for a, b, _ in number_mentions(text) if any(c.isdigit() for c in text[a:b])]
 
 
-_ARITHMETIC_VERB = re.compile(r"\b(?:divide|multiply|subtract|split|share|average|add up|sum up)\b", re.IGNORECASE)
+_ARITHMETIC_VERB = re.compile(r"\b(?:divide|multiply|subtract|split|share|average|add up|sum up|each of (?:us|them|you)"
+                              r"|per person|equally)\b", re.IGNORECASE)
 _PERCENT = re.compile(r"\d\s*(?:%|percent\b|per cent\b)", re.IGNORECASE)
 _RATE = re.compile(r"\s*(?:[^\W\d_]+\s+)?(?:(?:each|apiece)\b|(?:a|an|per)\s+[^\W\d_])", re.IGNORECASE)
 _TOTAL = re.compile(r"\b(?:in total|total|altogether|in all|combined)\b", re.IGNORECASE)
 
 
 def word_problem(text: str) -> bool:
-    """Whether ``text`` writes two numbers or more in digits and asks arithmetic of them in words: an arithmetic
-    verb (``divide 98765 by 43``, ``split 287.40 between 6 people``), a percent (``a 7.25% fee on the 18,400``), a
+    """Whether ``text`` writes two numbers or more, one in digits at least ("$1,847.60 ... seven of us"), and asks
+    arithmetic of them in words: an arithmetic verb (``divide 98765 by 43``, ``split 287.40 between 6 people``,
+    ``each of us``, ``equally``), a percent (``a 7.25% fee on the 18,400``), a
     rate after a number (``12.50 each``, ``1,475 a month``, ``18.40 an hour``) or a total (``in total``,
     ``altogether``). Two amounts to convert ("12 lbs and 60 cm") are none. Weaker than :func:`asks_arithmetic`: a
     fee on an amount to convert first is a word problem too."""
     ends = [b for _, b in _digit_numbers(text)]
-    return len(ends) >= 2 and bool(_ARITHMETIC_VERB.search(text) or _PERCENT.search(text) or _TOTAL.search(text)
-                                   or any(_RATE.match(text, b) for b in ends))
+    if not ends or len(number_mentions(text)) < 2:
+        return False
+    return bool(_ARITHMETIC_VERB.search(text) or _PERCENT.search(text) or _TOTAL.search(text)
+                or any(_RATE.match(text, b) for b in ends))
 
 
 # the numbers a word implies in arithmetic (``half of 7`` is ``7 / 2``, ``15% of 240`` is ``15 * 240 / 100``)

@@ -578,6 +578,8 @@ def _string(name: str, sub: dict[str, Any], ptr: str, text: str, kinds: frozense
     named = name_mentions((name, *out.names), text)
     if not out.fenced and not shape and _names_or_queries(name):
         named += _typed_values(text)
+        if "pattern" not in sub and not sub.get("format"):  # "45 km a day" is no query, "1,230 m" no city
+            shaped["pattern"] = r"^[^0-9]"
     if named:
         out.exclude[ptr] = tuple(dict.fromkeys(json.dumps(w, ensure_ascii=False)[1:-1] for w in named))
     out.kinds[ptr] = shape or "string"
@@ -591,8 +593,8 @@ _QUERY_WORDS = frozenset({"query", "q", "search", "keywords", "keyword", "topic"
 
 def _names_or_queries(name: str) -> bool:
     """Whether a string field holds a name (a city, a person, a company: :func:`~agentkit.constrain.fences.is_proper`)
-    or a search query (``query``, ``search_term``): neither is a number or a day alone. Another field may be one
-    (``season="2021"``, ``version="3.13"``)."""
+    or a search query (``query``, ``search_term``): neither is a number or a day alone, nor starts with a digit.
+    Another field may (``season="2021"``, ``version="3.13"``)."""
     words = [w.lower() for w in name_words(name)]
     return is_proper(words) or bool(_QUERY_WORDS & set(words))
 
@@ -936,8 +938,8 @@ def anchor_pairs(parameters: dict[str, Any], sources: str, one_dimension: bool =
     """``parameters`` with each (from, to) pair (:func:`pair_fields`) held to its side of the conversation
     (:func:`pair_phrases`): a currency code to the codes its side names, a string to its side's phrases, a unit
     pair to one dimension (:func:`_one_dimension`; ``one_dimension`` False: to every unit its side names). A side
-    the text does not mark leaves the pair as it is, but for a to side of units or currencies: the others the text
-    names ("2.5 lbs of flour and my scale only shows grams"). The conversion's one required number is one written
+    the text does not mark leaves the pair as it is, but for a side of units or currencies where the other side is
+    marked: the others the text names ("2.5 lbs of flour and my scale only shows grams"). The conversion's one required number is one written
     with a currency or a unit where the text writes any (:func:`measured_numbers`: "45,000 yen a night ... 10% tax"
     converts 45000)."""
     pairs = pair_fields(parameters)
@@ -952,6 +954,8 @@ def anchor_pairs(parameters: dict[str, Any], sources: str, one_dimension: bool =
         values = _apart([_side(props[a], a, froms, number_units(sources)), _side(props[b], b, tos)])
         if kind is not None and values[0] and not values[1] and "enum" not in props[b]:
             values[1] = _others(sources, kind, values[0])
+        elif kind is not None and values[1] and not values[0] and "enum" not in props[a]:
+            values[0] = _others(sources, kind, values[1])
         if one_dimension and kind == "unit" and is_unit(b, props[b]):
             values = _one_dimension(values)
         if all(values) and values[0] != values[1]:

@@ -56,8 +56,9 @@ DIMENSIONS = {w.replace("_", " "): dim for dim, words in _DIMENSION_WORDS.items(
 
 _NAME = re.compile(r"(?<![\w°])(" + "|".join(re.escape(n) for n in sorted(UNIT_NAMES, key=len, reverse=True))
                    + r")(?![\w/])", re.IGNORECASE)
-_AFTER_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:[.,]\d+)*\s?(°?\s?(?:" + "|".join(sorted(UNIT_SYMBOLS, key=len,
-                           reverse=True)) + r"))(?![\w/])(?<!in(?=\s[a-z]))", re.IGNORECASE)
+_ATTACHED = sorted(UNIT_SYMBOLS | {n for n in UNIT_NAMES if n.isalpha() and len(n) <= 3}, key=len, reverse=True)
+_AFTER_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:[.,]\d+)*\s?(°?\s?(?:" + "|".join(_ATTACHED) + r"))(?![\w/])"
+                           r"(?<!in(?=\s[a-z]))", re.IGNORECASE)  # "5 m", "100F", "16kg", "2lbs"
 _TO = re.compile(r"\b(?:to|in|into|as)\s+(" + "|".join(sorted(UNIT_SYMBOLS - {"in"}, key=len, reverse=True))
                  + r")(?![\w'/-])", re.IGNORECASE)
 _CAPITAL = re.compile(r"(?<![\w'-])([CFK])(?![\w'-])")  # a capital C, F or K written alone (``100 F to C``)
@@ -91,11 +92,12 @@ def text_units(text: str) -> list[str]:
 
 
 def number_units(text: str) -> list[str]:
-    """The units ``text`` writes a number in: right after the number (``5 km``, ``-40 degrees Fahrenheit``) or
+    """The units ``text`` writes a number in: right after the number (``5 km``, ``-40 degrees Fahrenheit``,
+    ``350 degrees F``) or
     in the number's JSON key (``"temperature_c": 33``), as written, each once."""
     found = [(m.start(1), m.group(1)) for rx in (_KEY, _AFTER_NUMBER) for m in rx.finditer(text) if _unit(m)]
     for m in re.finditer(r"(?<![\w.])-?\d+(?:[.,]\d+)*\s?(?:degrees?\s+)?", text, re.IGNORECASE):
-        name = _NAME.match(text, m.end())
+        name = _NAME.match(text, m.end()) or (_CAPITAL.match(text, m.end()) if "degree" in m.group().lower() else None)
         if name:
             found.append((name.start(1), name.group(1)))
     out: dict[str, str] = {}

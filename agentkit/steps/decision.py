@@ -25,7 +25,8 @@ The rules (:class:`DecisionAsk` holds the options; the arithmetic is :mod:`agent
   margin with the previous decision's. Before any call, when the request fills every required argument of a
   tool with typed values (``covered``, :func:`agentkit.steps.unserved.covering`: "80 swiss francs in euros", "how
   many cm is 5 feet", "Am I free on March 6?") and the margin says answer, a call even so, of the covered tool
-  whose score rises most: an answer there is the model's guess at the tool's result. Else, on a raw margin, when
+  whose score rises most: an answer there is the model's guess at the tool's result (where the margin calls, the
+  call is of a covered tool too). Else, on a raw margin, when
   the request asks for the present or a look-up in words (:mod:`agentkit.steps.lookup`: "right now", "search",
   "look it up") and the calibrated margin says call, a call, of the tool the calibrated margin picks. A first call
   where the request asks to search ("search", "look up", "online") goes to a search tool when one is offered (a
@@ -224,7 +225,7 @@ def _first(ask: DecisionAsk, call: bool, info: dict[str, Any], scores: dict[str,
            baseline: dict[str, float] | None, names: list[str]) -> Generator[Score, dict[str, float],
                                                                             tuple[bool, str | None, dict[str, Any]]]:
     """The first decision of a run, after the margin's (``call``, ``info``): a covered tool's call where the
-    margin answers; else, on a raw margin, a call where the request asks for the present or a look-up and the
+    margin answers, and where it calls, of a covered tool when there is one; else, on a raw margin, a call where the request asks for the present or a look-up and the
     calibrated margin calls; and a call of a search tool, by its name (:func:`~agentkit.steps.lookup.searches`),
     where the request asks to search. Returns (call, tool, how)."""
     request = request_of(ask.chat)
@@ -233,6 +234,9 @@ def _first(ask: DecisionAsk, call: bool, info: dict[str, Any], scores: dict[str,
     if not call and covered:
         call, tool, facts = True, scores_.calibrated_pick(scores, baseline, covered), {"by": COVERED,
                                                                                       "covered": covered}
+    elif call and covered and tool not in covered:  # a call: of a tool the request's typed values fill
+        tool, facts = scores_.calibrated_pick(scores, baseline, covered), {"by": "calibrated_scores",
+                                                                          "covered": covered}
     elif not call and not ask.calibrate and asks_lookup(request):
         baseline = baseline if baseline is not None else (yield from _baseline(ask, [*names, ask.no_call]))
         call, live = scores_.calibrated(scores, baseline, names, ask.no_call)

@@ -74,3 +74,10 @@ def test_an_unmarked_to_side_is_the_other_unit_and_the_value_the_measured_number
         "properties"]
     assert props["from_unit"]["enum"] == ["lbs"] and props["to_unit"]["enum"] == ["grams"]
     assert props["value"]["enum"] == [2.5]  # the number written with a unit, not the count of scales
+
+
+def test_a_unit_written_onto_its_number_and_a_symbol_after_degrees_count():
+    assert number_units("just bought a 16kg kettlebell, and 2lbs of flour") == ["kg", "lbs"]
+    props = ground_arguments(CONVERT, "bake at 350 degrees F for 40 mins, my oven is in celsius").schema["properties"]
+    assert props["from_unit"]["enum"] == ["F"] and props["to_unit"]["enum"] == ["celsius"]
+    assert props["value"]["enum"] == [350]

@@ -189,6 +189,7 @@ def test_a_word_problem_covers_the_calculator_only_where_nothing_else_is_covered
     assert cover("the gym costs 39.99 a month; what do 8 months come to") == ("calculator",)
     assert cover("I'll send 1,000 dollars in euros and pay a 2% fee on it") == ("convert_currency",)
     assert cover("Convert 1,000 dollars to euros, and what is 250 times 3?") == ("convert_currency", "calculator")
+    assert cover("the bill was $1,847.60 and seven of us pay equally: what does each of us owe?") == ("calculator",)
 
 
 def _decided(ask: DecisionAsk, *scores: dict) -> object:
@@ -214,3 +215,6 @@ def test_a_covered_tool_is_called_where_the_margin_would_answer():
     calling = {**answer, "respond": -6.0}  # the margin calls: the calibrated choice stands
     kept = _decided(DecisionAsk("auto", chat, names, "respond", "h", covered=("convert_units",)), calling, baseline)
     assert kept.call is True and kept.info["by"] == "calibrated_scores"
+    elsewhere = {**calling, "get_weather": -0.5}  # the margin calls another tool: the covered one is called
+    moved = _decided(DecisionAsk("auto", chat, names, "respond", "h", covered=("convert_units",)), elsewhere, baseline)
+    assert (moved.call, moved.tool, moved.info["covered"]) == (True, "convert_units", ["convert_units"])
