@@ -89,8 +89,8 @@ ALL_OPERATORS = ("+", "-", "*", "/", "**")
 # the operators a request's words name: a word problem's operation is grounded in its words as its numbers are in
 # its digits ("divide 98765 by 43" divides; "18.40 an hour for 37.5 hours" and "a 7.25% fee" multiply)
 _OPERATOR_WORDS = (
-    ("/", (r"\bdivid(?:e|ed|ing)\b|\bsplit\b|\bshared?\b|\beach of\b|\bper (?:person|head)\b|\baverage\b"
-          r"|\bhalf\b|\bhalve\b|\bquarter\b|[^\W\d_]\s+per\s+[^\W\d_]|\d\s*%|\bper\s*cent\b|\bpercent\b")),
+    ("/", (r"\bdivid(?:e|ed|ing)\b|\bsplit(?:ting)?\b|\bshared?\b|\beach of\b|\bper (?:person|head)\b|\baverage\b"
+          r"|\bhalf\b|\bhalve\b|\bquarter\b|[^\W\d_]\s+per\s+[^\W\d_]|\bper\s*cent\b|\bpercent\b")),
     ("*", (r"\btimes\b|\bmultipl\w*|\d\s*%|\bper\s*cent\b|\bpercent\b|\btwice\b|\bdouble\b|\btriple\b"
           r"|\d\s*(?:[^\W\d_]+\s+)?(?:(?:each|apiece)\b|(?:a|an|per)\s+[^\W\d_])")),
     ("+", r"\bplus\b|\badd(?:ed|ing)?\b|\bsum\b|\bin all\b|\baltogether\b|\bcombined\b|\bon top\b"),
@@ -104,8 +104,8 @@ _OPERATOR_RES = tuple((op, re.compile(rx, re.IGNORECASE)) for op, rx in _OPERATO
 def implied_operators(text: str) -> tuple[str, ...]:
     """The operators ``text`` names in words or signs (:data:`ALL_OPERATORS` order; empty when it names none, and
     then an expression may use any): ``divide``, ``split``, ``each of``, ``half``, ``km per litre`` divide;
-    ``times``, ``twice``, a rate after a number (``12.50 each``, ``1,475 a month``) multiply; a percent does both
-    (``15 * 240 / 100``); ``plus``,
+    ``times``, ``twice``, a rate after a number (``12.50 each``, ``1,475 a month``), a percent multiply (``15% *
+    240``; a percent in words divides too, ``15 * 240 / 100``: "17.5% of 3480" came out ``17.5% / 3480``); ``plus``,
     ``add``, ``on top`` add; ``minus``, ``left``, ``off``, ``profit``, ``after spending`` subtract; ``to the power
     of``, ``squared`` raise. The signs of an expression it writes count as themselves (``(45 + 55) * 3.2``,
     :func:`written_expressions`)."""
@@ -135,8 +135,8 @@ def _digit_numbers(text: str) -> list[tuple[int, int]]:
     return [(a, b) for a, b, _ in number_mentions(text) if any(c.isdigit() for c in text[a:b])]
 
 
-_ARITHMETIC_VERB = re.compile(r"\b(?:divide|multiply|subtract|split|share|average|add up|sum up|each of (?:us|them|you)"
-                              r"|per person|equally)\b", re.IGNORECASE)
+_ARITHMETIC_VERB = re.compile(r"\b(?:divide|multiply|subtract|split(?:ting)?|share|average|add up|sum up"
+                              r"|each of (?:us|them|you)|per person|equally|(?:how much|how many)\b[^.?!]*\bper [^\W\d_]+)\b", re.IGNORECASE)
 _PERCENT = re.compile(r"\d\s*(?:%|percent\b|per cent\b)", re.IGNORECASE)
 _RATE = re.compile(r"\s*(?:[^\W\d_]+\s+)?(?:(?:each|apiece)\b|(?:a|an|per)\s+[^\W\d_])", re.IGNORECASE)
 _TOTAL = re.compile(r"\b(?:in total|total|altogether|in all|combined)\b", re.IGNORECASE)
@@ -145,7 +145,7 @@ _TOTAL = re.compile(r"\b(?:in total|total|altogether|in all|combined)\b", re.IGN
 def word_problem(text: str) -> bool:
     """Whether ``text`` writes two numbers or more, one in digits at least ("$1,847.60 ... seven of us"), and asks
     arithmetic of them in words: an arithmetic verb (``divide 98765 by 43``, ``split 287.40 between 6 people``,
-    ``each of us``, ``equally``), a percent (``a 7.25% fee on the 18,400``), a
+    ``each of us``, ``equally``, ``how much ... per week``), a percent (``a 7.25% fee on the 18,400``), a
     rate after a number (``12.50 each``, ``1,475 a month``, ``18.40 an hour``) or a total (``in total``,
     ``altogether``). Two amounts to convert ("12 lbs and 60 cm") are none. Weaker than :func:`asks_arithmetic`: a
     fee on an amount to convert first is a word problem too."""

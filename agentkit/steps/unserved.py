@@ -76,8 +76,9 @@ def mentions(request: str) -> list[Mention]:
             days.append((at, at + len(phrase)))
             out.append(Mention("day", phrase, phrase.casefold()))
     typed = list(days)
+    counted = word_problem(request)  # "four of us are splitting it": a number in words is an operand there
     for a, b, v in number_mentions(request):
-        if not any(x <= a < y for x, y in days) and any(c.isdigit() for c in request[a:b]):
+        if not any(x <= a < y for x, y in days) and (counted or any(c.isdigit() for c in request[a:b])):
             out.append(Mention("number", request[a:b], v))
     for a, b, code in currency_mentions(request):
         typed.append((a, b))

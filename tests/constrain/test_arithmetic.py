@@ -11,7 +11,8 @@ CALC = {"type": "object", "required": ["expression"], "properties": {"expression
 def test_the_operators_are_those_the_words_name():
     assert implied_operators("Can you divide 640 by 16?") == ("/",)
     assert implied_operators("I make 22.50 an hour and worked 30 hours") == ("*",)
-    assert implied_operators("a 4.5% commission on 12,000") == ("*", "/")  # 12000 * 4.5 / 100
+    assert implied_operators("a 4.5% commission on 12,000") == ("*",)  # 4.5% * 12000
+    assert implied_operators("4.5 percent of 12,000") == ("*", "/")  # 4.5 * 12000 / 100
     assert implied_operators("200 tickets at 8.50 each, and the hall cost 600: what profit?") == ("-", "*")
     assert implied_operators("3 to the power of 4") == ("**",)
     assert implied_operators("I have 3 cats and 2 dogs") == ()  # none named: any operator

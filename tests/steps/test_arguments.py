@@ -59,7 +59,8 @@ def test_expression_is_the_texts_numbers_joined_by_operators():
     p = expression_pattern("What is 17.5 times 23?")
     assert re.fullmatch(p, "17.5 * 23") and re.fullmatch(p, "(17.5*23)")
     assert not re.fullmatch(p, "17.5") and not re.fullmatch(p, "17 * 23") and not re.fullmatch(p, "17.5 times 23")
-    assert re.fullmatch(expression_pattern("15% of 240"), "15 * 240 / 100")  # % implies 100
+    assert re.fullmatch(expression_pattern("15 percent of 240"), "15 * 240 / 100")  # a percent in words implies 100
+    assert re.fullmatch(expression_pattern("15% of 240"), "15% * 240")
     assert re.fullmatch(expression_pattern("half of 1,500"), "1500 / 2")
     assert expression_pattern("I have 3 cats") is None and expression_pattern("no numbers") is None
 

@@ -218,3 +218,14 @@ def test_a_covered_tool_is_called_where_the_margin_would_answer():
     elsewhere = {**calling, "get_weather": -0.5}  # the margin calls another tool: the covered one is called
     moved = _decided(DecisionAsk("auto", chat, names, "respond", "h", covered=("convert_units",)), elsewhere, baseline)
     assert (moved.call, moved.tool, moved.info["covered"]) == (True, "convert_units", ["convert_units"])
+
+
+def test_a_number_in_words_is_left_for_a_word_problem_after_the_conversion():
+    request = "A villa costs 1,380 euros and four of us are splitting it. Convert it to kronor, then each person's share."
+    made = '{"amount": 1380, "from_currency": "EUR", "to_currency": "SEK"}'
+    result = '{"amount": 1380, "from": "EUR", "to": "SEK", "result": 15600.0}'
+    rest = unserved(request, made, [result])
+    assert [(m.kind, m.value) for m in rest] == [("number", 4)]
+    pattern = owed(TOOLS, rest, request + "\n" + result, operands(request, rest, [result], made))["calculator"]
+    assert re.fullmatch(pattern["expression"]["pattern"], "15600 / 4")
+    assert [m.kind for m in mentions("Name three colours.")] == []  # no word problem: words are no values
