@@ -552,14 +552,7 @@ def _string(name: str, sub: dict[str, Any], ptr: str, text: str, kinds: frozense
     if _is_day(name) and "day" in kinds and "pattern" not in sub and not sub.get("format"):
         return _enum(sub, day_phrases(text), ptr, "date", out)
     if _is_expression(name, sub) and "expression" in kinds and "pattern" not in sub and not sub.get("format"):
-        written = written_expressions(text)  # an expression the text writes whole is copied whole
-        if written:
-            return _enum(sub, written, ptr, "expression", out)
-        pattern = expression_pattern(text)
-        if pattern is None:
-            return None
-        out.kinds[ptr] = "expression"
-        return {**sub, "pattern": pattern}
+        return _expression(sub, ptr, text, out)
     if "string" not in kinds or sub.get("format") not in (None, "email"):
         return _plain(name, sub, ptr, text, out)
     shape = "email" if sub.get("format") == "email" else _shape(name)
@@ -586,6 +579,19 @@ def _string(name: str, sub: dict[str, Any], ptr: str, text: str, kinds: frozense
     if shape != "email" and out.fenced:
         _fence(name, ptr, text, shape, out)
     return shaped
+
+
+def _expression(sub: dict[str, Any], ptr: str, text: str, out: Grounding) -> dict[str, Any] | None:
+    """An expression argument: one the text writes in signs, copied whole (:func:`written_expressions`), else the
+    text's numbers joined by the operators its words name (:func:`expression_pattern`; None: it writes too few)."""
+    written = written_expressions(text)
+    if written:
+        return _enum(sub, written, ptr, "expression", out)
+    pattern = expression_pattern(text)
+    if pattern is None:
+        return None
+    out.kinds[ptr] = "expression"
+    return {**sub, "pattern": pattern}
 
 
 _QUERY_WORDS = frozenset({"query", "q", "search", "keywords", "keyword", "topic", "term", "terms"})
