@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .constrain.canonical import JsonStyle, json_style
+from .constrain.ground import text_currencies
 from .constrain.nodes import Choice, Lit, Repeat, Template, json_lines, seq
+from .constrain.numbers import text_numbers
 
 __all__ = ["CALL_SEP", "MAX_PARALLEL_CALLS", "CallRules", "CallShape", "ToolSpec", "call_grounded", "call_schema",
            "call_template", "calls_template", "choice_prompt", "json_lines", "parse_call", "parse_calls", "read_call",
@@ -265,20 +267,23 @@ def sources_of(messages: Sequence[dict[str, Any]]) -> str:
 
 def call_grounded(args: Any, text: str) -> bool:
     """Whether a call takes at least one of its argument values from ``text`` (the conversation's user and tool
-    messages): a string found there whole (case aside), one of its words of three or more letters or digits, or
-    one of its numbers the text writes (an expression ``7.25% * 18400`` for "18,400"); a number the text writes (``$1,200``; spelled out under a hundred). A call with nothing to check (no arguments,
+    messages): a string found there whole (case aside), one of its words of three or more letters or digits, a
+    currency code the text names (``SEK`` for "Swedish kronor"), or one of its numbers the text writes (an
+    expression ``7.25% * 18400`` for "18,400"); a number the text writes (``5000`` for "5k") (``$1,200``; spelled out under a hundred). A call with nothing to check (no arguments,
     only booleans or nulls) is grounded. On BFCL's 600 questions 590 ground-truth calls pass (each argument's
     first allowed value); a 135M model asked "What is the capital of France?" with a triangle tool calls it with
     ``{"base": 10, "height": 10}``, which does not."""
     from .engine.copy import source_numbers  # torch: only where the engine is
 
     low, checked = text.casefold(), False
-    numbers = functools.cache(lambda: {float(n) for n in source_numbers(text.encode())})
+    numbers = functools.cache(lambda: {float(n) for n in source_numbers(text.encode())}
+                              | {float(n) for n in text_numbers(text)})
+    codes = functools.cache(lambda: set(text_currencies(text)))
     for v in scalar_leaves(args):
         if isinstance(v, str) and v.strip():
             checked = True
             s = v.casefold()
-            if s in low or any(w in low for w in _WORD.findall(s)):
+            if s in low or any(w in low for w in _WORD.findall(s)) or v.strip().upper() in codes():
                 return True
             if any(float(n) in numbers() for n in source_numbers(v.encode())):  # "7.25% * 18400" for "18,400"
                 return True

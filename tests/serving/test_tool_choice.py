@@ -263,6 +263,8 @@ def test_a_call_is_grounded_when_it_takes_a_value_from_the_conversation():
     assert call_grounded({}, "hi") and call_grounded({"metric": True, "x": None}, "hi")  # nothing to check
     assert call_grounded({"expression": "7.25% * 18400"}, "a 7.25% fee on the 18,400 I invested")  # its numbers
     assert not call_grounded({"expression": "2 * 3"}, "hello there")
+    assert call_grounded({"amount": 5000, "from_currency": "INR", "to_currency": "SEK"},
+                         "Quick one — 5k Indian rupees in Swedish kronor?")  # as grounding reads the text
 
 
 async def test_a_call_whose_tool_message_reports_a_failure_may_be_made_again():
