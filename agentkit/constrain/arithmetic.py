@@ -92,7 +92,7 @@ _OPERATOR_WORDS = (
     ("/", (r"\bdivid(?:e|ed|ing)\b|\bsplit(?:ting)?\b|\bshared?\b|\beach of\b|\bper (?:person|head)\b|\baverage\b"
           r"|\bhalf\b|\bhalve\b|\bquarter\b|[^\W\d_]\s+per\s+[^\W\d_]|\bper\s*cent\b|\bpercent\b")),
     ("*", (r"\btimes\b|\bmultipl\w*|\d\s*%|\bper\s*cent\b|\bpercent\b|\btwice\b|\bdouble\b|\btriple\b"
-          r"|\d\s*(?:[^\W\d_]+\s+)?(?:(?:each|apiece)\b|(?:a|an|per)\s+[^\W\d_])")),
+          r"|\d\s*(?:[^\W\d_]+\s+)?(?:(?:each|apiece)\b|(?:a|an|per)\s+[^\W\d_])|\d/[^\W\d_]")),
     ("+", r"\bplus\b|\badd(?:ed|ing)?\b|\bsum\b|\bin all\b|\baltogether\b|\bcombined\b|\bon top\b"),
     ("-", (r"\bminus\b|\bsubtract\w*|\bless\b|\bleft\b|\bremain\w*|\boff\b|\bdiscount\w*|\bprofit\b"
           r"|\bdifference\b|\bafter (?:spending|paying|taking)\b")),
@@ -104,7 +104,7 @@ _OPERATOR_RES = tuple((op, re.compile(rx, re.IGNORECASE)) for op, rx in _OPERATO
 def implied_operators(text: str) -> tuple[str, ...]:
     """The operators ``text`` names in words or signs (:data:`ALL_OPERATORS` order; empty when it names none, and
     then an expression may use any): ``divide``, ``split``, ``each of``, ``half``, ``km per litre`` divide;
-    ``times``, ``twice``, a rate after a number (``12.50 each``, ``1,475 a month``), a percent multiply (``15% *
+    ``times``, ``twice``, a rate after a number (``12.50 each``, ``1,475 a month``, ``$64/hr``), a percent multiply (``15% *
     240``; a percent in words divides too, ``15 * 240 / 100``: "17.5% of 3480" came out ``17.5% / 3480``); ``plus``,
     ``add``, ``on top`` add; ``minus``, ``left``, ``off``, ``profit``, ``after spending`` subtract; ``to the power
     of``, ``squared`` raise. The signs of an expression it writes count as themselves (``(45 + 55) * 3.2``,
@@ -138,7 +138,7 @@ def _digit_numbers(text: str) -> list[tuple[int, int]]:
 _ARITHMETIC_VERB = re.compile(r"\b(?:divide|multiply|subtract|split(?:ting)?|share|average|add up|sum up"
                               r"|each of (?:us|them|you)|per person|equally|(?:how much|how many)\b[^.?!]*\bper [^\W\d_]+)\b", re.IGNORECASE)
 _PERCENT = re.compile(r"\d\s*(?:%|percent\b|per cent\b)", re.IGNORECASE)
-_RATE = re.compile(r"\s*(?:[^\W\d_]+\s+)?(?:(?:each|apiece)\b|(?:a|an|per)\s+[^\W\d_])", re.IGNORECASE)
+_RATE = re.compile(r"\s*(?:[^\W\d_]+\s+)?(?:(?:each|apiece)\b|(?:a|an|per)\s+[^\W\d_])|/[^\W\d_]", re.IGNORECASE)
 _TOTAL = re.compile(r"\b(?:in total|total|altogether|in all|combined)\b", re.IGNORECASE)
 
 

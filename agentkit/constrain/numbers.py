@@ -10,8 +10,9 @@ from .dates import date_mentions
 
 __all__ = ["number_mentions", "text_numbers"]
 
-# a number, not a piece of a code or a date joined by - or / (INV-3302, 415-555-0138, 2025-04-01, 2024/0931)
-_NUM = re.compile(r"(?<![\w.])(?<!\w[-/])-?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?(?![\d])(?![-/]\w)")
+# a number, not a piece of a code or a date joined by - or / (INV-3302, 415-555-0138, 2025-04-01, 2024/0931); a
+# rate's number is one ($64/hr)
+_NUM = re.compile(r"(?<![\w.])(?<!\w[-/])-?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?(?![\d])(?!-\w|/\d)")
 _THOUSANDS = re.compile(r"k(?![\w'])")  # a lowercase k right after a number: thousands (a capital K is kelvin)
 _UNITS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
           "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"]

@@ -47,3 +47,10 @@ def test_an_expression_uses_each_number_once_in_the_order_the_request_writes_the
     assert not re.fullmatch(p, "43 / 98765") and not re.fullmatch(p, "43 / 43") and not re.fullmatch(p, "98765 / 2")
     assert not re.fullmatch(expression_pattern("a bill of 287.40 split between 6"), "287.40% / 6")  # no percent
     assert re.fullmatch(expression_pattern("subtract 5 from 20"), "20 - 5")  # "from" turns it round
+
+
+def test_a_rate_written_with_a_slash_is_a_number_that_multiplies():
+    text = "I did 37.5 hours at $64/hr, plus a flat 120 for materials. What's the total?"
+    p = expression_pattern(text)
+    assert re.fullmatch(p, "37.5 * 64 + 120") and not re.fullmatch(p, "37.5 + 120")
+    assert written_expressions("3/4 cup of 2024/0931") == [] and implied_operators("call 415-555-0138") == ()
