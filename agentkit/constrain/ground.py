@@ -188,10 +188,16 @@ def text_currencies(text: str) -> list[str]:
     return list(dict.fromkeys(code for _, _, code in currency_mentions(text)))
 
 
+# a code in capitals, or in lowercase right after an amount or a to/in/into/from ("12000 yen to aud", "100 usd"), but
+# for the codes that are English words in lowercase ("to try", "in all")
+_CODE_WORDS = frozenset({"try", "all", "cup", "top", "mad", "bam", "mop", "pen", "gel", "sos", "bob", "dop", "lak"})
+_CODE_RE = re.compile(r"\b[A-Z]{3}\b|(?:(?<=\d )|(?<=\d)|(?<=\bto )|(?<=\bin )|(?<=\binto )|(?<=\bfrom ))[a-z]{3}\b")
+
+
 def currency_mentions(text: str) -> list[tuple[int, int, str]]:
     """(start, end, code) of every currency ``text`` names (:func:`text_currencies`), in order, repeats included."""
-    found: list[tuple[int, int, str]] = [(m.start(), m.end(), m.group()) for m in re.finditer(r"\b[A-Z]{3}\b", text)
-                                    if m.group() in CURRENCY_CODES]
+    found: list[tuple[int, int, str]] = [(m.start(), m.end(), m.group().upper()) for m in _CODE_RE.finditer(text)
+                                    if m.group().upper() in CURRENCY_CODES and m.group() not in _CODE_WORDS]
     taken: set[int] = set()
     for sym, code in _SYMBOLS:  # longest forms first: A$ before $
         for m in re.finditer(re.escape(sym), text):

@@ -20,7 +20,8 @@ from collections.abc import Sequence
 __all__ = ["asks_lookup", "asks_search", "request_of", "searches"]
 
 _PRESENT = r"today|tonight|right now|(?<!for )now|rn|currently|at the moment|at present|current|latest|up to date"
-_LOOKUP = r"search(?!\s+(?:results?|engines?|bars?|history))|web search|look\s+(?:\w+\s+)?up|lookup|online|google"
+_LOOKUP = (r"search(?!\s+(?:results?|engines?|bars?|history|operators?))|web search|look\s+(?:\w+\s+)?up|lookup|online"
+           r"|google(?=\s+(?:it|that|this|for)\b)")  # "google it", not "my Google calendar"
 _ASKS = re.compile(r"\b(?:" + _PRESENT + "|" + _LOOKUP + r"|find out)\b", re.IGNORECASE)
 _SEARCH = re.compile(r"\b(?:" + _LOOKUP + r")\b", re.IGNORECASE)
 _SEARCH_TOOL = frozenset({"search", "lookup", "google", "browse"})

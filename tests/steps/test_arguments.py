@@ -74,6 +74,8 @@ def test_days_and_currencies_as_a_user_writes_them():
     assert text_currencies("How much is 10000 rupees in Canadian dollars?") == ["INR", "CAD"]
     assert text_currencies("1,500 Mexican pesos in US dollars") == ["MXN", "USD"]
     assert text_currencies("45 quid in euros") == ["GBP", "EUR"] and text_currencies("1500 aussie dollars") == ["AUD"]
+    assert text_currencies("convert 12000 yen to aud") == ["JPY", "AUD"] and text_currencies("100 usd") == ["USD"]
+    assert text_currencies("I'd like to try it in all the cafes") == []  # lowercase codes only after an amount or "to"
 
 
 def test_the_argument_kinds_apply_to_tool_arguments_only():

@@ -10,6 +10,7 @@ def test_the_present_and_a_look_up_are_asked_in_words():
                  "Could you find out the record?", "how cold is Lima at the moment", "how warm is it in lisbon today"):
         assert asks_lookup(text), text
     for text in ("OK, bye for now!", "I love rainy weather", "How do I tell if a site in my search results is safe?",
+                 "I keep a work Google calendar and a paper diary", "How do I make Google show exact phrases?",
                  "Explain how currency exchange rates work", "hey :)"):
         assert not asks_lookup(text), text
 
