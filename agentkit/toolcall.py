@@ -269,8 +269,8 @@ def call_grounded(args: Any, text: str) -> bool:
     """Whether a call takes at least one of its argument values from ``text`` (the conversation's user and tool
     messages): a string found there whole (case aside), one of its words of three or more letters or digits, a
     currency code the text names (``SEK`` for "Swedish kronor"), or one of its numbers the text writes (an
-    expression ``7.25% * 18400`` for "18,400"); a number the text writes (``5000`` for "5k") (``$1,200``; spelled out under a hundred). A call with nothing to check (no arguments,
-    only booleans or nulls) is grounded. On BFCL's 600 questions 590 ground-truth calls pass (each argument's
+    expression ``7.25% * 18400`` for "18,400"); a number the text writes (``$1,200``, ``5000`` for "5k", spelled
+    out under a hundred). A call with nothing to check (no arguments, only booleans or nulls) is grounded. On BFCL's 600 questions 590 ground-truth calls pass (each argument's
     first allowed value); a 135M model asked "What is the capital of France?" with a triangle tool calls it with
     ``{"base": 10, "height": 10}``, which does not."""
     from .engine.copy import source_numbers  # torch: only where the engine is

@@ -11,7 +11,7 @@
 - ``+lookup``: else, where the request asks for the present or a look-up in words
   (:func:`agentkit.steps.lookup.asks_lookup`) and the calibrated margin calls, a call; a call where the margin calls
   goes to a covered tool when there is one, and where the request asks to search, to a search tool (the default's
-  rule).
+  rule, decided by :func:`agentkit.steps.decision.decide` itself on the saved scores).
 
 The options are those the agent offers: the tools whose required values the request gives
 (:func:`agentkit.steps.arguments.groundable`), and the no-call option.
@@ -32,7 +32,6 @@ import sys
 from pathlib import Path
 
 from agentkit.evals.user_tools import TOOLS, load_tasks
-from agentkit.steps.lookup import asks_lookup, asks_search, searches
 
 DATA = Path(__file__).resolve().parent / "user_tools" / "tasks.jsonl"
 
@@ -65,35 +64,44 @@ def covered_of(tools, task: str) -> list[str]:
                                  [{"role": "user", "content": task}]).covered)
 
 
-def decide_with(got: dict, null: dict, no_call: str, rule: str, covered: list[str] = (),
-                lookup: bool = False, search: bool = False) -> str | None:
+def decide_with(got: dict, null: dict, no_call: str, rule: str, covered: list[str] = ()) -> str | None:
     from agentkit.decide import calibrated_pick, no_call_margin
 
     names = [n for n in got if n != no_call]
     if not names:
         return None
-    rule, looking = rule.removesuffix("+lookup"), rule.endswith("+lookup")
     rule, covering = rule.removesuffix("+covered"), rule.endswith("+covered")
     margin = no_call_margin(got, no_call)
     base = no_call_margin(null, no_call)
     threshold = float(rule.removesuffix("+tool").split("=")[1]) if rule.startswith("margin=") else 0.0
     call = margin - base <= 0 if rule.startswith("calibrated") else margin <= threshold
-    pick = calibrated_pick(got, null if rule.endswith("+tool") else None, names) if call else None
-    if call and looking and covered:  # the default also calls a covered tool where the margin calls
-        pick = calibrated_pick(got, null, covered)
     if not call and covering and covered:
-        pick = calibrated_pick(got, null, covered)
-    elif not call and looking and lookup and margin - base <= 0:
-        pick = calibrated_pick(got, null, names)
-    searching = [n for n in names if searches(n)]
-    if looking and pick is not None and search and searching:
-        pick = calibrated_pick(got, null, searching)
-    return pick
+        return calibrated_pick(got, null, covered)
+    return calibrated_pick(got, null if rule.endswith("+tool") else None, names) if call else None
+
+
+def default_pick(row: dict) -> str | None:
+    """The first decision of the default's rule (:func:`agentkit.steps.decision.decide` on a raw margin), its
+    scores answered from ``row``'s saved ones: the request's, and the content-free question's for the baseline."""
+    from agentkit.steps.decision import DecisionAsk, decide
+
+    chat = [{"role": "user", "content": row["prompt"]}]
+    names = [n for n in row["scores"] if n != row["no_call"]]
+    steps = decide(DecisionAsk("auto", chat, names, row["no_call"], "", calibrate=False,
+                               covered=tuple(row.get("covered", ()))))
+    request = next(steps)
+    try:
+        while True:
+            request = steps.send(row["scores"] if request.messages is chat else row["null"])
+    except StopIteration as stop:
+        decision = stop.value
+    return decision.tool if decision.call else None
 
 
 RULES = ["raw", "raw+tool", "calibrated", "calibrated+tool", "margin=1", "margin=2", "margin=1+tool",
          "margin=2+tool", "margin=3+tool", "raw+tool+covered", "calibrated+tool+covered", "margin=1+tool+covered",
          "margin=2+tool+covered", "raw+tool+covered+lookup"]
+DEFAULT = "raw+tool+covered+lookup"  # the default's rule, decided by agentkit.steps.decision itself
 
 
 def main() -> None:
@@ -141,8 +149,8 @@ def table_of(rows: list[dict]) -> dict[str, dict[str, float]]:
     is needed."""
     table = {}
     for rule in RULES:
-        picks = [(r, decide_with(r["scores"], r["null"], r["no_call"], rule, r.get("covered", []),
-                                 asks_lookup(r["prompt"]), asks_search(r["prompt"]))) for r in rows]
+        picks = [(r, default_pick(r) if rule == DEFAULT else decide_with(r["scores"], r["null"], r["no_call"], rule,
+                                                                         r.get("covered", []))) for r in rows]
         need = [(r, p) for r, p in picks if r["kind"] != "none"]
         none = [(r, p) for r, p in picks if r["kind"] == "none"]
         table[rule] = {"call_when_needed": round(sum(p is not None for _, p in need) / len(need), 3),

@@ -10,7 +10,7 @@ import re
 from collections.abc import Sequence
 
 from .dates import date_mentions
-from .numbers import number_mentions, text_numbers
+from .numbers import digit_mentions, number_mentions
 
 __all__ = ["ALL_OPERATORS", "asks_arithmetic", "expression_pattern", "implied_operators", "word_problem",
            "written_expressions"]
@@ -29,7 +29,8 @@ def expression_pattern(text: str, must: Sequence[float] = ()) -> str | None:
     digits, in the text's order, then any it writes in words or implies; with ``must``, in the order ``text`` gives
     them (an owed call's operands: the results first).
     ``must``: numbers one of which the expression uses (None when ``text`` writes none of them)."""
-    written = {_plain_number(v) for v in text_numbers(text)}
+    found = number_mentions(text)
+    written = {_plain_number(v) for _, _, v in found}
     if not written:
         return None
     low = text.lower()
@@ -41,9 +42,8 @@ def expression_pattern(text: str, must: Sequence[float] = ()) -> str | None:
     ops = implied_operators(text) or ALL_OPERATORS
     op = r" *(?:" + "|".join(re.escape(o) for o in sorted(ops, key=len, reverse=True)) + r") *"
     if len(nums) <= _DISTINCT_UP_TO:
-        found = number_mentions(text)
         digits = [_plain_number(v) for a, b, v in found if any(c.isdigit() for c in text[a:b])]
-        said = list(dict.fromkeys([*digits, *(_plain_number(v) for v in text_numbers(text)), *sorted(implied)]))
+        said = list(dict.fromkeys([*digits, *(_plain_number(v) for _, _, v in found), *sorted(implied)]))
         percents = {_plain_number(v) for _, b, v in found if _PERCENT_AFTER.match(text, b)}
         if must:
             return _distinct(said, op, percents, needed=[x for x in said if any(float(x) == float(v) for v in must)])
@@ -85,6 +85,8 @@ def _distinct(nums: list[str], op: str, percents: set[str], *, ordered: bool = T
 _PERCENT_AFTER = re.compile(r"\s*(?:%|percent\b|per cent\b)", re.IGNORECASE)
 
 
+# what follows a rate's number: ``12.50 each``, ``1,475 a month``, ``18.40 an hour``, ``$64/hr``
+_RATE_AFTER = r"\s*(?:[^\W\d_]+\s+)?(?:(?:each|apiece)\b|(?:a|an|per)\s+[^\W\d_])|/[^\W\d_]"
 ALL_OPERATORS = ("+", "-", "*", "/", "**")
 # the operators a request's words name: a word problem's operation is grounded in its words as its numbers are in
 # its digits ("divide 98765 by 43" divides; "18.40 an hour for 37.5 hours" and "a 7.25% fee" multiply)
@@ -92,7 +94,7 @@ _OPERATOR_WORDS = (
     ("/", (r"\bdivid(?:e|ed|ing)\b|\bsplit(?:ting)?\b|\bshared?\b|\beach of\b|\bper (?:person|head)\b|\baverage\b"
           r"|\bhalf\b|\bhalve\b|\bquarter\b|[^\W\d_]\s+per\s+[^\W\d_]|\bper\s*cent\b|\bpercent\b")),
     ("*", (r"\btimes\b|\bmultipl\w*|\d\s*%|\bper\s*cent\b|\bpercent\b|\btwice\b|\bdouble\b|\btriple\b"
-          r"|\d\s*(?:[^\W\d_]+\s+)?(?:(?:each|apiece)\b|(?:a|an|per)\s+[^\W\d_])|\d/[^\W\d_]")),
+          r"|\d(?:" + _RATE_AFTER + ")")),
     ("+", r"\bplus\b|\badd(?:ed|ing)?\b|\bsum\b|\bin all\b|\baltogether\b|\bcombined\b|\bon top\b"),
     ("-", (r"\bminus\b|\bsubtract\w*|\bless\b|\bleft\b|\bremain\w*|\boff\b|\bdiscount\w*|\bprofit\b"
           r"|\bdifference\b|\bafter (?:spending|paying|taking)\b")),
@@ -111,7 +113,7 @@ def implied_operators(text: str) -> tuple[str, ...]:
     :func:`written_expressions`)."""
     named = {op for op, rx in _OPERATOR_RES if rx.search(text)}
     for run in written_expressions(text):
-        named |= set(re.findall(r"\*\*|[-+*/]", run.replace("**", " ^ "))) | ({"**"} if "**" in run else set())
+        named |= set(re.findall(r"\*\*|[-+*/]", run))
     return tuple(op for op in ALL_OPERATORS if op in named)
 
 
@@ -132,13 +134,13 @@ def asks_arithmetic(text: str) -> bool:
 
 
 def _digit_numbers(text: str) -> list[tuple[int, int]]:
-    return [(a, b) for a, b, _ in number_mentions(text) if any(c.isdigit() for c in text[a:b])]
+    return [(a, b) for a, b, _ in digit_mentions(text)]
 
 
 _ARITHMETIC_VERB = re.compile(r"\b(?:divide|multiply|subtract|split(?:ting)?|share|average|add up|sum up"
                               r"|each of (?:us|them|you)|per person|equally|(?:how much|how many)\b[^.?!]*\bper [^\W\d_]+)\b", re.IGNORECASE)
-_PERCENT = re.compile(r"\d\s*(?:%|percent\b|per cent\b)", re.IGNORECASE)
-_RATE = re.compile(r"\s*(?:[^\W\d_]+\s+)?(?:(?:each|apiece)\b|(?:a|an|per)\s+[^\W\d_])|/[^\W\d_]", re.IGNORECASE)
+_PERCENT = re.compile(r"\d" + _PERCENT_AFTER.pattern, re.IGNORECASE)
+_RATE = re.compile(_RATE_AFTER, re.IGNORECASE)
 _TOTAL = re.compile(r"\b(?:in total|total|altogether|in all|combined)\b", re.IGNORECASE)
 
 

@@ -54,7 +54,7 @@ from .arithmetic import expression_pattern, written_expressions
 from .dates import WEEKDAY, date_mentions, day_phrases, text_dates
 from .fences import Fence, field_fence, is_proper, is_thing, name_runs
 from .nodes import Choice, Node, Repeat, Seq, Slot, Template, slots
-from .numbers import number_mentions, text_numbers
+from .numbers import digit_mentions, number_mentions, text_numbers
 from .units import dimension, is_unit, number_units, text_units, unit_key, unit_mentions
 
 KINDS = frozenset({"string", "number", "date", "currency", "enum"})  # the field kinds grounded by default
@@ -615,7 +615,7 @@ def _typed_values(text: str) -> list[str]:
     """The numbers and the days ``text`` writes, as written (``1972``, ``3.13``, ``Tuesday``, ``20 March``): a name
     or a query argument (:func:`_names_or_queries`) is not one of them whole. Held to the text's spans alone, a small model
     called ``get_weather(city="20 March")`` and ``web_search(query="1972")``."""
-    numbers = [text[a:b] for a, b, _ in number_mentions(text) if any(c.isdigit() for c in text[a:b])]
+    numbers = [text[a:b] for a, b, _ in digit_mentions(text)]
     days = [text[a:b] for a, b, _ in date_mentions(text)] + [d for d in day_phrases(text) if d in text]
     days += [d[4:] for d in days if d.lower().startswith("the ")]
     days += [m.group() for m in re.finditer(r"\b" + WEEKDAY + r"\b", text, re.IGNORECASE)]
@@ -997,10 +997,9 @@ def measured_numbers(text: str, kinds: set[str]) -> list[int | float]:
     spans = [(a, b) for a, b, _ in currency_mentions(text)] if "currency" in kinds else []
     spans += [(a, b) for a, b, _ in unit_mentions(text)] if "unit" in kinds else []
     out = []
-    for a, b, v in number_mentions(text):
-        if any(c.isdigit() for c in text[a:b]) and any(
-                (s >= b and _BESIDE_AFTER.fullmatch(text[b:s])) or (e <= a and _BESIDE_BEFORE.fullmatch(text[e:a]))
-                for s, e in spans):
+    for a, b, v in digit_mentions(text):
+        if any((s >= b and _BESIDE_AFTER.fullmatch(text[b:s])) or (e <= a and _BESIDE_BEFORE.fullmatch(text[e:a]))
+               for s, e in spans):
             out.append(v)
     return list(dict.fromkeys(out))
 

@@ -8,7 +8,7 @@ import re
 
 from .dates import date_mentions
 
-__all__ = ["number_mentions", "text_numbers"]
+__all__ = ["digit_mentions", "number_mentions", "text_numbers"]
 
 # a number, not a piece of a code or a date joined by - or / (INV-3302, 415-555-0138, 2025-04-01, 2024/0931); a
 # rate's number is one ($64/hr)
@@ -46,3 +46,8 @@ def number_mentions(text: str) -> list[tuple[int, int, int | float]]:
         else:
             out.append((m.start(), m.end(), 20 + 10 * _TENS.index(tens) + (_UNITS.index(unit) if unit else 0)))
     return sorted(out)
+
+
+def digit_mentions(text: str) -> list[tuple[int, int, int | float]]:
+    """The :func:`number_mentions` written in digits (``1,500``, ``2.5``; not ``three``)."""
+    return [(a, b, v) for a, b, v in number_mentions(text) if any(c.isdigit() for c in text[a:b])]

@@ -36,7 +36,7 @@ from typing import Any, Literal
 from ..constrain.arithmetic import asks_arithmetic, expression_pattern, word_problem
 from ..constrain.dates import date_mentions, day_phrases
 from ..constrain.ground import currency_mentions, ground_arguments, is_currency, text_currencies
-from ..constrain.numbers import number_mentions, text_numbers
+from ..constrain.numbers import digit_mentions, number_mentions, text_numbers
 from ..constrain.units import is_unit, text_units, unit_key, unit_mentions
 
 __all__ = ["Mention", "asked_fields", "covering", "mentions", "names_a_date", "narrowed", "operands", "owed", "unserved",
@@ -77,8 +77,8 @@ def mentions(request: str) -> list[Mention]:
             out.append(Mention("day", phrase, phrase.casefold()))
     typed = list(days)
     counted = word_problem(request)  # "four of us are splitting it": a number in words is an operand there
-    for a, b, v in number_mentions(request):
-        if not any(x <= a < y for x, y in days) and (counted or any(c.isdigit() for c in request[a:b])):
+    for a, b, v in number_mentions(request) if counted else digit_mentions(request):
+        if not any(x <= a < y for x, y in days):
             out.append(Mention("number", request[a:b], v))
     for a, b, code in currency_mentions(request):
         typed.append((a, b))
