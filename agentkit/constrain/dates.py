@@ -44,6 +44,7 @@ def date_mentions(text: str) -> list[tuple[int, int, str]]:
 
 
 WEEKDAY = r"(?:mon|tues|wednes|thurs|fri|satur|sun)day"
+MONTH = _MON  # a month's name or its short form
 _PHRASES = re.compile(  # a day said without a full date: relative, a weekday, a day and month without the year
     r"\b(?:today|tomorrow|yesterday|tonight|the day after tomorrow|(?:(?:next|this|last|coming)\s+)?" + WEEKDAY
     + r"|(?:next|this|last)\s+(?:week|month)|(?:(?:next|this|last)\s+)?weekend|" + _MON + r"\s+" + _DAY + r"|(?:the\s+)?" + _DAY

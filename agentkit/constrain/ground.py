@@ -55,11 +55,12 @@ from .dates import WEEKDAY, date_mentions, day_phrases, text_dates
 from .fences import Fence, field_fence, is_proper, is_thing, name_runs
 from .nodes import Choice, Node, Repeat, Seq, Slot, Template, slots
 from .numbers import digit_mentions, number_mentions, text_numbers
+from .queries import query_spans
 from .units import dimension, is_unit, number_units, text_units, unit_key, unit_mentions
 
 KINDS = frozenset({"string", "number", "date", "currency", "enum"})  # the field kinds grounded by default
 # a tool call's arguments (agentkit.steps.arguments) are grounded in these kinds too
-ARGUMENT_KINDS = KINDS | {"day", "expression", "unit"}
+ARGUMENT_KINDS = KINDS | {"day", "expression", "unit", "query"}
 JOINERS = frozenset("-'/._@&+")
 OPENERS = frozenset("(+#$€£¥")  # besides a letter or digit, what a span may start with
 CLOSERS = frozenset(")%")  # besides a letter or digit, what a span may end with  # characters that join the letters or digits on both sides into one word
@@ -559,6 +560,9 @@ def _string(name: str, sub: dict[str, Any], ptr: str, text: str, kinds: frozense
         return _enum(sub, day_phrases(text), ptr, "date", out)
     if _is_expression(name, sub) and "expression" in kinds and "pattern" not in sub and not sub.get("format"):
         return _expression(sub, ptr, text, out)
+    queries = query_spans(text) if _is_query(name) and "query" in kinds and "pattern" not in sub else []
+    if queries and not sub.get("format"):  # the clause that asks for the look-up, else the request's spans
+        return _enum(sub, queries, ptr, "query", out) or _string(name, sub, ptr, text, kinds - {"query"}, out)
     if "string" not in kinds or sub.get("format") not in (None, "email"):
         return _plain(name, sub, ptr, text, out)
     shape = "email" if sub.get("format") == "email" else _shape(name)
@@ -603,12 +607,17 @@ def _expression(sub: dict[str, Any], ptr: str, text: str, out: Grounding) -> dic
 _QUERY_WORDS = frozenset({"query", "q", "search", "keywords", "keyword", "topic", "term", "terms"})
 
 
+def _is_query(name: str) -> bool:
+    """Whether a string field holds a search query (``query``, ``search_term``, ``q``)."""
+    return bool(_QUERY_WORDS & {w.lower() for w in name_words(name)})
+
+
 def _names_or_queries(name: str) -> bool:
     """Whether a string field holds a name (a city, a person, a company: :func:`~agentkit.constrain.fences.is_proper`)
     or a search query (``query``, ``search_term``): neither is a number or a day alone, nor starts with a digit.
     Another field may (``season="2021"``, ``version="3.13"``)."""
     words = [w.lower() for w in name_words(name)]
-    return is_proper(words) or bool(_QUERY_WORDS & set(words))
+    return is_proper(words) or _is_query(name)
 
 
 def _typed_values(text: str) -> list[str]:

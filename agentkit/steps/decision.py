@@ -28,9 +28,11 @@ The rules (:class:`DecisionAsk` holds the options; the arithmetic is :mod:`agent
   whose score rises most: an answer there is the model's guess at the tool's result (where the margin calls, the
   call is of a covered tool too). Else, on a raw margin, when
   the request asks for the present or a look-up in words (:mod:`agentkit.steps.lookup`: "right now", "search",
-  "look it up") and the calibrated margin says call, a call, of the tool the calibrated margin picks. A first call
-  where the request asks to search ("search", "look up", "online") goes to a search tool when one is offered (a
-  name with ``search``, ``lookup``, ``google`` or ``browse``). An engine that cannot score leaves the choice to the
+  "look it up") and the calibrated margin says call, a call, of the tool the calibrated margin picks. Where the
+  request asks to search ("search", "look up", "online") or for a recorded fact ("how long is the amazon river?",
+  "when was bitcoin created", :func:`agentkit.steps.lookup.asks_fact`, when no tool is covered) and a search tool
+  is offered (a name with ``search``, ``lookup``, ``google`` or ``browse``), the first call is of that tool, whatever
+  the margin. An engine that cannot score leaves the choice to the
   call decode.
 """
 
@@ -42,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .. import decide as scores_
-from .lookup import asks_lookup, asks_search, request_of, searches
+from .lookup import asks_fact, asks_lookup, asks_search, request_of, searches
 
 Chat = list[dict[str, str]]
 ToolMode = Literal["none", "forced", "auto"]
@@ -58,6 +60,7 @@ UNSERVED = "the request left values no call took"
 SERVED = "every value of the request was taken"
 COVERED = "the request fills a tool's arguments with typed values"
 LOOKUP = "the request asks for the present or a look-up"
+SEARCHED = "the request asks to search, or for a recorded fact, and a search tool is offered"
 
 
 @dataclass(frozen=True)
@@ -225,11 +228,15 @@ def _first(ask: DecisionAsk, call: bool, info: dict[str, Any], scores: dict[str,
            baseline: dict[str, float] | None, names: list[str]) -> Generator[Score, dict[str, float],
                                                                             tuple[bool, str | None, dict[str, Any]]]:
     """The first decision of a run, after the margin's (``call``, ``info``): a covered tool's call where the
-    margin answers, and where it calls, of a covered tool when there is one; else, on a raw margin, a call where the request asks for the present or a look-up and the
-    calibrated margin calls; and a call of a search tool, by its name (:func:`~agentkit.steps.lookup.searches`),
-    where the request asks to search. Returns (call, tool, how)."""
+    margin answers, and where it calls, of a covered tool when there is one; else a call of a search tool (by its
+    name, :func:`~agentkit.steps.lookup.searches`) where the request asks to search or for a recorded fact
+    (:func:`~agentkit.steps.lookup.asks_fact`); else, on a raw margin, a call where the request asks for the present
+    or a look-up and the calibrated margin calls. A call where the request asks to search is of a search tool.
+    Returns (call, tool, how)."""
     request = request_of(ask.chat)
     covered = [t for t in names if t in ask.covered]
+    search_tools = [t for t in names if searches(t)]
+    looks_up = bool(search_tools) and (asks_search(request) or (asks_fact(request) and not covered))
     tool, facts = info["tool"], {"by": "calibrated_scores"}
     if not call and covered:
         call, tool, facts = True, scores_.calibrated_pick(scores, baseline, covered), {"by": COVERED,
@@ -237,13 +244,14 @@ def _first(ask: DecisionAsk, call: bool, info: dict[str, Any], scores: dict[str,
     elif call and covered and tool not in covered:  # a call: of a tool the request's typed values fill
         tool, facts = scores_.calibrated_pick(scores, baseline, covered), {"by": "calibrated_scores",
                                                                           "covered": covered}
+    elif not call and looks_up:
+        call, facts = True, {"by": SEARCHED}
     elif not call and not ask.calibrate and asks_lookup(request):
         baseline = baseline if baseline is not None else (yield from _baseline(ask, [*names, ask.no_call]))
         call, live = scores_.calibrated(scores, baseline, names, ask.no_call)
         tool, facts = live["tool"], {"by": LOOKUP, "calibrated_null_margin": live["no_call_margin_null"]}
-    searching = [t for t in names if searches(t)] if call and asks_search(request) else []
-    if searching:
-        tool, facts = scores_.calibrated_pick(scores, baseline, searching), {**facts, "searched": True}
+    if call and looks_up:
+        tool, facts = scores_.calibrated_pick(scores, baseline, search_tools), {**facts, "searched": True}
     return call, tool, facts
 
 

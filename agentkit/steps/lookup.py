@@ -10,6 +10,11 @@ that asks for the present or a look-up in words is where the calibrated margin i
 "how warm is it in lisbon today" calls ``get_calendar_events``. On the first decisions of the user-tool
 benchmark's six splits read so far (``evals/user_tools_decide.py``), with them the decision called on 4 more of the
 180 tasks that need a call and picked the right tool on 2 more, and held back where it had on the 96 that need none.
+
+A request that asks to search, or asks for a fact recorded somewhere (:func:`asks_fact`: "how long is the amazon
+river?", "when was bitcoin created", "louvre opening hours??"), calls a search tool when one is offered, whatever the
+margin: a small model answers such a question with a guess, and held back on 12 of them in the splits read up to
+``blind9``.
 """
 
 from __future__ import annotations
@@ -17,7 +22,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-__all__ = ["asks_lookup", "asks_search", "request_of", "searches"]
+from ..constrain.queries import asks_fact
+
+__all__ = ["asks_fact", "asks_lookup", "asks_search", "request_of", "searches"]
 
 _PRESENT = r"today|tonight|right now|(?<!for )now|rn|currently|at the moment|at present|current|latest|up to date"
 _LOOKUP = (r"search(?!\s+(?:results?|engines?|bars?|history|operators?))|web search|look\s+(?:\w+\s+)?up|lookup|online"

@@ -1,7 +1,7 @@
 """A request that asks for the present or a look-up (agentkit.steps.lookup) and the decision it moves."""
 
-from agentkit.steps.decision import LOOKUP, DecisionAsk, decide
-from agentkit.steps.lookup import asks_lookup, asks_search, request_of, searches
+from agentkit.steps.decision import LOOKUP, SEARCHED, DecisionAsk, decide
+from agentkit.steps.lookup import asks_fact, asks_lookup, asks_search, request_of, searches
 
 
 def test_the_present_and_a_look_up_are_asked_in_words():
@@ -55,5 +55,25 @@ def test_a_request_that_asks_to_search_calls_a_search_tool_first():
     weather_first = {"respond": -3.0, "get_weather": -0.5, "web_search": -2.0}  # the raw margin calls get_weather
     searched = _decided(ask("Look up how tall the Eiffel Tower is"), weather_first, BASELINE)
     assert (searched.call, searched.tool, searched.info["searched"]) == (True, "web_search", True)
-    plain = _decided(ask("How tall is the Eiffel Tower?"), weather_first, BASELINE)
+    plain = _decided(ask("Is it windy in Oslo?"), weather_first, BASELINE)
     assert (plain.call, plain.tool) == (True, "get_weather")  # no look-up asked: the scores' pick stands
+
+
+def test_a_question_for_a_recorded_fact_calls_a_search_tool_whatever_the_margin():
+    for text in ("how long is the amazon river?", "when was bitcoin created? and how many years ago is that",
+                 "louvre opening hours?? going this week", "is the louvre open on tuesdays??",
+                 "whats the current marathon world record", "find out how tall everest is"):
+        assert asks_fact(text), text
+    for text in ("how long would it take to walk 20 km", "who wrote pride and prejudice again?", "How tall am I in feet",
+                 "when did I last see Sam?", "how long is it in miles", "What's a good way to layer clothes?"):
+        assert not asks_fact(text), text
+    ask = lambda text, names=NAMES: DecisionAsk("auto", [{"role": "user", "content": text}], names, "respond", "h",
+                                                calibrate=False)
+    answers = {"respond": -0.1, "get_weather": -3.0, "web_search": -4.0}  # both margins answer
+    fact = _decided(ask("how long is the amazon river? need it in miles"), answers, BASELINE)
+    assert (fact.call, fact.tool, fact.info["by"]) == (True, "web_search", SEARCHED)
+    asked = _decided(ask("look up what the newest python release is pls"), answers, BASELINE)
+    assert (asked.call, asked.tool) == (True, "web_search")
+    assert _decided(ask("how long is the amazon river?", ["get_weather"]),
+                    {"respond": -0.1, "get_weather": -3.0}).call is False  # no search tool: the margin stands
+    assert _decided(ask("I love rainy weather"), answers, BASELINE).call is False

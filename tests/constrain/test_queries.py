@@ -1,0 +1,34 @@
+"""A search query from the request that asks for it (agentkit.constrain.queries) and the argument it grounds."""
+
+from agentkit.constrain.ground import ARGUMENT_KINDS, ground_schema
+from agentkit.constrain.queries import query_spans
+
+
+def test_the_clause_after_a_search_verb_is_the_query():
+    assert query_spans("search who holds the marathon world record right now") == [
+        "who holds the marathon world record right now"]
+    assert query_spans("Can you look up the men's marathon world record and then work out the pace?") == [
+        "the men's marathon world record"]
+    assert query_spans("Please search the web for the height of the Eiffel Tower.") == ["the height of the Eiffel Tower"]
+    assert query_spans("quick search: when did python 3.13 come out? need it for a changelog") == [
+        "when did python 3.13 come out"]  # "3.13" is no sentence's end
+
+
+def test_a_fact_question_then_the_proper_names_when_the_verb_names_no_subject():
+    text = "How long is the Amazon River in miles? Look up the length first, I don't trust my memory."
+    assert query_spans(text) == ["How long is the Amazon River in miles"]  # "the length first" names nothing
+    text = "My nephew swears Everest is over 30,000 feet tall. Can you search how high it actually is?"
+    assert query_spans(text) == ["Everest"]  # a pronoun's clause is no query; a name, not "30,000 feet"
+    assert query_spans("Planning to go to the Louvre on a Tuesday. Can you look up whether it's open?") == ["Louvre"]
+    assert query_spans("hey, what's up?") == [] and query_spans("can u search it and convert") == []
+
+
+def test_a_query_argument_takes_the_query_clause_else_the_spans():
+    schema = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
+    got = ground_schema(schema, "is the louvre open on tuesdays?? trying to plan", kinds=ARGUMENT_KINDS, fenced=False)
+    assert got.schema["properties"]["query"]["enum"] == ["is the louvre open on tuesdays"]
+    spans = ground_schema(schema, "tell me something fun", kinds=ARGUMENT_KINDS, fenced=False)
+    assert "enum" not in spans.schema["properties"]["query"]  # no look-up clause: the request's spans
+    city = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    kept = ground_schema(city, "search how tall the Eiffel Tower is", kinds=ARGUMENT_KINDS, fenced=False)
+    assert "enum" not in kept.schema["properties"]["city"]  # only a query argument
