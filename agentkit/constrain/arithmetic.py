@@ -45,9 +45,11 @@ def expression_pattern(text: str, must: Sequence[float] = ()) -> str | None:
         digits = [_plain_number(v) for a, b, v in found if any(c.isdigit() for c in text[a:b])]
         said = list(dict.fromkeys([*digits, *(_plain_number(v) for _, _, v in found), *sorted(implied)]))
         percents = {_plain_number(v) for _, b, v in found if _PERCENT_AFTER.match(text, b)}
+        any_order = bool(_ANY_ORDER.search(low)) and len(said) <= _ANY_ORDER_UP_TO  # "subtract 5 from 20"
         if must:
-            return _distinct(said, op, percents, needed=[x for x in said if any(float(x) == float(v) for v in must)])
-        if re.search(r"\b(?:from|into)\b", low) and len(said) <= _ANY_ORDER_UP_TO:  # "subtract 5 from 20"
+            return _distinct(said, op, percents, ordered=not any_order,
+                             needed=[x for x in said if any(float(x) == float(v) for v in must)])
+        if any_order:
             return _distinct(said, op, percents, ordered=False)
         return _distinct(said, op, percents, required=set(digits))
     operand = lambda xs: r"\(*-?(?:" + "|".join(re.escape(x) for x in xs) + r")%?\)*"
@@ -64,6 +66,7 @@ def expression_pattern(text: str, must: Sequence[float] = ()) -> str | None:
 
 _DISTINCT_UP_TO = 6  # numbers a pattern spells out in order (6: 57 subsequences of two or more)
 _ANY_ORDER_UP_TO = 4  # numbers a pattern spells out in any order (4: 60 orders of two to four of them)
+_ANY_ORDER = re.compile(r"\b(?:from|into|ago)\b")  # words that put a later number first ("how many years ago ... from 2026")
 
 
 def _distinct(nums: list[str], op: str, percents: set[str], *, ordered: bool = True, required: set[str] = frozenset(),
@@ -88,16 +91,19 @@ _PERCENT_AFTER = re.compile(r"\s*(?:%|percent\b|per cent\b)", re.IGNORECASE)
 # what follows a rate's number: ``12.50 each``, ``1,475 a month``, ``18.40 an hour``, ``$64/hr``
 _RATE_AFTER = r"\s*(?:[^\W\d_]+\s+)?(?:(?:each|apiece)\b|(?:a|an|per)\s+[^\W\d_])|/[^\W\d_]"
 ALL_OPERATORS = ("+", "-", "*", "/", "**")
+# a room's, a tank's or a bed's measures: "4.2m x 3.65m", "120cm by 45cm by 50cm", "3.4m long, 1.75m wide"
+_MEASURES = r"\d\s*(?:[^\W\d_]{0,6}\s*[x×]|[^\W\d_]{1,6}\s*by)\s*\d(?![\d.:]*\s*(?:am|pm|o'clock)\b|[\d.]*:)|\blong\b[^.?!]{0,30}\bwide\b|\bcubic\b"
 # the operators a request's words name: a word problem's operation is grounded in its words as its numbers are in
 # its digits ("divide 98765 by 43" divides; "18.40 an hour for 37.5 hours" and "a 7.25% fee" multiply)
 _OPERATOR_WORDS = (
     ("/", (r"\bdivid(?:e|ed|ing)\b|\bsplit(?:ting)?\b|\bshared?\b|\beach of\b|\bper (?:person|head)\b|\baverage\b"
-          r"|\bhalf\b|\bhalve\b|\bquarter\b|[^\W\d_]\s+per\s+[^\W\d_]|\bper\s*cent\b|\bpercent\b")),
+          r"|\bhalf\b|\bhalve\b|\bquarter\b|[^\W\d_]\s+per\s+[^\W\d_]|\bper\s*cent\b|\bpercent\b"
+          r"|\bhow many\b[^.?!]{0,40}?\b(?:take|fill|fit|cover|need|last)\b|\beach\b[^.?!]*\bcovers?\b")),
     ("*", (r"\btimes\b|\bmultipl\w*|\d\s*%|\bper\s*cent\b|\bpercent\b|\btwice\b|\bdouble\b|\btriple\b"
-          r"|\d(?:" + _RATE_AFTER + ")")),
+          r"|\d(?:" + _RATE_AFTER + ")|" + _MEASURES)),
     ("+", r"\bplus\b|\badd(?:ed|ing)?\b|\bsum\b|\bin all\b|\baltogether\b|\bcombined\b|\bon top\b"),
-    ("-", (r"\bminus\b|\bsubtract\w*|\bless\b|\bleft\b|\bremain\w*|\boff\b|\bdiscount\w*|\bprofit\b"
-          r"|\bdifference\b|\bafter (?:spending|paying|taking)\b")),
+    ("-", (r"\bminus\b|\bsubtract\w*|\bless\b|(?<![\d%] )\bleft\b|\bremain\w*|\boff\b|\bdiscount\w*"
+          r"|\bprofit\b|\bdifference\b|\bafter (?:spending|paying|taking)\b|\bago\b")),
     ("**", r"\bpower\b|\bsquared\b|\bcubed\b"),
 )
 _OPERATOR_RES = tuple((op, re.compile(rx, re.IGNORECASE)) for op, rx in _OPERATOR_WORDS)
@@ -141,6 +147,7 @@ _ARITHMETIC_VERB = re.compile(r"\b(?:divide|multiply|subtract|split(?:ting)?|sha
                               r"|each of (?:us|them|you)|per person|equally|(?:how much|how many)\b[^.?!]*\bper [^\W\d_]+)\b", re.IGNORECASE)
 _PERCENT = re.compile(r"\d" + _PERCENT_AFTER.pattern, re.IGNORECASE)
 _RATE = re.compile(_RATE_AFTER, re.IGNORECASE)
+_MEASURED = re.compile(_MEASURES, re.IGNORECASE)
 _TOTAL = re.compile(r"\b(?:in total|total|altogether|in all|combined)\b", re.IGNORECASE)
 
 
@@ -148,14 +155,14 @@ def word_problem(text: str) -> bool:
     """Whether ``text`` writes two numbers or more, one in digits at least ("$1,847.60 ... seven of us"), and asks
     arithmetic of them in words: an arithmetic verb (``divide 98765 by 43``, ``split 287.40 between 6 people``,
     ``each of us``, ``equally``, ``how much ... per week``), a percent (``a 7.25% fee on the 18,400``), a
-    rate after a number (``12.50 each``, ``1,475 a month``, ``18.40 an hour``) or a total (``in total``,
-    ``altogether``). Two amounts to convert ("12 lbs and 60 cm") are none. Weaker than :func:`asks_arithmetic`: a
+    rate after a number (``12.50 each``, ``1,475 a month``, ``18.40 an hour``), a total (``in total``,
+    ``altogether``) or measures to multiply (``4.2m x 3.65m``, ``120cm by 45cm``, ``3.4m long, 1.75m wide``). Two amounts to convert ("12 lbs and 60 cm") are none. Weaker than :func:`asks_arithmetic`: a
     fee on an amount to convert first is a word problem too."""
     ends = [b for _, b in _digit_numbers(text)]
     if not ends or len(number_mentions(text)) < 2:
         return False
     return bool(_ARITHMETIC_VERB.search(text) or _PERCENT.search(text) or _TOTAL.search(text)
-                or any(_RATE.match(text, b) for b in ends))
+                or _MEASURED.search(text) or any(_RATE.match(text, b) for b in ends))
 
 
 # the numbers a word implies in arithmetic (``half of 7`` is ``7 / 2``, ``15% of 240`` is ``15 * 240 / 100``)

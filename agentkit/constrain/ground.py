@@ -56,7 +56,7 @@ from .fences import Fence, field_fence, is_proper, is_thing, name_runs
 from .nodes import Choice, Node, Repeat, Seq, Slot, Template, slots
 from .numbers import digit_mentions, number_mentions, text_numbers
 from .queries import query_spans
-from .units import dimension, is_unit, number_units, text_units, unit_key, unit_mentions
+from .units import canonical_unit, dimension, is_unit, number_units, text_units, unit_key, unit_mentions
 
 KINDS = frozenset({"string", "number", "date", "currency", "enum"})  # the field kinds grounded by default
 # a tool call's arguments (agentkit.steps.arguments) are grounded in these kinds too
@@ -1091,9 +1091,18 @@ def ground_arguments(parameters: dict[str, Any], text: str, one_dimension: bool 
     props = g.schema.get("properties") or {}
     for a, b in pair_fields(parameters):  # a conversion needs two values: "Convert 5 km" names one currency
         held = [props.get(k, {}).get("enum") for k in (a, b)]
-        if all(isinstance(h, list) for h in held) and len({str(v).casefold() for h in held for v in h}) < 2:
+        if all(isinstance(h, list) for h in held) and not _convertible(held, is_unit(a, props.get(a, {}))):
             g.ungrounded += [k for k in (a, b) if k not in g.ungrounded]
     return g
+
+
+def _convertible(held: list[list[Any]], units: bool) -> bool:
+    """Whether a (from, to) pair held to these values converts something: two different values, and for units,
+    two different units of one dimension ("3.4m long ... cubic metres" converts nothing; "120cm ... litres" cannot)."""
+    if not units:
+        return len({str(v).casefold() for h in held for v in h}) >= 2
+    return any(canonical_unit(str(x)) != canonical_unit(str(y)) and dimension(str(x)) == dimension(str(y))
+               for x in held[0] for y in held[1])
 
 
 def grounded_argument_template(parameters: dict[str, Any], text: str,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["DIMENSIONS", "UNIT_NAMES", "UNIT_SYMBOLS", "dimension", "is_unit", "number_units", "text_units", "unit_key",
+__all__ = ["DIMENSIONS", "UNIT_NAMES", "UNIT_SYMBOLS", "canonical_unit", "dimension", "is_unit", "number_units", "text_units", "unit_key",
            "unit_mentions"]
 
 # names and unambiguous short forms: counted wherever they are written as a word (case aside)
@@ -117,6 +117,23 @@ def unit_key(unit: str) -> str:
     ``c``): case, a degree sign and a plural ``s`` aside."""
     u = unit.casefold().lstrip("°").strip()
     return {"feet": "foot", "foots": "foot", "inches": "inch"}.get(u, u[:-1] if len(u) > 3 and u.endswith("s") else u)
+
+
+# the names of one unit (a conversion from ``m`` to ``metres`` converts nothing)
+_SAME_UNIT = ("m meter meters metre metres", "km kilometer kilometers kilometre kilometres",
+              "cm centimeter centimeters centimetre centimetres", "mm millimeter millimeters millimetre millimetres",
+              "mile miles mi", "yard yards yd yds", "foot feet ft", "inch inches in",
+              "kg kilogram kilograms kilo kilos kgs", "g gram grams", "lb pound pounds lbs", "oz ounce ounces",
+              "stone stones", "l liter liters litre litres", "ml milliliter milliliters millilitre millilitres",
+              "gallon gallons gal", "cup cups", "c celsius centigrade", "f fahrenheit", "k kelvin")
+_CANONICAL = {w: names.split()[0] for names in _SAME_UNIT for w in names.split()}
+
+
+def canonical_unit(unit: str) -> str:
+    """One name for each unit, to tell whether two units as written are the same (``metres`` and ``m``, ``°F``
+    and ``Fahrenheit``); a unit it does not know, :func:`unit_key`'s form."""
+    u = unit.casefold().lstrip("°").strip()
+    return _CANONICAL.get(u, unit_key(unit))
 
 
 def is_unit(name: str, sub: dict[str, Any]) -> bool:

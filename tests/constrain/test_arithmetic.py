@@ -54,3 +54,20 @@ def test_a_rate_written_with_a_slash_is_a_number_that_multiplies():
     p = expression_pattern(text)
     assert re.fullmatch(p, "37.5 * 64 + 120") and not re.fullmatch(p, "37.5 + 120")
     assert written_expressions("call 415-555-0138") == [] and implied_operators("call 415-555-0138") == ()
+
+
+def test_words_that_divide_subtract_or_multiply_measures():
+    assert implied_operators("if someone walked 25 km every day, how many days would it take?") == ("/",)
+    assert implied_operators("each box of tiles covers 1.44 square metres, room is 4.2m x 3.65m") == ("*", "/")
+    assert implied_operators("the tank is 120cm by 45cm by 50cm") == ("*",)
+    assert implied_operators("what year was it, and how many years ago is that from 2026?") == ("-",)
+    assert implied_operators("I have £1,240 left and 11 weeks to go") == ()  # an amount left: no subtraction
+    assert implied_operators("how much is left after 20,000?") == ("-",)
+    assert implied_operators("divide 98765 by 43") == ("/",)  # "by" between numbers alone measures nothing
+
+
+def test_a_word_that_puts_a_later_number_first_lets_an_owed_expression_take_any_order():
+    p = expression_pattern("1969\nhow many years ago is that from 2026?", must=[1969])
+    assert re.fullmatch(p, "2026 - 1969") and re.fullmatch(p, "1969 - 2026")
+    ordered = expression_pattern("1969\nhow many years is that plus 2026?", must=[1969])
+    assert not re.fullmatch(ordered, "2026 + 1969") and re.fullmatch(ordered, "1969 + 2026")

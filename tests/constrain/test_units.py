@@ -1,7 +1,7 @@
 """Units a text names, and unit arguments grounded to them (agentkit.constrain.units)."""
 
 from agentkit.constrain.ground import ground_arguments, pair_phrases
-from agentkit.constrain.units import dimension, is_unit, number_units, text_units, unit_mentions
+from agentkit.constrain.units import canonical_unit, dimension, is_unit, number_units, text_units, unit_mentions
 
 CONVERT = {"type": "object", "required": ["value", "from_unit", "to_unit"], "properties": {
     "value": {"type": "number"}, "from_unit": {"type": "string"}, "to_unit": {"type": "string"}}}
@@ -50,6 +50,14 @@ def test_a_text_with_fewer_than_two_units_grounds_no_conversion():
     assert set(ground_arguments(CONVERT, "Can you explain what a black hole is in one sentence?").ungrounded) \
         >= {"from_unit", "to_unit"}
     assert {"from_unit", "to_unit"} <= set(ground_arguments(CONVERT, "Convert 100 dollars to pounds.").ungrounded)
+
+
+def test_a_conversion_between_names_of_one_unit_or_of_two_dimensions_is_none():
+    assert canonical_unit("metres") == canonical_unit("m") == "m" and canonical_unit("°F") == canonical_unit("Fahrenheit")
+    for text in ("raised bed: 3.4m long, 1.75m wide, 0.3m deep. how many cubic metres of soil?",
+                 "the tank measures 120cm by 45cm by 50cm. How many litres does it hold?"):
+        assert {"from_unit", "to_unit"} <= set(ground_arguments(CONVERT, text).ungrounded), text
+    assert ground_arguments(CONVERT, "how many cm is 5 feet").ungrounded == []
 
 
 def test_a_unit_pair_is_held_to_one_dimension_the_first_from_unit_shares_with_a_to_unit():
