@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 
 from .dates import MONTH, WEEKDAY
+from .units import UNIT_NAMES
 
 __all__ = ["asks_fact", "query_spans"]
 
@@ -51,6 +52,7 @@ _TAIL = re.compile(r"(?:\s+(?:for me|for us|pls|please|online|first|again|actual
                    re.IGNORECASE)
 # a look-up's object named by a pronoun ("search it and settle this", "what time it closes")
 _PRONOUN_SUBJECT = re.compile(r"\b(?:it|it's|its|they|them|this|that)\b", re.IGNORECASE)
+_INTO_UNIT = re.compile(r"\s+(?:in|into|to)\s+([^\W\d_]+)$")
 # words any look-up has: a clause of these alone does not say what to look up ("the length first", "it for me")
 _GENERIC = frozenset({"a", "an", "the", "it", "its", "it's", "that", "this", "them", "they", "me", "us", "for", "of",
                       "is", "was", "are", "what", "how", "when", "who", "which", "length", "height", "long", "tall",
@@ -96,11 +98,14 @@ def _after_verb(clause: str) -> str:
 
 
 def _trim(clause: str) -> str:
-    """``clause`` without its asking words ("can you", "please") and its closing ones ("for me", "pls")."""
+    """``clause`` without its asking words ("can you", "please"), its closing ones ("for me", "pls") and a unit it
+    asks the answer in ("in feet": a conversion's, not the search's)."""
     out, previous = clause.strip(" ,"), None
     while out != previous:
         previous = out
         out = _TAIL.sub("", _LEAD.sub("", out)).strip(" ,")
+        unit = _INTO_UNIT.search(out)  # "how tall is the Eiffel Tower in feet": the feet are the next call's
+        out = out[:unit.start()] if unit and unit.group(1).lower() in UNIT_NAMES else out
     return out
 
 

@@ -194,7 +194,10 @@ class TokenConstraint:
         (th,) = state
         if th is END or th[0] != "lit":
             return None
-        text = self._lit_bytes[id(th[1])][th[2]:].decode("utf-8", errors="strict")
+        rest = self._lit_bytes[id(th[1])][th[2]:]
+        if rest and 0x80 <= rest[0] < 0xC0:  # inside a character (a token took its first bytes): its next byte alone
+            return next(iter(self.vocab.by_bytes.get(rest[:1], ())), None)
+        text = rest.decode("utf-8", errors="strict")
         pieces = self._pieces(text)
         assert b"".join(self.vocab.token_bytes[t] or b"" for t in pieces) == text.encode(), "pinned text must round-trip"
         if len(pieces) == 1 and self._spanning(th):  # the last piece may merge with what follows: the model decides

@@ -32,7 +32,9 @@ The rules (:class:`DecisionAsk` holds the options; the arithmetic is :mod:`agent
   request asks to search ("search", "look up", "online") or for a recorded fact ("how long is the amazon river?",
   "when was bitcoin created", :func:`agentkit.steps.lookup.asks_fact`, when no tool is covered) and a search tool
   is offered (a name with ``search``, ``lookup``, ``google`` or ``browse``), the first call is of that tool, whatever
-  the margin. An engine that cannot score leaves the choice to the
+  the margin. Where the margin calls, no tool is covered and the request asks for advice or an explanation, or
+  closes the conversation ("any tips for", "explain", "why does", "thanks": :func:`agentkit.steps.lookup.asks_advice`)
+  and asks for nothing present, a look-up or a fact, an answer. An engine that cannot score leaves the choice to the
   call decode.
 """
 
@@ -44,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .. import decide as scores_
-from .lookup import asks_fact, asks_lookup, asks_search, request_of, searches
+from .lookup import asks_advice, asks_fact, asks_lookup, asks_search, request_of, searches
 
 Chat = list[dict[str, str]]
 ToolMode = Literal["none", "forced", "auto"]
@@ -61,6 +63,7 @@ SERVED = "every value of the request was taken"
 COVERED = "the request fills a tool's arguments with typed values"
 LOOKUP = "the request asks for the present or a look-up"
 SEARCHED = "the request asks to search, or for a recorded fact, and a search tool is offered"
+ADVICE = "the request asks for advice or an explanation, or closes the conversation"
 
 
 @dataclass(frozen=True)
@@ -221,7 +224,7 @@ def _calibrated(ask: DecisionAsk) -> Generator[Score, dict[str, float], Decision
         return Decision(call, info["tool"] if call else None, {"by": "calibrated_scores", **labels, **info})
     call, tool, facts = yield from _first(ask, call, info, scores, baseline, names)
     return Decision(call, tool if call else None, {**facts, **labels, **info, "tool": tool} if call else
-                    {"by": "calibrated_scores", **labels, **info})
+                    {**labels, **info, "by": facts["by"]})
 
 
 def _first(ask: DecisionAsk, call: bool, info: dict[str, Any], scores: dict[str, float],
@@ -230,8 +233,10 @@ def _first(ask: DecisionAsk, call: bool, info: dict[str, Any], scores: dict[str,
     """The first decision of a run, after the margin's (``call``, ``info``): a covered tool's call where the
     margin answers, and where it calls, of a covered tool when there is one; else a call of a search tool (by its
     name, :func:`~agentkit.steps.lookup.searches`) where the request asks to search or for a recorded fact
-    (:func:`~agentkit.steps.lookup.asks_fact`); else, on a raw margin, a call where the request asks for the present
-    or a look-up and the calibrated margin calls. A call where the request asks to search is of a search tool.
+    (:func:`~agentkit.steps.lookup.asks_fact`); an answer where the margin calls but the request asks for advice or
+    an explanation, or closes the conversation (:func:`~agentkit.steps.lookup.asks_advice`) and asks for nothing
+    present; else, on a raw margin, a call where the request asks for the present or a look-up and the calibrated
+    margin calls. A call where the request asks to search is of a search tool.
     Returns (call, tool, how)."""
     request = request_of(ask.chat)
     covered = [t for t in names if t in ask.covered]
@@ -246,6 +251,8 @@ def _first(ask: DecisionAsk, call: bool, info: dict[str, Any], scores: dict[str,
                                                                           "covered": covered}
     elif not call and looks_up:
         call, facts = True, {"by": SEARCHED}
+    elif call and not covered and not looks_up and asks_advice(request) and not asks_lookup(request):
+        call, facts = False, {"by": ADVICE}
     elif not call and not ask.calibrate and asks_lookup(request):
         baseline = baseline if baseline is not None else (yield from _baseline(ask, [*names, ask.no_call]))
         call, live = scores_.calibrated(scores, baseline, names, ask.no_call)

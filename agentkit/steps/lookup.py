@@ -14,7 +14,10 @@ benchmark's six splits read so far (``evals/user_tools_decide.py``), with them t
 A request that asks to search, or asks for a fact recorded somewhere (:func:`asks_fact`: "how long is the amazon
 river?", "when was bitcoin created", "louvre opening hours??"), calls a search tool when one is offered, whatever the
 margin: a small model answers such a question with a guess, and held back on 12 of them in the splits read up to
-``blind9``.
+``blind9``. A request that asks for advice or an explanation, or closes the conversation (:func:`asks_advice`:
+"any tips for budgeting when you earn in one currency", "how do search engines decide", "nvm about the exchange
+rate thing"), is answered where the raw margin would call, unless a tool is covered or it asks for the present, a
+look-up or a fact: on the splits read up to ``blind9`` the raw margin called on 10 such requests that need no tool.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from collections.abc import Sequence
 
 from ..constrain.queries import asks_fact
 
-__all__ = ["asks_fact", "asks_lookup", "asks_search", "request_of", "searches"]
+__all__ = ["asks_advice", "asks_fact", "asks_lookup", "asks_search", "request_of", "searches"]
 
 _PRESENT = r"today|tonight|right now|(?<!for )now|rn|currently|at the moment|at present|current|latest|up to date"
 _LOOKUP = (r"search(?!\s+(?:results?|engines?|bars?|history|operators?))|web search|look\s+(?:\w+\s+)?up|lookup|online"
@@ -32,6 +35,21 @@ _LOOKUP = (r"search(?!\s+(?:results?|engines?|bars?|history|operators?))|web sea
 _ASKS = re.compile(r"\b(?:" + _PRESENT + "|" + _LOOKUP + r"|find out)\b", re.IGNORECASE)
 _SEARCH = re.compile(r"\b(?:" + _LOOKUP + r")\b", re.IGNORECASE)
 _SEARCH_TOOL = frozenset({"search", "lookup", "google", "browse"})
+
+
+# advice, an explanation, or a conversation's close: what the model answers itself ("any tips for budgeting when you
+# earn in one currency", "how do search engines decide", "nvm about the exchange rate thing")
+_ADVICE = re.compile(r"\b(?:explain|explanation|tips|any tip|advice|recommend\w*|suggest\w*|should i|good way|best way"
+                     r"|a trick|what do(?:es)? (?:they|it|that|people) mean|why (?:do|does|is|are|can't|cannot|don't)"
+                     r"|how (?:do|does) (?!i\b|you\b|we\b)\w+(?: \w+)? (?:work|decide|get decided|know)"
+                     r"|no worries|nvm|never mind|sorted it|appreciate|thanks|thank you|cheers)\b", re.IGNORECASE)
+
+
+def asks_advice(request: str) -> bool:
+    """Whether ``request`` asks for advice or an explanation, or closes the conversation, in words ("any tips for",
+    "explain", "why does", "should I", "thanks"): a request the model answers itself unless its typed values fill a
+    tool or it asks for the present, a look-up or a recorded fact."""
+    return bool(_ADVICE.search(request))
 
 
 def asks_lookup(request: str) -> bool:

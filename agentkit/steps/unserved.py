@@ -135,7 +135,7 @@ def untaken(said: Sequence[Mention], made: str) -> list[Mention]:
 def asked_fields(request: str, results: Sequence[str]) -> list[Mention]:
     """The string values of the tool ``results`` (JSON objects, nested ones and lists of them too) whose key the
     ``request`` names: "what's the weather in the city I'm going to" names ``city``, so a calendar's ``"city":
-    "Madrid"`` is asked for; a place word ("there", "wherever it is", "where I'm headed") names a place's keys
+    "Madrid"`` is asked for; a place word ("there", "wherever it is", "where I'm headed", "the destination") names a place's keys
     (``city``, ``location``...). Each is a ``field`` mention, taken only by an argument of the same name."""
     words = {w.casefold() for w in re.findall(r"[^\W\d_]+", request)}
     if words & _PLACE_WORDS:  # "what's the weather like there", "wherever it is": a result's place
@@ -159,7 +159,8 @@ def asked_fields(request: str, results: Sequence[str]) -> list[Mention]:
     return out
 
 
-_PLACE_WORDS = frozenset({"there", "where", "wherever", "somewhere", "anywhere", "headed", "heading"})
+_PLACE_WORDS = frozenset({"there", "where", "wherever", "somewhere", "anywhere", "headed", "heading", "destination",
+                          "venue"})
 _PLACE_KEYS = frozenset({"city", "town", "place", "location", "destination"})
 
 

@@ -246,3 +246,17 @@ def test_exponent_forms_a_model_may_write_can_be_finished():
     assert not compile_schema_uncached({"type": "integer"}).matches("1e6")
     for text in ("1e-9", "1e-3", "2.5e+6", "1e6"):
         assert json.loads(text) == float(text)
+
+
+def test_a_literal_entered_inside_a_character_pins_its_remaining_bytes(tiny):
+    """A token may take the first bytes of a pinned character (an emoji in an enum's one value): what is pinned
+    next is the character's next byte, not a decode error."""
+    tpl = compile_schema_uncached({"type": "string", "enum": ["ok 🙄 now"]})
+    c = tiny.constraint(tpl)
+    state = c.start()
+    data = b'"ok ' + "🙄".encode()[:1]
+    for b in data:
+        state = c.advance(state, c.vocab.by_bytes[bytes([b])][0])
+        assert state is not None
+    forced = c.forced(state)
+    assert forced and b"".join(c.vocab.token_bytes[t] for t in forced).startswith("🙄".encode()[1:])

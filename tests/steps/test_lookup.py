@@ -1,7 +1,7 @@
 """A request that asks for the present or a look-up (agentkit.steps.lookup) and the decision it moves."""
 
-from agentkit.steps.decision import LOOKUP, SEARCHED, DecisionAsk, decide
-from agentkit.steps.lookup import asks_fact, asks_lookup, asks_search, request_of, searches
+from agentkit.steps.decision import ADVICE, LOOKUP, SEARCHED, DecisionAsk, decide
+from agentkit.steps.lookup import asks_advice, asks_fact, asks_lookup, asks_search, request_of, searches
 
 
 def test_the_present_and_a_look_up_are_asked_in_words():
@@ -77,3 +77,19 @@ def test_a_question_for_a_recorded_fact_calls_a_search_tool_whatever_the_margin(
     assert _decided(ask("how long is the amazon river?", ["get_weather"]),
                     {"respond": -0.1, "get_weather": -3.0}).call is False  # no search tool: the margin stands
     assert _decided(ask("I love rainy weather"), answers, BASELINE).call is False
+
+
+def test_advice_an_explanation_or_thanks_is_answered_where_the_margin_calls_and_no_tool_is_covered():
+    for text in ("Any tips for budgeting when you earn in one currency?", "How do search engines decide what's first?",
+                 "nvm about the exchange rate thing, sorted it", "explain compound interest to me like im 12"):
+        assert asks_advice(text), text
+    for text in ("Is it snowing in Reykjavik?", "dinner was $86.40, add an 18% tip", "search the marathon record"):
+        assert not asks_advice(text), text
+    ask = lambda text, covered=(): DecisionAsk("auto", [{"role": "user", "content": text}], NAMES, "respond", "h",
+                                               calibrate=False, covered=covered)
+    calls = {"respond": -3.0, "get_weather": -0.5, "web_search": -2.0}  # the raw margin calls
+    advice = _decided(ask("What's a good way to layer clothes when the weather flips between sun and drizzle?"),
+                      calls, BASELINE)
+    assert (advice.call, advice.info["by"]) == (False, ADVICE)
+    assert _decided(ask("Should I bring a coat to Helsinki today? What's the weather?"), calls, BASELINE).call
+    assert _decided(ask("Any tips for Oslo in March?", ("get_weather",)), calls, BASELINE).call  # covered: a call

@@ -106,6 +106,8 @@ def test_a_result_value_the_request_names_by_its_key_is_owed_to_an_argument_of_t
     assert unserved(request, '{"date": "March 5"} {"city": "Madrid"}', [result]) == []
     there = "Anything on March 5? If I'm travelling, what's the weather doing there?"  # a place word asks for it
     assert [m.text for m in unserved(there, '{"date": "March 5"}', [result])] == ["Madrid"]
+    headed = "flying out on march 5. whats in my calendar that day, and hows the weather at the destination"
+    assert [m.text for m in unserved(headed, '{"date": "march 5"}', [result])] == ["Madrid"]
     assert unserved("Anything on March 5?", '{"date": "March 5"}', [result]) == []
 
 
