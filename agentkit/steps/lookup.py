@@ -39,8 +39,8 @@ _SEARCH_TOOL = frozenset({"search", "lookup", "google", "browse"})
 
 # advice, an explanation, or a conversation's close: what the model answers itself ("any tips for budgeting when you
 # earn in one currency", "how do search engines decide", "nvm about the exchange rate thing")
-_ADVICE = re.compile(r"\b(?:explain|explanation|tips|any tip|advice|recommend\w*|suggest\w*|should i|good way|best way"
-                     r"|a trick|what do(?:es)? (?:they|it|that|people) mean|why (?:do|does|is|are|can't|cannot|don't)"
+_ADVICE = re.compile(r"(?:^|[.?!]\s*|\byou |\bu )(?:recommend|suggest|should i)\b|\b(?:what|how)(?: else)? should i\b"
+                     r"|\b(?:explain|explanation|tips|any tip|advice|good way|best way|a trick|what do(?:es)? (?:they|it|that|people) mean|why (?:do|does|is|are|can't|cannot|don't)"
                      r"|how (?:do|does) (?!i\b|you\b|we\b)\w+(?: \w+)? (?:work|decide|get decided|know)"
                      r"|no worries|nvm|never mind|sorted it|appreciate|thanks|thank you|cheers)\b", re.IGNORECASE)
 
