@@ -55,6 +55,7 @@ from .dates import WEEKDAY, date_mentions, day_phrases, text_dates
 from .fences import Fence, field_fence, is_proper, is_thing, name_runs
 from .nodes import Choice, Node, Repeat, Seq, Slot, Template, slots
 from .numbers import digit_mentions, number_mentions, text_numbers
+from .places import place_spans
 from .queries import query_spans
 from .units import canonical_unit, dimension, is_unit, number_units, text_units, unit_key, unit_mentions
 
@@ -560,9 +561,9 @@ def _string(name: str, sub: dict[str, Any], ptr: str, text: str, kinds: frozense
         return _enum(sub, day_phrases(text), ptr, "date", out)
     if _is_expression(name, sub) and "expression" in kinds and "pattern" not in sub and not sub.get("format"):
         return _expression(sub, ptr, text, out)
-    queries = query_spans(text) if _is_query(name) and "query" in kinds and "pattern" not in sub else []
-    if queries and not sub.get("format"):  # the clause that asks for the look-up, else the request's spans
-        return _enum(sub, queries, ptr, "query", out) or _string(name, sub, ptr, text, kinds - {"query"}, out)
+    spans = _clauses(name, text) if "query" in kinds and "pattern" not in sub and not out.fenced else []
+    if spans and not sub.get("format"):  # a query's clause, a place's name; else the request's spans
+        return _enum(sub, spans, ptr, "string", out) or _string(name, sub, ptr, text, kinds - {"query"}, out)
     if "string" not in kinds or sub.get("format") not in (None, "email"):
         return _plain(name, sub, ptr, text, out)
     shape = "email" if sub.get("format") == "email" else _shape(name)
@@ -605,6 +606,18 @@ def _expression(sub: dict[str, Any], ptr: str, text: str, out: Grounding) -> dic
 
 
 _QUERY_WORDS = frozenset({"query", "q", "search", "keywords", "keyword", "topic", "term", "terms"})
+
+
+_PLACE_WORDS = frozenset({"city", "town", "location", "place", "destination", "country", "region", "where"})
+
+
+def _clauses(name: str, text: str) -> list[str]:
+    """What a query argument (:func:`~agentkit.constrain.queries.query_spans`) or a place argument (``city``,
+    ``location``: :func:`~agentkit.constrain.places.place_spans`) takes from ``text`` (empty: its spans)."""
+    words = {w.lower() for w in name_words(name)}
+    if _QUERY_WORDS & words:
+        return query_spans(text)
+    return place_spans(text) if _PLACE_WORDS & words else []
 
 
 def _is_query(name: str) -> bool:

@@ -1,0 +1,88 @@
+"""The places a request names: a place argument's choices (``city``, ``location``, ``destination``).
+
+A small model holding a ``city`` argument to the request's spans picks a span near the question's end, not the
+place: ``get_weather(city="the skytrain")`` for "in bangkok, about to head out. is it storming right now or nah?
+deciding between a tuk tuk and the skytrain", ``"pls"`` and ``"the temp in denver"`` for "whats the temp in denver
+right now? in fahrenheit pls". :func:`place_spans` gives the spans a place is written as, each a span of the request:
+
+- a name written with capitals inside a sentence ("Zurich", "Rio de Janeiro", "LA"), not a weekday, a month or a
+  unit;
+- the word after a place's preposition (``in``, ``at``, ``from``, ``near``, ``visiting``) that is no function word,
+  number, time word, unit, currency or language (two words for "new york", "san francisco"): "bangkok" in "in
+  bangkok, about to head out", "seattle" in "a run in seattle in like 20 min";
+- in a text that starts in lowercase, a sentence's first word of that kind ("helsinki weather please").
+
+None: the request names no place that way, and the argument keeps the request's spans.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .dates import MONTH, WEEKDAY
+from .units import UNIT_NAMES
+
+__all__ = ["place_spans"]
+
+_PREPOSITION = re.compile(r"\b(?:in|at|from|near|around|visiting|outside|between|(?:trip|fly\w*|go\w*|head\w*|mov\w*"
+                          r"|travel\w*|driv\w*|way|back|off)\s+to)\s+", re.IGNORECASE)
+_OR = re.compile(r"\s+(?:or|and|vs\.?|versus)\s+", re.IGNORECASE)  # "oslo or helsinki": the second place too
+_WORD = re.compile(r"[^\W\d_][\w'-]*")
+# the first words of two-word places written in lowercase ("new york", "san francisco", "hong kong")
+_TWO_WORD = frozenset({"new", "san", "santa", "los", "las", "hong", "buenos", "rio", "saint", "st", "kuala", "tel",
+                       "cape", "abu", "ho", "sao", "são", "mexico", "salt", "el", "la", "le", "port"})
+# words that follow a place's preposition, or start a sentence, without naming a place ("in like 20 min", "at idle",
+# "in plain english", "whats the temp")
+_NOT_PLACE_WORDS = """
+a an the my your our his her their this that these those it its me you us them him like about some any all each
+every one two few case time min mins minute minutes hour hours hrs day days week weeks month months year years
+morning afternoon evening night tonight today tomorrow yesterday now rn atm pls please lol tho though work home bed
+school office total person people advance general order fact mind terms dollars euros pounds yen francs rupees pesos
+kronor usd eur gbp jpy chf cad aud inr mxn brl sek cash be do go get see check make take find look know plan pay buy
+convert figure spend bring wear head and or but so if when where what whats what's which who how why is are was i
+i'm im we they there here weather temp temperature rain snow sun degrees celsius fahrenheit search google calendar
+bill tip half share whole end start can could would will should shall did does has have had hey hi hello ok okay
+quick q just also still plain simple english french spanish portuguese german italian japanese chinese american
+americans british chaos idle theory practice general particular real life public private in at for from to on of
+with by near vs can't don't won't isn't keeps we're you're they're it's i've i'll i'd let's
+"""
+_NOT_PLACES = frozenset(_NOT_PLACE_WORDS.split())
+
+
+def place_spans(text: str) -> list[str]:
+    """The spans of ``text`` a place is written as (the module says which), in order, each once."""
+    found = [(m.start(), m.group()) for m in _capitalised(text)]
+    starts = [m.end() for m in _PREPOSITION.finditer(text)]
+    if text[:1].islower():  # a writer who does not capitalise may start with the place ("helsinki weather please")
+        starts += [m.end() for m in re.finditer(r"(?:^|[.?!]\s+)(?=[^\W\d_])", text)]
+    for start in starts:
+        first = _WORD.match(text, start)
+        if first is None or not _names_place(first.group()) or first.group().lower().endswith("ing"):
+            continue
+        found.append((first.start(), first.group()))
+        other = _OR.match(text, first.end())
+        word = _WORD.match(text, other.end()) if other is not None else None
+        if word is not None and _names_place(word.group()) and word.group()[0].isupper() == first.group()[0].isupper():
+            found.append((word.start(), word.group()))
+        second = _WORD.match(text, first.end() + 1) if text[first.end():first.end() + 1] == " " else None
+        if second is not None and first.group().lower() in _TWO_WORD and _names_place(second.group()):
+            found.append((first.start(), text[first.start():second.end()]))
+    return list(dict.fromkeys(v for _, v in sorted(found)))
+
+
+def _names_place(word: str) -> bool:
+    low = word.lower().strip(".'")
+    return bool(low) and low not in _NOT_PLACES and low not in UNIT_NAMES and not re.fullmatch(
+        WEEKDAY + "|" + MONTH, low, re.IGNORECASE)
+
+
+def _capitalised(text: str) -> list[re.Match[str]]:
+    """The runs of capitalised words inside ``text``'s sentences, not a sentence's first word alone."""
+    out = []
+    for m in re.finditer(r"\b[A-Z][\w'-]*(?:\s+(?:de\s+|del\s+|of\s+|la\s+)?[A-Z][\w'-]*)*", text):
+        before = text[:m.start()].rstrip()
+        if (not before or before[-1] in ".?!\n") or not _names_place(m.group().split()[0]) or len(m.group()) < 2:
+            continue
+        if not re.fullmatch(r"I(?:'\w+)?", m.group()):
+            out.append(m)
+    return out

@@ -1,0 +1,26 @@
+"""The places a request names (agentkit.constrain.places) and the place argument they ground."""
+
+from agentkit.constrain.ground import ARGUMENT_KINDS, ground_schema
+from agentkit.constrain.places import place_spans
+
+CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+
+
+def test_a_place_is_a_capitalised_name_or_the_word_after_a_place_preposition():
+    assert place_spans("in bangkok, about to head out. is it storming right now or nah? deciding on the skytrain") == [
+        "bangkok"]
+    assert place_spans("whats the temp in denver right now? in fahrenheit pls") == ["denver"]  # no unit, no "pls"
+    assert place_spans("a run in seattle in like 20 min") == ["seattle"]
+    assert place_spans("Same laptop is 1,199 CHF in Zurich and £1,099 in London.") == ["Zurich", "London"]
+    assert place_spans("we're torn between oslo and reykjavik. which one's colder?") == ["oslo", "reykjavik"]
+    assert place_spans("flying to new york on friday") == ["new", "new york"]
+    assert place_spans("helsinki weather please") == ["helsinki"]  # a writer who does not capitalise
+    assert place_spans("How do I say thank you in French?") == [] and place_spans("I love rainy weather") == []
+
+
+def test_a_city_argument_takes_the_places_else_the_spans():
+    got = ground_schema(CITY, "whats the temp in denver right now? in fahrenheit pls", kinds=ARGUMENT_KINDS,
+                        fenced=False)
+    assert got.schema["properties"]["city"]["enum"] == ["denver"]
+    spans = ground_schema(CITY, "how sticky is mumbai rn?", kinds=ARGUMENT_KINDS, fenced=False)
+    assert "enum" not in spans.schema["properties"]["city"]
