@@ -72,7 +72,7 @@ def place_spans(text: str) -> list[str]:
 
 def _names_place(word: str) -> bool:
     low = word.lower().strip(".'")
-    return bool(low) and low not in _NOT_PLACES and low not in UNIT_NAMES and not re.fullmatch(
+    return len(low) > 1 and low not in _NOT_PLACES and low not in UNIT_NAMES and not re.fullmatch(
         WEEKDAY + "|" + MONTH, low, re.IGNORECASE)
 
 

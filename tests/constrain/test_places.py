@@ -11,6 +11,7 @@ def test_a_place_is_a_capitalised_name_or_the_word_after_a_place_preposition():
         "bangkok"]
     assert place_spans("whats the temp in denver right now? in fahrenheit pls") == ["denver"]  # no unit, no "pls"
     assert place_spans("a run in seattle in like 20 min") == ["seattle"]
+    assert place_spans("what's it like in cairo right now, in F?") == ["cairo"]  # a unit's letter is no place
     assert place_spans("Same laptop is 1,199 CHF in Zurich and £1,099 in London.") == ["Zurich", "London"]
     assert place_spans("we're torn between oslo and reykjavik. which one's colder?") == ["oslo", "reykjavik"]
     assert place_spans("flying to new york on friday") == ["new", "new york"]
