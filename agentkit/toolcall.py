@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .constrain.canonical import JsonStyle, json_style
+from .constrain.dates import resolved_days
 from .constrain.ground import text_currencies
 from .constrain.nodes import Choice, Lit, Repeat, Template, json_lines, seq
 from .constrain.numbers import text_numbers
@@ -268,7 +269,8 @@ def sources_of(messages: Sequence[dict[str, Any]]) -> str:
 def call_grounded(args: Any, text: str) -> bool:
     """Whether a call takes at least one of its argument values from ``text`` (the conversation's user and tool
     messages): a string found there whole (case aside), one of its words of three or more letters or digits, a
-    currency code the text names (``SEK`` for "Swedish kronor"), or one of its numbers the text writes (an
+    currency code the text names (``SEK`` for "Swedish kronor"), a day it names as its ISO date (``2026-03-05`` for
+    "thursday", :func:`~agentkit.constrain.dates.resolved_days`), or one of its numbers the text writes (an
     expression ``7.25% * 18400`` for "18,400"); a number the text writes (``$1,200``, ``5000`` for "5k", spelled
     out under a hundred). A call with nothing to check (no arguments, only booleans or nulls) is grounded. On BFCL's 600 questions 590 ground-truth calls pass (each argument's
     first allowed value); a 135M model asked "What is the capital of France?" with a triangle tool calls it with
@@ -279,6 +281,7 @@ def call_grounded(args: Any, text: str) -> bool:
     numbers = functools.cache(lambda: {float(n) for n in source_numbers(text.encode())}
                               | {float(n) for n in text_numbers(text)})
     codes = functools.cache(lambda: set(text_currencies(text)))
+    days = functools.cache(lambda: set(resolved_days(text)))
     for v in scalar_leaves(args):
         if isinstance(v, str) and v.strip():
             checked = True
@@ -286,6 +289,8 @@ def call_grounded(args: Any, text: str) -> bool:
             if s in low or any(w in low for w in _WORD.findall(s)) or v.strip().upper() in codes():
                 return True
             if any(float(n) in numbers() for n in source_numbers(v.encode())):  # "7.25% * 18400" for "18,400"
+                return True
+            if v.strip() in days():  # "2026-03-05" for "thursday"
                 return True
         elif isinstance(v, int | float) and not isinstance(v, bool):
             checked = True

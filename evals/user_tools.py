@@ -10,6 +10,8 @@ all six, run through the SDK's ``Agent`` or through ``agentkit serve`` with the 
 raw; ``default`` as the weights declare (``agentkit.decide.calibrates``: raw for the loop adapter, calibrated for
 weights that declare nothing).
 ``--lora none``: the weights as loaded. ``--url``: a running server (else one is started on ``--port``). Rows are written as they finish; a rerun with the same ``--out`` resumes.
+The run sets ``AGENTKIT_TODAY`` to the calendar's today (2026-03-02, a Monday), as a user's machine has its own
+date: "thursday" is 2026-03-05. A server given with ``--url`` must be started with it.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agentkit.evals.user_tools import BY_NAME, SPLITS, TOOLS, load_tasks, score_run, summary
+from agentkit.evals.user_tools import BY_NAME, SPLITS, TODAY, TOOLS, load_tasks, score_run, summary
 
 DATA = Path(__file__).resolve().parent / "user_tools" / "tasks.jsonl"
 
@@ -109,6 +111,7 @@ def main() -> None:
     ap.add_argument("--data", default=str(DATA))
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
+    os.environ["AGENTKIT_TODAY"] = TODAY  # the calendar's today: the agent (and a server started here) reads days by it
     out = Path(args.out)
     rows = {r["id"]: r for r in json.loads(out.read_text())["rows"]} if out.is_file() else {}
     tasks = load_tasks(args.data, args.split)[: args.limit]

@@ -1,13 +1,18 @@
 """The dates and days a text writes: full dates as ISO ``YYYY-MM-DD`` (:func:`text_dates`, :func:`date_mentions`)
 and, for a tool's date argument, the days it names otherwise (:func:`day_phrases`: ``tomorrow``, ``next Friday``,
-``March 5``, ``the 14th``)."""
+``March 5``, ``the 14th``), each resolved against today where it names one day (:func:`resolve_day`: ``thursday``
+is the coming Thursday, ``the 20th`` this month's or next month's).
+
+Today is the machine's date, or ``AGENTKIT_TODAY`` (``YYYY-MM-DD``) where it is set: an environment whose calendar
+has its own today (a benchmark's, a test's) sets it."""
 
 from __future__ import annotations
 
+import os
 import re
-from datetime import date
+from datetime import date, timedelta
 
-__all__ = ["WEEKDAY", "date_mentions", "day_phrases", "text_dates"]
+__all__ = ["WEEKDAY", "date_mentions", "day_phrases", "resolve_day", "resolved_days", "text_dates", "today"]
 
 _MONTHS = {m: i + 1 for i, m in enumerate(["january", "february", "march", "april", "may", "june", "july", "august",
                                            "september", "october", "november", "december"])}
@@ -46,9 +51,72 @@ def date_mentions(text: str) -> list[tuple[int, int, str]]:
 WEEKDAY = r"(?:mon|tues|wednes|thurs|fri|satur|sun)day"
 MONTH = _MON  # a month's name or its short form
 _PHRASES = re.compile(  # a day said without a full date: relative, a weekday, a day and month without the year
-    r"\b(?:today|tomorrow|yesterday|tonight|the day after tomorrow|(?:(?:next|this|last|coming)\s+)?" + WEEKDAY
+    r"\b(?:today|tomorrow|tmrw|tmr|tomoz|yesterday|tonight|the day after tomorrow|(?:(?:next|this|last|coming)\s+)?" + WEEKDAY
     + r"|(?:next|this|last)\s+(?:week|month)|(?:(?:next|this|last)\s+)?weekend|" + _MON + r"\s+" + _DAY + r"|(?:the\s+)?" + _DAY
     + r"(?:\s+of)?\s+" + _MON + r"|the\s+\d{1,2}(?:st|nd|rd|th))\b", re.IGNORECASE)
+
+
+_TODAY_VAR = "AGENTKIT_TODAY"
+_RELATIVE = {"today": 0, "tonight": 0, "tomorrow": 1, "tmrw": 1, "tmr": 1, "tomoz": 1, "yesterday": -1,
+             "the day after tomorrow": 2}
+_WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+
+
+def today() -> date:
+    """Today: ``AGENTKIT_TODAY`` where it is set (a ``UserError`` if it is no ``YYYY-MM-DD``), else the machine's."""
+    from ..errors import UserError
+
+    pinned = os.environ.get(_TODAY_VAR, "").strip()
+    if not pinned:
+        return date.today()
+    try:
+        return date.fromisoformat(pinned)
+    except ValueError:
+        raise UserError(f"{_TODAY_VAR}={pinned!r} is not a date as YYYY-MM-DD") from None
+
+
+def resolve_day(phrase: str, on: date | None = None) -> str | None:
+    """The ISO date ``phrase`` (a :func:`day_phrases` phrase) names on the day ``on`` (default :func:`today`), or
+    None when it names no one day ("next week", "the weekend"): ``today``, ``tomorrow`` (``tmrw``), a weekday (``this
+    Friday``, ``next tuesday``: the coming one, after ``on``), ``March 5`` (the coming one), ``the 14th`` (this
+    month's, or next month's once it has passed)."""
+    on = on or today()
+    low = re.sub(r"\s+", " ", phrase.strip().lower())
+    if low in _RELATIVE:
+        return (on + timedelta(days=_RELATIVE[low])).isoformat()
+    day = re.fullmatch(r"(?:(?:this|next|coming) )?(" + WEEKDAY + ")", low)
+    if day:
+        ahead = (_WEEKDAYS.index(day.group(1)) - on.weekday()) % 7 or (7 if low.startswith("next") else 0)
+        return (on + timedelta(days=ahead)).isoformat()
+    nth = re.fullmatch(r"the (\d{1,2})(?:st|nd|rd|th)", low)
+    if nth:
+        return _upcoming(on, on.month, int(nth.group(1)), by_month=True)
+    m = re.fullmatch(_MON + r" " + _DAY, low) or re.fullmatch(r"(?:the )?" + _DAY + r"(?: of)? " + _MON, low)
+    if m:
+        month_word, number = (m.group(1), m.group(2)) if not m.group(1).isdigit() else (m.group(2), m.group(1))
+        return _upcoming(on, _MONTHS[month_word.rstrip(".")], int(number))
+    return None
+
+
+def _upcoming(on: date, month: int, day: int, by_month: bool = False) -> str | None:
+    """The first date with ``day`` (and ``month``) on or after ``on``: this month's or the next (``by_month``),
+    this year's or the next."""
+    for step in range(2):
+        m, y = ((on.month + step - 1) % 12 + 1, on.year + (on.month + step - 1) // 12) if by_month \
+            else (month, on.year + step)
+        try:
+            d = date(y, m, day)
+        except ValueError:
+            continue
+        if d >= on:
+            return d.isoformat()
+    return None
+
+
+def resolved_days(text: str, on: date | None = None) -> list[str]:
+    """The ISO dates of the days ``text`` names (:func:`day_phrases`, each resolved: :func:`resolve_day`)."""
+    return list(dict.fromkeys(d for p in day_phrases(text) for d in [resolve_day(p, on) if not re.fullmatch(
+        r"\d{4}-\d{2}-\d{2}", p) else p] if d))
 
 
 def day_phrases(text: str) -> list[str]:

@@ -51,7 +51,7 @@ from typing import Any
 
 from ..errors import UserError
 from .arithmetic import expression_pattern, written_expressions
-from .dates import WEEKDAY, date_mentions, day_phrases, text_dates
+from .dates import WEEKDAY, date_mentions, day_phrases, resolve_day, text_dates
 from .fences import Fence, field_fence, is_proper, is_thing, name_runs
 from .nodes import Choice, Node, Repeat, Seq, Slot, Template, slots
 from .numbers import digit_mentions, number_mentions, text_numbers
@@ -558,7 +558,7 @@ def _string(name: str, sub: dict[str, Any], ptr: str, text: str, kinds: frozense
     if is_unit(name, sub) and "unit" in kinds and "pattern" not in sub and not sub.get("format"):
         return _enum(sub, text_units(text), ptr, "unit", out)
     if _is_day(name) and "day" in kinds and "pattern" not in sub and not sub.get("format"):
-        return _enum(sub, day_phrases(text), ptr, "date", out)
+        return _enum(sub, list(dict.fromkeys(resolve_day(d) or d for d in day_phrases(text))), ptr, "date", out)
     if _is_expression(name, sub) and "expression" in kinds and "pattern" not in sub and not sub.get("format"):
         return _expression(sub, ptr, text, out)
     spans = _clauses(name, text) if "query" in kinds and "pattern" not in sub and not out.fenced else []

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..constrain.arithmetic import asks_arithmetic, expression_pattern, word_problem
-from ..constrain.dates import date_mentions, day_phrases
+from ..constrain.dates import WEEKDAY, date_mentions, day_phrases
 from ..constrain.ground import currency_mentions, ground_arguments, is_currency, text_currencies
 from ..constrain.numbers import digit_mentions, number_mentions, text_numbers
 from ..constrain.units import is_unit, text_units, unit_key, unit_mentions
@@ -212,7 +212,7 @@ def covering(tools: Sequence[tuple[str, dict[str, Any] | None]], request: str, s
     already read."""
     typed: dict[str, set[Any]] = {}
     for m in mentions(request) if said is None else said:
-        if m.kind != "day" or names_a_date(m):
+        if m.kind != "day" or names_a_date(m, request):
             typed.setdefault(m.kind, set()).add(_key(m.kind, m.value))
     filled = {"number": "number", "date": "day", "currency": "currency", "unit": "unit"}
     full: list[tuple[str, bool]] = []  # (a tool whose typed arguments are filled, whether it takes an expression)
@@ -230,16 +230,22 @@ def covering(tools: Sequence[tuple[str, dict[str, Any] | None]], request: str, s
     return out or tuple(name for name, expression in full if expression and word_problem(request))
 
 
-_RELATIVE_DAYS = frozenset({"tomorrow", "yesterday", "the day after tomorrow"})
+_RELATIVE_DAYS = frozenset({"tomorrow", "tmrw", "tmr", "tomoz", "yesterday", "the day after tomorrow"})
+# a request about the user's own days ("anything on my plate thursday?", "am i free friday evening?")
+_SCHEDULE = re.compile(r"\b(?:calendar|schedule|diary|agenda|booked|plans|free|busy|on my plate|what(?:'s| is) on"
+                       r"|what do i have|what have i got|anything on|do i have anything|have i got anything)\b",
+                       re.IGNORECASE)
 
 
-def names_a_date(day: Mention) -> bool:
-    """Whether a ``day`` mention names one date by itself: a date (``March 6``, ``the 20th of March``,
-    ``2026-03-05``, ``the 14th``) or ``tomorrow``. A weekday or a span names none ("a job interview on Thursday",
-    "a rhyme about Monday mornings", "a novel to read this weekend"): over the user-tool benchmark's first five
-    splits (230 tasks) no question that needed the calendar named its day that way, and every one that did was a
-    question that did not."""
-    return any(c.isdigit() for c in day.text) or day.text.casefold() in _RELATIVE_DAYS
+def names_a_date(day: Mention, request: str = "") -> bool:
+    """Whether a ``day`` mention names one date: a date (``March 6``, ``the 20th of March``, ``2026-03-05``, ``the
+    14th``) or ``tomorrow``, by itself; a weekday (``thursday``, ``this Friday``) where the ``request`` asks about the
+    user's own days ("anything on my plate thursday?", "am i free friday evening?"). Elsewhere a weekday or a span
+    names none ("a job interview on Thursday", "a rhyme about Monday mornings", "a novel to read this weekend")."""
+    if any(c.isdigit() for c in day.text) or day.text.casefold() in _RELATIVE_DAYS:
+        return True
+    return bool(re.fullmatch(r"(?:(?:this|next|coming)\s+)?" + WEEKDAY, day.text, re.IGNORECASE)) \
+        and bool(_SCHEDULE.search(request))
 
 
 def operands(request: str, left: Sequence[Mention], results: Sequence[str], made: str) -> str:

@@ -78,11 +78,14 @@ def test_days_and_currencies_as_a_user_writes_them():
     assert text_currencies("I'd like to try it in all the cafes") == []  # lowercase codes only after an amount or "to"
 
 
-def test_the_argument_kinds_apply_to_tool_arguments_only():
+def test_the_argument_kinds_apply_to_tool_arguments_only(monkeypatch):
+    monkeypatch.setenv("AGENTKIT_TODAY", "2026-03-02")
     schema = {"type": "object", "properties": {"date": {"type": "string"}}, "required": ["date"]}
     assert ground_schema(schema, "see you tomorrow").kinds == {"/date": "string"}  # extract: a span
     g = ground_schema(schema, "see you tomorrow", kinds=ARGUMENT_KINDS)
-    assert g.kinds == {"/date": "date"} and g.schema["properties"]["date"]["enum"] == ["tomorrow"]
+    assert g.kinds == {"/date": "date"} and g.schema["properties"]["date"]["enum"] == ["2026-03-03"]  # today's next
+    weeks = ground_schema(schema, "anything on next week?", kinds=ARGUMENT_KINDS)
+    assert weeks.schema["properties"]["date"]["enum"] == ["next week"]  # no one day: as written
 
 
 def test_the_call_template_takes_its_values_from_the_sources():

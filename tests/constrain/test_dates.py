@@ -1,0 +1,44 @@
+"""Days a text names, resolved against today (agentkit.constrain.dates), and what reads them."""
+
+from datetime import date
+
+import pytest
+
+from agentkit.constrain.dates import resolve_day, resolved_days, today
+from agentkit.errors import UserError
+from agentkit.steps.unserved import Mention, names_a_date
+from agentkit.toolcall import call_grounded
+
+MONDAY = date(2026, 3, 2)
+
+
+def test_a_day_phrase_is_the_date_it_names_on_a_given_day():
+    got = {p: resolve_day(p, MONDAY) for p in ("today", "tmrw", "thursday", "this Friday", "Monday", "the 20th",
+                                                 "the 1st", "March 20", "20th of March", "jan 5", "next week")}
+    assert got == {"today": "2026-03-02", "tmrw": "2026-03-03", "thursday": "2026-03-05", "this Friday": "2026-03-06",
+                   "Monday": "2026-03-02", "the 20th": "2026-03-20", "the 1st": "2026-04-01",
+                   "March 20": "2026-03-20", "20th of March": "2026-03-20", "jan 5": "2027-01-05", "next week": None}
+    assert resolved_days("dinner this friday? and the 20th", MONDAY) == ["2026-03-06", "2026-03-20"]
+
+
+def test_today_is_pinned_by_the_environment_and_a_bad_pin_is_a_typed_error(monkeypatch):
+    monkeypatch.setenv("AGENTKIT_TODAY", "2026-03-02")
+    assert today() == MONDAY and resolve_day("thursday") == "2026-03-05"
+    monkeypatch.setenv("AGENTKIT_TODAY", "March 2")
+    with pytest.raises(UserError, match="AGENTKIT_TODAY"):
+        today()
+    monkeypatch.delenv("AGENTKIT_TODAY")
+    assert today() == date.today()
+
+
+def test_a_weekday_names_a_date_where_the_request_asks_about_the_users_days():
+    friday = Mention("day", "friday", "friday")
+    assert names_a_date(friday, "am i free friday evening?") and names_a_date(friday, "anything on my plate friday?")
+    assert not names_a_date(friday, "a job interview on friday, any tips?") and not names_a_date(friday)
+    assert names_a_date(Mention("day", "tmrw", "tmrw"))
+
+
+def test_a_call_with_the_iso_date_of_a_day_the_text_names_is_grounded(monkeypatch):
+    monkeypatch.setenv("AGENTKIT_TODAY", "2026-03-02")
+    assert call_grounded({"date": "2026-03-05"}, "anything on my plate thursday?")
+    assert not call_grounded({"date": "2026-03-09"}, "anything on my plate thursday?")
