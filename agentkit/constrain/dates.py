@@ -53,7 +53,7 @@ MONTH = _MON  # a month's name or its short form
 _PHRASES = re.compile(  # a day said without a full date: relative, a weekday, a day and month without the year
     r"\b(?:today|tomorrow|tmrw|tmr|tomoz|yesterday|tonight|the day after tomorrow|(?:(?:next|this|last|coming)\s+)?" + WEEKDAY
     + r"|(?:next|this|last)\s+(?:week|month)|(?:(?:next|this|last)\s+)?weekend|" + _MON + r"\s+" + _DAY + r"|(?:the\s+)?" + _DAY
-    + r"(?:\s+of)?\s+" + _MON + r"|the\s+\d{1,2}(?:st|nd|rd|th))\b", re.IGNORECASE)
+    + r"(?:\s+of)?\s+" + _MON + r"|the\s+\d{1,2}(?:st|nd|rd|th)(?!\s+centur))\b", re.IGNORECASE)
 
 
 _TODAY_VAR = "AGENTKIT_TODAY"
@@ -75,11 +75,11 @@ def today() -> date:
         raise UserError(f"{_TODAY_VAR}={pinned!r} is not a date as YYYY-MM-DD") from None
 
 
-def resolve_day(phrase: str, on: date | None = None) -> str | None:
+def resolve_day(phrase: str, on: date | None = None, year: int | None = None) -> str | None:
     """The ISO date ``phrase`` (a :func:`day_phrases` phrase) names on the day ``on`` (default :func:`today`), or
     None when it names no one day ("next week", "the weekend"): ``today``, ``tomorrow`` (``tmrw``), a weekday (``this
     Friday``, ``next tuesday``: the coming one, after ``on``), ``March 5`` (the coming one), ``the 14th`` (this
-    month's, or next month's once it has passed)."""
+    month's, or next month's once it has passed); with ``year`` (one the text writes), a day and a month are in it."""
     on = on or today()
     low = re.sub(r"\s+", " ", phrase.strip().lower())
     if low in _RELATIVE:
@@ -94,6 +94,11 @@ def resolve_day(phrase: str, on: date | None = None) -> str | None:
     m = re.fullmatch(_MON + r" " + _DAY, low) or re.fullmatch(r"(?:the )?" + _DAY + r"(?: of)? " + _MON, low)
     if m:
         month_word, number = (m.group(1), m.group(2)) if not m.group(1).isdigit() else (m.group(2), m.group(1))
+        if year is not None:
+            try:
+                return date(year, _MONTHS[month_word.rstrip(".")], int(number)).isoformat()
+            except ValueError:
+                return None
         return _upcoming(on, _MONTHS[month_word.rstrip(".")], int(number))
     return None
 

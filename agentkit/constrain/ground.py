@@ -355,6 +355,17 @@ def _is_day(name: str) -> bool:
     return bool({"date", "day", "when"} & {w.lower() for w in name_words(name)})
 
 
+def _days(name: str, sub: dict[str, Any], text: str) -> list[str]:
+    """A day argument's values: the days ``text`` names; for a date (named ``date``, or described with
+    ``YYYY-MM-DD``), each as the ISO date it names (:func:`~agentkit.constrain.dates.resolve_day`, in a year the
+    text writes where it writes one: "from 2023 April 4th"); a ``day`` keeps "Saturday" as written."""
+    phrases = day_phrases(text)
+    if "date" not in {w.lower() for w in name_words(name)} and "YYYY" not in str(sub.get("description", "")):
+        return phrases
+    year = re.search(r"\b(?:19|20)\d{2}\b", text)
+    return list(dict.fromkeys(resolve_day(d, year=int(year.group()) if year else None) or d for d in phrases))
+
+
 _EXPRESSION_NAMES = frozenset({"expression", "expr", "formula", "equation", "calculation", "arithmetic"})
 
 
@@ -558,7 +569,7 @@ def _string(name: str, sub: dict[str, Any], ptr: str, text: str, kinds: frozense
     if is_unit(name, sub) and "unit" in kinds and "pattern" not in sub and not sub.get("format"):
         return _enum(sub, text_units(text), ptr, "unit", out)
     if _is_day(name) and "day" in kinds and "pattern" not in sub and not sub.get("format"):
-        return _enum(sub, list(dict.fromkeys(resolve_day(d) or d for d in day_phrases(text))), ptr, "date", out)
+        return _enum(sub, _days(name, sub, text), ptr, "date", out)
     if _is_expression(name, sub) and "expression" in kinds and "pattern" not in sub and not sub.get("format"):
         return _expression(sub, ptr, text, out)
     spans = _clauses(name, text) if "query" in kinds and "pattern" not in sub and not out.fenced else []

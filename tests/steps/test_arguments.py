@@ -86,6 +86,11 @@ def test_the_argument_kinds_apply_to_tool_arguments_only(monkeypatch):
     assert g.kinds == {"/date": "date"} and g.schema["properties"]["date"]["enum"] == ["2026-03-03"]  # today's next
     weeks = ground_schema(schema, "anything on next week?", kinds=ARGUMENT_KINDS)
     assert weeks.schema["properties"]["date"]["enum"] == ["next week"]  # no one day: as written
+    dated = ground_schema(schema, "a room from 2023 April 4th to April 8th", kinds=ARGUMENT_KINDS)
+    assert dated.schema["properties"]["date"]["enum"] == ["2023-04-04", "2023-04-08"]  # the year the text writes
+    day = {"type": "object", "properties": {"day": {"type": "string"}}, "required": ["day"]}
+    kept = ground_schema(day, "the museum's hours on Saturday?", kinds=ARGUMENT_KINDS)
+    assert kept.schema["properties"]["day"]["enum"] == ["Saturday"]  # a day, not a date: as written
 
 
 def test_the_call_template_takes_its_values_from_the_sources():
