@@ -55,7 +55,7 @@ from .dates import WEEKDAY, date_mentions, day_phrases, resolve_day, text_dates
 from .fences import Fence, field_fence, is_proper, is_thing, name_runs
 from .nodes import Choice, Node, Repeat, Seq, Slot, Template, slots
 from .numbers import digit_mentions, number_mentions, text_numbers
-from .places import place_spans
+from .places import is_place, place_spans
 from .queries import query_spans
 from .units import canonical_unit, dimension, is_unit, number_units, text_units, unit_key, unit_mentions
 
@@ -619,16 +619,13 @@ def _expression(sub: dict[str, Any], ptr: str, text: str, out: Grounding) -> dic
 _QUERY_WORDS = frozenset({"query", "q", "search", "keywords", "keyword", "topic", "term", "terms"})
 
 
-_PLACE_WORDS = frozenset({"city", "town", "location", "place", "destination", "country", "region", "where"})
-
-
 def _clauses(name: str, text: str) -> list[str]:
     """What a query argument (:func:`~agentkit.constrain.queries.query_spans`) or a place argument (``city``,
     ``location``: :func:`~agentkit.constrain.places.place_spans`) takes from ``text`` (empty: its spans)."""
     words = {w.lower() for w in name_words(name)}
     if _QUERY_WORDS & words:
         return query_spans(text)
-    return place_spans(text) if _PLACE_WORDS & words else []
+    return place_spans(text) if is_place(name) else []
 
 
 def _is_query(name: str) -> bool:

@@ -22,7 +22,7 @@ import re
 from .dates import MONTH, WEEKDAY
 from .units import UNIT_NAMES
 
-__all__ = ["place_spans"]
+__all__ = ["is_place", "place_spans"]
 
 _PREPOSITION = re.compile(r"\b(?:in|at|from|near|around|visiting|outside|between|(?:trip|fly\w*|go\w*|head\w*|mov\w*"
                           r"|travel\w*|driv\w*|way|back|off)\s+to)\s+", re.IGNORECASE)
@@ -49,11 +49,20 @@ with by near vs can't don't won't isn't keeps we're you're they're it's i've i'l
 _NOT_PLACES = frozenset(_NOT_PLACE_WORDS.split())
 
 
-def place_spans(text: str) -> list[str]:
-    """The spans of ``text`` a place is written as (the module says which), in order, each once."""
+_PLACE_WORDS = frozenset({"city", "town", "location", "place", "destination", "country", "region", "where"})
+
+
+def is_place(name: str) -> bool:
+    """Whether an argument named ``name`` holds a place: a word of it is ``city``, ``location``, ``destination``..."""
+    return bool(_PLACE_WORDS & {w.lower() for w in re.split(r"[_\W]+|(?<=[a-z])(?=[A-Z])", name) if w})
+
+
+def place_spans(text: str, first_words: bool = True) -> list[str]:
+    """The spans of ``text`` a place is written as (the module says which), in order, each once; ``first_words``
+    False: not a lowercase writer's first words (a name or a word after a preposition only)."""
     found = [(m.start(), m.group()) for m in _capitalised(text)]
     starts = [m.end() for m in _PREPOSITION.finditer(text)]
-    if text[:1].islower():  # a writer who does not capitalise may start with the place ("helsinki weather please")
+    if first_words and text[:1].islower():  # a writer who does not capitalise may start with the place ("helsinki weather please")
         starts += [m.end() for m in re.finditer(r"(?:^|[.?!]\s+)(?=[^\W\d_])", text)]
     for start in starts:
         first = _WORD.match(text, start)

@@ -37,7 +37,9 @@ from ..constrain.arithmetic import asks_arithmetic, expression_pattern, word_pro
 from ..constrain.dates import WEEKDAY, date_mentions, day_phrases
 from ..constrain.ground import currency_mentions, ground_arguments, is_currency, text_currencies
 from ..constrain.numbers import digit_mentions, number_mentions, text_numbers
+from ..constrain.places import is_place, place_spans
 from ..constrain.units import is_unit, text_units, unit_key, unit_mentions
+from .lookup import asks_lookup
 
 __all__ = ["Mention", "asked_fields", "covering", "mentions", "names_a_date", "narrowed", "operands", "owed", "unserved",
            "untaken"]
@@ -207,7 +209,8 @@ def covering(tools: Sequence[tuple[str, dict[str, Any] | None]], request: str, s
     a ``unit`` (a (from, to) pair two different ones), an ``expression`` it asks
     (:func:`agentkit.constrain.arithmetic.asks_arithmetic`; a :func:`agentkit.constrain.arithmetic.word_problem` where no
     tool is covered otherwise: "a 3% fee on 2,500 SEK in dollars" converts first). "80 swiss francs in euros" fills
-    ``convert_currency``; a tool with a free string argument (a city, a query) is filled by no request. What such a
+    ``convert_currency``; a tool with a free string argument (a city, a query) is filled by no request, but a tool
+    of places where the request asks for the present at a place it names (:func:`_placed`). What such a
     request asks is that tool's work (:mod:`agentkit.steps.decision`). ``said``: the request's :func:`mentions` when
     already read."""
     typed: dict[str, set[Any]] = {}
@@ -227,8 +230,18 @@ def covering(tools: Sequence[tuple[str, dict[str, Any] | None]], request: str, s
                             if k != "expression"):
             full.append((name, "expression" in wanted))
     out = tuple(name for name, expression in full if not expression or asks_arithmetic(request))
-    return out or tuple(name for name, expression in full if expression and word_problem(request))
+    out = out or tuple(name for name, expression in full if expression and word_problem(request))
+    return out or _placed(tools, request)
 
+
+def _placed(tools: Sequence[tuple[str, dict[str, Any] | None]], request: str) -> tuple[str, ...]:
+    """The tools whose required arguments are all places (``city``), where ``request`` asks for the present and names
+    a place by a capitalised name or after a preposition ("is it gonna be freezing in helsinki rn", "she landed in
+    nairobi, what's it like there today?")."""
+    if not asks_lookup(request) or not place_spans(request, first_words=False):
+        return ()
+    return tuple(name for name, parameters in tools if (required := (parameters or {}).get("required") or ())
+                 and all(is_place(arg) for arg in required))
 
 _RELATIVE_DAYS = frozenset({"tomorrow", "tmrw", "tmr", "tomoz", "yesterday", "the day after tomorrow"})
 # a request about the user's own days ("anything on my plate thursday?", "am i free friday evening?")

@@ -231,3 +231,10 @@ def test_a_number_in_words_is_left_for_a_word_problem_after_the_conversion():
     pattern = owed(TOOLS, rest, request + "\n" + result, operands(request, rest, [result], made))["calculator"]
     assert re.fullmatch(pattern["expression"]["pattern"], "15600 / 4")
     assert [m.kind for m in mentions("Name three colours.")] == []  # no word problem: words are no values
+
+
+def test_a_tool_of_places_is_covered_where_the_request_asks_for_the_present_at_a_place_it_names():
+    for text in ("is it gonna be freezing in helsinki rn or what", "she just landed in Nairobi, what's it like today?"):
+        assert covering(TOOLS, text, text) == ("get_weather",), text
+    for text in ("Is it snowing in Reykjavik?", "ugh mondays. what a day today", "I love rainy weather"):
+        assert covering(TOOLS, text, text) == (), text  # no present asked, or no place named
