@@ -39,7 +39,7 @@ from ..constrain.ground import currency_mentions, ground_arguments, is_currency,
 from ..constrain.numbers import digit_mentions, number_mentions, text_numbers
 from ..constrain.places import is_place, place_spans
 from ..constrain.units import is_unit, text_units, unit_key, unit_mentions
-from .lookup import asks_lookup
+from .lookup import asks_fact, asks_lookup, asks_search
 
 __all__ = ["Mention", "asked_fields", "covering", "mentions", "names_a_date", "narrowed", "operands", "owed", "unserved",
            "untaken"]
@@ -235,10 +235,11 @@ def covering(tools: Sequence[tuple[str, dict[str, Any] | None]], request: str, s
 
 
 def _placed(tools: Sequence[tuple[str, dict[str, Any] | None]], request: str) -> tuple[str, ...]:
-    """The tools whose required arguments are all places (``city``), where ``request`` asks for the present and names
-    a place by a capitalised name or after a preposition ("is it gonna be freezing in helsinki rn", "she landed in
-    nairobi, what's it like there today?")."""
-    if not asks_lookup(request) or not place_spans(request, first_words=False):
+    """The tools whose required arguments are all places (``city``), where ``request`` asks for the present, not a
+    search or a recorded fact, and names a place by a capitalised name or after a preposition ("is it gonna be
+    freezing in helsinki rn", "she landed in nairobi, what's it like there today?")."""
+    if not asks_lookup(request) or asks_search(request) or asks_fact(request) \
+            or not place_spans(request, first_words=False):  # "the current world record ... Kipchoge" searches
         return ()
     return tuple(name for name, parameters in tools if (required := (parameters or {}).get("required") or ())
                  and all(is_place(arg) for arg in required))

@@ -236,5 +236,6 @@ def test_a_number_in_words_is_left_for_a_word_problem_after_the_conversion():
 def test_a_tool_of_places_is_covered_where_the_request_asks_for_the_present_at_a_place_it_names():
     for text in ("is it gonna be freezing in helsinki rn or what", "she just landed in Nairobi, what's it like today?"):
         assert covering(TOOLS, text, text) == ("get_weather",), text
-    for text in ("Is it snowing in Reykjavik?", "ugh mondays. what a day today", "I love rainy weather"):
+    for text in ("Is it snowing in Reykjavik?", "ugh mondays. what a day today", "I love rainy weather",
+                 "What's the current marathon world record? My coworker swears it's still Kipchoge"):
         assert covering(TOOLS, text, text) == (), text  # no present asked, or no place named
