@@ -12,6 +12,8 @@ import os
 import re
 from datetime import date, timedelta
 
+from ..errors import UserError
+
 __all__ = ["WEEKDAY", "date_mentions", "day_phrases", "resolve_day", "resolved_days", "text_dates", "today"]
 
 _MONTHS = {m: i + 1 for i, m in enumerate(["january", "february", "march", "april", "may", "june", "july", "august",
@@ -64,8 +66,6 @@ _WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday",
 
 def today() -> date:
     """Today: ``AGENTKIT_TODAY`` where it is set (a ``UserError`` if it is no ``YYYY-MM-DD``), else the machine's."""
-    from ..errors import UserError
-
     pinned = os.environ.get(_TODAY_VAR, "").strip()
     if not pinned:
         return date.today()
@@ -120,8 +120,9 @@ def _upcoming(on: date, month: int, day: int, by_month: bool = False) -> str | N
 
 def resolved_days(text: str, on: date | None = None) -> list[str]:
     """The ISO dates of the days ``text`` names (:func:`day_phrases`, each resolved: :func:`resolve_day`)."""
-    return list(dict.fromkeys(d for p in day_phrases(text) for d in [resolve_day(p, on) if not re.fullmatch(
-        r"\d{4}-\d{2}-\d{2}", p) else p] if d))
+    iso = re.compile(r"\d{4}-\d{2}-\d{2}")  # a full date day_phrases already gives in ISO form
+    return list(dict.fromkeys(d for p in day_phrases(text) for d in [p if iso.fullmatch(p) else resolve_day(p, on)]
+                              if d))
 
 
 def day_phrases(text: str) -> list[str]:

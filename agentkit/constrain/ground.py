@@ -622,8 +622,7 @@ _QUERY_WORDS = frozenset({"query", "q", "search", "keywords", "keyword", "topic"
 def _clauses(name: str, text: str) -> list[str]:
     """What a query argument (:func:`~agentkit.constrain.queries.query_spans`) or a place argument (``city``,
     ``location``: :func:`~agentkit.constrain.places.place_spans`) takes from ``text`` (empty: its spans)."""
-    words = {w.lower() for w in name_words(name)}
-    if _QUERY_WORDS & words:
+    if _is_query(name):
         return query_spans(text)
     return place_spans(text) if is_place(name) else []
 

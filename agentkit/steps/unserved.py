@@ -244,6 +244,7 @@ def _placed(tools: Sequence[tuple[str, dict[str, Any] | None]], request: str) ->
     return tuple(name for name, parameters in tools if (required := (parameters or {}).get("required") or ())
                  and all(is_place(arg) for arg in required))
 
+
 _RELATIVE_DAYS = frozenset({"tomorrow", "tmrw", "tmr", "tomoz", "yesterday", "the day after tomorrow"})
 # a request about the user's own days ("anything on my plate thursday?", "am i free friday evening?")
 _SCHEDULE = re.compile(r"\b(?:calendar|schedule|diary|agenda|booked|plans|free|busy|on my plate|what(?:'s| is) on"
