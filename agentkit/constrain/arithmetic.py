@@ -28,6 +28,7 @@ def expression_pattern(text: str, must: Sequence[float] = ()) -> str | None:
     Up to six numbers, each is used once at most, in order (:func:`_distinct`): every number the text writes in
     digits, in the text's order, then any it writes in words or implies; with ``must``, in the order ``text`` gives
     them (an owed call's operands: the results first).
+    A share asked as a percentage ("what % of my pay") is ``part / whole * 100`` (:func:`_share`).
     ``must``: numbers one of which the expression uses (None when ``text`` writes none of them)."""
     found = number_mentions(text)
     written = {_plain_number(v) for _, _, v in found}
@@ -41,6 +42,8 @@ def expression_pattern(text: str, must: Sequence[float] = ()) -> str | None:
         return None
     ops = implied_operators(text) or ALL_OPERATORS
     op = r" *(?:" + "|".join(re.escape(o) for o in sorted(ops, key=len, reverse=True)) + r") *"
+    if re.search(_SHARE_OF, low) and (share := _share(text, found, must)):
+        return share
     if len(nums) <= _DISTINCT_UP_TO:
         digits = [_plain_number(v) for a, b, v in found if any(c.isdigit() for c in text[a:b])]
         said = list(dict.fromkeys([*digits, *(_plain_number(v) for _, _, v in found), *sorted(implied)]))
@@ -51,7 +54,7 @@ def expression_pattern(text: str, must: Sequence[float] = ()) -> str | None:
                              needed=[x for x in said if any(float(x) == float(v) for v in must)])
         if any_order:
             return _distinct(said, op, percents, ordered=False)
-        return _distinct(said, op, percents, required=set(digits))
+        return _distinct(said, op, percents, required=set(digits), joins=_joins(text, found, ops))
     operand = lambda xs: r"\(*-?(?:" + "|".join(re.escape(x) for x in xs) + r")%?\)*"
     n, most = operand(nums), str(len(nums) - 1)
     if not must:
@@ -66,23 +69,63 @@ def expression_pattern(text: str, must: Sequence[float] = ()) -> str | None:
 
 _DISTINCT_UP_TO = 6  # numbers a pattern spells out in order (6: 57 subsequences of two or more)
 _ANY_ORDER_UP_TO = 4  # numbers a pattern spells out in any order (4: 60 orders of two to four of them)
-_ANY_ORDER = re.compile(r"\b(?:from|into|ago)\b")  # words that put a later number first ("how many years ago ... from 2026")
+# a sum shared: "there's 6 of us, how much each?", "how much do we each pay"
+_EACH_OF_US = r"\b(?:\d+|[^\W\d_]+) of us\b[^.?!]{0,30}\beach\b|\bhow much (?:\w+ ){0,3}each\b"
+# a share of a whole asked as a percentage: "what percentage of my income is rent", "what % of my pay it eats"
+_SHARE_OF = r"\bwhat (?:percent(?:age)?|per cent|%)(?= of\b)"
+# words that put a later number first ("how many years ago ... from 2026", "what % of my pay" is over the pay)
+_ANY_ORDER = re.compile(r"\b(?:from|into|ago)\b|" + _SHARE_OF)
+
+
+def _share(text: str, found: list[tuple[int, int, int | float]], must: Sequence[float]) -> str | None:
+    """The pattern of a share of a whole as a percentage, ``part / whole * 100``, over two numbers ``text`` writes
+    in digits and not as a percent (one of ``must`` when given); None where it writes fewer than two. Held to the
+    operators alone, a small model wrote ``100*1150`` for "I take home 3k a month and my rent is 1,150. What
+    percentage of my income is going on rent?"."""
+    nums = list(dict.fromkeys(_plain_number(v) for a, b, v in found
+                              if any(c.isdigit() for c in text[a:b]) and not _PERCENT_AFTER.match(text, b)))
+    pairs = [(x, y) for x, y in itertools.permutations(nums, 2)
+             if not must or any(float(v) in (float(x), float(y)) for v in must)]
+    if len(nums) > _ANY_ORDER_UP_TO or not pairs:
+        return None
+    shares = "|".join(re.escape(x) + r" */ *" + re.escape(y) for x, y in pairs)
+    return r"^ *(?:\(? *(?:" + shares + r") *\)? *\* *100) *$"
 
 
 def _distinct(nums: list[str], op: str, percents: set[str], *, ordered: bool = True, required: set[str] = frozenset(),
-              needed: list[str] | None = None) -> str | None:
+              needed: list[str] | None = None, joins: dict[tuple[str, str], str] | None = None) -> str | None:
     """The pattern of expressions over two or more of ``nums``, each one once, joined by ``op``: in the order of
     ``nums`` when ``ordered``; with every one of ``required``, and one of ``needed`` when given; a ``%`` after
     those written as percents (``percents``) only. Held to the numbers alone, a small model wrote ``43 / 43`` and
     then ``43 / 98765`` for "divide 98765 by 43", ``1475 + 1475`` for "1,475 a month for 38 months" and ``287.4% /
-    6`` for "287.40 between 6 people"."""
+    6`` for "287.40 between 6 people". ``joins``: the operators that may join two numbers next to each other (the
+    words between them name them: :func:`_joins`), else ``op``."""
     term = lambda x: r"\(*-?" + re.escape(x) + (r"%?" if x in percents else "") + r"\)*"
     pick = itertools.combinations if ordered else itertools.permutations
     orders = [o for k in range(2, len(nums) + 1) for o in pick(nums, k)
               if required <= set(o) and (needed is None or set(o) & set(needed))]
     if not orders:
         return None
-    return r"^ *(?:" + "|".join(op.join(term(x) for x in o) for o in orders) + r") *$"
+    joined = lambda o: term(o[0]) + "".join((joins or {}).get((x, y), op) + term(y) for x, y in itertools.pairwise(o))
+    return r"^ *(?:" + "|".join(joined(o) for o in orders) + r") *$"
+
+
+# the words between two numbers that name the operator joining them ("14 boxes at 23.50 each plus 12.99 shipping")
+_BETWEEN = (("+", r"\bplus\b|\band add\b"), ("-", r"\bminus\b|\bless\b"), ("*", r"\btimes\b|\bmultiplied by\b"),
+            ("/", r"\bdivided by\b"))
+
+
+def _joins(text: str, found: list[tuple[int, int, int | float]], ops: Sequence[str]) -> dict[tuple[str, str], str]:
+    """For two numbers ``text`` writes in digits one after the other, the pattern of the operators that may join
+    them where the words between them name some (:data:`_BETWEEN`, among ``ops``): "23.50 each plus 12.99" adds,
+    and a small model held to ``*`` and ``+`` over the three numbers wrote ``14*23.5*12.99``."""
+    digits = [(a, b, _plain_number(v)) for a, b, v in found if any(c.isdigit() for c in text[a:b])]
+    out = {}
+    for (_, b, x), (a, _, y) in itertools.pairwise(digits):
+        named = [o for o, rx in _BETWEEN if o in ops and re.search(rx, text[b:a], re.IGNORECASE)]
+        if named:
+            out[(x, y)] = r" *(?:" + "|".join(re.escape(o) for o in named) + r") *"
+    return out
 
 
 _PERCENT_AFTER = re.compile(r"\s*(?:%|percent\b|per cent\b)", re.IGNORECASE)
@@ -98,8 +141,9 @@ _MEASURES = r"\d\s*(?:[^\W\d_]{0,6}\s*[x×]|[^\W\d_]{1,6}\s*by)\s*\d(?![\d.:]*\s
 _OPERATOR_WORDS = (
     ("/", (r"\bdivid(?:e|ed|ing)\b|\bsplit(?:ting)?\b|\bshared?\b|\beach of\b|\bper (?:person|head)\b|\baverage\b"
           r"|\bhalf\b|\bhalve\b|\bquarter\b|[^\W\d_]\s+per\s+[^\W\d_]|\bper\s*cent\b|\bpercent\b"
-          r"|\bhow many\b[^.?!]{0,40}?\b(?:take|fill|fit|cover|need|last)\b|\beach\b[^.?!]*\bcovers?\b")),
-    ("*", (r"\btimes\b|\bmultipl\w*|\d\s*%|\bper\s*cent\b|\bpercent\b|\btwice\b|\bdouble\b|\btriple\b"
+          r"|\bhow many\b[^.?!]{0,40}?\b(?:take|fill|fit|cover|need|last)\b|\bhow many (?:of )?(?:me|us|them)\b|\beach\b[^.?!]*\bcovers?\b"
+          r"|\bpercentage\b|" + _SHARE_OF + r"|" + _EACH_OF_US)),
+    ("*", (r"\btimes\b|\bmultipl\w*|\d\s*%|\bper\s*cent\b|\bpercent(?:age)?\b|" + _SHARE_OF + r"|\btwice\b|\bdouble\b|\btriple\b"
           r"|\d(?:" + _RATE_AFTER + ")|" + _MEASURES)),
     ("+", r"\bplus\b|\badd(?:ed|ing)?\b|\bsum\b|\bin all\b|\baltogether\b|\bcombined\b|\bon top\b"),
     ("-", (r"\bminus\b|\bsubtract\w*|\bless\b|(?<![\d%] )\bleft\b|\bremain\w*|\boff\b|\bdiscount\w*"
@@ -144,7 +188,7 @@ def _digit_numbers(text: str) -> list[tuple[int, int]]:
 
 
 _ARITHMETIC_VERB = re.compile(r"\b(?:divide|multiply|subtract|split(?:ting)?|share|average|add up|sum up"
-                              r"|each of (?:us|them|you)|per person|equally|(?:how much|how many)\b[^.?!]*\bper [^\W\d_]+)\b", re.IGNORECASE)
+                              r"|each of (?:us|them|you)|per person|equally|" + _EACH_OF_US + r"|(?:how much|how many)\b[^.?!]*\bper [^\W\d_]+)\b", re.IGNORECASE)
 _PERCENT = re.compile(r"\d" + _PERCENT_AFTER.pattern, re.IGNORECASE)
 _RATE = re.compile(_RATE_AFTER, re.IGNORECASE)
 _MEASURED = re.compile(_MEASURES, re.IGNORECASE)
@@ -167,7 +211,7 @@ def word_problem(text: str) -> bool:
 
 # the numbers a word implies in arithmetic (``half of 7`` is ``7 / 2``, ``15% of 240`` is ``15 * 240 / 100``)
 _IMPLIED = (("half", 2), ("halve", 2), ("double", 2), ("twice", 2), ("triple", 3), ("thrice", 3), ("quarter", 4),
-            ("%", 100), ("percent", 100), ("per cent", 100))
+            ("%", 100), ("percent", 100), ("percentage", 100), ("per cent", 100))
 
 
 def _plain_number(v: float) -> str:

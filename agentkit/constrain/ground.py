@@ -45,7 +45,7 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -1004,7 +1004,9 @@ def anchor_pairs(parameters: dict[str, Any], sources: str, one_dimension: bool =
     amounts = [k for k in parameters.get("required") or () if isinstance(props.get(k), dict)
                and props[k].get("type") in ("number", "integer") and not {"enum", "const"} & props[k].keys()
                and props[k].get("grounded") is not False]
-    measured = measured_numbers(sources, kinds - {None})
+    froms_held = [v for a, _ in pairs for v in props[a].get("enum") or ()]
+    measured = (measured_numbers(sources, kinds - {None}, froms_held) if froms_held else []) \
+        or measured_numbers(sources, kinds - {None})
     if len(amounts) == 1 and measured:
         props[amounts[0]] = {**props[amounts[0]], "enum": measured}
     return {**parameters, "properties": props}
@@ -1019,12 +1021,16 @@ def _others(text: str, kind: str, taken: list[str]) -> list[str]:
     return [c for c in text_currencies(text) if c not in codes]
 
 
-def measured_numbers(text: str, kinds: set[str]) -> list[int | float]:
+def measured_numbers(text: str, kinds: set[str], of: Sequence[str] | None = None) -> list[int | float]:
     """The numbers ``text`` writes in digits with a currency (``kinds`` holds ``currency``: ``45,000 yen``,
     ``£250``, ``1.2k kronor``) or a unit (``unit``: ``2.5 lbs``, ``-40 degrees Fahrenheit``) right beside them, in
-    order, each once."""
-    spans = [(a, b) for a, b, _ in currency_mentions(text)] if "currency" in kinds else []
-    spans += [(a, b) for a, b, _ in unit_mentions(text)] if "unit" in kinds else []
+    order, each once. ``of``: only those beside one of these units or currency codes (a conversion's from side: "I'm
+    154 lbs and 1.75 m ... my weight to kg" converts 154, and "over 5 miles high ... its height in miles" the
+    height the search found in metres, not the 5)."""
+    keys = None if of is None else {unit_key(str(u)) for u in of} | {str(u).upper() for u in of}
+    spans = [(a, b) for a, b, c in currency_mentions(text) if keys is None or c in keys] if "currency" in kinds else []
+    spans += [(a, b) for a, b, u in unit_mentions(text)
+              if keys is None or unit_key(u) in keys] if "unit" in kinds else []
     out = []
     for a, b, v in digit_mentions(text):
         if any((s >= b and _BESIDE_AFTER.fullmatch(text[b:s])) or (e <= a and _BESIDE_BEFORE.fullmatch(text[e:a]))

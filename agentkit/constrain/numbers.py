@@ -1,5 +1,5 @@
-"""The numbers a text writes: digits with or without thousands separators and a decimal part (``1,234.56``), and
-numbers under a hundred in words (``three``, ``forty-two``, ``a dozen``); not the day or year of a date it writes
+"""The numbers a text writes: digits with or without thousands separators and a decimal part (``1,234.56``), a
+fraction (``2 1/2``, ``1½``, ``3/4 cup``), and numbers under a hundred in words (``three``, ``forty-two``, ``a dozen``); not the day or year of a date it writes
 (:mod:`agentkit.constrain.dates`)."""
 
 from __future__ import annotations
@@ -13,6 +13,13 @@ __all__ = ["digit_mentions", "number_mentions", "text_numbers"]
 # a number, not a piece of a code or a date joined by - or / (INV-3302, 415-555-0138, 2025-04-01, 2024/0931); a
 # rate's number is one ($64/hr)
 _NUM = re.compile(r"(?<![\w.])(?<!\w[-/])-?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?(?![\d])(?!-\w|/\d)")
+# a fraction: a whole number and a fraction (``2 1/2``, ``1-3/4``, ``1½``), or a fraction alone before a measure or
+# "of" (``3/4 cup``, ``½ tsp``, ``1/2 of``); "3/4 at noon" is a date's, and stays no number
+_VULGAR = {"½": 1 / 2, "⅓": 1 / 3, "⅔": 2 / 3, "¼": 1 / 4, "¾": 3 / 4, "⅛": 1 / 8, "⅜": 3 / 8, "⅝": 5 / 8, "⅞": 7 / 8}
+_MEASURE_AFTER = (r"(?=\s*(?:of\b|cups?\b|tsps?\b|tbsps?\b|teaspoons?\b|tablespoons?\b|inch(?:es)?\b|miles?\b"
+                  r"|lbs?\b|pounds?\b|kgs?\b|oz\b|ounces?\b|lit(?:re|er)s?\b|gallons?\b|pints?\b|hours?\b|hrs?\b))")
+_FRACTION = re.compile(r"(?<![\w.,/])(?:(\d+)(?:\s+|-)(\d)/(\d{1,2})(?![\d/])|(\d+)?\s?([" + "".join(_VULGAR)
+                       + r"])|(\d)/(\d{1,2})(?![\d/])" + _MEASURE_AFTER + ")")
 _THOUSANDS = re.compile(r"k(?![\w'])")  # a lowercase k right after a number: thousands (a capital K is kelvin)
 _UNITS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
           "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"]
@@ -31,9 +38,10 @@ def text_numbers(text: str) -> list[int | float]:
 def number_mentions(text: str) -> list[tuple[int, int, int | float]]:
     """(start, end, value) of every number ``text`` writes (:func:`text_numbers`), in order, repeats included."""
     dates = [(a, b) for a, b, _ in date_mentions(text)]
-    out: list[tuple[int, int, int | float]] = []
+    out = _fractions(text, dates)
+    taken = [(a, b) for a, b, _ in out]
     for m in _NUM.finditer(text):
-        if any(a <= m.start() < b for a, b in dates):
+        if any(a <= m.start() < b for a, b in dates + taken):
             continue
         v, end = float(m.group().replace(",", "")), m.end()
         if _THOUSANDS.match(text, end):  # "1.2k kronor", "a 50k salary"
@@ -46,6 +54,24 @@ def number_mentions(text: str) -> list[tuple[int, int, int | float]]:
         else:
             out.append((m.start(), m.end(), 20 + 10 * _TENS.index(tens) + (_UNITS.index(unit) if unit else 0)))
     return sorted(out)
+
+
+def _fractions(text: str, dates: list[tuple[int, int]]) -> list[tuple[int, int, int | float]]:
+    """(start, end, value) of each fraction ``text`` writes (:data:`_FRACTION`), outside its dates; a fraction of
+    one or more (``5/4``) or over zero is none."""
+    out: list[tuple[int, int, int | float]] = []
+    for m in _FRACTION.finditer(text):
+        whole, n, d, whole_v, vulgar, alone_n, alone_d = m.groups()
+        if vulgar:
+            value = int(whole_v or 0) + _VULGAR[vulgar]
+        else:
+            num, den = int(n or alone_n), int(d or alone_d)
+            if den == 0 or num >= den:
+                continue
+            value = int(whole or 0) + num / den
+        if not any(a <= m.start() < b for a, b in dates):
+            out.append((m.start(), m.end(), round(value, 6)))
+    return out
 
 
 def digit_mentions(text: str) -> list[tuple[int, int, int | float]]:

@@ -10,7 +10,8 @@ right now? in fahrenheit pls". :func:`place_spans` gives the spans a place is wr
 - the word after a place's preposition (``in``, ``at``, ``from``, ``near``, ``visiting``) that is no function word,
   number, time word, unit, currency or language (two words for "new york", "san francisco"): "bangkok" in "in
   bangkok, about to head out", "seattle" in "a run in seattle in like 20 min";
-- in a text that starts in lowercase, a sentence's first word of that kind ("helsinki weather please").
+- in a text that starts in lowercase, a sentence's first word of that kind ("helsinki weather please");
+- a capitalised first word followed by the present or the weather ("Cairo today - shorts and t-shirt kind of day?").
 
 None: the request names no place that way, and the argument keeps the request's spans.
 """
@@ -25,7 +26,8 @@ from .units import UNIT_NAMES
 __all__ = ["is_place", "place_spans"]
 
 _PREPOSITION = re.compile(r"\b(?:in|at|from|near|around|visiting|outside|between|(?:trip|fly\w*|go\w*|head\w*|mov\w*"
-                          r"|travel\w*|driv\w*|way|back|off)\s+to)\s+", re.IGNORECASE)
+                          r"|travel\w*|driv\w*|way|back|off)\s+to|(?:pack\w*|leav\w*|bound|head\w*)\s+for)\s+",
+                          re.IGNORECASE)
 _OR = re.compile(r"\s+(?:or|and|vs\.?|versus)\s+", re.IGNORECASE)  # "oslo or helsinki": the second place too
 _WORD = re.compile(r"[^\W\d_][\w'-]*")
 # the first words of two-word places written in lowercase ("new york", "san francisco", "hong kong")
@@ -49,6 +51,10 @@ with by near vs can't don't won't isn't keeps we're you're they're it's i've i'l
 _NOT_PLACES = frozenset(_NOT_PLACE_WORDS.split())
 
 
+# a sentence that starts with a place's name and the present or the weather: "Cairo today - shorts and t-shirt
+# kind of day?", "Helsinki weather pls"
+_HEADED = re.compile(r"(?:^|(?<=[.?!\n])\s*)([A-Z][a-z'-]+)(?=\s+(?:today|tonight|tomorrow|right now|rn|now|this "
+                     r"(?:morning|afternoon|evening|weekend)|weather|forecast|temp)\b)")
 _PLACE_WORDS = frozenset({"city", "town", "location", "place", "destination", "country", "region", "where"})
 
 
@@ -61,6 +67,7 @@ def place_spans(text: str, first_words: bool = True) -> list[str]:
     """The spans of ``text`` a place is written as (the module says which), in order, each once; ``first_words``
     False: not a lowercase writer's first words (a name or a word after a preposition only)."""
     found = [(m.start(), m.group()) for m in _capitalised(text)]
+    found += [(m.start(), m.group(1)) for m in _HEADED.finditer(text) if _names_place(m.group(1))]
     starts = [m.end() for m in _PREPOSITION.finditer(text)]
     if first_words and text[:1].islower():  # a writer who does not capitalise may start with the place ("helsinki weather please")
         starts += [m.end() for m in re.finditer(r"(?:^|[.?!]\s+)(?=[^\W\d_])", text)]

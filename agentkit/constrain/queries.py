@@ -37,7 +37,9 @@ _FACT = re.compile(
     r"|\bwhen (?:was|were|did) (?!" + _PRONOUN + r"\b)\w+"
     r"|\bwhat year\b|\bwhich year\b"
     r"|\bopening (?:hours|times)\b|\bis (?:the )?\w+ open\b|\bwhat time does\b.*\b(?:opens?|closes?)\b"
-    r"|\bworld record\b|\b(?:newest|latest) (?:\w+ )?(?:release|version)\b", re.IGNORECASE)
+    r"|\bworld record\b|\b(?:newest|latest) (?:\w+ )?(?:release|version)\b|\bwhich (?:\w+ ){0,2}(?:version|release)\b"
+    r"|\bwhere (?:is|are|was|were|will) (?!" + _PRONOUN + r"\b)(?:\w+ ){1,5}(?:be )?(?:being )?(?:held|hosted|located"
+    r"|take place|taking place)\b", re.IGNORECASE)
 _SEARCH_VERB = re.compile(r"\b(?:(?:do a |run a )?(?:quick |web )?search(?: the web)?(?: for)?:?|look (?:it |that )?up"
                           r"|google|find (?:it |that )?online|check(?:ing)? online)\s+", re.IGNORECASE)
 # where a clause ends: a sentence's end, a colon or dash, and a next step ("and then convert", ", then tell me")
@@ -60,7 +62,8 @@ _GENERIC = frozenset({"a", "an", "the", "it", "its", "it's", "that", "this", "th
                       "actually", "exactly", "really", "now", "right", "search", "online", "web", "and", "to", "in",
                       "he", "she", "their", "his", "her", "year", "ago", "released", "published", "created",
                       "written", "wrote", "built", "founded", "invented", "appeared", "came", "come", "set",
-                      "happened", "open", "opening", "closes", "check", "find", "look"})
+                      "happened", "open", "opening", "closes", "check", "find", "look", "latest", "newest", "release",
+                      "version", "what's", "there", "day", "days", "shut", "closed", "s", "times", "week"})
 
 
 def asks_fact(request: str) -> bool:

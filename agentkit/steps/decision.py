@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .. import decide as scores_
-from .lookup import asks_advice, asks_fact, asks_lookup, asks_search, request_of, searches
+from .lookup import asks_advice, asks_fact, asks_lookup, asks_present, asks_search, asks_to_search, request_of, searches
 
 Chat = list[dict[str, str]]
 ToolMode = Literal["none", "forced", "auto"]
@@ -235,13 +235,16 @@ def _first(ask: DecisionAsk, call: bool, info: dict[str, Any], scores: dict[str,
     name, :func:`~agentkit.steps.lookup.searches`) where the request asks to search or for a recorded fact
     (:func:`~agentkit.steps.lookup.asks_fact`); an answer where the margin calls but the request asks for advice or
     an explanation, or closes the conversation (:func:`~agentkit.steps.lookup.asks_advice`) and asks for nothing
-    present; else, on a raw margin, a call where the request asks for the present or a look-up and the calibrated
+    present, nor a search of the assistant (:func:`~agentkit.steps.lookup.asks_to_search`: "I keep searching stuff
+    online ... any tips" tells of one, and is answered); else, on a raw margin, a call where the request asks for the present or a look-up and the calibrated
     margin calls. A call where the request asks to search is of a search tool.
     Returns (call, tool, how)."""
     request = request_of(ask.chat)
     covered = [t for t in names if t in ask.covered]
     search_tools = [t for t in names if searches(t)]
-    looks_up = bool(search_tools) and (asks_search(request) or (asks_fact(request) and not covered))
+    # advice that only tells of a search or the web ("I keep searching stuff online ... any tips"): no look-up
+    told = asks_advice(request) and not (asks_fact(request) or asks_to_search(request) or asks_present(request))
+    looks_up = bool(search_tools) and not told and (asks_search(request) or (asks_fact(request) and not covered))
     tool, facts = info["tool"], {"by": "calibrated_scores"}
     if not call and covered:
         call, tool, facts = True, scores_.calibrated_pick(scores, baseline, covered), {"by": COVERED,
@@ -251,9 +254,10 @@ def _first(ask: DecisionAsk, call: bool, info: dict[str, Any], scores: dict[str,
                                                                           "covered": covered}
     elif not call and looks_up:
         call, facts = True, {"by": SEARCHED}
-    elif call and not covered and not looks_up and asks_advice(request) and not asks_lookup(request):
+    elif call and not covered and not looks_up and asks_advice(request) \
+            and (not asks_lookup(request) or told):
         call, facts = False, {"by": ADVICE}
-    elif not call and not ask.calibrate and asks_lookup(request):
+    elif not call and not ask.calibrate and asks_lookup(request) and not told:
         baseline = baseline if baseline is not None else (yield from _baseline(ask, [*names, ask.no_call]))
         call, live = scores_.calibrated(scores, baseline, names, ask.no_call)
         tool, facts = live["tool"], {"by": LOOKUP, "calibrated_null_margin": live["no_call_margin_null"]}

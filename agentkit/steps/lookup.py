@@ -27,20 +27,22 @@ from collections.abc import Sequence
 
 from ..constrain.queries import asks_fact
 
-__all__ = ["asks_advice", "asks_fact", "asks_lookup", "asks_search", "request_of", "searches"]
+__all__ = ["asks_advice", "asks_fact", "asks_lookup", "asks_present", "asks_search", "asks_to_search", "request_of", "searches"]
 
-_PRESENT = r"today|tonight|right now|(?<!for )now|rn|currently|at the moment|at present|current|latest|up to date"
+_PRESENT = r"today|tonight|right now|(?<!for )(?<!not )now|rn|currently|at the moment|at present|current|latest|up to date"
 _LOOKUP = (r"search(?!\s+(?:results?|engines?|bars?|history|operators?))|web search|look\s+(?:\w+\s+)?up|lookup|online"
            r"|google(?=\s+(?:it|that|this|for)\b)")  # "google it", not "my Google calendar"
 _ASKS = re.compile(r"\b(?:" + _PRESENT + "|" + _LOOKUP + r"|find out)\b", re.IGNORECASE)
 _SEARCH = re.compile(r"\b(?:" + _LOOKUP + r")\b", re.IGNORECASE)
+_PRESENT_RE = re.compile(r"\b(?:" + _PRESENT + r")\b", re.IGNORECASE)
 _SEARCH_TOOL = frozenset({"search", "lookup", "google", "browse"})
 
 
 # advice, an explanation, or a conversation's close: what the model answers itself ("any tips for budgeting when you
 # earn in one currency", "how do search engines decide", "nvm about the exchange rate thing")
 _ADVICE = re.compile(r"(?:^|[.?!]\s*|\byou |\bu )(?:recommend|suggest|should i)\b|\b(?:what|how)(?: else)? should i\b"
-                     r"|\b(?:explain|explanation|tips|any tip|advice|good way|best way|a trick|what do(?:es)? (?:they|it|that|people) mean|why (?:do|does|is|are|can't|cannot|don't)"
+                     r"|\b(?:explain|explanation|tips|any tip|advice|good way|best way|a trick|ideas|pros and cons"
+                     r"|best time (?:of (?:the )?year )?to|what do(?:es)? (?:they|it|that|people) mean|why (?:do|does|is|are|can't|cannot|don't)"
                      r"|how (?:do|does) (?!i\b|you\b|we\b)\w+(?: \w+)? (?:work|decide|get decided|know)"
                      r"|no worries|nvm|never mind|sorted it|appreciate|thanks|thank you|cheers)\b", re.IGNORECASE)
 
@@ -52,9 +54,27 @@ def asks_advice(request: str) -> bool:
     return bool(_ADVICE.search(request))
 
 
+# a search asked of the assistant: a search verb that starts a clause or follows "can you" ("look up the Louvre's
+# hours", "can you search who won"), not one the request tells about ("I keep searching stuff online")
+_ASKED_SEARCH = re.compile(r"(?:^|[.?!,;:]\s*|\b(?:can|could|would|will) (?:you|u) |\bpls |\bplease |\bthen |\band )"
+                           r"(?:search|look|google|find|check)\b", re.IGNORECASE)
+
+
+def asks_to_search(request: str) -> bool:
+    """Whether ``request`` asks the assistant to search (:data:`_ASKED_SEARCH`): an advice request that tells of
+    searching ("I keep searching stuff online and getting junk. any tips for writing better search queries?") is
+    answered."""
+    return bool(_ASKED_SEARCH.search(request))
+
+
 def asks_lookup(request: str) -> bool:
     """Whether ``request`` asks for the present or a look-up in words (the module's docstring says which)."""
     return bool(_ASKS.search(request))
+
+
+def asks_present(request: str) -> bool:
+    """Whether ``request`` asks for the present in words (``right now``, ``today``, ``currently``; not "not now")."""
+    return bool(_PRESENT_RE.search(request))
 
 
 def asks_search(request: str) -> bool:

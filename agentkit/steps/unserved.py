@@ -248,17 +248,42 @@ def _placed(tools: Sequence[tuple[str, dict[str, Any] | None]], request: str) ->
 _RELATIVE_DAYS = frozenset({"tomorrow", "tmrw", "tmr", "tomoz", "yesterday", "the day after tomorrow"})
 # a request about the user's own days ("anything on my plate thursday?", "am i free friday evening?")
 _SCHEDULE = re.compile(r"\b(?:calendar|schedule|diary|agenda|booked|plans|free|busy|on my plate|what(?:'s| is) on"
-                       r"|what do i have|what have i got|anything on|do i have anything|have i got anything)\b",
+                       r"|what do i have|what have i got|anything on|do i have anything|have i got anything"
+                       r"|what did i have|did i have|what was on|meetings?|appointments?|events?"
+                       r"|my (?:next |this )?(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|weekend))\b",
                        re.IGNORECASE)
+# a day told as the past, not asked about: "our cat was born on a friday the 13th", "got absolutely soaked yesterday"
+_TOLD_PAST = re.compile(r"\b(?:born|married|died|happened|graduated)(?:\s+\w+){0,3}\s*$", re.IGNORECASE)
+_PAST_VERB = re.compile(r"\b(?:got|was|were|went|had|did|\w{3,}ed)\b", re.IGNORECASE)
+_QUESTION = re.compile(r"^\s*(?:what|when|where|which|was|were|did|do|does|is|are|am|any|anything|have|has|can|could"
+                       r"|check|tell|show|read|look)\b", re.IGNORECASE)
+_ASKED = re.compile(r"\b(?:remind me|tell me|what|which|when|where|whether)\b", re.IGNORECASE)
+
+
+def _told_past(day: Mention, request: str) -> bool:
+    """Whether ``request`` tells ``day`` as the past rather than asking about it (:data:`_TOLD_PAST`; ``yesterday``
+    in a sentence with a past verb that asks nothing)."""
+    at = request.casefold().find(day.text.casefold())
+    if at < 0:
+        return False
+    if _TOLD_PAST.search(request[:at]):
+        return True
+    start = max(request.rfind(c, 0, at) for c in ".?!;\n") + 1
+    end = min((i for i in (request.find(c, at) for c in ".?!;\n") if i >= 0), default=len(request))
+    sentence = request[start:end + 1]
+    return day.text.casefold() == "yesterday" and bool(_PAST_VERB.search(sentence)) \
+        and not sentence.rstrip().endswith("?") and not _QUESTION.match(sentence) and not _ASKED.search(sentence)
 
 
 def names_a_date(day: Mention, request: str = "") -> bool:
     """Whether a ``day`` mention names one date: a date (``March 6``, ``the 20th of March``, ``2026-03-05``, ``the
     14th``) or ``tomorrow``, by itself; a weekday (``thursday``, ``this Friday``) where the ``request`` asks about the
     user's own days ("anything on my plate thursday?", "am i free friday evening?"). Elsewhere a weekday or a span
-    names none ("a job interview on Thursday", "a rhyme about Monday mornings", "a novel to read this weekend")."""
+    names none ("a job interview on Thursday", "a rhyme about Monday mornings", "a novel to read this weekend"), as
+    does a day the request tells as the past without asking about its days ("our cat was born on a friday the 13th",
+    "got absolutely soaked yesterday")."""
     if any(c.isdigit() for c in day.text) or day.text.casefold() in _RELATIVE_DAYS:
-        return True
+        return bool(_SCHEDULE.search(request)) or not _told_past(day, request)
     return bool(re.fullmatch(r"(?:(?:this|next|coming)\s+)?" + WEEKDAY, day.text, re.IGNORECASE)) \
         and bool(_SCHEDULE.search(request))
 

@@ -2,7 +2,7 @@
 
 import re
 
-from agentkit.constrain.arithmetic import expression_pattern, implied_operators, written_expressions
+from agentkit.constrain.arithmetic import expression_pattern, implied_operators, word_problem, written_expressions
 from agentkit.constrain.ground import ARGUMENT_KINDS, ground_schema
 
 CALC = {"type": "object", "required": ["expression"], "properties": {"expression": {"type": "string"}}}
@@ -71,3 +71,29 @@ def test_a_word_that_puts_a_later_number_first_lets_an_owed_expression_take_any_
     assert re.fullmatch(p, "2026 - 1969") and re.fullmatch(p, "1969 - 2026")
     ordered = expression_pattern("1969\nhow many years is that plus 2026?", must=[1969])
     assert not re.fullmatch(ordered, "2026 + 1969") and re.fullmatch(ordered, "1969 + 2026")
+
+
+def test_a_share_asked_as_a_percentage_divides_in_either_order_and_times_a_hundred():
+    text = "I take home 3k a month and my rent is 1,150. What percentage of my income is going on rent?"
+    assert implied_operators(text) == ("*", "/")
+    p = expression_pattern(text)
+    assert re.fullmatch(p, "1150 / 3000 * 100") and not re.fullmatch(p, "3000 + 1150")
+    assert implied_operators("what % of my pay does 1,450 eat") == ("*", "/")
+
+
+def test_the_words_between_two_numbers_name_the_operator_that_joins_them():
+    p = expression_pattern("ordering 14 boxes of printer paper at 23.50 each plus 12.99 shipping, total?")
+    assert re.fullmatch(p, "14 * 23.5 + 12.99") and not re.fullmatch(p, "14 * 23.5 * 12.99")
+    assert re.fullmatch(p, "14 + 23.5 + 12.99")  # nothing named between the first two: the text's operators
+    assert implied_operators("dinner came to 187.40 and there's 6 of us, how much each?") == ("/",)
+    assert word_problem("dinner came to 187.40 and there's 6 of us, how much each?")
+    assert implied_operators("how tall is it? and roughly how many of me (1.8m) stacked up would that be") == ("/",)
+
+
+def test_a_share_asked_as_a_percentage_is_part_over_whole_times_a_hundred():
+    p = expression_pattern("I take home 3k a month and my rent is 1,150. What percentage of my income is rent? "
+                           "Am I over the 30% rule?")
+    assert re.fullmatch(p, "1150 / 3000 * 100") and re.fullmatch(p, "(1150/3000)*100")
+    assert not re.fullmatch(p, "100*1150") and not re.fullmatch(p, "30 / 3000 * 100")  # a percent is no part
+    owed = expression_pattern("1576.09\nwhat % of my pay it eats, pay 3800", must=[1576.09])
+    assert re.fullmatch(owed, "1576.09 / 3800 * 100") and not re.fullmatch(owed, "3800 / 3800 * 100")

@@ -36,6 +36,16 @@ def test_a_weekday_names_a_date_where_the_request_asks_about_the_users_days():
     assert names_a_date(friday, "am i free friday evening?") and names_a_date(friday, "anything on my plate friday?")
     assert not names_a_date(friday, "a job interview on friday, any tips?") and not names_a_date(friday)
     assert names_a_date(Mention("day", "tmrw", "tmrw"))
+    assert names_a_date(Mention("day", "Thursday", "thursday"), "Check my Thursday for me")
+
+
+def test_a_day_told_as_the_past_names_no_date_to_look_up():
+    the_13th, yesterday = Mention("day", "the 13th", "the 13th"), Mention("day", "yesterday", "yesterday")
+    assert not names_a_date(the_13th, "our cat was born on a friday the 13th lol. spooky name ideas?")
+    assert not names_a_date(yesterday, "you were right about the rain in Berlin, got absolutely soaked yesterday")
+    assert names_a_date(the_13th, "what's on the 13th?") and names_a_date(yesterday, "what did I have yesterday?")
+    assert names_a_date(yesterday, "I missed something yesterday, remind me what it was")
+    assert names_a_date(the_13th, "i got a dentist thing on the 13th, what time is it")
 
 
 def test_a_call_with_the_iso_date_of_a_day_the_text_names_is_grounded(monkeypatch):

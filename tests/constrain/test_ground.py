@@ -356,3 +356,8 @@ def test_a_fence_whose_only_span_is_refused_is_dropped():
 def test_a_lowercase_k_after_a_number_is_thousands():
     assert text_numbers("sold my bike for 1.2k kronor, a 50k salary") == [1200, 50000]
     assert text_numbers("it is 300K outside") == [300]  # a capital K is kelvin
+
+
+def test_a_fraction_is_one_number():
+    assert text_numbers("recipe says 2 1/2 cups milk and 3/4 cup sugar, 1½ tsp salt") == [2.5, 0.75, 1.5]
+    assert text_numbers("see you on 3/4 at noon") == [] and text_numbers("5/4 cup") == []  # a date; no proper fraction

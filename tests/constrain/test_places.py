@@ -19,6 +19,14 @@ def test_a_place_is_a_capitalised_name_or_the_word_after_a_place_preposition():
     assert place_spans("How do I say thank you in French?") == [] and place_spans("I love rainy weather") == []
 
 
+def test_a_capitalised_first_word_is_a_place_before_the_present_or_the_weather():
+    assert place_spans("Cairo today - shorts and t-shirt kind of day or should I bring a layer?", first_words=False) == [
+        "Cairo"]
+    assert place_spans("Rome weather pls. Thanks") == ["Rome"]
+    assert place_spans("packing for marrakesh, leaving in a few hrs. is it hot there rn") == ["marrakesh"]
+    assert place_spans("What today?") == [] and place_spans("Today is hot") == []  # no place's name first
+
+
 def test_a_city_argument_takes_the_places_else_the_spans():
     got = ground_schema(CITY, "whats the temp in denver right now? in fahrenheit pls", kinds=ARGUMENT_KINDS,
                         fenced=False)

@@ -32,3 +32,12 @@ def test_a_query_argument_takes_the_query_clause_else_the_spans():
     other = {"type": "object", "properties": {"season": {"type": "string"}}, "required": ["season"]}
     kept = ground_schema(other, "search how tall the Eiffel Tower is", kinds=ARGUMENT_KINDS, fenced=False)
     assert "enum" not in kept.schema["properties"]["season"]  # only a query argument
+
+
+def test_a_clause_of_words_every_look_up_has_gives_way_to_one_that_names_the_subject():
+    assert query_spans("Heading to the Louvre this week with my mum. What are the opening hours, and is there a day "
+                       "it's shut?") == ["Louvre"]
+    assert query_spans("need to tell the team which python version is newest - what's the latest release?") == [
+        "need to tell the team which python version is newest"]
+    assert query_spans("where are the 2028 olympics being held") == ["where are the 2028 olympics being held"]
+    assert query_spans("where is it being held?") == []  # a pronoun names no subject

@@ -89,3 +89,14 @@ def test_a_unit_written_onto_its_number_and_a_symbol_after_degrees_count():
     props = ground_arguments(CONVERT, "bake at 350 degrees F for 40 mins, my oven is in celsius").schema["properties"]
     assert props["from_unit"]["enum"] == ["F"] and props["to_unit"]["enum"] == ["celsius"]
     assert props["value"]["enum"] == [350]
+
+
+def test_the_amount_converted_is_one_written_in_the_from_side_unit():
+    props = ground_arguments(CONVERT, "I'm 154 lbs and 1.75 m tall. convert my weight to kg and work out my BMI").schema[
+        "properties"]
+    assert props["from_unit"]["enum"] == ["lbs"] and props["value"]["enum"] == [154]  # not the height's 1.75
+    said = "Everest is over 5 miles high. look up its height in miles\n{\"top_result\": \"Everest is 8,849 metres high.\"}"
+    props = ground_arguments(CONVERT, said).schema["properties"]
+    assert props["from_unit"]["enum"] == ["metres"] and props["value"]["enum"] == [8849]
+    props = ground_arguments(CONVERT, "recipe says 2 1/2 cups milk but my jug only has ml markings").schema["properties"]
+    assert props["value"]["enum"] == [2.5]

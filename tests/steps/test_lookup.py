@@ -1,7 +1,16 @@
 """A request that asks for the present or a look-up (agentkit.steps.lookup) and the decision it moves."""
 
 from agentkit.steps.decision import ADVICE, LOOKUP, SEARCHED, DecisionAsk, decide
-from agentkit.steps.lookup import asks_advice, asks_fact, asks_lookup, asks_search, request_of, searches
+from agentkit.steps.lookup import (
+    asks_advice,
+    asks_fact,
+    asks_lookup,
+    asks_present,
+    asks_search,
+    asks_to_search,
+    request_of,
+    searches,
+)
 
 
 def test_the_present_and_a_look_up_are_asked_in_words():
@@ -93,3 +102,20 @@ def test_advice_an_explanation_or_thanks_is_answered_where_the_margin_calls_and_
     assert (advice.call, advice.info["by"]) == (False, ADVICE)
     assert _decided(ask("Should I bring a coat to Helsinki today? What's the weather?"), calls, BASELINE).call
     assert _decided(ask("Any tips for Oslo in March?", ("get_weather",)), calls, BASELINE).call  # covered: a call
+
+
+def test_advice_that_tells_of_a_search_is_answered_and_not_now_asks_for_nothing_present():
+    told = "I keep searching stuff online and getting junk. any tips for writing better search queries?"
+    assert asks_lookup(told) and not asks_to_search(told) and asks_to_search("any tips? can you search for some")
+    assert asks_to_search("look up the Louvre's hours") and asks_to_search("ok. search who won")
+    assert not asks_present("best time of year to visit Lisbon? not now obviously") and asks_present("Lisbon now?")
+    assert asks_advice("when's the best time of year to visit Lisbon?") and asks_advice("spooky name ideas?")
+    ask = lambda text: DecisionAsk("auto", [{"role": "user", "content": text}], NAMES, "respond", "h", calibrate=False)
+    answers = {"respond": -0.1, "get_weather": -3.0, "web_search": -4.0}  # both margins answer
+    assert _decided(ask(told), answers, BASELINE).call is False  # neither a search nor the calibrated margin
+    calls = {"respond": -3.0, "get_weather": -2.0, "web_search": -0.5}  # the raw margin calls
+    assert _decided(ask(told), calls, BASELINE).info["by"] == ADVICE
+    asked = _decided(ask("any tips for a first marathon? search the web for some pls"), answers, BASELINE)
+    assert (asked.call, asked.tool, asked.info["by"]) == (True, "web_search", SEARCHED)
+    present = _decided(ask("should I bring a coat to Oslo right now? any tips"), calls, BASELINE)
+    assert present.call  # the present asked: no advice rule
