@@ -11,8 +11,9 @@ from collections.abc import Sequence
 
 from .dates import date_mentions
 from .numbers import digit_mentions, number_mentions
+from .units import unit_key, unit_mentions
 
-__all__ = ["ALL_OPERATORS", "asks_arithmetic", "expression_pattern", "implied_operators", "word_problem",
+__all__ = ["ALL_OPERATORS", "asks_arithmetic", "expression_pattern", "implied_operators", "rate_asked", "word_problem",
            "written_expressions"]
 
 
@@ -44,6 +45,8 @@ def expression_pattern(text: str, must: Sequence[float] = ()) -> str | None:
     op = r" *(?:" + "|".join(re.escape(o) for o in sorted(ops, key=len, reverse=True)) + r") *"
     if re.search(_SHARE_OF, low) and (share := _share(text, found, must)):
         return share
+    if not must and (rate := rate_asked(text)):
+        return rate
     if len(nums) <= _DISTINCT_UP_TO:
         digits = [_plain_number(v) for a, b, v in found if any(c.isdigit() for c in text[a:b])]
         said = list(dict.fromkeys([*digits, *(_plain_number(v) for _, _, v in found), *sorted(implied)]))
@@ -75,6 +78,34 @@ _EACH_OF_US = r"\b(?:\d+|[^\W\d_]+) of us\b[^.?!]{0,30}\beach\b|\bhow much (?:\w
 _SHARE_OF = r"\bwhat (?:percent(?:age)?|per cent|%)(?= of\b)"
 # words that put a later number first ("how many years ago ... from 2026", "what % of my pay" is over the pay)
 _ANY_ORDER = re.compile(r"\b(?:from|into|ago)\b|" + _SHARE_OF)
+
+
+_PER = re.compile(r"([^\W\d_]+) per (?:(\d[\d,]*(?:\.\d+)?) ?)?([^\W\d_]+)", re.IGNORECASE)
+
+
+def rate_asked(text: str) -> str | None:
+    """The pattern of a rate asked between two units ``text`` writes numbers in, ``a / b`` or ``a / b * n`` for
+    "<unit a> per [n] <unit b>" ("41.3 litres after driving 612 km ... in litres per 100 km" is ``41.3 / 612 *
+    100``); None where it asks none, or writes no number in one of the units. Held to the text's order, the
+    numbers came out the wrong way up ("412 km on 31.6 litres ... litres per 100 km")."""
+    units = unit_mentions(text)
+    for m in _PER.finditer(text):
+        top, bottom = unit_key(m.group(1)), unit_key(m.group(3))
+        if top == bottom or not {top, bottom} <= {unit_key(u) for _, _, u in units}:
+            continue
+        tops, bottoms = (_written_in(text, key, units, m.span()) for key in (top, bottom))
+        if tops and bottoms:
+            alt = lambda xs: "(?:" + "|".join(re.escape(x) for x in xs) + ")"
+            times = r" *\* *" + re.escape(m.group(2).replace(",", "")) if m.group(2) else ""
+            return r"^ *\(? *" + alt(tops) + r" */ *" + alt(bottoms) + r" *\)?" + times + r" *$"
+    return None
+
+
+def _written_in(text: str, key: str, units: list[tuple[int, int, str]], outside: tuple[int, int]) -> list[str]:
+    """The numbers ``text`` writes in digits right before a unit of ``key`` (``units``: its unit mentions), outside
+    the span ``outside``."""
+    return [_plain_number(v) for a, b, v in digit_mentions(text) if not outside[0] <= a < outside[1]
+            and any(unit_key(u) == key and b <= s <= b + 2 and not text[b:s].strip() for s, _, u in units)]
 
 
 def _share(text: str, found: list[tuple[int, int, int | float]], must: Sequence[float]) -> str | None:
@@ -199,14 +230,15 @@ def word_problem(text: str) -> bool:
     """Whether ``text`` writes two numbers or more, one in digits at least ("$1,847.60 ... seven of us"), and asks
     arithmetic of them in words: an arithmetic verb (``divide 98765 by 43``, ``split 287.40 between 6 people``,
     ``each of us``, ``equally``, ``how much ... per week``), a percent (``a 7.25% fee on the 18,400``), a
-    rate after a number (``12.50 each``, ``1,475 a month``, ``18.40 an hour``), a total (``in total``,
+    rate after a number (``12.50 each``, ``1,475 a month``, ``18.40 an hour``), a rate between two units
+    (:func:`rate_asked`: "litres per 100 km"), a total (``in total``,
     ``altogether``) or measures to multiply (``4.2m x 3.65m``, ``120cm by 45cm``, ``3.4m long, 1.75m wide``). Two amounts to convert ("12 lbs and 60 cm") are none. Weaker than :func:`asks_arithmetic`: a
     fee on an amount to convert first is a word problem too."""
     ends = [b for _, b in _digit_numbers(text)]
     if not ends or len(number_mentions(text)) < 2:
         return False
     return bool(_ARITHMETIC_VERB.search(text) or _PERCENT.search(text) or _TOTAL.search(text)
-                or _MEASURED.search(text) or any(_RATE.match(text, b) for b in ends))
+                or _MEASURED.search(text) or any(_RATE.match(text, b) for b in ends) or rate_asked(text))
 
 
 # the numbers a word implies in arithmetic (``half of 7`` is ``7 / 2``, ``15% of 240`` is ``15 * 240 / 100``)

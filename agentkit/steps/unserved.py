@@ -249,7 +249,7 @@ _RELATIVE_DAYS = frozenset({"tomorrow", "tmrw", "tmr", "tomoz", "yesterday", "th
 # a request about the user's own days ("anything on my plate thursday?", "am i free friday evening?")
 _SCHEDULE = re.compile(r"\b(?:calendar|schedule|diary|agenda|booked|plans|free|busy|on my plate|what(?:'s| is) on"
                        r"|what do i have|what have i got|anything on|do i have anything|have i got anything"
-                       r"|what did i have|did i have|what was on|meetings?|appointments?|events?"
+                       r"|what did i have|did i have|what was on"
                        r"|my (?:next |this )?(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|weekend))\b",
                        re.IGNORECASE)
 # a day told as the past, not asked about: "our cat was born on a friday the 13th", "got absolutely soaked yesterday"

@@ -2,7 +2,13 @@
 
 import re
 
-from agentkit.constrain.arithmetic import expression_pattern, implied_operators, word_problem, written_expressions
+from agentkit.constrain.arithmetic import (
+    expression_pattern,
+    implied_operators,
+    rate_asked,
+    word_problem,
+    written_expressions,
+)
 from agentkit.constrain.ground import ARGUMENT_KINDS, ground_schema
 
 CALC = {"type": "object", "required": ["expression"], "properties": {"expression": {"type": "string"}}}
@@ -97,3 +103,12 @@ def test_a_share_asked_as_a_percentage_is_part_over_whole_times_a_hundred():
     assert not re.fullmatch(p, "100*1150") and not re.fullmatch(p, "30 / 3000 * 100")  # a percent is no part
     owed = expression_pattern("1576.09\nwhat % of my pay it eats, pay 3800", must=[1576.09])
     assert re.fullmatch(owed, "1576.09 / 3800 * 100") and not re.fullmatch(owed, "3800 / 3800 * 100")
+
+
+def test_a_rate_asked_between_two_units_divides_the_numbers_written_in_them():
+    text = "Did a long road trip: 412 km on 31.6 litres of fuel. What's my consumption in litres per 100 km?"
+    assert word_problem(text)
+    p = expression_pattern(text)
+    assert re.fullmatch(p, "31.6 / 412 * 100") and not re.fullmatch(p, "412 / 31.6 * 100")
+    assert re.fullmatch(expression_pattern("drove 300 km on 20 litres, how many km per litre"), "300 / 20")
+    assert rate_asked("it costs 5 dollars per 100 km") is None  # no number written in dollars beside a unit pair
