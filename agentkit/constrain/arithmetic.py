@@ -74,6 +74,9 @@ _DISTINCT_UP_TO = 6  # numbers a pattern spells out in order (6: 57 subsequences
 _ANY_ORDER_UP_TO = 4  # numbers a pattern spells out in any order (4: 60 orders of two to four of them)
 # a sum shared: "there's 6 of us, how much each?", "how much do we each pay"
 _EACH_OF_US = r"\b(?:\d+|[^\W\d_]+) of us\b[^.?!]{0,30}\beach\b|\bhow much (?:\w+ ){0,3}each\b"
+# what is left of an amount, asked: "What's left over after that?", "how much do I have left after rent"
+_LEFT_ASKED = re.compile(r"\bwhat(?:'s| is| do i have) left\b|\bleft over\b|\bhow much (?:is |do i have |will i have )?"
+                         r"(?:left|remaining)\b", re.IGNORECASE)
 # a share of a whole asked as a percentage: "what percentage of my income is rent", "what % of my pay it eats"
 _SHARE_OF = r"\bwhat (?:percent(?:age)?|per cent|%)(?= of\b)"
 # words that put a later number first ("how many years ago ... from 2026", "what % of my pay" is over the pay)
@@ -148,12 +151,16 @@ _BETWEEN = (("+", r"\bplus\b|\band add\b"), ("-", r"\bminus\b|\bless\b"), ("*", 
 
 def _joins(text: str, found: list[tuple[int, int, int | float]], ops: Sequence[str]) -> dict[tuple[str, str], str]:
     """For two numbers ``text`` writes in digits one after the other, the pattern of the operators that may join
-    them where the words between them name some (:data:`_BETWEEN`, among ``ops``): "23.50 each plus 12.99" adds,
+    them where the three words at most between them name some (:data:`_BETWEEN`, among ``ops``): "23.50 each plus
+    12.99" adds,
     and a small model held to ``*`` and ``+`` over the three numbers wrote ``14*23.5*12.99``."""
     digits = [(a, b, _plain_number(v)) for a, b, v in found if any(c.isdigit() for c in text[a:b])]
     out = {}
     for (_, b, x), (a, _, y) in itertools.pairwise(digits):
-        named = [o for o, rx in _BETWEEN if o in ops and re.search(rx, text[b:a], re.IGNORECASE)]
+        gap = text[b:a]
+        if len(re.findall(r"[^\W\d_]+", gap)) > 3:  # "1,140 and utilities plus phone come to 385.75": not theirs
+            continue
+        named = [o for o, rx in _BETWEEN if o in ops and re.search(rx, gap, re.IGNORECASE)]
         if named:
             out[(x, y)] = r" *(?:" + "|".join(re.escape(o) for o in named) + r") *"
     return out
@@ -189,12 +196,14 @@ def implied_operators(text: str) -> tuple[str, ...]:
     then an expression may use any): ``divide``, ``split``, ``each of``, ``half``, ``km per litre`` divide;
     ``times``, ``twice``, a rate after a number (``12.50 each``, ``1,475 a month``, ``$64/hr``), a percent multiply (``15% *
     240``; a percent in words divides too, ``15 * 240 / 100``: "17.5% of 3480" came out ``17.5% / 3480``); ``plus``,
-    ``add``, ``on top`` add; ``minus``, ``left``, ``off``, ``profit``, ``after spending`` subtract; ``to the power
-    of``, ``squared`` raise. The signs of an expression it writes count as themselves (``(45 + 55) * 3.2``,
+    ``add``, ``on top`` add; ``minus``, ``left``, ``off``, ``profit``, ``after spending`` subtract (and alone where
+    the text asks what is left: "what's left over after that?"); ``to the power of``, ``squared`` raise. The signs of an expression it writes count as themselves (``(45 + 55) * 3.2``,
     :func:`written_expressions`)."""
     named = {op for op, rx in _OPERATOR_RES if rx.search(text)}
     for run in written_expressions(text):
         named |= set(re.findall(r"\*\*|[-+*/]", run))
+    if _LEFT_ASKED.search(text) and not written_expressions(text):  # what is left of an amount: subtraction alone
+        named = {"-"}
     return tuple(op for op in ALL_OPERATORS if op in named)
 
 

@@ -14,13 +14,19 @@ from datetime import date, timedelta
 
 from ..errors import UserError
 
-__all__ = ["WEEKDAY", "date_mentions", "day_phrases", "resolve_day", "resolved_days", "text_dates", "today"]
+__all__ = ["MONTH", "WEEKDAY", "date_mentions", "day_phrases", "resolve_day", "resolved_days", "text_dates", "today"]
 
 _MONTHS = {m: i + 1 for i, m in enumerate(["january", "february", "march", "april", "may", "june", "july", "august",
                                            "september", "october", "november", "december"])}
 _MONTHS |= {m[:3]: i for m, i in list(_MONTHS.items())} | {"sept": 9}
 _MON = r"(" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
-_DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
+_ORDINALS = ["first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth", "eleventh",
+             "twelfth", "thirteenth", "fourteenth", "fifteenth", "sixteenth", "seventeenth", "eighteenth", "nineteenth",
+             "twentieth", *(f"twenty-{o}" for o in ["first", "second", "third", "fourth", "fifth", "sixth", "seventh",
+                                                    "eighth", "ninth"]), "thirtieth", "thirty-first"]
+# a day of the month in digits ("20", "20th") or in words ("twentieth", "twenty first"), beside a month's name
+_DAY = r"(\d{1,2}|" + "|".join(o.replace("-", "[- ]") for o in sorted(_ORDINALS, key=len, reverse=True)) \
+    + r")(?:st|nd|rd|th)?"
 _DATES = [  # (regex, order of the groups: d/m/y as 0/1/2)
     (re.compile(r"\b" + _DAY + r"(?:\s+of)?\s+" + _MON + r",?\s+(\d{4})\b", re.IGNORECASE), "dmy"),
     (re.compile(r"\b" + _MON + r"\s+" + _DAY + r",?\s+(\d{4})\b", re.IGNORECASE), "mdy"),
@@ -44,17 +50,23 @@ def date_mentions(text: str) -> list[tuple[int, int, str]]:
             parts = dict(zip(order, m.groups()))
             month = _MONTHS.get(parts["m"].lower()) if not parts["m"].isdigit() else int(parts["m"])
             try:
-                found.append((m.start(), m.end(), date(int(parts["y"]), month or 0, int(parts["d"])).isoformat()))
+                found.append((m.start(), m.end(), date(int(parts["y"]), month or 0, _day_number(parts["d"])).isoformat()))
             except ValueError:
                 continue
     return sorted(found)
+
+
+def _day_number(day: str) -> int:
+    """A day of the month as :data:`_DAY` reads it: ``20`` or ``twentieth`` is 20."""
+    return int(day) if day.isdigit() else _ORDINALS.index(re.sub(r"\s+", "-", day.lower())) + 1
 
 
 WEEKDAY = r"(?:mon|tues|wednes|thurs|fri|satur|sun)day"
 MONTH = _MON  # a month's name or its short form
 _PHRASES = re.compile(  # a day said without a full date: relative, a weekday, a day and month without the year
     r"\b(?:today|tomorrow|tmrw|tmr|tomoz|yesterday|tonight|the day after tomorrow|(?:(?:next|this|last|coming)\s+)?" + WEEKDAY
-    + r"|(?:next|this|last)\s+(?:week|month)|(?:(?:next|this|last)\s+)?weekend|" + _MON + r"\s+" + _DAY + r"|(?:the\s+)?" + _DAY
+    + r"|(?:next|this|last)\s+(?:week|month)|(?:(?:next|this|last)\s+)?weekend|(?!(?-i:may)\s+[^\d\s])" + _MON + r"\s+"
+    + _DAY + r"|(?:the\s+)?" + _DAY
     + r"(?:\s+of)?\s+" + _MON + r"|the\s+\d{1,2}(?:st|nd|rd|th)(?!\s+centur))\b", re.IGNORECASE)
 
 
@@ -93,13 +105,13 @@ def resolve_day(phrase: str, on: date | None = None, year: int | None = None) ->
         return _upcoming(on, on.month, int(nth.group(1)), by_month=True)
     m = re.fullmatch(_MON + r" " + _DAY, low) or re.fullmatch(r"(?:the )?" + _DAY + r"(?: of)? " + _MON, low)
     if m:
-        month_word, number = (m.group(1), m.group(2)) if not m.group(1).isdigit() else (m.group(2), m.group(1))
+        month_word, number = (m.group(1), m.group(2)) if m.group(1).rstrip(".") in _MONTHS else (m.group(2), m.group(1))
         if year is not None:
             try:
-                return date(year, _MONTHS[month_word.rstrip(".")], int(number)).isoformat()
+                return date(year, _MONTHS[month_word.rstrip(".")], _day_number(number)).isoformat()
             except ValueError:
                 return None
-        return _upcoming(on, _MONTHS[month_word.rstrip(".")], int(number))
+        return _upcoming(on, _MONTHS[month_word.rstrip(".")], _day_number(number))
     return None
 
 

@@ -1,5 +1,6 @@
 """The numbers a text writes: digits with or without thousands separators and a decimal part (``1,234.56``), a
-fraction (``2 1/2``, ``1½``, ``3/4 cup``), and numbers under a hundred in words (``three``, ``forty-two``, ``a dozen``); not the day or year of a date it writes
+fraction (``2 1/2``, ``1½``, ``3/4 cup``), numbers under a hundred in words (``three``, ``forty-two``, ``a dozen``)
+and hundreds or thousands of them (``twelve hundred``); not the day or year of a date it writes
 (:mod:`agentkit.constrain.dates`)."""
 
 from __future__ import annotations
@@ -10,9 +11,12 @@ from .dates import date_mentions
 
 __all__ = ["digit_mentions", "number_mentions", "text_numbers"]
 
+_MEASURE_WORDS = (r"(?:day|night|week|month|year|hour|hr|minute|min|second|mile|km|kilometre|kilometer|metre|meter"
+                  r"|person|people|seat|room|course|page|step|piece|litre|liter|gallon|pound|kg|lb|inch|foot|ft)s?\b")
 # a number, not a piece of a code or a date joined by - or / (INV-3302, 415-555-0138, 2025-04-01, 2024/0931); a
-# rate's number is one ($64/hr)
-_NUM = re.compile(r"(?<![\w.])(?<!\w[-/])-?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?(?![\d])(?!-\w|/\d)")
+# rate's number is one ($64/hr); so is a measure's before a hyphen ("a 9-day trip", "a 5-hour drive")
+_NUM = re.compile(r"(?<![\w.])(?<!\w[-/])-?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?(?![\d])(?!-(?!" + _MEASURE_WORDS
+                  + r")\w|/\d)")
 # a fraction: a whole number and a fraction (``2 1/2``, ``1-3/4``, ``1½``), or a fraction alone before a measure or
 # "of" (``3/4 cup``, ``½ tsp``, ``1/2 of``); "3/4 at noon" is a date's, and stays no number
 _VULGAR = {"½": 1 / 2, "⅓": 1 / 3, "⅔": 2 / 3, "¼": 1 / 4, "¾": 3 / 4, "⅛": 1 / 8, "⅜": 3 / 8, "⅝": 5 / 8, "⅞": 7 / 8}
@@ -20,6 +24,7 @@ _MEASURE_AFTER = (r"(?=\s*(?:of\b|cups?\b|tsps?\b|tbsps?\b|teaspoons?\b|tablespo
                   r"|lbs?\b|pounds?\b|kgs?\b|oz\b|ounces?\b|lit(?:re|er)s?\b|gallons?\b|pints?\b|hours?\b|hrs?\b))")
 _FRACTION = re.compile(r"(?<![\w.,/])(?:(\d+)(?:\s+|-)(\d)/(\d{1,2})(?![\d/])|(\d+)?\s?([" + "".join(_VULGAR)
                        + r"])|(\d)/(\d{1,2})(?![\d/])" + _MEASURE_AFTER + ")")
+_SCALE = re.compile(r"[ -](hundred|thousand)\b", re.IGNORECASE)  # after a number in words: "twelve hundred"
 _THOUSANDS = re.compile(r"k(?![\w'])")  # a lowercase k right after a number: thousands (a capital K is kelvin)
 _UNITS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
           "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"]
@@ -50,9 +55,13 @@ def number_mentions(text: str) -> list[tuple[int, int, int | float]]:
     for m in _WORD.finditer(text):
         tens, unit, word = (g.lower() if g else g for g in m.groups())
         if word:
-            out.append((m.start(), m.end(), 12 if word == "dozen" else _UNITS.index(word)))
+            value = 12 if word == "dozen" else _UNITS.index(word)
         else:
-            out.append((m.start(), m.end(), 20 + 10 * _TENS.index(tens) + (_UNITS.index(unit) if unit else 0)))
+            value = 20 + 10 * _TENS.index(tens) + (_UNITS.index(unit) if unit else 0)
+        scale = _SCALE.match(text, m.end())  # "twelve hundred", "five thousand"
+        if scale:
+            value *= 100 if scale.group(1).lower() == "hundred" else 1000
+        out.append((m.start(), scale.end() if scale else m.end(), value))
     return sorted(out)
 
 

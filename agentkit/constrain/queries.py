@@ -66,11 +66,17 @@ _GENERIC = frozenset({"a", "an", "the", "it", "its", "it's", "that", "this", "th
                       "version", "what's", "there", "day", "days", "shut", "closed", "s", "times", "week"})
 
 
+# a named thing's measure asked by a pronoun: "obsessed with the Eiffel Tower and wants to know how tall it is"
+_MEASURE_OF_IT = re.compile(r"\bhow (?:tall|long|high|deep|old|big|wide|far) (?:it|they) (?:is|are|was|were)\b",
+                            re.IGNORECASE)
+
+
 def asks_fact(request: str) -> bool:
     """Whether ``request`` asks for a recorded fact (the module says which): "how long is the amazon river?",
-    "when was bitcoin created", "louvre opening hours??"; not "how long would it take", "who wrote Pride and
+    "when was bitcoin created", "louvre opening hours??", a measure asked by a pronoun of a thing named with
+    capitals ("the Eiffel Tower ... how tall it is"); not "how long would it take", "who wrote Pride and
     Prejudice" (a small model answers it)."""
-    return bool(_FACT.search(request))
+    return bool(_FACT.search(request) or (_MEASURE_OF_IT.search(request) and _proper_names(request)))
 
 
 def query_spans(text: str) -> list[str]:
@@ -80,7 +86,7 @@ def query_spans(text: str) -> list[str]:
                 if q and _names_subject(q) and not _PRONOUN_SUBJECT.search(q)]
     if searched:
         return list(dict.fromkeys(searched))
-    facts = [q for a, b in clauses if asks_fact(text[a:b]) for q in [_trim(text[a:b])] if _names_subject(q)]
+    facts = [q for a, b in clauses if _FACT.search(text[a:b]) for q in [_trim(text[a:b])] if _names_subject(q)]
     return list(dict.fromkeys(facts or _proper_names(text)))
 
 

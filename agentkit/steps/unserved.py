@@ -34,12 +34,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..constrain.arithmetic import asks_arithmetic, expression_pattern, word_problem
-from ..constrain.dates import WEEKDAY, date_mentions, day_phrases
+from ..constrain.dates import MONTH, WEEKDAY, date_mentions, day_phrases
 from ..constrain.ground import currency_mentions, ground_arguments, is_currency, text_currencies
 from ..constrain.numbers import digit_mentions, number_mentions, text_numbers
 from ..constrain.places import is_place, place_spans
 from ..constrain.units import is_unit, text_units, unit_key, unit_mentions
-from .lookup import asks_fact, asks_lookup, asks_search
+from .lookup import asks_advice, asks_fact, asks_lookup, asks_search
 
 __all__ = ["Mention", "asked_fields", "covering", "mentions", "names_a_date", "narrowed", "operands", "owed", "unserved",
            "untaken"]
@@ -208,7 +208,8 @@ def covering(tools: Sequence[tuple[str, dict[str, Any] | None]], request: str, s
     value: a ``number`` it writes in digits, a ``day`` that names its date (:func:`names_a_date`), a ``currency`` or
     a ``unit`` (a (from, to) pair two different ones), an ``expression`` it asks
     (:func:`agentkit.constrain.arithmetic.asks_arithmetic`; a :func:`agentkit.constrain.arithmetic.word_problem` where no
-    tool is covered otherwise: "a 3% fee on 2,500 SEK in dollars" converts first). "80 swiss francs in euros" fills
+    tool is covered otherwise and the request asks for an amount, not an opinion: "a 3% fee on 2,500 SEK in dollars"
+    converts first). "80 swiss francs in euros" fills
     ``convert_currency``; a tool with a free string argument (a city, a query) is filled by no request, but a tool
     of places where the request asks for the present at a place it names (:func:`_placed`). What such a
     request asks is that tool's work (:mod:`agentkit.steps.decision`). ``said``: the request's :func:`mentions` when
@@ -230,8 +231,15 @@ def covering(tools: Sequence[tuple[str, dict[str, Any] | None]], request: str, s
                             if k != "expression"):
             full.append((name, "expression" in wanted))
     out = tuple(name for name, expression in full if not expression or asks_arithmetic(request))
-    out = out or tuple(name for name, expression in full if expression and word_problem(request))
+    opinion = asks_advice(request) and not _AMOUNT_ASKED.search(request)  # "smarter to pay 22% APR or save $1,000?"
+    out = out or tuple(name for name, expression in full if expression and word_problem(request) and not opinion)
     return out or _placed(tools, request)
+
+
+# a question for an amount: a word problem asked, not an opinion about amounts ("Do you think it's smarter to pay
+# down a credit card at 22% APR or build up a $1,000 emergency fund first?")
+_AMOUNT_ASKED = re.compile(r"\b(?:how much|how many|how long|what(?:'s| is| does| will| do| would)(?! you think)|total|work(?:s|ed)? out"
+                           r"|calculate|figure out|add up|each|per)\b", re.IGNORECASE)
 
 
 def _placed(tools: Sequence[tuple[str, dict[str, Any] | None]], request: str) -> tuple[str, ...]:
@@ -249,7 +257,7 @@ _RELATIVE_DAYS = frozenset({"tomorrow", "tmrw", "tmr", "tomoz", "yesterday", "th
 # a request about the user's own days ("anything on my plate thursday?", "am i free friday evening?")
 _SCHEDULE = re.compile(r"\b(?:calendar|schedule|diary|agenda|booked|plans|free|busy|on my plate|what(?:'s| is) on"
                        r"|what do i have|what have i got|anything on|do i have anything|have i got anything"
-                       r"|what did i have|did i have|what was on"
+                       r"|what did i have|did i have|what was on|where(?:'s| is) (?:it|that)\b|what time is (?:it|that)"
                        r"|my (?:next |this )?(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|weekend))\b",
                        re.IGNORECASE)
 # a day told as the past, not asked about: "our cat was born on a friday the 13th", "got absolutely soaked yesterday"
@@ -282,7 +290,8 @@ def names_a_date(day: Mention, request: str = "") -> bool:
     names none ("a job interview on Thursday", "a rhyme about Monday mornings", "a novel to read this weekend"), as
     does a day the request tells as the past without asking about its days ("our cat was born on a friday the 13th",
     "got absolutely soaked yesterday")."""
-    if any(c.isdigit() for c in day.text) or day.text.casefold() in _RELATIVE_DAYS:
+    if any(c.isdigit() for c in day.text) or day.text.casefold() in _RELATIVE_DAYS \
+            or re.search(r"\b" + MONTH + r"(?!\w)", day.text, re.IGNORECASE):  # "the twentieth of March"
         return bool(_SCHEDULE.search(request)) or not _told_past(day, request)
     return bool(re.fullmatch(r"(?:(?:this|next|coming)\s+)?" + WEEKDAY, day.text, re.IGNORECASE)) \
         and bool(_SCHEDULE.search(request))

@@ -112,3 +112,11 @@ def test_a_rate_asked_between_two_units_divides_the_numbers_written_in_them():
     assert re.fullmatch(p, "31.6 / 412 * 100") and not re.fullmatch(p, "412 / 31.6 * 100")
     assert re.fullmatch(expression_pattern("drove 300 km on 20 litres, how many km per litre"), "300 / 20")
     assert rate_asked("it costs 5 dollars per 100 km") is None  # no number written in dollars beside a unit pair
+
+
+def test_what_is_left_asked_subtracts_and_words_far_apart_name_no_join():
+    text = "Take-home is about 3k a month. Rent's 1,140 and utilities plus phone come to 385.75. What's left over?"
+    assert implied_operators(text) == ("-",)
+    assert re.fullmatch(expression_pattern(text), "3000 - 1140 - 385.75")
+    far = expression_pattern("I earn 3000 and then utilities plus phone and such come to 385.75, total?")
+    assert re.fullmatch(far, "3000 + 385.75")  # "plus" is four words from the numbers: no join of its own

@@ -4,7 +4,7 @@ from datetime import date
 
 import pytest
 
-from agentkit.constrain.dates import resolve_day, resolved_days, today
+from agentkit.constrain.dates import day_phrases, resolve_day, resolved_days, today
 from agentkit.errors import UserError
 from agentkit.steps.unserved import Mention, names_a_date
 from agentkit.toolcall import call_grounded
@@ -52,3 +52,13 @@ def test_a_call_with_the_iso_date_of_a_day_the_text_names_is_grounded(monkeypatc
     monkeypatch.setenv("AGENTKIT_TODAY", "2026-03-02")
     assert call_grounded({"date": "2026-03-05"}, "anything on my plate thursday?")
     assert not call_grounded({"date": "2026-03-09"}, "anything on my plate thursday?")
+
+
+def test_a_day_of_the_month_in_words_beside_a_month_is_a_date():
+    assert day_phrases("What's in my diary for the twentieth of March?") == ["the twentieth of March"]
+    assert resolve_day("March twenty-first", date(2026, 3, 2)) == "2026-03-21"
+    assert day_phrases("you may first want to check") == [] and day_phrases("the first time") == []
+    said = "What's in my diary for the twentieth of March?"
+    assert names_a_date(Mention("day", "the twentieth of March", "the twentieth of march"), said)
+    where = "lunch on thursday... where is it again?"
+    assert names_a_date(Mention("day", "thursday", "thursday"), where)  # asked about the user's own day

@@ -361,3 +361,9 @@ def test_a_lowercase_k_after_a_number_is_thousands():
 def test_a_fraction_is_one_number():
     assert text_numbers("recipe says 2 1/2 cups milk and 3/4 cup sugar, 1½ tsp salt") == [2.5, 0.75, 1.5]
     assert text_numbers("see you on 3/4 at noon") == [] and text_numbers("5/4 cup") == []  # a date; no proper fraction
+
+
+def test_hundreds_in_words_and_a_measure_before_a_hyphen_are_numbers():
+    assert text_numbers("convert twelve hundred swedish kronor") == [1200]
+    assert text_numbers("a 9-day trip, a 5-hour drive") == [9, 5]
+    assert text_numbers("INV-3302 or 415-555-0138") == []  # codes stay no numbers

@@ -24,6 +24,7 @@ def test_a_capitalised_first_word_is_a_place_before_the_present_or_the_weather()
         "Cairo"]
     assert place_spans("Rome weather pls. Thanks") == ["Rome"]
     assert place_spans("packing for marrakesh, leaving in a few hrs. is it hot there rn") == ["marrakesh"]
+    assert place_spans("At what temperature does water boil at sea level, in celsius?") == []
     assert place_spans("What today?") == [] and place_spans("Today is hot") == []  # no place's name first
 
 

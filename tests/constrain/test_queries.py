@@ -1,7 +1,7 @@
 """A search query from the request that asks for it (agentkit.constrain.queries) and the argument it grounds."""
 
 from agentkit.constrain.ground import ARGUMENT_KINDS, ground_schema
-from agentkit.constrain.queries import query_spans
+from agentkit.constrain.queries import asks_fact, query_spans
 
 
 def test_the_clause_after_a_search_verb_is_the_query():
@@ -41,3 +41,9 @@ def test_a_clause_of_words_every_look_up_has_gives_way_to_one_that_names_the_sub
         "need to tell the team which python version is newest"]
     assert query_spans("where are the 2028 olympics being held") == ["where are the 2028 olympics being held"]
     assert query_spans("where is it being held?") == []  # a pronoun names no subject
+
+
+def test_a_measure_asked_by_a_pronoun_of_a_named_thing_is_a_fact_and_the_name_its_query():
+    text = "My nephew is obsessed with the Eiffel Tower and wants to know how tall it is in feet. Can you find out?"
+    assert asks_fact(text) and query_spans(text) == ["Eiffel Tower"]
+    assert not asks_fact("i have a cat. how old it is i dont know")  # no name: nothing recorded to look up

@@ -192,6 +192,8 @@ def test_a_word_problem_covers_the_calculator_only_where_nothing_else_is_covered
     assert cover("I'll send 1,000 dollars in euros and pay a 2% fee on it") == ("convert_currency",)
     assert cover("Convert 1,000 dollars to euros, and what is 250 times 3?") == ("convert_currency", "calculator")
     assert cover("the bill was $1,847.60 and seven of us pay equally: what does each of us owe?") == ("calculator",)
+    assert cover("Do you think it's smarter to pay down a card at 22% APR or build up a $1,000 fund first?") == ()
+    assert cover("any tips? dinner was 187.40 with an 18% tip, how much each for 4 of us") == ("calculator",)
 
 
 def _decided(ask: DecisionAsk, *scores: dict) -> object:
