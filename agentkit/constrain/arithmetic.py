@@ -32,7 +32,7 @@ def expression_pattern(text: str, must: Sequence[float] = ()) -> str | None:
     A share asked as a percentage ("what % of my pay") is ``part / whole * 100`` (:func:`_share`).
     ``must``: numbers one of which the expression uses (None when ``text`` writes none of them)."""
     found = number_mentions(text)
-    written = {_plain_number(v) for _, _, v in found}
+    written = {_operand(text, a, b, v) for a, b, v in found}
     if not written:
         return None
     low = text.lower()
@@ -47,10 +47,12 @@ def expression_pattern(text: str, must: Sequence[float] = ()) -> str | None:
         return share
     if not must and (rate := rate_asked(text)):
         return rate
+    if not must and set(implied_operators(text)) == {"/"} and (shared := _shared(text, found)):
+        return shared
     if len(nums) <= _DISTINCT_UP_TO:
-        digits = [_plain_number(v) for a, b, v in found if any(c.isdigit() for c in text[a:b])]
-        said = list(dict.fromkeys([*digits, *(_plain_number(v) for _, _, v in found), *sorted(implied)]))
-        percents = {_plain_number(v) for _, b, v in found if _PERCENT_AFTER.match(text, b)}
+        digits = [_operand(text, a, b, v) for a, b, v in found if any(c.isdigit() for c in text[a:b])]
+        said = list(dict.fromkeys([*digits, *(_operand(text, a, b, v) for a, b, v in found), *sorted(implied)]))
+        percents = {_operand(text, a, b, v) for a, b, v in found if _PERCENT_AFTER.match(text, b)}
         any_order = bool(_ANY_ORDER.search(low)) and len(said) <= _ANY_ORDER_UP_TO  # "subtract 5 from 20"
         if must:
             return _distinct(said, op, percents, ordered=not any_order,
@@ -77,10 +79,12 @@ _EACH_OF_US = r"\b(?:\d+|[^\W\d_]+) of us\b[^.?!]{0,30}\beach\b|\bhow much (?:\w
 # what is left of an amount, asked: "What's left over after that?", "how much do I have left after rent"
 _LEFT_ASKED = re.compile(r"\bwhat(?:'s| is| do i have) left\b|\bleft over\b|\bhow much (?:is |do i have |will i have )?"
                          r"(?:left|remaining)\b", re.IGNORECASE)
+# how many of a price a budget buys: "with a $1,000 budget how many nights can i afford?"
+_AFFORD = r"\bhow many\b[^.?!]{0,40}?\b(?:afford|buy)\b"
 # a share of a whole asked as a percentage: "what percentage of my income is rent", "what % of my pay it eats"
 _SHARE_OF = r"\bwhat (?:percent(?:age)?|per cent|%)(?= of\b)"
 # words that put a later number first ("how many years ago ... from 2026", "what % of my pay" is over the pay)
-_ANY_ORDER = re.compile(r"\b(?:from|into|ago)\b|" + _SHARE_OF)
+_ANY_ORDER = re.compile(r"\b(?:from|into|ago)\b|" + _SHARE_OF + "|" + _AFFORD)
 
 
 _PER = re.compile(r"([^\W\d_]+) per (?:(\d[\d,]*(?:\.\d+)?) ?)?([^\W\d_]+)", re.IGNORECASE)
@@ -109,6 +113,21 @@ def _written_in(text: str, key: str, units: list[tuple[int, int, str]], outside:
     the span ``outside``."""
     return [_plain_number(v) for a, b, v in digit_mentions(text) if not outside[0] <= a < outside[1]
             and any(unit_key(u) == key and b <= s <= b + 2 and not text[b:s].strip() for s, _, u in units)]
+
+
+_PEOPLE_AFTER = re.compile(r"\s*(?:ppl|people|persons?|of us|friends|guests|mates|ways|heads)\b", re.IGNORECASE)
+
+
+def _shared(text: str, found: list[tuple[int, int, int | float]]) -> str | None:
+    """The pattern of an amount shared among people, ``amount / count``, where ``text`` writes two numbers in
+    digits, one of them a count of people (:data:`_PEOPLE_AFTER`: ``7 ppl``, ``4 ways``), whatever their order: "we're
+    7 ppl splitting a 2,340.75 bill" came out ``7 / 2340.75`` held to the text's order."""
+    digits = [(a, b, v) for a, b, v in found if any(c.isdigit() for c in text[a:b]) and not _PERCENT_AFTER.match(text, b)]
+    counts = [_operand(text, a, b, v) for a, b, v in digits if _PEOPLE_AFTER.match(text, b)]
+    amounts = [_operand(text, a, b, v) for a, b, v in digits if not _PEOPLE_AFTER.match(text, b)]
+    if len(digits) != 2 or len(counts) != 1 or len(amounts) != 1:
+        return None
+    return r"^ *" + re.escape(amounts[0]) + r" */ *" + re.escape(counts[0]) + r" *$"
 
 
 def _share(text: str, found: list[tuple[int, int, int | float]], must: Sequence[float]) -> str | None:
@@ -154,7 +173,7 @@ def _joins(text: str, found: list[tuple[int, int, int | float]], ops: Sequence[s
     them where the three words at most between them name some (:data:`_BETWEEN`, among ``ops``): "23.50 each plus
     12.99" adds,
     and a small model held to ``*`` and ``+`` over the three numbers wrote ``14*23.5*12.99``."""
-    digits = [(a, b, _plain_number(v)) for a, b, v in found if any(c.isdigit() for c in text[a:b])]
+    digits = [(a, b, _operand(text, a, b, v)) for a, b, v in found if any(c.isdigit() for c in text[a:b])]
     out = {}
     for (_, b, x), (a, _, y) in itertools.pairwise(digits):
         gap = text[b:a]
@@ -170,7 +189,8 @@ _PERCENT_AFTER = re.compile(r"\s*(?:%|percent\b|per cent\b)", re.IGNORECASE)
 
 
 # what follows a rate's number: ``12.50 each``, ``1,475 a month``, ``18.40 an hour``, ``$64/hr``
-_RATE_AFTER = r"\s*(?:[^\W\d_]+\s+)?(?:(?:each|apiece)\b|(?:a|an|per)\s+[^\W\d_])|/[^\W\d_]"
+_RATE_AFTER = (r"\s*(?:[^\W\d_]+\s+)?(?:(?:each|apiece|monthly|weekly|daily|hourly|yearly|annually)\b"
+               r"|(?:a|an|per)\s+[^\W\d_])|/[^\W\d_]")
 ALL_OPERATORS = ("+", "-", "*", "/", "**")
 # a room's, a tank's or a bed's measures: "4.2m x 3.65m", "120cm by 45cm by 50cm", "3.4m long, 1.75m wide"
 _MEASURES = r"\d\s*(?:[^\W\d_]{0,6}\s*[x×]|[^\W\d_]{1,6}\s*by)\s*\d(?![\d.:]*\s*(?:am|pm|o'clock)\b|[\d.]*:)|\blong\b[^.?!]{0,30}\bwide\b|\bcubic\b"
@@ -180,11 +200,11 @@ _OPERATOR_WORDS = (
     ("/", (r"\bdivid(?:e|ed|ing)\b|\bsplit(?:ting)?\b|\bshared?\b|\beach of\b|\bper (?:person|head)\b|\baverage\b"
           r"|\bhalf\b|\bhalve\b|\bquarter\b|[^\W\d_]\s+per\s+[^\W\d_]|\bper\s*cent\b|\bpercent\b"
           r"|\bhow many\b[^.?!]{0,40}?\b(?:take|fill|fit|cover|need|last)\b|\bhow many (?:of )?(?:me|us|them)\b|\beach\b[^.?!]*\bcovers?\b"
-          r"|\bpercentage\b|" + _SHARE_OF + r"|" + _EACH_OF_US)),
+          r"|\bpercentage\b|" + _SHARE_OF + r"|" + _EACH_OF_US + r"|" + _AFFORD)),
     ("*", (r"\btimes\b|\bmultipl\w*|\d\s*%|\bper\s*cent\b|\bpercent(?:age)?\b|" + _SHARE_OF + r"|\btwice\b|\bdouble\b|\btriple\b"
           r"|\d(?:" + _RATE_AFTER + ")|" + _MEASURES)),
     ("+", r"\bplus\b|\badd(?:ed|ing)?\b|\bsum\b|\bin all\b|\baltogether\b|\bcombined\b|\bon top\b"),
-    ("-", (r"\bminus\b|\bsubtract\w*|\bless\b|(?<![\d%] )\bleft\b|\bremain\w*|\boff\b|\bdiscount\w*"
+    ("-", (r"\bminus\b|\bsubtract\w*|\bless\b|\b(?:over|under) (?:the |my )?(?:limit|budget|allowance)\b|(?<![\d%] )\bleft\b|\bremain\w*|\boff\b|\bdiscount\w*"
           r"|\bprofit\b|\bdifference\b|\bafter (?:spending|paying|taking)\b|\bago\b")),
     ("**", r"\bpower\b|\bsquared\b|\bcubed\b"),
 )
@@ -259,6 +279,20 @@ def _plain_number(v: float) -> str:
     return str(v) if isinstance(v, int) else repr(v)
 
 
+_FRACTION_WRITTEN = re.compile(r"(?:(\d+)(?:\s+|-))?(\d)/(\d{1,2})")
+
+
+def _operand(text: str, a: int, b: int, v: float) -> str:
+    """How an expression writes the number ``text[a:b]`` (value ``v``): plainly (``1,500`` as ``1500``), and a
+    fraction exactly (``1/3`` as ``1/3``, ``2 1/2`` as ``(2+1/2)``): "1/3 of my 4,275 ... after 14 months" is
+    19950, not 0.333333's 19949.98."""
+    m = _FRACTION_WRITTEN.fullmatch(text[a:b])
+    if m is None:
+        return _plain_number(v)
+    whole, n, d = m.groups()
+    return f"({whole}+{n}/{d})" if whole else f"{n}/{d}"
+
+
 _TERM = r"\(*-?\d[\d,]*(?:\.\d+)?%?\)*"
 _RUN = re.compile(r"(?<![\w.,:/-])" + _TERM + r"(?:(?: *(?:\*\*|[*/×÷^+]|x(?= )) *| *-(?= )| +- *)" + _TERM
                   + r")+(?![\w.:/-])")
@@ -268,7 +302,8 @@ def written_expressions(text: str) -> list[str]:
     """The arithmetic expressions ``text`` writes in signs (``(1820 - 365) / 7``, ``3456 x 78``, ``(17.5+23.25) x
     4 - 12.8/0.4``), each as a calculator reads it (``x``, ``×`` as ``*``, ``÷`` as ``/``, ``^`` as ``**``, no
     thousands separators), in order, each once. A ``-`` counts with a space after it (``9:00-18:00`` and
-    ``415-555-0138`` are no subtraction), nor is a date one; an expression with unbalanced parentheses is none."""
+    ``415-555-0138`` are no subtraction), nor is a date one; an expression with unbalanced parentheses is none, nor
+    a fraction where the text writes other numbers ("1/3 of my 4,275")."""
     out = []
     for m in _RUN.finditer(_without_dates(text)):
         run = m.group().strip()
@@ -276,8 +311,8 @@ def written_expressions(text: str) -> list[str]:
             run = run[1:]
         while run.count(")") > run.count("(") and run.endswith(")"):
             run = run[:-1]
-        if not _balanced(run):
-            continue
+        if not _balanced(run) or (_FRACTION_WRITTEN.fullmatch(run) and len(number_mentions(text)) > 1):
+            continue  # "1/3 of my 4,275 ... after 14 months": a fraction, one number of a word problem
         run = re.sub(r"(?<=\d),(?=\d{3})", "", run).replace("×", "*").replace("÷", "/").replace("^", "**")
         out.append(re.sub(r"(?<=[\d)%]) *x *(?=[(\d-])", " * ", run))
     return list(dict.fromkeys(out))

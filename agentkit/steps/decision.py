@@ -46,7 +46,17 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .. import decide as scores_
-from .lookup import asks_advice, asks_fact, asks_lookup, asks_present, asks_search, asks_to_search, request_of, searches
+from .lookup import (
+    asks_advice,
+    asks_fact,
+    asks_lookup,
+    asks_present,
+    asks_search,
+    asks_to_search,
+    request_of,
+    searches,
+    searches_it,
+)
 
 Chat = list[dict[str, str]]
 ToolMode = Literal["none", "forced", "auto"]
@@ -236,7 +246,8 @@ def _first(ask: DecisionAsk, call: bool, info: dict[str, Any], scores: dict[str,
     (:func:`~agentkit.steps.lookup.asks_fact`); an answer where the margin calls but the request asks for advice or
     an explanation, or closes the conversation (:func:`~agentkit.steps.lookup.asks_advice`) and asks for nothing
     present, nor a search of the assistant (:func:`~agentkit.steps.lookup.asks_to_search`: "I keep searching stuff
-    online ... any tips" tells of one, and is answered); else, on a raw margin, a call where the request asks for the present or a look-up and the calibrated
+    online ... any tips" tells of one, and is answered); a search of "it" where another tool is covered is that
+    tool's call ("a lunch on Thursday ... which city it's in. Could you look it up"); else, on a raw margin, a call where the request asks for the present or a look-up and the calibrated
     margin calls. A call where the request asks to search is of a search tool.
     Returns (call, tool, how)."""
     request = request_of(ask.chat)
@@ -244,7 +255,9 @@ def _first(ask: DecisionAsk, call: bool, info: dict[str, Any], scores: dict[str,
     search_tools = [t for t in names if searches(t)]
     # advice that only tells of a search or the web ("I keep searching stuff online ... any tips"): no look-up
     told = asks_advice(request) and not (asks_fact(request) or asks_to_search(request) or asks_present(request))
-    looks_up = bool(search_tools) and not told and (asks_search(request) or (asks_fact(request) and not covered))
+    covered_other = bool(covered) and not all(searches(t) for t in covered)
+    looks_up = bool(search_tools) and not told and ((asks_search(request) and not (covered_other and searches_it(
+        request))) or (asks_fact(request) and not covered))
     tool, facts = info["tool"], {"by": "calibrated_scores"}
     if not call and covered:
         call, tool, facts = True, scores_.calibrated_pick(scores, baseline, covered), {"by": COVERED,

@@ -27,7 +27,8 @@ from collections.abc import Sequence
 
 from ..constrain.queries import asks_fact
 
-__all__ = ["asks_advice", "asks_fact", "asks_lookup", "asks_present", "asks_search", "asks_to_search", "request_of", "searches"]
+__all__ = ["asks_advice", "asks_fact", "asks_lookup", "asks_present", "asks_search", "asks_to_search", "request_of",
+           "searches", "searches_it"]
 
 _PRESENT = r"today|tonight|right now|(?<!for )(?<!not )now|rn|currently|at the moment|at present|current|latest|up to date"
 _LOOKUP = (r"search(?!\s+(?:results?|engines?|bars?|history|operators?))|web search|look\s+(?:\w+\s+)?up|lookup|online"
@@ -65,6 +66,17 @@ def asks_to_search(request: str) -> bool:
     searching ("I keep searching stuff online and getting junk. any tips for writing better search queries?") is
     answered."""
     return bool(_ASKED_SEARCH.search(request))
+
+
+# a search whose object is a pronoun: "Could you look it up and tell me", "search that for me"
+_SEARCH_IT = re.compile(r"\b(?:look (?:it|that|this) up|search (?:for )?(?:it|that|this)|check (?:it|that))\b",
+                        re.IGNORECASE)
+
+
+def searches_it(request: str) -> bool:
+    """Whether ``request`` asks to search for something it names by a pronoun ("I have a lunch on Thursday but I
+    forgot which city it's in. Could you look it up"): where a tool is covered, the covered tool finds it."""
+    return bool(_SEARCH_IT.search(request))
 
 
 def asks_lookup(request: str) -> bool:

@@ -256,16 +256,19 @@ def _placed(tools: Sequence[tuple[str, dict[str, Any] | None]], request: str) ->
 _RELATIVE_DAYS = frozenset({"tomorrow", "tmrw", "tmr", "tomoz", "yesterday", "the day after tomorrow"})
 # a request about the user's own days ("anything on my plate thursday?", "am i free friday evening?")
 _SCHEDULE = re.compile(r"\b(?:calendar|schedule|diary|agenda|booked|plans|free|busy|on my plate|what(?:'s| is) on"
-                       r"|what do i have|what have i got|anything on|do i have anything|have i got anything"
+                       r"|what do i have|what have i got|what'?ve i got|anything on|do i have anything|have i got anything"
                        r"|what did i have|did i have|what was on|where(?:'s| is) (?:it|that)\b|what time is (?:it|that)"
                        r"|my (?:next |this )?(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|weekend))\b",
                        re.IGNORECASE)
+# the user's own event on a day, told: "I have a lunch on Thursday but I forgot which city it's in" asks about it
+# unless the request asks for advice ("I have an interview on Friday, any tips?")
+_OWN_EVENT = re.compile(r"\bi(?:'ve| have)(?: got)? (?:a|an|my) (?:\w+ ){0,2}(?:on|this|next)\b", re.IGNORECASE)
 # a day told as the past, not asked about: "our cat was born on a friday the 13th", "got absolutely soaked yesterday"
 _TOLD_PAST = re.compile(r"\b(?:born|married|died|happened|graduated)(?:\s+\w+){0,3}\s*$", re.IGNORECASE)
 _PAST_VERB = re.compile(r"\b(?:got|was|were|went|had|did|\w{3,}ed)\b", re.IGNORECASE)
 _QUESTION = re.compile(r"^\s*(?:what|when|where|which|was|were|did|do|does|is|are|am|any|anything|have|has|can|could"
                        r"|check|tell|show|read|look)\b", re.IGNORECASE)
-_ASKED = re.compile(r"\b(?:remind me|tell me|what|which|when|where|whether)\b", re.IGNORECASE)
+_ASKED = re.compile(r"\b(?:remind me|tell me|what|which|when|where|whether|(?:can|could) you)\b", re.IGNORECASE)
 
 
 def _told_past(day: Mention, request: str) -> bool:
@@ -286,15 +289,20 @@ def _told_past(day: Mention, request: str) -> bool:
 def names_a_date(day: Mention, request: str = "") -> bool:
     """Whether a ``day`` mention names one date: a date (``March 6``, ``the 20th of March``, ``2026-03-05``, ``the
     14th``) or ``tomorrow``, by itself; a weekday (``thursday``, ``this Friday``) where the ``request`` asks about the
-    user's own days ("anything on my plate thursday?", "am i free friday evening?"). Elsewhere a weekday or a span
-    names none ("a job interview on Thursday", "a rhyme about Monday mornings", "a novel to read this weekend"), as
-    does a day the request tells as the past without asking about its days ("our cat was born on a friday the 13th",
-    "got absolutely soaked yesterday")."""
+    user's own days ("anything on my plate thursday?", "am i free friday evening?"), or tells of its own event on
+    it and asks ("I have a lunch on Thursday but I forgot which city"). Elsewhere a weekday or a span names none ("a job interview on Thursday", "a rhyme about Monday mornings", "a novel to read this
+    weekend"), as does a day the request tells as the past ("our cat was born on a friday the 13th", "got absolutely
+    soaked yesterday") or names in a request for advice ("her birthday is on the 14th ... any gift ideas?") without
+    asking about its days."""
+    if _SCHEDULE.search(request):
+        asked = True
+    else:  # "my grandma's birthday is on the 14th ... any gift ideas?" asks advice, not the calendar
+        asked = False if asks_advice(request) else None
     if any(c.isdigit() for c in day.text) or day.text.casefold() in _RELATIVE_DAYS \
             or re.search(r"\b" + MONTH + r"(?!\w)", day.text, re.IGNORECASE):  # "the twentieth of March"
-        return bool(_SCHEDULE.search(request)) or not _told_past(day, request)
+        return asked if asked is not None else not _told_past(day, request)
     return bool(re.fullmatch(r"(?:(?:this|next|coming)\s+)?" + WEEKDAY, day.text, re.IGNORECASE)) \
-        and bool(_SCHEDULE.search(request))
+        and (asked if asked is not None else bool(_OWN_EVENT.search(request) and _ASKED.search(request)))
 
 
 def operands(request: str, left: Sequence[Mention], results: Sequence[str], made: str) -> str:

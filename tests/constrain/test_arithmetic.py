@@ -120,3 +120,21 @@ def test_what_is_left_asked_subtracts_and_words_far_apart_name_no_join():
     assert re.fullmatch(expression_pattern(text), "3000 - 1140 - 385.75")
     far = expression_pattern("I earn 3000 and then utilities plus phone and such come to 385.75, total?")
     assert re.fullmatch(far, "3000 + 385.75")  # "plus" is four words from the numbers: no join of its own
+
+
+def test_an_amount_shared_among_people_is_divided_by_their_count_whatever_the_order():
+    p = expression_pattern("we're 7 ppl splitting a 2,340.75 bill for the cabin, whats each person's share")
+    assert re.fullmatch(p, "2340.75 / 7") and not re.fullmatch(p, "7 / 2340.75")
+
+
+def test_a_fraction_is_written_exactly_and_a_monthly_amount_is_a_rate():
+    text = "if i stash away 1/3 of my 4,275 monthly take-home pay, how much will i have saved after 14 months?"
+    assert word_problem(text) and written_expressions(text) == []  # the fraction is one number, not the expression
+    assert re.fullmatch(expression_pattern(text), "1/3 * 4275 * 14")
+    assert written_expressions("what is 3/4") == ["3/4"]
+
+
+def test_a_budget_over_a_price_and_an_amount_over_a_limit():
+    owed = expression_pattern("280\nwith a $ budget how many nights can i afford? 1000", must=[280])
+    assert re.fullmatch(owed, "1000 / 280")
+    assert implied_operators("how many kg over the limit I am") == ("-",)

@@ -62,3 +62,11 @@ def test_a_day_of_the_month_in_words_beside_a_month_is_a_date():
     assert names_a_date(Mention("day", "the twentieth of March", "the twentieth of march"), said)
     where = "lunch on thursday... where is it again?"
     assert names_a_date(Mention("day", "thursday", "thursday"), where)  # asked about the user's own day
+
+
+def test_a_day_in_a_request_for_advice_and_an_own_event_told_on_a_weekday():
+    the_14th, thursday = Mention("day", "the 14th", "the 14th"), Mention("day", "Thursday", "thursday")
+    assert not names_a_date(the_14th, "my grandma's birthday is on the 14th. any gift ideas that aren't a plant?")
+    assert not names_a_date(Mention("day", "Friday", "friday"), "I have an interview on Friday, any tips?")
+    assert names_a_date(thursday, "I have a lunch on Thursday but I forgot which city it's in. Could you look it up?")
+    assert names_a_date(thursday, "what've i got on thursday")

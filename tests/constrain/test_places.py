@@ -34,3 +34,8 @@ def test_a_city_argument_takes_the_places_else_the_spans():
     assert got.schema["properties"]["city"]["enum"] == ["denver"]
     spans = ground_schema(CITY, "how sticky is mumbai rn?", kinds=ARGUMENT_KINDS, fenced=False)
     assert "enum" not in spans.schema["properties"]["city"]
+
+
+def test_the_word_after_how_cold_is_is_a_place():
+    assert place_spans("how cold is helsinki right now") == ["helsinki"]
+    assert place_spans("how cold is it") == []

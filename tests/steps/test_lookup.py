@@ -10,6 +10,7 @@ from agentkit.steps.lookup import (
     asks_to_search,
     request_of,
     searches,
+    searches_it,
 )
 
 
@@ -119,3 +120,17 @@ def test_advice_that_tells_of_a_search_is_answered_and_not_now_asks_for_nothing_
     assert (asked.call, asked.tool, asked.info["by"]) == (True, "web_search", SEARCHED)
     present = _decided(ask("should I bring a coat to Oslo right now? any tips"), calls, BASELINE)
     assert present.call  # the present asked: no advice rule
+
+
+def test_a_search_of_it_where_another_tool_is_covered_is_that_tools_call():
+    text = "I have a lunch on Thursday but I forgot which city it's in. Could you look it up?"
+    assert searches_it(text) and not searches_it("look up the Louvre's hours")
+    names = ["get_calendar_events", "web_search"]
+    ask = lambda text, covered: DecisionAsk("auto", [{"role": "user", "content": text}], names, "respond", "h",
+                                            calibrate=False, covered=covered)
+    answers = {"respond": -0.1, "get_calendar_events": -3.0, "web_search": -4.0}
+    base = {"respond": -0.1, "get_calendar_events": -5.0, "web_search": -4.5}
+    own = _decided(ask(text, ("get_calendar_events",)), answers, base)
+    assert (own.call, own.tool) == (True, "get_calendar_events")
+    searched = _decided(ask("look it up: how tall is the eiffel tower", ()), answers, base)
+    assert (searched.call, searched.tool) == (True, "web_search")  # nothing else covered: the search
