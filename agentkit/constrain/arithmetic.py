@@ -49,6 +49,8 @@ def expression_pattern(text: str, must: Sequence[float] = ()) -> str | None:
         return rate
     if not must and set(implied_operators(text)) == {"/"} and (shared := _shared(text, found)):
         return shared
+    if not must and (special := _average(text, found) or _on_top(text, found)):
+        return special
     if len(nums) <= _DISTINCT_UP_TO:
         digits = [_operand(text, a, b, v) for a, b, v in found if any(c.isdigit() for c in text[a:b])]
         said = list(dict.fromkeys([*digits, *(_operand(text, a, b, v) for a, b, v in found), *sorted(implied)]))
@@ -76,11 +78,13 @@ _DISTINCT_UP_TO = 6  # numbers a pattern spells out in order (6: 57 subsequences
 _ANY_ORDER_UP_TO = 4  # numbers a pattern spells out in any order (4: 60 orders of two to four of them)
 # a sum shared: "there's 6 of us, how much each?", "how much do we each pay"
 _EACH_OF_US = r"\b(?:\d+|[^\W\d_]+) of us\b[^.?!]{0,30}\beach\b|\bhow much (?:\w+ ){0,3}each\b"
-# what is left of an amount, asked: "What's left over after that?", "how much do I have left after rent"
-_LEFT_ASKED = re.compile(r"\bwhat(?:'s| is| do i have) left\b|\bleft over\b|\bhow much (?:is |do i have |will i have )?"
-                         r"(?:left|remaining)\b", re.IGNORECASE)
-# how many of a price a budget buys: "with a $1,000 budget how many nights can i afford?"
-_AFFORD = r"\bhow many\b[^.?!]{0,40}?\b(?:afford|buy)\b"
+# what is left of an amount or over a limit, asked: "What's left over after that?", "how much do I have left after
+# rent", "how much over I am" (not "€300 left over from Italy plus $150", told)
+_LEFT_ASKED = re.compile(r"\bwhat(?:'s| is| do i have) left\b|\bhow much (?:is |do i have |will i have )?"
+                         r"(?:left|remaining)\b|\bhow (?:much|many \w+|far) (?:over|under)\b", re.IGNORECASE)
+# how many of a price a budget buys, or of a measure a height takes: "with a $1,000 budget how many nights can i
+# afford?", "how many Eiffel Towers stacked ... it'd take to reach the height of Everest (8,849 m)"
+_AFFORD = r"\bhow many\b[^.?!]{0,60}?\b(?:afford|buy|reach|take)\b"
 # a share of a whole asked as a percentage: "what percentage of my income is rent", "what % of my pay it eats"
 _SHARE_OF = r"\bwhat (?:percent(?:age)?|per cent|%)(?= of\b)"
 # words that put a later number first ("how many years ago ... from 2026", "what % of my pay" is over the pay)
@@ -122,12 +126,50 @@ def _shared(text: str, found: list[tuple[int, int, int | float]]) -> str | None:
     """The pattern of an amount shared among people, ``amount / count``, where ``text`` writes two numbers in
     digits, one of them a count of people (:data:`_PEOPLE_AFTER`: ``7 ppl``, ``4 ways``), whatever their order: "we're
     7 ppl splitting a 2,340.75 bill" came out ``7 / 2340.75`` held to the text's order."""
-    digits = [(a, b, v) for a, b, v in found if any(c.isdigit() for c in text[a:b]) and not _PERCENT_AFTER.match(text, b)]
+    digits = [(a, b, v) for a, b, v in found
+              if any(c.isdigit() for c in text[a:b]) and not _PERCENT_AFTER.match(text, b)]
     counts = [_operand(text, a, b, v) for a, b, v in digits if _PEOPLE_AFTER.match(text, b)]
     amounts = [_operand(text, a, b, v) for a, b, v in digits if not _PEOPLE_AFTER.match(text, b)]
     if len(digits) != 2 or len(counts) != 1 or len(amounts) != 1:
         return None
     return r"^ *" + re.escape(amounts[0]) + r" */ *" + re.escape(counts[0]) + r" *$"
+
+
+_AVERAGE = re.compile(r"\b(?:average|mean)\b", re.IGNORECASE)
+
+
+def _average(text: str, found: list[tuple[int, int, int | float]]) -> str | None:
+    """The pattern of an average asked of the two to six numbers ``text`` writes in digits, ``(a + b + c) / 3``
+    (the count theirs): "bills were 1250, 890.50 and 2300. What's the average bill?" came out ``1250/890.5/2300``
+    held to the operator "average" names."""
+    nums = [_operand(text, a, b, v) for a, b, v in found if any(c.isdigit() for c in text[a:b])]
+    if not _AVERAGE.search(text) or not 2 <= len(nums) <= _DISTINCT_UP_TO or len(set(nums)) < len(nums):
+        return None
+    return r"^ *\( *" + r" *\+ *".join(re.escape(x) for x in nums) + r" *\) */ *" + str(len(nums)) + r" *$"
+
+
+# a percent added to an amount: "an 18% tip on top", "plus 8% tax", "with 20% VAT"
+_ON_TOP = re.compile(r"%\s*(?:tip|tax|vat|gst|service(?: charge)?|fee|markup|surcharge)\b[^.?!]{0,25}?"
+                     r"(?:\bon top\b|\btotal\b)|\b(?:plus|with|including|add(?:ing)?)\s+(?:an?\s+)?\d[\d.]*\s*%\s*"
+                     r"(?:tip|tax|vat|gst|service|fee)\b", re.IGNORECASE)
+
+
+def _on_top(text: str, found: list[tuple[int, int, int | float]]) -> str | None:
+    """The pattern of a percent added to an amount, ``a * (1 + p%)`` or ``a + a * p%``, then shared among people
+    where the text counts them (``/ 4``): "Dinner came to $86.40 and I want to leave an 18% tip on top. What total"
+    came out ``86.4 + 18%``, a fifth of a dollar. None where the text writes no one amount and one percent."""
+    digits = [(a, b, v) for a, b, v in found if any(c.isdigit() for c in text[a:b])]
+    percents = [_operand(text, a, b, v) for a, b, v in digits if _PERCENT_AFTER.match(text, b)]
+    counts = [_operand(text, a, b, v) for a, b, v in found if _PEOPLE_AFTER.match(text, b)]
+    amounts = [_operand(text, a, b, v) for a, b, v in digits if not _PERCENT_AFTER.match(text, b)
+               and not _PEOPLE_AFTER.match(text, b)]
+    if not _ON_TOP.search(text) or len(percents) != 1 or len(amounts) != 1 or len(counts) > 1:
+        return None
+    a, p = re.escape(amounts[0]), re.escape(percents[0])
+    times = a + r" *\* *\( *1 *\+ *" + p + r" *% *\)"
+    if counts:
+        return r"^ *(?:\( *" + times + r" *\)|" + times + r") */ *" + re.escape(counts[0]) + r" *$"
+    return r"^ *(?:" + times + r"|" + a + r" *\+ *" + a + r" *\* *" + p + r" *%) *$"
 
 
 def _share(text: str, found: list[tuple[int, int, int | float]], must: Sequence[float]) -> str | None:
@@ -199,12 +241,16 @@ _MEASURES = r"\d\s*(?:[^\W\d_]{0,6}\s*[x×]|[^\W\d_]{1,6}\s*by)\s*\d(?![\d.:]*\s
 _OPERATOR_WORDS = (
     ("/", (r"\bdivid(?:e|ed|ing)\b|\bsplit(?:ting)?\b|\bshared?\b|\beach of\b|\bper (?:person|head)\b|\baverage\b"
           r"|\bhalf\b|\bhalve\b|\bquarter\b|[^\W\d_]\s+per\s+[^\W\d_]|\bper\s*cent\b|\bpercent\b"
-          r"|\bhow many\b[^.?!]{0,40}?\b(?:take|fill|fit|cover|need|last)\b|\bhow many (?:of )?(?:me|us|them)\b|\beach\b[^.?!]*\bcovers?\b"
+          r"|\bhow many\b[^.?!]{0,40}?\b(?:take|fill|fit|cover|need|last)\b|\bhow many (?:of )?(?:me|us|them)\b"
+          r"|\beach\b[^.?!]*\bcovers?\b"
           r"|\bpercentage\b|" + _SHARE_OF + r"|" + _EACH_OF_US + r"|" + _AFFORD)),
-    ("*", (r"\btimes\b|\bmultipl\w*|\d\s*%|\bper\s*cent\b|\bpercent(?:age)?\b|" + _SHARE_OF + r"|\btwice\b|\bdouble\b|\btriple\b"
+    ("*", (r"\btimes\b|\bmultipl\w*|\d\s*%|\bper\s*cent\b|\bpercent(?:age)?\b|" + _SHARE_OF
+          + r"|\btwice\b|\bdouble\b|\btriple\b"
           r"|\d(?:" + _RATE_AFTER + ")|" + _MEASURES)),
-    ("+", r"\bplus\b|\badd(?:ed|ing)?\b|\bsum\b|\bin all\b|\baltogether\b|\bcombined\b|\bon top\b"),
-    ("-", (r"\bminus\b|\bsubtract\w*|\bless\b|\b(?:over|under) (?:the |my )?(?:limit|budget|allowance)\b|(?<![\d%] )\bleft\b|\bremain\w*|\boff\b|\bdiscount\w*"
+    ("+", (r"\bplus\b|\badd(?:ed|ing)?\b|\bsum\b|\bin all\b|\ball together\b|\baltogether\b|\bcombined\b"
+          r"|\bon top\b(?! of)")),
+    ("-", (r"\bminus\b|\bsubtract\w*|\bless\b|\b(?:over|under) (?:the |my )?(?:limit|budget|allowance)\b"
+          r"|(?<![\d%] )\bleft\b|\bremain\w*|\boff\b|\bdiscount\w*"
           r"|\bprofit\b|\bdifference\b|\bafter (?:spending|paying|taking)\b|\bago\b")),
     ("**", r"\bpower\b|\bsquared\b|\bcubed\b"),
 )
@@ -217,8 +263,8 @@ def implied_operators(text: str) -> tuple[str, ...]:
     ``times``, ``twice``, a rate after a number (``12.50 each``, ``1,475 a month``, ``$64/hr``), a percent multiply (``15% *
     240``; a percent in words divides too, ``15 * 240 / 100``: "17.5% of 3480" came out ``17.5% / 3480``); ``plus``,
     ``add``, ``on top`` add; ``minus``, ``left``, ``off``, ``profit``, ``after spending`` subtract (and alone where
-    the text asks what is left: "what's left over after that?"); ``to the power of``, ``squared`` raise. The signs of an expression it writes count as themselves (``(45 + 55) * 3.2``,
-    :func:`written_expressions`)."""
+    the text asks what is left: "what's left over after that?"); ``to the power of``, ``squared`` raise. The signs
+    of an expression it writes count as themselves (``(45 + 55) * 3.2``, :func:`written_expressions`)."""
     named = {op for op, rx in _OPERATOR_RES if rx.search(text)}
     for run in written_expressions(text):
         named |= set(re.findall(r"\*\*|[-+*/]", run))
@@ -248,7 +294,8 @@ def _digit_numbers(text: str) -> list[tuple[int, int]]:
 
 
 _ARITHMETIC_VERB = re.compile(r"\b(?:divide|multiply|subtract|split(?:ting)?|share|average|add up|sum up"
-                              r"|each of (?:us|them|you)|per person|equally|" + _EACH_OF_US + r"|(?:how much|how many)\b[^.?!]*\bper [^\W\d_]+)\b", re.IGNORECASE)
+                              r"|each of (?:us|them|you)|per person|equally|" + _EACH_OF_US
+                              + r"|(?:how much|how many)\b[^.?!]*\bper [^\W\d_]+)\b", re.IGNORECASE)
 _PERCENT = re.compile(r"\d" + _PERCENT_AFTER.pattern, re.IGNORECASE)
 _RATE = re.compile(_RATE_AFTER, re.IGNORECASE)
 _MEASURED = re.compile(_MEASURES, re.IGNORECASE)

@@ -1022,8 +1022,8 @@ def _others(text: str, kind: str, taken: list[str]) -> list[str]:
 
 
 def measured_numbers(text: str, kinds: set[str], of: Sequence[str] | None = None) -> list[int | float]:
-    """The numbers ``text`` writes in digits with a currency (``kinds`` holds ``currency``: ``45,000 yen``,
-    ``£250``, ``1.2k kronor``) or a unit (``unit``: ``2.5 lbs``, ``-40 degrees Fahrenheit``) right beside them, in
+    """The numbers ``text`` writes with a currency (``kinds`` holds ``currency``: ``45,000 yen``, ``£250``, ``1.2k
+    kronor``, ``eighty quid``) or a unit (``unit``: ``2.5 lbs``, ``-40 degrees Fahrenheit``) right beside them, in
     order, each once. ``of``: only those beside one of these units or currency codes (a conversion's from side: "I'm
     154 lbs and 1.75 m ... my weight to kg" converts 154, and "over 5 miles high ... its height in miles" the
     height the search found in metres, not the 5)."""
@@ -1032,7 +1032,7 @@ def measured_numbers(text: str, kinds: set[str], of: Sequence[str] | None = None
     spans += [(a, b) for a, b, u in unit_mentions(text)
               if keys is None or unit_key(u) in keys] if "unit" in kinds else []
     out = []
-    for a, b, v in digit_mentions(text):
+    for a, b, v in number_mentions(text):  # "eighty quid" too
         if any((s >= b and _BESIDE_AFTER.fullmatch(text[b:s])) or (e <= a and _BESIDE_BEFORE.fullmatch(text[e:a]))
                for s, e in spans):
             out.append(v)

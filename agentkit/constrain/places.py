@@ -7,9 +7,9 @@ right now? in fahrenheit pls". :func:`place_spans` gives the spans a place is wr
 
 - a name written with capitals inside a sentence ("Zurich", "Rio de Janeiro", "LA"), not a weekday, a month or a
   unit;
-- the word after a place's preposition (``in``, ``at``, ``from``, ``near``, ``visiting``, ``how cold is``) that is no function word,
-  number, time word, unit, currency or language (two words for "new york", "san francisco"): "bangkok" in "in
-  bangkok, about to head out", "seattle" in "a run in seattle in like 20 min";
+- the word after a place's preposition (``in``, ``at``, ``from``, ``near``, ``visiting``, ``how cold is``) that is
+  no function word, number, time word, unit, currency or language (two words for "new york", "san francisco"):
+  "bangkok" in "in bangkok, about to head out", "seattle" in "a run in seattle in like 20 min";
 - in a text that starts in lowercase, a sentence's first word of that kind ("helsinki weather please");
 - a capitalised first word followed by the present or the weather ("Cairo today - shorts and t-shirt kind of day?").
 
@@ -27,7 +27,8 @@ __all__ = ["is_place", "place_spans"]
 
 _PREPOSITION = re.compile(r"\b(?:in|at|from|near|around|visiting|outside|between|(?:trip|fly\w*|go\w*|head\w*|mov\w*"
                           r"|travel\w*|driv\w*|way|back|off)\s+to|(?:pack\w*|leav\w*|bound|head\w*)\s+for"
-                          r"|how (?:cold|hot|warm|chilly|windy|humid|rainy|sunny|wet|nice) (?:is|was))\s+",
+                          r"|how (?:cold|hot|warm|chilly|windy|humid|rainy|sunny|wet|nice) (?:is|was)"
+                          r"|(?:colder|warmer|hotter|wetter|sunnier|windier)(?: right now| today| rn)?,)\s+",
                           re.IGNORECASE)
 _OR = re.compile(r"\s+(?:or|and|vs\.?|versus)\s+", re.IGNORECASE)  # "oslo or helsinki": the second place too
 _WORD = re.compile(r"[^\W\d_][\w'-]*")

@@ -39,7 +39,7 @@ _FACT = re.compile(
     r"|\bopening (?:hours|times)\b|\bis (?:the )?\w+ open\b|\bwhat time does\b.*\b(?:opens?|closes?)\b"
     r"|\bworld record\b|\b(?:newest|latest) (?:\w+ )?(?:release|version)\b|\bwhich (?:\w+ ){0,2}(?:version|release)\b"
     r"|\bwhere (?:is|are|was|were|will) (?!" + _PRONOUN + r"\b)(?:\w+ ){1,5}(?:be )?(?:being )?(?:held|hosted|located"
-    r"|take place|taking place)\b", re.IGNORECASE)
+    r"|take place|taking place)\b|\bthe (?:length|height|depth|population|area) of (?:the )?[A-Z]\w+", re.IGNORECASE)
 _SEARCH_VERB = re.compile(r"\b(?:(?:do a |run a )?(?:quick |web )?search(?: the web)?(?: for)?:?|look (?:it |that )?up"
                           r"|google|find (?:it |that )?online|check(?:ing)? online)\s+", re.IGNORECASE)
 # where a clause ends: a sentence's end, a colon or dash, and a next step ("and then convert", ", then tell me")

@@ -240,15 +240,16 @@ def _calibrated(ask: DecisionAsk) -> Generator[Score, dict[str, float], Decision
 def _first(ask: DecisionAsk, call: bool, info: dict[str, Any], scores: dict[str, float],
            baseline: dict[str, float] | None, names: list[str]) -> Generator[Score, dict[str, float],
                                                                             tuple[bool, str | None, dict[str, Any]]]:
-    """The first decision of a run, after the margin's (``call``, ``info``): a covered tool's call where the
-    margin answers, and where it calls, of a covered tool when there is one; else a call of a search tool (by its
-    name, :func:`~agentkit.steps.lookup.searches`) where the request asks to search or for a recorded fact
+    """The first decision of a run, after the margin's (``call``, ``info``): a covered tool's call where the margin
+    answers, and where it calls, of a covered tool when there is one; else a call of a search tool (by its name,
+    :func:`~agentkit.steps.lookup.searches`) where the request asks to search or for a recorded fact
     (:func:`~agentkit.steps.lookup.asks_fact`); an answer where the margin calls but the request asks for advice or
     an explanation, or closes the conversation (:func:`~agentkit.steps.lookup.asks_advice`) and asks for nothing
     present, nor a search of the assistant (:func:`~agentkit.steps.lookup.asks_to_search`: "I keep searching stuff
     online ... any tips" tells of one, and is answered); a search of "it" where another tool is covered is that
-    tool's call ("a lunch on Thursday ... which city it's in. Could you look it up"); else, on a raw margin, a call where the request asks for the present or a look-up and the calibrated
-    margin calls. A call where the request asks to search is of a search tool.
+    tool's call ("a lunch on Thursday ... which city it's in. Could you look it up"); else, on a raw margin, a call
+    where the request asks for the present or a look-up and the calibrated margin calls. A call where the request
+    asks to search is of a search tool.
     Returns (call, tool, how)."""
     request = request_of(ask.chat)
     covered = [t for t in names if t in ask.covered]

@@ -43,7 +43,9 @@ _SEARCH_TOOL = frozenset({"search", "lookup", "google", "browse"})
 # earn in one currency", "how do search engines decide", "nvm about the exchange rate thing")
 _ADVICE = re.compile(r"(?:^|[.?!]\s*|\byou |\bu )(?:recommend|suggest|should i)\b|\b(?:what|how)(?: else)? should i\b"
                      r"|\b(?:explain|explanation|tips|any tip|advice|good way|best way|a trick|ideas|pros and cons"
-                     r"|best time (?:of (?:the )?year )?to|do you think|your (?:general |honest )?(?:take|opinion|view)|what do(?:es)? (?:they|it|that|people) mean|why (?:do|does|is|are|can't|cannot|don't)"
+                     r"|best time (?:of (?:the )?year )?to|do you think|your (?:general |honest )?(?:take|opinion|view)"
+                     r"|which would you|would you (?:lean|go|pick|choose)|not asking (?:you )?(?:to|about|for)"
+                     r"|what(?:'s| is) the (?:actual |real |main )?difference between|what do(?:es)? (?:they|it|that|people) mean|why (?:do|does|is|are|can't|cannot|don't)"
                      r"|how (?:do|does) (?!i\b|you\b|we\b)\w+(?: \w+)? (?:work|decide|get decided|know)"
                      r"|no worries|nvm|never mind|sorted it|appreciate|thanks|thank you|cheers)\b", re.IGNORECASE)
 

@@ -35,8 +35,8 @@ from typing import Any, Literal
 
 from ..constrain.arithmetic import asks_arithmetic, expression_pattern, word_problem
 from ..constrain.dates import MONTH, WEEKDAY, date_mentions, day_phrases
-from ..constrain.ground import currency_mentions, ground_arguments, is_currency, text_currencies
-from ..constrain.numbers import digit_mentions, number_mentions, text_numbers
+from ..constrain.ground import currency_mentions, ground_arguments, is_currency, measured_numbers, text_currencies
+from ..constrain.numbers import number_mentions, text_numbers
 from ..constrain.places import is_place, place_spans
 from ..constrain.units import is_unit, text_units, unit_key, unit_mentions
 from .lookup import asks_advice, asks_fact, asks_lookup, asks_search
@@ -73,14 +73,17 @@ def mentions(request: str) -> list[Mention]:
     low = request.casefold()
     for phrase in day_phrases(request):
         at = low.find(phrase.casefold())
-        if at >= 0 and phrase.casefold() not in _DEFAULT_DAYS and not any(a <= at < b for a, b in days) \
+        default = phrase.casefold() in _DEFAULT_DAYS and not (phrase.casefold() in _THIS_DAY and _SCHEDULE.search(request))
+        if at >= 0 and not default and not any(a <= at < b for a, b in days) \
                 and phrase.casefold() not in _SPANS:
             days.append((at, at + len(phrase)))
             out.append(Mention("day", phrase, phrase.casefold()))
     typed = list(days)
     counted = word_problem(request)  # "four of us are splitting it": a number in words is an operand there
-    for a, b, v in number_mentions(request) if counted else digit_mentions(request):
-        if not any(x <= a < y for x, y in days):
+    measured = set(measured_numbers(request, {"currency", "unit"}))  # "eighty quid": a number in words, typed
+    for a, b, v in number_mentions(request):
+        if (counted or v in measured or any(c.isdigit() for c in request[a:b])) \
+                and not any(x <= a < y for x, y in days):
             out.append(Mention("number", request[a:b], v))
     for a, b, code in currency_mentions(request):
         typed.append((a, b))
@@ -253,6 +256,7 @@ def _placed(tools: Sequence[tuple[str, dict[str, Any] | None]], request: str) ->
                  and all(is_place(arg) for arg in required))
 
 
+_THIS_DAY = frozenset({"today", "tonight"})  # today's date where the request asks about the user's days
 _RELATIVE_DAYS = frozenset({"tomorrow", "tmrw", "tmr", "tomoz", "yesterday", "the day after tomorrow"})
 # a request about the user's own days ("anything on my plate thursday?", "am i free friday evening?")
 _SCHEDULE = re.compile(r"\b(?:calendar|schedule|diary|agenda|booked|plans|free|busy|on my plate|what(?:'s| is) on"
@@ -287,17 +291,20 @@ def _told_past(day: Mention, request: str) -> bool:
 
 
 def names_a_date(day: Mention, request: str = "") -> bool:
-    """Whether a ``day`` mention names one date: a date (``March 6``, ``the 20th of March``, ``2026-03-05``, ``the
-    14th``) or ``tomorrow``, by itself; a weekday (``thursday``, ``this Friday``) where the ``request`` asks about the
-    user's own days ("anything on my plate thursday?", "am i free friday evening?"), or tells of its own event on
-    it and asks ("I have a lunch on Thursday but I forgot which city"). Elsewhere a weekday or a span names none ("a job interview on Thursday", "a rhyme about Monday mornings", "a novel to read this
-    weekend"), as does a day the request tells as the past ("our cat was born on a friday the 13th", "got absolutely
-    soaked yesterday") or names in a request for advice ("her birthday is on the 14th ... any gift ideas?") without
-    asking about its days."""
+    """Whether a ``day`` mention names one date: a date (``March 6``, ``the 20th of March``, ``2026-03-05``, ``the 14th``)
+    or ``tomorrow``, by itself; a weekday (``thursday``, ``this Friday``) where the ``request`` asks about the
+    user's own days ("anything on my plate thursday?", "am i free friday evening?"), as ``today`` does ("am i free
+    this afternoon or is there stuff on today?"), or tells of its own event on it and asks ("I have a lunch on
+    Thursday but I forgot which city"). Elsewhere a weekday or a span names none ("a job interview on Thursday", "a
+    rhyme about Monday mornings", "a novel to read this weekend"), as does a day the request tells as the past ("our
+    cat was born on a friday the 13th", "got absolutely soaked yesterday") or names in a request for advice ("her
+    birthday is on the 14th ... any gift ideas?") without asking about its days."""
     if _SCHEDULE.search(request):
         asked = True
     else:  # "my grandma's birthday is on the 14th ... any gift ideas?" asks advice, not the calendar
         asked = False if asks_advice(request) else None
+    if day.text.casefold() in _THIS_DAY:  # "am i free this afternoon or is there stuff on today?"
+        return bool(_SCHEDULE.search(request))
     if any(c.isdigit() for c in day.text) or day.text.casefold() in _RELATIVE_DAYS \
             or re.search(r"\b" + MONTH + r"(?!\w)", day.text, re.IGNORECASE):  # "the twentieth of March"
         return asked if asked is not None else not _told_past(day, request)

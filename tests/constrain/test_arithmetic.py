@@ -138,3 +138,23 @@ def test_a_budget_over_a_price_and_an_amount_over_a_limit():
     owed = expression_pattern("280\nwith a $ budget how many nights can i afford? 1000", must=[280])
     assert re.fullmatch(owed, "1000 / 280")
     assert implied_operators("how many kg over the limit I am") == ("-",)
+
+
+def test_an_average_sums_the_numbers_and_divides_by_their_count():
+    p = expression_pattern("Our last three electricity bills were 1250, 890.50 and 2300. What's the average bill?")
+    assert re.fullmatch(p, "(1250 + 890.5 + 2300) / 3") and not re.fullmatch(p, "1250/890.5/2300")
+
+
+def test_a_percent_on_top_of_an_amount_adds_it_then_shares_the_total():
+    p = expression_pattern("Dinner came to $86.40 and I want to leave an 18% tip on top. What total?")
+    assert re.fullmatch(p, "86.4 * (1 + 18%)") and re.fullmatch(p, "86.4 + 86.4 * 18%")
+    assert not re.fullmatch(p, "86.4 + 18%")
+    shared = expression_pattern("dinner came to 187.40, we add 18% tip on top and split it 4 ways. what's each?")
+    assert re.fullmatch(shared, "187.4 * (1 + 18%) / 4") and not re.fullmatch(shared, "187.4 + 187.4 * 18% / 4")
+
+
+def test_left_over_told_is_no_subtraction_and_on_top_of_each_other_no_sum():
+    told = "Got €300 left over from Italy plus $150 cash in my wallet. How much is that all together in US dollars?"
+    assert implied_operators(told) == ("+",)
+    assert implied_operators("how much over I am") == ("-",)
+    assert "+" not in implied_operators("how many Eiffel Towers stacked on top of each other to reach 8,849 m")

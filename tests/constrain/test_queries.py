@@ -47,3 +47,5 @@ def test_a_measure_asked_by_a_pronoun_of_a_named_thing_is_a_fact_and_the_name_it
     text = "My nephew is obsessed with the Eiffel Tower and wants to know how tall it is in feet. Can you find out?"
     assert asks_fact(text) and query_spans(text) == ["Eiffel Tower"]
     assert not asks_fact("i have a cat. how old it is i dont know")  # no name: nothing recorded to look up
+    amazon = "Need the length of the Amazon river, but in miles, not km. can you find it and convert it?"
+    assert asks_fact(amazon) and "Amazon river" in query_spans(amazon)[0]

@@ -134,3 +134,8 @@ def test_a_search_of_it_where_another_tool_is_covered_is_that_tools_call():
     assert (own.call, own.tool) == (True, "get_calendar_events")
     searched = _decided(ask("look it up: how tall is the eiffel tower", ()), answers, base)
     assert (searched.call, searched.tool) == (True, "web_search")  # nothing else covered: the search
+
+
+def test_a_difference_explained_or_an_opinion_asked_is_advice():
+    assert asks_advice("What's the actual difference between weather and climate? People mix them up online.")
+    assert asks_advice("72k at a startup or 65k at a big company. Not asking you to do maths, which would you pick?")

@@ -156,7 +156,9 @@ def test_a_request_covers_a_tool_when_typed_values_fill_every_required_argument(
     assert cover("What's 2 to the power of 16?") == ("calculator",)
     assert cover("What's the weather in Oslo?") == ()  # a free string (a city) is no typed value
     assert cover("Convert 100 dollars please") == ()  # one currency: the pair is not filled
-    assert cover("What's on today?") == ()  # today is no named day
+    assert cover("What's the weather today?") == ()  # today is no named day, unless the user's days are asked
+    assert cover("am i free this afternoon or is there stuff on today?") == ("get_calendar_events",)
+    assert cover("how much is eighty quid in euros") == ("convert_currency",)  # a number in words, with its currency
     assert cover("Do I have anything tomorrow?") == ("get_calendar_events",)
     for passing in ("I've got a job interview on Thursday", "Recommend a novel to read this weekend"):
         assert cover(passing) == (), passing  # a weekday or a span names no date by itself
