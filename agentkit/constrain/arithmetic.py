@@ -84,7 +84,7 @@ _LEFT_ASKED = re.compile(r"\bwhat(?:'s| is| do i have) left\b|\bhow much (?:is |
                          r"(?:left|remaining)\b|\bhow (?:much|many \w+|far) (?:over|under)\b", re.IGNORECASE)
 # how many of a price a budget buys, or of a measure a height takes: "with a $1,000 budget how many nights can i
 # afford?", "how many Eiffel Towers stacked ... it'd take to reach the height of Everest (8,849 m)"
-_AFFORD = r"\bhow many\b[^.?!]{0,60}?\b(?:afford|buy|reach|take)\b"
+_AFFORD = r"\bhow many\b[^.?!]{0,60}?\b(?:afford|buy|reach)\b"
 # a share of a whole asked as a percentage: "what percentage of my income is rent", "what % of my pay it eats"
 _SHARE_OF = r"\bwhat (?:percent(?:age)?|per cent|%)(?= of\b)"
 # words that put a later number first ("how many years ago ... from 2026", "what % of my pay" is over the pay)
@@ -248,7 +248,7 @@ _OPERATOR_WORDS = (
           + r"|\btwice\b|\bdouble\b|\btriple\b"
           r"|\d(?:" + _RATE_AFTER + ")|" + _MEASURES)),
     ("+", (r"\bplus\b|\badd(?:ed|ing)?\b|\bsum\b|\bin all\b|\ball together\b|\baltogether\b|\bcombined\b"
-          r"|\bon top\b(?! of)")),
+          r"|\bon top\b(?! of each other)")),
     ("-", (r"\bminus\b|\bsubtract\w*|\bless\b|\b(?:over|under) (?:the |my )?(?:limit|budget|allowance)\b"
           r"|(?<![\d%] )\bleft\b|\bremain\w*|\boff\b|\bdiscount\w*"
           r"|\bprofit\b|\bdifference\b|\bafter (?:spending|paying|taking)\b|\bago\b")),
