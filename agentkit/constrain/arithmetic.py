@@ -61,7 +61,8 @@ def expression_pattern(text: str, must: Sequence[float] = ()) -> str | None:
                              needed=[x for x in said if any(float(x) == float(v) for v in must)])
         if any_order:
             return _distinct(said, op, percents, ordered=False)
-        return _distinct(said, op, percents, required=set(digits), joins=_joins(text, found, ops))
+        in_words = {"100"} & set(implied) if _PERCENT_WORD.search(text) and "%" not in text else set()
+        return _distinct(said, op, percents, required=set(digits) | in_words, joins=_joins(text, found, ops))
     operand = lambda xs: r"\(*-?(?:" + "|".join(re.escape(x) for x in xs) + r")%?\)*"
     n, most = operand(nums), str(len(nums) - 1)
     if not must:
@@ -81,7 +82,8 @@ _EACH_OF_US = r"\b(?:\d+|[^\W\d_]+) of us\b[^.?!]{0,30}\beach\b|\bhow much (?:\w
 # what is left of an amount or over a limit, asked: "What's left over after that?", "how much do I have left after
 # rent", "how much over I am" (not "€300 left over from Italy plus $150", told)
 _LEFT_ASKED = re.compile(r"\bwhat(?:'s| is| do i have) left\b|\bhow much (?:is |do i have |will i have )?"
-                         r"(?:left|remaining)\b|\bhow (?:much|many \w+|far) (?:over|under)\b", re.IGNORECASE)
+                         r"(?:left|remaining)\b|\bhow (?:much|many \w+|far) (?:over|under)\b"
+                         r"|\bby how (?:much|many)\b[^.?!]{0,20}\b(?:over|under)\b", re.IGNORECASE)
 # how many of a price a budget buys, or of a measure a height takes: "with a $1,000 budget how many nights can i
 # afford?", "how many Eiffel Towers stacked ... it'd take to reach the height of Everest (8,849 m)"
 _AFFORD = r"\bhow many\b[^.?!]{0,60}?\b(?:afford|buy|reach)\b"
@@ -227,6 +229,7 @@ def _joins(text: str, found: list[tuple[int, int, int | float]], ops: Sequence[s
     return out
 
 
+_PERCENT_WORD = re.compile(r"\d\s*(?:percent|per cent)\b", re.IGNORECASE)  # "tip 18 percent": 18 / 100 then
 _PERCENT_AFTER = re.compile(r"\s*(?:%|percent\b|per cent\b)", re.IGNORECASE)
 
 

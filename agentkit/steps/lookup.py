@@ -45,6 +45,7 @@ _ADVICE = re.compile(r"(?:^|[.?!]\s*|\byou |\bu )(?:recommend|suggest|should i)\
                      r"|\b(?:explain|explanation|tips|any tip|advice|good way|best way|a trick|ideas|pros and cons"
                      r"|best time (?:of (?:the )?year )?to|do you think|your (?:general |honest )?(?:take|opinion|view)"
                      r"|which would you|would you (?:lean|go|pick|choose)|not asking (?:you )?(?:to|about|for)"
+                     r"|what are (?:some|a few)|bye|goodbye|talk (?:to you )?(?:tomorrow|later|soon)|that's all"
                      r"|what(?:'s| is) the (?:actual |real |main )?difference between|what do(?:es)? (?:they|it|that|people) mean|why (?:do|does|is|are|can't|cannot|don't)"
                      r"|how (?:do|does) (?!i\b|you\b|we\b)\w+(?: \w+)? (?:work|decide|get decided|know)"
                      r"|no worries|nvm|never mind|sorted it|appreciate|thanks|thank you|cheers)\b", re.IGNORECASE)

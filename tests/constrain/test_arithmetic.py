@@ -158,3 +158,9 @@ def test_left_over_told_is_no_subtraction_and_on_top_of_each_other_no_sum():
     assert implied_operators(told) == ("+",)
     assert implied_operators("how much over I am") == ("-",)
     assert "+" not in implied_operators("how many Eiffel Towers stacked on top of each other to reach 8,849 m")
+
+
+def test_a_percent_in_words_is_over_a_hundred_and_by_how_many_over_subtracts():
+    p = expression_pattern("bill came to $86.40 and i want to tip 18 percent, how much is the tip exactly")
+    assert re.fullmatch(p, "86.4 * 18 / 100") and not re.fullmatch(p, "86.4*18")
+    assert implied_operators("tell me by how many kg I'm over") == ("-",)

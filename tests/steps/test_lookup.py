@@ -139,3 +139,5 @@ def test_a_search_of_it_where_another_tool_is_covered_is_that_tools_call():
 def test_a_difference_explained_or_an_opinion_asked_is_advice():
     assert asks_advice("What's the actual difference between weather and climate? People mix them up online.")
     assert asks_advice("72k at a startup or 65k at a big company. Not asking you to do maths, which would you pick?")
+    assert asks_advice("ok that's all for now, bye! talk tomorrow")
+    assert asks_advice("What are some traditional Irish dishes I could cook on the 17th for a few friends?")
