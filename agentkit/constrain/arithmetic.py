@@ -49,7 +49,7 @@ def expression_pattern(text: str, must: Sequence[float] = ()) -> str | None:
         return rate
     if not must and set(implied_operators(text)) == {"/"} and (shared := _shared(text, found)):
         return shared
-    if not must and (special := _average(text, found) or _on_top(text, found)):
+    if not must and (special := _average(text, found) or _on_top(text, found) or _compound(text, found)):
         return special
     if len(nums) <= _DISTINCT_UP_TO:
         digits = [_operand(text, a, b, v) for a, b, v in found if any(c.isdigit() for c in text[a:b])]
@@ -135,6 +135,25 @@ def _shared(text: str, found: list[tuple[int, int, int | float]]) -> str | None:
     if len(digits) != 2 or len(counts) != 1 or len(amounts) != 1:
         return None
     return r"^ *" + re.escape(amounts[0]) + r" */ *" + re.escape(counts[0]) + r" *$"
+
+
+_COMPOUND = re.compile(r"\bcompound(?:ed|ing)?\b", re.IGNORECASE)
+_YEARS_AFTER = re.compile(r"\s*(?:years?|yrs?)\b", re.IGNORECASE)
+
+
+def _compound(text: str, found: list[tuple[int, int, int | float]]) -> str | None:
+    """The pattern of an amount compounded yearly, ``p * (1 + r%) ** n``, where ``text`` asks for compounding and
+    writes one amount, one percent and one count of years in digits: "4500 ... at 3.2% a year, compounded annually,
+    ... after 6 years" came out ``4500*3.2% * 6``."""
+    digits = [(a, b, v) for a, b, v in found if any(c.isdigit() for c in text[a:b])]
+    rates = [_operand(text, a, b, v) for a, b, v in digits if _PERCENT_AFTER.match(text, b)]
+    years = [_operand(text, a, b, v) for a, b, v in digits if _YEARS_AFTER.match(text, b)]
+    amounts = [_operand(text, a, b, v) for a, b, v in digits
+               if not _PERCENT_AFTER.match(text, b) and not _YEARS_AFTER.match(text, b)]
+    if not _COMPOUND.search(text) or len(rates) != 1 or len(years) != 1 or len(amounts) != 1:
+        return None
+    p, r, n = (re.escape(x) for x in (amounts[0], rates[0], years[0]))
+    return r"^ *" + p + r" *\* *\( *1 *\+ *" + r + r" *% *\) *\*\* *" + n + r" *$"
 
 
 _AVERAGE = re.compile(r"\b(?:average|mean)\b", re.IGNORECASE)

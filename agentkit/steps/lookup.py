@@ -27,8 +27,8 @@ from collections.abc import Sequence
 
 from ..constrain.queries import asks_fact
 
-__all__ = ["asks_advice", "asks_fact", "asks_lookup", "asks_present", "asks_search", "asks_to_search", "request_of",
-           "searches", "searches_it"]
+__all__ = ["asks_advice", "asks_fact", "asks_lookup", "asks_present", "asks_search", "asks_to_search", "asks_writing",
+           "request_of", "searches", "searches_it"]
 
 _PRESENT = r"today|tonight|right now|(?<!for )(?<!not )now|rn|currently|at the moment|at present|current|latest|up to date"
 _LOOKUP = (r"search(?!\s+(?:results?|engines?|bars?|history|operators?))|web search|look\s+(?:\w+\s+)?up|lookup|online"
@@ -39,6 +39,10 @@ _PRESENT_RE = re.compile(r"\b(?:" + _PRESENT + r")\b", re.IGNORECASE)
 _SEARCH_TOOL = frozenset({"search", "lookup", "google", "browse"})
 
 
+# a request to write something: "help me draft a quick note", "write a short toast", "translate this"
+_WRITING = (r"help me (?:draft|write|word|phrase)|(?:draft|write) (?:me )?(?:a|an|the|my)\b|rephrase|reword|translate"
+            r"|proofread")
+_WRITING_RE = re.compile(r"\b(?:" + _WRITING + r")\b", re.IGNORECASE)
 # advice, an explanation, or a conversation's close: what the model answers itself ("any tips for budgeting when you
 # earn in one currency", "how do search engines decide", "nvm about the exchange rate thing")
 _ADVICE = re.compile(r"(?:^|[.?!]\s*|\byou |\bu )(?:recommend|suggest|should i)\b|\b(?:what|how)(?: else)? should i\b"
@@ -46,9 +50,17 @@ _ADVICE = re.compile(r"(?:^|[.?!]\s*|\byou |\bu )(?:recommend|suggest|should i)\
                      r"|best time (?:of (?:the )?year )?to|do you think|your (?:general |honest )?(?:take|opinion|view)"
                      r"|which would you|would you (?:lean|go|pick|choose)|not asking (?:you )?(?:to|about|for)"
                      r"|what are (?:some|a few)|bye|goodbye|talk (?:to you )?(?:tomorrow|later|soon)|that's all"
-                     r"|what(?:'s| is) the (?:actual |real |main )?difference between|what do(?:es)? (?:they|it|that|people) mean|why (?:do|does|is|are|can't|cannot|don't)"
+                     r"|can i (?:use|substitute|swap)|instead of|substitut\w*|what (?:currency|currencies|language|languages)"
+                     r" (?:do|does|is|are)|the capital (?:city )?of|" + _WRITING
+                     + r"|what(?:'s| is) the (?:actual |real |main )?difference between|what do(?:es)? (?:they|it|that|people) mean|why (?:do|does|is|are|can't|cannot|don't)"
                      r"|how (?:do|does) (?!i\b|you\b|we\b)\w+(?: \w+)? (?:work|decide|get decided|know)"
                      r"|no worries|nvm|never mind|sorted it|appreciate|thanks|thank you|cheers)\b", re.IGNORECASE)
+
+
+def asks_writing(request: str) -> bool:
+    """Whether ``request`` asks the assistant to write, rephrase or translate something ("help me draft a quick note
+    to the team"): what it names (a day, an amount) is the text's subject, not a look-up."""
+    return bool(_WRITING_RE.search(request))
 
 
 def asks_advice(request: str) -> bool:

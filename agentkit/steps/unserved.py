@@ -39,7 +39,7 @@ from ..constrain.ground import currency_mentions, ground_arguments, is_currency,
 from ..constrain.numbers import number_mentions, text_numbers
 from ..constrain.places import is_place, place_spans
 from ..constrain.units import is_unit, text_units, unit_key, unit_mentions
-from .lookup import asks_advice, asks_fact, asks_lookup, asks_search
+from .lookup import asks_advice, asks_fact, asks_lookup, asks_search, asks_writing
 
 __all__ = ["Mention", "asked_fields", "covering", "mentions", "names_a_date", "narrowed", "operands", "owed", "unserved",
            "untaken"]
@@ -211,8 +211,8 @@ def covering(tools: Sequence[tuple[str, dict[str, Any] | None]], request: str, s
     value: a ``number`` it writes in digits, a ``day`` that names its date (:func:`names_a_date`), a ``currency`` or
     a ``unit`` (a (from, to) pair two different ones), an ``expression`` it asks
     (:func:`agentkit.constrain.arithmetic.asks_arithmetic`; a :func:`agentkit.constrain.arithmetic.word_problem` where no
-    tool is covered otherwise and the request asks for an amount, not an opinion: "a 3% fee on 2,500 SEK in dollars"
-    converts first). "80 swiss francs in euros" fills
+    tool is covered otherwise: "a 3% fee on 2,500 SEK in dollars" converts first). A request for advice that asks
+    for no amount covers none ("2 cups of flour and 1 tsp baking soda. Can I use baking powder instead?"). "80 swiss francs in euros" fills
     ``convert_currency``; a tool with a free string argument (a city, a query) is filled by no request, but a tool
     of places where the request asks for the present at a place it names (:func:`_placed`). What such a
     request asks is that tool's work (:mod:`agentkit.steps.decision`). ``said``: the request's :func:`mentions` when
@@ -234,8 +234,9 @@ def covering(tools: Sequence[tuple[str, dict[str, Any] | None]], request: str, s
                             if k != "expression"):
             full.append((name, "expression" in wanted))
     out = tuple(name for name, expression in full if not expression or asks_arithmetic(request))
-    opinion = asks_advice(request) and not _AMOUNT_ASKED.search(request)  # "smarter to pay 22% APR or save $1,000?"
-    out = out or tuple(name for name, expression in full if expression and word_problem(request) and not opinion)
+    if asks_advice(request) and not _AMOUNT_ASKED.search(request):  # "smarter to pay 22% APR or save $1,000?",
+        return ()  # "2 cups of flour and 1 tsp baking soda. Can I use baking powder instead?": an opinion, no amount
+    out = out or tuple(name for name, expression in full if expression and word_problem(request))
     return out or _placed(tools, request)
 
 
@@ -299,7 +300,7 @@ def names_a_date(day: Mention, request: str = "") -> bool:
     rhyme about Monday mornings", "a novel to read this weekend"), as does a day the request tells as the past ("our
     cat was born on a friday the 13th", "got absolutely soaked yesterday") or names in a request for advice ("her
     birthday is on the 14th ... any gift ideas?") without asking about its days."""
-    if _SCHEDULE.search(request):
+    if _SCHEDULE.search(request) and not asks_writing(request):  # "My Tuesday meeting got moved ... draft a note"
         asked = True
     else:  # "my grandma's birthday is on the 14th ... any gift ideas?" asks advice, not the calendar
         asked = False if asks_advice(request) else None

@@ -164,3 +164,8 @@ def test_a_percent_in_words_is_over_a_hundred_and_by_how_many_over_subtracts():
     p = expression_pattern("bill came to $86.40 and i want to tip 18 percent, how much is the tip exactly")
     assert re.fullmatch(p, "86.4 * 18 / 100") and not re.fullmatch(p, "86.4*18")
     assert implied_operators("tell me by how many kg I'm over") == ("-",)
+
+
+def test_an_amount_compounded_yearly_is_raised_to_its_years():
+    p = expression_pattern("If I leave 4500 in savings at 3.2% a year, compounded annually, how much after 6 years?")
+    assert re.fullmatch(p, "4500 * (1 + 3.2%) ** 6") and not re.fullmatch(p, "4500*3.2% * 6")

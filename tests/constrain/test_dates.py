@@ -70,3 +70,5 @@ def test_a_day_in_a_request_for_advice_and_an_own_event_told_on_a_weekday():
     assert not names_a_date(Mention("day", "Friday", "friday"), "I have an interview on Friday, any tips?")
     assert names_a_date(thursday, "I have a lunch on Thursday but I forgot which city it's in. Could you look it up?")
     assert names_a_date(thursday, "what've i got on thursday")
+    moved = "My Tuesday planning meeting got moved to Thursday. Can you help me draft a quick note to the team?"
+    assert not names_a_date(Mention("day", "Tuesday", "tuesday"), moved)  # a note to write, not the calendar

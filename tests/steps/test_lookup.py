@@ -8,6 +8,7 @@ from agentkit.steps.lookup import (
     asks_present,
     asks_search,
     asks_to_search,
+    asks_writing,
     request_of,
     searches,
     searches_it,
@@ -141,3 +142,10 @@ def test_a_difference_explained_or_an_opinion_asked_is_advice():
     assert asks_advice("72k at a startup or 65k at a big company. Not asking you to do maths, which would you pick?")
     assert asks_advice("ok that's all for now, bye! talk tomorrow")
     assert asks_advice("What are some traditional Irish dishes I could cook on the 17th for a few friends?")
+
+
+def test_a_writing_request_a_substitution_and_general_knowledge_are_answered_by_the_model():
+    assert asks_writing("My Tuesday meeting got moved to Thursday. Can you help me draft a quick note to the team?")
+    assert not asks_writing("what's on my calendar thursday?")
+    for text in ("What currency do they use in Switzerland?", "2 cups of flour. Can I use baking powder instead?"):
+        assert asks_advice(text), text

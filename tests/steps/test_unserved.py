@@ -197,6 +197,7 @@ def test_a_word_problem_covers_the_calculator_only_where_nothing_else_is_covered
     assert cover("Do you think it's smarter to pay down a card at 22% APR or build up a $1,000 fund first?") == ()
     assert cover("any tips? dinner was 187.40 with an 18% tip, how much each for 4 of us") == ("calculator",)
     assert cover("any tips for staying motivated for a 10k? i run 3x a week, 5 km each time") == ()
+    assert cover("my recipe wants 2 cups of flour and 1 tsp baking soda. can I use baking powder instead?") == ()
 
 
 def _decided(ask: DecisionAsk, *scores: dict) -> object:
