@@ -243,7 +243,7 @@ def covering(tools: Sequence[tuple[str, dict[str, Any] | None]], request: str, s
 # a question for an amount: a word problem asked, not an opinion about amounts ("Do you think it's smarter to pay
 # down a credit card at 22% APR or build up a $1,000 emergency fund first?")
 _AMOUNT_ASKED = re.compile(r"\b(?:how much|how many|how long|what(?:'s| is| does| will| do| would)(?! you think)|total|work(?:s|ed)? out"
-                           r"|calculate|figure out|add up)\b", re.IGNORECASE)
+                           r"|calculate|figure out|add up|set (?:it|that|the \w+) to)\b", re.IGNORECASE)
 
 
 def _placed(tools: Sequence[tuple[str, dict[str, Any] | None]], request: str) -> tuple[str, ...]:

@@ -198,6 +198,8 @@ def test_a_word_problem_covers_the_calculator_only_where_nothing_else_is_covered
     assert cover("any tips? dinner was 187.40 with an 18% tip, how much each for 4 of us") == ("calculator",)
     assert cover("any tips for staying motivated for a 10k? i run 3x a week, 5 km each time") == ()
     assert cover("my recipe wants 2 cups of flour and 1 tsp baking soda. can I use baking powder instead?") == ()
+    assert cover("The cookbook says bake at 350°F. My oven only shows Celsius — what should I set it to?") == (
+        "convert_units",)  # advice words, and a value asked
 
 
 def _decided(ask: DecisionAsk, *scores: dict) -> object:
