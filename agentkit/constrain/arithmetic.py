@@ -47,12 +47,12 @@ def expression_pattern(text: str, must: Sequence[float] = ()) -> str | None:
         return share
     if not must and (rate := rate_asked(text)):
         return rate
-    if not must and set(implied_operators(text)) == {"/"} and (shared := _shared(text, found)):
+    if not must and set(ops) == {"/"} and (shared := _shared(text, found)):
         return shared
     if not must and (special := _average(text, found) or _on_top(text, found) or _compound(text, found)):
         return special
     if len(nums) <= _DISTINCT_UP_TO:
-        digits = [_operand(text, a, b, v) for a, b, v in found if any(c.isdigit() for c in text[a:b])]
+        digits = [_operand(text, a, b, v) for a, b, v in _in_digits(text, found)]
         said = list(dict.fromkeys([*digits, *(_operand(text, a, b, v) for a, b, v in found), *sorted(implied)]))
         percents = {_operand(text, a, b, v) for a, b, v in found if _PERCENT_AFTER.match(text, b)}
         any_order = bool(_ANY_ORDER.search(low)) and len(said) <= _ANY_ORDER_UP_TO  # "subtract 5 from 20"
@@ -128,8 +128,7 @@ def _shared(text: str, found: list[tuple[int, int, int | float]]) -> str | None:
     """The pattern of an amount shared among people, ``amount / count``, where ``text`` writes two numbers in
     digits, one of them a count of people (:data:`_PEOPLE_AFTER`: ``7 ppl``, ``4 ways``), whatever their order: "we're
     7 ppl splitting a 2,340.75 bill" came out ``7 / 2340.75`` held to the text's order."""
-    digits = [(a, b, v) for a, b, v in found
-              if any(c.isdigit() for c in text[a:b]) and not _PERCENT_AFTER.match(text, b)]
+    digits = [(a, b, v) for a, b, v in _in_digits(text, found) if not _PERCENT_AFTER.match(text, b)]
     counts = [_operand(text, a, b, v) for a, b, v in digits if _PEOPLE_AFTER.match(text, b)]
     amounts = [_operand(text, a, b, v) for a, b, v in digits if not _PEOPLE_AFTER.match(text, b)]
     if len(digits) != 2 or len(counts) != 1 or len(amounts) != 1:
@@ -145,7 +144,7 @@ def _compound(text: str, found: list[tuple[int, int, int | float]]) -> str | Non
     """The pattern of an amount compounded yearly, ``p * (1 + r%) ** n``, where ``text`` asks for compounding and
     writes one amount, one percent and one count of years in digits: "4500 ... at 3.2% a year, compounded annually,
     ... after 6 years" came out ``4500*3.2% * 6``."""
-    digits = [(a, b, v) for a, b, v in found if any(c.isdigit() for c in text[a:b])]
+    digits = _in_digits(text, found)
     rates = [_operand(text, a, b, v) for a, b, v in digits if _PERCENT_AFTER.match(text, b)]
     years = [_operand(text, a, b, v) for a, b, v in digits if _YEARS_AFTER.match(text, b)]
     amounts = [_operand(text, a, b, v) for a, b, v in digits
@@ -163,7 +162,7 @@ def _average(text: str, found: list[tuple[int, int, int | float]]) -> str | None
     """The pattern of an average asked of the two to six numbers ``text`` writes in digits, ``(a + b + c) / 3``
     (the count theirs): "bills were 1250, 890.50 and 2300. What's the average bill?" came out ``1250/890.5/2300``
     held to the operator "average" names."""
-    nums = [_operand(text, a, b, v) for a, b, v in found if any(c.isdigit() for c in text[a:b])]
+    nums = [_operand(text, a, b, v) for a, b, v in _in_digits(text, found)]
     if not _AVERAGE.search(text) or not 2 <= len(nums) <= _DISTINCT_UP_TO or len(set(nums)) < len(nums):
         return None
     return r"^ *\( *" + r" *\+ *".join(re.escape(x) for x in nums) + r" *\) */ *" + str(len(nums)) + r" *$"
@@ -179,7 +178,7 @@ def _on_top(text: str, found: list[tuple[int, int, int | float]]) -> str | None:
     """The pattern of a percent added to an amount, ``a * (1 + p%)`` or ``a + a * p%``, then shared among people
     where the text counts them (``/ 4``): "Dinner came to $86.40 and I want to leave an 18% tip on top. What total"
     came out ``86.4 + 18%``, a fifth of a dollar. None where the text writes no one amount and one percent."""
-    digits = [(a, b, v) for a, b, v in found if any(c.isdigit() for c in text[a:b])]
+    digits = _in_digits(text, found)
     percents = [_operand(text, a, b, v) for a, b, v in digits if _PERCENT_AFTER.match(text, b)]
     counts = [_operand(text, a, b, v) for a, b, v in found if _PEOPLE_AFTER.match(text, b)]
     amounts = [_operand(text, a, b, v) for a, b, v in digits if not _PERCENT_AFTER.match(text, b)
@@ -198,8 +197,8 @@ def _share(text: str, found: list[tuple[int, int, int | float]], must: Sequence[
     in digits and not as a percent (one of ``must`` when given); None where it writes fewer than two. Held to the
     operators alone, a small model wrote ``100*1150`` for "I take home 3k a month and my rent is 1,150. What
     percentage of my income is going on rent?"."""
-    nums = list(dict.fromkeys(_plain_number(v) for a, b, v in found
-                              if any(c.isdigit() for c in text[a:b]) and not _PERCENT_AFTER.match(text, b)))
+    nums = list(dict.fromkeys(_plain_number(v) for a, b, v in _in_digits(text, found)
+                              if not _PERCENT_AFTER.match(text, b)))
     pairs = [(x, y) for x, y in itertools.permutations(nums, 2)
              if not must or any(float(v) in (float(x), float(y)) for v in must)]
     if len(nums) > _ANY_ORDER_UP_TO or not pairs:
@@ -236,7 +235,7 @@ def _joins(text: str, found: list[tuple[int, int, int | float]], ops: Sequence[s
     them where the three words at most between them name some (:data:`_BETWEEN`, among ``ops``): "23.50 each plus
     12.99" adds,
     and a small model held to ``*`` and ``+`` over the three numbers wrote ``14*23.5*12.99``."""
-    digits = [(a, b, _operand(text, a, b, v)) for a, b, v in found if any(c.isdigit() for c in text[a:b])]
+    digits = [(a, b, _operand(text, a, b, v)) for a, b, v in _in_digits(text, found)]
     out = {}
     for (_, b, x), (a, _, y) in itertools.pairwise(digits):
         gap = text[b:a]
@@ -344,6 +343,12 @@ _IMPLIED = (("half", 2), ("halve", 2), ("double", 2), ("twice", 2), ("triple", 3
             ("%", 100), ("percent", 100), ("percentage", 100), ("per cent", 100))
 
 
+def _in_digits(text: str, found: list[tuple[int, int, int | float]]) -> list[tuple[int, int, int | float]]:
+    """The mentions of ``found`` (``text``'s :func:`number_mentions`) written in digits, as
+    :func:`~agentkit.constrain.numbers.digit_mentions` gives them, without reading ``text`` again."""
+    return [(a, b, v) for a, b, v in found if any(c.isdigit() for c in text[a:b])]
+
+
 def _plain_number(v: float) -> str:
     return str(v) if isinstance(v, int) else repr(v)
 
@@ -373,14 +378,17 @@ def written_expressions(text: str) -> list[str]:
     thousands separators), in order, each once. A ``-`` counts with a space after it (``9:00-18:00`` and
     ``415-555-0138`` are no subtraction), nor is a date one; an expression with unbalanced parentheses is none, nor
     a fraction where the text writes other numbers ("1/3 of my 4,275")."""
-    out = []
+    out, several = [], None
     for m in _RUN.finditer(_without_dates(text)):
         run = m.group().strip()
         while run.count("(") > run.count(")") and run.startswith("("):
             run = run[1:]
         while run.count(")") > run.count("(") and run.endswith(")"):
             run = run[:-1]
-        if not _balanced(run) or (_FRACTION_WRITTEN.fullmatch(run) and len(number_mentions(text)) > 1):
+        fraction = _FRACTION_WRITTEN.fullmatch(run) is not None
+        if fraction and several is None:  # read once, and only for a fraction
+            several = len(number_mentions(text)) > 1
+        if not _balanced(run) or (fraction and several):
             continue  # "1/3 of my 4,275 ... after 14 months": a fraction, one number of a word problem
         run = re.sub(r"(?<=\d),(?=\d{3})", "", run).replace("×", "*").replace("÷", "/").replace("^", "**")
         out.append(re.sub(r"(?<=[\d)%]) *x *(?=[(\d-])", " * ", run))

@@ -53,6 +53,7 @@ from ..errors import UserError
 from .arithmetic import expression_pattern, written_expressions
 from .dates import WEEKDAY, date_mentions, day_phrases, resolve_day, text_dates
 from .fences import Fence, field_fence, is_proper, is_thing, name_runs
+from .names import name_words
 from .nodes import Choice, Node, Repeat, Seq, Slot, Template, slots
 from .numbers import digit_mentions, number_mentions, text_numbers
 from .places import is_place, place_spans
@@ -69,11 +70,6 @@ SPAN_CHARS = 96  # the longest span the check of a patterned slot's language tri
 
 _NEXT_WORD = re.compile(r"[ \t]*([^\W\d_]+)")
 _PREV_WORD = re.compile(r"([^\W\d_]+)[ \t]*[:=#]?[ \t]*$")
-
-
-def name_words(name: str) -> list[str]:
-    """The words of a field name: ``room_type``, ``maxGuests`` and ``due-date`` are two each."""
-    return [w for w in re.split(r"[_\W]+|(?<=[a-z])(?=[A-Z])", name) if w]
 
 
 def _stems(name: str) -> set[str]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 
 from .dates import MONTH, WEEKDAY
+from .names import name_words
 from .units import UNIT_NAMES
 
 __all__ = ["is_place", "place_spans"]
@@ -63,7 +64,7 @@ _PLACE_WORDS = frozenset({"city", "town", "location", "place", "destination", "c
 
 def is_place(name: str) -> bool:
     """Whether an argument named ``name`` holds a place: a word of it is ``city``, ``location``, ``destination``..."""
-    return bool(_PLACE_WORDS & {w.lower() for w in re.split(r"[_\W]+|(?<=[a-z])(?=[A-Z])", name) if w})
+    return bool(_PLACE_WORDS & {w.lower() for w in name_words(name)})
 
 
 def place_spans(text: str, first_words: bool = True) -> list[str]:

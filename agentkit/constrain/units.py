@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from .names import name_words
+
 __all__ = ["DIMENSIONS", "UNIT_NAMES", "UNIT_SYMBOLS", "canonical_unit", "dimension", "is_unit", "number_units", "text_units", "unit_key",
            "unit_mentions"]
 
@@ -139,6 +141,6 @@ def canonical_unit(unit: str) -> str:
 def is_unit(name: str, sub: dict[str, Any]) -> bool:
     """Whether a string field holds a unit of measurement: named ``unit``, ``from_unit``, ``target_units``, or
     described as "the unit ..."."""
-    words = {w.lower() for w in re.split(r"[_\W]+|(?<=[a-z])(?=[A-Z])", name) if w}
+    words = {w.lower() for w in name_words(name)}
     desc = str(sub.get("description", "")).lower()
     return bool(words & _UNIT_WORDS) or bool(re.match(r"(?:the |a )?unit\b", desc))

@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from ..constrain.names import name_words
 from ..constrain.queries import asks_fact
 
 __all__ = ["asks_advice", "asks_fact", "asks_lookup", "asks_present", "asks_search", "asks_to_search", "asks_writing",
@@ -113,7 +114,7 @@ def asks_search(request: str) -> bool:
 def searches(tool: str) -> bool:
     """Whether a tool's name says it searches: a word of it is ``search``, ``lookup``, ``google`` or ``browse``
     (``web_search``, ``searchDocs``, ``google``), or it holds ``look`` and ``up`` (``look_up_word``)."""
-    words = {w.lower() for w in re.split(r"[_\W]+|(?<=[a-z])(?=[A-Z])", tool) if w}
+    words = {w.lower() for w in name_words(tool)}
     return bool(words & _SEARCH_TOOL) or {"look", "up"} <= words
 
 

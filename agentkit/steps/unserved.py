@@ -80,7 +80,7 @@ def mentions(request: str) -> list[Mention]:
             out.append(Mention("day", phrase, phrase.casefold()))
     typed = list(days)
     counted = word_problem(request)  # "four of us are splitting it": a number in words is an operand there
-    measured = set(measured_numbers(request, {"currency", "unit"}))  # "eighty quid": a number in words, typed
+    measured = set() if counted else set(measured_numbers(request, {"currency", "unit"}))  # "eighty quid": typed
     for a, b, v in number_mentions(request):
         if (counted or v in measured or any(c.isdigit() for c in request[a:b])) \
                 and not any(x <= a < y for x, y in days):
@@ -300,12 +300,13 @@ def names_a_date(day: Mention, request: str = "") -> bool:
     rhyme about Monday mornings", "a novel to read this weekend"), as does a day the request tells as the past ("our
     cat was born on a friday the 13th", "got absolutely soaked yesterday") or names in a request for advice ("her
     birthday is on the 14th ... any gift ideas?") without asking about its days."""
-    if _SCHEDULE.search(request) and not asks_writing(request):  # "My Tuesday meeting got moved ... draft a note"
+    schedule = bool(_SCHEDULE.search(request))
+    if day.text.casefold() in _THIS_DAY:  # "am i free this afternoon or is there stuff on today?"
+        return schedule
+    if schedule and not asks_writing(request):  # "My Tuesday meeting got moved ... draft a note"
         asked = True
     else:  # "my grandma's birthday is on the 14th ... any gift ideas?" asks advice, not the calendar
         asked = False if asks_advice(request) else None
-    if day.text.casefold() in _THIS_DAY:  # "am i free this afternoon or is there stuff on today?"
-        return bool(_SCHEDULE.search(request))
     if any(c.isdigit() for c in day.text) or day.text.casefold() in _RELATIVE_DAYS \
             or re.search(r"\b" + MONTH + r"(?!\w)", day.text, re.IGNORECASE):  # "the twentieth of March"
         return asked if asked is not None else not _told_past(day, request)
