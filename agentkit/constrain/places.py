@@ -50,7 +50,7 @@ bill tip half share whole end start can could would will should shall did does h
 quick q just also still plain simple english french spanish portuguese german italian japanese chinese american
 americans british chaos idle theory practice general particular real life public private in at for from to on of
 with by near vs can't don't won't isn't keeps we're you're they're it's i've i'll i'd let's
-sea level noon midnight least most once first last best worst random altitude room night's
+sea level noon midnight least most once first last best worst random altitude room night's another other same different
 """
 _NOT_PLACES = frozenset(_NOT_PLACE_WORDS.split())
 

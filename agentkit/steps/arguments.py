@@ -36,7 +36,7 @@ from ..constrain.nodes import Template
 from ..settings import BY_NAME
 from ..toolcall import sources_of
 from .kinds import TOOL_STYLE, StepTool, is_observation
-from .unserved import asked_fields, covering, mentions, narrowed, operands, owed, untaken
+from .unserved import asked_fields, covering, mentions, names_a_date, narrowed, operands, owed, untaken
 
 __all__ = ["ArgumentSources", "Turn", "argument_gaps", "argument_sources", "choosable_tools", "groundable",
            "grounded_parameters", "turn_of"]
@@ -115,14 +115,16 @@ def argument_sources(tools: Sequence[tuple[str, dict[str, Any] | None]], chat: S
     ``sources``: the chat's :func:`sources_of` when already read). The owed tools come best first: those that take
     the most of what is left, in the order given; where only names are left and the last call's tool takes one,
     that tool alone (a second city for the weather, the name a search left out); none (``()``) when calls took
-    every value the request wrote. Before any call since the request, the tools it :func:`covering` fills."""
+    every value the request wrote; a day the request tells rather than asks about (not :func:`names_a_date`: "flying to
+    Mumbai on Saturday") is no value it wrote. Before any call since the request, the tools it :func:`covering`
+    fills."""
     text = sources_of(chat) if sources is None else sources
     turn = turn_of(chat)
     if turn.failed:  # a retry calls the failed tool again, as it was (agentkit.steps.decision's retry rule)
         return ArgumentSources(text)
     made = "\n".join(turn.calls)
-    request = mentions(turn.request)
-    said = [*request, *asked_fields(turn.request, turn.results)]
+    request = [m for m in mentions(turn.request) if m.kind != "day" or names_a_date(m, turn.request)]  # a day told
+    said = [*request, *asked_fields(turn.request, turn.results)]  # ("flying to Mumbai on Saturday") is no ask
     left = untaken(said, made)
     found = owed([(n, p or {}) for n, p in tools], left, text, operands(turn.request, left, turn.results, made))
     most = max((len(h) for h in found.values()), default=0)

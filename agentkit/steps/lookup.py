@@ -51,7 +51,7 @@ _ADVICE = re.compile(r"(?:^|[.?!]\s*|\byou |\bu )(?:recommend|suggest|should i)\
                      r"|best time (?:of (?:the )?year )?to|do you think|your (?:general |honest )?(?:take|opinion|view)"
                      r"|which would you|would you (?:lean|go|pick|choose)|not asking (?:you )?(?:to|about|for)"
                      r"|what are (?:some|a few)|bye|goodbye|talk (?:to you )?(?:tomorrow|later|soon)|that's all"
-                     r"|can i (?:use|substitute|swap)|instead of|substitut\w*|what (?:currency|currencies|language|languages)"
+                     r"|can i (?:just |still )?(?:use|substitute|swap)|will it (?:still )?work|instead of|substitut\w*|what (?:currency|currencies|language|languages)"
                      r" (?:do|does|is|are)|the capital (?:city )?of|" + _WRITING
                      + r"|what(?:'s| is) the (?:actual |real |main )?difference between|what do(?:es)? (?:they|it|that|people) mean|why (?:do|does|is|are|can't|cannot|don't)"
                      r"|how (?:do|does) (?!i\b|you\b|we\b)\w+(?: \w+)? (?:work|decide|get decided|know)"

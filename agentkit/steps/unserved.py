@@ -16,9 +16,12 @@ A request's values, by kind (each as :mod:`agentkit.constrain.ground` reads it):
 - ``unit``: a unit it names (:mod:`agentkit.constrain.units`); taken by a call that writes it (``mile`` takes
   ``miles``);
 - ``day``: a day it names, ``today`` aside (a question about today's weather is not a question about the
-  calendar), nor a bare ``week`` or ``month`` (``3200 CAD a month``); taken by a call that writes a day or a date;
+  calendar), nor a bare ``week`` or ``month`` (``3200 CAD a month``); taken by a call that writes it or the date it
+  names (``friday`` is ``2026-03-06`` on Monday March 2: "anything on friday, or on the 14th?" after the call for
+  the 14th leaves friday), and one that names no one day (``next week``) by a call that writes any day;
 - ``name``: a capitalised word or run of them not at a sentence's start (``Rome``, ``Great Wall``), not a
-  currency, unit, month or day; taken by a call whose strings hold one of its words. Names count only when no
+  currency, unit, month or day, and a place written in lowercase (``rome`` in "warmer in lisbon or rome",
+  :func:`agentkit.constrain.places.place_spans`); taken by a call whose strings hold one of its words. Names count only when no
   value of another kind is left: a name is the weakest sign of an ask (it may only describe one);
 - ``field``: a tool result's string value whose key the request names (:func:`asked_fields`: "the weather in the
   city I'm going to" and a calendar's ``"city": "Madrid"``); taken by a call that writes it, and only an
@@ -34,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..constrain.arithmetic import asks_arithmetic, expression_pattern, word_problem
-from ..constrain.dates import MONTH, WEEKDAY, date_mentions, day_phrases
+from ..constrain.dates import MONTH, WEEKDAY, date_mentions, day_phrases, resolve_day, resolved_days
 from ..constrain.ground import currency_mentions, ground_arguments, is_currency, measured_numbers, text_currencies
 from ..constrain.numbers import number_mentions, text_numbers
 from ..constrain.places import is_place, place_spans
@@ -91,6 +94,14 @@ def mentions(request: str) -> list[Mention]:
     for a, b, unit in unit_mentions(request):
         typed.append((a, b))
         out.append(Mention("unit", unit, unit_key(unit)))
+    out += _names(request, typed)
+    return out
+
+
+def _names(request: str, typed: Sequence[tuple[int, int]]) -> list[Mention]:
+    """The request's ``name`` mentions: its capitalised runs outside the ``typed`` spans, then the places it writes in
+    lowercase (:func:`agentkit.constrain.places.place_spans`: "warmer in lisbon or rome")."""
+    out: list[Mention] = []
     for m in _NAME.finditer(request):
         words = [w for w in re.findall(r"[\w'-]+", m.group()) if w.lower() not in ("of", "the")]
         if _SENTENCE_START.search(request[:m.start()]):
@@ -99,6 +110,9 @@ def mentions(request: str) -> list[Mention]:
                 and words[0].lower() not in _NOT_NAMES:
             text = m.group()[m.group().find(words[0]):]
             out.append(Mention("name", text, text))
+    named = {m.text.casefold() for m in out}
+    out += [Mention("name", place, place) for place in place_spans(request, first_words=False)
+            if place[:1].islower() and place.casefold() not in named]
     return out
 
 
@@ -117,7 +131,7 @@ def untaken(said: Sequence[Mention], made: str) -> list[Mention]:
     codes = set(text_currencies(made))
     units = {unit_key(u) for u in [*text_units(made), *re.findall(r'"([^"]{1,24})"', made)]}  # "m" as a value
     low = made.casefold()
-    dated = bool(day_phrases(made))
+    days = set(resolved_days(made)) | set(re.findall(r"\d{4}-\d{2}-\d{2}", made))
 
     def taken(m: Mention) -> bool:
         if m.kind == "number":
@@ -127,7 +141,8 @@ def untaken(said: Sequence[Mention], made: str) -> list[Mention]:
         if m.kind == "unit":
             return m.value in units
         if m.kind == "day":
-            return dated or m.text.casefold() in low
+            day = _day_of(m)  # a day that names no one day ("next week") is taken by any day
+            return m.text.casefold() in low or (day in days if day else bool(days))
         if m.kind == "field":
             return m.text.casefold() in low
         return any(w.casefold() in low for w in re.findall(r"[\w'-]{3,}", m.text))
@@ -135,6 +150,13 @@ def untaken(said: Sequence[Mention], made: str) -> list[Mention]:
     left = [m for m in said if not taken(m)]
     typed = [m for m in left if m.kind != "name"]
     return typed or left
+
+
+def _day_of(day: Mention) -> str | None:
+    """The ISO date a ``day`` mention names (its value where a written date gave one), or None where it names no one
+    day ("next week")."""
+    key = _key("day", str(day.value))
+    return key if re.fullmatch(r"\d{4}-\d{2}-\d{2}", key) else None
 
 
 def asked_fields(request: str, results: Sequence[str]) -> list[Mention]:
@@ -267,7 +289,8 @@ _SCHEDULE = re.compile(r"\b(?:calendar|schedule|diary|agenda|booked|plans|free|b
                        re.IGNORECASE)
 # the user's own event on a day, told: "I have a lunch on Thursday but I forgot which city it's in" asks about it
 # unless the request asks for advice ("I have an interview on Friday, any tips?")
-_OWN_EVENT = re.compile(r"\bi(?:'ve| have)(?: got)? (?:a|an|my) (?:\w+ ){0,2}(?:on|this|next)\b", re.IGNORECASE)
+_OWN_EVENT = re.compile(r"\bi(?:'ve| have)(?: got)? (?:(?:a|an|my) (?:\w+ ){0,2}|something |stuff )(?:on|this|next)\b",
+                        re.IGNORECASE)
 # a day told as the past, not asked about: "our cat was born on a friday the 13th", "got absolutely soaked yesterday"
 _TOLD_PAST = re.compile(r"\b(?:born|married|died|happened|graduated)(?:\s+\w+){0,3}\s*$", re.IGNORECASE)
 _PAST_VERB = re.compile(r"\b(?:got|was|were|went|had|did|\w{3,}ed)\b", re.IGNORECASE)
@@ -347,6 +370,6 @@ def _key(kind: str, value: Any) -> Any:
         return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
     if kind == "unit" and isinstance(value, str):
         return unit_key(value)
-    if kind == "day" and isinstance(value, str):
-        return value.casefold()
+    if kind == "day" and isinstance(value, str):  # "friday" is the grounded enum's "2026-03-06"
+        return value if re.fullmatch(r"\d{4}-\d{2}-\d{2}", value) else resolve_day(value) or value.casefold()
     return value

@@ -45,6 +45,29 @@ def test_names_count_only_when_nothing_else_is_left_and_never_a_sentences_first_
     assert left("What's the temperature in Oslo in Fahrenheit?", {"city": "Rome"}) == [("unit", "Fahrenheit")]
 
 
+def test_places_in_lowercase_and_days_are_left_one_by_one(monkeypatch):
+    monkeypatch.setenv("AGENTKIT_TODAY", "2026-03-02")  # a Monday
+    assert left("is it warmer in lisbon or rome right now?", {"city": "lisbon"}) == [("name", "rome")]
+    assert left("which is colder right now, oslo or reykjavik?", {"city": "oslo"}, {"city": "Reykjavik"}) == []
+    asked = "do i have anything on friday, or on the 14th?"
+    assert left(asked, {"date": "2026-03-14"}) == [("day", "friday")]  # another day was written: not friday's
+    assert left(asked, {"date": "2026-03-14"}, {"date": "2026-03-06"}) == []  # friday is March 6
+    assert left("anything on next week?", {"date": "2026-03-09"}) == []  # no one day: any day takes it
+    found = owed([("get_calendar_events", CALENDAR)], unserved(asked, '{"date": "2026-03-14"}'), asked)
+    assert found == {"get_calendar_events": {"date": {"enum": ["2026-03-06"]}}}
+
+
+def test_a_day_told_is_no_ask_and_leaves_the_place_owed(monkeypatch):
+    monkeypatch.setenv("AGENTKIT_TODAY", "2026-03-02")
+    chat = [{"role": "user", "content": "Flying to Mumbai on Saturday. What's the weather there right now, and how "
+                                        "many rupees would I get for $600?"},
+            {"role": "assistant", "content": '{"name": "convert_currency", "arguments": {"amount": 600, '
+                                             '"from_currency": "USD", "to_currency": "INR"}}'},
+            {"role": "tool", "content": '{"amount": 49800.0}'}]
+    sources = argument_sources([*TOOLS, ("get_calendar_events", CALENDAR)], chat)
+    assert sources.owed == ("get_weather",) and sources.held_for("get_weather") == {"city": {"enum": ["Mumbai"]}}
+
+
 def test_the_owed_tool_is_held_to_what_was_left():
     text = "Convert 100 dollars to euros and also to pounds."
     rest = unserved(text, json.dumps({"amount": 100, "from_currency": "USD", "to_currency": "EUR"}))
@@ -160,6 +183,8 @@ def test_a_request_covers_a_tool_when_typed_values_fill_every_required_argument(
     assert cover("am i free this afternoon or is there stuff on today?") == ("get_calendar_events",)
     assert cover("how much is eighty quid in euros") == ("convert_currency",)  # a number in words, with its currency
     assert cover("Do I have anything tomorrow?") == ("get_calendar_events",)
+    assert cover("I've got something on Thursday in another city - can you check what it is?") \
+        == ("get_calendar_events",)  # the user's own event, asked about
     for passing in ("I've got a job interview on Thursday", "Recommend a novel to read this weekend"):
         assert cover(passing) == (), passing  # a weekday or a span names no date by itself
     assert cover("I ran 5 km and then 3 km") == ()  # numbers without an operator ask no arithmetic
