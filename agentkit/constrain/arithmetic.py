@@ -314,7 +314,8 @@ def _digit_numbers(text: str) -> list[tuple[int, int]]:
     return [(a, b) for a, b, _ in digit_mentions(text)]
 
 
-_ARITHMETIC_VERB = re.compile(r"\b(?:divide|multiply|subtract|split(?:ting)?|share|average|add up|sum up"
+_ARITHMETIC_VERB = re.compile(r"\b(?:divide|multiply|subtract|split(?:ting)?|share|average"
+                              r"|(?:add|sum|tot) (?:(?:these|those|them|it|this|that|all|everything|it all) )?up"
                               r"|each of (?:us|them|you)|per person|equally|" + _EACH_OF_US
                               + r"|(?:how much|how many)\b[^.?!]*\bper [^\W\d_]+)\b", re.IGNORECASE)
 _PERCENT = re.compile(r"\d" + _PERCENT_AFTER.pattern, re.IGNORECASE)

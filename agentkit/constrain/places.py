@@ -11,7 +11,8 @@ right now? in fahrenheit pls". :func:`place_spans` gives the spans a place is wr
   no function word, number, time word, unit, currency or language (two words for "new york", "san francisco"):
   "bangkok" in "in bangkok, about to head out", "seattle" in "a run in seattle in like 20 min";
 - in a text that starts in lowercase, a sentence's first word of that kind ("helsinki weather please");
-- a capitalised first word followed by the present or the weather ("Cairo today - shorts and t-shirt kind of day?").
+- a capitalised first word followed by the present or the weather ("Cairo today - shorts and t-shirt kind of day?"),
+  and a first word in lowercase followed by the weather ("bangkok wether today??").
 
 None: the request names no place that way, and the argument keeps the request's spans.
 """
@@ -51,14 +52,17 @@ quick q just also still plain simple english french spanish portuguese german it
 americans british chaos idle theory practice general particular real life public private in at for from to on of
 with by near vs can't don't won't isn't keeps we're you're they're it's i've i'll i'd let's
 sea level noon midnight least most once first last best worst random altitude room night's another other same different
+nice good bad great lovely terrible awful horrible perfect weird crazy rainy sunny snowy cloudy windy cold hot warm
+current local today's tomorrow's tonight's weekend's
 """
 _NOT_PLACES = frozenset(_NOT_PLACE_WORDS.split())
 
 
 # a sentence that starts with a place's name and the present or the weather: "Cairo today - shorts and t-shirt
 # kind of day?", "Helsinki weather pls"
-_HEADED = re.compile(r"(?:^|(?<=[.?!\n])\s*)([A-Z][a-z'-]+)(?=\s+(?:today|tonight|tomorrow|right now|rn|now|this "
-                     r"(?:morning|afternoon|evening|weekend)|weather|forecast|temp)\b)")
+_HEADED = re.compile(r"(?:^|(?<=[.?!\n])\s*)(?:([A-Z][a-z'-]+)(?=\s+(?:today|tonight|tomorrow|right now|rn|now|this "
+                     r"(?:morning|afternoon|evening|weekend)|weather|wether|forecast|temp)\b)"
+                     r"|([a-z][a-z'-]+)(?=\s+(?:weather|wether|forecast|temp)\b))")
 _PLACE_WORDS = frozenset({"city", "town", "location", "place", "destination", "country", "region", "where"})
 
 
@@ -71,7 +75,8 @@ def place_spans(text: str, first_words: bool = True) -> list[str]:
     """The spans of ``text`` a place is written as (the module says which), in order, each once; ``first_words``
     False: not a lowercase writer's first words (a name or a word after a preposition only)."""
     found = [(m.start(), m.group()) for m in _capitalised(text)]
-    found += [(m.start(), m.group(1)) for m in _HEADED.finditer(text) if _names_place(m.group(1))]
+    found += [(m.start(), m.group(1) or m.group(2)) for m in _HEADED.finditer(text)
+              if _names_place(m.group(1) or m.group(2))]
     starts = [m.end() for m in _PREPOSITION.finditer(text)]
     if first_words and text[:1].islower():  # a writer who does not capitalise may start with the place ("helsinki weather please")
         starts += [m.end() for m in re.finditer(r"(?:^|[.?!]\s+)(?=[^\W\d_])", text)]

@@ -282,7 +282,8 @@ def _placed(tools: Sequence[tuple[str, dict[str, Any] | None]], request: str) ->
 _THIS_DAY = frozenset({"today", "tonight"})  # today's date where the request asks about the user's days
 _RELATIVE_DAYS = frozenset({"tomorrow", "tmrw", "tmr", "tomoz", "yesterday", "the day after tomorrow"})
 # a request about the user's own days ("anything on my plate thursday?", "am i free friday evening?")
-_SCHEDULE = re.compile(r"\b(?:calendar|schedule|diary|agenda|booked|plans|free|busy|on my plate|what(?:'s| is) on"
+_SCHEDULE = re.compile(r"\b(?:calendar|schedule|scheduled|diary|agenda|booked|plans|free|busy|on my plate|what(?:'s| is) on"
+                       r"|what i(?:'ve| have) got"
                        r"|what do i have|what have i got|what'?ve i got|anything on|do i have anything|have i got anything"
                        r"|what did i have|did i have|what was on|where(?:'s| is) (?:it|that)\b|what time is (?:it|that)"
                        r"|my (?:next |this )?(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|weekend))\b",

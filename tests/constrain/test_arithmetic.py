@@ -169,3 +169,9 @@ def test_a_percent_in_words_is_over_a_hundred_and_by_how_many_over_subtracts():
 def test_an_amount_compounded_yearly_is_raised_to_its_years():
     p = expression_pattern("If I leave 4500 in savings at 3.2% a year, compounded annually, how much after 6 years?")
     assert re.fullmatch(p, "4500 * (1 + 3.2%) ** 6") and not re.fullmatch(p, "4500*3.2% * 6")
+
+
+def test_numbers_listed_to_add_up_are_a_word_problem():
+    assert word_problem("can you add these up for me: 42.99, 18.50, 7.25 and 103.40 - groceries this week")
+    assert word_problem("tot it all up: 12.50, 8 and 3.25")
+    assert not word_problem("I add 2 eggs and 250 g of flour")  # told, not asked to add up

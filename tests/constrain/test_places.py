@@ -39,5 +39,7 @@ def test_a_city_argument_takes_the_places_else_the_spans():
 def test_the_word_after_how_cold_is_is_a_place():
     assert place_spans("how cold is helsinki right now") == ["helsinki"]
     assert place_spans("how cold is it") == []
+    assert place_spans("bangkok wether today?? my sister lands there tonight", first_words=False) == ["bangkok"]
+    assert place_spans("nice weather today, huh?") == [] and place_spans("so weather aside, how was your day") == []
     assert place_spans("I've got something on Thursday in another city") == []  # "another" names no place
     assert place_spans("which is colder right now, oslo or helsinki?") == ["oslo", "helsinki"]

@@ -185,6 +185,7 @@ def test_a_request_covers_a_tool_when_typed_values_fill_every_required_argument(
     assert cover("Do I have anything tomorrow?") == ("get_calendar_events",)
     assert cover("I've got something on Thursday in another city - can you check what it is?") \
         == ("get_calendar_events",)  # the user's own event, asked about
+    assert cover("Can you pull up what I've got scheduled for this Friday?") == ("get_calendar_events",)
     for passing in ("I've got a job interview on Thursday", "Recommend a novel to read this weekend"):
         assert cover(passing) == (), passing  # a weekday or a span names no date by itself
     assert cover("I ran 5 km and then 3 km") == ()  # numbers without an operator ask no arithmetic
