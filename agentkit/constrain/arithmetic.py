@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from .dates import date_mentions
 from .numbers import digit_mentions, number_mentions
@@ -54,7 +54,8 @@ def expression_pattern(text: str, must: Sequence[float] = ()) -> str | None:
     if len(nums) <= _DISTINCT_UP_TO:
         digits = [_operand(text, a, b, v) for a, b, v in _in_digits(text, found)]
         said = list(dict.fromkeys([*digits, *(_operand(text, a, b, v) for a, b, v in found), *sorted(implied)]))
-        percents = {_operand(text, a, b, v) for a, b, v in found if _PERCENT_AFTER.match(text, b)}
+        percents = {_operand(text, a, b, v): text[b:b + 2].strip().startswith("%") for a, b, v in found
+                    if _PERCENT_AFTER.match(text, b)}  # each percent: whether it is written with the sign
         any_order = bool(_ANY_ORDER.search(low)) and len(said) <= _ANY_ORDER_UP_TO  # "subtract 5 from 20"
         if must:
             return _distinct(said, op, percents, ordered=not any_order,
@@ -207,15 +208,17 @@ def _share(text: str, found: list[tuple[int, int, int | float]], must: Sequence[
     return r"^ *(?:\(? *(?:" + shares + r") *\)? *\* *100) *$"
 
 
-def _distinct(nums: list[str], op: str, percents: set[str], *, ordered: bool = True, required: set[str] = frozenset(),
+def _distinct(nums: list[str], op: str, percents: Mapping[str, bool], *, ordered: bool = True, required: set[str] = frozenset(),
               needed: list[str] | None = None, joins: dict[tuple[str, str], str] | None = None) -> str | None:
     """The pattern of expressions over two or more of ``nums``, each one once, joined by ``op``: in the order of
     ``nums`` when ``ordered``; with every one of ``required``, and one of ``needed`` when given; a ``%`` after
-    those written as percents (``percents``) only. Held to the numbers alone, a small model wrote ``43 / 43`` and
+    those written as percents (``percents``: True where written with the sign, which they then take, or ``/ 100``: a model
+    wrote ``1161.76*15`` for "15% of the pounds figure" where the ``%`` was optional). Held to the numbers alone, a small model wrote ``43 / 43`` and
     then ``43 / 98765`` for "divide 98765 by 43", ``1475 + 1475`` for "1,475 a month for 38 months" and ``287.4% /
     6`` for "287.40 between 6 people". ``joins``: the operators that may join two numbers next to each other (the
     words between them name them: :func:`_joins`), else ``op``."""
-    term = lambda x: r"\(*-?" + re.escape(x) + (r"%?" if x in percents else "") + r"\)*"
+    pct = lambda x: (r"(?:%| */ *100)" if percents[x] else r"%?") if x in percents else ""
+    term = lambda x: r"\(*-?" + re.escape(x) + pct(x) + r"\)*"
     pick = itertools.combinations if ordered else itertools.permutations
     orders = [o for k in range(2, len(nums) + 1) for o in pick(nums, k)
               if required <= set(o) and (needed is None or set(o) & set(needed))]

@@ -11,7 +11,8 @@ Tower and the Amazon. :func:`query_spans` gives the clauses a query is made of, 
 2. a clause that asks for a recorded fact (:func:`asks_fact`): "is the louvre open on tuesdays", "when was bitcoin
    created";
 3. the proper names the request writes, capitalised inside a sentence: "Everest" in "My nephew swears Everest is
-   over 30,000 feet tall. Can you search how high it actually is".
+   over 30,000 feet tall. Can you search how high it actually is"; where the search names its subject by a pronoun,
+   the first of them ("the 2028 Summer Olympics are in Los Angeles ... search where they're being held").
 
 A clause that names its subject only by a pronoun ("how high it actually is", "search it and settle this") or by
 words every such request has ("the length first") is no query. The first tier with a clause is the query's choices; none: the request's spans.
@@ -45,7 +46,7 @@ _SEARCH_VERB = re.compile(r"\b(?:(?:do a |run a )?(?:quick |web )?search(?: the 
 # where a clause ends: a sentence's end, a colon or dash, and a next step ("and then convert", ", then tell me")
 _CLAUSE_END = re.compile(
     r"[.?!]+(?=\s|$)|[?!;:\n]+|\s[—–-]\s|,?\s+(?:and )?then\b|,?\s+and\s+(?=(?:how|what|when|who)\b)"
-    r"|\s+and (?=(?:convert|give|tell|work|calculate|figure|add|divide|multiply|check|say|let)\b)"
+    r"|\s+and (?=(?:also )?(?:convert|give|tell|work|calculate|figure|add|divide|multiply|check|say|let)\b)"
     r"|,\s+(?=(?:i|my|we|our|so|because|since|trying|going|want|need)\b)", re.IGNORECASE)
 _LEAD = re.compile(r"^(?:(?:can|could|would|will) (?:you|u)(?: please| pls| quickly| just)?\s+|please\s+|pls\s+"
                    r"|the web for\s+|for\s+|me\s+)+",
@@ -82,12 +83,15 @@ def asks_fact(request: str) -> bool:
 def query_spans(text: str) -> list[str]:
     """The clauses of ``text`` a search query is made of, each a span of it (the module says which; empty: none)."""
     clauses = _clauses(text)
-    searched = [q for a, b in clauses for q in [_after_verb(text[a:b])]
-                if q and _names_subject(q) and not _PRONOUN_SUBJECT.search(q)]
+    after = [q for a, b in clauses for q in [_after_verb(text[a:b])] if q]
+    searched = [q for q in after if _names_subject(q) and not _PRONOUN_SUBJECT.search(q)]
     if searched:
         return list(dict.fromkeys(searched))
     facts = [q for a, b in clauses if _FACT.search(text[a:b]) for q in [_trim(text[a:b])] if _names_subject(q)]
-    return list(dict.fromkeys(facts or _proper_names(text)))
+    names = _proper_names(text)
+    if any(_PRONOUN_SUBJECT.search(q) for q in after):  # "the 2028 Summer Olympics are in Los Angeles ... search
+        names = names[:1]  # where they're being held": the pronoun is the first name's, the later ones what is told
+    return list(dict.fromkeys(facts or names))
 
 
 def _clauses(text: str) -> list[tuple[int, int]]:

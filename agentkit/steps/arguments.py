@@ -36,6 +36,7 @@ from ..constrain.nodes import Template
 from ..settings import BY_NAME
 from ..toolcall import sources_of
 from .kinds import TOOL_STYLE, StepTool, is_observation
+from .lookup import asks_present, searches
 from .unserved import asked_fields, covering, mentions, names_a_date, narrowed, operands, owed, untaken
 
 __all__ = ["ArgumentSources", "Turn", "argument_gaps", "argument_sources", "choosable_tools", "groundable",
@@ -114,7 +115,9 @@ def argument_sources(tools: Sequence[tuple[str, dict[str, Any] | None]], chat: S
     """The :class:`ArgumentSources` of a step on ``chat`` among ``tools`` ((name, parameters schema) pairs;
     ``sources``: the chat's :func:`sources_of` when already read). The owed tools come best first: those that take
     the most of what is left, in the order given; where only names are left and the last call's tool takes one,
-    that tool alone (a second city for the weather, the name a search left out); none (``()``) when calls took
+    that tool alone (a second city for the weather, the name a search left out), unless that tool searches and the
+    request asks for the present ("look up the Louvre's hours, and also the weather in Paris now": the model's
+    scores choose); none (``()``) when calls took
     every value the request wrote; a day the request tells rather than asks about (not :func:`names_a_date`: "flying to
     Mumbai on Saturday") is no value it wrote. Before any call since the request, the tools it :func:`covering`
     fills."""
@@ -124,12 +127,15 @@ def argument_sources(tools: Sequence[tuple[str, dict[str, Any] | None]], chat: S
         return ArgumentSources(text)
     made = "\n".join(turn.calls)
     request = [m for m in mentions(turn.request) if m.kind != "day" or names_a_date(m, turn.request)]  # a day told
-    said = [*request, *asked_fields(turn.request, turn.results)]  # ("flying to Mumbai on Saturday") is no ask
+    # ("flying to Mumbai on Saturday") is no ask; a result's value asked by a key no tool takes ("the flight time")
+    takes = {arg for _, p in tools for arg in ((p or {}).get("properties") or {})}  # is owed to no call
+    said = [*request, *(m for m in asked_fields(turn.request, turn.results) if m.value in takes)]
     left = untaken(said, made)
     found = owed([(n, p or {}) for n, p in tools], left, text, operands(turn.request, left, turn.results, made))
     most = max((len(h) for h in found.values()), default=0)
     best: tuple[str, ...] | None = tuple(n for n, h in found.items() if len(h) == most) or None
-    if left and all(m.kind == "name" for m in left) and turn.last_tool in found:
+    if left and all(m.kind == "name" for m in left) and turn.last_tool in found \
+            and not (searches(turn.last_tool) and asks_present(turn.request)):
         best = (turn.last_tool,)
     if not left and made.strip() and said:
         best = ()  # served

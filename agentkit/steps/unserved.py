@@ -283,7 +283,7 @@ _THIS_DAY = frozenset({"today", "tonight"})  # today's date where the request as
 _RELATIVE_DAYS = frozenset({"tomorrow", "tmrw", "tmr", "tomoz", "yesterday", "the day after tomorrow"})
 # a request about the user's own days ("anything on my plate thursday?", "am i free friday evening?")
 _SCHEDULE = re.compile(r"\b(?:calendar|schedule|scheduled|diary|agenda|booked|plans|free|busy|on my plate|what(?:'s| is) on"
-                       r"|what i(?:'ve| have) got"
+                       r"|what i(?:'ve| have) got|what (?:\w+ ){1,2}(?:have i got|do i have)"
                        r"|what do i have|what have i got|what'?ve i got|anything on|do i have anything|have i got anything"
                        r"|what did i have|did i have|what was on|where(?:'s| is) (?:it|that)\b|what time is (?:it|that)"
                        r"|my (?:next |this )?(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|weekend))\b",
@@ -341,12 +341,13 @@ def names_a_date(day: Mention, request: str = "") -> bool:
 def operands(request: str, left: Sequence[Mention], results: Sequence[str], made: str) -> str:
     """What an owed expression takes its numbers from, in the order it uses them: the results' numbers that no call
     took ("what's that times 12" after a conversion: its result and 12, not the amount converted), then the numbers
-    the request left, and the request's words that imply a number (``half``, ``%``;
+    the request left (a percent with its sign), and the request's words that imply a number (``half``, ``%``;
     :func:`agentkit.constrain.arithmetic.expression_pattern`). The result comes first: "how much is left after
     spending 20,000" is ``62250 - 20000``."""
     taken = {float(v) for v in text_numbers(made)}
     found = [str(v) for r in results for v in text_numbers(r) if float(v) not in taken]
-    found += [m.text for m in left if m.kind == "number"]
+    found += [m.text + ("%" if re.search(r"(?<![\d.])" + re.escape(m.text) + r"\s*%", request) else "")
+              for m in left if m.kind == "number"]  # a percent keeps its sign: "15% of the pounds figure"
     return " ".join(found) + "\n" + re.sub(r"\d", " ", request)
 
 

@@ -175,3 +175,11 @@ def test_numbers_listed_to_add_up_are_a_word_problem():
     assert word_problem("can you add these up for me: 42.99, 18.50, 7.25 and 103.40 - groceries this week")
     assert word_problem("tot it all up: 12.50, 8 and 3.25")
     assert not word_problem("I add 2 eggs and 250 g of flour")  # told, not asked to add up
+
+
+def test_a_percent_written_with_its_sign_keeps_it_or_divides_by_a_hundred():
+    p = expression_pattern("1161.76 15%\nthen work out   % of the pounds figure", [1161.76])
+    assert re.fullmatch(p, "1161.76*15%") and re.fullmatch(p, "1161.76 * 15 / 100")
+    assert not re.fullmatch(p, "1161.76*15")  # 15 times the amount is not 15% of it
+    p = expression_pattern("what is 15% of 240?")
+    assert re.fullmatch(p, "15% * 240") and not re.fullmatch(p, "15*240")

@@ -49,3 +49,12 @@ def test_a_measure_asked_by_a_pronoun_of_a_named_thing_is_a_fact_and_the_name_it
     assert not asks_fact("i have a cat. how old it is i dont know")  # no name: nothing recorded to look up
     amazon = "Need the length of the Amazon river, but in miles, not km. can you find it and convert it?"
     assert asks_fact(amazon) and "Amazon river" in query_spans(amazon)[0]
+
+
+def test_a_search_of_a_pronoun_takes_the_first_name_and_a_clause_ends_before_and_also_tell():
+    told = ("My grandson keeps telling me the 2028 Summer Olympics are in Los Angeles. Would you do a quick web search "
+            "to confirm where they're being held?")
+    assert query_spans(told) == ["Summer Olympics"]  # Los Angeles is what is told, not what to look up
+    two = ("We're hoping to visit the Louvre this week. Would you look up its opening hours, and also tell me what the "
+           "weather is like in Paris now?")
+    assert query_spans(two) == ["Louvre"]

@@ -68,6 +68,37 @@ def test_a_day_told_is_no_ask_and_leaves_the_place_owed(monkeypatch):
     assert sources.owed == ("get_weather",) and sources.held_for("get_weather") == {"city": {"enum": ["Mumbai"]}}
 
 
+def test_a_result_value_asked_by_a_key_no_tool_takes_leaves_the_names_owed(monkeypatch):
+    monkeypatch.setenv("AGENTKIT_TODAY", "2026-03-02")
+    request = ("flying out on the 20th - can you check my calendar that day for the flight time, and also what's the "
+               "weather doing in Berlin at the moment")
+    chat = [{"role": "user", "content": request},
+            {"role": "assistant", "content": '{"name": "get_calendar_events", "arguments": {"date": "2026-03-20"}}'},
+            {"role": "tool", "content": '{"events": [{"time": "08:15", "title": "Flight to Berlin", "city": "Berlin"}]}'}]
+    sources = argument_sources([*TOOLS, ("get_calendar_events", CALENDAR)], chat)  # "time" is no tool's argument
+    assert sources.owed == ("get_weather",) and sources.held_for("get_weather") == {"city": {"enum": ["Berlin"]}}
+
+
+def test_a_name_left_after_a_search_goes_to_the_scores_where_the_present_is_asked():
+    search = {"type": "object", "required": ["query"], "properties": {"query": {"type": "string"}}}
+    tools = [("get_weather", WEATHER), ("web_search", search)]
+    request = "Would you look up the Louvre's opening hours, and also tell me what the weather is like in Paris now?"
+    chat = [{"role": "user", "content": request},
+            {"role": "assistant", "content": '{"name": "web_search", "arguments": {"query": "Louvre"}}'},
+            {"role": "tool", "content": '{"result": "The Louvre is open 9:00-18:00"}'}]
+    assert argument_sources(tools, chat).owed == ("get_weather", "web_search")  # not the search alone
+    books = [{"role": "user", "content": "Search Dune and also Foundation"},
+             {"role": "assistant", "content": '{"name": "web_search", "arguments": {"query": "Dune"}}'}, chat[2]]
+    assert argument_sources(tools, books).owed == ("web_search",)
+
+
+def test_an_owed_expression_keeps_a_percent_sign():
+    request = "Convert 2,000 Canadian dollars to pounds, then work out 15% of the pounds figure"
+    made = '{"amount": 2000, "from_currency": "CAD", "to_currency": "GBP"}'
+    left = unserved(request, made, ['{"result": 1161.76}'])
+    assert operands(request, left, ['{"result": 1161.76}'], made).split("\n")[0] == "1161.76 15%"
+
+
 def test_the_owed_tool_is_held_to_what_was_left():
     text = "Convert 100 dollars to euros and also to pounds."
     rest = unserved(text, json.dumps({"amount": 100, "from_currency": "USD", "to_currency": "EUR"}))
@@ -186,6 +217,7 @@ def test_a_request_covers_a_tool_when_typed_values_fill_every_required_argument(
     assert cover("I've got something on Thursday in another city - can you check what it is?") \
         == ("get_calendar_events",)  # the user's own event, asked about
     assert cover("Can you pull up what I've got scheduled for this Friday?") == ("get_calendar_events",)
+    assert cover("what meetings have i got today") == ("get_calendar_events",)
     for passing in ("I've got a job interview on Thursday", "Recommend a novel to read this weekend"):
         assert cover(passing) == (), passing  # a weekday or a span names no date by itself
     assert cover("I ran 5 km and then 3 km") == ()  # numbers without an operator ask no arithmetic
