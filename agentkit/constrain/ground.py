@@ -156,7 +156,7 @@ _SYMBOLS = [("US$", "USD"), ("A$", "AUD"), ("AU$", "AUD"), ("C$", "CAD"), ("CA$"
 _WORDS = {"euro": "EUR", "euros": "EUR", "pound": "GBP", "pounds": "GBP", "sterling": "GBP", "dollar": "USD",
           "dollars": "USD", "yen": "JPY", "franc": "CHF", "francs": "CHF", "rupee": "INR", "rupees": "INR",
           "kronor": "SEK", "kroner": "NOK", "zloty": "PLN", "złoty": "PLN", "rand": "ZAR", "yuan": "CNY",
-          "reais": "BRL", "renminbi": "CNY", "baht": "THB", "ringgit": "MYR", "rupiah": "IDR", "shekel": "ILS",
+          "reais": "BRL", "peso": "MXN", "pesos": "MXN", "renminbi": "CNY", "baht": "THB", "ringgit": "MYR", "rupiah": "IDR", "shekel": "ILS",
           "shekels": "ILS", "dirham": "AED", "dirhams": "AED", "riyal": "SAR", "riyals": "SAR", "hryvnia": "UAH",
           "forint": "HUF", "lira": "TRY", "naira": "NGN", "quid": "GBP", "bucks": "USD", "loonie": "CAD",
           "loonies": "CAD"}

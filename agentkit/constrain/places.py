@@ -12,7 +12,7 @@ right now? in fahrenheit pls". :func:`place_spans` gives the spans a place is wr
   "bangkok" in "in bangkok, about to head out", "seattle" in "a run in seattle in like 20 min";
 - in a text that starts in lowercase, a sentence's first word of that kind ("helsinki weather please");
 - a capitalised first word followed by the present or the weather ("Cairo today - shorts and t-shirt kind of day?"),
-  and a first word in lowercase followed by the weather ("bangkok wether today??").
+  and a first word in lowercase followed by the weather ("bangkok wether today??", "tokyo and bangkok weather?").
 
 None: the request names no place that way, and the argument keeps the request's spans.
 """
@@ -25,7 +25,7 @@ from .dates import MONTH, WEEKDAY
 from .names import name_words
 from .units import UNIT_NAMES
 
-__all__ = ["is_place", "place_spans"]
+__all__ = ["is_place", "place_spans", "weather_headed"]
 
 _PREPOSITION = re.compile(r"\b(?:in|at|from|near|around|visiting|outside|between|(?:trip|fly\w*|go\w*|head\w*|mov\w*"
                           r"|travel\w*|driv\w*|way|back|off)\s+to|(?:pack\w*|leav\w*|bound|head\w*)\s+for"
@@ -62,8 +62,21 @@ _NOT_PLACES = frozenset(_NOT_PLACE_WORDS.split())
 # kind of day?", "Helsinki weather pls"
 _HEADED = re.compile(r"(?:^|(?<=[.?!\n])\s*)(?:([A-Z][a-z'-]+)(?=\s+(?:today|tonight|tomorrow|right now|rn|now|this "
                      r"(?:morning|afternoon|evening|weekend)|weather|wether|forecast|temp)\b)"
-                     r"|([a-z][a-z'-]+)(?=\s+(?:weather|wether|forecast|temp)\b))")
+                     r"|([a-z][a-z'-]+)(?=(?:\s+(?:and|or|vs|&)\s+[a-z][a-z'-]+)?\s+(?:weather|wether|forecast|temp)\b))")
+# the second place of a lowercase pair before the weather: "tokyo and bangkok weather?"
+_HEADED_PAIR = re.compile(r"(?:^|(?<=[.?!\n])\s*)[a-z][a-z'-]+\s+(?:and|or|vs|&)\s+([a-z][a-z'-]+)"
+                          r"(?=\s+(?:weather|wether|forecast|temp)\b)")
 _PLACE_WORDS = frozenset({"city", "town", "location", "place", "destination", "country", "region", "where"})
+
+
+_WEATHER_HEADED = re.compile(r"(?:^|(?<=[.?!\n])\s*)([A-Za-z][a-z'-]+)(?:\s+(?:and|or|vs|&)\s+[A-Za-z][a-z'-]+)?"
+                             r"\s+(?:weather|wether|forecast|temp|temperature)\b")
+
+
+def weather_headed(text: str) -> bool:
+    """Whether a sentence of ``text`` starts with a place and the weather ("oslo temp", "Rome weather pls", "tokyo
+    and bangkok weather?"): a look-up of the present, though it says no "now"."""
+    return any(_names_place(m.group(1)) for m in _WEATHER_HEADED.finditer(text))
 
 
 def is_place(name: str) -> bool:
@@ -77,6 +90,7 @@ def place_spans(text: str, first_words: bool = True) -> list[str]:
     found = [(m.start(), m.group()) for m in _capitalised(text)]
     found += [(m.start(), m.group(1) or m.group(2)) for m in _HEADED.finditer(text)
               if _names_place(m.group(1) or m.group(2))]
+    found += [(m.start(1), m.group(1)) for m in _HEADED_PAIR.finditer(text) if _names_place(m.group(1))]
     starts = [m.end() for m in _PREPOSITION.finditer(text)]
     if first_words and text[:1].islower():  # a writer who does not capitalise may start with the place ("helsinki weather please")
         starts += [m.end() for m in re.finditer(r"(?:^|[.?!]\s+)(?=[^\W\d_])", text)]

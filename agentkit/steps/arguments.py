@@ -25,6 +25,7 @@ arguments grounded, for :func:`agentkit.steps.kinds.tool_call_template`. A param
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -37,7 +38,7 @@ from ..settings import BY_NAME
 from ..toolcall import sources_of
 from .kinds import TOOL_STYLE, StepTool, is_observation
 from .lookup import asks_present, searches
-from .unserved import asked_fields, covering, mentions, names_a_date, narrowed, operands, owed, untaken
+from .unserved import Mention, asked_fields, covering, mentions, names_a_date, narrowed, operands, owed, untaken
 
 __all__ = ["ArgumentSources", "Turn", "argument_gaps", "argument_sources", "choosable_tools", "groundable",
            "grounded_parameters", "turn_of"]
@@ -114,7 +115,8 @@ def argument_sources(tools: Sequence[tuple[str, dict[str, Any] | None]], chat: S
                      sources: str | None = None) -> ArgumentSources:
     """The :class:`ArgumentSources` of a step on ``chat`` among ``tools`` ((name, parameters schema) pairs;
     ``sources``: the chat's :func:`sources_of` when already read). The owed tools come best first: those that take
-    the most of what is left, in the order given; where only names are left and the last call's tool takes one,
+    the most of what is left, in the order given; where only names are left, the last call took a name (a word, not
+    a code such as ``R-8823``) and its tool takes one,
     that tool alone (a second city for the weather, the name a search left out), unless that tool searches and the
     request asks for the present ("look up the Louvre's hours, and also the weather in Paris now": the model's
     scores choose); none (``()``) when calls took
@@ -127,20 +129,25 @@ def argument_sources(tools: Sequence[tuple[str, dict[str, Any] | None]], chat: S
         return ArgumentSources(text)
     made = "\n".join(turn.calls)
     request = [m for m in mentions(turn.request) if m.kind != "day" or names_a_date(m, turn.request)]  # a day told
-    # ("flying to Mumbai on Saturday") is no ask; a result's value asked by a key no tool takes ("the flight time")
-    takes = {arg for _, p in tools for arg in ((p or {}).get("properties") or {})}  # is owed to no call
-    said = [*request, *(m for m in asked_fields(turn.request, turn.results) if m.value in takes)]
+    said = [*request, *asked_fields(turn.request, turn.results)]  # ("flying to Mumbai on Saturday") is no ask
     left = untaken(said, made)
     found = owed([(n, p or {}) for n, p in tools], left, text, operands(turn.request, left, turn.results, made))
     most = max((len(h) for h in found.values()), default=0)
     best: tuple[str, ...] | None = tuple(n for n, h in found.items() if len(h) == most) or None
-    if left and all(m.kind == "name" for m in left) and turn.last_tool in found \
+    if left and all(m.kind == "name" for m in left) and turn.last_tool in found and _took_a_name(turn, request) \
             and not (searches(turn.last_tool) and asks_present(turn.request)):
         best = (turn.last_tool,)
     if not left and made.strip() and said:
         best = ()  # served
     held = tuple((n, a, json.dumps(v)) for n, h in found.items() for a, v in h.items())
     return ArgumentSources(text, best, held, () if made.strip() else covering(tools, turn.request, text, request))
+
+
+def _took_a_name(turn: Turn, said: Sequence[Mention]) -> bool:
+    """Whether the last call took one of the request's names (``said``) that is a word, not a code ("Rome", "Dune";
+    not "R-8823", a reference looked up so that another tool takes its value)."""
+    last = turn.calls[-1].casefold() if turn.calls else ""
+    return any(m.kind == "name" and not re.search(r"\d", m.text) and m.text.casefold() in last for m in said)
 
 
 ToolT = TypeVar("ToolT", bound=StepTool)

@@ -55,6 +55,7 @@ _ADVICE = re.compile(r"(?:^|[.?!]\s*|\byou |\bu )(?:recommend|suggest|should i)\
                      r" (?:do|does|is|are)|the capital (?:city )?of|" + _WRITING
                      + r"|what(?:'s| is) the (?:actual |real |main )?difference between|what do(?:es)? (?:they|it|that|people) mean|why (?:do|does|is|are|can't|cannot|don't)"
                      r"|how (?:do|does) (?!i\b|you\b|we\b)\w+(?: \w+)? (?:work|decide|get decided|know)"
+                     r"|how (?:do|can|should|would) (?:i|you|we|one) (?:search|google|look up|find)"
                      r"|no worries|nvm|never mind|sorted it|appreciate|thanks|thank you|cheers)\b", re.IGNORECASE)
 
 

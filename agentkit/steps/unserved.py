@@ -40,7 +40,7 @@ from ..constrain.arithmetic import asks_arithmetic, expression_pattern, word_pro
 from ..constrain.dates import MONTH, WEEKDAY, date_mentions, day_phrases, resolve_day, resolved_days
 from ..constrain.ground import currency_mentions, ground_arguments, is_currency, measured_numbers, text_currencies
 from ..constrain.numbers import number_mentions, text_numbers
-from ..constrain.places import is_place, place_spans
+from ..constrain.places import is_place, place_spans, weather_headed
 from ..constrain.units import is_unit, text_units, unit_key, unit_mentions
 from .lookup import asks_advice, asks_fact, asks_lookup, asks_search, asks_writing
 
@@ -271,8 +271,9 @@ _AMOUNT_ASKED = re.compile(r"\b(?:how much|how many|how long|what(?:'s| is| does
 def _placed(tools: Sequence[tuple[str, dict[str, Any] | None]], request: str) -> tuple[str, ...]:
     """The tools whose required arguments are all places (``city``), where ``request`` asks for the present, not a
     search or a recorded fact, and names a place by a capitalised name or after a preposition ("is it gonna be
-    freezing in helsinki rn", "she landed in nairobi, what's it like there today?")."""
-    if not asks_lookup(request) or asks_search(request) or asks_fact(request) \
+    freezing in helsinki rn", "she landed in nairobi, what's it like there today?"), or starts with a place and the
+    weather ("oslo temp")."""
+    if not (asks_lookup(request) or weather_headed(request)) or asks_search(request) or asks_fact(request) \
             or not place_spans(request, first_words=False):  # "the current world record ... Kipchoge" searches
         return ()
     return tuple(name for name, parameters in tools if (required := (parameters or {}).get("required") or ())

@@ -1,7 +1,7 @@
 """The places a request names (agentkit.constrain.places) and the place argument they ground."""
 
 from agentkit.constrain.ground import ARGUMENT_KINDS, ground_schema
-from agentkit.constrain.places import place_spans
+from agentkit.constrain.places import place_spans, weather_headed
 
 CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 
@@ -41,5 +41,8 @@ def test_the_word_after_how_cold_is_is_a_place():
     assert place_spans("how cold is it") == []
     assert place_spans("bangkok wether today?? my sister lands there tonight", first_words=False) == ["bangkok"]
     assert place_spans("nice weather today, huh?") == [] and place_spans("so weather aside, how was your day") == []
+    assert place_spans("tokyo and bangkok weather? which leg needs the rain jacket", first_words=False) \
+        == ["tokyo", "bangkok"]
+    assert weather_headed("oslo temp") and weather_headed("Rome weather pls") and not weather_headed("nice weather")
     assert place_spans("I've got something on Thursday in another city") == []  # "another" names no place
     assert place_spans("which is colder right now, oslo or helsinki?") == ["oslo", "helsinki"]

@@ -148,5 +148,6 @@ def test_a_writing_request_a_substitution_and_general_knowledge_are_answered_by_
     assert asks_writing("My Tuesday meeting got moved to Thursday. Can you help me draft a quick note to the team?")
     assert not asks_writing("what's on my calendar thursday?")
     for text in ("What currency do they use in Switzerland?", "2 cups of flour. Can I use baking powder instead?",
-                 "1 cup buttermilk... can i just use milk with a tablespoon of lemon juice? will it still work"):
+                 "1 cup buttermilk... can i just use milk with a tablespoon of lemon juice? will it still work",
+                 "how do i search for emails from one specific sender in outlook on my phone"):
         assert asks_advice(text), text

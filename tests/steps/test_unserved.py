@@ -68,15 +68,19 @@ def test_a_day_told_is_no_ask_and_leaves_the_place_owed(monkeypatch):
     assert sources.owed == ("get_weather",) and sources.held_for("get_weather") == {"city": {"enum": ["Mumbai"]}}
 
 
-def test_a_result_value_asked_by_a_key_no_tool_takes_leaves_the_names_owed(monkeypatch):
-    monkeypatch.setenv("AGENTKIT_TODAY", "2026-03-02")
-    request = ("flying out on the 20th - can you check my calendar that day for the flight time, and also what's the "
-               "weather doing in Berlin at the moment")
+def test_a_result_value_asked_by_its_key_keeps_the_request_unserved_and_a_code_looked_up_owes_no_same_call():
+    request = "Can I find a R-8823 book at the New York public library? (R-8823 is a saved reference: look up its value)"
+    lookup = {"type": "object", "required": ["ref"], "properties": {"ref": {"type": "string"}}}
+    books = {"type": "object", "required": ["location", "genre"],
+             "properties": {"location": {"type": "string"}, "genre": {"type": "string"}}}
     chat = [{"role": "user", "content": request},
-            {"role": "assistant", "content": '{"name": "get_calendar_events", "arguments": {"date": "2026-03-20"}}'},
-            {"role": "tool", "content": '{"events": [{"time": "08:15", "title": "Flight to Berlin", "city": "Berlin"}]}'}]
-    sources = argument_sources([*TOOLS, ("get_calendar_events", CALENDAR)], chat)  # "time" is no tool's argument
-    assert sources.owed == ("get_weather",) and sources.held_for("get_weather") == {"city": {"enum": ["Berlin"]}}
+            {"role": "assistant", "content": '{"name": "lookup_reference", "arguments": {"ref": "R-8823"}}'},
+            {"role": "tool", "content": '{"ref": "R-8823", "value": "historical fiction"}'}]
+    sources = argument_sources([("lookup_reference", lookup), ("library.search_books", books)], chat)
+    assert sources.owed is None  # the value asked is no tool's argument by name: the scores decide, not owed
+    chat[2] = {"role": "tool", "content": '{"ref": "R-8823"}'}
+    sources = argument_sources([("lookup_reference", lookup), ("library.search_books", books)], chat)
+    assert sources.owed != ("lookup_reference",)  # "New York" is left, but the last call took a code, not a name
 
 
 def test_a_name_left_after_a_search_goes_to_the_scores_where_the_present_is_asked():
@@ -218,6 +222,8 @@ def test_a_request_covers_a_tool_when_typed_values_fill_every_required_argument(
         == ("get_calendar_events",)  # the user's own event, asked about
     assert cover("Can you pull up what I've got scheduled for this Friday?") == ("get_calendar_events",)
     assert cover("what meetings have i got today") == ("get_calendar_events",)
+    assert cover("oslo temp") == ("get_weather",)  # a place and the weather: the present, unsaid
+    assert cover("3500 pesos to usd?") == ("convert_currency",)  # pesos, as a user's tool reads them: MXN
     for passing in ("I've got a job interview on Thursday", "Recommend a novel to read this weekend"):
         assert cover(passing) == (), passing  # a weekday or a span names no date by itself
     assert cover("I ran 5 km and then 3 km") == ()  # numbers without an operator ask no arithmetic
