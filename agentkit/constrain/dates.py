@@ -62,12 +62,16 @@ def _day_number(day: str) -> int:
 
 
 WEEKDAY = r"(?:mon|tues|wednes|thurs|fri|satur|sun)day"
+# a day and a month as much of the world writes them, where no month-first reading exists ("14/03": the 13th to the
+# 31st); "3/4" stays a fraction, "03/04" unread
+_DAY_SLASH_MONTH = r"(?:1[3-9]|2\d|3[01])/(?:0?[1-9]|1[0-2])(?![/\d])"
 MONTH = _MON  # a month's name or its short form
 _PHRASES = re.compile(  # a day said without a full date: relative, a weekday, a day and month without the year
     r"\b(?:today|tomorrow|tmrw|tmr|tomoz|yesterday|tonight|the day after tomorrow|(?:(?:next|this|last|coming)\s+)?" + WEEKDAY
     + r"|(?:next|this|last)\s+(?:week|month)|(?:(?:next|this|last)\s+)?weekend|(?!(?-i:may)\s+[^\d\s])" + _MON + r"\s+"
     + _DAY + r"|(?:the\s+)?" + _DAY
-    + r"(?:\s+of)?\s+" + _MON + r"|the\s+\d{1,2}(?:st|nd|rd|th)(?!\s+centur))\b", re.IGNORECASE)
+    + r"(?:\s+of)?\s+" + _MON + r"|the\s+\d{1,2}(?:st|nd|rd|th)(?!\s+centur)|" + r"(?<![\d/])" + _DAY_SLASH_MONTH + r")\b",
+    re.IGNORECASE)
 
 
 _TODAY_VAR = "AGENTKIT_TODAY"
@@ -100,6 +104,9 @@ def resolve_day(phrase: str, on: date | None = None, year: int | None = None) ->
     if day:
         ahead = (_WEEKDAYS.index(day.group(1)) - on.weekday()) % 7 or (7 if low.startswith("next") else 0)
         return (on + timedelta(days=ahead)).isoformat()
+    slash = re.fullmatch(r"(\d{1,2})/(\d{1,2})", low)  # "14/03": day and month
+    if slash:
+        return _upcoming(on, int(slash.group(2)), int(slash.group(1)))
     nth = re.fullmatch(r"the (\d{1,2})(?:st|nd|rd|th)", low)
     if nth:
         return _upcoming(on, on.month, int(nth.group(1)), by_month=True)

@@ -1,4 +1,5 @@
-"""The numbers a text writes: digits with or without thousands separators and a decimal part (``1,234.56``), a
+"""The numbers a text writes: digits with or without thousands separators and a decimal part (``1,234.56``; a
+decimal comma too, ``186,90`` and ``1.250,50``), a
 fraction (``2 1/2``, ``1½``, ``3/4 cup``), numbers under a hundred in words (``three``, ``forty-two``, ``a dozen``)
 and hundreds or thousands of them (``twelve hundred``); not the day or year of a date it writes
 (:mod:`agentkit.constrain.dates`)."""
@@ -24,6 +25,9 @@ _MEASURE_AFTER = (r"(?=\s*(?:of\b|cups?\b|tsps?\b|tbsps?\b|teaspoons?\b|tablespo
                   r"|lbs?\b|pounds?\b|kgs?\b|oz\b|ounces?\b|lit(?:re|er)s?\b|gallons?\b|pints?\b|hours?\b|hrs?\b))")
 _FRACTION = re.compile(r"(?<![\w.,/])(?:(\d+)(?:\s+|-)(\d)/(\d{1,2})(?![\d/])|(\d+)?\s?([" + "".join(_VULGAR)
                        + r"])|(\d)/(\d{1,2})(?![\d/])" + _MEASURE_AFTER + ")")
+# a decimal comma, as much of Europe and Latin America writes it: "186,90 €", "21,1 km", "1.250,50" (a point between
+# thousands then); not "1,250" (three digits: thousands) nor a list ("2,3,4")
+_DECIMAL_COMMA = re.compile(r"(?<![\w.,])-?(?:\d{1,3}(?:\.\d{3})+|\d+),\d{1,2}(?!\d|[.,]\d)")
 _SCALE = re.compile(r"[ -](hundred|thousand)\b", re.IGNORECASE)  # after a number in words: "twelve hundred"
 _THOUSANDS = re.compile(r"k(?![\w'])")  # a lowercase k right after a number: thousands (a capital K is kelvin)
 _UNITS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
@@ -44,6 +48,10 @@ def number_mentions(text: str) -> list[tuple[int, int, int | float]]:
     """(start, end, value) of every number ``text`` writes (:func:`text_numbers`), in order, repeats included."""
     dates = [(a, b) for a, b, _ in date_mentions(text)]
     out = _fractions(text, dates)
+    for m in _DECIMAL_COMMA.finditer(text):
+        if not any(a <= m.start() < b for a, b in dates):
+            v = float(m.group().replace(".", "").replace(",", "."))
+            out.append((m.start(), m.end(), int(v) if v == int(v) else v))
     taken = [(a, b) for a, b, _ in out]
     for m in _NUM.finditer(text):
         if any(a <= m.start() < b for a, b in dates + taken):

@@ -72,3 +72,10 @@ def test_a_day_in_a_request_for_advice_and_an_own_event_told_on_a_weekday():
     assert names_a_date(thursday, "what've i got on thursday")
     moved = "My Tuesday planning meeting got moved to Thursday. Can you help me draft a quick note to the team?"
     assert not names_a_date(Mention("day", "Tuesday", "tuesday"), moved)  # a note to write, not the calendar
+
+
+def test_a_day_and_month_with_a_slash_is_read_where_no_month_comes_first():
+    assert day_phrases("what I have in my agenda on 14/03?") == ["14/03"]
+    assert resolve_day("14/03", on=MONDAY) == "2026-03-14"
+    assert resolve_day("5 of March", on=MONDAY) == "2026-03-05"
+    assert day_phrases("3/4 cup of flour") == [] and day_phrases("on 03/04") == []  # a fraction; either order

@@ -367,3 +367,10 @@ def test_hundreds_in_words_and_a_measure_before_a_hyphen_are_numbers():
     assert text_numbers("convert twelve hundred swedish kronor") == [1200]
     assert text_numbers("a 9-day trip, a 5-hour drive") == [9, 5]
     assert text_numbers("INV-3302 or 415-555-0138") == []  # codes stay no numbers
+
+
+def test_a_decimal_comma_is_read_and_thousands_with_a_comma_stay_thousands():
+    assert text_numbers("an invoice of 1.250,50 € to a company") == [1250.5]
+    assert text_numbers("the bill was 186,90 € for 7 of us") == [186.9, 7]
+    assert text_numbers("a half marathon is 21,1 km") == [21.1]
+    assert text_numbers("1,250 people came") == [1250] and text_numbers("items 2,3,4") == [2, 3, 4]
