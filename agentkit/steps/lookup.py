@@ -108,8 +108,14 @@ def asks_present(request: str) -> bool:
 
 def asks_search(request: str) -> bool:
     """Whether ``request`` asks for a look-up in words (``search``, ``look it up``, ``online``); ``find out`` asks
-    for information, not a search ("find out which city my lunch on the 5th is in" reads the calendar)."""
-    return bool(_SEARCH.search(request))
+    for information, not a search ("find out which city my lunch on the 5th is in" reads the calendar), and a search
+    the user tells of doing ("I'll search for a new laptop later tonight. What specs matter?") asks none."""
+    return any(not _OWN_SEARCH.search(request[:m.start()]) for m in _SEARCH.finditer(request))
+
+
+# the user's own search, told: "I'll search for", "I keep searching", "I already looked it up"
+_OWN_SEARCH = re.compile(r"\bi(?:'ll| will| am going to|'m going to| keep| kept| tried| have been|'ve been| usually"
+                         r"| always| already)\s+$", re.IGNORECASE)
 
 
 def searches(tool: str) -> bool:

@@ -151,3 +151,8 @@ def test_a_writing_request_a_substitution_and_general_knowledge_are_answered_by_
                  "1 cup buttermilk... can i just use milk with a tablespoon of lemon juice? will it still work",
                  "how do i search for emails from one specific sender in outlook on my phone"):
         assert asks_advice(text), text
+
+
+def test_a_search_the_user_tells_of_doing_asks_none():
+    assert not asks_search("I'll search for a new laptop later tonight. What specs actually matter for a student?")
+    assert asks_search("I tried googling it but nothing. can you search it")  # the second search is asked
