@@ -59,18 +59,18 @@ _NOT_PLACES = frozenset(_NOT_PLACE_WORDS.split())
 
 
 # a sentence that starts with a place's name and the present or the weather: "Cairo today - shorts and t-shirt
-# kind of day?", "Helsinki weather pls"
-_HEADED = re.compile(r"(?:^|(?<=[.?!\n])\s*)(?:([A-Z][a-z'-]+)(?=\s+(?:today|tonight|tomorrow|right now|rn|now|this "
-                     r"(?:morning|afternoon|evening|weekend)|weather|wether|forecast|temp)\b)"
-                     r"|([a-z][a-z'-]+)(?=(?:\s+(?:and|or|vs|&)\s+[a-z][a-z'-]+)?\s+(?:weather|wether|forecast|temp)\b))")
-# the second place of a lowercase pair before the weather: "tokyo and bangkok weather?"
-_HEADED_PAIR = re.compile(r"(?:^|(?<=[.?!\n])\s*)[a-z][a-z'-]+\s+(?:and|or|vs|&)\s+([a-z][a-z'-]+)"
-                          r"(?=\s+(?:weather|wether|forecast|temp)\b)")
+# kind of day?", "Helsinki weather pls"; in lowercase, the weather only, and a pair of places before it ("tokyo and
+# bangkok weather?")
+_START = r"(?:^|(?<=[.?!\n])\s*)"
+_WEATHER = r"weather|wether|forecast|temp"
+_PAIR = r"(?:\s+(?:and|or|vs|&)\s+({word}))?"
+_HEADED = re.compile(_START + r"([A-Z][a-z'-]+)(?=\s+(?:today|tonight|tomorrow|right now|rn|now|this "
+                     r"(?:morning|afternoon|evening|weekend)|" + _WEATHER + r")\b)")
+_HEADED_LOWER = re.compile(_START + r"([a-z][a-z'-]+)" + _PAIR.format(word=r"[a-z][a-z'-]+")
+                           + r"(?=\s+(?:" + _WEATHER + r")\b)")
+_WEATHER_HEADED = re.compile(_START + r"([A-Za-z][a-z'-]+)" + _PAIR.format(word=r"[A-Za-z][a-z'-]+")
+                             + r"\s+(?:" + _WEATHER + r"|temperature)\b")
 _PLACE_WORDS = frozenset({"city", "town", "location", "place", "destination", "country", "region", "where"})
-
-
-_WEATHER_HEADED = re.compile(r"(?:^|(?<=[.?!\n])\s*)([A-Za-z][a-z'-]+)(?:\s+(?:and|or|vs|&)\s+[A-Za-z][a-z'-]+)?"
-                             r"\s+(?:weather|wether|forecast|temp|temperature)\b")
 
 
 def weather_headed(text: str) -> bool:
@@ -88,9 +88,9 @@ def place_spans(text: str, first_words: bool = True) -> list[str]:
     """The spans of ``text`` a place is written as (the module says which), in order, each once; ``first_words``
     False: not a lowercase writer's first words (a name or a word after a preposition only)."""
     found = [(m.start(), m.group()) for m in _capitalised(text)]
-    found += [(m.start(), m.group(1) or m.group(2)) for m in _HEADED.finditer(text)
-              if _names_place(m.group(1) or m.group(2))]
-    found += [(m.start(1), m.group(1)) for m in _HEADED_PAIR.finditer(text) if _names_place(m.group(1))]
+    found += [(m.start(1), m.group(1)) for m in _HEADED.finditer(text) if _names_place(m.group(1))]
+    found += [(m.start(g), m.group(g)) for m in _HEADED_LOWER.finditer(text) for g in (1, 2)
+              if m.group(g) and _names_place(m.group(g))]
     starts = [m.end() for m in _PREPOSITION.finditer(text)]
     if first_words and text[:1].islower():  # a writer who does not capitalise may start with the place ("helsinki weather please")
         starts += [m.end() for m in re.finditer(r"(?:^|[.?!]\s+)(?=[^\W\d_])", text)]

@@ -131,7 +131,7 @@ def untaken(said: Sequence[Mention], made: str) -> list[Mention]:
     codes = set(text_currencies(made))
     units = {unit_key(u) for u in [*text_units(made), *re.findall(r'"([^"]{1,24})"', made)]}  # "m" as a value
     low = made.casefold()
-    days = set(resolved_days(made)) | set(re.findall(r"\d{4}-\d{2}-\d{2}", made))
+    days = set(resolved_days(made)) | set(re.findall(r"\d{4}-\d{2}-\d{2}", made))  # and a timestamp's date
 
     def taken(m: Mention) -> bool:
         if m.kind == "number":
