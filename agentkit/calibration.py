@@ -3,7 +3,9 @@
 A calibration file records, for one model on one device, each mode's task success, forwards per request and p50
 latency on the same questions in one run (``agentkit calibrate``, BFCL by default). The mode structured steps use
 is then :func:`choose`: the fastest (p50) among the modes whose success is within ``tolerance`` of the best, so the
-choice is never a mode that another one beats on both speed and success. Calibrations ship as package data in
+choice is never a mode that another one beats on both speed and success. A step kind measured on its own requests
+(``Calibration.steps``: the templated tools' SEARCH/REPLACE edits, ``evals/drafter_verify.py --calibrate tool_input``)
+takes its own choice, :func:`step_mode`. Calibrations ship as package data in
 ``agentkit/calibrations/<model>.<device>.json``; a missing one falls back to ``"ar"`` (ar-constrained: the
 lossless, fastest-to-first-token mode) with one warning.
 """
@@ -47,19 +49,28 @@ class Calibration:
     date: str = ""
     hardware: str = ""
     notes: dict = field(default_factory=dict)
+    # a step kind (RoutingPolicy's names) measured on its own requests -> its modes' results
+    steps: dict[str, list[ModeResult]] = field(default_factory=dict)
 
     @property
     def structured(self) -> str:
         return choose(self.results, self.tolerance)
 
+    def mode_for(self, step: str) -> str:
+        """The step kind's mode: chosen from its own measurement where it has one, else the structured steps'."""
+        return choose(self.steps[step], self.tolerance) if step in self.steps else self.structured
+
     def to_json(self) -> str:
-        return json.dumps({**asdict(self), "structured": self.structured}, indent=2) + "\n"
+        chosen = {step: self.mode_for(step) for step in self.steps}
+        return json.dumps({**asdict(self), "structured": self.structured, "step_modes": chosen}, indent=2) + "\n"
 
     @classmethod
     def from_json(cls, text: str) -> Calibration:
         d = json.loads(text)
         d.pop("structured", None)
+        d.pop("step_modes", None)
         d["results"] = [ModeResult(**r) for r in d["results"]]
+        d["steps"] = {step: [ModeResult(**r) for r in rows] for step, rows in d.get("steps", {}).items()}
         return cls(**d)
 
 
@@ -89,9 +100,15 @@ def load(model: str | None = None, device: str = "cpu", directory: Path | None =
 
 def structured_mode(model: str | None = None, device: str = "cpu", directory: Path | None = None) -> str:
     """The calibrated mode for structured steps, or :data:`FALLBACK` with one warning per model and device."""
+    return step_mode(None, model, device, directory)
+
+
+def step_mode(step: str | None, model: str | None = None, device: str = "cpu", directory: Path | None = None) -> str:
+    """The calibrated mode for a step kind (None: structured steps in general), or :data:`FALLBACK` with one
+    warning per model and device."""
     cal = load(model, device, directory)
     if cal is not None:
-        return cal.structured
+        return cal.structured if step is None else cal.mode_for(step)
     key = (model_key(model), device)
     if key not in _warned:
         _warned.add(key)

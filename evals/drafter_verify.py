@@ -5,10 +5,22 @@ For each request, in turn: ar-constrained greedy, verify with the block drafter 
 with the base's top-two margin where the outputs part, ``agentkit/engine/ties.py``), accepted drafted slot tokens
 per verify pass, base passes (forwards) per request, latency p50 and, for BFCL, task success.
 
-Requests: ``--bfcl DIR`` (BFCL items: the benchmark, never trained on) or ``--held-out N`` (the drafter's own
-held-out generated jobs: seeds the training never used). ::
+Requests: ``--bfcl DIR`` (BFCL items: the benchmark, never trained on), ``--edits FILE`` (SEARCH/REPLACE edits of
+users' files: ``evals/edit_requests/``, written by hand in users' words, never trained on) or else the drafter's own
+held-out generated jobs (seeds the training never used; ``--kind`` keeps one kind: call, extract, edit, free). ::
 
     python evals/drafter_verify.py --bfcl evals/data/bfcl --limit 40 --out evals/results/drafter_verify_bfcl40.json
+
+The engine's prefix cache is off (``--prefix-cache`` turns it on): every mode of a request encodes the same prompt,
+so with the cache on a later mode would reuse the first one's prompt pass, and the block drafter (which reads the
+base's features at every prompt position) never reuses one.
+
+``--calibrate STEP`` (with ``--lookup``) writes the run into the shipped calibration as that step kind's own
+measurement (``agentkit/calibration.py``: ``Calibration.steps``): ar-constrained as ``ar`` and verify with prompt
+lookup as ``verify`` (the SDK's verify mode), success being the share of outputs equal to ar-constrained's. ::
+
+    python evals/drafter_verify.py --edits evals/edit_requests/heldout.jsonl --lookup --calibrate tool_input \
+        --out evals/results/drafter/edits_heldout.json
 
 ``--resume`` keeps the requests already written to ``--out`` (results are written after every request) and runs
 the rest.
@@ -24,8 +36,25 @@ import time
 from pathlib import Path
 
 
+def edit_requests(path: str, limit: int) -> list[dict]:
+    """Edit requests (one JSON object a line: id, path, content, request) under a one-block SEARCH/REPLACE template."""
+    from agentkit.constrain.edits import search_replace_template
+    from agentkit.training.distill import EDIT_SYSTEM  # the prompt the engine's edit jobs are asked with
+
+    out = []
+    for line in Path(path).read_text().splitlines()[:limit]:
+        e = json.loads(line)
+        msgs = [{"role": "system", "content": EDIT_SYSTEM},
+                {"role": "user", "content": f"{e['path']}\n```\n{e['content']}```\n\n{e['request']}"}]
+        tpl = search_replace_template({e["path"]: e["content"]}, max_edits=1, max_search_lines=4, max_replace_tokens=64)
+        out.append({"id": e["id"], "messages": msgs, "template": tpl, "item": None})
+    return out
+
+
 def requests(args) -> list[dict]:
     """[{id, messages, template, item}] for the chosen set."""
+    if args.edits:
+        return edit_requests(args.edits, args.limit)
     if args.bfcl:
         from agentkit.evals import bfcl
 
@@ -47,7 +76,7 @@ def requests(args) -> list[dict]:
     jobs = []
     seed = HELD_OUT_SEED + args.held_out_from
     while len(jobs) < args.limit:
-        jobs += [(seed, j) for j in job_chunk(seed, None, chat=False)]
+        jobs += [(seed, j) for j in job_chunk(seed, None, chat=False) if args.kind in (None, j.kind)]
         seed += 1
     return [{"id": f"{s}-{i}-{j.kind}", "messages": j.messages, "template": j.template, "item": None}
             for i, (s, j) in enumerate(jobs[: args.limit])]
@@ -77,6 +106,9 @@ def summary(rows: list[dict], name: str) -> dict:
     out = {"n": len(rows), "forwards_mean": statistics.mean(s["forwards"] for s in st),
            "latency_ms_p50": statistics.median(s["latency_ms"] for s in st),
            "cpu_ms_p50": statistics.median(r[name]["cpu_ms"] for r in rows),
+           # after the prompt pass: what drafts can shorten (the prompt pass is the same in every mode)
+           "prefill_ms_p50": statistics.median(s["prefill_ms"] for s in st),
+           "after_prefill_ms_p50": statistics.median(s["latency_ms"] - s["prefill_ms"] for s in st),
            "cpu_ms_mean": statistics.mean(r[name]["cpu_ms"] for r in rows),
            "output_tokens_mean": statistics.mean(s["output_tokens"] for s in st),
            "accepted_per_pass": sum(s["accepted_slot_tokens"] for s in st) / checks if checks else 0.0,
@@ -102,14 +134,37 @@ def write(args, argv, rows: list[dict], skipped: list[dict], modes: list[tuple[s
         s["forwards_ratio"] = round(s["forwards_mean"] / base["forwards_mean"], 4)
         s["p50_ratio"] = round(s["latency_ms_p50"] / base["latency_ms_p50"], 4)
         s["cpu_p50_ratio"] = round(s["cpu_ms_p50"] / base["cpu_ms_p50"], 4)
+        s["after_prefill_p50_ratio"] = round(s["after_prefill_ms_p50"] / base["after_prefill_ms_p50"], 4)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(res, indent=1) + "\n")
     return res
 
 
-def main(argv: list[str] | None = None) -> int:
+def calibrate(step: str, res: dict, command: str) -> Path:
+    """Write ``res`` (a finished run with verify-lookup) into the shipped calibration as ``step``'s measurement."""
+    from agentkit import calibration as C
+
+    path = C.path_for(None, "cpu")
+    cal = C.load(None, "cpu")
+    if cal is None:
+        raise SystemExit(f"no calibration at {path} to add a step to (agentkit calibrate first)")
+    n, sm = res["n"], res["summary"]
+    cal.steps[step] = [
+        C.ModeResult("ar", n, 1.0, sm["ar-constrained"]["forwards_mean"], sm["ar-constrained"]["latency_ms_p50"]),
+        C.ModeResult("verify", n, round(res["equal"]["verify-lookup"] / n, 4), sm["verify-lookup"]["forwards_mean"],
+                     sm["verify-lookup"]["latency_ms_p50"])]
+    cal.notes[f"steps.{step}"] = (f"`{command}`: {n} requests; success = outputs equal to ar-constrained's "
+                                  f"(ar's own: 1.0); p50 = complete-request latency")
+    path.write_text(cal.to_json())
+    return path
+
+
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bfcl", default=None, help="BFCL data folder (else the drafter's held-out jobs)")
+    ap.add_argument("--edits", default=None, help="a JSONL file of edit requests (evals/edit_requests/*.jsonl)")
+    ap.add_argument("--kind", default=None, choices=["call", "extract", "edit", "free"],
+                    help="held-out jobs: only this kind")
     ap.add_argument("--held-out-from", type=int, default=0, help="held-out job chunks: the first seed offset")
     ap.add_argument("--limit", type=int, default=40)
     ap.add_argument("--spread", action="store_true", help="BFCL: every k-th item over all categories")
@@ -117,16 +172,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lookup", action="store_true", help="also verify with prompt-lookup drafts")
     ap.add_argument("--budget", type=int, default=256)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--prefix-cache", action="store_true",
+                    help="keep the engine's prefix cache on (a later mode then reuses the first mode's prompt pass)")
+    ap.add_argument("--calibrate", default=None, metavar="STEP",
+                    help="write the run into the shipped calibration as this step kind's measurement (with --lookup)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--resume", action="store_true", help="keep the requests already in --out and run the rest")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = parser()
     args = ap.parse_args(argv)
+    if args.calibrate and not args.lookup:
+        ap.error("--calibrate measures verify with prompt lookup: add --lookup")
     from agentkit.config import EngineConfig
     from agentkit.constrain.limits import CompileLimits
     from agentkit.engine.engine import Engine
     from agentkit.engine.ties import first_difference
     from agentkit.errors import UserError
 
-    engine = Engine(EngineConfig(threads=args.threads, drafter_path=args.drafter))
+    engine = Engine(EngineConfig(threads=args.threads, drafter_path=args.drafter, prefix_cache=args.prefix_cache))
     modes = [("ar-constrained", "ar", "lookup"), ("verify-drafter", "verify", "drafter")]
     if args.lookup:
         modes.append(("verify-lookup", "verify", "lookup"))
@@ -161,6 +227,8 @@ def main(argv: list[str] | None = None) -> int:
                           "diff": list(row["differences"])}), flush=True)
     res = write(args, argv, rows, skipped, modes)
     print(json.dumps({"summary": res["summary"], "equal": res["equal"], "n": res["n"]}, indent=1))
+    if args.calibrate:
+        print(f"{args.calibrate}: written into {calibrate(args.calibrate, res, res['command'])}")
     return 0
 
 

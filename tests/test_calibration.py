@@ -1,6 +1,7 @@
 """Routing by measurement: the calibrated mode, and the fallback when no calibration exists."""
 
 import itertools
+import json
 import warnings
 
 import pytest
@@ -53,3 +54,22 @@ def test_the_default_policy_uses_the_shipped_calibration():
     chosen = next(r for r in cal.results if r.mode == cal.structured)
     assert chosen.success >= best - cal.tolerance
     assert C.model_key("SmolLM2-135M-Instruct (embedded, Q4_1 dequantized)") == C.model_key(None)
+
+
+def test_a_step_measured_on_its_own_requests_takes_its_own_mode(tmp_path):
+    cal = _cal(ar=(0.4, 9, 3000), verify=(0.4, 7, 3500))  # structured steps in general: ar
+    cal.steps["tool_input"] = [C.ModeResult("ar", 24, 1.0, 70, 2300), C.ModeResult("verify", 24, 1.0, 27, 1440)]
+    C.path_for("my-model", "cpu", tmp_path).write_text(cal.to_json())
+    back = C.Calibration.from_json(cal.to_json())
+    assert (back.structured, back.mode_for("tool_input"), back.mode_for("extract")) == ("ar", "verify", "ar")
+    assert json.loads(cal.to_json())["step_modes"] == {"tool_input": "verify"}
+    policy = RoutingPolicy.calibrated("my-model", "cpu", tmp_path)
+    assert (policy.tool_call, policy.tool_input, policy.extract) == ("ar", "verify", "ar")
+    cal.steps["tool_input"][1].success = 0.9  # a mode that writes other outputs is not chosen for being faster
+    assert C.Calibration.from_json(cal.to_json()).mode_for("tool_input") == "ar"
+
+
+def test_the_default_policy_routes_each_step_as_the_shipped_calibration_says():
+    cal = C.load(None, "cpu")
+    assert RoutingPolicy().tool_input == cal.mode_for("tool_input")
+    assert RoutingPolicy().extract == cal.structured

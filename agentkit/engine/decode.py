@@ -369,7 +369,7 @@ class Decoder:
         """Draft a block, check it with one causal pass, keep the longest prefix greedy AR agrees with plus the
         corrected token. Output equals greedy AR exactly. A ladder: build the block, check it, commit what
         greedy agrees with."""
-        drafts: list[int] = []  # the next drafts: the last check's stale continuations, else prompt lookup's
+        drafts: list[int] = []  # the last check's stale continuations: drafts where prompt lookup finds none
         n_draft = self.drafter.first_length(self) if self.drafter is not None else 0
         while not self.finished and not self._halt():
             block, n_pinned = self._verify_block(n_draft, drafts)
@@ -389,12 +389,13 @@ class Decoder:
 
     def _verify_block(self, n_draft: int, drafts: list[int]) -> tuple[list[int], int]:
         """The block to check and how many of its tokens are pinned: the adapter drafter's canvas of ``n_draft``,
-        or the exact first token, then pinned runs and drafts (the block drafter's, else ``drafts``, which this
-        consumes, topped up by prompt lookup)."""
+        or the exact first token, then pinned runs and drafts. Drafts come from prompt lookup; a block it has no
+        guess for is drafted by the block drafter where there is one, else from ``drafts`` (the last check's stale
+        continuations, consumed)."""
         if self.drafter is not None:
             return self.drafter.block(self, min(n_draft, self.budget)), 0
         block: list[int] = []
-        state, n_pinned, rows = self.state, 0, None
+        state, n_pinned, source = self.state, 0, None
         while len(block) < min(self.cfg.canvas_length, self.budget):
             forced = self.forced_tokens(state)
             if forced:
@@ -402,19 +403,13 @@ class Decoder:
                 n_pinned += 1
             elif not block:
                 t, _, _ = self._pick(self.logits, state, self.budget)
-            elif self.block_drafter is not None:
-                rows = rows if rows is not None else self._block_draft(block)
-                t = self._drafted(rows, len(block), state) if rows is not None else None
-                if t is None or (self.c is not None and not self.c.fits(state, t, self.budget - len(block))):
-                    break
             else:
-                drafts.extend(() if drafts else lookup(self.prompt + self.out + block, self.cfg.canvas_length))
-                if not drafts:
-                    break
-                t = drafts.pop(0)
-                # a draft must only lead somewhere the template can finish: no allowed-token mask is built for
-                # states off greedy's path (a draft the mask rules out is rejected by the check anyway)
-                if self.c is not None and not self.c.fits(state, t, self.budget - len(block)):
+                if source is None:  # the block's first draft: lookup's guess, else the drafter's or the stale ones
+                    found = lookup(self.prompt + self.out + block, self.cfg.canvas_length)
+                    drafts[:] = found or drafts
+                    source = self._block_draft(block) if not found and self.block_drafter is not None else drafts
+                t = self._next_draft(source, block, state)
+                if t is None:
                     break
             block.append(t)
             if t in self.eos:
@@ -423,6 +418,23 @@ class Decoder:
             if self.is_complete(state):
                 break
         return block, n_pinned
+
+    def _next_draft(self, source: list[int] | torch.Tensor | None, block: list[int], state) -> int | None:
+        """The draft at the block's next position from ``source`` (drafter logits by row, or a list of draft tokens
+        that this consumes and tops up by prompt lookup), or None where the block ends: no draft, or one the
+        template could not finish after."""
+        if isinstance(source, torch.Tensor):
+            t = self._drafted(source, len(block), state)
+        elif source is None:  # the drafter could not draft (a warning was logged): the block ends here
+            return None
+        else:
+            source.extend(() if source else lookup(self.prompt + self.out + block, self.cfg.canvas_length))
+            t = source.pop(0) if source else None
+        # a draft must only lead somewhere the template can finish: no allowed-token mask is built for states off
+        # greedy's path (a draft the mask rules out is rejected by the check anyway)
+        if t is None or (self.c is not None and not self.c.fits(state, t, self.budget - len(block))):
+            return None
+        return t
 
     def _check_block(self, block: list[int]) -> tuple[torch.Tensor, int, Any, int]:
         """One causal pass over ``block`` (written into the cache, then cropped to what is kept): its logits, how

@@ -17,15 +17,23 @@ def _calibrated() -> Mode:
     return structured_mode()  # type: ignore[return-value]
 
 
+def _calibrated_tool_input() -> Mode:
+    from ..calibration import step_mode
+
+    return step_mode("tool_input")  # type: ignore[return-value]
+
+
 @dataclass(frozen=True)
 class RoutingPolicy:
     """The decoding mode of each step kind. Structured steps default to the mode measured fastest at equal success
     for the default model on CPU (``agentkit/calibration.py``; ``"ar"`` with a warning when no calibration file
-    is found); free-text replies to AR. ``RoutingPolicy.calibrated(model, device)`` reads another calibration."""
+    is found), a templated tool's input to the mode measured on its own requests (SEARCH/REPLACE edits) where the
+    calibration has one; free-text replies to AR. ``RoutingPolicy.calibrated(model, device)`` reads another
+    calibration."""
 
     plan: Mode = field(default_factory=_calibrated)
     tool_call: Mode = field(default_factory=_calibrated)
-    tool_input: Mode = field(default_factory=_calibrated)
+    tool_input: Mode = field(default_factory=_calibrated_tool_input)
     extract: Mode = field(default_factory=_calibrated)
     reply: Mode = "ar"
 
@@ -37,10 +45,11 @@ class RoutingPolicy:
     @classmethod
     def calibrated(cls, model: str | None = None, device: str = "cpu", directory: Any = None) -> RoutingPolicy:
         """Structured steps in the calibrated mode of ``model`` (None: the default model) on ``device``."""
-        from ..calibration import structured_mode
+        from ..calibration import step_mode, structured_mode
 
         m = structured_mode(model, device, directory)
-        return cls(plan=m, tool_call=m, tool_input=m, extract=m)  # type: ignore[arg-type]
+        edits = step_mode("tool_input", model, device, directory)
+        return cls(plan=m, tool_call=m, tool_input=edits, extract=m)  # type: ignore[arg-type]
 
     @classmethod
     def force(cls, mode: Mode) -> RoutingPolicy:

@@ -8,6 +8,7 @@ import torch
 
 from agentkit.config import DecodeConfig, EngineConfig
 from agentkit.constrain.nodes import Choice, Lit, Repeat, Slot, Template, seq
+from agentkit.engine import decode
 from agentkit.engine.drafter import BlockDrafter, DrafterConfig, FeatureTap, load_drafter
 from agentkit.engine.engine import Engine
 from agentkit.engine.ties import NEAR_TIE, first_difference
@@ -79,8 +80,15 @@ def engine(base, drafter_dir):
     return Engine.from_loaded(base, EngineConfig(drafter_path=str(drafter_dir)))
 
 
+@pytest.fixture
+def no_lookup(monkeypatch):
+    """Prompt lookup finds nothing: the block drafter drafts every block (it drafts the blocks lookup has no guess
+    for, and this tiny model's outputs repeat what its prompt holds)."""
+    monkeypatch.setattr(decode, "lookup", lambda *args, **kwargs: [])
+
+
 @pytest.mark.parametrize("prompt", PROMPTS)
-def test_drafter_verify_equals_ar_greedy_with_row_exact_passes(engine, prompt):
+def test_drafter_verify_equals_ar_greedy_with_row_exact_passes(engine, prompt, no_lookup):
     assert engine.backbone.exact_rows  # verify's blocks run as row-exact pieces: each logit is an AR step's
     for template in (None, _template()):
         ar = engine.generate(prompt, DecodeConfig(mode="ar", max_new_tokens=40), template=template)
@@ -90,7 +98,18 @@ def test_drafter_verify_equals_ar_greedy_with_row_exact_passes(engine, prompt):
         assert ver.stats.drafter_passes >= 1 and ver.stats.verify_forwards >= 1
 
 
-def test_accepted_drafts_are_counted_per_pass(engine):
+def test_the_drafter_drafts_only_the_blocks_prompt_lookup_has_no_guess_for(engine, monkeypatch):
+    cfg = DecodeConfig(mode="verify", draft="drafter", max_new_tokens=40)
+    # this tiny model answers with a run of newlines, as its chat prompt holds: lookup guesses every block
+    with_lookup = engine.generate(PROMPTS[0], cfg)
+    assert with_lookup.stats.drafter_passes == 0 and with_lookup.stats.accepted_slot_tokens > 0
+    monkeypatch.setattr(decode, "lookup", lambda *args, **kwargs: [])
+    alone = engine.generate(PROMPTS[0], cfg)
+    assert alone.token_ids == with_lookup.token_ids
+    assert alone.stats.drafter_passes == alone.stats.verify_forwards  # one drafter pass a block
+
+
+def test_accepted_drafts_are_counted_per_pass(engine, no_lookup):
     stats = [engine.generate(p, DecodeConfig(mode="verify", draft="drafter", max_new_tokens=40)).stats
              for p in PROMPTS]
     assert sum(s.accepted_slot_tokens for s in stats) > 0  # trained on these prompts' outputs: drafts are kept

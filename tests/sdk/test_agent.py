@@ -4,7 +4,7 @@ import json
 import pytest
 from pydantic import BaseModel
 
-from agentkit.calibration import structured_mode
+from agentkit.calibration import step_mode, structured_mode
 from agentkit.config import DecodeConfig
 from agentkit.constrain.nodes import Choice, Lit, Seq
 from agentkit.errors import UnexpectedModelBehavior, UsageLimitExceeded, UserError
@@ -248,9 +248,10 @@ async def test_routing_default_per_agent_and_per_call():
         return [r.mode for r in result.trace]
 
     default = RoutingPolicy()
-    # structured steps default to the calibrated mode of the default model on CPU; replies to AR
+    # structured steps default to the calibrated mode of the default model on CPU (a templated tool's input to its
+    # own measured one); replies to AR
     assert (default.plan, default.tool_call, default.tool_input, default.extract, default.reply) == (
-        structured_mode(), structured_mode(), structured_mode(), structured_mode(), "ar")
+        structured_mode(), structured_mode(), step_mode("tool_input"), structured_mode(), "ar")
     agent = Agent(TestModel(), tools=[add], plan=True)
     assert modes(await agent.run("x")) == [default.plan, default.tool_call, default.tool_call, "ar"]
     diffusion_agent = Agent(TestModel(), tools=[add], plan=True, routing=RoutingPolicy(tool_call="diffusion"))
