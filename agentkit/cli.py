@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from .errors import AgentkitError
+from .errors import AgentkitError, UserError
 from .settings import where
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="agentkit: structured block-diffusion decoding")
@@ -226,7 +226,7 @@ def demo(
     default model, with decoding statistics."""
     from pydantic import BaseModel
 
-    from .calibration import structured_mode
+    from .calibration import step_mode
     from .config import DecodeConfig
     from .constrain.compiler import compile_schema
     from .sdk._extract import extract_messages
@@ -241,7 +241,7 @@ def demo(
     text = "Lunch with Maria Lopez in Lisbon on Friday, the four of us."
     try:
         engine = _engine(model, backend=backend)
-        mode = mode or structured_mode(model)
+        mode = mode or step_mode("extract", model)
         template = compile_schema(Meeting, strict=True, style=EXTRACT_STYLE)
         config = DecodeConfig(mode=mode, max_new_tokens=96, copy_source=text, copy_first_digit=True)  # extract's
         res = engine.generate(extract_messages(Meeting, text), config, template=template)
@@ -480,34 +480,56 @@ def _load_target(target: str):
 
 @app.command()
 def calibrate(
-    data: Path = typer.Option(..., help="BFCL data folder (e.g. evals/data/bfcl)"),
+    data: Path | None = typer.Option(None, help="BFCL data folder (e.g. evals/data/bfcl)"),
     limit: int = typer.Option(10, help="questions per BFCL file"),
     modes: str = typer.Option("ar,diffusion,verify", help="comma-separated modes to measure"),
     tolerance: float = typer.Option(0.0, help="success within this of the best counts as equal"),
     model: str | None = typer.Option(None, help="local model directory (default: embedded SmolLM2)"),
     device: str = typer.Option("cpu", help="device the engine runs on (the calibration's key)"),
     threads: int | None = typer.Option(None, help="torch threads"),
+    step: str | None = typer.Option(None, help="with --results: the step kind (extract, tool_input, ...) it measures"),
+    results: Path | None = typer.Option(None, help="a finished `agentkit eval extract` (or evals/drafter_verify.py "
+                                        "--lookup) results file: written as --step's own measurement"),
     out: Path | None = typer.Option(None, help="calibration JSON (default: agentkit/calibrations/<model>.<device>.json)"),
 ) -> None:
     """Measure every mode on the same BFCL questions and write the calibration RoutingPolicy reads: structured
-    steps use the fastest mode (p50) whose success is within --tolerance of the best."""
+    steps use the fastest mode (p50) whose success is within --tolerance of the best. With --step and --results, a
+    step kind takes its own measurement instead (its own requests, the same rule) and the rest is kept."""
     try:
-        from .calibration import path_for
-        from .config import EngineConfig
-        from .engine.engine import Engine
-        from .evals.calibrate import calibrate as run_calibration
+        from .calibration import Calibration, path_for
 
-        engine = Engine(EngineConfig(model=model, device=device, threads=threads))
-        cal = run_calibration(engine, data, limit=limit, modes=tuple(m for m in modes.split(",") if m),
-                              tolerance=tolerance, device=device, command="agentkit " + " ".join(sys.argv[1:]))
-        dest = out or path_for(cal.model, device)
+        if (step is None) != (results is None):
+            raise UserError("--step and --results go together (a step kind and the run that measured it)")
+        if step is not None:
+            from .evals.calibrate import with_step
+
+            dest = out or path_for(model, device)
+            if not dest.is_file():
+                raise UserError(f"no calibration at {dest} to add a step to: run `agentkit calibrate --data ...` first")
+            cal = with_step(Calibration.from_json(dest.read_text()), step, json.loads(results.read_text()), str(results))
+        else:
+            cal = _calibrate_bfcl(data, limit, modes, tolerance, model, device, threads)
+            dest = out or path_for(cal.model, device)
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_text(cal.to_json())
-        for r in cal.results:
+        for r in cal.steps[step] if step else cal.results:
             console.print(f"{r.mode:<10} success {r.success:.3f}  forwards {r.forwards:.2f}  p50 {r.p50_ms:.0f} ms")
-        console.print(f"structured steps: {cal.structured!r} -> {dest}")
+        chosen = cal.mode_for(step) if step else cal.structured
+        console.print(f"{step or 'structured'} steps: {chosen!r} -> {dest}")
     except Exception as e:  # noqa: BLE001
         _fail(e)
+
+
+def _calibrate_bfcl(data, limit, modes, tolerance, model, device, threads):
+    from .config import EngineConfig
+    from .engine.engine import Engine
+    from .evals.calibrate import calibrate as run_calibration
+
+    if data is None:
+        raise UserError("agentkit calibrate needs --data (a BFCL folder), or --step with --results")
+    engine = Engine(EngineConfig(model=model, device=device, threads=threads))
+    return run_calibration(engine, data, limit=limit, modes=tuple(m for m in modes.split(",") if m),
+                           tolerance=tolerance, device=device, command="agentkit " + " ".join(sys.argv[1:]))
 
 
 @app.command()

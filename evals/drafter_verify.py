@@ -140,22 +140,16 @@ def write(args, argv, rows: list[dict], skipped: list[dict], modes: list[tuple[s
     return res
 
 
-def calibrate(step: str, res: dict, command: str) -> Path:
+def calibrate(step: str, res: dict) -> Path:
     """Write ``res`` (a finished run with verify-lookup) into the shipped calibration as ``step``'s measurement."""
     from agentkit import calibration as C
+    from agentkit.evals.calibrate import with_step
 
-    path = C.path_for(None, "cpu")
     cal = C.load(None, "cpu")
     if cal is None:
-        raise SystemExit(f"no calibration at {path} to add a step to (agentkit calibrate first)")
-    n, sm = res["n"], res["summary"]
-    cal.steps[step] = [
-        C.ModeResult("ar", n, 1.0, sm["ar-constrained"]["forwards_mean"], sm["ar-constrained"]["latency_ms_p50"]),
-        C.ModeResult("verify", n, round(res["equal"]["verify-lookup"] / n, 4), sm["verify-lookup"]["forwards_mean"],
-                     sm["verify-lookup"]["latency_ms_p50"])]
-    cal.notes[f"steps.{step}"] = (f"`{command}`: {n} requests; success = outputs equal to ar-constrained's "
-                                  f"(ar's own: 1.0); p50 = complete-request latency")
-    path.write_text(cal.to_json())
+        raise SystemExit(f"no calibration at {C.path_for(None, 'cpu')} to add a step to (agentkit calibrate first)")
+    path = C.path_for(None, "cpu")
+    path.write_text(with_step(cal, step, res, "evals/drafter_verify.py").to_json())
     return path
 
 
@@ -228,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     res = write(args, argv, rows, skipped, modes)
     print(json.dumps({"summary": res["summary"], "equal": res["equal"], "n": res["n"]}, indent=1))
     if args.calibrate:
-        print(f"{args.calibrate}: written into {calibrate(args.calibrate, res, res['command'])}")
+        print(f"{args.calibrate}: written into {calibrate(args.calibrate, res)}")
     return 0
 
 

@@ -71,5 +71,6 @@ def test_a_step_measured_on_its_own_requests_takes_its_own_mode(tmp_path):
 
 def test_the_default_policy_routes_each_step_as_the_shipped_calibration_says():
     cal = C.load(None, "cpu")
-    assert RoutingPolicy().tool_input == cal.mode_for("tool_input")
-    assert RoutingPolicy().extract == cal.structured
+    policy = RoutingPolicy()
+    assert (policy.tool_input, policy.extract) == (cal.mode_for("tool_input"), cal.mode_for("extract"))
+    assert policy.tool_call == policy.plan == cal.structured

@@ -191,7 +191,8 @@ class Decoder:
             self.state = self.advance(self.state, t)
         self._emit(forced, pinned=len(forced))
         seq = prompt_ids + forced
-        self.logits, reused = cached_prompt_pass(self.bb, self.cache, seq, self.prefix, self.prompt_chunk)
+        self.logits, reused = cached_prompt_pass(self.bb, self.cache, seq, self.prefix, self.prompt_chunk,
+                                                 self.block_drafter)
         self._bias = bias_rows(self.cfg.logit_bias, self.logits.shape[-1])  # the vocabulary's size is the logits'
         self.stats.prompt_tokens = len(prompt_ids)
         self.stats.cached_prompt_tokens = reused

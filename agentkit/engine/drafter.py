@@ -273,10 +273,17 @@ class FeatureTap:
     def take(self) -> torch.Tensor | None:
         """The features of this thread's passes since the last take ([T, n * H], in pass order), or None when a
         pass could not be kept whole (a batched pass)."""
+        got = self.peek()
+        if got is not None:
+            self.local.rec["passes"] = []
+        return got
+
+    def peek(self) -> torch.Tensor | None:
+        """What :meth:`take` would return, left in place."""
         rec = getattr(self.local, "rec", None)
         if rec is None or rec["bad"]:
             return None
-        passes, rec["passes"] = rec["passes"], []
+        passes = rec["passes"]
         return torch.cat(passes) if passes else torch.zeros((0, 0))
 
     def end(self) -> None:
@@ -337,6 +344,7 @@ class BlockDraftSource:
         self.kv: list[tuple[torch.Tensor, torch.Tensor]] = []
         self.last_all: torch.Tensor | None = None  # fused features of the context (the last one joins the canvas)
         self.length = 0
+        self.primed: torch.Tensor | None = None  # features of prompt positions restored from the prefix cache
         self.passes = 0
         self.ms = 0.0
         tap.begin()
@@ -344,11 +352,25 @@ class BlockDraftSource:
     def close(self) -> None:
         self.tap.end()
 
+    # -- prefix.FeatureSource: the prompt's features, reused from the prefix cache and kept there ----------------
+    def prime(self, feats: torch.Tensor) -> None:
+        self.primed = feats
+
+    def recorded(self) -> torch.Tensor | None:
+        new = self.tap.peek()
+        if new is None or self.length:
+            return None  # a batched pass, or asked after drafting began: only a prompt pass's features are stored
+        parts = [t for t in (self.primed, new) if t is not None and t.numel()]
+        return torch.cat(parts) if parts else None
+
     def _sync(self, length: int) -> bool:
         """Take the base's new features, keep the first ``length`` context positions; False if out of step."""
         new = self.tap.take()
         if new is None:
             return False
+        if self.primed is not None:  # the restored prompt positions come first
+            new = torch.cat([self.primed, new]) if new.numel() else self.primed
+            self.primed = None
         with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
             if new.numel():
                 ctx = self.d.fuse(new)

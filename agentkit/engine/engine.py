@@ -397,8 +397,8 @@ class Engine:
         # the weights as loaded take the base's prompt pieces (not its cache): a lora="none" engine's passes
         pieces = base or (self._unmerged is not None and backbone is self._unmerged[1])
         block_drafter = self._block_drafter(cfg) if base else None
-        # the base weights' caches only; a block drafter reads the features of every prompt position, so none reused
-        prefix = self.prefixes if base and block_drafter is None else None
+        # the base weights' caches only (a block drafter reuses the pieces that keep the base's features too)
+        prefix = self.prefixes if base else None
         constraint = self.constraint(template) if template is not None else None
         if batch is not None:
             backbone = batch.wrap(backbone)

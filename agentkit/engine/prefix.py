@@ -25,6 +25,11 @@ leaf blocks; the blocks a request restored from are pinned (never evicted) until
 blocks under them. Thread-safe: the tree is changed under one lock; block tensors are immutable once stored, so
 copying them out of a pinned path runs outside it.
 
+A request drafted by the block drafter (``agentkit/engine/drafter.py``) reads the base's hidden features at every
+prompt position, so a piece it stores keeps those features beside its keys/values, and a piece it restores must have
+them (:class:`FeatureSource`): it reuses the longest run of held pieces that carry features. The features of a piece
+depend on its tokens and the keys/values before it, as its keys/values do, so reused ones are the same bits too.
+
 Where it does not apply (:func:`unsupported`): backbones with their own passes (llama.cpp, DiffusionGemma, the
 fixed-shape backbone) and caches that are not plain growing full-attention layers (sliding windows). Those run the
 prompt in one pass and reuse nothing; the engine logs why and keeps it in ``Engine.prefix_status``.
@@ -38,6 +43,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import torch
 from transformers import DynamicCache
@@ -114,6 +120,17 @@ def message_marks(tokenizer) -> frozenset[int]:
     return frozenset({start}) if start in set(getattr(tokenizer, "all_special_ids", ())) else frozenset()
 
 
+class FeatureSource(Protocol):
+    """A request that reads the base's features at every prompt position (the block drafter's draft source)."""
+
+    def prime(self, feats: torch.Tensor) -> None:
+        """Take the features of the restored positions (the prompt pass then runs over the rest only)."""
+
+    def recorded(self) -> torch.Tensor | None:
+        """The features of every position so far ([T, F], restored ones first), or None when they could not be
+        kept whole."""
+
+
 def prompt_pass(bb, cache: DynamicCache, seq: Sequence[int], start: int, chunking: Chunking | int) -> torch.Tensor:
     """Encode ``seq[start:]`` after the ``start`` positions already in ``cache``, in ``chunking``'s pieces (each
     one pass: ``whole``, never row-exact pieces; a ``Chunking`` of block 0, or 0: one pass); the last position's
@@ -129,15 +146,18 @@ def prompt_pass(bb, cache: DynamicCache, seq: Sequence[int], start: int, chunkin
 
 
 def cached_prompt_pass(bb, cache: DynamicCache, seq: Sequence[int], prefix: PrefixCache | None,
-                       chunking: Chunking | int) -> tuple[torch.Tensor, int]:
+                       chunking: Chunking | int, features: FeatureSource | None = None) -> tuple[torch.Tensor, int]:
     """The prompt pass into the empty ``cache`` with ``prefix``'s held pieces copied in first and the new ones stored
-    after (None: no reuse); returns the last position's logits and how many positions were reused."""
-    lease = prefix.restore(seq, cache) if prefix is not None else None
+    after (None: no reuse); returns the last position's logits and how many positions were reused. ``features``:
+    a request that reads the base's features; only pieces that carry them are reused, and they are primed into it."""
+    lease = prefix.restore(seq, cache, features=features is not None) if prefix is not None else None
     try:
         reused = lease.tokens if lease is not None else 0
+        if features is not None and lease is not None and lease.feats is not None:
+            features.prime(lease.feats)
         logits = prompt_pass(bb, cache, seq, reused, prefix.chunking if prefix is not None else chunking)
         if lease is not None:
-            prefix.store(seq, cache, lease)
+            prefix.store(seq, cache, lease, feats=features.recorded() if features is not None else None)
     finally:
         if lease is not None:
             prefix.release(lease)
@@ -159,15 +179,18 @@ def unsupported(bb) -> str | None:
 
 
 class _Node:
-    """One block: its tokens, its keys/values per layer, the blocks that follow it."""
+    """One block: its tokens, its keys/values per layer (and the base's features there, where a drafted request
+    stored or restored it), the blocks that follow it."""
 
-    __slots__ = ("children", "kv", "nbytes", "parent", "pins", "tokens")
+    __slots__ = ("children", "feats", "kv", "nbytes", "parent", "pins", "tokens")
 
-    def __init__(self, parent: _Node | None, tokens: tuple[int, ...], kv: list[tuple[torch.Tensor, torch.Tensor]]):
-        self.parent, self.tokens, self.kv = parent, tokens, kv
+    def __init__(self, parent: _Node | None, tokens: tuple[int, ...], kv: list[tuple[torch.Tensor, torch.Tensor]],
+                 feats: torch.Tensor | None = None):
+        self.parent, self.tokens, self.kv, self.feats = parent, tokens, kv, feats
         self.children: dict[tuple[int, ...], _Node] = {}
         self.pins = 0
         self.nbytes = sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in kv)
+        self.nbytes += feats.numel() * feats.element_size() if feats is not None else 0
 
 
 @dataclass
@@ -178,6 +201,7 @@ class Lease:
     nodes: list[_Node] = field(default_factory=list)
     tokens: int = 0
     released: bool = False
+    feats: torch.Tensor | None = None  # restore(features=True): the restored positions' features
 
 
 class PrefixCache:
@@ -207,9 +231,10 @@ class PrefixCache:
     def _touch(self, node: _Node) -> None:
         self._lru.move_to_end(id(node))
 
-    def restore(self, ids: Sequence[int], cache: DynamicCache) -> Lease:
+    def restore(self, ids: Sequence[int], cache: DynamicCache, features: bool = False) -> Lease:
         """Copy the longest run of held pieces that starts ``ids`` (leaving at least its last token to encode) into
-        the empty ``cache``; the lease pins them."""
+        the empty ``cache``; the lease pins them. ``features``: only pieces that carry the base's features, which
+        the lease holds."""
         lease = Lease()
         if cache.get_seq_length() != 0:
             raise ValueError("PrefixCache.restore needs an empty cache")
@@ -221,7 +246,7 @@ class PrefixCache:
                 if not self.chunking.cut(ids, hi):  # the last piece before the last token: whole only at a cut
                     break
                 node = node.children.get(tuple(ids[lo:hi]))
-                if node is None:
+                if node is None or (features and node.feats is None):
                     break
                 node.pins += 1
                 self._touch(node)
@@ -231,15 +256,18 @@ class PrefixCache:
                 self.hits += 1
                 self.cached_tokens += lease.tokens
         if lease.nodes:
+            if features:
+                lease.feats = torch.cat([n.feats for n in lease.nodes])
             for i in range(len(lease.nodes[0].kv)):
                 cache.update(torch.cat([n.kv[i][0] for n in lease.nodes], dim=2),
                              torch.cat([n.kv[i][1] for n in lease.nodes], dim=2), i)
         return lease
 
-    def store(self, ids: Sequence[int], cache: DynamicCache, lease: Lease) -> int:
+    def store(self, ids: Sequence[int], cache: DynamicCache, lease: Lease, feats: torch.Tensor | None = None) -> int:
         """Keep the pieces of ``ids`` that ``cache`` holds (written by the prompt pass) beyond those ``lease``
         restored and that end at a cut; returns how many were added. A piece that does not fit in the bound once
-        every unpinned leaf is gone is not kept (nor any after it)."""
+        every unpinned leaf is gone is not kept (nor any after it). ``feats``: the base's features at every
+        position of ``ids`` so far, kept with the new pieces and given to held ones that lack them."""
         end = min(len(ids), cache.get_seq_length())
         added = 0
         parent = lease.nodes[-1] if lease.nodes else self._root
@@ -249,9 +277,10 @@ class PrefixCache:
             tokens = tuple(ids[lo:hi])
             with self._lock:
                 node = parent.children.get(tokens)
+            piece_feats = feats[lo:hi].clone() if feats is not None and len(feats) >= hi else None
             if node is None:
                 kv = [(layer.keys[:, :, lo:hi].clone(), layer.values[:, :, lo:hi].clone()) for layer in cache.layers]
-                node = self._insert(parent, tokens, kv, lease)
+                node = self._insert(parent, tokens, kv, lease, piece_feats)
                 if node is None:
                     break
                 added += 1
@@ -260,11 +289,24 @@ class PrefixCache:
                     node.pins += 1
                     self._touch(node)
                     lease.nodes.append(node)
+                    self._add_feats(node, piece_feats)
             parent = node
         return added
 
-    def _insert(self, parent: _Node, tokens: tuple[int, ...], kv, lease: Lease) -> _Node | None:
-        node = _Node(parent, tokens, kv)
+    def _add_feats(self, node: _Node, feats: torch.Tensor | None) -> None:
+        """Give a held piece the features it lacks, where they fit in the bound (caller holds the lock)."""
+        if feats is None or node.feats is not None:
+            return
+        nbytes = feats.numel() * feats.element_size()
+        if self._make_room(nbytes):
+            node.feats = feats
+            node.nbytes += nbytes
+            self.bytes += nbytes
+            self.peak_bytes = max(self.peak_bytes, self.bytes)
+
+    def _insert(self, parent: _Node, tokens: tuple[int, ...], kv, lease: Lease,
+                feats: torch.Tensor | None = None) -> _Node | None:
+        node = _Node(parent, tokens, kv, feats)
         with self._lock:
             if tokens in parent.children:  # a concurrent request stored it meanwhile: keep that one
                 node = parent.children[tokens]
@@ -279,6 +321,7 @@ class PrefixCache:
             node.pins += 1  # held by this request's lease until release (so its children can hang off it)
             self._touch(node)
             lease.nodes.append(node)
+            self._add_feats(node, feats)  # a concurrent request's piece may lack them (pinned now: never evicted)
             return node
 
     def _make_room(self, nbytes: int) -> bool:

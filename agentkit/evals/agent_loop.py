@@ -4,7 +4,8 @@ through the real ``Agent`` loop, per decoding mode, scored by :mod:`agentkit.eva
 
 Modes: ``default`` (the agent's own routing: structured steps in the calibrated mode, the reply in AR), ``ar``
 (``ar-constrained`` is the same: every agent step is constrained), ``verify``, ``diffusion`` (structured steps in
-that mode, the reply in AR). Each run: ``Agent(engine, tools=..., instructions=INSTRUCTIONS,
+that mode, the reply in AR), ``drafter`` (the default routing with the reply in verify, its drafts from prompt lookup
+and the block drafter: the reply AR writes, in fewer forwards where drafts hold). Each run: ``Agent(engine, tools=..., instructions=INSTRUCTIONS,
 limits=Limits(max_iterations))`` on the task's prompt; iterations and per-iteration latency come from the run's
 ``Trace`` (``e.trace`` when it stopped early).
 
@@ -34,7 +35,7 @@ from .report import environment, pct, write_json_atomic
 
 REPO = Path(__file__).resolve().parents[2]
 TASKS_DIR = REPO / "evals" / "agent_loop"
-AGENT_LOOP_MODES: tuple[str, ...] = ("default", "ar", "verify", "diffusion")
+AGENT_LOOP_MODES: tuple[str, ...] = ("default", "ar", "verify", "diffusion", "drafter")
 MODE_ALIASES = {"ar-constrained": "ar"}
 BFCL_MODE = {"ar": "ar-constrained", "verify": "verify", "diffusion": "diffusion"}  # agent mode -> BFCL suite mode
 CALL_KINDS = ("one_tool", "fail_once")  # tasks whose first call is one BFCL item's call
@@ -53,12 +54,16 @@ def check_modes(modes: list[str]) -> list[str]:
     return out
 
 
-def _routing(mode: str) -> Any:
+def _agent_options(mode: str) -> dict[str, Any]:
+    """The ``Agent`` keywords of a mode (``default``: none, the agent's own routing)."""
+    from ..config import DecodeConfig
     from ..sdk import RoutingPolicy
 
     if mode == "default":
-        return None
-    return RoutingPolicy(plan=mode, tool_call=mode, tool_input=mode, extract=mode, reply="ar")
+        return {}
+    if mode == "drafter":
+        return {"routing": RoutingPolicy(reply="verify"), "decode": DecodeConfig(draft="drafter")}
+    return {"routing": RoutingPolicy(plan=mode, tool_call=mode, tool_input=mode, extract=mode, reply="ar")}
 
 
 # -- one run ----------------------------------------------------------------------------------------------------
@@ -72,8 +77,7 @@ def run_agentkit(task: AgentTask, model: Any, mode: str = "default", *, max_iter
     from ..sdk import Agent, Limits
 
     env = TaskEnv(task)
-    kw: dict[str, Any] = {"routing": _routing(mode)} if mode != "default" else {}
-    kw.update(agent_options or {})
+    kw = {**_agent_options(mode), **(agent_options or {})}
     agent = Agent(model, tools=agentkit_tools(task, env), instructions=INSTRUCTIONS, name="agent-loop",
                   limits=Limits(max_iterations=max_iterations, timeout_s=timeout_s), **kw)
     t0 = time.perf_counter()
@@ -103,7 +107,7 @@ def bfcl_single(engine: Any, task: AgentTask, mode: str) -> bool | None:
 
     item = bfcl.BfclItem(id=task.source, category="agent-loop", messages=[{"role": "user", "content": task.prompt}],
                          functions=task.functions, ground_truth=task.expected)
-    if mode == "default":
+    if mode in ("default", "drafter"):  # the drafter mode's calls are the default's
         from ..calibration import structured_mode
 
         mode = structured_mode()

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..calibration import Calibration, ModeResult, model_key
 from ..config import DecodeConfig
+from ..errors import InvalidRequestError
 from . import bfcl
 
 
@@ -42,3 +43,33 @@ def calibrate(engine, data: Path, *, limit: int = 10, modes: tuple[str, ...] = (
                               "adapter": str(engine.adapter_path) if engine.adapter_path else None,
                               "engine": {k: getattr(engine.config, k, None) for k in ("backend", "dtype", "threads")},
                               "load_average": [round(x, 1) for x in os.getloadavg()]})
+
+
+def step_results(run: dict) -> list[ModeResult]:
+    """A finished run's modes as one step kind's calibration rows (:attr:`Calibration.steps`), the modes
+    ``RoutingPolicy`` can name only: an ``agentkit eval extract`` results file (success: field accuracy) or an
+    ``evals/drafter_verify.py`` one with ``--lookup`` (ar-constrained as ``ar``, verify with lookup drafts as
+    ``verify``; success: the share of outputs equal to ar-constrained's). p50: complete-request latency."""
+    from ..config import MODES
+
+    if run.get("suite") == "extract":
+        return [ModeResult(m, s["items"], s["field_accuracy"],
+                           round(statistics.mean(r["forwards"] for r in run["results"][m]), 2), s["p50_ms"])
+                for m, s in run["summary"].items() if m in MODES]
+    if "ar-constrained" in run.get("summary", {}) and "verify-lookup" in run["summary"]:
+        n, sm = run["n"], run["summary"]
+        return [ModeResult("ar", n, 1.0, sm["ar-constrained"]["forwards_mean"], sm["ar-constrained"]["latency_ms_p50"]),
+                ModeResult("verify", n, round(run["equal"]["verify-lookup"] / n, 4), sm["verify-lookup"]["forwards_mean"],
+                           sm["verify-lookup"]["latency_ms_p50"])]
+    raise InvalidRequestError("not a finished `agentkit eval extract` run nor an evals/drafter_verify.py run with --lookup")
+
+
+def with_step(cal: Calibration, step: str, run: dict, source: str) -> Calibration:
+    """``cal`` with ``step``'s own measurement taken from ``run`` (see :func:`step_results`), read from ``source``."""
+    from ..steps.kinds import STEP_KINDS
+
+    if step not in STEP_KINDS:
+        raise InvalidRequestError(f"unknown step kind {step!r}: one of {', '.join(STEP_KINDS)}")
+    cal.steps[step] = step_results(run)
+    cal.notes[f"steps.{step}"] = f"{source}: `{run.get('command', '?')}`"
+    return cal

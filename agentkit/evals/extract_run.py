@@ -24,17 +24,23 @@ from ..config import DecodeConfig
 from .extract import ExtractItem, load_items, score
 
 SETTINGS = ("compact", "spaced", "schema", "example", "nocopy", "copyuser", "nonum", "nofirst", "retry", "ungrounded",
-            "nosettle")
+            "nosettle", "drafter")  # drafter: verify's drafts from the block drafter where lookup has none
 
 
 def parse_row(row: str) -> tuple[str, set[str]]:
-    """``"ar+compact+nocopy"`` -> ``("ar", {"compact", "nocopy"})``; an unknown setting is a ``UserError``."""
+    """``"ar+compact+nocopy"`` -> ``("ar", {"compact", "nocopy"})``; an unknown mode or setting is a ``UserError``."""
+    from ..config import MODES
     from ..errors import UserError
 
     mode, *opts = row.split("+")
+    if mode not in MODES:
+        raise UserError(f"row {row!r}: unknown mode {mode!r}; a row is a mode ({', '.join(MODES)}) with optional "
+                        f"+settings, or a peer")
     bad = [o for o in opts if o not in SETTINGS]
     if bad:
         raise UserError(f"row {row!r}: unknown setting(s) {bad}; the settings are {', '.join(SETTINGS)}")
+    if "drafter" in opts and mode != "verify":
+        raise UserError(f"row {row!r}: +drafter chooses verify's drafts; it needs the verify mode")
     return mode, set(opts)
 
 
@@ -46,7 +52,8 @@ def run_agentkit(engine: Any, item: ExtractItem, row: str) -> dict[str, Any]:
 
     mode, opts = parse_row(row)
     decode = DecodeConfig(copy_bias=0.0 if "nocopy" in opts else DecodeConfig.copy_bias,
-                          copy_numbers="nonum" not in opts, copy_first_digit="nofirst" not in opts)
+                          copy_numbers="nonum" not in opts, copy_first_digit="nofirst" not in opts,
+                          draft="drafter" if "drafter" in opts else DecodeConfig.draft)
     settings: dict[str, Any] = {}
     for style in ("compact", "spaced"):
         if style in opts:
@@ -125,8 +132,7 @@ def run_extract_eval(data: Path, rows: list[str], *, limit: int | None, out: Pat
     peers = peers or {}
     for row in rows:
         if row not in peers:
-            parse_row(row)
-    rows = [r for r in rows if r in peers or "+" in r or r in ("ar", "diffusion", "verify")]
+            parse_row(row)  # an unknown mode or setting is an error, never a row left out
     per_row: dict[str, list[dict]] = {r: [] for r in rows}
     report: dict[str, Any] = {}
     for i, item in enumerate(items):

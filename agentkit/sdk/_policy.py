@@ -23,18 +23,24 @@ def _calibrated_tool_input() -> Mode:
     return step_mode("tool_input")  # type: ignore[return-value]
 
 
+def _calibrated_extract() -> Mode:
+    from ..calibration import step_mode
+
+    return step_mode("extract")  # type: ignore[return-value]
+
+
 @dataclass(frozen=True)
 class RoutingPolicy:
     """The decoding mode of each step kind. Structured steps default to the mode measured fastest at equal success
     for the default model on CPU (``agentkit/calibration.py``; ``"ar"`` with a warning when no calibration file
-    is found), a templated tool's input to the mode measured on its own requests (SEARCH/REPLACE edits) where the
-    calibration has one; free-text replies to AR. ``RoutingPolicy.calibrated(model, device)`` reads another
+    is found); a step kind the calibration measured on its own requests (``extract``: users' texts; ``tool_input``:
+    SEARCH/REPLACE edits) to the mode chosen there; free-text replies to AR. ``RoutingPolicy.calibrated(model, device)`` reads another
     calibration."""
 
     plan: Mode = field(default_factory=_calibrated)
     tool_call: Mode = field(default_factory=_calibrated)
     tool_input: Mode = field(default_factory=_calibrated_tool_input)
-    extract: Mode = field(default_factory=_calibrated)
+    extract: Mode = field(default_factory=_calibrated_extract)
     reply: Mode = "ar"
 
     def __post_init__(self) -> None:
@@ -48,8 +54,8 @@ class RoutingPolicy:
         from ..calibration import step_mode, structured_mode
 
         m = structured_mode(model, device, directory)
-        edits = step_mode("tool_input", model, device, directory)
-        return cls(plan=m, tool_call=m, tool_input=edits, extract=m)  # type: ignore[arg-type]
+        edits, extract = (step_mode(s, model, device, directory) for s in ("tool_input", "extract"))
+        return cls(plan=m, tool_call=m, tool_input=edits, extract=extract)  # type: ignore[arg-type]
 
     @classmethod
     def force(cls, mode: Mode) -> RoutingPolicy:

@@ -187,7 +187,7 @@ class Trace:
             table.add_column(c, justify="left" if c in ("step", "mode", "tool", "error") else "right",
                              no_wrap=c != "error", overflow="fold")
         for r in self.records:
-            table.add_row(str(r.iteration), r.step, r.mode[:4], r.tool or "", f"{r.total_ms:.0f}",
+            table.add_row(str(r.iteration), r.step, r.mode, r.tool or "", f"{r.total_ms:.0f}",
                           str(r.encoder_forwards + r.decoder_forwards), str(r.output_tokens),
                           f"{r.tokens_per_forward:.2f}", _short(r.error, 60))
         if self.records:

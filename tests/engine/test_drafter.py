@@ -109,6 +109,21 @@ def test_the_drafter_drafts_only_the_blocks_prompt_lookup_has_no_guess_for(engin
     assert alone.stats.drafter_passes == alone.stats.verify_forwards  # one drafter pass a block
 
 
+def test_a_drafted_request_reuses_a_cached_prompt_with_its_features(base, drafter_dir, no_lookup):
+    eng = Engine.from_loaded(base, EngineConfig(drafter_path=str(drafter_dir), prompt_chunk=8))
+    assert eng.prefixes is not None
+    prompt = "What is the weather in Paris today? Tell me about the Eiffel tower and the river too."
+    ar = eng.generate(prompt, DecodeConfig(mode="ar", max_new_tokens=30))  # stores keys/values, no features
+    cfg = DecodeConfig(mode="verify", draft="drafter", max_new_tokens=30)
+    cold = eng.generate(prompt, cfg)  # reuses nothing (no features held), gives the held pieces theirs
+    warm = eng.generate(prompt, cfg)
+    assert cold.stats.cached_prompt_tokens == 0 < warm.stats.cached_prompt_tokens and cold.stats.drafter_passes >= 1
+    assert warm.token_ids == cold.token_ids == ar.token_ids
+    # the same features, restored or encoded: the same drafts kept
+    assert (warm.stats.accepted_slot_tokens, warm.stats.verify_forwards, warm.stats.drafter_passes) == (
+        cold.stats.accepted_slot_tokens, cold.stats.verify_forwards, cold.stats.drafter_passes)
+
+
 def test_accepted_drafts_are_counted_per_pass(engine, no_lookup):
     stats = [engine.generate(p, DecodeConfig(mode="verify", draft="drafter", max_new_tokens=40)).stats
              for p in PROMPTS]

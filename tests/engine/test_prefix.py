@@ -167,6 +167,25 @@ def test_pinned_blocks_are_not_evicted_and_a_block_that_cannot_fit_is_skipped():
     assert all(n.pins == 1 for n in pc._lru.values())  # only the restore above holds them now
 
 
+def test_a_drafted_request_reuses_only_pieces_that_keep_the_bases_features():
+    pc = PrefixCache(4, max_bytes=1 << 20)
+    ids = list(range(13))  # three whole blocks before the last token
+    feats = torch.arange(13 * 2, dtype=torch.float32).view(13, 2)
+    lease = pc.restore(ids, DynamicCache())  # an undrafted request: keys/values only
+    assert pc.store(ids, _cache_of(ids), lease) == 3
+    pc.release(lease)
+    assert pc.restore(ids, DynamicCache(), features=True).tokens == 0  # no piece has features: nothing reused
+    lease = pc.restore(ids, DynamicCache(), features=True)
+    before = pc.bytes
+    pc.store(ids, _cache_of(ids), lease, feats=feats)  # a drafted request's prompt pass gives the held pieces theirs
+    pc.release(lease)
+    assert pc.bytes == before + feats[:12].numel() * feats.element_size()
+    lease = pc.restore(ids, DynamicCache(), features=True)
+    assert lease.tokens == 12 and torch.equal(lease.feats, feats[:12])
+    pc.release(lease)
+    assert pc.restore(ids, DynamicCache()).feats is None  # an undrafted request is not handed them
+
+
 def test_threads_sharing_a_system_prompt_decode_what_a_cache_off_engine_does():
     on, off = _engines(5)
     cfg = DecodeConfig(mode="ar", max_new_tokens=8)

@@ -139,6 +139,11 @@ def test_row_settings_are_checked():
     assert parse_row("ar+compact+nocopy") == ("ar", {"compact", "nocopy"})
     with pytest.raises(UserError, match="unknown setting"):
         parse_row("ar+bogus")
+    assert parse_row("verify+drafter") == ("verify", {"drafter"})
+    for row, why in (("verify-drafter", "unknown mode"), ("ar+drafter", "needs the verify mode"),
+                     ("fast", "unknown mode")):
+        with pytest.raises(UserError, match=why):  # never a row silently left out of the run
+            parse_row(row)
 
 
 def test_user_items_validate_and_optional_fields_score_by_their_own_kind():

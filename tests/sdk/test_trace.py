@@ -158,7 +158,7 @@ async def test_render_is_readable_at_80_columns():
     assert header.split() == ["#", "step", "mode", "tool", "ms", "fwd", "out", "tok/fwd", "error"]
     first = next(r for r in rows if r.lstrip().startswith("1 "))
     rec = result.trace[0]
-    assert first.split()[:7] == ["1", "tool_call", "diff", "add", f"{rec.total_ms:.0f}",
+    assert first.split()[:7] == ["1", "tool_call", "diffusion", "add", f"{rec.total_ms:.0f}",
                                  str(rec.encoder_forwards + rec.decoder_forwards), str(rec.output_tokens)]
     assert "prefill" in result.trace.render(width=200)  # wide terminals keep every column
 

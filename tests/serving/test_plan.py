@@ -29,12 +29,13 @@ def test_free_text_plan():
 
 
 def test_schema_routes_to_the_calibrated_mode_and_tools_are_described():
-    from agentkit.calibration import structured_mode
+    from agentkit.calibration import step_mode, structured_mode
     from agentkit.sdk import RoutingPolicy
 
     p = plan_request(_req(response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {
         "type": "integer"}}}))
-    assert p.mode == structured_mode() == RoutingPolicy().extract  # the server's default is the SDK's
+    # a schema with no tool is an extraction: the extract step's calibrated mode, the server's default as the SDK's
+    assert p.mode == step_mode("extract") == RoutingPolicy().extract
     assert plan_request(_req()).mode == "ar"
     assert p.schema.kind == "response" and p.schema.schema == {"type": "integer"}
     p = plan_request(_req(tools=[TOOL], tool_choice="required", agentkit={"mode": "ar"}))

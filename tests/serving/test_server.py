@@ -12,7 +12,7 @@ import jsonschema
 import pytest
 from agentkit.serving.app import create_app
 
-from agentkit.calibration import structured_mode
+from agentkit.calibration import step_mode
 from agentkit.constrain.nodes import Lit, Template
 from agentkit.errors import UnsupportedSchemaError
 
@@ -111,7 +111,7 @@ async def test_json_schema(app, mode):
     assert r.status_code == 200, r.text
     d = r.json()
     jsonschema.validate(json.loads(d["choices"][0]["message"]["content"]), PERSON)
-    assert d["agentkit_stats"]["mode"] == (mode or structured_mode())  # structured output: the calibrated mode
+    assert d["agentkit_stats"]["mode"] == (mode or step_mode("extract"))  # a schema, no tool: the extract step's mode
     assert d["choices"][0]["finish_reason"] == "stop"
 
 
