@@ -21,7 +21,7 @@ from .copy import CopyPrior
 from .draft import lookup
 from .faces import BackboneLike
 from .gemma import denoise_uniform
-from .prefix import Chunking, cached_prompt_pass
+from .prefix import Chunking, FeatureSource, cached_prompt_pass
 from .sampler import add_bias, bias_rows, greedy_by_byte, masked_logits, penalize, pick
 from .sizing import DRAFT, EXACT, PINNED, AcceptRate, pass_length
 from .stats import DecodeStats
@@ -63,7 +63,7 @@ class Decoder:
                  mask_token_id: int | None = None, bidirectional: bool = False, sampler: str = "jacobi",
                  on_draft=None, on_tokens=None, drafter=None, block_drafter=None, should_stop=None, prefix=None,
                  copy_text: str | None = None, prompt_chunk: int | Chunking = 0,
-                 token_bytes: Sequence[bytes | None] | None = None) -> None:
+                 token_bytes: Sequence[bytes | None] | None = None, features: FeatureSource | None = None) -> None:
         self.bb, self.cfg, self.c = bb, cfg, constraint
         self.should_stop = should_stop  # checked before each forward: True stops decoding there (timeout, cancel)
         self.halted = False
@@ -71,6 +71,9 @@ class Decoder:
         # verify: a drafter.BlockDraftSource (a trained block drafter drafts each block's slots in one pass)
         self.block_drafter = block_drafter
         self.prefix = prefix  # a prefix.PrefixCache: the prompt's longest run of held blocks is copied, not encoded
+        # the base's features of the prompt pass, kept with the prefix cache's pieces (prefix.FeatureSource): the
+        # block drafter's source, or a recorder for an undrafted request once the engine has a drafter
+        self.features = features if features is not None else block_drafter
         # the prompt pass in pieces cut at multiples of this many positions and at chat messages (a prefix.Chunking;
         # 0: one pass); with a prefix cache its cuts are the cache's, so reused and encoded pieces are the same bits
         self.prompt_chunk = prompt_chunk
@@ -192,7 +195,7 @@ class Decoder:
         self._emit(forced, pinned=len(forced))
         seq = prompt_ids + forced
         self.logits, reused = cached_prompt_pass(self.bb, self.cache, seq, self.prefix, self.prompt_chunk,
-                                                 self.block_drafter)
+                                                 self.features)
         self._bias = bias_rows(self.cfg.logit_bias, self.logits.shape[-1])  # the vocabulary's size is the logits'
         self.stats.prompt_tokens = len(prompt_ids)
         self.stats.cached_prompt_tokens = reused

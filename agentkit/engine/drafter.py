@@ -332,6 +332,27 @@ class DraftHead:
         return out
 
 
+class PromptFeatures:
+    """A :class:`~agentkit.engine.prefix.FeatureSource` for a request the drafter does not draft: the base's features
+    of its prompt pass, kept with the prefix-cache pieces it stores, so a drafted request that starts the same way
+    (an agent's reply after its tool call) reuses them. Recording ends with the prompt pass."""
+
+    reads_prompt = False
+
+    def __init__(self, tap: FeatureTap) -> None:
+        self.tap = tap
+        tap.begin()
+
+    def prime(self, feats: torch.Tensor) -> None:
+        raise AssertionError("an undrafted request restores keys/values only")
+
+    def encoded(self) -> torch.Tensor | None:
+        return self.tap.peek()
+
+    def prompt_done(self) -> None:
+        self.tap.end()
+
+
 class BlockDraftSource:
     """One request's drafts from a :class:`BlockDrafter` for ``Decoder.verify``: the context's keys/values are kept
     in step with the verifier's KV cache (the base's passes leave their features on the :class:`FeatureTap`; a
@@ -353,15 +374,16 @@ class BlockDraftSource:
         self.tap.end()
 
     # -- prefix.FeatureSource: the prompt's features, reused from the prefix cache and kept there ----------------
+    reads_prompt = True
+
     def prime(self, feats: torch.Tensor) -> None:
         self.primed = feats
 
-    def recorded(self) -> torch.Tensor | None:
-        new = self.tap.peek()
-        if new is None or self.length:
-            return None  # a batched pass, or asked after drafting began: only a prompt pass's features are stored
-        parts = [t for t in (self.primed, new) if t is not None and t.numel()]
-        return torch.cat(parts) if parts else None
+    def encoded(self) -> torch.Tensor | None:
+        return None if self.length else self.tap.peek()  # before drafting: the prompt pass's passes only
+
+    def prompt_done(self) -> None:
+        """Drafting goes on reading the tap."""
 
     def _sync(self, length: int) -> bool:
         """Take the base's new features, keep the first ``length`` context positions; False if out of step."""

@@ -399,6 +399,7 @@ class Engine:
         block_drafter = self._block_drafter(cfg) if base else None
         # the base weights' caches only (a block drafter reuses the pieces that keep the base's features too)
         prefix = self.prefixes if base else None
+        features = self._prompt_features() if prefix is not None and block_drafter is None else None
         constraint = self.constraint(template) if template is not None else None
         if batch is not None:
             backbone = batch.wrap(backbone)
@@ -417,7 +418,7 @@ class Engine:
             mask_token_id=lm.mask_token_id, bidirectional=lm.bidirectional and cfg.mode != "ar",
             sampler=sampler, on_draft=on_draft, on_tokens=on_tokens, drafter=self._drafter(cfg),
             block_drafter=block_drafter,
-            should_stop=should_stop, prefix=prefix,
+            should_stop=should_stop, prefix=prefix, features=features,
             copy_text=_copy_text(prompt, cfg) if template is not None else cfg.copy_source,
             prompt_chunk=self.chunking if pieces else 0, token_bytes=self.vocab.token_bytes,
         )
@@ -433,6 +434,8 @@ class Engine:
         finally:
             if block_drafter is not None:
                 block_drafter.close()
+            if features is not None:
+                features.prompt_done()  # ended with the prompt pass, unless that never ran
         return self._result(dec, cfg, template, repeated, loops, t_start)
 
     def _result(self, dec: Decoder, cfg: DecodeConfig, template: Template | None, repeated: RepeatedLine | None,
@@ -478,6 +481,16 @@ class Engine:
         lm, bb = self._diffusion_model()
         shared = getattr(bb, "base", None) is self.backbone  # SplitBackbone on this engine's own backbone
         return Drafter(bb.adapted if shared else bb, lm.mask_token_id, cfg.draft_steps, shared=shared)
+
+    def _prompt_features(self):
+        """A recorder of an undrafted request's prompt features, once this engine has loaded its block drafter (so
+        a drafted request after it reuses its prompt: ``engine/prefix.py``); None before."""
+        loaded = self.__dict__.get("_block_drafter_model")  # the cached property, only if it was loaded
+        if loaded is None:
+            return None
+        from .drafter import PromptFeatures
+
+        return PromptFeatures(loaded[1])
 
     def _block_drafter(self, cfg: DecodeConfig):
         """Verify mode with ``draft="drafter"``: this request's drafts from the engine's block drafter, or None

@@ -26,8 +26,10 @@ blocks under them. Thread-safe: the tree is changed under one lock; block tensor
 copying them out of a pinned path runs outside it.
 
 A request drafted by the block drafter (``agentkit/engine/drafter.py``) reads the base's hidden features at every
-prompt position, so a piece it stores keeps those features beside its keys/values, and a piece it restores must have
-them (:class:`FeatureSource`): it reuses the longest run of held pieces that carry features. The features of a piece
+prompt position, so a piece it restores must keep them beside its keys/values (:class:`FeatureSource`): it reuses the
+longest run of held pieces that carry features. Once an engine has loaded its drafter, every request on the base
+weights keeps the features of the pieces its prompt pass stores, so an agent's reply drafted after an undrafted tool
+call reuses that call's prompt. The features of a piece
 depend on its tokens and the keys/values before it, as its keys/values do, so reused ones are the same bits too.
 
 Where it does not apply (:func:`unsupported`): backbones with their own passes (llama.cpp, DiffusionGemma, the
@@ -121,14 +123,21 @@ def message_marks(tokenizer) -> frozenset[int]:
 
 
 class FeatureSource(Protocol):
-    """A request that reads the base's features at every prompt position (the block drafter's draft source)."""
+    """The base's features of a request's prompt pass, kept with the pieces it stores; ``reads_prompt``: the request
+    reads them at every prompt position (the block drafter's draft source), so it restores only pieces that have
+    them and is primed with them."""
+
+    reads_prompt: bool
 
     def prime(self, feats: torch.Tensor) -> None:
         """Take the features of the restored positions (the prompt pass then runs over the rest only)."""
 
-    def recorded(self) -> torch.Tensor | None:
-        """The features of every position so far ([T, F], restored ones first), or None when they could not be
-        kept whole."""
+    def encoded(self) -> torch.Tensor | None:
+        """The features of the positions this request's prompt pass encoded ([T, F]), or None when they could not
+        be kept whole (a batched pass)."""
+
+    def prompt_done(self) -> None:
+        """The prompt pass and its store are over."""
 
 
 def prompt_pass(bb, cache: DynamicCache, seq: Sequence[int], start: int, chunking: Chunking | int) -> torch.Tensor:
@@ -150,17 +159,20 @@ def cached_prompt_pass(bb, cache: DynamicCache, seq: Sequence[int], prefix: Pref
     """The prompt pass into the empty ``cache`` with ``prefix``'s held pieces copied in first and the new ones stored
     after (None: no reuse); returns the last position's logits and how many positions were reused. ``features``:
     a request that reads the base's features; only pieces that carry them are reused, and they are primed into it."""
-    lease = prefix.restore(seq, cache, features=features is not None) if prefix is not None else None
+    reads = features is not None and features.reads_prompt
+    lease = prefix.restore(seq, cache, features=reads) if prefix is not None else None
     try:
         reused = lease.tokens if lease is not None else 0
-        if features is not None and lease is not None and lease.feats is not None:
+        if reads and lease is not None and lease.feats is not None:
             features.prime(lease.feats)
         logits = prompt_pass(bb, cache, seq, reused, prefix.chunking if prefix is not None else chunking)
         if lease is not None:
-            prefix.store(seq, cache, lease, feats=features.recorded() if features is not None else None)
+            prefix.store(seq, cache, lease, feats=features.encoded() if features is not None else None)
     finally:
         if lease is not None:
             prefix.release(lease)
+        if features is not None:
+            features.prompt_done()
     return logits, reused
 
 
@@ -176,6 +188,11 @@ def unsupported(bb) -> str | None:
     if cache.layers and not dynamic_layers_only(cache):
         return "its KV cache has sliding-window or static layers"
     return None
+
+
+def _piece(feats: torch.Tensor | None, lo: int, hi: int) -> torch.Tensor | None:
+    """Rows ``lo:hi`` of ``feats`` as a piece's own tensor, or None where ``feats`` does not hold them all."""
+    return feats[lo:hi].clone() if feats is not None and 0 <= lo and hi <= len(feats) else None
 
 
 class _Node:
@@ -266,10 +283,11 @@ class PrefixCache:
     def store(self, ids: Sequence[int], cache: DynamicCache, lease: Lease, feats: torch.Tensor | None = None) -> int:
         """Keep the pieces of ``ids`` that ``cache`` holds (written by the prompt pass) beyond those ``lease``
         restored and that end at a cut; returns how many were added. A piece that does not fit in the bound once
-        every unpinned leaf is gone is not kept (nor any after it). ``feats``: the base's features at every
-        position of ``ids`` so far, kept with the new pieces and given to held ones that lack them."""
+        every unpinned leaf is gone is not kept (nor any after it). ``feats``: the base's features at the positions
+        the prompt pass encoded (from ``lease.tokens`` on), kept with the new pieces and given to held ones that
+        lack them."""
         end = min(len(ids), cache.get_seq_length())
-        added = 0
+        added, restored = 0, lease.tokens  # feats start at the first position the prompt pass encoded
         parent = lease.nodes[-1] if lease.nodes else self._root
         for lo, hi in self.chunking.pieces(ids, lease.tokens, end) if end > lease.tokens else []:
             if not self.chunking.cut(ids, hi):
@@ -277,7 +295,7 @@ class PrefixCache:
             tokens = tuple(ids[lo:hi])
             with self._lock:
                 node = parent.children.get(tokens)
-            piece_feats = feats[lo:hi].clone() if feats is not None and len(feats) >= hi else None
+            piece_feats = _piece(feats, lo - restored, hi - restored)
             if node is None:
                 kv = [(layer.keys[:, :, lo:hi].clone(), layer.values[:, :, lo:hi].clone()) for layer in cache.layers]
                 node = self._insert(parent, tokens, kv, lease, piece_feats)

@@ -122,6 +122,14 @@ def test_a_drafted_request_reuses_a_cached_prompt_with_its_features(base, drafte
     # the same features, restored or encoded: the same drafts kept
     assert (warm.stats.accepted_slot_tokens, warm.stats.verify_forwards, warm.stats.drafter_passes) == (
         cold.stats.accepted_slot_tokens, cold.stats.verify_forwards, cold.stats.drafter_passes)
+    # once the drafter is loaded, an undrafted request keeps its prompt's features: a drafted one after it reuses them
+    other = prompt.replace("Paris", "Rome")
+    eng.generate(other, DecodeConfig(mode="ar", max_new_tokens=30))
+    after_ar = eng.generate(other, cfg)
+    alone = Engine.from_loaded(base, EngineConfig(drafter_path=str(drafter_dir), prompt_chunk=8, prefix_cache=False)
+                               ).generate(other, cfg)
+    assert after_ar.stats.cached_prompt_tokens > 0 and after_ar.token_ids == alone.token_ids
+    assert after_ar.stats.accepted_slot_tokens == alone.stats.accepted_slot_tokens
 
 
 def test_accepted_drafts_are_counted_per_pass(engine, no_lookup):
