@@ -22,6 +22,7 @@ from .errors import InvalidRequestError
 
 DIRECTORY = Path(__file__).resolve().parent / "calibrations"
 FALLBACK = "ar"
+FREE_TEXT = "ar"  # a reply's mode where the calibration did not measure replies
 DEFAULT_MODEL = "SmolLM2-135M-Instruct"
 _warned: set[tuple[str, str]] = set()
 
@@ -35,7 +36,7 @@ class ModeResult:
     mode: str
     n: int
     success: float
-    forwards: float  # mean forwards per request after prefill
+    forwards: float | None  # mean forwards per request after prefill (None: the run did not record them)
     p50_ms: float  # median complete-request latency
 
 
@@ -57,8 +58,11 @@ class Calibration:
         return choose(self.results, self.tolerance)
 
     def mode_for(self, step: str) -> str:
-        """The step kind's mode: chosen from its own measurement where it has one, else the structured steps'."""
-        return choose(self.steps[step], self.tolerance) if step in self.steps else self.structured
+        """The step kind's mode: chosen from its own measurement where it has one, else the structured steps' (a
+        reply: :data:`FREE_TEXT`)."""
+        if step in self.steps:
+            return choose(self.steps[step], self.tolerance)
+        return FREE_TEXT if step == "reply" else self.structured
 
     def to_json(self) -> str:
         chosen = {step: self.mode_for(step) for step in self.steps}
@@ -104,8 +108,8 @@ def structured_mode(model: str | None = None, device: str = "cpu", directory: Pa
 
 
 def step_mode(step: str | None, model: str | None = None, device: str = "cpu", directory: Path | None = None) -> str:
-    """The calibrated mode for a step kind (None: structured steps in general), or :data:`FALLBACK` with one
-    warning per model and device."""
+    """The calibrated mode for a step kind (None: structured steps in general), or :data:`FALLBACK` (a reply:
+    :data:`FREE_TEXT`) with one warning per model and device."""
     cal = load(model, device, directory)
     if cal is not None:
         return cal.structured if step is None else cal.mode_for(step)
@@ -115,4 +119,4 @@ def step_mode(step: str | None, model: str | None = None, device: str = "cpu", d
         warnings.warn(f"agentkit: no calibration for {key[0]} on {device} ({path_for(model, device, directory)}); "
                       f"structured steps use {FALLBACK!r} (run `agentkit calibrate` to measure)",
                       CalibrationWarning, stacklevel=3)
-    return FALLBACK
+    return FREE_TEXT if step == "reply" else FALLBACK

@@ -488,8 +488,9 @@ def calibrate(
     device: str = typer.Option("cpu", help="device the engine runs on (the calibration's key)"),
     threads: int | None = typer.Option(None, help="torch threads"),
     step: str | None = typer.Option(None, help="with --results: the step kind (extract, tool_input, ...) it measures"),
-    results: Path | None = typer.Option(None, help="a finished `agentkit eval extract` (or evals/drafter_verify.py "
-                                        "--lookup) results file: written as --step's own measurement"),
+    results: list[Path] = typer.Option([], help="finished runs (`agentkit eval extract`, evals/drafter_verify.py "
+                                         "--lookup, for reply `agentkit eval agent-loop`; repeat it for one run per "
+                                         "mode): written as --step's own measurement"),
     out: Path | None = typer.Option(None, help="calibration JSON (default: agentkit/calibrations/<model>.<device>.json)"),
 ) -> None:
     """Measure every mode on the same BFCL questions and write the calibration RoutingPolicy reads: structured
@@ -498,7 +499,7 @@ def calibrate(
     try:
         from .calibration import Calibration, path_for
 
-        if (step is None) != (results is None):
+        if (step is None) != (not results):
             raise UserError("--step and --results go together (a step kind and the run that measured it)")
         if step is not None:
             from .evals.calibrate import with_step
@@ -506,14 +507,16 @@ def calibrate(
             dest = out or path_for(model, device)
             if not dest.is_file():
                 raise UserError(f"no calibration at {dest} to add a step to: run `agentkit calibrate --data ...` first")
-            cal = with_step(Calibration.from_json(dest.read_text()), step, json.loads(results.read_text()), str(results))
+            runs = [json.loads(p.read_text()) for p in results]
+            cal = with_step(Calibration.from_json(dest.read_text()), step, runs, ", ".join(map(str, results)))
         else:
             cal = _calibrate_bfcl(data, limit, modes, tolerance, model, device, threads)
             dest = out or path_for(cal.model, device)
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_text(cal.to_json())
         for r in cal.steps[step] if step else cal.results:
-            console.print(f"{r.mode:<10} success {r.success:.3f}  forwards {r.forwards:.2f}  p50 {r.p50_ms:.0f} ms")
+            fw = f"{r.forwards:.2f}" if r.forwards is not None else "-"
+            console.print(f"{r.mode:<10} success {r.success:.3f}  forwards {fw}  p50 {r.p50_ms:.0f} ms")
         chosen = cal.mode_for(step) if step else cal.structured
         console.print(f"{step or 'structured'} steps: {chosen!r} -> {dest}")
     except Exception as e:  # noqa: BLE001

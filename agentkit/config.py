@@ -197,12 +197,14 @@ class DecodeConfig:
     # the weights as loaded, without a LoRA merged into them (EngineConfig.lora; a second copy, loaded on first use:
     # Engine.can_load_unmerged) and without the adapter (the SDK's plain replies, with no tool result to carry)
     weights: str = "auto"
-    # verify mode: where drafts come from. "lookup" = prompt lookup and the verifier's stale continuations (no
+    # verify mode: where drafts come from. "lookup" = prompt lookup, else the verifier's stale continuations (no
     # extra model); "adapter" = self-speculation, the block-diffusion adapter drafts a canvas of ``draft_steps``
-    # mask-sampler passes (agentkit/engine/selfspec.py); "drafter" = the trained block drafter drafts each block's
-    # slots in one pass from the base's own hidden states (agentkit/engine/drafter.py, EngineConfig.drafter_path;
-    # none found: lookup, with one warning). The output is greedy ar-constrained either way.
-    draft: str = "lookup"
+    # mask-sampler passes (agentkit/engine/selfspec.py); "drafter" = prompt lookup, and the trained block drafter
+    # for a block lookup has no guess for, in one pass from the base's own hidden states (agentkit/engine/drafter.py,
+    # EngineConfig.drafter_path; none found: lookup, with one warning); "auto" = "drafter" for free text decoded
+    # alone where the engine has a drafter, else "lookup" (as measured: the drafter's model card). The output is
+    # greedy ar-constrained either way.
+    draft: str = "auto"
     draft_steps: int = 1
 
     def __post_init__(self) -> None:

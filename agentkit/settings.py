@@ -117,7 +117,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("weights", "str", "auto", (_E, _C), "which weights decode; auto: the adapter for diffusion only, "
             "adapted: the adapter in every mode (AR on the adapted weights), loaded: no LoRA merged (the weights as "
             "loaded)", ("auto", "base", "adapted", "loaded")),
-    Setting("draft", "str", "lookup", (_E,), "verify mode's drafts", ("lookup", "adapter", "drafter")),
+    Setting("draft", "str", "auto", (_E,), "verify mode's drafts: auto = prompt lookup, and the block drafter for free "
+            "text where the engine has one; lookup; adapter; drafter (where lookup has no guess, templates too)",
+            ("auto", "lookup", "adapter", "drafter")),
     Setting("draft_steps", "int", 1, (_E,), "adapter drafts: mask-sampler passes per draft", low=1),
     Setting("json_style", "str", DEFAULT_STYLE, (_S, _V), "how structured steps write the pinned JSON punctuation "
             "(the template's setting, not the decoder's)", STYLES, sdk="json_style", server="agentkit.json_style"),

@@ -49,7 +49,7 @@ def test_missing_calibration_falls_back_to_ar_with_one_warning(tmp_path):
 def test_the_default_policy_uses_the_shipped_calibration():
     cal = C.load(None, "cpu")
     assert cal is not None, "no calibration shipped for the default model on CPU (agentkit calibrate)"
-    assert RoutingPolicy().tool_call == cal.structured and RoutingPolicy().reply == "ar"
+    assert RoutingPolicy().tool_call == cal.structured and RoutingPolicy().reply == cal.mode_for("reply")
     best = max(r.success for r in cal.results)
     chosen = next(r for r in cal.results if r.mode == cal.structured)
     assert chosen.success >= best - cal.tolerance
@@ -72,5 +72,29 @@ def test_a_step_measured_on_its_own_requests_takes_its_own_mode(tmp_path):
 def test_the_default_policy_routes_each_step_as_the_shipped_calibration_says():
     cal = C.load(None, "cpu")
     policy = RoutingPolicy()
-    assert (policy.tool_input, policy.extract) == (cal.mode_for("tool_input"), cal.mode_for("extract"))
+    assert (policy.tool_input, policy.extract, policy.reply) == (
+        cal.mode_for("tool_input"), cal.mode_for("extract"), cal.mode_for("reply"))
+    assert _cal(ar=(0.4, 9, 3000), diffusion=(0.4, 6, 2000)).mode_for("reply") == "ar"  # unmeasured: never a canvas
     assert policy.tool_call == policy.plan == cal.structured
+
+
+def test_a_steps_measurement_is_read_from_the_runs_that_made_it():
+    from agentkit.evals.calibrate import with_step
+
+    def loop_run(mode, reply_ms, success):
+        items = [{"framework": "agentkit", "mode": mode, "success": ok, "iter_ms": [900.0, ms],
+                  "iter_forwards": [12, 6], "steps": ["tool_call:add", "reply"]} for ms, ok in zip(reply_ms, success)]
+        return {"suite": "agent-loop", "command": f"agentkit eval agent-loop --modes {mode}", "items": items}
+
+    cal = _cal(ar=(0.4, 9, 3000))
+    runs = [loop_run("default", [300, 320, 340], [1, 0, 1]), loop_run("drafter", [200, 260, 250], [1, 0, 1])]
+    with_step(cal, "reply", runs, "two runs")
+    assert [(r.mode, r.n, r.success, r.forwards, r.p50_ms) for r in cal.steps["reply"]] == [
+        ("ar", 3, 0.6667, 6, 320.0), ("verify", 3, 0.6667, 6, 250.0)]
+    assert cal.mode_for("reply") == "verify" and "agent-loop --modes drafter" in cal.notes["steps.reply"]
+    with pytest.raises(InvalidRequestError, match="twice"):
+        with_step(cal, "reply", runs + runs[:1], "a mode twice")
+    with pytest.raises(InvalidRequestError, match="measures the 'extract' step"):
+        with_step(cal, "extract", runs, "an agent loop says nothing of extraction")
+    with pytest.raises(InvalidRequestError, match="unknown step kind"):
+        with_step(cal, "planning", runs, "no such step")

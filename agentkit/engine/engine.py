@@ -19,7 +19,14 @@ from ..constrain.limits import Cancel, CompileLimits
 from ..constrain.nodes import Template, json_lines
 from ..constrain.runtime import TokenConstraint
 from ..constrain.vocab import token_vocab
-from ..errors import AdapterMismatchError, InvalidRequestError, ModelNotFoundError, UnsupportedModeError, UserError
+from ..errors import (
+    AdapterMismatchError,
+    DrafterMismatchError,
+    InvalidRequestError,
+    ModelNotFoundError,
+    UnsupportedModeError,
+    UserError,
+)
 from ..models.gptq import lora_grids
 from ..models.loader import DIFFUSION_GEMMA, LoadedModel, load_model, resolve_dtype
 from ..models.packed import use_packed_weights
@@ -127,6 +134,7 @@ class Engine:
         self.tokenizer = lm.tokenizer
         self.backbone = backbone or self._backbone(lm, chose_dtype)
         self.vocab = token_vocab(lm.tokenizer, lm.eos_ids)
+        self._said_no_drafter = False  # draft="drafter" without a drafter: warned once
         self._constraints: dict[int, TokenConstraint] = {}
         self._adapted: tuple[LoadedModel, BackboneLike] | None = None
         self._unmerged: tuple[LoadedModel, BackboneLike] | None = None  # the weights as loaded, beside a merged LoRA
@@ -396,7 +404,7 @@ class Engine:
         base = backbone is self.backbone
         # the weights as loaded take the base's prompt pieces (not its cache): a lora="none" engine's passes
         pieces = base or (self._unmerged is not None and backbone is self._unmerged[1])
-        block_drafter = self._block_drafter(cfg) if base else None
+        block_drafter = self._block_drafter(cfg, template is None and batch is None) if base else None
         # the base weights' caches only (a block drafter reuses the pieces that keep the base's features too)
         prefix = self.prefixes if base else None
         features = self._prompt_features() if prefix is not None and block_drafter is None else None
@@ -492,13 +500,19 @@ class Engine:
 
         return PromptFeatures(loaded[1])
 
-    def _block_drafter(self, cfg: DecodeConfig):
-        """Verify mode with ``draft="drafter"``: this request's drafts from the engine's block drafter, or None
-        (lookup drafts) where it has none, said once by a warning."""
-        if cfg.mode != "verify" or cfg.draft != "drafter":
+    def _block_drafter(self, cfg: DecodeConfig, free_text_alone: bool):
+        """Verify mode's block drafter for this request (None: lookup drafts): with ``draft="drafter"``, the
+        engine's drafter, or None where it has none, said once by a warning; with ``draft="auto"``, the drafter for a
+        free-text request decoded alone (``free_text_alone``) where the engine has one (templated steps: lookup's
+        drafts measured faster, ``adapters/smollm2-135m-drafter/MODEL_CARD.md``; a batched pass cannot feed it)."""
+        if cfg.mode != "verify" or cfg.draft not in ("drafter", "auto") or (cfg.draft == "auto" and not free_text_alone):
             return None
         loaded = self._block_drafter_model
         if loaded is None:
+            if cfg.draft == "drafter" and not self._said_no_drafter:
+                self._said_no_drafter = True
+                log.warning("draft='drafter': no block drafter for model %r (EngineConfig.drafter_path); verify drafts "
+                            "by prompt lookup", self.name)
             return None
         from .drafter import BlockDraftSource
 
@@ -509,17 +523,24 @@ class Engine:
 
     @functools.cached_property
     def _block_drafter_model(self):
-        """(drafter, feature tap) for ``draft="drafter"``, loaded once; None with one warning where there is
-        no drafter. A drafter trained for another base is a :class:`~agentkit.errors.DrafterMismatchError`."""
+        """(drafter, feature tap), loaded once; None where there is no drafter (said by ``_block_drafter``), or where
+        the default model's drafter was trained for other weights (another LoRA, none). A drafter that
+        ``EngineConfig.drafter_path`` names for another base is a :class:`~agentkit.errors.DrafterMismatchError`."""
         from .drafter import CONFIG, DEFAULT_DIR, FeatureTap, load_drafter
 
         path = Path(self.config.drafter_path) if self.config.drafter_path else (
             DEFAULT_DIR if self.config.model is None and self.lm.meta.get("default") else None)
         if self.lm.model is None or path is None or not (path / CONFIG).is_file():
-            log.warning("draft='drafter': no block drafter %s; verify drafts by prompt lookup",
-                        f"at {path}" if path is not None else f"for model {self.name!r}")
+            log.info("no block drafter %s; verify drafts by prompt lookup",
+                     f"at {path}" if path is not None else f"for model {self.name!r}")
             return None
-        drafter = load_drafter(path, self.lm.model)
+        try:
+            drafter = load_drafter(path, self.lm.model)
+        except DrafterMismatchError as e:
+            if self.config.drafter_path:
+                raise  # the drafter the config names: for other weights is an error
+            log.info("the default model's drafter is not for these weights (%s); verify drafts by prompt lookup", e)
+            return None
         return drafter, FeatureTap(self.lm.model, drafter.c.feature_layers)
 
     def _sampler(self, cfg: DecodeConfig, lm: LoadedModel | None = None) -> str:

@@ -94,6 +94,7 @@ def run_agentkit(task: AgentTask, model: Any, mode: str = "default", *, max_iter
     row = score_run(task, env, output, error, run_ms, iterations=len(records),
                     iter_ms=[round(r.total_ms, 1) for r in records])
     row["steps"] = [f"{r.step}:{r.tool}" if r.tool else r.step for r in records]
+    row["iter_forwards"] = [r.encoder_forwards + r.decoder_forwards for r in records]
     return {"framework": "agentkit", "mode": mode, **row}
 
 

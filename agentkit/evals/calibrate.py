@@ -45,31 +45,64 @@ def calibrate(engine, data: Path, *, limit: int = 10, modes: tuple[str, ...] = (
                               "load_average": [round(x, 1) for x in os.getloadavg()]})
 
 
-def step_results(run: dict) -> list[ModeResult]:
-    """A finished run's modes as one step kind's calibration rows (:attr:`Calibration.steps`), the modes
-    ``RoutingPolicy`` can name only: an ``agentkit eval extract`` results file (success: field accuracy) or an
-    ``evals/drafter_verify.py`` one with ``--lookup`` (ar-constrained as ``ar``, verify with lookup drafts as
-    ``verify``; success: the share of outputs equal to ar-constrained's). p50: complete-request latency."""
+def step_results(run: dict, step: str) -> list[ModeResult]:
+    """A finished run's modes as ``step``'s calibration rows (:attr:`Calibration.steps`), the modes ``RoutingPolicy``
+    can name only. An ``agentkit eval extract`` results file (success: field accuracy); an ``evals/drafter_verify.py``
+    one with ``--lookup`` (ar-constrained as ``ar``, verify with lookup drafts as ``verify``; success: the share of
+    outputs equal to ar-constrained's); for ``reply``, an ``agentkit eval agent-loop`` one (``default`` as ``ar``,
+    ``drafter`` as ``verify``; success: the runs' task success; p50 and forwards: the reply iterations'). p50:
+    complete-request latency."""
     from ..config import MODES
 
     if run.get("suite") == "extract":
         return [ModeResult(m, s["items"], s["field_accuracy"],
                            round(statistics.mean(r["forwards"] for r in run["results"][m]), 2), s["p50_ms"])
                 for m, s in run["summary"].items() if m in MODES]
+    if run.get("suite") == "agent-loop" and step == "reply":
+        return _agent_loop_replies(run)
     if "ar-constrained" in run.get("summary", {}) and "verify-lookup" in run["summary"]:
         n, sm = run["n"], run["summary"]
         return [ModeResult("ar", n, 1.0, sm["ar-constrained"]["forwards_mean"], sm["ar-constrained"]["latency_ms_p50"]),
                 ModeResult("verify", n, round(run["equal"]["verify-lookup"] / n, 4), sm["verify-lookup"]["forwards_mean"],
                            sm["verify-lookup"]["latency_ms_p50"])]
-    raise InvalidRequestError("not a finished `agentkit eval extract` run nor an evals/drafter_verify.py run with --lookup")
+    raise InvalidRequestError(f"not a finished run that measures the {step!r} step: `agentkit eval extract`, "
+                              "evals/drafter_verify.py with --lookup, or (reply) `agentkit eval agent-loop`")
 
 
-def with_step(cal: Calibration, step: str, run: dict, source: str) -> Calibration:
-    """``cal`` with ``step``'s own measurement taken from ``run`` (see :func:`step_results`), read from ``source``."""
+AGENT_LOOP_REPLY_MODES = {"default": "ar", "drafter": "verify"}  # agent-loop mode -> the mode its reply steps ran in
+
+
+def _agent_loop_replies(run: dict) -> list[ModeResult]:
+    out = []
+    for loop_mode, mode in AGENT_LOOP_REPLY_MODES.items():
+        rows = [r for r in run["items"] if r["framework"] == "agentkit" and r["mode"] == loop_mode]
+        if not rows:
+            continue
+        replies = [(ms, fw) for r in rows for ms, fw, s in zip(r["iter_ms"], r.get("iter_forwards") or
+                                                               [None] * len(r["iter_ms"]), r["steps"]) if s == "reply"]
+        forwards = [fw for _, fw in replies]
+        out.append(ModeResult(mode, len(rows), round(statistics.mean(float(r["success"]) for r in rows), 4),
+                              round(statistics.mean(forwards), 2) if None not in forwards else None,
+                              round(statistics.median(ms for ms, _ in replies), 1)))
+    return out
+
+
+def _command(run: dict) -> str:
+    """The command that made a results file (an eval's ``command``, or its ``env``'s)."""
+    env = run.get("env")
+    return run.get("command") or (env.get("command") if isinstance(env, dict) else None) or "?"
+
+
+def with_step(cal: Calibration, step: str, runs: list[dict], source: str) -> Calibration:
+    """``cal`` with ``step``'s own measurement taken from ``runs`` (see :func:`step_results`; one mode in one run
+    only), read from ``source``."""
     from ..steps.kinds import STEP_KINDS
 
     if step not in STEP_KINDS:
         raise InvalidRequestError(f"unknown step kind {step!r}: one of {', '.join(STEP_KINDS)}")
-    cal.steps[step] = step_results(run)
-    cal.notes[f"steps.{step}"] = f"{source}: `{run.get('command', '?')}`"
+    rows = [r for run in runs for r in step_results(run, step)]
+    if len({r.mode for r in rows}) != len(rows):
+        raise InvalidRequestError(f"the runs measure a mode twice: {[r.mode for r in rows]}")
+    cal.steps[step] = rows
+    cal.notes[f"steps.{step}"] = f"{source}: " + "; ".join(f"`{_command(run)}`" for run in runs)
     return cal

@@ -29,19 +29,25 @@ def _calibrated_extract() -> Mode:
     return step_mode("extract")  # type: ignore[return-value]
 
 
+def _calibrated_reply() -> Mode:
+    from ..calibration import step_mode
+
+    return step_mode("reply")  # type: ignore[return-value]
+
+
 @dataclass(frozen=True)
 class RoutingPolicy:
     """The decoding mode of each step kind. Structured steps default to the mode measured fastest at equal success
     for the default model on CPU (``agentkit/calibration.py``; ``"ar"`` with a warning when no calibration file
     is found); a step kind the calibration measured on its own requests (``extract``: users' texts; ``tool_input``:
-    SEARCH/REPLACE edits) to the mode chosen there; free-text replies to AR. ``RoutingPolicy.calibrated(model, device)`` reads another
+    SEARCH/REPLACE edits; ``reply``: the agent loop's replies) to the mode chosen there; replies otherwise to AR. ``RoutingPolicy.calibrated(model, device)`` reads another
     calibration."""
 
     plan: Mode = field(default_factory=_calibrated)
     tool_call: Mode = field(default_factory=_calibrated)
     tool_input: Mode = field(default_factory=_calibrated_tool_input)
     extract: Mode = field(default_factory=_calibrated_extract)
-    reply: Mode = "ar"
+    reply: Mode = field(default_factory=_calibrated_reply)
 
     def __post_init__(self) -> None:
         bad = [f"{k}={getattr(self, k)!r}" for k in steps.STEP_KINDS if getattr(self, k) not in MODES]
@@ -54,8 +60,8 @@ class RoutingPolicy:
         from ..calibration import step_mode, structured_mode
 
         m = structured_mode(model, device, directory)
-        edits, extract = (step_mode(s, model, device, directory) for s in ("tool_input", "extract"))
-        return cls(plan=m, tool_call=m, tool_input=edits, extract=extract)  # type: ignore[arg-type]
+        edits, extract, reply = (step_mode(s, model, device, directory) for s in ("tool_input", "extract", "reply"))
+        return cls(plan=m, tool_call=m, tool_input=edits, extract=extract, reply=reply)  # type: ignore[arg-type]
 
     @classmethod
     def force(cls, mode: Mode) -> RoutingPolicy:

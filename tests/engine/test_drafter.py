@@ -132,6 +132,17 @@ def test_a_drafted_request_reuses_a_cached_prompt_with_its_features(base, drafte
     assert after_ar.stats.accepted_slot_tokens == alone.stats.accepted_slot_tokens
 
 
+def test_auto_drafts_free_text_with_the_drafter_and_templated_steps_by_lookup(engine, no_lookup):
+    auto = DecodeConfig(mode="verify", max_new_tokens=30)
+    assert auto.draft == "auto"
+    free = engine.generate(PROMPTS[1], auto)
+    templated = engine.generate(PROMPTS[1], auto, template=_template())
+    assert free.stats.drafter_passes >= 1 and templated.stats.drafter_passes == 0
+    for out, template in ((free, None), (templated, _template())):
+        assert out.token_ids == engine.generate(PROMPTS[1], DecodeConfig(mode="ar", max_new_tokens=30),
+                                                template=template).token_ids
+
+
 def test_accepted_drafts_are_counted_per_pass(engine, no_lookup):
     stats = [engine.generate(p, DecodeConfig(mode="verify", draft="drafter", max_new_tokens=40)).stats
              for p in PROMPTS]

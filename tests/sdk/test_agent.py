@@ -249,16 +249,16 @@ async def test_routing_default_per_agent_and_per_call():
         return [r.mode for r in result.trace]
 
     default = RoutingPolicy()
-    # structured steps default to the calibrated mode of the default model on CPU (a templated tool's input to its
-    # own measured one); replies to AR
+    # each step kind defaults to the calibrated mode of the default model on CPU (structured steps in general, or
+    # the step's own measurement: a templated tool's input, extraction, the reply)
     assert (default.plan, default.tool_call, default.tool_input, default.extract, default.reply) == (
-        structured_mode(), structured_mode(), step_mode("tool_input"), step_mode("extract"), "ar")
+        structured_mode(), structured_mode(), step_mode("tool_input"), step_mode("extract"), step_mode("reply"))
     agent = Agent(TestModel(), tools=[add], plan=True)
-    assert modes(await agent.run("x")) == [default.plan, default.tool_call, default.tool_call, "ar"]
+    assert modes(await agent.run("x")) == [default.plan, default.tool_call, default.tool_call, default.reply]
     diffusion_agent = Agent(TestModel(), tools=[add], plan=True, routing=RoutingPolicy(tool_call="diffusion"))
-    assert modes(await diffusion_agent.run("x")) == [default.plan, "diffusion", "diffusion", "ar"]
+    assert modes(await diffusion_agent.run("x")) == [default.plan, "diffusion", "diffusion", default.reply]
     verify_agent = Agent(TestModel(), tools=[add], plan=True, routing=RoutingPolicy(tool_call="verify"))
-    assert modes(await verify_agent.run("x")) == [default.plan, "verify", "verify", "ar"]
+    assert modes(await verify_agent.run("x")) == [default.plan, "verify", "verify", default.reply]
     assert modes(await verify_agent.run("x", mode="ar")) == ["ar"] * 4
     assert modes(await agent.run("x", routing=RoutingPolicy.force("verify"))) == ["verify"] * 4
 
