@@ -248,10 +248,11 @@ def demo(
         console.print(f"[bold]extraction[/bold] ({mode}): {text!r}")
         print(json.dumps(Meeting.model_validate(res.value).model_dump(), ensure_ascii=False))
         console.print(_stats_table(f"extraction, {mode} mode", res.stats))
-        reply = engine.generate("Give one tip for writing clear emails.", DecodeConfig(mode="ar", max_new_tokens=60))
-        console.print("[bold]free-form reply[/bold] (ar):")
+        reply_mode = step_mode("reply", model)  # verify (AR's text, checked drafts) as calibrated, or ar
+        reply = engine.generate("Give one tip for writing clear emails.", DecodeConfig(mode=reply_mode, max_new_tokens=60))
+        console.print(f"[bold]free-form reply[/bold] ({reply_mode}):")
         print(reply.text)
-        console.print(_stats_table("reply, ar mode", reply.stats))
+        console.print(_stats_table(f"reply, {reply_mode} mode", reply.stats))
     except AgentkitError as e:
         _fail(e)
 

@@ -149,7 +149,7 @@ def calibrate(step: str, res: dict) -> Path:
     if cal is None:
         raise SystemExit(f"no calibration at {C.path_for(None, 'cpu')} to add a step to (agentkit calibrate first)")
     path = C.path_for(None, "cpu")
-    path.write_text(with_step(cal, step, res, "evals/drafter_verify.py").to_json())
+    path.write_text(with_step(cal, step, [res], "evals/drafter_verify.py").to_json())
     return path
 
 
