@@ -365,6 +365,13 @@ class PrefixCache:
             for node in lease.nodes:
                 node.pins -= 1
 
+    def clear(self) -> None:
+        """Forget every held piece (a request holding a lease keeps its own copies; its release is harmless)."""
+        with self._lock:
+            self._root = _Node(None, (), [])
+            self._lru.clear()
+            self.bytes = 0
+
     def stats(self) -> dict[str, int]:
         with self._lock:
             return {"block": self.block, "max_bytes": self.max_bytes, "bytes": self.bytes,

@@ -301,6 +301,8 @@ def run_agent_loop(data: str | Path = TASKS_DIR, modes: list[str] | tuple[str, .
             if ("agentkit", mode, task.id) in kept:
                 publish(kept[("agentkit", mode, task.id)])
                 continue
+            if len(modes) > 1 and getattr(engine, "prefixes", None) is not None:
+                engine.prefixes.clear()  # else a task's second mode reuses the first one's prompts: order, not mode
             row = run_agentkit(task, engine, mode, max_iterations=max_iterations, agent_options=agent_options)
             if bfcl:
                 row["bfcl_single"] = _safe_bfcl(engine, task, mode)

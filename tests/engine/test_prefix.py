@@ -186,6 +186,16 @@ def test_a_drafted_request_reuses_only_pieces_that_keep_the_bases_features():
     assert pc.restore(ids, DynamicCache()).feats is None  # an undrafted request is not handed them
 
 
+def test_a_cleared_cache_reuses_nothing():
+    pc = PrefixCache(4, max_bytes=1 << 20)
+    ids = list(range(9))
+    held = pc.restore(ids, DynamicCache())
+    pc.store(ids, _cache_of(ids), held)
+    pc.clear()
+    assert pc.blocks == pc.bytes == 0 and pc.restore(ids, DynamicCache()).tokens == 0
+    pc.release(held)  # a lease taken before the clear is released without harm
+
+
 def test_threads_sharing_a_system_prompt_decode_what_a_cache_off_engine_does():
     on, off = _engines(5)
     cfg = DecodeConfig(mode="ar", max_new_tokens=8)
