@@ -412,6 +412,8 @@ class Decoder:
                     found = lookup(self.prompt + self.out + block, self.cfg.canvas_length)
                     drafts[:] = found or drafts
                     source = self._block_draft(block) if not found and self.block_drafter is not None else drafts
+                    if source is drafts and not drafts:
+                        break  # nothing to draft (lookup was just asked: not again)
                 t = self._next_draft(source, block, state)
                 if t is None:
                     break

@@ -505,7 +505,8 @@ class Engine:
         engine's drafter, or None where it has none, said once by a warning; with ``draft="auto"``, the drafter for a
         free-text request decoded alone (``free_text_alone``) where the engine has one (templated steps: lookup's
         drafts measured faster, ``adapters/smollm2-135m-drafter/MODEL_CARD.md``; a batched pass cannot feed it)."""
-        if cfg.mode != "verify" or cfg.draft not in ("drafter", "auto") or (cfg.draft == "auto" and not free_text_alone):
+        wanted = cfg.draft == "drafter" or (cfg.draft == "auto" and free_text_alone)
+        if cfg.mode != "verify" or not wanted:
             return None
         loaded = self._block_drafter_model
         if loaded is None:

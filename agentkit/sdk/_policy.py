@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from ..config import MODES, Mode
@@ -11,43 +12,25 @@ from ..errors import UserError
 from ..steps import kinds as steps
 
 
-def _calibrated() -> Mode:
-    from ..calibration import structured_mode
-
-    return structured_mode()  # type: ignore[return-value]
-
-
-def _calibrated_tool_input() -> Mode:
+def _calibrated(step: str) -> Mode:
     from ..calibration import step_mode
 
-    return step_mode("tool_input")  # type: ignore[return-value]
-
-
-def _calibrated_extract() -> Mode:
-    from ..calibration import step_mode
-
-    return step_mode("extract")  # type: ignore[return-value]
-
-
-def _calibrated_reply() -> Mode:
-    from ..calibration import step_mode
-
-    return step_mode("reply")  # type: ignore[return-value]
+    return step_mode(step)  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
 class RoutingPolicy:
-    """The decoding mode of each step kind. Structured steps default to the mode measured fastest at equal success
-    for the default model on CPU (``agentkit/calibration.py``; ``"ar"`` with a warning when no calibration file
-    is found); a step kind the calibration measured on its own requests (``extract``: users' texts; ``tool_input``:
-    SEARCH/REPLACE edits; ``reply``: the agent loop's replies) to the mode chosen there; replies otherwise to AR. ``RoutingPolicy.calibrated(model, device)`` reads another
-    calibration."""
+    """The decoding mode of each step kind, as the calibration of the default model on CPU chose it
+    (``agentkit/calibration.py``, ``step_mode``): a step kind measured on its own requests (``extract``: users'
+    texts; ``tool_input``: SEARCH/REPLACE edits) takes that run's choice, other structured steps the mode measured
+    fastest at equal success, replies AR (``"ar"`` with a warning when no calibration file is found).
+    ``RoutingPolicy.calibrated(model, device)`` reads another calibration."""
 
-    plan: Mode = field(default_factory=_calibrated)
-    tool_call: Mode = field(default_factory=_calibrated)
-    tool_input: Mode = field(default_factory=_calibrated_tool_input)
-    extract: Mode = field(default_factory=_calibrated_extract)
-    reply: Mode = field(default_factory=_calibrated_reply)
+    plan: Mode = field(default_factory=partial(_calibrated, "plan"))
+    tool_call: Mode = field(default_factory=partial(_calibrated, "tool_call"))
+    tool_input: Mode = field(default_factory=partial(_calibrated, "tool_input"))
+    extract: Mode = field(default_factory=partial(_calibrated, "extract"))
+    reply: Mode = field(default_factory=partial(_calibrated, "reply"))
 
     def __post_init__(self) -> None:
         bad = [f"{k}={getattr(self, k)!r}" for k in steps.STEP_KINDS if getattr(self, k) not in MODES]
@@ -56,12 +39,10 @@ class RoutingPolicy:
 
     @classmethod
     def calibrated(cls, model: str | None = None, device: str = "cpu", directory: Any = None) -> RoutingPolicy:
-        """Structured steps in the calibrated mode of ``model`` (None: the default model) on ``device``."""
-        from ..calibration import step_mode, structured_mode
+        """Each step kind in the calibrated mode of ``model`` (None: the default model) on ``device``."""
+        from ..calibration import step_mode
 
-        m = structured_mode(model, device, directory)
-        edits, extract, reply = (step_mode(s, model, device, directory) for s in ("tool_input", "extract", "reply"))
-        return cls(plan=m, tool_call=m, tool_input=edits, extract=extract, reply=reply)  # type: ignore[arg-type]
+        return cls(**{s: step_mode(s, model, device, directory) for s in steps.STEP_KINDS})  # type: ignore[arg-type]
 
     @classmethod
     def force(cls, mode: Mode) -> RoutingPolicy:
