@@ -49,10 +49,13 @@ def test_missing_calibration_falls_back_to_ar_with_one_warning(tmp_path):
 def test_the_default_policy_uses_the_shipped_calibration():
     cal = C.load(None, "cpu")
     assert cal is not None, "no calibration shipped for the default model on CPU (agentkit calibrate)"
-    assert RoutingPolicy().tool_call == cal.structured and RoutingPolicy().reply == cal.mode_for("reply")
-    best = max(r.success for r in cal.results)
-    chosen = next(r for r in cal.results if r.mode == cal.structured)
-    assert chosen.success >= best - cal.tolerance
+    policy = RoutingPolicy()
+    assert policy.plan == cal.structured and policy.reply == cal.mode_for("reply")
+    assert policy.tool_call == cal.mode_for("tool_call") and policy.extract == cal.mode_for("extract")
+    for step in (None, *cal.steps):
+        results = cal.results if step is None else cal.steps[step]
+        chosen = next(r for r in results if r.mode == (cal.structured if step is None else cal.mode_for(step)))
+        assert chosen.success >= max(r.success for r in results) - cal.tolerance, step
     assert C.model_key("SmolLM2-135M-Instruct (embedded, Q4_1 dequantized)") == C.model_key(None)
 
 
@@ -75,7 +78,7 @@ def test_the_default_policy_routes_each_step_as_the_shipped_calibration_says():
     assert (policy.tool_input, policy.extract, policy.reply) == (
         cal.mode_for("tool_input"), cal.mode_for("extract"), cal.mode_for("reply"))
     assert _cal(ar=(0.4, 9, 3000), diffusion=(0.4, 6, 2000)).mode_for("reply") == "ar"  # unmeasured: never a canvas
-    assert policy.tool_call == policy.plan == cal.structured
+    assert policy.plan == cal.structured and policy.tool_call == cal.mode_for("tool_call")
 
 
 def test_a_steps_measurement_is_read_from_the_runs_that_made_it():

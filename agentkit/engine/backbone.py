@@ -26,7 +26,7 @@ from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
 from ..models.head import Int8Head, int8_head_available
-from ..models.loader import LoadedModel, native_bf16
+from ..models.loader import LoadedModel, cpu_flags, native_bf16
 from ..models.packed import PackedLinear
 from ..models.q4 import ShortPassLinear
 from .attention import NAME as STEP_ATTENTION
@@ -36,15 +36,24 @@ from .sizing import DEFAULT_CURVE, pieced_curve
 # ms per forward by positions after a 200-token prefix on the default model, 1 thread, measured with
 # ``python evals/bench_forward.py --threads 1`` on one machine of each CPU kind (:func:`cpu_kind`); other models:
 # DEFAULT_CURVE's shape.
-# - "bf16" (native bf16 dot products: avx512_bf16 / AMX): an otherwise idle 2-core Xeon with AMX
+# - "amx" (native bf16 dot products on AMX tiles): an otherwise idle 2-core Xeon with AMX
 #   (evals/results/engine/bench_forward_s9.json; plain bfloat16, with neither of the two below: bench_forward_s7.json, a
 #   2-core EPYC with avx512_bf16). "+q4": passes of up to 8 positions on the 4-bit weights (agentkit/models/q4.py);
 #   "+packed": weights prepacked for oneDNN (agentkit/models/packed.py)
+# - "avx512_bf16" (native bf16 dot products, no AMX): an otherwise idle 2-core AMD EPYC (Zen 5)
+#   (evals/results/engine/bench_forward_s13.json). Its short passes cost another shape than AMX's: 2 positions about
+#   what 1 does, 8 about twice (AMX: 1.23x and 1.84x). A combination not measured there (llama.cpp) reads "amx"'s.
 # - "avx2" (no native bf16, so the engine runs float32 there): a 2-core AMD EPYC (Zen 3) without AVX-512
 #   (evals/results/engine/bench_forward_s10b.json, a BFCL shard on the other core); "float32+q4": float32 with the 4-bit
 #   short passes, what dtype="auto" runs there
 SHIPPED_CURVES: dict[str, dict[tuple[str, str], dict[int, float]]] = {
-    "bf16": {
+    "avx512_bf16": {
+        ("torch", "float32"): {1: 38.56, 2: 62.05, 4: 58.17, 8: 74.2, 16: 96.81, 32: 161.47, 64: 260.43},
+        ("torch", "bfloat16+packed"): {1: 23.38, 2: 27.81, 4: 29.11, 8: 33.88, 16: 46.31, 32: 70.32, 64: 118.59},
+        ("torch", "bfloat16+q4"): {1: 16.25, 2: 18.26, 4: 24.01, 8: 35.41, 16: 69.3, 32: 141.01, 64: 289.69},
+        ("torch", "bfloat16+q4+packed"): {1: 17.91, 2: 17.91, 4: 22.6, 8: 34.65, 16: 74.6, 32: 139.01, 64: 288.31},
+    },
+    "amx": {
         ("llama.cpp", "q4_1"): {1: 22.81, 2: 35.73, 4: 64.76, 8: 112.23, 16: 217.88, 32: 453.67, 64: 553.48},
         ("torch", "float32"): {1: 52.7, 2: 61.15, 4: 106.23, 8: 113.38, 16: 119.15, 32: 156.62, 64: 226.49},
         ("torch", "bfloat16"): {1: 28.99, 2: 31.29, 4: 32.54, 8: 35.78, 16: 43.64, 32: 59.45, 64: 102.02},
@@ -62,18 +71,30 @@ SHIPPED_CURVES: dict[str, dict[tuple[str, str], dict[int, float]]] = {
 }
 
 
+NEAREST_KIND = {"avx512_bf16": "amx"}  # where a kind's table lacks a combination, the kind whose table is read
+
+
 def cpu_kind(flags: AbstractSet[str] | None = None) -> str:
-    """Which machine's shipped cost curves apply to this CPU: ``bf16`` where it has native bf16 dot products
-    (avx512_bf16 / AMX, where ``dtype="auto"`` runs bfloat16), ``avx2`` otherwise (float32): the relative cost of
-    a pass, and of llama.cpp against torch, differ by several times between the two."""
-    return "bf16" if native_bf16(flags) else "avx2"
+    """Which machine's shipped cost curves apply to this CPU: ``amx`` or ``avx512_bf16`` where it has native bf16
+    dot products (where ``dtype="auto"`` runs bfloat16), ``avx2`` otherwise (float32): the relative cost of a pass,
+    and of llama.cpp against torch, differ by several times between them."""
+    flags = cpu_flags() if flags is None else flags
+    if not native_bf16(flags):
+        return "avx2"
+    return "amx" if "amx_bf16" in flags else "avx512_bf16"
+
+
+def shipped_table(kind: str) -> dict[tuple[str, str], dict[int, float]]:
+    """A CPU kind's shipped curves, its nearest kind's filling the combinations it did not measure."""
+    nearest = NEAREST_KIND.get(kind)
+    return {**(shipped_table(nearest) if nearest else {}), **SHIPPED_CURVES.get(kind, {})}
 
 
 def cost_curve(backend: str, dtype: str, lm: LoadedModel, kind: str | None = None) -> dict[int, float]:
     """The cost curve that sizes verify blocks and canvas passes (``agentkit/engine/sizing.py``) and routes free
     text between backends: the shipped one for this CPU kind (``kind``, default :func:`cpu_kind`) on the default
     model, DEFAULT_CURVE's shape otherwise."""
-    table = SHIPPED_CURVES.get(kind or cpu_kind(), {}) if lm.meta.get("default") else {}
+    table = shipped_table(kind or cpu_kind()) if lm.meta.get("default") else {}
     # an unmeasured combination reads the nearest measured one: "+packed", then "+q4" dropped
     names = [dtype, dtype.replace("+packed", ""), dtype.split("+")[0]]
     curve = next((table[(backend, d)] for d in names if (backend, d) in table), DEFAULT_CURVE)

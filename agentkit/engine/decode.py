@@ -23,10 +23,13 @@ from .faces import BackboneLike
 from .gemma import denoise_uniform
 from .prefix import Chunking, FeatureSource, cached_prompt_pass
 from .sampler import add_bias, bias_rows, greedy_by_byte, masked_logits, penalize, pick
-from .sizing import DRAFT, EXACT, PINNED, AcceptRate, pass_length
+from .sizing import DRAFT, EXACT, PINNED, AcceptRate, interpolate, keep_chance, pass_length
 from .stats import DecodeStats
 
 log = logging.getLogger(__name__)
+
+DRAFT_CANDIDATES = 8  # a block drafter's best tokens at a position that verify tries against the template
+DRAFTER_TRIAL = 4  # block-drafter passes a request runs before it asks whether the drafter pays (Decoder._drafter_pays)
 
 
 @dataclass
@@ -91,6 +94,8 @@ class Decoder:
         self.drafts: list[list[int]] = []
         self.prompt: list[int] = []
         self.accept = AcceptRate()  # drafted positions accepted so far (sizes verify blocks and canvas passes)
+        self.drafter_kept = 0  # block-drafter drafts kept so far
+        self._drafter_pass_ms = 0.0  # the block drafter's last pass (after its first, which fuses the prompt)
         self._open_before: list[int] = []  # causal canvas: open positions fed to the last pass
         self.copy_text = copy_text  # the copy prior's source text; None: the prompt (free text: no prior)
         self.token_bytes = token_bytes  # each token's bytes, for a free-text copy prior (a template has its own)
@@ -376,13 +381,13 @@ class Decoder:
         drafts: list[int] = []  # the last check's stale continuations: drafts where prompt lookup finds none
         n_draft = self.drafter.first_length(self) if self.drafter is not None else 0
         while not self.finished and not self._halt():
-            block, n_pinned = self._verify_block(n_draft, drafts)
+            block, n_pinned, chances = self._verify_block(n_draft, drafts)
             if block[0] in self.eos:
                 self.finished = True
                 break
             if self.drafter is None:
-                block = block[: self._verify_length(block, n_pinned)]
-            logits, keep, state, pinned_kept = self._check_block(block)
+                block = block[: self._verify_length(block, n_pinned, chances)]
+            logits, keep, state, pinned_kept = self._check_block(block, chances)
             drafts, eos_hit = self._keep_checked(block, logits, keep, state, pinned_kept)
             if self.drafter is not None:
                 n_draft = self.drafter.next_length(n_draft, keep, len(block), self.cfg.canvas_length)
@@ -391,17 +396,20 @@ class Decoder:
                 self.finished = True
         self.stats.finish_reason = self.finish_reason()
 
-    def _verify_block(self, n_draft: int, drafts: list[int]) -> tuple[list[int], int]:
-        """The block to check and how many of its tokens are pinned: the adapter drafter's canvas of ``n_draft``,
-        or the exact first token, then pinned runs and drafts. Drafts come from prompt lookup; a block it has no
-        guess for is drafted by the block drafter where there is one, else from ``drafts`` (the last check's stale
-        continuations, consumed)."""
+    def _verify_block(self, n_draft: int, drafts: list[int]) -> tuple[list[int], int, list[float | None]]:
+        """The block to check, how many of its tokens are pinned and each position's own chance of being kept (the
+        block drafter's drafts have one, :func:`~agentkit.engine.sizing.keep_chance`; None elsewhere): the adapter
+        drafter's canvas of ``n_draft``, or the exact first token, then pinned runs and drafts. Drafts come from
+        prompt lookup; a block it has no guess for is drafted by the block drafter where there is one, else from
+        ``drafts`` (the last check's stale continuations, consumed)."""
         if self.drafter is not None:
-            return self.drafter.block(self, min(n_draft, self.budget)), 0
+            block = self.drafter.block(self, min(n_draft, self.budget))
+            return block, 0, [None] * len(block)
         block: list[int] = []
+        chances: list[float | None] = []
         state, n_pinned, source = self.state, 0, None
         while len(block) < min(self.cfg.canvas_length, self.budget):
-            forced = self.forced_tokens(state)
+            forced, chance = self.forced_tokens(state), None
             if forced:
                 t = forced[0]
                 n_pinned += 1
@@ -411,40 +419,45 @@ class Decoder:
                 if source is None:  # the block's first draft: lookup's guess, else the drafter's or the stale ones
                     found = lookup(self.prompt + self.out + block, self.cfg.canvas_length)
                     drafts[:] = found or drafts
-                    source = self._block_draft(block) if not found and self.block_drafter is not None else drafts
+                    source = self._block_draft(block) if not found and self._drafter_pays() else drafts
                     if source is drafts and not drafts:
                         break  # nothing to draft (lookup was just asked: not again)
-                t = self._next_draft(source, block, state)
+                t, chance = self._next_draft(source, block, state)
                 if t is None:
                     break
             block.append(t)
+            chances.append(chance)
             if t in self.eos:
                 break
             state = self.advance(state, t)
             if self.is_complete(state):
                 break
-        return block, n_pinned
+        return block, n_pinned, chances
 
-    def _next_draft(self, source: list[int] | torch.Tensor | None, block: list[int], state) -> int | None:
+    def _next_draft(self, source: list[int] | torch.Tensor | None, block: list[int],
+                    state) -> tuple[int | None, float | None]:
         """The draft at the block's next position from ``source`` (drafter logits by row, or a list of draft tokens
-        that this consumes and tops up by prompt lookup), or None where the block ends: no draft, or one the
-        template could not finish after."""
+        that this consumes and tops up by prompt lookup) and its own chance of being kept (drafter drafts only),
+        or None where the block ends: no draft, or one the template could not finish after."""
+        chance = None
         if isinstance(source, torch.Tensor):
-            t = self._drafted(source, len(block), state)
+            t, chance = self._drafted(source, len(block), state)
         elif source is None:  # the drafter could not draft (a warning was logged): the block ends here
-            return None
+            return None, None
         else:
             source.extend(() if source else lookup(self.prompt + self.out + block, self.cfg.canvas_length))
             t = source.pop(0) if source else None
         # a draft must only lead somewhere the template can finish: no allowed-token mask is built for states off
         # greedy's path (a draft the mask rules out is rejected by the check anyway)
         if t is None or (self.c is not None and not self.c.fits(state, t, self.budget - len(block))):
-            return None
-        return t
+            return None, None
+        return t, chance
 
-    def _check_block(self, block: list[int]) -> tuple[torch.Tensor, int, Any, int]:
+    def _check_block(self, block: list[int],
+                     chances: Sequence[float | None] | None = None) -> tuple[torch.Tensor, int, Any, int]:
         """One causal pass over ``block`` (written into the cache, then cropped to what is kept): its logits, how
-        many tokens greedy AR agrees with (the first always), the state after them and how many were pinned."""
+        many tokens greedy AR agrees with (the first always), the state after them and how many were pinned.
+        ``chances``: the drafts that carry their own chance of being kept, left out of the running accept rate."""
         base = self.cache.get_seq_length()
         t0 = time.perf_counter()
         logits = self.bb.encode(block, self.cache, rows=list(range(len(block))))
@@ -463,7 +476,7 @@ class Decoder:
             state = self.advance(state, block[keep])
             keep += 1
         if self.drafter is None:
-            self._count_accepted(block, keep)
+            self._count_accepted(block, keep, chances)
             self.stats.accepted_slot_tokens += sum(k == DRAFT for k in self._kinds(block, self.state)[:keep])
         self.bb.crop(self.cache, base + keep)
         return logits, keep, state, pinned_kept
@@ -486,7 +499,10 @@ class Decoder:
         up to its trained width; None (and lookup drafts from then on, with one warning) when it cannot draft."""
         bd = self.block_drafter
         width = min(bd.d.c.block, self.cfg.canvas_length, self.budget)
+        before = bd.ms
         rows = bd.logits(list(block) + [None] * max(0, width - len(block)), self.prompt + self.out)
+        if bd.passes > 1:
+            self._drafter_pass_ms = bd.ms - before
         self.stats.drafter_passes, self.stats.drafter_ms = bd.passes, bd.ms
         if rows is None:
             log.warning("the block drafter's features are out of step with the KV cache (a batched or reused pass): "
@@ -494,16 +510,38 @@ class Decoder:
             self.block_drafter = None
         return rows
 
-    def _drafted(self, rows: torch.Tensor, j: int, state) -> int | None:
-        """The drafted token at block position ``j`` (row ``j - 1``), the best one the template allows there."""
+    def _drafter_pays(self) -> bool:
+        """Whether to ask the block drafter for this block: there is one, and after ``DRAFTER_TRIAL`` passes its
+        kept drafts per pass still pay for a pass (each kept token saves about a one-position base pass, the cost
+        curve's first point). One that keeps too little drafts no more in this request (on general chat, which it was
+        not trained on, it keeps almost nothing), and the blocks it would have drafted get the stale drafts."""
+        if self.block_drafter is None:
+            return False
+        passes = self.stats.drafter_passes
+        if passes < DRAFTER_TRIAL:
+            return True
+        return self.drafter_kept / passes * interpolate(self._curve, 1) >= self._drafter_pass_ms
+
+    def _drafted(self, rows: torch.Tensor, j: int, state) -> tuple[int | None, float | None]:
+        """The drafted token at block position ``j`` (row ``j - 1``): the likeliest one the template allows there,
+        and its chance of being kept (from its probability among what the template allows). The drafter's
+        ``DRAFT_CANDIDATES`` best are tried one by one first: a draft's state is off greedy's path, where building
+        the whole mask costs milliseconds; it is built only when none of them is allowed."""
         if j - 1 >= len(rows):
-            return None
-        row = rows[j - 1]
-        allowed = self.allowed_tokens(state)
-        if allowed is not None:
-            row = row.masked_fill(~allowed, float("-inf"))
-        t = int(row.argmax())
-        return t if allowed is None or bool(allowed[t]) else None
+            return None, None
+        probs = torch.softmax(rows[j - 1].float(), -1)
+        top = torch.topk(probs, DRAFT_CANDIDATES)
+        ruled_out = 0.0
+        for p, t in zip(top.values.tolist(), top.indices.tolist()):
+            if not p > 0:  # outside the drafter's vocabulary (or no finite logit at all)
+                return None, None
+            if self.c is None or self.c.advance(state, t) is not None:
+                return t, keep_chance(min(1.0, p / (1.0 - ruled_out)))
+            ruled_out += p
+        allowed = probs.masked_fill(~self.allowed_tokens(state), 0.0)
+        t = int(allowed.argmax())
+        total = float(allowed.sum())
+        return (t, keep_chance(float(allowed[t]) / total)) if total > 0 else (None, None)
 
     # -- pass sizing (agentkit/engine/sizing.py) --------------------------------------------------------------
     def _kinds(self, toks: list[int], state, first_exact: bool = True) -> list[int]:
@@ -516,17 +554,22 @@ class Decoder:
             state = self.advance(state, t) if state is not None else None
         return kinds
 
-    def _verify_length(self, block: list[int], n_pinned: int) -> int:
+    def _verify_length(self, block: list[int], n_pinned: int, chances: Sequence[float | None]) -> int:
         """How many positions of ``block`` to check in this pass (all of them when sizing is off)."""
         if not self.cfg.sized_passes or len(block) <= 1:
             return len(block)
         kinds = self._kinds(block, self.state) if n_pinned else [EXACT] + [DRAFT] * (len(block) - 1)
-        return pass_length(kinds, self.accept.rate, self._curve)
+        return pass_length(kinds, self.accept.rate, self._curve, chances=chances)
 
-    def _count_accepted(self, block: list[int], keep: int) -> None:
+    def _count_accepted(self, block: list[int], keep: int, chances: Sequence[float | None] | None) -> None:
+        """The running accept rate takes the drafts checked up to the first rejected one, but not those that carry
+        their own chance of being kept."""
         kinds = self._kinds(block, self.state)
-        proposed = sum(1 for k in kinds[: min(keep + 1, len(block))] if k == DRAFT)  # the first rejected one too
-        self.accept.update(sum(1 for k in kinds[:keep] if k == DRAFT), proposed)
+        own = chances if chances is not None else [None] * len(block)
+        rated = [k == DRAFT and own[i] is None for i, k in enumerate(kinds)]
+        proposed = sum(rated[: min(keep + 1, len(block))])  # the first rejected one too
+        self.accept.update(sum(rated[:keep]), proposed)
+        self.drafter_kept += sum(1 for i, k in enumerate(kinds[:keep]) if k == DRAFT and own[i] is not None)
 
     def _canvas_length(self) -> int:
         """Causal canvas: as many positions as pay for themselves (every pass of a block runs over the whole

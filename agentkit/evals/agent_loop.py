@@ -56,13 +56,12 @@ def check_modes(modes: list[str]) -> list[str]:
 
 def _agent_options(mode: str) -> dict[str, Any]:
     """The ``Agent`` keywords of a mode (``default``: none, the agent's own routing)."""
-    from ..config import DecodeConfig
     from ..sdk import RoutingPolicy
 
     if mode == "default":
         return {}
-    if mode == "drafter":
-        return {"routing": RoutingPolicy(reply="verify"), "decode": DecodeConfig(draft="drafter")}
+    if mode == "drafter":  # the reply in verify: DecodeConfig's draft="auto" drafts free text with the drafter
+        return {"routing": RoutingPolicy(reply="verify")}
     return {"routing": RoutingPolicy(plan=mode, tool_call=mode, tool_input=mode, extract=mode, reply="ar")}
 
 
@@ -109,9 +108,9 @@ def bfcl_single(engine: Any, task: AgentTask, mode: str) -> bool | None:
     item = bfcl.BfclItem(id=task.source, category="agent-loop", messages=[{"role": "user", "content": task.prompt}],
                          functions=task.functions, ground_truth=task.expected)
     if mode in ("default", "drafter"):  # the drafter mode's calls are the default's
-        from ..calibration import structured_mode
+        from ..calibration import step_mode
 
-        mode = structured_mode()
+        mode = step_mode("tool_call")
     row = get_suite("bfcl").run(engine, item, bfcl.compile_call(item), BFCL_MODE[MODE_ALIASES.get(mode, mode)],
                                 EvalContext())
     return bool(row["success"])

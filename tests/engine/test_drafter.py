@@ -104,9 +104,34 @@ def test_the_drafter_drafts_only_the_blocks_prompt_lookup_has_no_guess_for(engin
     with_lookup = engine.generate(PROMPTS[0], cfg)
     assert with_lookup.stats.drafter_passes == 0 and with_lookup.stats.accepted_slot_tokens > 0
     monkeypatch.setattr(decode, "lookup", lambda *args, **kwargs: [])
+    monkeypatch.setattr(decode, "DRAFTER_TRIAL", 10**6)  # it drafts on whether or not it pays
     alone = engine.generate(PROMPTS[0], cfg)
     assert alone.token_ids == with_lookup.token_ids
-    assert alone.stats.drafter_passes == alone.stats.verify_forwards  # one drafter pass a block
+    # one drafter pass a block with room for a draft (the last block, at a budget of one token, has none)
+    assert alone.stats.verify_forwards - 1 <= alone.stats.drafter_passes <= alone.stats.verify_forwards
+
+
+def test_a_drafter_that_keeps_too_little_stops_after_its_trial(engine, no_lookup):
+    cfg = DecodeConfig(mode="verify", draft="drafter", max_new_tokens=40)
+    ar = engine.generate(PROMPTS[0], DecodeConfig(mode="ar", max_new_tokens=40))
+    stopped = engine.generate(PROMPTS[0], cfg)
+    assert stopped.token_ids == ar.token_ids
+    # this tiny drafter's drafts are too unsure to be checked, so none is kept: it stops after its trial passes
+    assert stopped.stats.accepted_slot_tokens == 0
+    assert stopped.stats.drafter_passes == decode.DRAFTER_TRIAL < stopped.stats.verify_forwards
+
+
+def test_the_drafter_pays_while_its_kept_drafts_save_more_than_its_passes_cost(base):
+    dec = decode.Decoder(Engine.from_loaded(base).backbone, DecodeConfig(mode="verify"), None, base.eos_ids)
+    t1 = decode.interpolate(dec._curve, 1)
+    assert not dec._drafter_pays()  # no drafter
+    dec.block_drafter = object()
+    dec.stats.drafter_passes = decode.DRAFTER_TRIAL - 1
+    assert dec._drafter_pays()  # on trial, whatever it kept
+    dec.stats.drafter_passes, dec._drafter_pass_ms = 10, 0.25 * t1
+    for kept, pays in ((0, False), (2, False), (3, True), (10, True)):
+        dec.drafter_kept = kept
+        assert dec._drafter_pays() is pays
 
 
 def test_a_drafted_request_reuses_a_cached_prompt_with_its_features(base, drafter_dir, no_lookup):
@@ -144,8 +169,9 @@ def test_auto_drafts_free_text_with_the_drafter_and_templated_steps_by_lookup(en
 
 
 def test_accepted_drafts_are_counted_per_pass(engine, no_lookup):
-    stats = [engine.generate(p, DecodeConfig(mode="verify", draft="drafter", max_new_tokens=40)).stats
-             for p in PROMPTS]
+    # every draft checked: sized passes would check none of this tiny drafter's unsure drafts
+    stats = [engine.generate(p, DecodeConfig(mode="verify", draft="drafter", max_new_tokens=40,
+                                             sized_passes=False)).stats for p in PROMPTS]
     assert sum(s.accepted_slot_tokens for s in stats) > 0  # trained on these prompts' outputs: drafts are kept
     for s in stats:
         assert s.accepted_per_pass == s.accepted_slot_tokens / s.verify_forwards

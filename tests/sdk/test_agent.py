@@ -250,9 +250,9 @@ async def test_routing_default_per_agent_and_per_call():
 
     default = RoutingPolicy()
     # each step kind defaults to the calibrated mode of the default model on CPU (structured steps in general, or
-    # the step's own measurement: a templated tool's input, extraction, the reply)
+    # the step's own measurement: a tool call, a templated tool's input, extraction, the reply)
     assert (default.plan, default.tool_call, default.tool_input, default.extract, default.reply) == (
-        structured_mode(), structured_mode(), step_mode("tool_input"), step_mode("extract"), step_mode("reply"))
+        structured_mode(), step_mode("tool_call"), step_mode("tool_input"), step_mode("extract"), step_mode("reply"))
     agent = Agent(TestModel(), tools=[add], plan=True)
     assert modes(await agent.run("x")) == [default.plan, default.tool_call, default.tool_call, default.reply]
     diffusion_agent = Agent(TestModel(), tools=[add], plan=True, routing=RoutingPolicy(tool_call="diffusion"))
