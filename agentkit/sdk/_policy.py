@@ -24,7 +24,8 @@ class RoutingPolicy:
     (``agentkit/calibration.py``, ``step_mode``): a step kind measured on its own requests (``extract``: users'
     texts; ``tool_input``: SEARCH/REPLACE edits) takes that run's choice, other structured steps the mode measured
     fastest at equal success, replies AR (``"ar"`` with a warning when no calibration file is found).
-    ``RoutingPolicy.calibrated(model, device)`` reads another calibration."""
+    ``RoutingPolicy.calibrated(model, device)`` reads another calibration. A step routed to ``verify`` that samples
+    (``temperature > 0``) decodes in ``ar``: verify reproduces greedy AR only (``calibration.sampled_mode``)."""
 
     plan: Mode = field(default_factory=partial(_calibrated, "plan"))
     tool_call: Mode = field(default_factory=partial(_calibrated, "tool_call"))

@@ -263,6 +263,19 @@ async def test_routing_default_per_agent_and_per_call():
     assert modes(await agent.run("x", routing=RoutingPolicy.force("verify"))) == ["verify"] * 4
 
 
+async def test_a_verify_step_that_samples_decodes_in_ar():
+    def modes(result):
+        return [r.mode for r in result.trace]
+
+    routing = RoutingPolicy(plan="verify", tool_call="verify", tool_input="verify", extract="verify", reply="verify")
+    agent = Agent(TestModel(), tools=[add], plan=True, routing=routing)
+    assert modes(await agent.run("x")) == ["verify"] * 4  # greedy: verify
+    sampled = Agent(TestModel(), tools=[add], plan=True, routing=routing, decode=DecodeConfig(temperature=0.7))
+    assert modes(await sampled.run("x")) == ["ar"] * 4  # verify reproduces greedy AR only
+    assert modes(await agent.run("x", model_settings={"temperature": 0.7})) == ["ar"] * 4
+    assert modes(await agent.run("x", model_settings={"temperature": 0.0})) == ["verify"] * 4
+
+
 async def test_decode_config_sent_to_generator_carries_mode_and_base_settings():
     model = script(FINAL, "ok")
     await Agent(model, tools=[add], decode=DecodeConfig(canvas_length=16, max_new_tokens=99),

@@ -29,7 +29,7 @@ def test_free_text_plan():
 
 
 def test_schema_routes_to_the_calibrated_mode_and_tools_are_described():
-    from agentkit.calibration import step_mode, structured_mode
+    from agentkit.calibration import step_mode
     from agentkit.sdk import RoutingPolicy
 
     p = plan_request(_req(response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {
@@ -43,9 +43,21 @@ def test_schema_routes_to_the_calibrated_mode_and_tools_are_described():
     assert '"name": "add"' in p.messages[0]["content"] and p.messages[0]["role"] == "system"
     p = plan_request(_req(tools=[TOOL]))  # auto: a choice decode over the tools plus "respond", then maybe text
     assert p.tool_mode == "auto" and p.schema.kind == "tools" and p.schema.no_call == "respond"
-    assert p.mode == structured_mode() and p.text_config.mode == "ar"
+    assert p.mode == step_mode("tool_call") and p.text_config.mode == "ar"
     assert '"respond"' in p.messages[0]["content"] and not any('"add"' in m["content"] for m in p.text_messages)
     assert plan_request(_req(tools=[TOOL]), default_mode="verify").mode == "verify"
+
+
+def test_a_sampled_request_decodes_a_calibrated_verify_step_in_ar(monkeypatch):
+    from serving import plan
+
+    monkeypatch.setattr(plan, "step_mode", lambda step: "verify")
+    forced = {"tools": [TOOL], "tool_choice": "required"}
+    assert plan_request(_req(**forced)).mode == "verify"  # greedy (the server's default temperature, 0)
+    assert plan_request(_req(**forced, temperature=0.7)).mode == "ar"  # verify cannot sample
+    # a mode asked for is kept: verify with a temperature is the engine's error, not a silent change
+    assert plan_request(_req(**forced, temperature=0.7, agentkit={"mode": "verify"})).mode == "verify"
+    assert plan_request(_req(**forced, temperature=0.7), default_mode="verify").mode == "verify"
 
 
 def test_logprobs_plan():
