@@ -49,7 +49,7 @@ def test_schema_routes_to_the_calibrated_mode_and_tools_are_described():
 
 
 def test_a_sampled_request_decodes_a_calibrated_verify_step_in_ar(monkeypatch):
-    from serving import plan
+    from agentkit.serving import plan
 
     monkeypatch.setattr(plan, "step_mode", lambda step: "verify")
     forced = {"tools": [TOOL], "tool_choice": "required"}
