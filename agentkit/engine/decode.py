@@ -476,8 +476,9 @@ class Decoder:
             state = self.advance(state, block[keep])
             keep += 1
         if self.drafter is None:
-            self._count_accepted(block, keep, chances)
-            self.stats.accepted_slot_tokens += sum(k == DRAFT for k in self._kinds(block, self.state)[:keep])
+            kinds = self._kinds(block, self.state)
+            self._count_accepted(kinds, keep, chances)
+            self.stats.accepted_slot_tokens += sum(k == DRAFT for k in kinds[:keep])
         self.bb.crop(self.cache, base + keep)
         return logits, keep, state, pinned_kept
 
@@ -561,13 +562,12 @@ class Decoder:
         kinds = self._kinds(block, self.state) if n_pinned else [EXACT] + [DRAFT] * (len(block) - 1)
         return pass_length(kinds, self.accept.rate, self._curve, chances=chances)
 
-    def _count_accepted(self, block: list[int], keep: int, chances: Sequence[float | None] | None) -> None:
-        """The running accept rate takes the drafts checked up to the first rejected one, but not those that carry
-        their own chance of being kept."""
-        kinds = self._kinds(block, self.state)
-        own = chances if chances is not None else [None] * len(block)
+    def _count_accepted(self, kinds: list[int], keep: int, chances: Sequence[float | None] | None) -> None:
+        """After a check of a block of ``kinds``: the running accept rate takes the drafts checked up to the first
+        rejected one, but not those that carry their own chance of being kept (counted in ``drafter_kept``)."""
+        own = chances if chances is not None else [None] * len(kinds)
         rated = [k == DRAFT and own[i] is None for i, k in enumerate(kinds)]
-        proposed = sum(rated[: min(keep + 1, len(block))])  # the first rejected one too
+        proposed = sum(rated[: min(keep + 1, len(kinds))])  # the first rejected one too
         self.accept.update(sum(rated[:keep]), proposed)
         self.drafter_kept += sum(1 for i, k in enumerate(kinds[:keep]) if k == DRAFT and own[i] is not None)
 

@@ -21,8 +21,8 @@ def _calibrated(step: str) -> Mode:
 @dataclass(frozen=True)
 class RoutingPolicy:
     """The decoding mode of each step kind, as the calibration of the default model on CPU chose it
-    (``agentkit/calibration.py``, ``step_mode``): a step kind measured on its own requests (``extract``: users'
-    texts; ``tool_input``: SEARCH/REPLACE edits) takes that run's choice, other structured steps the mode measured
+    (``agentkit/calibration.py``, ``step_mode``): a step kind measured on its own requests (``tool_call``: BFCL's
+    questions; ``extract``: users' texts; ``tool_input``: SEARCH/REPLACE edits) takes that run's choice, other structured steps the mode measured
     fastest at equal success, replies AR (``"ar"`` with a warning when no calibration file is found).
     ``RoutingPolicy.calibrated(model, device)`` reads another calibration. A step routed to ``verify`` that samples
     (``temperature > 0``) decodes in ``ar``: verify reproduces greedy AR only (``calibration.sampled_mode``)."""

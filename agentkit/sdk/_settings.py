@@ -6,6 +6,7 @@ from dataclasses import fields, replace
 from typing import Any, TypedDict
 
 from .. import settings as table
+from ..calibration import sampled_mode
 from ..config import DecodeConfig, Mode
 from ..errors import UserError
 
@@ -93,7 +94,7 @@ def for_retry(config: DecodeConfig, retry: int) -> DecodeConfig:
     distribution is the one that differs)."""
     temperature = max(config.temperature, RETRY_TEMPERATURE)
     seed = (config.seed or 0) + retry
-    mode = "ar" if config.mode in ("verify", "diffusion") else config.mode
+    mode = "ar" if config.mode == "diffusion" else sampled_mode(config.mode, temperature)
     return replace(config, temperature=temperature, seed=seed, mode=mode)
 
 
