@@ -1,6 +1,6 @@
-"""A small tool-using agent: unit conversions. The tool call decodes under the tool's schema (in the calibrated
-mode: ar-constrained on a CPU; ``RoutingPolicy(tool_call="diffusion")`` sends it to the block-diffusion canvas); the
-final reply is free text (AR). It runs on the default engine, whose weights have the loop adapter merged in (a LoRA
+"""A small tool-using agent: unit conversions. The tool call decodes under the tool's schema and the final reply is
+free text, each in its calibrated mode (verify on a CPU: greedy AR's output in fewer forwards;
+``RoutingPolicy(tool_call="diffusion")`` sends the call to the block-diffusion canvas). It runs on the default engine, whose weights have the loop adapter merged in (a LoRA
 taught on the agent loop's own traces: adapters/smollm2-135m-loop/MODEL_CARD.md); with it the 135M model gets 5 of 8
 conversions right in bf16 with AR tool steps (all 8 finished), 5 with diffusion ones (6 finished); in float32 4 and 7
 (``python evals/unit_conversions.py [--lora none]``, evals/results/examples/unit_converter_default.json).

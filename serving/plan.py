@@ -236,7 +236,7 @@ def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: 
     """The plan for ``req``. Without ``agentkit.mode`` and ``default_mode``, structured output decodes in its step
     kind's calibrated mode (``agentkit.calibration.step_mode``, as the SDK's ``RoutingPolicy``: tool calls the
     ``tool_call`` step's, a ``response_format`` schema with no tool the ``extract`` step's; ``ar`` where that is
-    verify and the request samples, ``sampled_mode``), free text in AR.
+    verify and the request samples, ``sampled_mode``), free text in the ``reply`` step's (the same rule).
     ``context`` (the model's context in tokens) and ``max_token_chars`` (the longest token's length) bound the prompt cheaply: a prompt of C characters holds at least C / max_token_chars tokens,
     so a prompt that cannot fit is refused here, before it is even tokenized. ``plain_weights``: the weights of a
     plain reply, one with no tool result to carry (:func:`agentkit.engine.faces.plain_weights`, as the SDK's)."""
@@ -261,9 +261,10 @@ def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: 
         messages, source = with_schema_prompt(messages, raw)
         schema = dataclasses.replace(schema, source=source or None, grounded=ext.grounded)
     tool_mode: Literal["none", "forced", "auto"] = "forced" if forced else ("auto" if auto else "none")
-    calibrated = step_mode("tool_call" if tool_mode != "none" else "extract")  # a schema with no tool: an extraction
-    calibrated = sampled_mode(calibrated, req.temperature or 0.0)  # a mode asked for is kept (verify: an error)
-    mode = ext.mode or default_mode or (calibrated if schema is not None else "ar")
+    # a schema with no tool: an extraction; a mode asked for is kept (verify with a temperature: an error)
+    calibrated = sampled_mode(step_mode("tool_call" if tool_mode != "none" else "extract"), req.temperature or 0.0)
+    text_mode = ext.mode or default_mode or sampled_mode(step_mode("reply"), req.temperature or 0.0)
+    mode = (ext.mode or default_mode or calibrated) if schema is not None else text_mode
     names = frozenset(t.function.name for t in (forced or tools)) if tool_mode != "none" else frozenset()
     arguments: ArgumentSources | None = None
     if tool_mode != "none" and _grounded_arguments(ext):
@@ -282,9 +283,9 @@ def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: 
     elif schema is not None and schema.kind == "tools" and results:
         plan.config = decode_config(req, mode, budget, "\n".join(x for x in (conv.last_user, results) if x),
                                     first_digit=False)
-    if auto:  # the text reply, when the model chooses no call: free text (AR unless a mode is asked for)
+    if auto:  # the text reply, when the model chooses no call: free text, in the reply step's mode
         plan.text_messages = conv.reply
-        plan.text_config = decode_config(req, ext.mode or default_mode or "ar", max_tokens, results)
+        plan.text_config = decode_config(req, text_mode, max_tokens, results)
         plan.no_call, plan.answered, plan.retry, plan.sources = no_call, conv.answered, conv.retry, conv.sources
         plan.owed, plan.covered = (arguments.owed, arguments.covered) if arguments else (None, ())
     return plan

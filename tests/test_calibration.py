@@ -101,3 +101,20 @@ def test_a_steps_measurement_is_read_from_the_runs_that_made_it():
         with_step(cal, "extract", runs, "an agent loop says nothing of extraction")
     with pytest.raises(InvalidRequestError, match="unknown step kind"):
         with_step(cal, "planning", runs, "no such step")
+
+
+def test_reply_steps_are_grouped_by_the_mode_each_ran_in():
+    from agentkit.evals.calibrate import step_results
+
+    def row(mode, modes, reply_ms, ok):
+        return {"framework": "agentkit", "mode": mode, "success": ok, "iter_ms": [900.0, reply_ms],
+                "iter_forwards": [12, 6 if modes[1] == "verify" else 11], "steps": ["tool_call:add", "reply"],
+                "iter_modes": modes}
+
+    run = {"suite": "agent-loop", "items": [
+        row("ar", ["ar", "ar"], 400.0, 1), row("default", ["verify", "verify"], 300.0, 1),
+        row("ar", ["ar", "ar"], 420.0, 0), row("default", ["verify", "verify"], 310.0, 0),
+        row("default", ["verify", "ar"], 500.0, 1),  # a sampled reply decodes in ar: counted with ar's
+        {"framework": "smolagents", "mode": "default", "success": 1, "iter_ms": [1.0], "steps": ["reply"]}]}
+    got = {r.mode: (r.n, r.success, r.forwards, r.p50_ms) for r in step_results(run, "reply")}
+    assert got == {"ar": (3, 0.6667, 11, 420.0), "verify": (2, 0.5, 6, 305.0)}

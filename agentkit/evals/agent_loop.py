@@ -94,6 +94,7 @@ def run_agentkit(task: AgentTask, model: Any, mode: str = "default", *, max_iter
                     iter_ms=[round(r.total_ms, 1) for r in records])
     row["steps"] = [f"{r.step}:{r.tool}" if r.tool else r.step for r in records]
     row["iter_forwards"] = [r.encoder_forwards + r.decoder_forwards for r in records]
+    row["iter_modes"] = [r.mode for r in records]  # the mode each iteration decoded in (a sampled verify step: ar)
     return {"framework": "agentkit", "mode": mode, **row}
 
 

@@ -49,8 +49,9 @@ def step_results(run: dict, step: str) -> list[ModeResult]:
     """A finished run's modes as ``step``'s calibration rows (:attr:`Calibration.steps`), the modes ``RoutingPolicy``
     can name only. An ``agentkit eval extract`` results file (success: field accuracy); an ``evals/drafter_verify.py``
     one with ``--lookup`` (ar-constrained as ``ar``, verify with lookup drafts as ``verify``; success: the share of
-    outputs equal to ar-constrained's); for ``reply``, an ``agentkit eval agent-loop`` one (``default`` as ``ar``,
-    ``drafter`` as ``verify``; success: the runs' task success; p50 and forwards: the reply iterations'). p50:
+    outputs equal to ar-constrained's); for ``reply``, an ``agentkit eval agent-loop`` one (its reply
+    iterations by the mode each ran in, ``iter_modes``; in older runs ``default``'s as ``ar`` and ``drafter``'s as
+    ``verify``; success: those runs' task success; p50 and forwards: the reply iterations'). p50:
     complete-request latency."""
     from ..config import MODES
 
@@ -69,22 +70,30 @@ def step_results(run: dict, step: str) -> list[ModeResult]:
                               "evals/drafter_verify.py with --lookup, or (reply) `agentkit eval agent-loop`")
 
 
-AGENT_LOOP_REPLY_MODES = {"default": "ar", "drafter": "verify"}  # agent-loop mode -> the mode its reply steps ran in
+# the mode the reply steps of each agent-loop mode ran in, for runs that did not record ``iter_modes`` (before
+# replies were calibrated to verify)
+AGENT_LOOP_REPLY_MODES = {"default": "ar", "drafter": "verify"}
 
 
 def _agent_loop_replies(run: dict) -> list[ModeResult]:
-    out = []
-    for loop_mode, mode in AGENT_LOOP_REPLY_MODES.items():
-        rows = [r for r in run["items"] if r["framework"] == "agentkit" and r["mode"] == loop_mode]
-        if not rows:
-            continue
-        replies = [(ms, fw) for r in rows for ms, fw, s in zip(r["iter_ms"], r.get("iter_forwards") or
-                                                               [None] * len(r["iter_ms"]), r["steps"]) if s == "reply"]
-        forwards = [fw for _, fw in replies]
-        out.append(ModeResult(mode, len(rows), round(statistics.mean(float(r["success"]) for r in rows), 4),
-                              round(statistics.mean(forwards), 2) if None not in forwards else None,
-                              round(statistics.median(ms for ms, _ in replies), 1)))
-    return out
+    """Each decoding mode's reply steps, over the agentkit rows of the run: their p50 and forwards, and the task
+    success of the runs they ended (a run counted once per mode its replies ran in)."""
+    rows = [r for r in run["items"] if r["framework"] == "agentkit"]
+    if not any("iter_modes" in r for r in rows):
+        rows = [dict(r, iter_modes=[AGENT_LOOP_REPLY_MODES[r["mode"]]] * len(r["iter_ms"]))
+                for r in rows if r["mode"] in AGENT_LOOP_REPLY_MODES]
+    by_mode: dict[str, tuple[list, list]] = {}
+    for r in rows:
+        fws = r.get("iter_forwards") or [None] * len(r["iter_ms"])
+        replies = [(ms, fw, m) for ms, fw, m, s in zip(r["iter_ms"], fws, r["iter_modes"], r["steps"]) if s == "reply"]
+        for m in dict.fromkeys(m for _, _, m in replies):
+            runs, steps = by_mode.setdefault(m, ([], []))
+            runs.append(float(r["success"]))
+            steps += [(ms, fw) for ms, fw, mm in replies if mm == m]
+    return [ModeResult(m, len(runs), round(statistics.mean(runs), 4),
+                       round(statistics.mean(fw for _, fw in steps), 2) if all(fw is not None for _, fw in steps)
+                       else None, round(statistics.median(ms for ms, _ in steps), 1))
+            for m, (runs, steps) in by_mode.items()]
 
 
 def _command(run: dict) -> str:

@@ -2,7 +2,8 @@
 
 Their stats are synthetic but shaped like the engine's: one token per UTF-8 byte; under a template the bytes of
 JSON scalar values are slot tokens and the rest pinned; AR costs a forward per predicted token, diffusion a few
-denoiser passes and one commit per canvas block, verify two encoder passes per block.
+denoiser passes and one commit per canvas block (its drafts shown, ``on_draft``), verify one checking pass per
+:data:`VERIFY_RUN` tokens, which it commits together (its drafts are not shown: verify's output is AR's).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ..steps.kinds import FINAL_ANSWER, compact
 from ._generator import OnDraft, OnTokens
 
 _DENOISE_STEPS_PER_BLOCK = 4
+VERIFY_RUN = 4  # tokens a fake verify pass commits: its own first token and three kept drafts
 
 
 @dataclass
@@ -51,14 +53,14 @@ class _Fake:
         ids = list(text.encode("utf-8"))
         stats = synthetic_stats(len(ids), messages, config, template, value, self.ms_per_forward)
         drafts: list[list[int]] = []
-        if config.mode != "ar" and ids:
+        if config.mode == "diffusion" and ids:
             half = len(ids) // 2
             for fixed in ([True] * half + [False] * (len(ids) - half), [True] * len(ids)):
                 drafts.append(ids)
                 if on_draft is not None:
                     on_draft(ids, fixed)
-        if on_tokens is not None:  # committed as the engine would: a token at a time in AR, else per canvas
-            step = 1 if config.mode == "ar" else config.canvas_length
+        if on_tokens is not None:  # committed as the engine would: a token at a time in AR, per pass in verify,
+            step = {"ar": 1, "verify": VERIFY_RUN}.get(config.mode, config.canvas_length)  # per canvas in diffusion
             for i in range(0, len(ids), step):
                 on_tokens(ids[i:i + step])
         return GenerationResult(text, ids, stats, value if template is not None else None, drafts)
@@ -162,11 +164,13 @@ def synthetic_stats(n: int, messages: list[dict[str, str]], config: DecodeConfig
     elif config.mode == "diffusion":
         encoder, decoder = 1 + blocks, blocks * _DENOISE_STEPS_PER_BLOCK
     else:  # verify
-        encoder, decoder = 1 + 2 * blocks, blocks * _DENOISE_STEPS_PER_BLOCK
+        encoder, decoder = 1 + math.ceil(n / VERIFY_RUN), 0
     ms = ms_per_forward
+    checks = encoder - 1 if config.mode == "verify" else 0
     stats = DecodeStats(mode=config.mode, prompt_tokens=prompt, output_tokens=n, pinned_tokens=pinned,
                         slot_tokens=slot, encoder_forwards=encoder, decoder_forwards=decoder, blocks=blocks,
-                        steps_per_block=[_DENOISE_STEPS_PER_BLOCK] * (blocks if config.mode != "ar" else 0),
+                        verify_forwards=checks, accepted_slot_tokens=max(0, slot - checks) if checks else 0,
+                        steps_per_block=[_DENOISE_STEPS_PER_BLOCK] * (blocks if config.mode == "diffusion" else 0),
                         prefill_ms=ms, denoise_ms=decoder * ms, commit_ms=(encoder - 1) * ms,
                         finish_reason="template" if template is not None else "stop")
     stats.latency_ms = stats.prefill_ms + stats.denoise_ms + stats.commit_ms

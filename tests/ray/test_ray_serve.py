@@ -13,6 +13,8 @@ pytest.importorskip("ray")
 
 from agentkit.serving.config import ServerConfig
 
+from agentkit.calibration import step_mode
+
 TIMEOUT_S = 20.0
 BODY = {"model": "agentkit", "messages": [{"role": "user", "content": "What is the weather in Paris?"}], "max_tokens": 16}
 
@@ -105,7 +107,8 @@ def test_two_replicas_both_serve_and_label_metrics(url):
     rid = m.headers["x-agentkit-replica"]
     samples = [ln for ln in m.text.splitlines() if ln and not ln.startswith("#")]
     assert samples and all(f'replica="{rid}"' in ln for ln in samples)
-    assert f'agentkit_requests_total{{replica="{rid}",mode="ar",status="200"}}' in m.text
+    mode = step_mode("reply")  # free text: the reply step's calibrated mode
+    assert f'agentkit_requests_total{{replica="{rid}",mode="{mode}",status="200"}}' in m.text
 
 
 def test_32_concurrent_requests_no_5xx_none_lost(url):

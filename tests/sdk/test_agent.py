@@ -71,7 +71,7 @@ async def test_test_model_calls_every_tool_once_then_replies():
         ("tool_call", structured, "add"),
         ("tool_call", structured, "shout"),
         ("tool_call", structured, "final_answer"),
-        ("reply", "ar", None),
+        ("reply", RoutingPolicy().reply, None),  # calibrated: verify (greedy)
     ]
 
 
@@ -99,7 +99,7 @@ async def test_message_format_for_tool_calls():
                                                    "returned 5\nAnswer in one sentence that gives the result."}]
     assert sent[1][-1] == {"role": "user", "content": "Tool add returned: 5"}
     reply_info = model.calls[-1]
-    assert (reply_info.step, reply_info.mode, reply_info.template) == ("reply", "ar", None)
+    assert (reply_info.step, reply_info.mode, reply_info.template) == ("reply", RoutingPolicy().reply, None)
     assert result.output == "It is 5."
 
 
@@ -281,7 +281,7 @@ async def test_decode_config_sent_to_generator_carries_mode_and_base_settings():
     await Agent(model, tools=[add], decode=DecodeConfig(canvas_length=16, max_new_tokens=99),
                 routing=RoutingPolicy(tool_call="diffusion")).run("x")
     assert [(c.config.mode, c.config.canvas_length, c.config.max_new_tokens) for c in model.calls] == [
-        ("diffusion", 16, 99), ("ar", 16, 99)]
+        ("diffusion", 16, 99), (RoutingPolicy().reply, 16, 99)]
 
 
 def test_routing_rejects_unknown_mode():
@@ -360,7 +360,7 @@ async def test_run_stream_raises_run_errors():
 def test_run_sync():
     result = Agent(TestModel(output_text="hi")).run_sync("hello")
     assert result.output == "hi"
-    assert [(r.step, r.mode) for r in result.trace] == [("reply", "ar")]
+    assert [(r.step, r.mode) for r in result.trace] == [("reply", RoutingPolicy().reply)]
 
 
 async def test_run_sync_inside_loop_is_user_error():
@@ -402,7 +402,7 @@ async def test_engine_like_model_is_wrapped_and_run_in_a_thread():
     assert isinstance(agent.generator, EngineGenerator)
     result = await agent.run("x")
     assert result.output == "hi"
-    assert seen == [(False, "diffusion", False), (False, "ar", True)]
+    assert seen == [(False, "diffusion", False), (False, RoutingPolicy().reply, True)]
 
 
 async def test_workspace_tools_mix_with_user_tools(tmp_path):

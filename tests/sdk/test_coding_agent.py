@@ -127,7 +127,7 @@ async def test_tool_input_step_decodes_under_a_template_built_per_call():
     assert [(r.step, r.tool, r.mode) for r in result.trace] == [
         ("tool_call", "_echo", call_mode), ("tool_input", "_echo", "verify"),
         ("tool_call", "_echo", call_mode), ("tool_input", "_echo", "verify"),
-        ("tool_call", "final_answer", call_mode), ("reply", None, "ar")]
+        ("tool_call", "final_answer", call_mode), ("reply", None, RoutingPolicy().reply)]
     observations = [m["content"] for m in result.messages if m["content"].startswith("Tool _echo")]
     assert observations == ["Tool _echo returned: v1", "Tool _echo returned: v2"]
     assert RoutingPolicy.force("ar").tool_input == "ar"
@@ -187,7 +187,7 @@ def test_scripted_agent_fixes_the_failing_test(tmp_path, capsys):
     assert offered[:4] == [["list_files", "read_file"], ["read_file"], ["apply_edits", "read_file"],
                            ["read_file", "run_tests"]]
     modes = {r.step: r.mode for r in result.trace}
-    assert modes["reply"] == "ar" and modes["tool_input"] == RoutingPolicy().tool_input  # calibrated default
+    assert modes["reply"] == RoutingPolicy().reply and modes["tool_input"] == RoutingPolicy().tool_input  # calibrated default
     edit_step = next(s for s in model.seen if s.step == "tool_input")
     assert edit_step.template.meta["format"] == "search_replace"
     assert edit_step.config.max_new_tokens == edit_step.template.meta["max_new_tokens"]

@@ -187,7 +187,8 @@ async def test_agent_over_a_real_loopback_server():
         server.server_close()
     assert result.output == "5"
     assert result.messages[3] == {"role": "user", "content": "Tool add returned: 5"}
-    assert [b["agentkit"]["mode"] for b in _Handler.bodies] == ["diffusion", "diffusion", "diffusion", "ar"]
+    assert [b["agentkit"]["mode"] for b in _Handler.bodies] == ["diffusion", "diffusion", "diffusion",
+                                                                  RoutingPolicy().reply]
     rf = _Handler.bodies[1]["response_format"]["json_schema"]
     assert rf["name"] == "tool_call" and [v["properties"]["name"]["const"] for v in rf["schema"]["anyOf"]] == [
         "add", "final_answer"]

@@ -16,29 +16,42 @@ class City(BaseModel):
     population: int
 
 
-async def test_stream_text_deltas_on_a_tiny_engine(tiny):
-    agent = Agent(tiny, model_settings={"max_tokens": 20, "stop_loops": 0})  # the tiny model's loop runs on
+@pytest.mark.parametrize("mode", ["ar", "verify"])
+async def test_stream_text_deltas_on_a_tiny_engine(tiny, mode):
+    settings = {"max_tokens": 20, "stop_loops": 0, "mode": mode}  # the tiny model's loop runs on
+    agent = Agent(tiny, model_settings=settings)
     async with agent.run_stream("Say hello") as s:
         deltas = [d async for d in s.stream_text(delta=True)]
     output = await s.get_output()
-    assert len(deltas) >= 5
     assert "".join(deltas) == output
-    assert s.result is not None and s.result.trace[0].output_tokens == 20
+    rec = s.result.trace[0]
+    assert (rec.mode, rec.output_tokens) == (mode, 20)
+    if mode == "ar":  # a token at a time
+        assert len(deltas) >= 5
+    else:  # a run at a time: the first token, then what each checking pass commits (its own token and kept drafts)
+        assert 2 <= len(deltas) <= 1 + rec.verify_forwards < 20
 
 
 async def test_stream_text_cumulative_and_fake_models():
     agent = Agent(TestModel(output_text="hello world"))
-    async with agent.run_stream("x") as s:
+    async with agent.run_stream("x", model_settings={"mode": "ar"}) as s:
         texts = [t async for t in s.stream_text()]
     assert texts[-1] == "hello world" and len(texts) == len("hello world")
     assert all(b.startswith(a) for a, b in itertools.pairwise(texts))
+    async with agent.run_stream("x", model_settings={"mode": "verify"}) as s:  # a fake verify pass: VERIFY_RUN tokens
+        texts = [t async for t in s.stream_text()]
+    assert texts == ["hell", "hello wo", "hello world"]
 
 
 async def test_stream_text_holds_back_incomplete_characters():
     agent = Agent(TestModel(output_text="né €"))
-    async with agent.run_stream("x") as s:
+    async with agent.run_stream("x", model_settings={"mode": "ar"}) as s:
         deltas = [d async for d in s.stream_text(delta=True)]
     assert deltas == ["n", "é", " ", "€"]
+    agent = Agent(TestModel(output_text="abcé€"))  # verify's first run ends inside "é"
+    async with agent.run_stream("x", model_settings={"mode": "verify"}) as s:
+        deltas = [d async for d in s.stream_text(delta=True)]
+    assert deltas == ["abc", "é€"]
 
 
 async def test_stream_output_yields_partial_then_validated():
@@ -85,8 +98,9 @@ async def test_leaving_the_stream_early_cancels_the_run():
     assert s._job is not None and s._job.cancelled()
 
 
-def test_timeout_stops_a_long_generation_within_one_forward(tiny, monkeypatch):
-    forward_s, starts, prompt_pieces = 0.05, [], []
+@pytest.mark.parametrize(("mode", "forward_s"), [("ar", 0.05), ("verify", 0.2)])  # ~20 s / ~4 s uncut
+def test_timeout_stops_a_long_generation_within_one_forward(tiny, monkeypatch, mode, forward_s):
+    starts, prompt_pieces = [], []
     encode = tiny.backbone.encode
 
     def slow_encode(*args, **kwargs):
@@ -97,7 +111,7 @@ def test_timeout_stops_a_long_generation_within_one_forward(tiny, monkeypatch):
         return encode(*args, **kwargs)
 
     monkeypatch.setattr(tiny.backbone, "encode", slow_encode)
-    agent = Agent(tiny, limits=Limits(timeout_s=1.0), model_settings={"max_tokens": 400, "stop_loops": 0})  # ~20 s
+    agent = Agent(tiny, limits=Limits(timeout_s=1.0), model_settings={"max_tokens": 400, "stop_loops": 0, "mode": mode})
     t0 = time.perf_counter()
     with pytest.raises(UsageLimitExceeded, match="timeout_s=1.0 exceeded after 0 iteration") as exc:
         agent.run_sync("Tell a long story")

@@ -6,8 +6,11 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from agentkit.engine.stats import DecodeStats
 from agentkit.sdk import Agent, FunctionModel, IterationRecord, RoutingPolicy, TestModel, Trace, tool
+from agentkit.sdk._models import VERIFY_RUN
 from agentkit.sdk._trace import append_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
@@ -41,7 +44,8 @@ def test_record_takes_counts_and_latency_split_from_stats():
 async def test_run_trace_fields():
     model = TestModel(ms_per_forward=2.0)
     # tool calls in diffusion (named: the default is calibrated), so the denoise/commit split is exercised
-    result = await Agent(model, tools=[add], name="calc", routing=RoutingPolicy(tool_call="diffusion")).run("1+1")
+    routing = RoutingPolicy(tool_call="diffusion", reply="verify")
+    result = await Agent(model, tools=[add], name="calc", routing=routing).run("1+1")
     first, final, reply = result.trace
     assert first.to_dict() | {"total_ms": 0, "queue_ms": 0, "tool_ms": 0, "compile_ms": 0} == {
         "iteration": 1, "step": "tool_call", "mode": "diffusion", "tool": "add",
@@ -53,7 +57,10 @@ async def test_run_trace_fields():
         "tool_args": '{"a":0,"b":0}', "tool_result": "0", "decide_ms": 0.0, "decision": None}
     assert first.tool_ms > 0 and first.total_ms >= first.tool_ms + first.queue_ms
     assert first.compile_ms > 0 and final.compile_ms == 0  # the tool-call template compiles once per agent
-    assert (reply.step, reply.mode, reply.decoder_forwards, reply.tokens_per_forward) == ("reply", "ar", 0, 1.0)
+    # the reply in verify: a fake pass commits VERIFY_RUN tokens, no denoiser pass
+    assert (reply.step, reply.mode, reply.decoder_forwards) == ("reply", "verify", 0)
+    assert reply.verify_forwards == reply.encoder_forwards - 1 == -(-reply.output_tokens // VERIFY_RUN)
+    assert reply.tokens_per_forward == pytest.approx(reply.output_tokens / reply.verify_forwards, abs=1e-4)
     assert [r.iteration for r in result.trace] == [1, 2, 3]
 
 

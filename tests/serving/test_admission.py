@@ -41,6 +41,9 @@ class Gated:
         return self.eng.generate(messages, config, batch=batch, **kw)
 
 
+AR = {"agentkit": {"mode": "ar"}}
+
+
 def _client(app) -> httpx.AsyncClient:
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test", timeout=60)
 
@@ -96,18 +99,18 @@ async def test_a_request_over_the_work_bound_is_400_naming_it(engine):
 
 
 async def test_work_budget_429_with_retry_after_and_readiness_until_released(engine):
-    gated = Gated(engine)
+    gated = Gated(engine)  # AR requests: their work is max_tokens plus the prompt (verify's: x canvas_length)
     app = _app(gated, max_work=300, max_queue=4)
     async with _client(app) as c:
         assert (await c.get("/health/ready")).status_code == 200
-        first = asyncio_task(c.post("/v1/chat/completions", json={"model": "agentkit", "messages": MSG, "max_tokens": 250}))
+        first = asyncio_task(c.post("/v1/chat/completions", json={"model": "agentkit", "messages": MSG, "max_tokens": 250, **AR}))
         await wait_for(gated.entered.is_set)
-        second = await c.post("/v1/chat/completions", json={"model": "agentkit", "messages": MSG, "max_tokens": 100})
+        second = await c.post("/v1/chat/completions", json={"model": "agentkit", "messages": MSG, "max_tokens": 100, **AR})
         ready = await c.get("/health/ready")
         gated.gate.set()
         r1 = await first
         ready_after = await c.get("/health/ready")
-        third = await c.post("/v1/chat/completions", json={"model": "agentkit", "messages": MSG, "max_tokens": 4})
+        third = await c.post("/v1/chat/completions", json={"model": "agentkit", "messages": MSG, "max_tokens": 4, **AR})
     app.state.scheduler.close()
     assert second.status_code == 429 and second.json()["error"]["code"] == "work_budget_spent"
     assert int(second.headers["Retry-After"]) >= 1

@@ -43,5 +43,5 @@ async def test_requests_sharing_a_system_prompt_report_cached_tokens():
 
 
 def _counter(metrics: str) -> float:
-    line = next(ln for ln in metrics.splitlines() if ln.startswith('agentkit_cached_prompt_tokens_total{mode="ar"}'))
-    return float(line.split()[-1])
+    lines = [ln for ln in metrics.splitlines() if ln.startswith("agentkit_cached_prompt_tokens_total{")]  # by mode
+    return sum(float(ln.split()[-1]) for ln in lines)

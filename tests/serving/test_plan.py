@@ -36,14 +36,15 @@ def test_schema_routes_to_the_calibrated_mode_and_tools_are_described():
         "type": "integer"}}}))
     # a schema with no tool is an extraction: the extract step's calibrated mode, the server's default as the SDK's
     assert p.mode == step_mode("extract") == RoutingPolicy().extract
-    assert plan_request(_req()).mode == "ar"
+    assert plan_request(_req()).mode == step_mode("reply") == RoutingPolicy().reply  # free text: the reply step's
+    assert plan_request(_req(temperature=0.7)).mode == "ar"  # sampled: verify reproduces greedy AR only
     assert p.schema.kind == "response" and p.schema.schema == {"type": "integer"}
     p = plan_request(_req(tools=[TOOL], tool_choice="required", agentkit={"mode": "ar"}))
     assert p.mode == "ar" and p.tool_mode == "forced" and p.schema.kind == "tools" and p.tool_names == {"add"}
     assert '"name": "add"' in p.messages[0]["content"] and p.messages[0]["role"] == "system"
     p = plan_request(_req(tools=[TOOL]))  # auto: a choice decode over the tools plus "respond", then maybe text
     assert p.tool_mode == "auto" and p.schema.kind == "tools" and p.schema.no_call == "respond"
-    assert p.mode == step_mode("tool_call") and p.text_config.mode == "ar"
+    assert p.mode == step_mode("tool_call") and p.text_config.mode == step_mode("reply")
     assert '"respond"' in p.messages[0]["content"] and not any('"add"' in m["content"] for m in p.text_messages)
     assert plan_request(_req(tools=[TOOL]), default_mode="verify").mode == "verify"
 

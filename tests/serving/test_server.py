@@ -93,7 +93,7 @@ async def test_chat(app):
     assert d["choices"][0]["finish_reason"] in ("stop", "length")
     assert d["usage"]["completion_tokens"] == d["agentkit_stats"]["output_tokens"] <= 8
     st = d["agentkit_stats"]
-    assert st["mode"] == "ar" and st["batch_size"] == 1
+    assert st["mode"] == step_mode("reply") and st["batch_size"] == 1  # free text: the reply step's calibrated mode
     for k in ("forwards", "tokens_per_forward", "encoder_forwards", "decoder_forwards", "prefill_ms", "denoise_ms",
               "commit_ms", "latency_ms", "queue_ms"):
         assert k in st
@@ -390,7 +390,7 @@ def test_openai_client_round_trip(server):
     assert client.models.list().data[0].id
     r = client.chat.completions.create(model="agentkit", messages=MSG, max_tokens=8)
     assert isinstance(r.choices[0].message.content, str) and r.usage.completion_tokens > 0
-    assert r.model_extra["agentkit_stats"]["mode"] == "ar"
+    assert r.model_extra["agentkit_stats"]["mode"] == step_mode("reply")
     r = client.chat.completions.create(
         model="agentkit", messages=MSG, max_tokens=64, extra_body={"agentkit": {"mode": "diffusion", "canvas_length": 8}},
         response_format={"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON}})
