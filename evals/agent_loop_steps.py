@@ -1,5 +1,6 @@
 """Agent-loop runs compared by step kind: per mode, task success, calls and answers equal to a base mode's, and the
-p50 latency and mean forwards of all iterations, tool-call iterations and reply iterations, with each mode's ratio to
+p50 latency and mean forwards of all iterations, plan iterations (runs with ``Agent(plan=True)``), tool-call
+iterations and reply iterations, with each mode's ratio to
 the base. Several results files (one run split by ``--kinds``, say) are read as one.
 
     python evals/agent_loop_steps.py evals/results/drafter/agent_loop_sized_160.json --base ar \\
@@ -13,7 +14,8 @@ import json
 import statistics
 from pathlib import Path
 
-STEPS = {"all": lambda s: True, "tool_call": lambda s: s.startswith("tool_call"), "reply": lambda s: s == "reply"}
+STEPS = {"all": lambda s: True, "plan": lambda s: s == "plan", "tool_call": lambda s: s.startswith("tool_call"),
+         "reply": lambda s: s == "reply"}
 
 
 def rows_by_mode(paths: list[str]) -> dict[str, dict[str, dict]]:

@@ -188,7 +188,7 @@ def build_agent(root: str | os.PathLike[str] | None = None, model: Any = None, *
     ``model``: an Engine, a Generator (e.g. a scripted ``FunctionModel``) or an http(s) URL; default the
     embedded model, with exact prompt-prefix reuse (``EngineConfig.prefix_cache``, on by default: each step encodes only what the
     conversation gained since the last one). Each step kind takes its calibrated mode (``RoutingPolicy()``: on the
-    default model on a CPU, verify for tool calls, edits and the greedy closing summary, AR for the plan; ``routing``
+    default model on a CPU, verify for the plan, tool calls, edits and the greedy closing summary; ``routing``
     sends them elsewhere).
     Tools: ``list_files``, ``read_file``, ``apply_edits`` (templated), ``run_tests``; ``extra_tools`` adds
     ``search_text`` and ``write_file``. They are kept few and terse, and outputs short (``max_output_chars``),

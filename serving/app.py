@@ -12,8 +12,9 @@ Endpoints
   chunk). Any other top-level field is a 400 naming it.
   Extension field ``"agentkit": {"mode": "ar"|"diffusion"|"verify", "canvas_length", "max_denoising_steps",
   "sampler", "canvas": bool}`` (``extra_body={"agentkit": {...}}`` with the openai client). Without a mode the
-  server routes: structured output (a schema, json_object or a forced tool call) decodes in the calibrated mode
-  (``agentkit.calibration.structured_mode``, the SDK's default too), free text with ``ar`` (``default_mode`` overrides this). Every response carries ``usage`` and ``agentkit_stats``
+  server routes as the SDK does (``agentkit.calibration.step_mode``): a tool call in the ``tool_call`` step's calibrated
+  mode, a schema with no tool in the ``extract`` step's, free text in the ``reply`` step's; ``ar`` where that is verify
+  and the request samples, or where verify's work would pass ``max_request_work`` (``default_mode`` overrides this). Every response carries ``usage`` and ``agentkit_stats``
   (``DecodeStats.to_dict()`` plus ``queue_ms``, ``prepare_ms``, ``batch_size``, ``batch_size_max``, ``token_ids``).
 - ``POST /v1/completions`` (``serving/completions.py``) and ``POST /v1/responses`` (``serving/responses.py``): the
   same service, a raw prompt / the Responses API's items and events.

@@ -94,10 +94,17 @@ class ChatService:
         if req.logprobs and not isinstance(self.engine, Scoring):
             raise APIError(400, "logprobs: not available with this engine (it exposes no model backbone to score "
                                 "with)", param="logprobs", code="unsupported_parameter")
-        plan = plan_request(req, default_mode=self.cfg.default_mode, context=self.preparer.context,
-                            max_token_chars=self.max_token_chars, plain_weights=self.plain_weights)
+        plan = self._plan(req, self.cfg.default_mode)
+        asked = self.cfg.default_mode is not None or (req.agentkit is not None and req.agentkit.mode is not None)
+        if not asked and plan.config.mode != "ar" and estimate_work(plan, plan.prompt_chars) > self.cfg.max_request_work:
+            # the calibrated mode's work bound (max_tokens x its block) is over the request bound, AR's may not be
+            plan = self._plan(req, "ar")
         check_bounds(plan, self.cfg)
         return plan
+
+    def _plan(self, req: ChatRequest, default_mode: str | None) -> RequestPlan:
+        return plan_request(req, default_mode=default_mode, context=self.preparer.context,
+                            max_token_chars=self.max_token_chars, plain_weights=self.plain_weights)
 
     def check_n(self, n: int) -> None:
         if n > self.cfg.max_n:

@@ -50,7 +50,7 @@ def test_the_default_policy_uses_the_shipped_calibration():
     cal = C.load(None, "cpu")
     assert cal is not None, "no calibration shipped for the default model on CPU (agentkit calibrate)"
     policy = RoutingPolicy()
-    assert policy.plan == cal.structured and policy.reply == cal.mode_for("reply")
+    assert policy.plan == cal.mode_for("plan") and policy.reply == cal.mode_for("reply")
     assert policy.tool_call == cal.mode_for("tool_call") and policy.extract == cal.mode_for("extract")
     for step in (None, *cal.steps):
         results = cal.results if step is None else cal.steps[step]
@@ -78,7 +78,7 @@ def test_the_default_policy_routes_each_step_as_the_shipped_calibration_says():
     assert (policy.tool_input, policy.extract, policy.reply) == (
         cal.mode_for("tool_input"), cal.mode_for("extract"), cal.mode_for("reply"))
     assert _cal(ar=(0.4, 9, 3000), diffusion=(0.4, 6, 2000)).mode_for("reply") == "ar"  # unmeasured: never a canvas
-    assert policy.plan == cal.structured and policy.tool_call == cal.mode_for("tool_call")
+    assert policy.plan == cal.mode_for("plan") and policy.tool_call == cal.mode_for("tool_call")
 
 
 def test_a_steps_measurement_is_read_from_the_runs_that_made_it():
@@ -118,3 +118,11 @@ def test_reply_steps_are_grouped_by_the_mode_each_ran_in():
         {"framework": "smolagents", "mode": "default", "success": 1, "iter_ms": [1.0], "steps": ["reply"]}]}
     got = {r.mode: (r.n, r.success, r.forwards, r.p50_ms) for r in step_results(run, "reply")}
     assert got == {"ar": (3, 0.6667, 11, 420.0), "verify": (2, 0.5, 6, 305.0)}
+    with pytest.raises(InvalidRequestError, match="no plan iterations"):
+        step_results(run, "plan")
+    planned = {"suite": "agent-loop", "items": [
+        {"framework": "agentkit", "mode": m, "success": 1, "iter_ms": [ms, 900.0, 300.0], "iter_forwards": [fw, 9, 8],
+         "steps": ["plan", "tool_call:add", "reply"], "iter_modes": [m, m, "ar"]}
+        for m, ms, fw in (("ar", 700.0, 30), ("verify", 500.0, 14))]}
+    assert [(r.mode, r.forwards, r.p50_ms) for r in step_results(planned, "plan")] == [("ar", 30, 700.0),
+                                                                                       ("verify", 14, 500.0)]

@@ -49,9 +49,9 @@ def step_results(run: dict, step: str) -> list[ModeResult]:
     """A finished run's modes as ``step``'s calibration rows (:attr:`Calibration.steps`), the modes ``RoutingPolicy``
     can name only. An ``agentkit eval extract`` results file (success: field accuracy); an ``evals/drafter_verify.py``
     one with ``--lookup`` (ar-constrained as ``ar``, verify with lookup drafts as ``verify``; success: the share of
-    outputs equal to ar-constrained's); for ``reply``, an ``agentkit eval agent-loop`` one (its reply
+    outputs equal to ar-constrained's); for ``reply`` and ``plan``, an ``agentkit eval agent-loop`` one (that step's
     iterations by the mode each ran in, ``iter_modes``; in older runs ``default``'s as ``ar`` and ``drafter``'s as
-    ``verify``; success: those runs' task success; p50 and forwards: the reply iterations'). p50:
+    ``verify``; success: those runs' task success; p50 and forwards: the step's iterations'). p50:
     complete-request latency."""
     from ..config import MODES
 
@@ -59,37 +59,42 @@ def step_results(run: dict, step: str) -> list[ModeResult]:
         return [ModeResult(m, s["items"], s["field_accuracy"],
                            round(statistics.mean(r["forwards"] for r in run["results"][m]), 2), s["p50_ms"])
                 for m, s in run["summary"].items() if m in MODES]
-    if run.get("suite") == "agent-loop" and step == "reply":
-        return _agent_loop_replies(run)
+    if run.get("suite") == "agent-loop" and step in AGENT_LOOP_STEPS:
+        return _agent_loop_steps(run, step)
     if "ar-constrained" in run.get("summary", {}) and "verify-lookup" in run["summary"]:
         n, sm = run["n"], run["summary"]
         return [ModeResult("ar", n, 1.0, sm["ar-constrained"]["forwards_mean"], sm["ar-constrained"]["latency_ms_p50"]),
                 ModeResult("verify", n, round(run["equal"]["verify-lookup"] / n, 4), sm["verify-lookup"]["forwards_mean"],
                            sm["verify-lookup"]["latency_ms_p50"])]
     raise InvalidRequestError(f"not a finished run that measures the {step!r} step: `agentkit eval extract`, "
-                              "evals/drafter_verify.py with --lookup, or (reply) `agentkit eval agent-loop`")
+                              "evals/drafter_verify.py with --lookup, or (reply, plan) an agent-loop run")
 
 
+AGENT_LOOP_STEPS = ("reply", "plan")  # step kinds an agent-loop run measures (plans: with Agent(plan=True))
 # the mode the reply steps of each agent-loop mode ran in, for runs that did not record ``iter_modes`` (before
 # replies were calibrated to verify)
 AGENT_LOOP_REPLY_MODES = {"default": "ar", "drafter": "verify"}
 
 
-def _agent_loop_replies(run: dict) -> list[ModeResult]:
-    """Each decoding mode's reply steps, over the agentkit rows of the run: their p50 and forwards, and the task
-    success of the runs they ended (a run counted once per mode its replies ran in)."""
+def _agent_loop_steps(run: dict, step: str) -> list[ModeResult]:
+    """Each decoding mode's ``step`` iterations, over the agentkit rows of the run: their p50 and forwards, and the
+    task success of the runs they were in (a run counted once per mode its ``step`` iterations ran in)."""
     rows = [r for r in run["items"] if r["framework"] == "agentkit"]
-    if not any("iter_modes" in r for r in rows):
+    if step == "reply" and not any("iter_modes" in r for r in rows):
         rows = [dict(r, iter_modes=[AGENT_LOOP_REPLY_MODES[r["mode"]]] * len(r["iter_ms"]))
                 for r in rows if r["mode"] in AGENT_LOOP_REPLY_MODES]
     by_mode: dict[str, tuple[list, list]] = {}
     for r in rows:
         fws = r.get("iter_forwards") or [None] * len(r["iter_ms"])
-        replies = [(ms, fw, m) for ms, fw, m, s in zip(r["iter_ms"], fws, r["iter_modes"], r["steps"]) if s == "reply"]
+        replies = [(ms, fw, m) for ms, fw, m, s in zip(r["iter_ms"], fws, r.get("iter_modes", ()), r["steps"])
+                   if s == step]
         for m in dict.fromkeys(m for _, _, m in replies):
             runs, steps = by_mode.setdefault(m, ([], []))
             runs.append(float(r["success"]))
             steps += [(ms, fw) for ms, fw, mm in replies if mm == m]
+    if not by_mode:
+        raise InvalidRequestError(f"the agent-loop run has no {step} iterations (plans: a run with Agent(plan=True), "
+                                  "evals/plan_steps.py)")
     return [ModeResult(m, len(runs), round(statistics.mean(runs), 4),
                        round(statistics.mean(fw for _, fw in steps), 2) if all(fw is not None for _, fw in steps)
                        else None, round(statistics.median(ms for ms, _ in steps), 1))

@@ -4,7 +4,7 @@ import json
 import pytest
 from pydantic import BaseModel
 
-from agentkit.calibration import step_mode, structured_mode
+from agentkit.calibration import step_mode
 from agentkit.config import DecodeConfig
 from agentkit.constrain.nodes import Choice, Lit, Seq
 from agentkit.errors import UnexpectedModelBehavior, UsageLimitExceeded, UserError
@@ -249,10 +249,10 @@ async def test_routing_default_per_agent_and_per_call():
         return [r.mode for r in result.trace]
 
     default = RoutingPolicy()
-    # each step kind defaults to the calibrated mode of the default model on CPU (structured steps in general, or
-    # the step's own measurement: a tool call, a templated tool's input, extraction, the reply)
+    # each step kind defaults to the calibrated mode of the default model on CPU (the step's own measurement: a plan,
+    # a tool call, a templated tool's input, extraction, the reply; else structured steps' in general)
     assert (default.plan, default.tool_call, default.tool_input, default.extract, default.reply) == (
-        structured_mode(), step_mode("tool_call"), step_mode("tool_input"), step_mode("extract"), step_mode("reply"))
+        step_mode("plan"), step_mode("tool_call"), step_mode("tool_input"), step_mode("extract"), step_mode("reply"))
     agent = Agent(TestModel(), tools=[add], plan=True)
     assert modes(await agent.run("x")) == [default.plan, default.tool_call, default.tool_call, default.reply]
     diffusion_agent = Agent(TestModel(), tools=[add], plan=True, routing=RoutingPolicy(tool_call="diffusion"))

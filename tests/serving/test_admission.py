@@ -98,6 +98,23 @@ async def test_a_request_over_the_work_bound_is_400_naming_it(engine):
     assert ok.status_code == 200, ok.text
 
 
+
+async def test_a_calibrated_verify_over_the_work_bound_decodes_in_ar(engine):
+    from agentkit.calibration import step_mode
+
+    assert step_mode("reply") == "verify"  # a greedy free-text reply's calibrated mode (the shipped calibration)
+    app = _app(engine, max_request_work=1000)
+    async with _client(app) as c:
+        body = {"model": "agentkit", "messages": MSG, "max_tokens": 40}  # verify: 40 x 32 > 1000; AR: 40 + prompt
+        auto = await c.post("/v1/chat/completions", json=body)
+        short = await c.post("/v1/chat/completions", json={**body, "max_tokens": 8})  # 8 x 32 fits: verify
+        asked = await c.post("/v1/chat/completions", json={**body, "agentkit": {"mode": "verify"}})
+    app.state.scheduler.close()
+    assert auto.status_code == 200 and auto.json()["agentkit_stats"]["mode"] == "ar"
+    assert short.status_code == 200 and short.json()["agentkit_stats"]["mode"] == "verify"
+    assert asked.status_code == 400 and asked.json()["error"]["limit"] == "max_request_work"  # a mode asked for is kept
+
+
 async def test_work_budget_429_with_retry_after_and_readiness_until_released(engine):
     gated = Gated(engine)  # AR requests: their work is max_tokens plus the prompt (verify's: x canvas_length)
     app = _app(gated, max_work=300, max_queue=4)
