@@ -178,7 +178,7 @@ def test_scale_down_drains_in_flight_requests(url):
     from agentkit.serving.ray_serve import application
     from ray import serve
 
-    body = {**BODY, "max_tokens": 128}
+    body = {**BODY, "max_tokens": 128, "agentkit": {"mode": "ar"}}  # AR: a token a forward, still running at 0.3 s
     port = int(url.rsplit(":", 1)[1])
 
     async def scale_down() -> None:
