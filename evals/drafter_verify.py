@@ -168,6 +168,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--prefix-cache", action="store_true",
                     help="keep the engine's prefix cache on (a later mode then reuses the first mode's prompt pass)")
+    ap.add_argument("--row-exact", default="auto", choices=["auto", "off"],
+                    help="EngineConfig.row_exact: off checks a block in one pass (outputs may part at near ties)")
     ap.add_argument("--calibrate", default=None, metavar="STEP",
                     help="write the run into the shipped calibration as this step kind's measurement (with --lookup)")
     ap.add_argument("--out", required=True)
@@ -186,7 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     from agentkit.engine.ties import first_difference
     from agentkit.errors import UserError
 
-    engine = Engine(EngineConfig(threads=args.threads, drafter_path=args.drafter, prefix_cache=args.prefix_cache))
+    engine = Engine(EngineConfig(threads=args.threads, drafter_path=args.drafter, prefix_cache=args.prefix_cache,
+                                 row_exact=args.row_exact))
     modes = [("ar-constrained", "ar", "lookup"), ("verify-drafter", "verify", "drafter")]
     if args.lookup:
         modes.append(("verify-lookup", "verify", "lookup"))
