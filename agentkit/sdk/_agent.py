@@ -380,7 +380,7 @@ class Agent(Generic[DepsT, OutputT]):
         values ``sources`` give, ``agentkit.steps.arguments``), the strict call reader, the repeat rule."""
         ask = None
         if self._scorer is not None:
-            chat, no_call = decide_.decision_chat(to_chat(run.messages), run.instructions, offered)
+            chat, no_call = decide_.decision_chat(to_chat(decide_.without_plan(run.messages)), run.instructions, offered)
             retry = self.after_failure == "retry" and decide_.retrying(run.messages, run.tool_failures, offered)
             ask = decide_.decision_ask(
                 self._scorer, chat, [t.name for t in choosable], run.settings.get("json_style", steps.STYLE),

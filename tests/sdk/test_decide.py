@@ -107,6 +107,26 @@ async def test_agent_with_a_scorer_calls_then_answers_in_two_iterations():
     assert steps[0][1] == {"double": double.call_schema}  # only the picked tool's template: no final_answer option
 
 
+async def test_the_decision_scores_the_conversation_without_the_plan():
+    seen = []
+
+    class Recording(ScoringModel):
+        async def name_scores(self, messages, names, head):
+            seen.append([m["content"] for m in messages])
+            return await super().name_scores(messages, names, head)
+
+    def fn(messages, info):
+        if info.step == "plan":
+            return {"steps": ["answer from memory"]}
+        return {"name": "double", "arguments": {"x": 21}} if info.step == "tool_call" else "It is 42."
+
+    result = await Agent(Recording(fn), tools=[double], plan=True).run("Double 21")
+    assert [(r.step, r.tool) for r in result.trace] == [("plan", None), ("tool_call", "double"), ("reply", None)]
+    plan_turn = [m.parts[0].content for m in result.all_messages()[1:3]]  # the plan's answer and "Carry out the plan."
+    assert "Carry out the plan." in plan_turn
+    assert seen and not any(t in s for s in seen for t in plan_turn)  # in the call's and reply's view, not here
+
+
 def test_null_scores_keep_the_most_recent_entries():
     null = d.NullScores(size=2)
     for i in range(3):
