@@ -262,8 +262,9 @@ def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: 
         schema = dataclasses.replace(schema, source=source or None, grounded=ext.grounded)
     tool_mode: Literal["none", "forced", "auto"] = "forced" if forced else ("auto" if auto else "none")
     # a schema with no tool: an extraction; a mode asked for is kept (verify with a temperature: an error)
-    calibrated = sampled_mode(step_mode("tool_call" if tool_mode != "none" else "extract"), req.temperature or 0.0)
-    text_mode = ext.mode or default_mode or sampled_mode(step_mode("reply"), req.temperature or 0.0)
+    temperature = req.temperature or 0.0
+    calibrated = sampled_mode(step_mode("tool_call" if tool_mode != "none" else "extract"), temperature)
+    text_mode = ext.mode or default_mode or sampled_mode(step_mode("reply"), temperature)
     mode = (ext.mode or default_mode or calibrated) if schema is not None else text_mode
     names = frozenset(t.function.name for t in (forced or tools)) if tool_mode != "none" else frozenset()
     arguments: ArgumentSources | None = None

@@ -86,12 +86,12 @@ def _agent_loop_steps(run: dict, step: str) -> list[ModeResult]:
     by_mode: dict[str, tuple[list, list]] = {}
     for r in rows:
         fws = r.get("iter_forwards") or [None] * len(r["iter_ms"])
-        replies = [(ms, fw, m) for ms, fw, m, s in zip(r["iter_ms"], fws, r.get("iter_modes", ()), r["steps"])
-                   if s == step]
-        for m in dict.fromkeys(m for _, _, m in replies):
+        taken = [(ms, fw, m) for ms, fw, m, s in zip(r["iter_ms"], fws, r.get("iter_modes", ()), r["steps"])
+                 if s == step]
+        for m in dict.fromkeys(m for _, _, m in taken):
             runs, steps = by_mode.setdefault(m, ([], []))
             runs.append(float(r["success"]))
-            steps += [(ms, fw) for ms, fw, mm in replies if mm == m]
+            steps += [(ms, fw) for ms, fw, mm in taken if mm == m]
     if not by_mode:
         raise InvalidRequestError(f"the agent-loop run has no {step} iterations (plans: a run with Agent(plan=True), "
                                   "evals/plan_steps.py)")

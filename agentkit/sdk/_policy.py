@@ -23,9 +23,9 @@ class RoutingPolicy:
     """The decoding mode of each step kind, as the calibration of the default model on CPU chose it
     (``agentkit/calibration.py``, ``step_mode``): a step kind measured on its own requests (``tool_call``: BFCL's
     questions; ``extract``: users' texts; ``tool_input``: SEARCH/REPLACE edits; ``plan`` and ``reply``: the agent
-    loop's tasks) takes that run's choice, other structured steps the mode measured
-    fastest at equal success, replies their own measurement's (the agent loop's reply steps: ``verify`` for the
-    default model on CPU) or AR (``"ar"`` with a warning when no calibration file is found).
+    loop's tasks) takes that run's choice; a structured step kind not measured on its own takes the mode measured
+    fastest at equal success on BFCL, a reply AR (``"ar"`` for every step, with a warning, when no calibration file
+    is found).
     ``RoutingPolicy.calibrated(model, device)`` reads another calibration. A step routed to ``verify`` that samples
     (``temperature > 0``) decodes in ``ar``: verify reproduces greedy AR only (``calibration.sampled_mode``)."""
 
