@@ -128,7 +128,7 @@ def test_killing_a_replica_mid_load(url):
     # 64 tokens keep each request in flight >= 0.1 s (the victim holds a queue of them when the kill lands) while the
     # survivor's whole share stays well inside TIMEOUT_S on a loaded machine: at 256 tokens 32 requests on one tiny
     # replica took ~14 s on a quiet 2-core box and CI's loaded run passed 20 s (504s from the survivor, not the kill).
-    body = {**BODY, "max_tokens": 64}
+    body = {**BODY, "max_tokens": 64, "agentkit": {"mode": "ar"}}  # AR: a token a forward (greedy free text is verify)
     killed: list[str] = []
 
     async def kill_soon() -> None:
