@@ -108,6 +108,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--split", default="dev", help="a split or several, comma-separated (dev,held_out,fresh)")
     ap.add_argument("--lora", default=None)
+    ap.add_argument("--decision-prompt", default=None, help="the decision's system prompt "
+                    "(agentkit.sdk._decide.DECISION_PROMPTS; default: the SDK's DECISION_PROMPT)")
     ap.add_argument("--out", required=True, help="the scores and the table (an existing file: its scores rescored)")
     args = ap.parse_args()
     import torch
@@ -116,6 +118,12 @@ def main() -> None:
     from agentkit.sdk import Tool
 
     torch.set_num_threads(1)
+    if args.decision_prompt is not None:
+        from agentkit.sdk import _decide as decide_
+
+        if args.decision_prompt not in decide_.DECISION_PROMPTS:
+            ap.error(f"--decision-prompt must be one of {decide_.DECISION_PROMPTS}")
+        decide_.DECISION_PROMPT = args.decision_prompt
     out = Path(args.out)
     rows = json.loads(out.read_text())["rows"] if out.is_file() else []  # a rerun rescores the saved scores
     tools = [Tool(f) for f in TOOLS]

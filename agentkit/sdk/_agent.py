@@ -23,13 +23,7 @@ from ..config import DecodeConfig, Mode
 from ..constrain.nodes import Template
 from ..engine.faces import plain_weights
 from ..engine.stats import GenerationResult
-from ..errors import (
-    AgentRunError,
-    ModelRetry,
-    UnexpectedModelBehavior,
-    UsageLimitExceeded,
-    UserError,
-)
+from ..errors import AgentRunError, ModelRetry, UnexpectedModelBehavior, UsageLimitExceeded, UserError
 from ..settings import BY_NAME as SETTING
 from ..steps import kinds as steps
 from ..steps.arguments import ArgumentSources, choosable_tools
@@ -347,7 +341,9 @@ class Agent(Generic[DepsT, OutputT]):
                 template, compile_ms = self._templates.call_template(
                     request.tool, run.settings.get("json_style", steps.STYLE),
                     bool(run.settings.get("open_objects", False)), self._max_calls(run, request.tool), sources)
-            made[:] = await self._generate(run, "tool_call", None, template, compile_ms)
+            chat = None if request.tool is None or self._scorer is None else decide_.call_chat(
+                to_chat(run.messages), run.instructions, offered)  # "shared": the decision's prompt, cached
+            made[:] = await self._generate(run, "tool_call", None, template, compile_ms, chat=chat)
             return made[0]
 
         out = await drive_async(tool_step(self._step_rules(run, offered, choosable, sources)), answer)

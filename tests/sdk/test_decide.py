@@ -127,6 +127,32 @@ async def test_the_decision_scores_the_conversation_without_the_plan():
     assert seen and not any(t in s for s in seen for t in plan_turn)  # in the call's and reply's view, not here
 
 
+@pytest.mark.parametrize("prompt", ["shared", "choice"])
+async def test_a_chosen_call_is_decoded_on_the_decisions_prompt_when_shared(monkeypatch, prompt):
+    monkeypatch.setattr(d, "DECISION_PROMPT", prompt)
+    scored, decoded = [], []
+
+    class Recording(ScoringModel):
+        async def name_scores(self, messages, names, head):
+            scored.append(messages)
+            return await super().name_scores(messages, names, head)
+
+    def fn(messages, info):
+        decoded.append((info.step, messages))
+        return {"name": "double", "arguments": {"x": 21}} if info.step == "tool_call" else "It is 42."
+
+    result = await Agent(Recording(fn), tools=[double]).run("Double 21")
+    assert result.output == "It is 42."
+    call_chat = next(m for step, m in decoded if step == "tool_call")
+    assert '"respond"' in scored[0][0]["content"]
+    assert ("For example" in scored[0][0]["content"]) == (prompt == "shared")  # the worked example, for the call
+    if prompt == "shared":  # the same messages: the call's prompt pass reuses the decision's keys and values
+        assert call_chat == scored[0]
+    else:  # the tool step's own system prompt (final_answer to stop), the same conversation after it
+        assert call_chat[0] != scored[0][0] and "final_answer" in call_chat[0]["content"]
+        assert call_chat[1:] == scored[0][1:]
+
+
 def test_null_scores_keep_the_most_recent_entries():
     null = d.NullScores(size=2)
     for i in range(3):

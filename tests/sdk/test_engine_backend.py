@@ -119,6 +119,9 @@ async def test_scores_decide_call_or_answer_on_tiny_engine(tiny, monkeypatch, ca
         picked = max(("add", "shout"), key=lambda n: scores[n] - (null[n] if null is not None else 0.0))
         assert (first.step, first.tool) == ("tool_call", picked) and first.error is None
         assert first.decision["tool"] == picked
+        # the call decodes on the decision's prompt (_decide.DECISION_PROMPT "shared"): the prefix cache holds all
+        # of it but the assistant's header, which the decision's scores read after the header and the call's head
+        assert first.prompt_tokens - first.cached_prompt_tokens <= 16 < first.prompt_tokens
     else:
         assert (first.step, first.tool) == ("reply", None) and len(trace) == 1
     by_options = {}
