@@ -34,8 +34,8 @@ from ._generator import NameScorer
 from ._messages import ModelMessage, RetryPromptPart
 
 __all__ = ["AFTER_FAILURE_RULES", "AFTER_RESULT", "AFTER_RESULT_RULES", "DECIDE", "DECISION_PROMPT",
-           "DECISION_PROMPTS", "Decide", "Decision", "NullScores", "call_chat", "check", "decide_step", "decides_calibrated",
-           "decision_ask", "decision_chat", "retrying", "scorer_of", "without_plan"]
+           "DECISION_PROMPTS", "Decide", "Decision", "NullScores", "call_chat", "check", "decide_step",
+           "decides_calibrated", "decision_ask", "decision_chat", "retrying", "scorer_of", "without_plan"]
 
 Decide = Literal["scores", "decode"]
 DECIDE: tuple[str, ...] = ("scores", "decode")
@@ -69,8 +69,8 @@ AFTER_RESULT = "exclude_moved"
 # The decision's view of the system prompt: "full" (the tool step's, with the worked example), "no_example" (the
 # same without it), "choice" (the server's tool_choice prompt, agentkit.toolcall.choice_prompt, whose no-call
 # option is "respond" instead of final_answer), or "shared": the choice prompt with the worked example, and the
-# call decoded on it too (call_chat), so the call's prompt pass reuses the decision's
-# keys and values (the prefix cache) instead of encoding the tools a second time.
+# call decoded on it too (call_chat), so the call's prompt pass reuses the decision's keys and values (the prefix
+# cache) instead of encoding the tools a second time.
 # "choice" on the same 30 tasks (evals/results/agent_loop/decide_exclude_moved*.json): no-tool tasks answered without a
 # tool 8 of 8 against 3 of 8 ("full") and 4 of 8 ("no_example"), the same right first calls (0.27), 1.97 iterations
 # a run against 2.47, task success 4 of 30 against 1.
