@@ -67,9 +67,9 @@ def no_call_name(tool_names: Sequence[str] | frozenset[str]) -> str:
 def choice_prompt(specs: Sequence[dict], no_call: str | None = None, *, example: bool = False) -> str:
     """The system text for deciding whether (and which tool) to call: the tools (one JSON spec a line, spaced) and
     the call format, then with ``no_call`` how to choose no call, then with ``example`` :data:`CALL_EXAMPLE`. The
-    server's ``tool_choice`` prompt (no example) and the SDK's decision and call by scores (with the example,
-    ``agentkit/sdk/_decide.py``). Measured against :func:`tools_prompt` for the decision: the server's auto
-    decision right 0.80 against 0.60 (``evals/tool_choice_server.py --n 20``)."""
+    server's ``tool_choice`` prompt and the SDK's decision by scores (no example; ``agentkit/sdk/_decide.py``, whose
+    measured alternatives use the example). Measured against :func:`tools_prompt` for the decision: the server's
+    auto decision right 0.80 against 0.60 (``evals/tool_choice_server.py --n 20``)."""
     desc = "\n".join(json.dumps(s) for s in specs)
     text = ("You can call these tools. To call one, reply with only a JSON object "
             '{"name": "<tool name>", "arguments": {...}}.\n' + desc)

@@ -1,10 +1,11 @@
-"""The tool step's decision prompt (``agentkit.sdk._decide.DECISION_PROMPT``) compared in the real loop: the
+"""The tool step's decision and call prompts (``agentkit.sdk._decide.DECISION_PROMPT``, ``CALL_PROMPT``) compared
+in the real loop: the
 agent-loop benchmark's tasks, each run in the default mode once per prompt, interleaved task by task (the order
 rotates) on one engine whose prefix cache is emptied before each run. A row's ``mode`` is its prompt, so
-``python evals/agent_loop_steps.py OUT --base choice`` compares the iterations by step, and
+``python evals/agent_loop_steps.py OUT --base choice/tool_step`` compares the iterations by step, and
 ``python evals/paired_agent_loop.py OUT OUT --mode ...`` cannot (one file): the summary here pairs them.
 
-    python evals/decision_prompts.py --data evals/agent_loop/tasks.jsonl --prompts choice,shared --out out/dp.json
+    python evals/decision_prompts.py --data evals/agent_loop/tasks.jsonl --prompts choice/tool_step,shared --out out/dp.json
     python evals/decision_prompts.py --merge out/dp_one.json out/dp_two.json --out out/dp.json   # runs split by kind
 """
 
@@ -69,17 +70,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", default="evals/agent_loop/tasks.jsonl", help="an agent-loop task file")
     ap.add_argument("--kinds", default=None, help="comma-separated task kinds (default all)")
     ap.add_argument("--limit", type=int, default=None)
-    ap.add_argument("--prompts", default="choice,shared", help=f"of {', '.join(decide.DECISION_PROMPTS)}; the first "
-                    "is the base of the comparison")
+    ap.add_argument("--prompts", default="choice/tool_step,choice/choice_example",
+                    help=f"DECISION[/CALL] each (DECISION of {', '.join(decide.DECISION_PROMPTS)}, CALL of "
+                    f"{', '.join(decide.CALL_PROMPTS)}; default {decide.CALL_PROMPT}); the first is the base")
     ap.add_argument("--out", required=True)
     ap.add_argument("--merge", nargs="+", default=None, help="result files of runs split by task kind, merged")
     args = ap.parse_args(argv)
     if args.merge:
         return merge(args.merge, args.out)
     prompts = args.prompts.split(",")
-    bad = [p for p in prompts if p not in decide.DECISION_PROMPTS]
+    pairs_ = {p: (p.split("/") + [decide.CALL_PROMPT])[:2] for p in prompts}
+    bad = [p for p, (d, c) in pairs_.items() if d not in decide.DECISION_PROMPTS or c not in decide.CALL_PROMPTS]
     if bad:
-        ap.error(f"unknown prompt(s) {bad}; the prompts are {', '.join(decide.DECISION_PROMPTS)}")
+        ap.error(f"unknown prompt(s) {bad}: DECISION[/CALL], of {', '.join(decide.DECISION_PROMPTS)} and "
+                 f"{', '.join(decide.CALL_PROMPTS)}")
     tasks = load(args.data, kinds=args.kinds.split(",") if args.kinds else None, limit=args.limit)
     engine = default_engine()
     command = "python evals/decision_prompts.py " + " ".join(sys.argv[1:] if argv is None else argv)
@@ -89,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     for i, task in enumerate(tasks):
         for p in prompts[i % len(prompts):] + prompts[: i % len(prompts)]:
             engine.prefixes.clear()  # else a task's second run reuses the first one's prompts
-            decide.DECISION_PROMPT = p
+            decide.DECISION_PROMPT, decide.CALL_PROMPT = pairs_[p]
             row = run_agentkit(task, engine, "default")
             result["items"].append({**row, "mode": p})
             print(f"[{p}] {task.id} success={row['success']} iters={row['iterations']} {row['run_ms'] / 1000:.1f}s",

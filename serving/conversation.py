@@ -72,9 +72,9 @@ def message_texts(req: ChatRequest) -> list[str]:
 
 def describe_tools(tools: list[ToolDef], no_call: str | None = None) -> str:
     """The system-message text listing the tools and the call format and, with ``no_call``, how to choose no call
-    (:func:`agentkit.toolcall.choice_prompt`; the SDK's decision and call prompt is the same with a worked example).
-    BFCL's prompt with its worked example (``tools_prompt``, the SDK's call prompt without a scorer) was measured
-    here (``evals/tool_choice_server.py --n 20``, ``evals/results/serving/tool_choice_bfcl_prompt.json``): auto's decision right 0.60 against 0.80, "required" the
+    (:func:`agentkit.toolcall.choice_prompt`, the SDK's decision prompt too). BFCL's prompt with its worked example
+    (``tools_prompt``, the SDK's call prompt) was measured here (``evals/tool_choice_server.py --n 20``,
+    ``evals/results/serving/tool_choice_bfcl_prompt.json``): auto's decision right 0.60 against 0.80, "required" the
     same (right function 0.95, BFCL success 0.75)."""
     return choice_prompt([{"name": t.function.name, "description": t.function.description or "",
                            "parameters": t.function.parameters or EMPTY_PARAMETERS} for t in tools], no_call)

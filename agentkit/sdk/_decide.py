@@ -33,8 +33,8 @@ from ..toolcall import choice_prompt, no_call_name
 from ._generator import NameScorer
 from ._messages import ModelMessage, RetryPromptPart
 
-__all__ = ["AFTER_FAILURE_RULES", "AFTER_RESULT", "AFTER_RESULT_RULES", "DECIDE", "DECISION_PROMPT",
-           "DECISION_PROMPTS", "Decide", "Decision", "NullScores", "call_chat", "check", "decide_step",
+__all__ = ["AFTER_FAILURE_RULES", "AFTER_RESULT", "AFTER_RESULT_RULES", "CALL_PROMPT", "CALL_PROMPTS", "DECIDE",
+           "DECISION_PROMPT", "DECISION_PROMPTS", "Decide", "Decision", "NullScores", "call_chat", "check", "decide_step",
            "decides_calibrated", "decision_ask", "decision_chat", "retrying", "scorer_of", "without_plan"]
 
 Decide = Literal["scores", "decode"]
@@ -68,17 +68,22 @@ def scorer_of(generator: Any, value: Decide) -> NameScorer | None:
 AFTER_RESULT = "exclude_moved"
 # The decision's view of the system prompt: "full" (the tool step's, with the worked example), "no_example" (the
 # same without it), "choice" (the server's tool_choice prompt, agentkit.toolcall.choice_prompt, whose no-call
-# option is "respond" instead of final_answer), or "shared": the choice prompt with the worked example, and the
-# call decoded on it too (call_chat), so the call's prompt pass reuses the decision's keys and values (the prefix
-# cache) instead of encoding the tools a second time.
+# option is "respond" instead of final_answer), or "shared": the choice prompt with the worked example, the call's
+# "choice_example" prompt (CALL_PROMPT).
 # "choice" on the same 30 tasks (evals/results/agent_loop/decide_exclude_moved*.json): no-tool tasks answered without a
 # tool 8 of 8 against 3 of 8 ("full") and 4 of 8 ("no_example"), the same right first calls (0.27), 1.97 iterations
 # a run against 2.47, task success 4 of 30 against 1.
-# "shared" against "choice" (python evals/decision_prompts.py, docs/agent_loop.md): tool-call iterations 0.75x and
-# 0.67x their p50 on the 160 tasks and the 220 held-out ones, task success 0.531 against 0.544 and 0.700 against
-# 0.686
 DECISION_PROMPTS = ("full", "no_example", "choice", "shared")
-DECISION_PROMPT = "shared"
+DECISION_PROMPT = "choice"
+# The prompt a call the decision by scores chose is decoded on: "tool_step" (the tool step's own,
+# agentkit.toolcall.tools_prompt) or "choice_example" (call_chat: the "choice" text and the worked example, whose
+# prompt pass reuses the decision's pieces up to where they part, or all of them with the decision on "shared").
+# On the 160 tasks (python evals/decision_prompts.py, docs/agent_loop.md) "choice_example" after a "choice" decision:
+# task success 0.519 against 0.544, tool-call iterations 0.909x; after a "shared" decision, 0.531 and
+# 0.751x (0.700 against 0.686 held out), but with the example in its view the decision called a tool on everyday
+# requests that need none (python evals/everyday_requests.py)
+CALL_PROMPTS = ("tool_step", "choice_example")
+CALL_PROMPT = "tool_step"
 # After a tool call failed (``ModelRetry``, an exception, invalid arguments): "retry", the step calls a tool (the one
 # the model scores highest, the failed one among them) while that tool has retries left (``Tool.retries``), as the
 # retry prompt asks; "decide", the first step's rule (the model may answer instead)
@@ -93,18 +98,25 @@ def decision_chat(chat: list[dict[str, str]], instructions: str | None,
         return chat, FINAL_ANSWER
     if DECISION_PROMPT == "no_example":
         return [{"role": "system", "content": system_prompt(instructions, tools, False)}, *chat[1:]], FINAL_ANSWER
+    return _choice_chat(chat, instructions, tools, example=DECISION_PROMPT == "shared")
+
+
+def _choice_chat(chat: list[dict[str, str]], instructions: str | None, tools: list[Any],
+                 example: bool) -> tuple[list[dict[str, str]], str]:
     no_call = no_call_name([t.name for t in tools])
-    shared = DECISION_PROMPT == "shared"
-    text = choice_prompt([t.spec for t in tools], no_call, example=shared)
+    text = choice_prompt([t.spec for t in tools], no_call, example=example)
     system = f"{instructions}\n\n{text}" if instructions else text
     return [{"role": "system", "content": system}, *chat[1:]], no_call
 
 
 def call_chat(chat: list[dict[str, str]], instructions: str | None, tools: list[Any]) -> list[dict[str, str]] | None:
-    """The messages a call the decision by scores chose is decoded on: with :data:`DECISION_PROMPT` ``"shared"``
-    the decision's (its system message; ``chat`` with the plan, if any, in view), so the prefix cache holds all of
-    the call's prompt but its last message header; else None (the tool step's own chat)."""
-    return decision_chat(chat, instructions, tools)[0] if DECISION_PROMPT == "shared" else None
+    """The messages a call the decision by scores chose is decoded on (``chat`` with the plan, if any, in view):
+    with :data:`CALL_PROMPT` ``"choice_example"`` the ``tool_choice`` prompt with the worked example, whose system
+    text starts with the ``"choice"`` decision's, so the prefix cache holds the prompt's whole pieces up to where
+    they part; else None (the tool step's own chat)."""
+    if CALL_PROMPT != "choice_example" or not chat or chat[0]["role"] != "system":
+        return None
+    return _choice_chat(chat, instructions, tools, example=True)[0]
 
 
 def without_plan(messages: list[ModelMessage]) -> list[ModelMessage]:

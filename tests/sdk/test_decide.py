@@ -127,9 +127,11 @@ async def test_the_decision_scores_the_conversation_without_the_plan():
     assert seen and not any(t in s for s in seen for t in plan_turn)  # in the call's and reply's view, not here
 
 
-@pytest.mark.parametrize("prompt", ["shared", "choice"])
-async def test_a_chosen_call_is_decoded_on_the_decisions_prompt_when_shared(monkeypatch, prompt):
-    monkeypatch.setattr(d, "DECISION_PROMPT", prompt)
+@pytest.mark.parametrize("decision, call", [("choice", "choice_example"), ("shared", "choice_example"),
+                                            ("choice", "tool_step")])
+async def test_a_chosen_call_is_decoded_on_a_prompt_that_starts_as_the_decisions(monkeypatch, decision, call):
+    monkeypatch.setattr(d, "DECISION_PROMPT", decision)
+    monkeypatch.setattr(d, "CALL_PROMPT", call)
     scored, decoded = [], []
 
     class Recording(ScoringModel):
@@ -144,13 +146,13 @@ async def test_a_chosen_call_is_decoded_on_the_decisions_prompt_when_shared(monk
     result = await Agent(Recording(fn), tools=[double]).run("Double 21")
     assert result.output == "It is 42."
     call_chat = next(m for step, m in decoded if step == "tool_call")
-    assert '"respond"' in scored[0][0]["content"]
-    assert ("For example" in scored[0][0]["content"]) == (prompt == "shared")  # the worked example, for the call
-    if prompt == "shared":  # the same messages: the call's prompt pass reuses the decision's keys and values
-        assert call_chat == scored[0]
-    else:  # the tool step's own system prompt (final_answer to stop), the same conversation after it
-        assert call_chat[0] != scored[0][0] and "final_answer" in call_chat[0]["content"]
-        assert call_chat[1:] == scored[0][1:]
+    decided, called = scored[0][0]["content"], call_chat[0]["content"]
+    assert '"respond"' in decided and ("For example" in decided) == (decision == "shared")
+    assert call_chat[1:] == scored[0][1:]  # the same conversation after the system message
+    if call == "tool_step":  # the tool step's own system prompt (final_answer to stop)
+        assert not called.startswith(decided) and "final_answer" in called
+    else:  # the decision's text, then the worked example: the prefix cache holds the pieces they share
+        assert called.startswith(decided) and "For example" in called
 
 
 def test_null_scores_keep_the_most_recent_entries():

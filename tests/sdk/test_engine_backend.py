@@ -119,11 +119,33 @@ async def test_scores_decide_call_or_answer_on_tiny_engine(tiny, monkeypatch, ca
         picked = max(("add", "shout"), key=lambda n: scores[n] - (null[n] if null is not None else 0.0))
         assert (first.step, first.tool) == ("tool_call", picked) and first.error is None
         assert first.decision["tool"] == picked
-        # the call decodes on the decision's prompt (_decide.DECISION_PROMPT "shared"): the prefix cache holds all
-        # of it but the assistant's header, which the decision's scores read after the header and the call's head
-        assert first.prompt_tokens - first.cached_prompt_tokens <= 16 < first.prompt_tokens
     else:
         assert (first.step, first.tool) == ("reply", None) and len(trace) == 1
     by_options = {}
     for _, null in seen:  # the baseline is scored once per agent and option set (the same dict is reused)
         assert by_options.setdefault(tuple(null), null) is null
+
+
+@pytest.mark.parametrize("call_prompt", ["tool_step", "choice_example"])
+async def test_a_call_on_a_prompt_that_starts_as_the_decisions_reuses_its_pieces(tiny, monkeypatch, call_prompt):
+    """``_decide.CALL_PROMPT``: the call's prompt pass reuses the decision's stored pieces where its system text
+    starts with the decision's ("choice_example"), and none where the tool step's own prompt differs from its first
+    line ("tool_step", the default)."""
+    from agentkit import decide
+    from agentkit.sdk import _decide
+
+    monkeypatch.setattr(_decide, "CALL_PROMPT", call_prompt)
+    tiny.prefixes.clear()  # the engine is shared: another test's prompts are not this decision's
+    monkeypatch.setattr(decide, "calibrated", lambda scores, null, names, no_call, margin=True: (True, {
+        "no_call_margin": 0.0, "no_call_margin_null": 0.0, "tool": "add"}))
+    agent = Agent(tiny, tools=[add, shout], limits=Limits(max_iterations=1))
+    try:
+        trace = (await agent.run("What is two plus three?", mode="ar")).trace
+    except UsageLimitExceeded as e:
+        trace = e.trace
+    first = trace[0]
+    assert (first.step, first.tool) == ("tool_call", "add")
+    if call_prompt == "tool_step":
+        assert first.cached_prompt_tokens == 0
+    else:
+        assert 128 <= first.cached_prompt_tokens < first.prompt_tokens
