@@ -34,8 +34,9 @@ from ._generator import NameScorer
 from ._messages import ModelMessage, RetryPromptPart
 
 __all__ = ["AFTER_FAILURE_RULES", "AFTER_RESULT", "AFTER_RESULT_RULES", "CALL_PROMPT", "CALL_PROMPTS", "DECIDE",
-           "DECISION_PROMPT", "DECISION_PROMPTS", "Decide", "Decision", "NullScores", "call_chat", "check", "decide_step",
-           "decides_calibrated", "decision_ask", "decision_chat", "retrying", "scorer_of", "without_plan"]
+           "DECISION_PROMPT", "DECISION_PROMPTS", "Decide", "Decision", "NullScores", "call_chat", "check",
+           "decide_step", "decides_calibrated", "decision_ask", "decision_chat", "retrying", "scorer_of",
+           "without_plan"]
 
 Decide = Literal["scores", "decode"]
 DECIDE: tuple[str, ...] = ("scores", "decode")
