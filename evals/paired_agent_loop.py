@@ -43,10 +43,12 @@ def main() -> None:
     ap.add_argument("first")
     ap.add_argument("second")
     ap.add_argument("--mode", default="default")
+    ap.add_argument("--second-mode", default=None, help="the second file's mode (default: --mode)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
-    res = {"first": a.first, "second": a.second, "mode": a.mode, **paired(rows_of(a.first, a.mode),
-                                                                          rows_of(a.second, a.mode))}
+    second = a.second_mode or a.mode
+    res = {"first": a.first, "second": a.second, "mode": a.mode, "second_mode": second,
+           **paired(rows_of(a.first, a.mode), rows_of(a.second, second))}
     print(f"{res['tasks']} shared tasks")
     for k, s in res["scores"].items():
         print(f"{k:<18} n {s['n']:>3}  {s['first']:.3f} -> {s['second']:.3f}  won {s['won']:>2} lost {s['lost']:>2}  "

@@ -342,7 +342,7 @@ class Agent(Generic[DepsT, OutputT]):
                     request.tool, run.settings.get("json_style", steps.STYLE),
                     bool(run.settings.get("open_objects", False)), self._max_calls(run, request.tool), sources)
             chat = None if request.tool is None or self._scorer is None else decide_.call_chat(
-                to_chat(run.messages), run.instructions, offered)  # None: the tool step's own (CALL_PROMPT)
+                run.messages, run.instructions, offered)  # None: the tool step's own (CALL_PROMPT)
             made[:] = await self._generate(run, "tool_call", None, template, compile_ms, chat=chat)
             return made[0]
 

@@ -31,7 +31,7 @@ from ..steps.drive import drive_async
 from ..steps.kinds import FINAL_ANSWER, call_head, system_prompt
 from ..toolcall import choice_prompt, no_call_name
 from ._generator import NameScorer
-from ._messages import ModelMessage, RetryPromptPart
+from ._messages import ModelMessage, RetryPromptPart, to_chat
 
 __all__ = ["AFTER_FAILURE_RULES", "AFTER_RESULT", "AFTER_RESULT_RULES", "CALL_PROMPT", "CALL_PROMPTS", "DECIDE",
            "DECISION_PROMPT", "DECISION_PROMPTS", "Decide", "Decision", "NullScores", "call_chat", "check",
@@ -110,14 +110,16 @@ def _choice_chat(chat: list[dict[str, str]], instructions: str | None, tools: li
     return [{"role": "system", "content": system}, *chat[1:]], no_call
 
 
-def call_chat(chat: list[dict[str, str]], instructions: str | None, tools: list[Any]) -> list[dict[str, str]] | None:
-    """The messages a call the decision by scores chose is decoded on (``chat`` with the plan, if any, in view):
-    with :data:`CALL_PROMPT` ``"choice_example"`` the ``tool_choice`` prompt with the worked example, whose system
-    text starts with the ``"choice"`` decision's, so the prefix cache holds the prompt's whole pieces up to where
-    they part; else None (the tool step's own chat)."""
-    if CALL_PROMPT != "choice_example" or not chat or chat[0]["role"] != "system":
+def call_chat(messages: list[ModelMessage], instructions: str | None,
+              tools: list[Any]) -> list[dict[str, str]] | None:
+    """The chat a call the decision by scores chose is decoded on (the run's ``messages``, the plan, if any, in
+    view): with :data:`CALL_PROMPT` ``"choice_example"`` the ``tool_choice`` prompt with the worked example, whose
+    system text starts with the ``"choice"`` decision's, so the prefix cache holds the prompt's whole pieces up to
+    where they part; else None (the tool step's own chat)."""
+    if CALL_PROMPT != "choice_example":
         return None
-    return _choice_chat(chat, instructions, tools, example=True)[0]
+    chat = to_chat(messages)
+    return _choice_chat(chat, instructions, tools, example=True)[0] if chat and chat[0]["role"] == "system" else None
 
 
 def without_plan(messages: list[ModelMessage]) -> list[ModelMessage]:
