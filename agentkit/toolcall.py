@@ -27,7 +27,7 @@ from .constrain.numbers import text_numbers
 
 __all__ = ["CALL_SEP", "MAX_PARALLEL_CALLS", "CallRules", "CallShape", "ToolSpec", "call_grounded", "call_schema",
            "call_template", "calls_template", "choice_prompt", "json_lines", "parse_call", "parse_calls", "read_call",
-           "reply_calls", "reply_of", "result_values", "scalar_leaves", "sources_of", "tools_prompt"]
+           "reply_calls", "reply_of", "result_values", "scalar_leaves", "sources_of", "tools_list", "tools_prompt"]
 
 ToolSpec = tuple[str, "dict | Template | None"]  # (name, parameters: a JSON Schema, a compiled template, or None: {})
 
@@ -64,25 +64,35 @@ def no_call_name(tool_names: Sequence[str] | frozenset[str]) -> str:
     return name
 
 
-def choice_prompt(specs: Sequence[dict], no_call: str | None = None, *, example: bool = False) -> str:
+def choice_prompt(specs: Sequence[dict], no_call: str | None = None, *, example: bool = False,
+                  listed_first: bool = False) -> str:
     """The system text for deciding whether (and which tool) to call: the tools (one JSON spec a line, spaced) and
     the call format, then with ``no_call`` how to choose no call, then with ``example`` :data:`CALL_EXAMPLE`. The
     server's ``tool_choice`` prompt and the SDK's decision by scores (no example; ``agentkit/sdk/_decide.py``, whose
     measured alternatives use the example). Measured against :func:`tools_prompt` for the decision: the server's
-    auto decision right 0.80 against 0.60 (``evals/tool_choice_server.py --n 20``)."""
-    desc = "\n".join(json.dumps(s) for s in specs)
-    text = ("You can call these tools. To call one, reply with only a JSON object "
-            '{"name": "<tool name>", "arguments": {...}}.\n' + desc)
+    auto decision right 0.80 against 0.60 (``evals/tool_choice_server.py --n 20``). ``listed_first``: the tools as
+    :func:`tools_prompt` opens (:func:`tools_list`), then the format, so the two texts share their opening."""
+    fmt = '{"name": "<tool name>", "arguments": {...}}.'
+    if listed_first:
+        text = f"{tools_list(specs)}\n\nTo call a tool, reply with only a JSON object {fmt}"
+    else:
+        text = f"You can call these tools. To call one, reply with only a JSON object {fmt}\n" + "\n".join(
+            json.dumps(s) for s in specs)
     text += "\n" + NO_CALL_NOTE.format(name=no_call) if no_call else ""
     return text + ("\n\n" + CALL_EXAMPLE if example else "")
+
+
+def tools_list(specs: Sequence[dict]) -> str:
+    """The opening of :func:`tools_prompt`: the tools, one compact JSON line each."""
+    lines = "\n".join(json.dumps(s, ensure_ascii=False, separators=(",", ":")) for s in specs)
+    return f"You can call the following tool{'s' if len(specs) != 1 else ''}:\n{lines}"
 
 
 def tools_prompt(specs: Sequence[dict], stop: str = "", example: bool = True) -> str:
     """The tools (``{"name", "description", "parameters"}`` each, one compact JSON line) and how to call one, in
     BFCL's default prompt's words, with ``stop`` (how to finish) after the format: the system text of the SDK's tool
     steps (the server keeps its own, measured better for tool_choice auto: ``serving/plan.py``)."""
-    lines = "\n".join(json.dumps(s, ensure_ascii=False, separators=(",", ":")) for s in specs)
-    return (f"You can call the following tool{'s' if len(specs) != 1 else ''}:\n{lines}\n\n"
+    return (f"{tools_list(specs)}\n\n"
             "To call a tool, reply with exactly one call, written as JSON in this form:\n"
             '{"name": "<tool name>", "arguments": {"<argument>": <value>, ...}}\n'
             "Reply with the JSON only." + (f" {stop}" if stop else "") + ("\n\n" + CALL_EXAMPLE if example else ""))

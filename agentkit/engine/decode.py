@@ -199,11 +199,15 @@ class Decoder:
             self.state = self.advance(self.state, t)
         self._emit(forced, pinned=len(forced))
         seq = prompt_ids + forced
-        self.logits, reused = cached_prompt_pass(self.bb, self.cache, seq, self.prefix, self.prompt_chunk,
-                                                 self.features)
-        self._bias = bias_rows(self.cfg.logit_bias, self.logits.shape[-1])  # the vocabulary's size is the logits'
+        logits, reused = cached_prompt_pass(self.bb, self.cache, seq, self.prefix, self.prompt_chunk, self.features,
+                                            stop=self._halt)  # a stop asked for mid-prompt ends it at a piece
         self.stats.prompt_tokens = len(prompt_ids)
         self.stats.cached_prompt_tokens = reused
+        if logits is None:  # halted: the output stays empty
+            self.stats.prefill_ms += 1000 * (time.perf_counter() - t0)
+            return
+        self.logits = logits
+        self._bias = bias_rows(self.cfg.logit_bias, self.logits.shape[-1])  # the vocabulary's size is the logits'
         self.prompt = list(prompt_ids)
         if self.c is not None and self.cfg.copy_bias:
             tb = self.c.vocab.token_bytes

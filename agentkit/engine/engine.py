@@ -375,8 +375,9 @@ class Engine:
         batching, ``agentkit/engine/batch.py``). None (the default) runs them directly. ``on_tokens(ids)`` is
         called (on the decoding thread) with each run of tokens as it is committed to the output: an AR token
         and the pinned run after it, a diffusion block, a verified prefix (streaming). ``should_stop()`` is checked
-        before each model forward; once it returns True decoding stops there, with finish_reason "cancelled"
-        and the output committed so far (timeouts and cancellation that bite within one forward)."""
+        before each model forward, the prompt pass's pieces included; once it returns True decoding stops there,
+        with finish_reason "cancelled" and the output committed so far (timeouts and cancellation that bite within
+        one forward; the prompt's pieces encoded by then stay in the prefix cache)."""
         cfg = config or DecodeConfig()
         self.check_request(prompt, cfg)
         t_encode = time.perf_counter()

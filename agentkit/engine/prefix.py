@@ -43,7 +43,7 @@ import itertools
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -140,24 +140,32 @@ class FeatureSource(Protocol):
         """The prompt pass and its store are over."""
 
 
-def prompt_pass(bb, cache: DynamicCache, seq: Sequence[int], start: int, chunking: Chunking | int) -> torch.Tensor:
+def prompt_pass(bb, cache: DynamicCache, seq: Sequence[int], start: int, chunking: Chunking | int,
+                stop: Callable[[], bool] | None = None) -> torch.Tensor | None:
     """Encode ``seq[start:]`` after the ``start`` positions already in ``cache``, in ``chunking``'s pieces (each
     one pass: ``whole``, never row-exact pieces; a ``Chunking`` of block 0, or 0: one pass); the last position's
-    logits."""
+    logits. ``stop()``, asked before each piece: True ends the pass there (None returned; the pieces encoded stay
+    in ``cache``)."""
     chunking = as_chunking(chunking)
     if not chunking:
         return bb.encode(list(seq[start:]), cache)[0]
     pieces = chunking.pieces(seq, start, len(seq))
     for lo, hi in pieces[:-1]:
+        if stop is not None and stop():
+            return None
         bb.encode(list(seq[lo:hi]), cache, rows=[], whole=True)
+    if stop is not None and stop():
+        return None
     lo, hi = pieces[-1]
     return bb.encode(list(seq[lo:hi]), cache, whole=True)[0]
 
 
 def cached_prompt_pass(bb, cache: DynamicCache, seq: Sequence[int], prefix: PrefixCache | None,
-                       chunking: Chunking | int, features: FeatureSource | None = None) -> tuple[torch.Tensor, int]:
+                       chunking: Chunking | int, features: FeatureSource | None = None,
+                       stop: Callable[[], bool] | None = None) -> tuple[torch.Tensor | None, int]:
     """The prompt pass into the empty ``cache`` with ``prefix``'s held pieces copied in first and the new ones stored
-    after (None: no reuse); returns the last position's logits and how many positions were reused. ``features``:
+    after (None: no reuse); returns the last position's logits (None where ``stop`` ended the pass early:
+    :func:`prompt_pass`; the pieces it encoded are stored) and how many positions were reused. ``features``:
     a request that reads the base's features; only pieces that carry them are reused, and they are primed into it."""
     reads = features is not None and features.reads_prompt
     lease = prefix.restore(seq, cache, features=reads) if prefix is not None else None
@@ -165,7 +173,7 @@ def cached_prompt_pass(bb, cache: DynamicCache, seq: Sequence[int], prefix: Pref
         reused = lease.tokens if lease is not None else 0
         if reads and lease is not None and lease.feats is not None:
             features.prime(lease.feats)
-        logits = prompt_pass(bb, cache, seq, reused, prefix.chunking if prefix is not None else chunking)
+        logits = prompt_pass(bb, cache, seq, reused, prefix.chunking if prefix is not None else chunking, stop)
         if lease is not None:
             prefix.store(seq, cache, lease, feats=features.encoded() if features is not None else None)
     finally:

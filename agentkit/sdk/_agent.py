@@ -32,6 +32,7 @@ from ..steps.drive import drive_async
 from ..steps.tool_step import StepRules, tool_step
 from ..toolcall import MAX_PARALLEL_CALLS
 from . import _decide as decide_
+from . import _prefetch as prefetch_
 from . import _repeat as repeat_
 from . import _settings as settings_
 from ._context import RunContext
@@ -99,11 +100,8 @@ class Agent(Generic[DepsT, OutputT]):
     ``calibrate``: whether the call margin is read against a content-free question's (None: as the weights declare,
     :func:`agentkit.decide.calibrates`: True on weights as loaded, False on the loop adapter, which the default model
     merges by default; the tool is picked calibrated either way, and typed values that fill a tool's arguments make
-    a call, ``agentkit.steps.decision``). Raw margins suit agents like the loop adapter's training (right on 0.91 of
-    220 held-out decisions, calibrated 0.67); the coding assistant, a read, edit, test workflow, answered at its
-    first decision on all 6 tasks with raw decisions and edited on 6 of 6 with ``calibrate=True``
-    (``evals/results/adapters/coding_agent_ar_lora_calibrated.json``).
-    """
+    a call, ``agentkit.steps.decision``; the loop adapter's model card says where each suits). ``prefetch``: the
+    first call's prompt pass beside the decision's (``_prefetch.py``; None: where a core is spare)."""
 
     _instrument_default: bool | Instrumentation = False
 
@@ -129,6 +127,7 @@ class Agent(Generic[DepsT, OutputT]):
         after_result: str | None = None,
         after_failure: str = "retry",
         calibrate: bool | None = None,
+        prefetch: bool | None = None,
         result_type: Any = None,
     ) -> None:
         no_result_type(result_type)
@@ -156,6 +155,7 @@ class Agent(Generic[DepsT, OutputT]):
         self.after_result = after_result
         self.after_failure = after_failure  # the decision's rule after a failed call (_decide.AFTER_FAILURE_RULES)
         self._scorer = decide_.scorer_of(self.generator, decide)
+        self.prefetch = prefetch_.resolve(prefetch, self.generator)  # the call's prompt pass beside the decision's
         self.calibrate = calibrate
         if after_result is None and self._scorer is not None and not decide_.decides_calibrated(self._scorer, calibrate):
             self.after_result = "null"
@@ -327,6 +327,7 @@ class Agent(Generic[DepsT, OutputT]):
         run.offered = offered = await offered_tools(self._tools, run.context)
         if not offered:  # every tool's ``prepare`` left it out: the run answers
             return False
+        ahead = prefetch_.call_ahead(self.generator, run, self.decode) if self.prefetch and self._scorer else None
         sources, choosable = (None, offered) if self._scorer is None else choosable_tools(
             offered, to_chat(run.messages), run.settings)
         made: list[Any] = []  # the call decode's (result, record, start)
@@ -343,6 +344,7 @@ class Agent(Generic[DepsT, OutputT]):
                     bool(run.settings.get("open_objects", False)), self._max_calls(run, request.tool), sources)
             chat = None if request.tool is None or self._scorer is None else decide_.call_chat(
                 run.messages, run.instructions, offered)  # None: the tool step's own (CALL_PROMPT)
+            await prefetch_.ready(ahead)  # the call's prompt pass, run beside the decision
             made[:] = await self._generate(run, "tool_call", None, template, compile_ms, chat=chat)
             return made[0]
 
@@ -351,6 +353,8 @@ class Agent(Generic[DepsT, OutputT]):
             run.last_decision = out.decision
         if out.ending == "decided":
             run.decision = out.decision  # the answer step's iteration carries it
+            if ahead is not None:
+                ahead.cancel()  # the call's pass ahead ends at its next piece
             return False
         result, rec, t0 = made
         if out.invalid is not None:

@@ -28,7 +28,7 @@ from ..errors import UserError
 from ..steps.arguments import ArgumentSources
 from ..steps.decision import AFTER_RESULT_RULES, AfterResult, Decision, DecisionAsk, NullScores, decide
 from ..steps.drive import drive_async
-from ..steps.kinds import FINAL_ANSWER, call_head, system_prompt
+from ..steps.kinds import DEFAULT_INSTRUCTIONS, FINAL_ANSWER, call_head, system_prompt
 from ..toolcall import choice_prompt, no_call_name
 from ._generator import NameScorer
 from ._messages import ModelMessage, RetryPromptPart, to_chat
@@ -69,21 +69,24 @@ def scorer_of(generator: Any, value: Decide) -> NameScorer | None:
 AFTER_RESULT = "exclude_moved"
 # The decision's view of the system prompt: "full" (the tool step's, with the worked example), "no_example" (the
 # same without it), "choice" (the server's tool_choice prompt, agentkit.toolcall.choice_prompt, whose no-call
-# option is "respond" instead of final_answer), or "shared": the choice prompt with the worked example, the call's
-# "choice_example" prompt (CALL_PROMPT).
+# option is "respond" instead of final_answer), "shared": the choice prompt with the worked example, the call's
+# "choice_example" prompt (CALL_PROMPT), or "listed_first": the choice prompt's format and no-call option after the
+# tool step's own opening (its instructions and tools, agentkit.toolcall.tools_list), so a call on the tool step's
+# prompt reuses the decision's whole blocks up to where the two texts part.
 # "choice" on the same 30 tasks (evals/results/agent_loop/decide_exclude_moved*.json): no-tool tasks answered without a
 # tool 8 of 8 against 3 of 8 ("full") and 4 of 8 ("no_example"), the same right first calls (0.27), 1.97 iterations
 # a run against 2.47, task success 4 of 30 against 1.
-DECISION_PROMPTS = ("full", "no_example", "choice", "shared")
+DECISION_PROMPTS = ("full", "no_example", "choice", "shared", "listed_first")
 DECISION_PROMPT = "choice"
 # The prompt a call the decision by scores chose is decoded on: "tool_step" (the tool step's own,
-# agentkit.toolcall.tools_prompt) or "choice_example" (call_chat: the "choice" text and the worked example, whose
-# prompt pass reuses the decision's pieces up to where they part, or all of them with the decision on "shared").
+# agentkit.toolcall.tools_prompt), "choice_example" (call_chat: the "choice" text and the worked example, whose
+# prompt pass reuses the decision's pieces up to where they part, or all of them with the decision on "shared") or
+# "choice" (the "choice" text alone: after a "choice" decision, the decision's own messages).
 # On the 160 tasks (python evals/decision_prompts.py, docs/agent_loop.md) "choice_example" after a "choice" decision:
 # task success 0.519 against 0.544, tool-call iterations 0.909x; after a "shared" decision, 0.531 and
 # 0.751x (0.700 against 0.686 held out), but with the example in its view the decision called a tool on everyday
 # requests that need none (python evals/everyday_requests.py)
-CALL_PROMPTS = ("tool_step", "choice_example")
+CALL_PROMPTS = ("tool_step", "choice_example", "choice")
 CALL_PROMPT = "tool_step"
 # After a tool call failed (``ModelRetry``, an exception, invalid arguments): "retry", the step calls a tool (the one
 # the model scores highest, the failed one among them) while that tool has retries left (``Tool.retries``), as the
@@ -99,13 +102,16 @@ def decision_chat(chat: list[dict[str, str]], instructions: str | None,
         return chat, FINAL_ANSWER
     if DECISION_PROMPT == "no_example":
         return [{"role": "system", "content": system_prompt(instructions, tools, False)}, *chat[1:]], FINAL_ANSWER
-    return _choice_chat(chat, instructions, tools, example=DECISION_PROMPT == "shared")
+    return _choice_chat(chat, instructions, tools, example=DECISION_PROMPT == "shared",
+                        listed_first=DECISION_PROMPT == "listed_first")
 
 
 def _choice_chat(chat: list[dict[str, str]], instructions: str | None, tools: list[Any],
-                 example: bool) -> tuple[list[dict[str, str]], str]:
+                 example: bool, listed_first: bool = False) -> tuple[list[dict[str, str]], str]:
     no_call = no_call_name([t.name for t in tools])
-    text = choice_prompt([t.spec for t in tools], no_call, example=example)
+    text = choice_prompt([t.spec for t in tools], no_call, example=example, listed_first=listed_first)
+    if listed_first:  # the tool step's own opening (system_prompt): its instructions, then the tools
+        instructions = instructions or DEFAULT_INSTRUCTIONS
     system = f"{instructions}\n\n{text}" if instructions else text
     return [{"role": "system", "content": system}, *chat[1:]], no_call
 
@@ -115,11 +121,14 @@ def call_chat(messages: list[ModelMessage], instructions: str | None,
     """The chat a call the decision by scores chose is decoded on (the run's ``messages``, the plan, if any, in
     view): with :data:`CALL_PROMPT` ``"choice_example"`` the ``tool_choice`` prompt with the worked example, whose
     system text starts with the ``"choice"`` decision's, so the prefix cache holds the prompt's whole pieces up to
-    where they part; else None (the tool step's own chat)."""
-    if CALL_PROMPT != "choice_example":
+    where they part; with ``"choice"`` the same prompt without the example, the ``"choice"`` decision's own; else
+    None (the tool step's own chat)."""
+    if CALL_PROMPT == "tool_step":
         return None
     chat = to_chat(messages)
-    return _choice_chat(chat, instructions, tools, example=True)[0] if chat and chat[0]["role"] == "system" else None
+    if not chat or chat[0]["role"] != "system":
+        return None
+    return _choice_chat(chat, instructions, tools, example=CALL_PROMPT == "choice_example")[0]
 
 
 def without_plan(messages: list[ModelMessage]) -> list[ModelMessage]:

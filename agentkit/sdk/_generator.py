@@ -8,6 +8,7 @@ import functools
 import inspect
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, Protocol, runtime_checkable
 
 from ..config import DecodeConfig
@@ -41,6 +42,16 @@ class Generator(Protocol):
         template: Template | None = None,
         on_draft: OnDraft | None = None,
     ) -> GenerationResult: ...
+
+
+@runtime_checkable
+class Prefiller(Protocol):
+    """A generator that can run a prompt's pass alone, ahead of the call that will decode on it: the pass's pieces go
+    to its engine's prefix cache, and the call encodes only what comes after them (``Agent(prefetch=...)``,
+    ``agentkit/sdk/_prefetch.py``). ``config`` is the call's, so the pass runs on the call's weights; ``stop()``
+    True ends the pass at its next piece (the call is not made)."""
+
+    async def prefill(self, messages: list[dict[str, str]], config: DecodeConfig, stop: Callable[[], bool]) -> None: ...
 
 
 @runtime_checkable
@@ -101,6 +112,12 @@ class EngineGenerator:
             with contextlib.suppress(BaseException):
                 e.partial = await job  # type: ignore[attr-defined]
             raise
+
+    async def prefill(self, messages: list[dict[str, str]], config: DecodeConfig, stop: Callable[[], bool]) -> None:
+        """The prompt pass of ``messages`` in a worker thread, then one AR step: the prompt's pieces stay in the
+        engine's prefix cache (:class:`Prefiller`); ``stop()`` is asked before each piece."""
+        await asyncio.to_thread(self.engine.generate, messages, replace(config, mode="ar", max_new_tokens=1),
+                                should_stop=stop)
 
     def release(self, template: Template) -> None:
         """Forget the engine's cached constraint for a one-off template (a templated tool's, built per call)."""

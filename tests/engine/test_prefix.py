@@ -242,3 +242,26 @@ def test_bad_prefix_cache_settings_are_typed_errors():
     with pytest.raises(ValueError, match="block"):
         PrefixCache(0, 100)
     assert 16 * 2 ** 20 <= default_bytes() <= 512 * 2 ** 20
+
+
+def test_a_stop_asked_for_mid_prompt_ends_the_pass_at_a_piece_and_keeps_what_it_encoded():
+    """``should_stop`` is asked before each piece of the prompt pass too: a request stopped there returns no output
+    (finish reason "cancelled"), and the pieces it encoded stay in the prefix cache for the next request."""
+    on, _ = _engines(6)
+    prompt = _conversation(["ok", "sure"], "def add(a, b): return")
+    ids = on.encode_prompt(prompt)
+    pieces = on.chunking.pieces(ids, 0, len(ids))
+    assert len(pieces) > 3
+    asked = []
+
+    def after_two() -> bool:
+        asked.append(True)
+        return len(asked) > 2  # two pieces encoded, then stop
+
+    stopped = on.generate(prompt, DecodeConfig(mode="ar", max_new_tokens=6), should_stop=after_two)
+    assert stopped.token_ids == [] and stopped.stats.finish_reason == "cancelled"
+    assert on.prefixes.blocks == 2  # the two pieces encoded, both ending at a cut
+    full = on.generate(prompt, DecodeConfig(mode="ar", max_new_tokens=6))
+    assert full.stats.cached_prompt_tokens == pieces[1][1]  # it starts after them
+    on.prefixes.clear()
+    assert on.generate(prompt, DecodeConfig(mode="ar", max_new_tokens=6)).token_ids == full.token_ids

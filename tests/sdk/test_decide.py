@@ -128,7 +128,7 @@ async def test_the_decision_scores_the_conversation_without_the_plan():
 
 
 @pytest.mark.parametrize("decision, call", [("choice", "choice_example"), ("shared", "choice_example"),
-                                            ("choice", "tool_step")])
+                                            ("choice", "tool_step"), ("choice", "choice")])
 async def test_a_chosen_call_is_decoded_on_a_prompt_that_starts_as_the_decisions(monkeypatch, decision, call):
     monkeypatch.setattr(d, "DECISION_PROMPT", decision)
     monkeypatch.setattr(d, "CALL_PROMPT", call)
@@ -151,6 +151,8 @@ async def test_a_chosen_call_is_decoded_on_a_prompt_that_starts_as_the_decisions
     assert call_chat[1:] == scored[0][1:]  # the same conversation after the system message
     if call == "tool_step":  # the tool step's own system prompt (final_answer to stop)
         assert not called.startswith(decided) and "final_answer" in called
+    elif call == "choice":  # the decision's own messages: the prefix cache holds all of them
+        assert call_chat == scored[0]
     else:  # the decision's text, then the worked example: the prefix cache holds the pieces they share
         assert called.startswith(decided) and "For example" in called
 
@@ -317,3 +319,20 @@ async def test_a_tool_whose_values_the_task_lacks_is_no_option_and_the_call_is_g
     assert call.meta["step"] == "tool_call" and "Lit(text='21')" in str(call.root) and "Slot" not in str(call.root)
     off = Agent(Recording(fn), tools=[double], model_settings={"grounded_arguments": False})
     assert (await off.run("Double my favourite number")).trace[0].tool == "double"
+
+
+@pytest.mark.parametrize("instructions", [None, "Be brief."])
+def test_a_listed_first_decision_opens_as_the_tool_steps_prompt(monkeypatch, instructions):
+    """``DECISION_PROMPT = "listed_first"``: the decision's system text is the tool step's own up to the end of the
+    tools' list (so the call's prompt pass reuses its blocks), then the choice prompt's format and no-call option."""
+    from agentkit.steps.kinds import system_prompt
+    from agentkit.toolcall import tools_list
+
+    monkeypatch.setattr(d, "DECISION_PROMPT", "listed_first")
+    chat = [{"role": "system", "content": "ignored"}, {"role": "user", "content": "Double 21"}]
+    decided, no_call = d.decision_chat(chat, instructions, [double])
+    text, step = decided[0]["content"], system_prompt(instructions, [double])
+    opening = f"{instructions or 'You are a helpful assistant.'}\n\n{tools_list([double.spec])}\n\n"
+    assert text.startswith(opening) and step.startswith(opening) and text != step
+    assert no_call == "respond" and '"respond"' in text and "final_answer" not in text
+    assert decided[1:] == chat[1:]

@@ -9,8 +9,8 @@ import pytest
 from pydantic import BaseModel
 
 from agentkit.constrain.nodes import Lit, Slot, Template, seq
-from agentkit.errors import AgentRunError, UsageLimitExceeded
-from agentkit.sdk import Agent, EngineGenerator, Limits, RoutingPolicy, tool
+from agentkit.errors import AgentRunError, UsageLimitExceeded, UserError
+from agentkit.sdk import Agent, EngineGenerator, FunctionModel, Limits, RoutingPolicy, tool
 from agentkit.steps import kinds as _steps
 
 INT = r"-?(0|[1-9][0-9]{0,3})"
@@ -126,26 +126,98 @@ async def test_scores_decide_call_or_answer_on_tiny_engine(tiny, monkeypatch, ca
         assert by_options.setdefault(tuple(null), null) is null
 
 
-@pytest.mark.parametrize("call_prompt", ["tool_step", "choice_example"])
-async def test_a_call_on_a_prompt_that_starts_as_the_decisions_reuses_its_pieces(tiny, monkeypatch, call_prompt):
+@pytest.mark.parametrize("decision, call_prompt", [("choice", "tool_step"), ("choice", "choice_example"),
+                                                   ("choice", "choice"), ("listed_first", "tool_step")])
+async def test_a_call_on_a_prompt_that_starts_as_the_decisions_reuses_its_pieces(tiny, monkeypatch, decision,
+                                                                                 call_prompt):
     """``_decide.CALL_PROMPT``: the call's prompt pass reuses the decision's stored pieces where its system text
-    starts with the decision's ("choice_example"), and none where the tool step's own prompt differs from its first
-    line ("tool_step", the default)."""
+    starts with the decision's ("choice_example"), all but the assistant's header where it is the decision's
+    ("choice"), and none where the tool step's own prompt differs from its first line ("tool_step", the default).
+    A "listed_first" decision opens as the tool step's prompt does, so the tool step's call reuses its blocks."""
     from agentkit import decide
     from agentkit.sdk import _decide
 
+    monkeypatch.setattr(_decide, "DECISION_PROMPT", decision)
     monkeypatch.setattr(_decide, "CALL_PROMPT", call_prompt)
     tiny.prefixes.clear()  # the engine is shared: another test's prompts are not this decision's
     monkeypatch.setattr(decide, "calibrated", lambda scores, null, names, no_call, margin=True: (True, {
         "no_call_margin": 0.0, "no_call_margin_null": 0.0, "tool": "add"}))
-    agent = Agent(tiny, tools=[add, shout], limits=Limits(max_iterations=1))
+    agent = Agent(tiny, tools=[add, shout], limits=Limits(max_iterations=1), prefetch=False)  # the prompts' own share
     try:
         trace = (await agent.run("What is two plus three?", mode="ar")).trace
     except UsageLimitExceeded as e:
         trace = e.trace
     first = trace[0]
     assert (first.step, first.tool) == ("tool_call", "add")
-    if call_prompt == "tool_step":
+    if (decision, call_prompt) == ("choice", "tool_step"):
         assert first.cached_prompt_tokens == 0
+    elif call_prompt == "choice":
+        assert first.prompt_tokens - 8 <= first.cached_prompt_tokens < first.prompt_tokens
     else:
         assert 128 <= first.cached_prompt_tokens < first.prompt_tokens
+
+
+async def test_the_first_calls_prompt_pass_runs_ahead_with_the_same_output(tiny, monkeypatch):
+    """``Agent(prefetch=True)``: the first call's prompt (the tool step's own) is encoded beside the decision, so the
+    call reuses all of it but the assistant's header; the call and the answer are those without it."""
+    from agentkit import decide
+
+    monkeypatch.setattr(decide, "calibrated", lambda scores, null, names, no_call, margin=True: (True, {
+        "no_call_margin": 0.0, "no_call_margin_null": 0.0, "tool": "add"}))
+    firsts = {}
+    for prefetch in (False, True):
+        tiny.prefixes.clear()  # the engine is shared: another test's prompts are not this run's
+        agent = Agent(tiny, tools=[add, shout], limits=Limits(max_iterations=1), prefetch=prefetch)
+        try:
+            trace = (await agent.run("What is two plus three?", mode="ar")).trace
+        except UsageLimitExceeded as e:
+            trace = e.trace
+        firsts[prefetch] = trace[0]
+    off, on = firsts[False], firsts[True]
+    assert (on.step, on.tool, on.tool_args) == (off.step, off.tool, off.tool_args) == ("tool_call", "add", off.tool_args)
+    assert off.cached_prompt_tokens == 0 and on.prompt_tokens == off.prompt_tokens
+    assert on.prompt_tokens - 8 <= on.cached_prompt_tokens < on.prompt_tokens
+
+
+def test_prefetch_is_checked():
+    with pytest.raises(UserError, match="prefetch must be True, False or None"):
+        Agent(FunctionModel(lambda m, i: "x"), prefetch="yes")
+    with pytest.raises(UserError, match="prefetch=True needs a generator"):
+        Agent(FunctionModel(lambda m, i: "x"), prefetch=True)
+    assert Agent(FunctionModel(lambda m, i: "x")).prefetch is False  # nothing to run a pass ahead on
+
+
+async def test_a_pass_ahead_is_told_to_stop_when_the_decision_answers(tiny, monkeypatch):
+    """The decision answers: the call's pass ahead is cancelled (it ends at its next piece), and the answer is the
+    one without a pass ahead."""
+    import asyncio
+
+    from agentkit import decide
+    from agentkit.config import DecodeConfig
+    from agentkit.sdk import _prefetch
+
+    seen: list[bool] = []
+
+    class Slow:
+        async def prefill(self, messages, config, stop):
+            seen.append(stop())
+            await asyncio.sleep(0.05)
+            seen.append(stop())
+
+    ahead = _prefetch.CallPrefetch()
+    ahead.start(Slow(), [], DecodeConfig())
+    await asyncio.sleep(0.01)
+    ahead.cancel()
+    await ahead.ready()
+    assert seen == [False, True]
+
+    monkeypatch.setattr(decide, "calibrated", lambda scores, null, names, no_call, margin=True: (False, {
+        "no_call_margin": 0.0, "no_call_margin_null": 0.0, "tool": None}))
+    cancelled, cancel = [], _prefetch.CallPrefetch.cancel
+    monkeypatch.setattr(_prefetch.CallPrefetch, "cancel", lambda self: (cancelled.append(True), cancel(self)))
+    outputs = []
+    for prefetch in (False, True):
+        tiny.prefixes.clear()
+        result = await Agent(tiny, tools=[add, shout], prefetch=prefetch).run("Say hi.", mode="ar")
+        outputs.append((result.output, [r.step for r in result.trace]))
+    assert cancelled == [True] and outputs[0] == outputs[1] and outputs[0][1] == ["reply"]

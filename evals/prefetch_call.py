@@ -1,0 +1,66 @@
+"""The first tool call's prompt pass run beside the decision's (``Agent(prefetch=...)``, ``agentkit/sdk/_prefetch.py``)
+against one after the other, in the real loop: the agent-loop benchmark's tasks, each run once per MODE/PREFETCH
+pair (an agent-loop mode, ``on`` or ``off``; default ``default/off`` and ``default/on``), interleaved task by task
+(the order rotates), on one engine whose prefix cache is emptied before each run. Run it alone on the machine: the
+pass ahead uses a second core. The result is an agent-loop result whose rows' ``mode`` is their pair, so ``python
+evals/agent_loop_steps.py OUT --base default/off`` compares them by step and ``python evals/paired_agent_loop.py OUT
+OUT --mode default/off --second-mode default/on`` pairs the tasks.
+
+    python evals/prefetch_call.py --data evals/agent_loop/tasks.jsonl --out out/prefetch.json
+    python evals/prefetch_call.py --runs ar/off,default/on --out out/prefetch_ar.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from agentkit.engine import default_engine
+from agentkit.evals.agent_loop import MAX_ITERATIONS, run_agentkit, summarize_all
+from agentkit.evals.agent_tasks import load
+from agentkit.evals.report import environment, write_json_atomic
+
+PREFETCH = {"off": False, "on": True}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", default="evals/agent_loop/tasks.jsonl", help="an agent-loop task file")
+    ap.add_argument("--kinds", default=None, help="comma-separated task kinds (default all)")
+    ap.add_argument("--limit", type=int, default=None)
+    ap.add_argument("--runs", default="default/off,default/on",
+                    help="MODE/PREFETCH pairs, comma-separated (MODE: an agent-loop mode; PREFETCH: on or off)")
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args(argv)
+    modes = args.runs.split(",")
+    bad = [m for m in modes if m.count("/") != 1 or m.split("/")[1] not in PREFETCH]
+    if bad:
+        ap.error(f"--runs: {bad} are not MODE/PREFETCH pairs (PREFETCH: on or off)")
+    kinds = args.kinds.split(",") if args.kinds else None
+    tasks = load(args.data, kinds=kinds, limit=args.limit)
+    engine = default_engine()
+    command = "python evals/prefetch_call.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    result = {"suite": "agent-loop", "model": engine.name, "data": args.data, "kinds": kinds,
+              "max_iterations": MAX_ITERATIONS, "modes": modes, "cores": os.cpu_count(), "tasks": len(tasks),
+              "command": command, "env": environment(command), "partial": True, "items": []}
+    t0 = time.perf_counter()
+    for i, task in enumerate(tasks):
+        for mode in modes[i % len(modes):] + modes[: i % len(modes)]:
+            engine.prefixes.clear()  # else a task's second run reuses the first one's prompts
+            loop_mode, prefetch = mode.split("/")
+            row = run_agentkit(task, engine, loop_mode, agent_options={"prefetch": PREFETCH[prefetch]})
+            result["items"].append({**row, "mode": mode})
+            print(f"[{mode}] {task.id} success={row['success']} iters={row['iterations']} {row['run_ms'] / 1000:.1f}s",
+                  flush=True)
+        result.update(summary=summarize_all(result["items"]), wall_s=round(time.perf_counter() - t0, 1))
+        write_json_atomic(Path(args.out), result)
+    result["partial"] = False
+    write_json_atomic(Path(args.out), result)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
