@@ -49,6 +49,7 @@ from ._messages import (
     ToolCallPart,
     ToolReturnPart,
     UserPromptPart,
+    answer_chat,
     to_chat,
     to_chat_with_prompt,
     without_default_system,
@@ -305,13 +306,13 @@ class Agent(Generic[DepsT, OutputT]):
         if self._tools:
             while await self._tool_step(run):
                 pass
-        results = run.results_text()
+        results = steps.results_text(list(run.results.calls.values()))
         if run.output is not None:
             return await self._structured(run, "extract", run.output, results + steps.extract_prompt(run.output))
-        chat = run.answer_chat() if self._tools else None
+        chat = answer_chat(run.instructions, run.messages[:run.new_message_index], run.prompt,
+                           results) if self._tools else None
         if not results and run.instructions is None:  # a plain reply: the model's own default system text
             chat = without_default_system(chat if chat is not None else to_chat_with_prompt(run.messages, None))
-        await prefetch_.ready(run.ahead)  # its prompt pass, run beside the last decision
         result, rec, t0 = await self._generate(run, "reply", None, chat=chat)
         text = result.text
         emit(run, lambda: Reply(rec.iteration, text))
@@ -326,7 +327,7 @@ class Agent(Generic[DepsT, OutputT]):
         run.offered = offered = await offered_tools(self._tools, run.context)
         if not offered:  # every tool's ``prepare`` left it out: the run answers
             return False
-        ahead = prefetch_.pass_ahead(self.generator, run, self.decode) if self.prefetch and self._scorer else None
+        ahead = prefetch_.call_ahead(self.generator, run, self.decode) if self.prefetch and self._scorer else None
         sources, choosable = (None, offered) if self._scorer is None else choosable_tools(
             offered, to_chat(run.messages), run.settings)
         made: list[Any] = []  # the call decode's (result, record, start)
@@ -343,7 +344,7 @@ class Agent(Generic[DepsT, OutputT]):
                     bool(run.settings.get("open_objects", False)), self._max_calls(run, request.tool), sources)
             chat = None if request.tool is None or self._scorer is None else decide_.call_chat(
                 run.messages, run.instructions, offered)  # None: the tool step's own (CALL_PROMPT)
-            await prefetch_.before_call(ahead)  # the call's prompt pass, run beside the decision
+            await prefetch_.ready(ahead)  # the call's prompt pass, run beside the decision
             made[:] = await self._generate(run, "tool_call", None, template, compile_ms, chat=chat)
             return made[0]
 
@@ -352,7 +353,8 @@ class Agent(Generic[DepsT, OutputT]):
             run.last_decision = out.decision
         if out.ending == "decided":
             run.decision = out.decision  # the answer step's iteration carries it
-            run.ahead = prefetch_.on_answer(ahead)  # the answer's pass ahead kept, the call's stopped
+            if ahead is not None:
+                ahead.cancel()  # the call's pass ahead ends at its next piece
             return False
         result, rec, t0 = made
         if out.invalid is not None:

@@ -1,18 +1,12 @@
-"""The prompt pass of the step a tool step's decision leads to, run ahead (``Agent(prefetch=...)``): while the
-decision scores the tools on its own prompt, a second thread encodes the next step's prompt into the engine's
-prefix cache, so that step encodes only the assistant's header.
+"""The call's prompt pass run ahead (``Agent(prefetch=...)``): while the tool step's decision scores the tools on
+its own prompt, a second thread encodes the prompt the call would be decoded on, into the engine's prefix cache.
+A call then encodes only the assistant's header and the pinned text after it; an answer leaves the pass unused.
 
-- Before any tool result the pass is the call's (the tool step's own prompt). The decision reads the
-  ``tool_choice`` prompt and the call the tool step's (``agentkit/sdk/_decide.py`` says why each), which differ
-  from their first line, so without this a first tool call encodes the tools twice, one pass after the other. A
-  decision to answer stops the pass at its next piece.
-- After a result the pass is the answer's (its own view: the instructions and the task with the results,
-  ``RunState.answer_chat``), which the decision after a result leads to most often. A decision to call again stops
-  it at its next piece.
-
-A pass ahead changes no output: a piece copied from the prefix cache is the same bits as one encoded in place
-(``agentkit/engine/prefix.py``). It is worth it where a core is spare: on a machine whose cores all decode, the two
-passes share them, and a pass the decision does not use is work thrown away.
+The two prompts differ from their first line (the decision reads the ``tool_choice`` prompt, the call the tool
+step's own: ``agentkit/sdk/_decide.py`` says why each), so without this a first tool call encodes the tools twice,
+one pass after the other. The pass ahead changes no output: a piece copied from the prefix cache is the same bits
+as one encoded in place (``agentkit/engine/prefix.py``). It is worth it where a core is spare: on a machine whose
+cores all decode, the two passes share them and the answer's pass is work thrown away.
 """
 
 from __future__ import annotations
@@ -57,13 +51,11 @@ def spare_core(generator: Any) -> bool:
     return cores >= 2 * max(int(getattr(engine, "threads", None) or cores), 1)
 
 
-class PassAhead:
-    """One step's prompt pass run ahead: :meth:`start` it before the decision; :meth:`ready` waits for it before
-    its step, :meth:`cancel` ends it at its next piece when the decision leads elsewhere. ``step``: ``"tool_call"``
-    or ``"reply"``."""
+class CallPrefetch:
+    """One tool step's pass ahead: :meth:`start` it before the decision, :meth:`ready` before the call, or
+    :meth:`cancel` it when the decision answers (it ends at its next piece, freeing the core for the answer)."""
 
-    def __init__(self, step: str) -> None:
-        self.step = step
+    def __init__(self) -> None:
         self.job: asyncio.Future[None] | None = None
         self.cancelled = threading.Event()
 
@@ -75,57 +67,33 @@ class PassAhead:
         self.cancelled.set()
 
     async def ready(self) -> None:
-        """Wait for the pass (a failed one is logged and its step encodes its prompt itself)."""
+        """Wait for the pass (a failed one is logged and the call encodes its prompt itself)."""
         if self.job is not None:
             with contextlib.suppress(Exception):
                 await asyncio.shield(self.job)
 
 
-def pass_ahead(generator: Any, run: RunState, decode: DecodeConfig) -> PassAhead | None:
-    """The pass ahead of a tool step decided by scores (the agent's ``decode``), started where it pays: before any
-    result, the call's on the tool step's own prompt (``_decide.CALL_PROMPT``; later the prefix cache holds that
-    prompt); after one, the text answer's (not a structured output's); on a ``generator`` that can run one
-    (:class:`~agentkit.sdk._generator.Prefiller`). Else None."""
-    if not isinstance(generator, Prefiller):
-        return None
-    if not run.results.calls:
-        if _decide.CALL_PROMPT != "tool_step":
-            return None
-        step, messages = "tool_call", to_chat_with_prompt(run.messages, None)
-    elif run.output is None:
-        step, messages = "reply", run.answer_chat()
-    else:
-        return None
-    config = step_config(decode, run, step, 1, None)
-    if config.weights in ("adapted", "loaded") or (config.weights, config.mode) == ("auto", "diffusion"):
-        return None  # a step on other weights than the base's reads none of its pieces
-    ahead = PassAhead(step)
-    ahead.start(generator, messages, config)
-    return ahead
-
-
-async def before_call(ahead: PassAhead | None) -> None:
-    """The decision calls: the call's pass ahead is waited for, the answer's stopped."""
-    if ahead is not None and ahead.step == "tool_call":
-        await ahead.ready()
-    elif ahead is not None:
-        ahead.cancel()
-
-
-def on_answer(ahead: PassAhead | None) -> PassAhead | None:
-    """The decision answers: the call's pass ahead is stopped; the answer's is returned, for :func:`ready`."""
-    if ahead is not None and ahead.step == "tool_call":
-        ahead.cancel()
-        return None
-    return ahead
-
-
-async def ready(ahead: PassAhead | None) -> None:
-    """:meth:`PassAhead.ready` of ``ahead``, if any."""
+async def ready(ahead: CallPrefetch | None) -> None:
+    """:meth:`CallPrefetch.ready` of ``ahead``, if any."""
     if ahead is not None:
         await ahead.ready()
 
 
 def _logged(job: asyncio.Future[None]) -> None:
     if not job.cancelled() and job.exception() is not None:
-        log.warning("a prompt pass ahead failed (its step encodes the prompt): %r", job.exception())
+        log.warning("the call's prompt pass ahead failed (the call encodes it): %r", job.exception())
+
+
+def call_ahead(generator: Any, run: RunState, decode: DecodeConfig) -> CallPrefetch | None:
+    """The pass ahead of a tool step's call decided by scores (the agent's ``decode``), started where it pays: the
+    run's first tool step (after it the prefix cache holds the tool step's prompt already), its call on the tool
+    step's own prompt (``_decide.CALL_PROMPT``) and a ``generator`` that can run one
+    (:class:`~agentkit.sdk._generator.Prefiller`); else None."""
+    if run.results.calls or _decide.CALL_PROMPT != "tool_step" or not isinstance(generator, Prefiller):
+        return None
+    config = step_config(decode, run, "tool_call", 1, None)
+    if config.weights in ("adapted", "loaded") or (config.weights, config.mode) == ("auto", "diffusion"):
+        return None  # a call on other weights than the base's reads none of its pieces
+    ahead = CallPrefetch()
+    ahead.start(generator, to_chat_with_prompt(run.messages, None), config)
+    return ahead

@@ -6,11 +6,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from ..steps.kinds import OutputSpec, Plan, results_text
+from ..steps.kinds import OutputSpec, Plan
 from ._context import RunContext, RunUsage
 from ._decide import Decision
 from ._events import AgentEvent
-from ._messages import ModelMessage, ModelMessagesTypeAdapter, answer_chat, to_chat
+from ._messages import ModelMessage, ModelMessagesTypeAdapter, to_chat
 from ._repeat import Results
 from ._settings import ModelSettings
 from ._trace import Trace
@@ -82,16 +82,6 @@ class RunState:
     output: OutputSpec | None = None  # the run's output type (None: a text reply)
     running_tool: str | None = None  # the tool running now (named by a run timeout)
     offered: list[Any] | None = None  # the tools the current tool step offers (``Tool.prepare``); None: all
-    ahead: Any = None  # the answer's prompt pass run ahead beside the last decision (``_prefetch.PassAhead``)
-
-    def results_text(self) -> str:
-        """The tool results of the run so far as the answer steps read them (empty before any)."""
-        return results_text(list(self.results.calls.values()))
-
-    def answer_chat(self) -> list[dict[str, str]]:
-        """What the free-text answer step of a run with tools is sent (:func:`~agentkit.sdk._messages.answer_chat`:
-        the instructions, the earlier runs' text turns, the task with the results)."""
-        return answer_chat(self.instructions, self.messages[:self.new_message_index], self.prompt, self.results_text())
 
     def context(self, tool_name: str | None = None, model: Any = None) -> RunContext[Any]:
         retry = self.tool_failures.get(tool_name, 0) if tool_name else self.failures

@@ -157,28 +157,26 @@ async def test_a_call_on_a_prompt_that_starts_as_the_decisions_reuses_its_pieces
         assert 128 <= first.cached_prompt_tokens < first.prompt_tokens
 
 
-async def test_the_next_steps_prompt_pass_runs_ahead_with_the_same_output(tiny, monkeypatch):
-    """``Agent(prefetch=True)``: the first call's prompt (the tool step's own) is encoded beside the first decision,
-    and the answer's (its own view, with the result) beside the decision after the result, so each reuses all of
-    its prompt but the assistant's header; the call and the answer are those without it."""
+async def test_the_first_calls_prompt_pass_runs_ahead_with_the_same_output(tiny, monkeypatch):
+    """``Agent(prefetch=True)``: the first call's prompt (the tool step's own) is encoded beside the decision, so the
+    call reuses all of it but the assistant's header; the call and the answer are those without it."""
     from agentkit import decide
 
-    calls = iter([True, False])  # call, then answer after the result
-    monkeypatch.setattr(decide, "calibrated", lambda scores, null, names, no_call, margin=True: (next(calls), {
+    monkeypatch.setattr(decide, "calibrated", lambda scores, null, names, no_call, margin=True: (True, {
         "no_call_margin": 0.0, "no_call_margin_null": 0.0, "tool": "add"}))
-    traces = {}
+    firsts = {}
     for prefetch in (False, True):
-        calls = iter([True, False])
         tiny.prefixes.clear()  # the engine is shared: another test's prompts are not this run's
-        agent = Agent(tiny, tools=[add, shout], prefetch=prefetch, after_result="null")
-        result = await agent.run("What is two plus three?", mode="ar")
-        traces[prefetch] = (result.output, list(result.trace))
-    (out_off, off), (out_on, on) = traces[False], traces[True]
-    assert out_on == out_off and [(r.step, r.tool, r.tool_args) for r in on] == [
-        (r.step, r.tool, r.tool_args) for r in off] and [r.step for r in on] == ["tool_call", "reply"]
-    for a, b in zip(off, on):
-        assert a.cached_prompt_tokens == 0 and b.prompt_tokens == a.prompt_tokens
-        assert b.prompt_tokens - 8 <= b.cached_prompt_tokens < b.prompt_tokens
+        agent = Agent(tiny, tools=[add, shout], limits=Limits(max_iterations=1), prefetch=prefetch)
+        try:
+            trace = (await agent.run("What is two plus three?", mode="ar")).trace
+        except UsageLimitExceeded as e:
+            trace = e.trace
+        firsts[prefetch] = trace[0]
+    off, on = firsts[False], firsts[True]
+    assert (on.step, on.tool, on.tool_args) == (off.step, off.tool, off.tool_args) == ("tool_call", "add", off.tool_args)
+    assert off.cached_prompt_tokens == 0 and on.prompt_tokens == off.prompt_tokens
+    assert on.prompt_tokens - 8 <= on.cached_prompt_tokens < on.prompt_tokens
 
 
 def test_prefetch_is_checked():
@@ -206,7 +204,7 @@ async def test_a_pass_ahead_is_told_to_stop_when_the_decision_answers(tiny, monk
             await asyncio.sleep(0.05)
             seen.append(stop())
 
-    ahead = _prefetch.PassAhead("tool_call")
+    ahead = _prefetch.CallPrefetch()
     ahead.start(Slow(), [], DecodeConfig())
     await asyncio.sleep(0.01)
     ahead.cancel()
@@ -215,8 +213,8 @@ async def test_a_pass_ahead_is_told_to_stop_when_the_decision_answers(tiny, monk
 
     monkeypatch.setattr(decide, "calibrated", lambda scores, null, names, no_call, margin=True: (False, {
         "no_call_margin": 0.0, "no_call_margin_null": 0.0, "tool": None}))
-    cancelled, cancel = [], _prefetch.PassAhead.cancel
-    monkeypatch.setattr(_prefetch.PassAhead, "cancel", lambda self: (cancelled.append(True), cancel(self)))
+    cancelled, cancel = [], _prefetch.CallPrefetch.cancel
+    monkeypatch.setattr(_prefetch.CallPrefetch, "cancel", lambda self: (cancelled.append(True), cancel(self)))
     outputs = []
     for prefetch in (False, True):
         tiny.prefixes.clear()
