@@ -60,8 +60,13 @@ class CallPrefetch:
         self.cancelled = threading.Event()
 
     def start(self, generator: Prefiller, messages: list[dict[str, str]], config: DecodeConfig) -> None:
+        """Start the pass; it is also cancelled when the asyncio task that started it ends (``run_sync``'s run, or
+        a caller's task ended by a timeout), so a run stopped in its decision leaves no pass behind it."""
         self.job = asyncio.ensure_future(generator.prefill(messages, config, self.cancelled.is_set))
         self.job.add_done_callback(_logged)
+        run = asyncio.current_task()
+        if run is not None:
+            run.add_done_callback(lambda _: self.cancel())
 
     def cancel(self) -> None:
         self.cancelled.set()

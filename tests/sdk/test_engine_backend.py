@@ -221,3 +221,29 @@ async def test_a_pass_ahead_is_told_to_stop_when_the_decision_answers(tiny, monk
         result = await Agent(tiny, tools=[add, shout], prefetch=prefetch).run("Say hi.", mode="ar")
         outputs.append((result.output, [r.step for r in result.trace]))
     assert cancelled == [True] and outputs[0] == outputs[1] and outputs[0][1] == ["reply"]
+
+
+async def test_a_pass_ahead_stops_when_the_run_that_started_it_ends():
+    """A run that ends while its pass ahead still runs (a timeout in the decision) tells the pass to stop."""
+    import asyncio
+
+    from agentkit.config import DecodeConfig
+    from agentkit.sdk import _prefetch
+
+    seen: list[bool] = []
+
+    class Slow:
+        async def prefill(self, messages, config, stop):
+            for _ in range(20):
+                seen.append(stop())
+                await asyncio.sleep(0.01)
+
+    ahead = _prefetch.CallPrefetch()
+
+    async def run():
+        ahead.start(Slow(), [], DecodeConfig())
+        await asyncio.sleep(0.03)  # the run ends (or times out) before the pass
+
+    await asyncio.create_task(run())
+    await ahead.ready()
+    assert seen[0] is False and seen[-1] is True and ahead.cancelled.is_set()
