@@ -43,11 +43,12 @@ def resolve(value: bool | None, generator: Any) -> bool:
 def spare_core(generator: Any) -> bool:
     """Whether ``generator`` can run a prompt pass ahead and the machine has a core for it: a
     :class:`~agentkit.sdk._generator.Prefiller` whose engine keeps a prefix cache, on at least twice the cores
-    its engine's passes use (``EngineConfig.threads``; unset, torch's default: every core)."""
+    its engine's passes use (``EngineConfig.threads``; unset, torch's default: every core). The cores are those
+    this process may run on (its CPU affinity, where the platform says)."""
     engine = getattr(generator, "engine", None)
     if not isinstance(generator, Prefiller) or getattr(engine, "prefixes", None) is None:
         return False
-    cores = os.cpu_count() or 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return cores >= 2 * max(int(getattr(engine, "threads", None) or cores), 1)
 
 

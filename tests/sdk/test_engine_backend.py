@@ -247,3 +247,17 @@ async def test_a_pass_ahead_stops_when_the_run_that_started_it_ends():
     await asyncio.create_task(run())
     await ahead.ready()
     assert seen[0] is False and seen[-1] is True and ahead.cancelled.is_set()
+
+
+def test_a_pass_ahead_needs_a_spare_core(tiny, monkeypatch):
+    """``prefetch=None`` is on where the process may run on twice the cores the engine's passes use."""
+    import os
+
+    from agentkit.sdk import _prefetch
+
+    if not hasattr(os, "sched_getaffinity"):
+        pytest.skip("no CPU affinity on this platform")
+    generator = EngineGenerator(tiny)
+    for cores, spare in (({0}, False), ({0, 1}, tiny.threads == 1)):
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid, cores=cores: cores)
+        assert _prefetch.spare_core(generator) is spare
