@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
-from pathlib import Path
 
 from agentkit.engine import default_engine
-from agentkit.evals.agent_loop import MAX_ITERATIONS, run_agentkit, summarize_all
+from agentkit.errors import UserError
+from agentkit.evals.agent_loop import MAX_ITERATIONS, run_agentkit, run_interleaved
 from agentkit.evals.agent_tasks import load
-from agentkit.evals.report import environment, write_json_atomic
+from agentkit.evals.report import environment
 from agentkit.sdk import _decide as decide
 
 
@@ -34,32 +33,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     prompts = args.prompts.split(",")
-    pairs_ = {p: (p.split("/") + [decide.CALL_PROMPT])[:2] for p in prompts}
-    bad = [p for p, (d, c) in pairs_.items() if d not in decide.DECISION_PROMPTS or c not in decide.CALL_PROMPTS]
-    if bad:
-        ap.error(f"unknown prompt(s) {bad}: DECISION[/CALL], of {', '.join(decide.DECISION_PROMPTS)} and "
-                 f"{', '.join(decide.CALL_PROMPTS)}")
+    try:
+        pairs_ = {p: decide.prompt_pair(p) for p in prompts}
+    except UserError as e:
+        ap.error(str(e))
     kinds = args.kinds.split(",") if args.kinds else None
     tasks = load(args.data, kinds=kinds, limit=args.limit)
     engine = default_engine()
     command = "python evals/decision_prompts.py " + " ".join(sys.argv[1:] if argv is None else argv)
-    result = {"suite": "agent-loop", "model": engine.name, "data": args.data, "kinds": kinds,
-              "max_iterations": MAX_ITERATIONS,
-              "prompts": prompts, "tasks": len(tasks), "command": command, "env": environment(command),
-              "partial": True, "items": []}
-    t0 = time.perf_counter()
-    for i, task in enumerate(tasks):
-        for p in prompts[i % len(prompts):] + prompts[: i % len(prompts)]:
-            engine.prefixes.clear()  # else a task's second run reuses the first one's prompts
-            decide.DECISION_PROMPT, decide.CALL_PROMPT = pairs_[p]
-            row = run_agentkit(task, engine, "default")
-            result["items"].append({**row, "mode": p})
-            print(f"[{p}] {task.id} success={row['success']} iters={row['iterations']} {row['run_ms'] / 1000:.1f}s",
-                  flush=True)
-        result.update(summary=summarize_all(result["items"]), wall_s=round(time.perf_counter() - t0, 1))
-        write_json_atomic(Path(args.out), result)
-    result["partial"] = False
-    write_json_atomic(Path(args.out), result)
+    header = {"suite": "agent-loop", "model": engine.name, "data": args.data, "kinds": kinds,
+              "max_iterations": MAX_ITERATIONS, "prompts": prompts, "tasks": len(tasks), "command": command,
+              "env": environment(command)}
+
+    def run_one(task, pair: str) -> dict:
+        decide.DECISION_PROMPT, decide.CALL_PROMPT = pairs_[pair]
+        return run_agentkit(task, engine, "default")
+
+    run_interleaved(tasks, engine, prompts, run_one, args.out, header)
     return 0
 
 

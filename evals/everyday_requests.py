@@ -39,12 +39,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     from agentkit import Agent, default_engine
+    from agentkit.errors import UserError
     from agentkit.sdk import Tool
     from agentkit.sdk import _decide as decide
 
+    try:
+        pairs = {p: decide.prompt_pair(p) for p in args.prompts.split(",")}
+    except UserError as e:
+        ap.error(str(e))
     engine, out = default_engine(), {}
-    for pair in args.prompts.split(","):
-        decide.DECISION_PROMPT, decide.CALL_PROMPT = pair.split("/")
+    for pair, prompts in pairs.items():
+        decide.DECISION_PROMPT, decide.CALL_PROMPT = prompts
         agent, rows = Agent(engine, tools=[Tool(get_weather), Tool(add)]), []
         for request, needs in REQUESTS.items():
             engine.prefixes.clear()

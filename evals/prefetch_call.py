@@ -15,13 +15,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
-from pathlib import Path
 
 from agentkit.engine import default_engine
-from agentkit.evals.agent_loop import MAX_ITERATIONS, run_agentkit, summarize_all
+from agentkit.evals.agent_loop import MAX_ITERATIONS, run_agentkit, run_interleaved
 from agentkit.evals.agent_tasks import load
-from agentkit.evals.report import environment, write_json_atomic
+from agentkit.evals.report import environment
 
 PREFETCH = {"off": False, "on": True}
 
@@ -43,22 +41,15 @@ def main(argv: list[str] | None = None) -> int:
     tasks = load(args.data, kinds=kinds, limit=args.limit)
     engine = default_engine()
     command = "python evals/prefetch_call.py " + " ".join(sys.argv[1:] if argv is None else argv)
-    result = {"suite": "agent-loop", "model": engine.name, "data": args.data, "kinds": kinds,
+    header = {"suite": "agent-loop", "model": engine.name, "data": args.data, "kinds": kinds,
               "max_iterations": MAX_ITERATIONS, "modes": modes, "cores": os.cpu_count(), "tasks": len(tasks),
-              "command": command, "env": environment(command), "partial": True, "items": []}
-    t0 = time.perf_counter()
-    for i, task in enumerate(tasks):
-        for mode in modes[i % len(modes):] + modes[: i % len(modes)]:
-            engine.prefixes.clear()  # else a task's second run reuses the first one's prompts
-            loop_mode, prefetch = mode.split("/")
-            row = run_agentkit(task, engine, loop_mode, agent_options={"prefetch": PREFETCH[prefetch]})
-            result["items"].append({**row, "mode": mode})
-            print(f"[{mode}] {task.id} success={row['success']} iters={row['iterations']} {row['run_ms'] / 1000:.1f}s",
-                  flush=True)
-        result.update(summary=summarize_all(result["items"]), wall_s=round(time.perf_counter() - t0, 1))
-        write_json_atomic(Path(args.out), result)
-    result["partial"] = False
-    write_json_atomic(Path(args.out), result)
+              "command": command, "env": environment(command)}
+
+    def run_one(task, run: str) -> dict:
+        mode, prefetch = run.split("/")
+        return run_agentkit(task, engine, mode, agent_options={"prefetch": PREFETCH[prefetch]})
+
+    run_interleaved(tasks, engine, modes, run_one, args.out, header)
     return 0
 
 

@@ -98,6 +98,30 @@ def run_agentkit(task: AgentTask, model: Any, mode: str = "default", *, max_iter
     return {"framework": "agentkit", "mode": mode, **row}
 
 
+def run_interleaved(tasks: list[AgentTask], engine: Any, names: list[str],
+                    run_one: Callable[[AgentTask, str], dict[str, Any]], out: str | Path,
+                    result: dict[str, Any]) -> dict[str, Any]:
+    """Each task run once per name in ``names``, the order rotating from task to task, on ``engine`` with its prefix
+    cache emptied before each run (else a task's second run reuses the first one's prompts): ``run_one(task, name)``
+    gives the row, whose ``mode`` becomes the name, so the agent loop's own tools (``merge``,
+    ``evals/agent_loop_steps.py``, ``evals/paired_agent_loop.py``) compare the names. ``result`` (the run's header:
+    its command, data, settings) gets the rows, their summary and the wall time, written to ``out`` after each task."""
+    result.update(partial=True, items=[])
+    t0 = time.perf_counter()
+    for i, task in enumerate(tasks):
+        for name in names[i % len(names):] + names[: i % len(names)]:
+            engine.prefixes.clear()
+            row = {**run_one(task, name), "mode": name}
+            result["items"].append(row)
+            print(f"[{name}] {task.id} success={row['success']} iters={row['iterations']} "
+                  f"{row['run_ms'] / 1000:.1f}s", flush=True)
+        result.update(summary=summarize_all(result["items"]), wall_s=round(time.perf_counter() - t0, 1))
+        write_json_atomic(Path(out), result)
+    result["partial"] = False
+    write_json_atomic(Path(out), result)
+    return result
+
+
 def bfcl_single(engine: Any, task: AgentTask, mode: str) -> bool | None:
     """The BFCL suite's single constrained call on the task's item (its question, its functions), in the agent mode's
     BFCL mode; None for tasks that are not one item's call."""

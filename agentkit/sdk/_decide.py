@@ -35,8 +35,8 @@ from ._messages import ModelMessage, RetryPromptPart, to_chat
 
 __all__ = ["AFTER_FAILURE_RULES", "AFTER_RESULT", "AFTER_RESULT_RULES", "CALL_PROMPT", "CALL_PROMPTS", "DECIDE",
            "DECISION_PROMPT", "DECISION_PROMPTS", "Decide", "Decision", "NullScores", "call_chat", "check",
-           "decide_step", "decides_calibrated", "decision_ask", "decision_chat", "retrying", "scorer_of",
-           "without_plan"]
+           "decide_step", "decides_calibrated", "decision_ask", "decision_chat", "prompt_pair", "retrying",
+           "scorer_of", "without_plan"]
 
 Decide = Literal["scores", "decode"]
 DECIDE: tuple[str, ...] = ("scores", "decode")
@@ -92,6 +92,17 @@ CALL_PROMPT = "tool_step"
 # the model scores highest, the failed one among them) while that tool has retries left (``Tool.retries``), as the
 # retry prompt asks; "decide", the first step's rule (the model may answer instead)
 AFTER_FAILURE_RULES = ("retry", "decide")
+
+
+def prompt_pair(text: str) -> tuple[str, str]:
+    """``"DECISION[/CALL]"`` as a (:data:`DECISION_PROMPT`, :data:`CALL_PROMPT`) pair, the call's default when
+    omitted (the evals that compare them: ``evals/decision_prompts.py``, ``evals/everyday_requests.py``)."""
+    decision, _, call = text.partition("/")
+    call = call or CALL_PROMPT
+    if decision not in DECISION_PROMPTS or call not in CALL_PROMPTS:
+        raise UserError(f"unknown prompt pair {text!r}: DECISION[/CALL], DECISION of {', '.join(DECISION_PROMPTS)}, "
+                        f"CALL of {', '.join(CALL_PROMPTS)}")
+    return decision, call
 
 
 def decision_chat(chat: list[dict[str, str]], instructions: str | None,

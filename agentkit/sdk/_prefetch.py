@@ -66,8 +66,12 @@ class CallPrefetch:
         self.job = asyncio.ensure_future(generator.prefill(messages, config, self.cancelled.is_set))
         self.job.add_done_callback(_logged)
         run = asyncio.current_task()
-        if run is not None:
-            run.add_done_callback(lambda _: self.cancel())
+        if run is not None:  # dropped once the pass is over: a caller's task may start many runs
+            run.add_done_callback(self._run_ended)
+            self.job.add_done_callback(lambda _: run.remove_done_callback(self._run_ended))
+
+    def _run_ended(self, _task: asyncio.Task[Any]) -> None:
+        self.cancel()
 
     def cancel(self) -> None:
         self.cancelled.set()
