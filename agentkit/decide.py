@@ -29,12 +29,13 @@ NULL_QUESTION = "N/A"  # the content-free question the scores are calibrated aga
 def name_scores(engine: Any, messages: list[dict[str, str]], names: list[str], head: str,
                 slot: Any = None) -> dict[str, float]:
     """log P(name, then its closing quote | the prompt and the call's ``head``) for each name, with the base
-    weights at temperature 1 (the model's own distribution): one pass over prompt + head, then one short pass per
-    name over its tokens on that cache (cropped back after each). The prompt pass goes through the engine's prefix
-    cache (:func:`~agentkit.engine.prefix.cached_prompt_pass`): an agent's decision reads the blocks its last step
-    stored, and the step after it those the decision stored."""
+    weights at temperature 1 (the model's own distribution): one pass over prompt + head, then one pass over every
+    name's tokens side by side on that cache (:func:`~agentkit.engine.backbone.continuation_logits`). The prompt
+    pass goes through the engine's prefix cache (:func:`~agentkit.engine.prefix.cached_prompt_pass`): an agent's
+    decision reads the blocks its last step stored, and the step after it those the decision stored."""
     import torch
 
+    from .engine.backbone import continuation_logits
     from .engine.prefix import cached_prompt_pass
 
     bb = engine.backbone if slot is None else slot.wrap(engine.backbone)
@@ -45,13 +46,14 @@ def name_scores(engine: Any, messages: list[dict[str, str]], names: list[str], h
     last, _ = cached_prompt_pass(bb, cache, base, getattr(engine, "prefixes", None),
                                  getattr(engine, "chunking", 0))
     first = torch.log_softmax(last.float(), dim=-1)
+    longer = [n for n, cont in conts.items() if len(cont) > 1]
+    rest = dict(zip(longer, continuation_logits(bb, cache, [conts[n][:-1] for n in longer]), strict=True))
     out = {}
     for n, cont in conts.items():
         lp = float(first[cont[0]])
-        if len(cont) > 1:
-            logp = torch.log_softmax(bb.encode(cont[:-1], cache, rows=list(range(len(cont) - 1))).float(), dim=-1)
+        if n in rest:
+            logp = torch.log_softmax(rest[n].float(), dim=-1)
             lp += float(logp.gather(-1, torch.tensor(cont[1:], dtype=torch.long)[:, None]).sum())
-            bb.crop(cache, len(base))
         out[n] = lp
     return out
 

@@ -15,13 +15,17 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from unittest import mock
 
-from agentkit.engine import default_engine
+from agentkit.engine import backbone, default_engine
 from agentkit.evals.agent_loop import MAX_ITERATIONS, run_agentkit, run_interleaved
 from agentkit.evals.agent_tasks import load
 from agentkit.evals.report import environment
+from agentkit.sdk import _messages as messages
+from agentkit.sdk import _prefetch as prefetch_
 
-PREFETCH = {"off": False, "on": True}
+PREFETCH = {"off": False, "on": True, "answer": True}  # answer: the call's pass, then the answer's opening
+NAMES = {"one_pass": True, "each": False}  # agentkit.engine.backbone.ONE_PASS_CONTINUATIONS
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,13 +34,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kinds", default=None, help="comma-separated task kinds (default all)")
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--runs", default="default/off,default/on",
-                    help="MODE/PREFETCH pairs, comma-separated (MODE: an agent-loop mode; PREFETCH: on or off)")
+                    help="MODE/PREFETCH[/LAYOUT[/NAMES]] each, comma-separated (MODE: an agent-loop mode; PREFETCH: "
+                    "off, on (the call's pass) or answer (the call's, then the answer's opening); LAYOUT: the answer "
+                    f"step's, {' or '.join(messages.ANSWER_LAYOUTS)}, default {messages.ANSWER_LAYOUT}; NAMES: how "
+                    "the decision reads the names (and an extraction its candidates), one_pass or each (a pass per "
+                    "name), default one_pass)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     modes = args.runs.split(",")
-    bad = [m for m in modes if m.count("/") != 1 or m.split("/")[1] not in PREFETCH]
+    bad = [m for m in modes if not 1 <= m.count("/") <= 3 or m.split("/")[1] not in PREFETCH
+           or m.split("/")[2:3] not in ([], *([x] for x in messages.ANSWER_LAYOUTS))
+           or m.split("/")[3:] not in ([], *([x] for x in NAMES))]
     if bad:
-        ap.error(f"--runs: {bad} are not MODE/PREFETCH pairs (PREFETCH: on or off)")
+        ap.error(f"--runs: {bad} are not MODE/PREFETCH[/LAYOUT[/NAMES]] (PREFETCH: {', '.join(PREFETCH)}; LAYOUT: "
+                 f"{', '.join(messages.ANSWER_LAYOUTS)}; NAMES: {', '.join(NAMES)})")
     kinds = args.kinds.split(",") if args.kinds else None
     tasks = load(args.data, kinds=kinds, limit=args.limit)
     engine = default_engine()
@@ -46,8 +57,11 @@ def main(argv: list[str] | None = None) -> int:
               "command": command, "env": environment(command)}
 
     def run_one(task, run: str) -> dict:
-        mode, prefetch = run.split("/")
-        return run_agentkit(task, engine, mode, agent_options={"prefetch": PREFETCH[prefetch]})
+        mode, prefetch, layout, names = (run.split("/") + [messages.ANSWER_LAYOUT, "one_pass"][run.count("/") - 1:])
+        with mock.patch.object(messages, "ANSWER_LAYOUT", layout), \
+                mock.patch.object(prefetch_, "ANSWER_AHEAD", prefetch == "answer"), \
+                mock.patch.object(backbone, "ONE_PASS_CONTINUATIONS", NAMES[names]):
+            return run_agentkit(task, engine, mode, agent_options={"prefetch": PREFETCH[prefetch]})
 
     run_interleaved(tasks, engine, modes, run_one, args.out, header)
     return 0

@@ -17,9 +17,10 @@ bidirectional inside its new tokens), the new tokens are right-padded to the lon
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 from transformers import DynamicCache
@@ -275,6 +276,27 @@ class Backbone:
         self.crop(cache, past)
         return self.head_logits(hidden, rows)
 
+    @torch.inference_mode()
+    def branches(self, branches: Sequence[Sequence[int]], cache: DynamicCache) -> list[torch.Tensor]:
+        """Continuations of the cached prefix in one pass (:class:`~agentkit.engine.faces.Branching`): the
+        branches side by side, each attending to the cache and causally to its own tokens, at the positions
+        after the cache; the cache is cropped back after it -> each branch's logits at its positions [len, V]."""
+        past, dev = cache.get_seq_length(), self.device
+        bounds = list(itertools.accumulate((len(b) for b in branches), initial=0))
+        t = bounds[-1]
+        allowed = torch.zeros((1, 1, t, past + t), dtype=torch.bool, device=dev)
+        allowed[..., :past] = True
+        pos = torch.empty(t, dtype=torch.long, device=dev)
+        for s, e in itertools.pairwise(bounds):
+            allowed[0, 0, s:e, past + s:past + e] = torch.ones((e - s, e - s), dtype=torch.bool, device=dev).tril()
+            pos[s:e] = torch.arange(past, past + e - s, device=dev)
+        x = torch.tensor([[tok for b in branches for tok in b]], dtype=torch.long, device=dev)
+        hidden = self.body(input_ids=x, cache=cache, attention_mask=self.attention_mask(allowed),
+                           position_ids=pos[None], use_cache=True).last_hidden_state[0]
+        self.crop(cache, past)
+        logits = self.head_logits(hidden, range(t))
+        return [logits[s:e] for s, e in itertools.pairwise(bounds)]
+
     @staticmethod
     def crop(cache: DynamicCache, length: int) -> None:
         """Keep the first ``length`` cached positions."""
@@ -359,3 +381,26 @@ class Backbone:
             out.append(logits[i:i + len(r)])
             i += len(r)
         return out
+
+
+#: Whether :func:`continuation_logits` reads the continuations in one pass where the backbone can (False: a pass
+#: each, cropped back; ``evals/prefetch_call.py`` compares the two in the agent loop).
+ONE_PASS_CONTINUATIONS = True
+
+
+def continuation_logits(bb: Any, cache: DynamicCache, heads: Sequence[Sequence[int]]) -> list[torch.Tensor]:
+    """Each of ``heads`` read after what ``cache`` holds -> its logits at every one of its positions, the cache
+    left as it was: in one pass where ``bb`` scores branches (:class:`~agentkit.engine.faces.Branching`, on a cache
+    it can batch), else one pass each, cropped back. The tool step's decision reads its names so
+    (``agentkit/decide.py``), and a grounded extraction its candidate values (``agentkit/steps/grounded.py``)."""
+    from .faces import Branching
+
+    if not heads:
+        return []
+    if ONE_PASS_CONTINUATIONS and isinstance(bb, Branching) and bb.batchable(cache):
+        return bb.branches(heads, cache)
+    past, out = cache.get_seq_length(), []
+    for ids in heads:
+        out.append(bb.encode(ids, cache, rows=list(range(len(ids)))))
+        bb.crop(cache, past)
+    return out

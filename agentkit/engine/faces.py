@@ -134,6 +134,15 @@ class Batching(BackboneLike, Protocol):
 
 
 @runtime_checkable
+class Branching(Protocol):
+    """A backbone that scores several continuations of one cached prefix in one pass (a tree mask): each
+    branch's tokens read the cache and their own branch's earlier tokens, at the positions after the cache; the
+    cache is left as it was. Returns each branch's logits at every one of its positions."""
+
+    def branches(self, branches: Sequence[Sequence[int]], cache: Any) -> list[torch.Tensor]: ...
+
+
+@runtime_checkable
 class HiddenPasses(Protocol):
     """A torch backbone's pass and head apart: ``hidden_states`` appends ``ids`` to the cache under ``mask`` (a 4-D
     boolean mask as :meth:`attention_mask` shapes it; None: causal) and returns their hidden states ``[T, H]``;

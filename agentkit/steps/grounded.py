@@ -59,7 +59,8 @@ class GroundedOutput(OutputSpec):
 class ValueScorer:
     """Log-probabilities of continuations after a prompt and a head (the assistant's text so far), with
     ``engine``'s weights at temperature 1. The prompt is encoded once (through the engine's prefix cache); each
-    :meth:`scores` call encodes its head and continuations on that cache and crops back to the prompt."""
+    :meth:`scores` call encodes its head, then its continuations side by side on that cache
+    (:func:`~agentkit.engine.backbone.continuation_logits`), and crops back to the prompt."""
 
     def __init__(self, engine: Any, messages: list[dict[str, str]]) -> None:
         from ..engine.prefix import cached_prompt_pass
@@ -75,20 +76,22 @@ class ValueScorer:
         """Each continuation's token log-probabilities after the prompt and ``head``."""
         import torch
 
+        from ..engine.backbone import continuation_logits
+
         with self.engine.lock:
             head_ids = self.engine.tokenizer.encode(head, add_special_tokens=False)
             ids = [self.engine.tokenizer.encode(c, add_special_tokens=False) for c in conts]
         bb, n = self.bb, len(self.prompt)
         last = bb.encode(head_ids, self.cache, rows=[len(head_ids) - 1])[-1] if head_ids else self.last
         first = torch.log_softmax(last.float().reshape(-1), dim=-1)
+        longer = [i for i, cont in enumerate(ids) if len(cont) > 1]
+        rest = dict(zip(longer, continuation_logits(bb, self.cache, [ids[i][:-1] for i in longer]), strict=True))
         out = []
-        for cont in ids:
+        for i, cont in enumerate(ids):
             lps = [float(first[cont[0]])]
-            if len(cont) > 1:
-                logp = torch.log_softmax(bb.encode(cont[:-1], self.cache, rows=list(range(len(cont) - 1))).float(),
-                                         dim=-1)
+            if i in rest:
+                logp = torch.log_softmax(rest[i].float(), dim=-1)
                 lps += logp.gather(-1, torch.tensor(cont[1:], dtype=torch.long)[:, None]).flatten().tolist()
-                bb.crop(self.cache, n + len(head_ids))
             out.append(lps)
         bb.crop(self.cache, n)
         return out

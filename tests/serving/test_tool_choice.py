@@ -216,14 +216,18 @@ def test_auto_is_calibrated_against_the_null_question(tiny):
 
 
 def test_name_scores_equal_a_full_pass_per_name(tiny):
-    """The cached scoring (one prompt pass, a short pass per name, cropped back) gives each name's log-probability
-    as a separate full pass over prompt + head + name does."""
+    """The cached scoring (one prompt pass, then one pass over every name's tokens side by side under a tree mask,
+    cropped back) gives each name's log-probability as a separate full pass over prompt + head + name does."""
     import torch
     from agentkit.serving.toolchoice import name_scores
 
     msgs, head, names = MSG, '{"name": "', ["get_weather", "add", "respond", "a_longer_tool_name"]
-    got = name_scores(tiny, msgs, names, head)
     bb, tok = tiny.backbone, tiny.tokenizer
+    passes = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(bb, "branches", lambda heads, cache, f=bb.branches: passes.append(len(heads)) or f(heads, cache))
+        got = name_scores(tiny, msgs, names, head)
+    assert passes == [sum(len(tok.encode(n + '"', add_special_tokens=False)) > 1 for n in names)]
     base = list(tiny.encode_prompt(msgs)) + tok.encode(head, add_special_tokens=False)
     for n in names:
         cont = tok.encode(n + '"', add_special_tokens=False)
@@ -232,6 +236,38 @@ def test_name_scores_equal_a_full_pass_per_name(tiny):
                                -1)
         assert got[n] == pytest.approx(sum(float(lp[i, t]) for i, t in enumerate(cont)), abs=1e-3)
     assert len({round(v, 3) for v in got.values()}) == len(names)  # the names are told apart
+
+
+def test_a_backbone_without_branch_passes_scores_each_name_in_its_own_pass(tiny):
+    """A backbone that cannot score branches (a server's batched seat, llama.cpp) reads each name in a pass of
+    its own, cropped back, with the same scores."""
+    from types import SimpleNamespace
+
+    from agentkit.serving.toolchoice import name_scores
+
+    from agentkit.engine.faces import Branching
+
+    class OnePassEach:
+        def __init__(self, bb):
+            self.bb, self.passes = bb, 0
+
+        def __getattr__(self, name):
+            if name == "branches":
+                raise AttributeError(name)
+            return getattr(self.bb, name)
+
+        def encode(self, ids, cache, rows=(-1,), whole=False):
+            self.passes += not whole  # the prompt's own pieces are whole passes
+            return self.bb.encode(ids, cache, rows, whole)
+
+    msgs, head, names = MSG, '{"name": "', ["get_weather", "add", "respond", "a_longer_tool_name"]
+    wrapped = OnePassEach(tiny.backbone)
+    assert not isinstance(wrapped, Branching)
+    got = name_scores(tiny, msgs, names, head, slot=SimpleNamespace(wrap=lambda bb: wrapped))
+    longer = sum(len(tiny.tokenizer.encode(n + '"', add_special_tokens=False)) > 1 for n in names)
+    assert wrapped.passes == longer > 1
+    want = name_scores(tiny, msgs, names, head)
+    assert got == pytest.approx(want, abs=1e-3)
 
 
 async def test_required_picks_the_tool_the_model_scores_highest(tiny):
