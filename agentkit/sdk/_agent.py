@@ -313,7 +313,7 @@ class Agent(Generic[DepsT, OutputT]):
                            results) if self._tools else None
         if not results and run.instructions is None:  # a plain reply: the model's own default system text
             chat = without_default_system(chat if chat is not None else to_chat_with_prompt(run.messages, None))
-        result, rec, t0 = await prefetch_.answer_ready(run, self._generate(run, "reply", None, chat=chat))
+        result, rec, t0 = await self._generate(run, "reply", None, chat=chat)
         text = result.text
         emit(run, lambda: Reply(rec.iteration, text))
         run.messages.append(self._response(run, TextPart(content=text), "reply", result))

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter
 
-from ..steps.kinds import DEFAULT_INSTRUCTIONS, call_text, observation, reply_prompt, results_request
+from ..steps.kinds import DEFAULT_INSTRUCTIONS, call_text, observation, reply_prompt
 from ..toolcall import CALL_SEP
 
 
@@ -173,33 +173,13 @@ def without_default_system(chat: list[dict[str, str]]) -> list[dict[str, str]]:
     return chat
 
 
-#: How the answer step after tool results lays out the task and the results: ``"one_message"`` (one user message:
-#: the task, the results, the request for the answer) or ``"task_apart"`` (the task as a user message of its own,
-#: then the results and the request in a second one: the task's message is then a whole prompt piece, which the
-#: pass ahead encodes while the call decodes, ``agentkit/sdk/_prefetch.py``). An answer without results is one
-#: message in both.
-ANSWER_LAYOUT = "one_message"
-ANSWER_LAYOUTS = ("one_message", "task_apart")
-
-
-def answer_prefix(instructions: str | None, earlier: list[ModelMessage], task: str) -> list[dict[str, str]]:
-    """The whole messages the answer step after tool results opens with (:func:`answer_chat`), known before any
-    call: the instructions without the tools' specs, the earlier runs' text turns, and under ``"task_apart"`` the
-    task. Each is a piece the prefix cache can hold (``agentkit/engine/prefix.py`` cuts before every message)."""
+def answer_chat(instructions: str | None, earlier: list[ModelMessage], task: str, results: str) -> list[dict[str, str]]:
+    """What the free-text answer step of a run with tools is sent: the instructions without the tools' specs,
+    the earlier runs' text turns (``earlier``), then the task with the tool results and the request for a plain
+    answer. No JSON call is in view, so the reply is text (a small model imitates the calls it sees)."""
     chat = [{"role": "system", "content": instructions or DEFAULT_INSTRUCTIONS}]
     for m in to_chat(earlier):
         if m["role"] != "system" and not m["content"].startswith("{"):
             chat.append(m)
-    return chat + ([{"role": "user", "content": task}] if ANSWER_LAYOUT == "task_apart" else [])
-
-
-def answer_chat(instructions: str | None, earlier: list[ModelMessage], task: str, results: str) -> list[dict[str, str]]:
-    """What the free-text answer step of a run with tools is sent: :func:`answer_prefix`, then the task (under
-    :data:`ANSWER_LAYOUT` ``"one_message"``) with the tool results and the request for a plain answer. No JSON call
-    is in view, so the reply is text (a small model imitates the calls it sees)."""
-    chat = answer_prefix(instructions, earlier, task)
-    if ANSWER_LAYOUT == "task_apart" and results:
-        return chat + [{"role": "user", "content": results_request(results)}]
-    if ANSWER_LAYOUT == "task_apart":
-        chat = chat[:-1]
-    return chat + [{"role": "user", "content": reply_prompt(task, results)}]
+    chat.append({"role": "user", "content": reply_prompt(task, results)})
+    return chat

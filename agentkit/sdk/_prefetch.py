@@ -16,24 +16,17 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Coroutine
-from typing import Any, TypeVar
+from typing import Any
 
 from ..config import DecodeConfig
 from ..errors import UserError
 from . import _decide
 from ._generator import Prefiller
-from ._messages import answer_prefix, to_chat_with_prompt
+from ._messages import to_chat_with_prompt
 from ._result import RunState
 from ._step_config import step_config
 
 log = logging.getLogger("agentkit.sdk")
-
-#: Whether the first call's pass ahead is followed by the answer step's opening (:func:`answer_prefix`), encoded
-#: on the spare core while the call decodes.
-ANSWER_AHEAD = True
-
-T = TypeVar("T")
 
 
 def resolve(value: bool | None, generator: Any) -> bool:
@@ -61,34 +54,21 @@ def spare_core(generator: Any) -> bool:
 
 class CallPrefetch:
     """One tool step's pass ahead: :meth:`start` it before the decision, :meth:`ready` before the call, or
-    :meth:`cancel` it when the decision answers (it ends at its next piece, freeing the core for the answer).
-    With ``answer`` given, the answer step's opening (:func:`~agentkit.sdk._messages.answer_prefix`) is encoded
-    after the call's pass, while the call decodes; :meth:`answer_ready` before the answer."""
+    :meth:`cancel` it when the decision answers (it ends at its next piece, freeing the core for the answer)."""
 
     def __init__(self) -> None:
         self.job: asyncio.Future[None] | None = None
-        self.answer: asyncio.Future[None] | None = None
         self.cancelled = threading.Event()
 
-    def start(self, generator: Prefiller, messages: list[dict[str, str]], config: DecodeConfig,
-              answer: tuple[list[dict[str, str]], DecodeConfig] | None = None) -> None:
-        """Start the pass (and the answer's after it); they are also cancelled when the asyncio task that started
-        them ends (``run_sync``'s run, or a caller's task ended by a timeout), so a run stopped in its decision
-        leaves no pass behind it."""
+    def start(self, generator: Prefiller, messages: list[dict[str, str]], config: DecodeConfig) -> None:
+        """Start the pass; it is also cancelled when the asyncio task that started it ends (``run_sync``'s run, or
+        a caller's task ended by a timeout), so a run stopped in its decision leaves no pass behind it."""
         self.job = asyncio.ensure_future(generator.prefill(messages, config, self.cancelled.is_set))
         self.job.add_done_callback(_logged)
-        if answer is not None:
-            self.answer = asyncio.ensure_future(self._then(generator, *answer))
-            self.answer.add_done_callback(_logged)
-        run, last = asyncio.current_task(), self.answer or self.job
-        if run is not None:  # dropped once the passes are over: a caller's task may start many runs
+        run = asyncio.current_task()
+        if run is not None:  # dropped once the pass is over: a caller's task may start many runs
             run.add_done_callback(self._run_ended)
-            last.add_done_callback(lambda _: run.remove_done_callback(self._run_ended))
-
-    async def _then(self, generator: Prefiller, messages: list[dict[str, str]], config: DecodeConfig) -> None:
-        await self.ready()
-        if not self.cancelled.is_set():
-            await generator.prefill(messages, config, self.cancelled.is_set)
+            self.job.add_done_callback(lambda _: run.remove_done_callback(self._run_ended))
 
     def _run_ended(self, _task: asyncio.Task[Any]) -> None:
         self.cancel()
@@ -97,36 +77,16 @@ class CallPrefetch:
         self.cancelled.set()
 
     async def ready(self) -> None:
-        """Wait for the call's pass (a failed one is logged and the call encodes its prompt itself)."""
-        await _settled(self.job)
-
-    async def answer_ready(self) -> None:
-        """Wait for the answer's pass, if it was started (the answer then encodes only what follows it)."""
-        await _settled(self.answer)
-
-
-async def _settled(job: asyncio.Future[None] | None) -> None:
-    if job is not None:
-        with contextlib.suppress(Exception):
-            await asyncio.shield(job)
+        """Wait for the pass (a failed one is logged and the call encodes its prompt itself)."""
+        if self.job is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self.job)
 
 
 async def ready(ahead: CallPrefetch | None) -> None:
     """:meth:`CallPrefetch.ready` of ``ahead``, if any."""
     if ahead is not None:
         await ahead.ready()
-
-
-async def answer_ready(run: RunState, answer: Coroutine[Any, Any, T]) -> T:
-    """The answer step (``answer``, not yet started) once the run's answer pass ahead, if it has one, is over:
-    the answer then encodes only what follows the opening that pass encoded."""
-    try:
-        if run.ahead is not None:
-            await run.ahead.answer_ready()
-    except BaseException:
-        answer.close()  # cancelled while waiting: the answer never started
-        raise
-    return await answer
 
 
 def _logged(job: asyncio.Future[None]) -> None:
@@ -144,8 +104,6 @@ def call_ahead(generator: Any, run: RunState, decode: DecodeConfig) -> CallPrefe
     config = step_config(decode, run, "tool_call", 1, None)
     if config.weights in ("adapted", "loaded") or (config.weights, config.mode) == ("auto", "diffusion"):
         return None  # a call on other weights than the base's reads none of its pieces
-    answer = answer_prefix(run.instructions, run.messages[:run.new_message_index], run.prompt)
-    run.ahead = ahead = CallPrefetch()
-    ahead.start(generator, to_chat_with_prompt(run.messages, None), config,
-                (answer, step_config(decode, run, "reply", 1, None)) if ANSWER_AHEAD else None)
+    ahead = CallPrefetch()
+    ahead.start(generator, to_chat_with_prompt(run.messages, None), config)
     return ahead

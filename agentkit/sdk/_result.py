@@ -82,7 +82,6 @@ class RunState:
     output: OutputSpec | None = None  # the run's output type (None: a text reply)
     running_tool: str | None = None  # the tool running now (named by a run timeout)
     offered: list[Any] | None = None  # the tools the current tool step offers (``Tool.prepare``); None: all
-    ahead: Any = None  # the passes run ahead of this run's call and answer (``_prefetch.CallPrefetch``)
 
     def context(self, tool_name: str | None = None, model: Any = None) -> RunContext[Any]:
         retry = self.tool_failures.get(tool_name, 0) if tool_name else self.failures

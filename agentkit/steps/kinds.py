@@ -412,13 +412,7 @@ def reply_prompt(task: str, results: str) -> str:
     wording that carried the result into the answer most often on the default model)."""
     if not results:
         return f"{task}\n\nAnswer in one or two plain sentences."
-    return f"{task}\n\n{results_request(results)}"
-
-
-def results_request(results: str) -> str:
-    """The results (non-empty) and the request for a one-sentence answer that gives them: :func:`reply_prompt`
-    after its task."""
-    return f"{results}Answer in one sentence that gives the result."
+    return f"{task}\n\n{results}Answer in one sentence that gives the result."
 
 
 def observation(tool: str, text: str, *, error: bool = False) -> str:

@@ -179,35 +179,6 @@ async def test_the_first_calls_prompt_pass_runs_ahead_with_the_same_output(tiny,
     assert on.prompt_tokens - 8 <= on.cached_prompt_tokens < on.prompt_tokens
 
 
-async def test_the_answers_opening_is_encoded_ahead_and_the_reply_is_unchanged(tiny, monkeypatch):
-    """With a pass ahead, the answer step's opening (its instructions, and under the ``"task_apart"`` layout the
-    task's own message) is encoded after the call's pass, so the reply after the result reuses it; the reply is
-    the one without a pass ahead."""
-    from agentkit import decide
-    from agentkit.sdk import _messages
-
-    asked = []
-    monkeypatch.setattr(decide, "calibrated", lambda scores, null, names, no_call, margin=True: (
-        not asked.append(1) and len(asked) == 1, {"no_call_margin": 0.0, "no_call_margin_null": 0.0,
-                                                 "tool": "add" if len(asked) == 1 else None}))
-    replies = {}
-    for layout in _messages.ANSWER_LAYOUTS:
-        monkeypatch.setattr(_messages, "ANSWER_LAYOUT", layout)
-        for prefetch in (False, True):
-            tiny.prefixes.clear()
-            asked.clear()
-            result = await Agent(tiny, tools=[add], prefetch=prefetch).run("What is two plus three?", mode="ar")
-            assert [r.step for r in result.trace][-1] == "reply" and result.trace[0].tool == "add"
-            replies[layout, prefetch] = result.trace[-1], result.output
-    for layout in _messages.ANSWER_LAYOUTS:
-        (off, off_text), (on, on_text) = replies[layout, False], replies[layout, True]
-        assert on_text == off_text and on.prompt_tokens == off.prompt_tokens
-        assert off.cached_prompt_tokens == 0 < on.cached_prompt_tokens < on.prompt_tokens
-    task = len(tiny.tokenizer.encode("What is two plus three?", add_special_tokens=False))
-    assert (replies["task_apart", True][0].cached_prompt_tokens
-            >= replies["one_message", True][0].cached_prompt_tokens + task)
-
-
 def test_prefetch_is_checked():
     with pytest.raises(UserError, match="prefetch must be True, False or None"):
         Agent(FunctionModel(lambda m, i: "x"), prefetch="yes")
