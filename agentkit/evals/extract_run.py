@@ -24,7 +24,8 @@ from ..config import DecodeConfig
 from .extract import ExtractItem, load_items, score
 
 SETTINGS = ("compact", "spaced", "schema", "example", "nocopy", "copyuser", "nonum", "nofirst", "retry", "ungrounded",
-            "nosettle", "drafter")  # drafter: verify's drafts from the block drafter where lookup has none
+            "nosettle", "drafter", "eachpass")  # drafter: verify's drafts from the block drafter where lookup has none;
+# eachpass: a grounded field's candidates read a pass each (agentkit.engine.backbone.ONE_PASS_CONTINUATIONS off)
 
 
 def parse_row(row: str) -> tuple[str, set[str]]:
@@ -46,6 +47,7 @@ def parse_row(row: str) -> tuple[str, set[str]]:
 
 def run_agentkit(engine: Any, item: ExtractItem, row: str) -> dict[str, Any]:
     """One item through ``extract`` under ``row``'s mode and settings."""
+    from ..engine import backbone
     from ..sdk._extract import extract, extract_messages
     from ..steps import grounded as grounded_
     from ..steps import kinds as _steps
@@ -59,13 +61,15 @@ def run_agentkit(engine: Any, item: ExtractItem, row: str) -> dict[str, Any]:
         if style in opts:
             settings["json_style"] = style
     prompt = next((p for p in _steps.EXTRACT_PROMPTS if p in opts), None)
-    before, settles = _steps.EXTRACT_PROMPT, grounded_.SETTLE
+    before, settles, one_pass = _steps.EXTRACT_PROMPT, grounded_.SETTLE, backbone.ONE_PASS_CONTINUATIONS
     t0 = time.perf_counter()
     try:
         if prompt:
             _steps.EXTRACT_PROMPT = prompt
         if "nosettle" in opts:
             grounded_.SETTLE = False
+        if "eachpass" in opts:
+            backbone.ONE_PASS_CONTINUATIONS = False
         if "copyuser" in opts:  # the whole user message, the extract prompt's schema with it
             decode = replace(decode, copy_source=extract_messages(item.schema, item.text)[-1]["content"])
         kw = {"model": engine, "mode": mode, "decode": decode, "model_settings": settings or None,
@@ -73,7 +77,7 @@ def run_agentkit(engine: Any, item: ExtractItem, row: str) -> dict[str, Any]:
               "fallback_mode": ("diffusion" if mode != "diffusion" else "ar") if "retry" in opts else None}
         output, usage, error = _call(extract, item, kw)
     finally:
-        _steps.EXTRACT_PROMPT, grounded_.SETTLE = before, settles
+        _steps.EXTRACT_PROMPT, grounded_.SETTLE, backbone.ONE_PASS_CONTINUATIONS = before, settles, one_pass
     ms = 1000 * (time.perf_counter() - t0)
     out = output.model_dump(mode="json") if hasattr(output, "model_dump") else output
     return {"output": out, "error": error, "latency_ms": round(ms, 1), "ungrounded": usage.ungrounded if usage else [],
@@ -127,7 +131,8 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
 
 def run_extract_eval(data: Path, rows: list[str], *, limit: int | None, out: Path, plot: Path | None,
                      engine: Any, peers: dict[str, Any] | None = None, command: str = "", log=print) -> dict:
-    """Every item in every row (peers by name from ``peers``); JSON to ``out`` after each item, a plot at the end."""
+    """Every item in every row (peers by name from ``peers``), the rows' order rotating from item to item and the
+    engine's prefix cache emptied before each agentkit row; JSON to ``out`` after each item, a plot at the end."""
     items = load_items(data, limit)
     peers = peers or {}
     for row in rows:
@@ -136,7 +141,9 @@ def run_extract_eval(data: Path, rows: list[str], *, limit: int | None, out: Pat
     per_row: dict[str, list[dict]] = {r: [] for r in rows}
     report: dict[str, Any] = {}
     for i, item in enumerate(items):
-        for row in rows:
+        for row in rows[i % len(rows):] + rows[:i % len(rows)]:  # the order rotates: no row always goes first
+            if row not in peers and getattr(engine, "prefixes", None) is not None:
+                engine.prefixes.clear()  # else a row reuses the prompt an earlier row encoded: order, not mode
             res = run_peer(peers[row], item) if row in peers else run_agentkit(engine, item, row)
             res.update(id=item.id, schema=item.schema_name, score=score(item, res["output"]))
             per_row[row].append(res)

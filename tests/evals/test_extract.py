@@ -8,6 +8,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from agentkit.config import DecodeConfig
 from agentkit.errors import UserError
 from agentkit.evals import extract_gen
 from agentkit.evals.extract import ExtractItem, as_date, as_number, fields, load_items, score
@@ -133,6 +134,25 @@ def test_runner_on_the_tiny_directory(tiny, tmp_path):
     assert s["ar"]["items"] == 3 and s["ar"]["valid"] == 1.0  # the random model writes valid JSON, wrong values
     assert s["ar"]["field_accuracy"] < 1.0 and s["ar"]["tokens_per_forward"] > 0
     assert set(summarize(report["results"]["ar"])) >= {"p50_ms", "p95_ms", "numeric_copy", "item_exact"}
+
+
+def test_rows_rotate_and_start_from_an_empty_prefix_cache(tiny, tmp_path, monkeypatch):
+    """No row always goes first, and each agentkit row finds the engine's prefix cache empty: else a later row
+    reuses the prompt an earlier row encoded, and its latency says where it ran, not what it is."""
+    from agentkit.evals import extract_run
+
+    seen = []
+
+    def run(engine, item, row):
+        seen.append((item.id, row, engine.prefixes.stats()["blocks"]))
+        engine.generate([{"role": "user", "content": item.text}], DecodeConfig(mode="ar", max_new_tokens=1))
+        return {"output": None, "error": "", "latency_ms": 1.0, "ungrounded": [], "output_tokens": 0, "forwards": 1}
+
+    monkeypatch.setattr(extract_run, "run_agentkit", run)
+    run_extract_eval(TINY, ["ar", "verify"], limit=2, out=tmp_path / "r.json", plot=None, engine=tiny,
+                     log=lambda _: None)
+    assert [r for _, r, _ in seen] == ["ar", "verify", "verify", "ar"]
+    assert all(blocks == 0 for *_, blocks in seen)
 
 
 def test_row_settings_are_checked():
