@@ -318,7 +318,8 @@ class ItemResult:
 
 def run_item(impl: Suite, engine, item, index: int, modes: list[str], ctx: EvalContext,
              on_mode: Callable[[str, str], None] | None = None) -> ItemResult:
-    """Run every mode of item ``index`` on ``engine``, one after another; the mode order rotates by one per item."""
+    """Run every mode of item ``index`` on ``engine``, one after another, each from an empty prefix cache; the mode
+    order rotates by one per item."""
     iid = impl.item_id(item)
     try:
         prepared = impl.prepare(engine, item) if impl.prepare else None
@@ -329,6 +330,8 @@ def run_item(impl: Suite, engine, item, index: int, modes: list[str], ctx: EvalC
     for k, mode in enumerate(order):
         if on_mode is not None:
             on_mode(iid, mode)
+        if getattr(engine, "prefixes", None) is not None:
+            engine.prefixes.clear()  # else a mode reuses the prompt an earlier mode encoded: its order, not its mode
         ctx.frames = []
         ctx.on_draft = lambda t, f: ctx.frames.append((list(t), list(f)))
         t0 = time.perf_counter()

@@ -105,6 +105,23 @@ def test_unknown_suite_and_registered_suite(tiny, tmp_path):
     assert res["modes"]["ar-unconstrained"]["task_success"] == 0.5 and res["ratios_vs_ar_constrained"] == {}
 
 
+def test_each_mode_of_an_item_starts_from_an_empty_prefix_cache(tiny, tmp_path):
+    """A mode that ran second would reuse the prompt the first one encoded, and its latency would say where it ran."""
+    seen = []
+
+    def run(engine, item, prepared, mode, ctx):
+        seen.append((mode, engine.prefixes.stats()["blocks"]))
+        res = engine.generate([{"role": "user", "content": "hi " + item}], ctx.config(mode))
+        return {"success": True, "valid": True, "stats": res.stats}
+
+    runner.register_suite("toy_cache", runner.Suite(name="toy_cache", load=lambda data, limit: ["a", "b"], run=run,
+                                                    modes=("ar-unconstrained", "verify")))
+    run_eval("toy_cache", tmp_path, ["ar-unconstrained", "verify"], out=tmp_path / "t.json", engine=tiny,
+             free_max_new_tokens=2, max_new_tokens=2, progress=False, quiet=True)
+    assert [m for m, _ in seen] == ["ar-unconstrained", "verify", "verify", "ar-unconstrained"]
+    assert [blocks for _, blocks in seen] == [0, 0, 0, 0]
+
+
 def test_plain_ar_names_no_bfcl_mode(tiny, shared_data, tmp_path):
     """The engine's ``ar`` runs twice in BFCL, under the template and without it; ``ar`` alone is refused with
     both names, and result files that say ``ar`` read as the unconstrained mode."""
