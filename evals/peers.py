@@ -18,7 +18,8 @@ the prepacked weights; ROWS is ``EngineConfig.row_exact``, ``auto`` unless given
 ``verify::::::::::off`` verifies in one pass per block, as before the row-exact passes; a ``+FIELD=VALUE`` suffix sets
 a decoding field: ``ar-constrained+copy_bias=0`` decodes without the copy prior of :mod:`agentkit.engine.copy`). ``--shard K/N`` runs items K, K+N, K+2N, ... of the list (two processes on two cores; merge their
 files with ``evals/merge_results.py``). Items run item-major and the order of the variants rotates per item, as in
-``agentkit eval``. agentkit rows use the runner's decoding settings; their ``latency_ms`` here adds the template's
+``agentkit eval``, and each agentkit row starts from an empty prefix cache (a peer has none to reuse). agentkit
+rows use the runner's decoding settings; their ``latency_ms`` here adds the template's
 compile (``compile_ms``: schema compile + token DFAs), as a peer's includes its own. Peers get 256 new tokens at
 most (``--peer-max-new-tokens``). Results (per-variant summaries with the same keys as ``agentkit eval``, and
 every row) are rewritten after each item (``"partial": true`` until the end).
@@ -159,7 +160,10 @@ def main(argv: list[str] | None = None) -> dict:
                     row = run_peer(peers[name], item, args.peer_max_new_tokens)
                 else:
                     mode, style, prompt, key, settings = _variant(name)
-                    row = _agentkit_row(engine_for(key), replace(ctx, **settings), item, mode, style or None,
+                    engine = engine_for(key)
+                    if engine.prefixes is not None:  # else a variant reuses the prompt another one encoded
+                        engine.prefixes.clear()
+                    row = _agentkit_row(engine, replace(ctx, **settings), item, mode, style or None,
                                         prompt or "default")
             except Exception as e:  # noqa: BLE001 -- recorded, counted, the run goes on
                 row = {"success": False, "valid": False, "error": f"{type(e).__name__}: {e}",
