@@ -238,7 +238,7 @@ def test_name_scores_equal_a_full_pass_per_name(tiny):
     assert len({round(v, 3) for v in got.values()}) == len(names)  # the names are told apart
 
 
-def test_a_backbone_without_branch_passes_scores_each_name_in_its_own_pass(tiny):
+def test_a_backbone_without_branch_passes_scores_each_name_in_its_own_pass(tiny, monkeypatch):
     """A backbone that cannot score branches (a server's batched seat, llama.cpp) reads each name in a pass of
     its own, cropped back, with the same scores."""
     from types import SimpleNamespace
@@ -247,26 +247,25 @@ def test_a_backbone_without_branch_passes_scores_each_name_in_its_own_pass(tiny)
 
     from agentkit.engine.faces import Branching
 
-    class OnePassEach:
+    class WithoutBranches:  # the backbone, less its branch pass
         def __init__(self, bb):
-            self.bb, self.passes = bb, 0
+            self.bb = bb
 
         def __getattr__(self, name):
             if name == "branches":
                 raise AttributeError(name)
             return getattr(self.bb, name)
 
-        def encode(self, ids, cache, rows=(-1,), whole=False):
-            self.passes += not whole  # the prompt's own pieces are whole passes
-            return self.bb.encode(ids, cache, rows, whole)
-
     msgs, head, names = MSG, '{"name": "', ["get_weather", "add", "respond", "a_longer_tool_name"]
-    wrapped = OnePassEach(tiny.backbone)
-    assert not isinstance(wrapped, Branching)
-    got = name_scores(tiny, msgs, names, head, slot=SimpleNamespace(wrap=lambda bb: wrapped))
-    longer = sum(len(tiny.tokenizer.encode(n + '"', add_special_tokens=False)) > 1 for n in names)
-    assert wrapped.passes == longer > 1
     want = name_scores(tiny, msgs, names, head)
+    bb, passes = tiny.backbone, []
+    monkeypatch.setattr(bb, "encode", lambda ids, cache, rows=(-1,), whole=False, f=bb.encode: passes.append(
+        whole) or f(ids, cache, rows, whole))
+    wrapped = WithoutBranches(bb)
+    assert not isinstance(wrapped, Branching)
+    got = name_scores(tiny, msgs, names, head, slot=SimpleNamespace(wrap=lambda _: wrapped))
+    longer = sum(len(tiny.tokenizer.encode(n + '"', add_special_tokens=False)) > 1 for n in names)
+    assert passes.count(False) == longer > 1  # the prompt's own pieces are whole passes
     assert got == pytest.approx(want, abs=1e-3)
 
 
