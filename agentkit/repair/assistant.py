@@ -3,6 +3,7 @@
 - ``rename``: :func:`agentkit.repair.rename.rename` (deterministic, checked on scratch copies);
 - ``docstring``: :func:`agentkit.repair.docstring.add_docstring` (the model fills one slot under a template, checked
   on scratch copies);
+- ``unnamed``: nothing (the request says rename or docstring but names nothing the code defines);
 - ``repair``: the repair loop (:func:`agentkit.repair.repair`);
 - ``agent``: the caller's general agent (``general``), when it gives one.
 
@@ -62,6 +63,8 @@ def handle(root: str | Path, request: str, model: Any, *, drafter: LineDrafter |
             out = add_docstring(root, path, plan.function or "", request, EngineWriter(model),
                                 time_limit_s=time_limit_s)
             res = Handled(plan, out.applied, out.reason, out.diff, out.summary(), steps + out.steps, outcome=out)
+    elif plan.route == "unnamed":
+        res = Handled(plan, False, plan.why, steps=steps)
     elif plan.route == "repair":
         result = repair(root, drafter or ModelDrafter(model, "hybrid"), budget or RepairBudget())
         steps += [(s.step, s.ms / 1000, str(s.detail)) for s in result.steps]

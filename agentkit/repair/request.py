@@ -16,9 +16,13 @@ model chooses where the grounding leaves a choice.
 1. ``rename`` when the plan says rename and both names are written in the request (a name the grounding could not
    find there is not trusted);
 2. ``docstring`` when the plan says docstring and the function is written in the request;
-3. ``repair`` (the repair loop) when the request names a bug, a failure or a fix (:data:`REPAIR_REQUEST`), or the
+3. ``unnamed`` (nothing is done, and the reply says why) when the plan says rename or docstring, the request says
+   that word too and names no bug, and it writes none of the names (for a docstring, the functions) the code
+   defines: the general agent, given "add a docstring to f" where no ``f`` exists, answered "The answer is: f.",
+   and given "rename f to g" ran 38 s of edits its guard refused;
+4. ``repair`` (the repair loop) when the request names a bug, a failure or a fix (:data:`REPAIR_REQUEST`), or the
    plan says repair and the request says "repair";
-4. ``agent`` (the general agent) for anything else.
+5. ``agent`` (the general agent) for anything else.
 
 The model's own choice of action is weak evidence: on requests that name no action, the default 135M model
 answered ``repair`` for every one (renames and requests for other work alike; ``evals/results/repair/planner.json``),
@@ -32,6 +36,7 @@ import builtins
 import keyword
 import re
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -126,13 +131,16 @@ def mentioned(word: str, request: str) -> bool:
     return re.search(r"(?<!\w)" + re.escape(word.casefold()) + r"(?!\w)", request.casefold()) is not None
 
 
-def route(plan: CodingPlan, request: str) -> CodingPlan:
-    """``plan`` with its ``route`` and ``why`` set (the module docstring's order)."""
+def route(plan: CodingPlan, request: str, names: Collection[str] = (), functions: Collection[str] = ()) -> CodingPlan:
+    """``plan`` with its ``route`` and ``why`` set (the module docstring's order); ``names`` and ``functions``: what
+    the repository's code defines (none given: step 3 never applies)."""
     if plan.action == "rename" and written(plan.old_name, request) and written(plan.new_name, request) \
             and plan.old_name != plan.new_name:
         plan.route, plan.why = "rename", f"rename {plan.old_name} to {plan.new_name}"
     elif plan.action == "docstring" and written(plan.function, request):
         plan.route, plan.why = "docstring", f"a docstring for {plan.function}"
+    elif (unnamed := _unnamed(plan, request, names, functions)) is not None:
+        plan.route, plan.why = "unnamed", unnamed
     elif REPAIR_REQUEST.search(request):
         plan.route, plan.why = "repair", f"the planner says {plan.action}; the request names a bug or a failure"
     elif plan.action == "repair" and mentioned(plan.action, request):
@@ -140,6 +148,18 @@ def route(plan: CodingPlan, request: str) -> CodingPlan:
     else:
         plan.route, plan.why = "agent", f"the planner says {plan.action}"
     return plan
+
+
+def _unnamed(plan: CodingPlan, request: str, names: Collection[str], functions: Collection[str]) -> str | None:
+    """Why a request that says "rename" or "docstring" cannot be done, when it writes none of the names (for a
+    docstring, the functions) the code defines; else None."""
+    defined = {"rename": names, "docstring": functions}.get(plan.action)
+    if not defined or not mentioned(plan.action, request) or REPAIR_REQUEST.search(request) \
+            or any(written(n, request) for n in defined):
+        return None
+    kind = "names" if plan.action == "rename" else "functions"
+    shown = ", ".join(sorted(defined)[:20]) + (", ..." if len(defined) > 20 else "")
+    return f"the request asks for a {plan.action} but writes none of the {kind} the code defines ({shown})"
 
 
 def plan_request(request: str, texts: dict[str, str], model: Any) -> CodingPlan:
@@ -152,7 +172,9 @@ def plan_request(request: str, texts: dict[str, str], model: Any) -> CodingPlan:
                 raw.get("file"), raw=raw)
     plan.new_name = plan.new_name or taken_new_name(plan, request, texts)
     plan.seconds = time.perf_counter() - t0
-    return route(plan, request)
+    code = python_code(texts)
+    return route(plan, request, set().union(*(definitions(t) for t in code.values())),
+                 set().union(*(functions_of(t) for t in code.values())))
 
 
 def taken_new_name(plan: CodingPlan, request: str, texts: dict[str, str]) -> str | None:

@@ -49,6 +49,32 @@ def test_the_routing_order(plan: CodingPlan, request_text: str, expected: str) -
     assert route(plan, request_text).route == expected
 
 
+NAMES, FUNCTIONS = {"Box", "span", "width"}, {"span", "width"}
+
+
+@pytest.mark.parametrize(("plan", "request_text", "expected"), [
+    (CodingPlan("docstring"), "add a docstring to f", "unnamed"),  # no f in the code
+    (CodingPlan("rename", None, "g"), "rename f to g", "unnamed"),
+    (CodingPlan("rename", "span", "g"), "rename span to g", "rename"),
+    (CodingPlan("docstring"), "add a docstring to Box", "unnamed"),  # a class: no function to document
+    (CodingPlan("rename", None, "g"), "rename f to g and fix the bug", "repair"),  # a bug word: the repair loop
+    (CodingPlan("docstring"), "explain what f does", "agent"),  # the request does not say docstring
+])
+def test_a_rename_or_docstring_of_a_name_the_code_lacks_is_not_done(plan, request_text, expected) -> None:
+    got = route(plan, request_text, NAMES, FUNCTIONS)
+    assert got.route == expected
+    if expected == "unnamed":
+        assert "span, width" in got.why and "the code defines" in got.why
+
+
+def test_handle_says_why_an_unnamed_request_changes_nothing(tmp_path: Path) -> None:
+    root = write(tmp_path, REPO)
+    res = handle(root, "add a docstring to f", model=None,
+                 plan=route(CodingPlan("docstring"), "add a docstring to f", NAMES, FUNCTIONS))
+    assert not res.done and res.summary == res.reason and "none of the functions" in res.reason
+    assert {p.name: p.read_text() for p in root.glob("*.py")} == REPO
+
+
 def test_a_tiny_model_plans_under_the_grounded_schema() -> None:
     from agentkit.engine import tiny_engine
 
