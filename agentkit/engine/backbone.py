@@ -386,6 +386,22 @@ class Backbone:
 #: Whether :func:`continuation_logits` reads the continuations in one pass where the backbone can (False: a pass
 #: each, cropped back; ``evals/prefetch_call.py`` compares the two in the agent loop).
 ONE_PASS_CONTINUATIONS = True
+#: The most positions one such pass holds (more continuations: a pass per group of them), which bounds its logits
+#: (positions x vocabulary floats) and its mask.
+MAX_BRANCH_POSITIONS = 256
+
+
+def _groups(heads: Sequence[Sequence[int]], limit: int) -> list[list[Sequence[int]]]:
+    """``heads`` in order, cut into runs of at most ``limit`` tokens (a longer head alone in its run)."""
+    groups: list[list[Sequence[int]]] = [[]]
+    size = 0
+    for h in heads:
+        if groups[-1] and size + len(h) > limit:
+            groups.append([])
+            size = 0
+        groups[-1].append(h)
+        size += len(h)
+    return groups
 
 
 def continuation_logits(bb: Any, cache: DynamicCache, heads: Sequence[Sequence[int]]) -> list[torch.Tensor]:
@@ -398,7 +414,7 @@ def continuation_logits(bb: Any, cache: DynamicCache, heads: Sequence[Sequence[i
     if not heads:
         return []
     if ONE_PASS_CONTINUATIONS and isinstance(bb, Branching) and bb.batchable(cache):
-        return bb.branches(heads, cache)
+        return [x for group in _groups(heads, MAX_BRANCH_POSITIONS) for x in bb.branches(group, cache)]
     past, out = cache.get_seq_length(), []
     for ids in heads:
         out.append(bb.encode(ids, cache, rows=list(range(len(ids)))))

@@ -238,6 +238,26 @@ def test_name_scores_equal_a_full_pass_per_name(tiny):
     assert len({round(v, 3) for v in got.values()}) == len(names)  # the names are told apart
 
 
+def test_many_continuations_are_read_in_bounded_passes(tiny, monkeypatch):
+    """More continuation tokens than one pass holds (``MAX_BRANCH_POSITIONS``) go in several passes, in order, with
+    the logits one pass gives."""
+    import torch
+
+    from agentkit.engine import backbone
+
+    bb = tiny.backbone
+    cache = bb.new_cache()
+    bb.encode([5, 6, 7, 8], cache, whole=True)
+    heads = [[10 + i, 20 + i, 30 + i] for i in range(7)]
+    whole = backbone.continuation_logits(bb, cache, heads)
+    sizes = []
+    monkeypatch.setattr(backbone, "MAX_BRANCH_POSITIONS", 7)
+    monkeypatch.setattr(bb, "branches", lambda group, c, f=bb.branches: sizes.append(len(group)) or f(group, c))
+    parts = backbone.continuation_logits(bb, cache, heads)
+    assert sizes == [2, 2, 2, 1] and cache.get_seq_length() == 4
+    assert all(torch.allclose(a, b, atol=1e-4) for a, b in zip(parts, whole, strict=True))
+
+
 def test_a_backbone_without_branch_passes_scores_each_name_in_its_own_pass(tiny, monkeypatch):
     """A backbone that cannot score branches (a server's batched seat, llama.cpp) reads each name in a pass of
     its own, cropped back, with the same scores."""
