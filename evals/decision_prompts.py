@@ -12,38 +12,25 @@ compares the pairs by step (same calls and answers, p50s), ``python evals/paired
 from __future__ import annotations
 
 import argparse
-import sys
 
-from agentkit.engine import default_engine
 from agentkit.errors import UserError
-from agentkit.evals.agent_loop import MAX_ITERATIONS, run_agentkit, run_interleaved
-from agentkit.evals.agent_tasks import load
-from agentkit.evals.report import environment
+from agentkit.evals.agent_loop import interleaved_options, interleaved_setup, run_agentkit, run_interleaved
 from agentkit.sdk import _decide as decide
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", default="evals/agent_loop/tasks.jsonl", help="an agent-loop task file")
-    ap.add_argument("--kinds", default=None, help="comma-separated task kinds (default all)")
-    ap.add_argument("--limit", type=int, default=None)
+    interleaved_options(ap)
     ap.add_argument("--prompts", default="choice/tool_step,choice/choice_example",
                     help=f"DECISION[/CALL] each (DECISION of {', '.join(decide.DECISION_PROMPTS)}, CALL of "
                     f"{', '.join(decide.CALL_PROMPTS)}; default {decide.CALL_PROMPT}); the first is the base")
-    ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     prompts = args.prompts.split(",")
     try:
         pairs_ = {p: decide.prompt_pair(p) for p in prompts}
     except UserError as e:
         ap.error(str(e))
-    kinds = args.kinds.split(",") if args.kinds else None
-    tasks = load(args.data, kinds=kinds, limit=args.limit)
-    engine = default_engine()
-    command = "python evals/decision_prompts.py " + " ".join(sys.argv[1:] if argv is None else argv)
-    header = {"suite": "agent-loop", "model": engine.name, "data": args.data, "kinds": kinds,
-              "max_iterations": MAX_ITERATIONS, "prompts": prompts, "tasks": len(tasks), "command": command,
-              "env": environment(command)}
+    tasks, engine, header = interleaved_setup(args, "evals/decision_prompts.py", argv, prompts=prompts)
 
     def run_one(task, pair: str) -> dict:
         decide.DECISION_PROMPT, decide.CALL_PROMPT = pairs_[pair]

@@ -118,6 +118,7 @@ def main(argv: list[str] | None = None) -> dict:
     from agentkit.evals.peers import load_peers, run_peer
     from agentkit.evals.report import environment, markdown_table, summarize, write_json_atomic
     from agentkit.evals.runner import EvalContext
+    from agentkit.evals.timing import cold_prompts
     from agentkit.models.loader import resolve_dtype
 
     torch.set_num_threads(args.threads)
@@ -161,8 +162,7 @@ def main(argv: list[str] | None = None) -> dict:
                 else:
                     mode, style, prompt, key, settings = _variant(name)
                     engine = engine_for(key)
-                    if engine.prefixes is not None:  # else a variant reuses the prompt another one encoded
-                        engine.prefixes.clear()
+                    cold_prompts(engine)
                     row = _agentkit_row(engine, replace(ctx, **settings), item, mode, style or None,
                                         prompt or "default")
             except Exception as e:  # noqa: BLE001 -- recorded, counted, the run goes on

@@ -16,14 +16,10 @@ OUT --mode default/off --second-mode default/on`` pairs the tasks.
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 from unittest import mock
 
-from agentkit.engine import backbone, default_engine
-from agentkit.evals.agent_loop import MAX_ITERATIONS, run_agentkit, run_interleaved
-from agentkit.evals.agent_tasks import load
-from agentkit.evals.report import environment
+from agentkit.engine import backbone
+from agentkit.evals.agent_loop import interleaved_options, interleaved_setup, run_agentkit, run_interleaved
 
 PREFETCH = {"off": False, "on": True}
 NAMES = {"one_pass": True, "each": False}  # agentkit.engine.backbone.ONE_PASS_CONTINUATIONS
@@ -31,27 +27,18 @@ NAMES = {"one_pass": True, "each": False}  # agentkit.engine.backbone.ONE_PASS_C
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", default="evals/agent_loop/tasks.jsonl", help="an agent-loop task file")
-    ap.add_argument("--kinds", default=None, help="comma-separated task kinds (default all)")
-    ap.add_argument("--limit", type=int, default=None)
+    interleaved_options(ap)
     ap.add_argument("--runs", default="default/off,default/on",
                     help="MODE/PREFETCH[/NAMES] each, comma-separated (MODE: an agent-loop mode; PREFETCH: on or off; "
                     "NAMES: how the decision reads its names and an extraction its candidates, one_pass or each, "
                     "a pass per name, default one_pass)")
-    ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     modes = args.runs.split(",")
     bad = [m for m in modes if m.count("/") not in (1, 2) or m.split("/")[1] not in PREFETCH
            or m.split("/")[2:] not in ([], *([x] for x in NAMES))]
     if bad:
         ap.error(f"--runs: {bad} are not MODE/PREFETCH[/NAMES] (PREFETCH: on or off; NAMES: {', '.join(NAMES)})")
-    kinds = args.kinds.split(",") if args.kinds else None
-    tasks = load(args.data, kinds=kinds, limit=args.limit)
-    engine = default_engine()
-    command = "python evals/prefetch_call.py " + " ".join(sys.argv[1:] if argv is None else argv)
-    header = {"suite": "agent-loop", "model": engine.name, "data": args.data, "kinds": kinds,
-              "max_iterations": MAX_ITERATIONS, "modes": modes, "cores": os.cpu_count(), "tasks": len(tasks),
-              "command": command, "env": environment(command)}
+    tasks, engine, header = interleaved_setup(args, "evals/prefetch_call.py", argv, modes=modes)
 
     def run_one(task, run: str) -> dict:
         mode, prefetch, names = (run + "/one_pass").split("/")[:3]

@@ -32,6 +32,7 @@ from ..errors import UserError
 from .agent_env import TaskEnv, agentkit_tools, score_run
 from .agent_tasks import INSTRUCTIONS, KINDS, AgentTask, load
 from .report import environment, pct, write_json_atomic
+from .timing import cold_prompts
 
 REPO = Path(__file__).resolve().parents[2]
 TASKS_DIR = REPO / "evals" / "agent_loop"
@@ -98,6 +99,31 @@ def run_agentkit(task: AgentTask, model: Any, mode: str = "default", *, max_iter
     return {"framework": "agentkit", "mode": mode, **row}
 
 
+def interleaved_options(ap: Any) -> None:
+    """The options every interleaved comparison script takes (``evals/decision_prompts.py``,
+    ``evals/prefetch_call.py``): the task file, its kinds, a limit and the output file."""
+    ap.add_argument("--data", default="evals/agent_loop/tasks.jsonl", help="an agent-loop task file")
+    ap.add_argument("--kinds", default=None, help="comma-separated task kinds (default all)")
+    ap.add_argument("--limit", type=int, default=None)
+    ap.add_argument("--out", required=True)
+
+
+def interleaved_setup(args: Any, script: str, argv: list[str] | None,
+                      **settings: Any) -> tuple[list[AgentTask], Any, dict[str, Any]]:
+    """The tasks :func:`interleaved_options` chose, the default engine, and the run's header for
+    :func:`run_interleaved` (its data, ``settings``, the command that ``script`` was run with and the environment)."""
+    from ..engine import default_engine
+
+    kinds = args.kinds.split(",") if args.kinds else None
+    tasks = load(args.data, kinds=kinds, limit=args.limit)
+    engine = default_engine()
+    command = f"python {script} " + " ".join(sys.argv[1:] if argv is None else argv)
+    header = {"suite": "agent-loop", "model": engine.name, "data": args.data, "kinds": kinds,
+              "max_iterations": MAX_ITERATIONS, **settings, "cores": os.cpu_count(), "tasks": len(tasks),
+              "command": command, "env": environment(command)}
+    return tasks, engine, header
+
+
 def run_interleaved(tasks: list[AgentTask], engine: Any, names: list[str],
                     run_one: Callable[[AgentTask, str], dict[str, Any]], out: str | Path,
                     result: dict[str, Any]) -> dict[str, Any]:
@@ -110,7 +136,7 @@ def run_interleaved(tasks: list[AgentTask], engine: Any, names: list[str],
     t0 = time.perf_counter()
     for i, task in enumerate(tasks):
         for name in names[i % len(names):] + names[: i % len(names)]:
-            engine.prefixes.clear()
+            cold_prompts(engine)
             row = {**run_one(task, name), "mode": name}
             result["items"].append(row)
             print(f"[{name}] {task.id} success={row['success']} iters={row['iterations']} "

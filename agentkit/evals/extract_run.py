@@ -22,6 +22,7 @@ from typing import Any
 
 from ..config import DecodeConfig
 from .extract import ExtractItem, load_items, score
+from .timing import cold_prompts
 
 SETTINGS = ("compact", "spaced", "schema", "example", "nocopy", "copyuser", "nonum", "nofirst", "retry", "ungrounded",
             "nosettle", "drafter", "eachpass")  # drafter: verify's drafts from the block drafter where lookup has none;
@@ -142,8 +143,8 @@ def run_extract_eval(data: Path, rows: list[str], *, limit: int | None, out: Pat
     report: dict[str, Any] = {}
     for i, item in enumerate(items):
         for row in rows[i % len(rows):] + rows[:i % len(rows)]:  # the order rotates: no row always goes first
-            if row not in peers and getattr(engine, "prefixes", None) is not None:
-                engine.prefixes.clear()  # else a row reuses the prompt an earlier row encoded: order, not mode
+            if row not in peers:
+                cold_prompts(engine)
             res = run_peer(peers[row], item) if row in peers else run_agentkit(engine, item, row)
             res.update(id=item.id, schema=item.schema_name, score=score(item, res["output"]))
             per_row[row].append(res)

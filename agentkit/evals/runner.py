@@ -43,6 +43,7 @@ from .report import (
     summarize,
     write_json_atomic,
 )
+from .timing import cold_prompts
 
 # eval modes: how an eval runs a decoding mode (agentkit.config.MODES), each mapped to the engine mode it uses.
 # The engine's "ar" runs twice: under the call's template ("ar-constrained") and as free text parsed after
@@ -330,8 +331,7 @@ def run_item(impl: Suite, engine, item, index: int, modes: list[str], ctx: EvalC
     for k, mode in enumerate(order):
         if on_mode is not None:
             on_mode(iid, mode)
-        if getattr(engine, "prefixes", None) is not None:
-            engine.prefixes.clear()  # else a mode reuses the prompt an earlier mode encoded: its order, not its mode
+        cold_prompts(engine)
         ctx.frames = []
         ctx.on_draft = lambda t, f: ctx.frames.append((list(t), list(f)))
         t0 = time.perf_counter()

@@ -7,6 +7,14 @@ import time
 from collections.abc import Callable
 
 
+def cold_prompts(engine: object) -> None:
+    """Empty ``engine``'s prefix cache, if it has one, before a request whose latency is compared with another's:
+    else it reuses the prompt an earlier request encoded, and its time says where it ran, not what it is."""
+    prefixes = getattr(engine, "prefixes", None)
+    if prefixes is not None:
+        prefixes.clear()
+
+
 def interleaved_ms(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
     """Median ms of each function after one warm-up call each, the rounds interleaved so that load drifts hit every
     one alike."""
