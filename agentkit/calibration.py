@@ -107,12 +107,6 @@ def structured_mode(model: str | None = None, device: str = "cpu", directory: Pa
     return step_mode(None, model, device, directory)
 
 
-def sampled_mode(mode: str, temperature: float) -> str:
-    """The mode a routed step decodes in given its temperature: ``verify`` reproduces greedy AR only, so a step
-    routed there that samples (``temperature > 0``) decodes in ``ar`` (its trace says so); other modes sample."""
-    return "ar" if mode == "verify" and temperature > 0 else mode
-
-
 def step_mode(step: str | None, model: str | None = None, device: str = "cpu", directory: Path | None = None) -> str:
     """The calibrated mode for a step kind (None: structured steps in general), or :data:`FALLBACK` (a reply:
     :data:`FREE_TEXT`) with one warning per model and device."""

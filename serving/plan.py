@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agentkit import validate
-from agentkit.calibration import sampled_mode, step_mode
+from agentkit.calibration import step_mode
 from agentkit.config import DecodeConfig
 from agentkit.constrain.canonical import DEFAULT_STYLE
 from agentkit.errors import UserError
@@ -235,8 +235,8 @@ def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: 
                  max_token_chars: int | None = None, plain_weights: str | None = None) -> RequestPlan:
     """The plan for ``req``. Without ``agentkit.mode`` and ``default_mode``, structured output decodes in its step
     kind's calibrated mode (``agentkit.calibration.step_mode``, as the SDK's ``RoutingPolicy``: tool calls the
-    ``tool_call`` step's, a ``response_format`` schema with no tool the ``extract`` step's; ``ar`` where that is
-    verify and the request samples, ``sampled_mode``), free text in the ``reply`` step's (the same rule).
+    ``tool_call`` step's, a ``response_format`` schema with no tool the ``extract`` step's), free text in the
+    ``reply`` step's; a request that samples keeps its mode (verify keeps AR's samples for the seed).
     ``context`` (the model's context in tokens) and ``max_token_chars`` (the longest token's length) bound the prompt cheaply: a prompt of C characters holds at least C / max_token_chars tokens,
     so a prompt that cannot fit is refused here, before it is even tokenized. ``plain_weights``: the weights of a
     plain reply, one with no tool result to carry (:func:`agentkit.engine.faces.plain_weights`, as the SDK's)."""
@@ -261,10 +261,9 @@ def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: 
         messages, source = with_schema_prompt(messages, raw)
         schema = dataclasses.replace(schema, source=source or None, grounded=ext.grounded)
     tool_mode: Literal["none", "forced", "auto"] = "forced" if forced else ("auto" if auto else "none")
-    # a schema with no tool: an extraction; a mode asked for is kept (verify with a temperature: an error)
-    temperature = req.temperature or 0.0
-    calibrated = sampled_mode(step_mode("tool_call" if tool_mode != "none" else "extract"), temperature)
-    text_mode = ext.mode or default_mode or sampled_mode(step_mode("reply"), temperature)
+    # a schema with no tool: an extraction; a mode asked for is kept
+    calibrated = step_mode("tool_call" if tool_mode != "none" else "extract")
+    text_mode = ext.mode or default_mode or step_mode("reply")
     mode = (ext.mode or default_mode or calibrated) if schema is not None else text_mode
     names = frozenset(t.function.name for t in (forced or tools)) if tool_mode != "none" else frozenset()
     arguments: ArgumentSources | None = None

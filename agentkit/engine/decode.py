@@ -22,7 +22,7 @@ from .draft import lookup
 from .faces import BackboneLike
 from .gemma import denoise_uniform
 from .prefix import Chunking, FeatureSource, cached_prompt_pass
-from .sampler import add_bias, bias_rows, greedy_by_byte, masked_logits, penalize, pick
+from .sampler import PositionNoise, add_bias, bias_rows, greedy_by_byte, masked_logits, penalize, pick
 from .sizing import DRAFT, EXACT, PINNED, AcceptRate, interpolate, keep_chance, pass_length
 from .stats import DecodeStats
 
@@ -87,6 +87,8 @@ class Decoder:
         self.cache = bb.new_cache(room=cfg.max_new_tokens + cfg.canvas_length)
         self.stats = DecodeStats(mode=cfg.mode)
         self.gen = torch.Generator().manual_seed(cfg.seed) if cfg.seed is not None else None
+        # left-to-right modes sample by position (so verify keeps AR's samples); a diffusion canvas from ``gen``
+        self.noise = PositionNoise(cfg.seed) if cfg.temperature > 0 and cfg.mode != "diffusion" else None
         self.out: list[int] = []
         self.state = constraint.start() if constraint else None
         self.finished = False
@@ -140,8 +142,9 @@ class Decoder:
                               self.cfg.presence_penalty)
         if self.copy_prior is not None:
             logits = self._copy_bias(logits, allowed, tail)
+        noise = None if self.noise is None else self.noise.at(len(self.out) + len(tail), logits.shape[-1])
         t, conf, ent = pick(logits[None], None if allowed is None else allowed[None], self.cfg.temperature,
-                            self.cfg.top_k, self.gen, self.cfg.top_p)
+                            self.cfg.top_k, self.gen, self.cfg.top_p, noise)
         if allowed is not None and self.cfg.temperature == 0 and self.cfg.greedy == "byte":
             t0 = time.perf_counter()
             best = greedy_by_byte(logits, allowed, self.c.vocab.first_bytes, self.c.vocab.token_bytes)
@@ -153,7 +156,7 @@ class Decoder:
             closing = self.c.closing(state, budget)
             self.stats.constraint_ms += 1000 * (time.perf_counter() - t0)
             t, conf, ent = pick(logits[None], closing[None], self.cfg.temperature, self.cfg.top_k, self.gen,
-                                self.cfg.top_p)
+                                self.cfg.top_p, noise)
         return int(t[0]), float(conf[0]), float(ent[0])
 
     def _copy_bias(self, logits: torch.Tensor, allowed: torch.Tensor | None, tail: Sequence[int]) -> torch.Tensor:

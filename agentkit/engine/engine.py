@@ -547,8 +547,6 @@ class Engine:
 
     def _sampler(self, cfg: DecodeConfig, lm: LoadedModel | None = None) -> str:
         lm = lm or self.lm
-        if cfg.mode == "verify" and cfg.temperature > 0:
-            raise UnsupportedModeError("verify mode reproduces greedy AR; use temperature=0 (or mode='ar' to sample)")
         if lm.kind == DIFFUSION_GEMMA:
             return gemma_sampler(cfg)
         sampler = cfg.sampler

@@ -1,4 +1,5 @@
-"""Turning logits into tokens: temperature, top-k, allowed-token masks, confidence and entropy."""
+"""Turning logits into tokens: temperature, top-k, allowed-token masks, confidence and entropy; sampling by
+position-keyed Gumbel noise, so every decoding mode that reads the same logits at a position draws the same token."""
 
 from __future__ import annotations
 
@@ -72,6 +73,28 @@ def nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
     return kept / kept.sum(-1, keepdim=True)
 
 
+class PositionNoise:
+    """Gumbel noise keyed by output position: ``at(i, V)`` is the same ``[V]`` draw for position ``i`` however often
+    and in whatever order it is asked for. A token sampled as ``argmax(log p + noise)`` is an exact draw from ``p``
+    (the Gumbel-max trick), and it is a function of the position's logits alone: so verify, which checks a drafted
+    block position by position, keeps exactly the tokens AR samples with the same seed, as it keeps greedy AR's.
+    ``seed`` None draws a base seed from torch's global generator (``torch.manual_seed`` makes it repeatable)."""
+
+    def __init__(self, seed: int | None) -> None:
+        self.seed = int(torch.randint(0, 2**62, ())) if seed is None else seed
+        self._held: dict[int, torch.Tensor] = {}
+
+    def at(self, position: int, vocab: int) -> torch.Tensor:
+        g = self._held.get(position)
+        if g is None or g.shape[-1] != vocab:
+            gen = torch.Generator().manual_seed((self.seed * 1_000_003 + position) % 2**63)
+            u = torch.rand(vocab, generator=gen).clamp_(1e-20, 1.0 - 1e-7)
+            g = -torch.log(-torch.log(u))
+            self._held = {k: v for k, v in self._held.items() if k > position - 64}  # a verify block's reach
+            self._held[position] = g
+        return g
+
+
 def pick(
     logits: torch.Tensor,
     allowed: torch.Tensor | None = None,
@@ -79,15 +102,19 @@ def pick(
     top_k: int | None = None,
     generator: torch.Generator | None = None,
     top_p: float | None = None,
+    noise: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Choose one token per row. logits: [k, V] -> (tokens [k], confidence [k], entropy [k]).
 
     Greedy when ``temperature == 0`` (confidence/entropy still come from the T=1 distribution); ``top_p`` < 1
-    samples from the nucleus only (greedy ignores it: the argmax is always in the nucleus).
+    samples from the nucleus only (greedy ignores it: the argmax is always in the nucleus). A sample is drawn with
+    ``noise`` (Gumbel, [k, V] or [V], :class:`PositionNoise`) where given, else from ``generator``.
     """
     z = masked_logits(logits, allowed)
     probs = logits_to_probs(z, temperature if temperature > 0 else 1.0, top_k, top_p if temperature > 0 else None)
-    if temperature > 0:
+    if temperature > 0 and noise is not None:
+        tokens = (torch.log(probs) + noise[..., : probs.shape[-1]]).argmax(dim=-1)
+    elif temperature > 0:
         tokens = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
     else:
         tokens = z.argmax(dim=-1)

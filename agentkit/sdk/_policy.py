@@ -27,7 +27,7 @@ class RoutingPolicy:
     fastest at equal success on BFCL, a reply AR (``"ar"`` for every step, with a warning, when no calibration file
     is found).
     ``RoutingPolicy.calibrated(model, device)`` reads another calibration. A step routed to ``verify`` that samples
-    (``temperature > 0``) decodes in ``ar``: verify reproduces greedy AR only (``calibration.sampled_mode``)."""
+    (``temperature > 0``) keeps the tokens AR samples with the same seed (``agentkit.engine.sampler.PositionNoise``)."""
 
     plan: Mode = field(default_factory=partial(_calibrated, "plan"))
     tool_call: Mode = field(default_factory=partial(_calibrated, "tool_call"))

@@ -6,7 +6,6 @@ from dataclasses import fields, replace
 from typing import Any, TypedDict
 
 from .. import settings as table
-from ..calibration import sampled_mode
 from ..config import DecodeConfig, Mode
 from ..errors import UserError
 
@@ -89,12 +88,12 @@ def apply(config: DecodeConfig, settings: ModelSettings) -> DecodeConfig:
 
 def for_retry(config: DecodeConfig, retry: int) -> DecodeConfig:
     """A retry's config: sampled at ``RETRY_TEMPERATURE`` at least, seeded per retry (reproducible, different);
-    verify mode reproduces greedy AR, so a retry routed there samples in AR instead; a diffusion step's retry
-    decodes in AR too (a canvas that garbled a value tends to garble it again: a second decode in the other
+    a verify step's retry stays in verify, which keeps AR's samples for the seed; a diffusion step's retry
+    decodes in AR (a canvas that garbled a value tends to garble it again: a second decode in the other
     distribution is the one that differs)."""
     temperature = max(config.temperature, RETRY_TEMPERATURE)
     seed = (config.seed or 0) + retry
-    mode = "ar" if config.mode == "diffusion" else sampled_mode(config.mode, temperature)
+    mode = "ar" if config.mode == "diffusion" else config.mode
     return replace(config, temperature=temperature, seed=seed, mode=mode)
 
 

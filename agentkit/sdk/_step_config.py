@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..calibration import sampled_mode
 from ..config import DecodeConfig
 from ..steps import kinds as steps
 from ..toolcall import result_values
@@ -14,13 +13,12 @@ from ._result import RunState
 
 
 def step_config(decode: DecodeConfig, run: RunState, step: str, max_new: int, plain_weights: str | None) -> DecodeConfig:
-        """The step's decoding config: the agent's, the merged model settings, the step's mode (``ar`` for a verify
-        step that samples: ``agentkit.calibration.sampled_mode``) and token budget;
+        """The step's decoding config: the agent's, the merged model settings, the step's mode and token budget;
         a retry samples (``_settings.for_retry``) so it can differ from the output it retries. ``plain_weights``:
         a reply's weights when it carries no tool result (None: the agent offered tools, and the answer after the
         decision not to call is a loop step, on the adapter's weights)."""
         config = settings_.apply(decode, run.settings)
-        config = replace(config, mode=sampled_mode(run.routing.mode_for(step), config.temperature),
+        config = replace(config, mode=run.routing.mode_for(step),
                          max_new_tokens=max_new)
         config = copy_config(run, step, config)
         if step == "reply" and plain_weights and not run.results.calls and config.weights == "auto":

@@ -125,5 +125,3 @@ def test_errors_are_typed_and_clear(tiny, tmp_path):
         from agentkit.models.loader import load_model
 
         load_model(str(tmp_path / "nope"))
-    with pytest.raises(UnsupportedModeError, match="greedy"):
-        tiny.generate("hi", DecodeConfig(mode="verify", temperature=0.7))

@@ -211,7 +211,7 @@ async def test_output_type_runs_an_extract_step_with_validation_retry():
     result = await agent.run("Oslo has 700k people")
     assert result.output == City(name="Oslo", population=700000)
     structured = RoutingPolicy().extract  # the calibrated default
-    retry = "ar" if structured in ("verify", "diffusion") else structured  # a retry samples, in AR (for_retry)
+    retry = "ar" if structured == "diffusion" else structured  # a retry samples; a canvas's in AR (for_retry)
     assert [(r.step, r.mode, r.error) for r in result.trace] == [
         ("extract", structured, "population: Field required"), ("extract", retry, None)]
     assert result.trace[1].retries == 1
@@ -263,7 +263,7 @@ async def test_routing_default_per_agent_and_per_call():
     assert modes(await agent.run("x", routing=RoutingPolicy.force("verify"))) == ["verify"] * 4
 
 
-async def test_a_verify_step_that_samples_decodes_in_ar():
+async def test_a_verify_step_that_samples_stays_in_verify():
     def modes(result):
         return [r.mode for r in result.trace]
 
@@ -271,8 +271,8 @@ async def test_a_verify_step_that_samples_decodes_in_ar():
     agent = Agent(TestModel(), tools=[add], plan=True, routing=routing)
     assert modes(await agent.run("x")) == ["verify"] * 4  # greedy: verify
     sampled = Agent(TestModel(), tools=[add], plan=True, routing=routing, decode=DecodeConfig(temperature=0.7))
-    assert modes(await sampled.run("x")) == ["ar"] * 4  # verify reproduces greedy AR only
-    assert modes(await agent.run("x", model_settings={"temperature": 0.7})) == ["ar"] * 4
+    assert modes(await sampled.run("x")) == ["verify"] * 4  # verify keeps AR's samples for the seed
+    assert modes(await agent.run("x", model_settings={"temperature": 0.7})) == ["verify"] * 4
     assert modes(await agent.run("x", model_settings={"temperature": 0.0})) == ["verify"] * 4
 
 

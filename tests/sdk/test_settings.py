@@ -3,7 +3,7 @@
 import pytest
 
 from agentkit.errors import UserError
-from agentkit.sdk import Agent, FunctionModel, RunUsage, aextract
+from agentkit.sdk import Agent, FunctionModel, RoutingPolicy, RunUsage, aextract
 
 
 def recorder(*outputs):
@@ -17,7 +17,7 @@ async def test_call_settings_override_agent_settings():
     await agent.run("x")
     await agent.run("x", model_settings={"temperature": 0.9, "top_p": 0.8, "mode": "diffusion"})
     first, second = (c.config for c in model.calls)
-    assert (first.temperature, first.max_new_tokens, first.seed, first.top_p, first.mode) == (0.5, 30, 3, None, "ar")
+    assert (first.temperature, first.max_new_tokens, first.seed, first.top_p, first.mode) == (0.5, 30, 3, None, RoutingPolicy().reply)
     assert (second.temperature, second.max_new_tokens, second.seed, second.top_p, second.mode) == (
         0.9, 30, 3, 0.8, "diffusion")
 
@@ -35,7 +35,7 @@ async def test_output_retry_samples_so_it_can_differ():
     result = await agent.run("x")
     first, retry = (c.config for c in model.calls)
     assert (first.temperature, first.mode) == (0.0, "verify")
-    assert retry.temperature == 0.7 and retry.seed == 1 and retry.mode == "ar"  # verify cannot sample
+    assert retry.temperature == 0.7 and retry.seed == 1 and retry.mode == "verify"  # keeps AR's samples
     assert [r.retries for r in result.trace] == [0, 1]
 
 

@@ -142,9 +142,8 @@ async def test_prompt_that_fits_only_without_max_tokens(app):
     {"model": "agentkit", "messages": MSG, "stream": True, "max_tokens": 2, "response_format": {"type": "json_schema", "json_schema": {
         "name": "x", "schema": {"type": "object", "properties": {"a_long_property_name": {"type": "integer"}},
                                 "required": ["a_long_property_name"]}}}},
-    {"model": "agentkit", "messages": MSG, "stream": True, "temperature": 0.5, "agentkit": {"mode": "verify"}},
     {"model": "agentkit", "messages": [{"role": "user", "content": "word " * 3000}], "stream": True},
-], ids=["template-longer-than-max-tokens", "verify-with-temperature", "prompt-too-long"])
+], ids=["template-longer-than-max-tokens", "prompt-too-long"])
 async def test_stream_errors_before_the_first_token_are_4xx(app, body):
     async with _client(app) as c:
         r = await c.post("/v1/chat/completions", json=body)

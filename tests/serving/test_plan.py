@@ -11,6 +11,8 @@ from agentkit.serving.prepare import check_context, fit_max_tokens
 from agentkit.serving.protocol import ChatRequest
 from agentkit.serving.sse import Chunks, TextDeltas, event
 
+from agentkit.calibration import step_mode
+
 MSG = [{"role": "user", "content": "hi"}]
 TOOL = {"type": "function", "function": {"name": "add", "parameters": {"type": "object", "properties": {
     "a": {"type": "integer"}}, "required": ["a"]}}}
@@ -22,7 +24,7 @@ def _req(**kw) -> ChatRequest:
 
 def test_free_text_plan():
     p = plan_request(_req(max_tokens=7, temperature=0.5, top_p=0.9, seed=3, stop="x"))
-    assert p.schema is None and p.tool_mode == "none" and p.mode == "ar"
+    assert p.schema is None and p.tool_mode == "none" and p.mode == step_mode("reply")
     c = p.config
     assert (c.max_new_tokens, c.temperature, c.top_p, c.seed, c.stop) == (7, 0.5, 0.9, 3, ["x"])
     assert p.max_tokens_given and p.logprobs is None
@@ -37,7 +39,7 @@ def test_schema_routes_to_the_calibrated_mode_and_tools_are_described():
     # a schema with no tool is an extraction: the extract step's calibrated mode, the server's default as the SDK's
     assert p.mode == step_mode("extract") == RoutingPolicy().extract
     assert plan_request(_req()).mode == step_mode("reply") == RoutingPolicy().reply  # free text: the reply step's
-    assert plan_request(_req(temperature=0.7)).mode == "ar"  # sampled: verify reproduces greedy AR only
+    assert plan_request(_req(temperature=0.7)).mode == step_mode("reply")  # sampled: the same mode
     assert p.schema.kind == "response" and p.schema.schema == {"type": "integer"}
     p = plan_request(_req(tools=[TOOL], tool_choice="required", agentkit={"mode": "ar"}))
     assert p.mode == "ar" and p.tool_mode == "forced" and p.schema.kind == "tools" and p.tool_names == {"add"}
@@ -49,15 +51,15 @@ def test_schema_routes_to_the_calibrated_mode_and_tools_are_described():
     assert plan_request(_req(tools=[TOOL]), default_mode="verify").mode == "verify"
 
 
-def test_a_sampled_request_decodes_a_calibrated_verify_step_in_ar(monkeypatch):
+def test_a_sampled_request_keeps_a_calibrated_verify_step(monkeypatch):
     from agentkit.serving import plan
 
     monkeypatch.setattr(plan, "step_mode", lambda step: "verify")
     forced = {"tools": [TOOL], "tool_choice": "required"}
     assert plan_request(_req(**forced)).mode == "verify"  # greedy (the server's default temperature, 0)
-    assert plan_request(_req(**forced, temperature=0.7)).mode == "ar"  # verify cannot sample
-    # a mode asked for is kept: verify with a temperature is the engine's error, not a silent change
-    assert plan_request(_req(**forced, temperature=0.7, agentkit={"mode": "verify"})).mode == "verify"
+    assert plan_request(_req(**forced, temperature=0.7)).mode == "verify"  # verify keeps AR's samples
+    assert plan_request(_req(temperature=0.7)).mode == "verify"  # free text too
+    assert plan_request(_req(**forced, temperature=0.7, agentkit={"mode": "ar"})).mode == "ar"
     assert plan_request(_req(**forced, temperature=0.7), default_mode="verify").mode == "verify"
 
 

@@ -335,7 +335,6 @@ async def test_api_key(engine):
     ({"model": "agentkit", "messages": MSG, "tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "nope"}}},
      400, "nope"),
     ({"model": "agentkit", "messages": MSG, "tools": [{"type": "function", "function": {"name": "bad name!"}}]}, 400, "name"),
-    ({"model": "agentkit", "messages": MSG, "agentkit": {"mode": "verify"}, "temperature": 0.7}, 400, "verify"),
     ({"model": "agentkit", "messages": [{"role": "user", "content": [{"type": "image_url"}]}]}, 400, "image_url"),
     ({"model": "agentkit", "messages": MSG, "max_tokens": "many"}, 400, "max_tokens"),
 ])
