@@ -141,6 +141,7 @@ class Drafter:
         sub = self.sub
         sub.state, sub.out, sub.prompt, sub.logits = dec.state, dec.out, dec.prompt, dec.logits
         sub.copy_prior = dec.copy_prior  # the verifier's copy prior (built at its prefill): position 0 is its exact pick
+        sub.noise = dec.noise  # the verifier's sampling noise: position 0 is its exact sample, the rest drafted alike
         sub.stats = dec.stats  # constraint time is the request's
         if self.shared:
             sub.cache = dec.cache  # read only: a canvas pass crops what it appended
@@ -151,7 +152,7 @@ class Drafter:
         return sub
 
     def block(self, dec: Decoder, n: int) -> list[int]:
-        """A draft of up to ``n`` tokens continuing ``dec``: position 0 is ``dec``'s exact greedy pick."""
+        """A draft of up to ``n`` tokens continuing ``dec``: position 0 is ``dec``'s exact pick (greedy or sampled)."""
         from .decode import Block
 
         sub = self._bind(dec)

@@ -2,6 +2,7 @@
 
 import logging
 import random
+from dataclasses import replace
 
 import pytest
 import torch
@@ -96,6 +97,17 @@ def test_drafter_verify_equals_ar_greedy_with_row_exact_passes(engine, prompt, n
                               template=template)
         assert ver.token_ids == ar.token_ids
         assert ver.stats.drafter_passes >= 1 and ver.stats.verify_forwards >= 1
+
+
+@pytest.mark.parametrize("prompt", PROMPTS[:2])
+def test_drafter_verify_keeps_ars_samples(engine, prompt, no_lookup):
+    for template in (None, _template()):
+        for seed in (0, 1):
+            cfg = DecodeConfig(mode="ar", max_new_tokens=30, temperature=0.8, top_p=0.95, seed=seed)
+            ar = engine.generate(prompt, cfg, template=template)
+            ver = engine.generate(prompt, replace(cfg, mode="verify", draft="drafter"), template=template)
+            assert ver.token_ids == ar.token_ids
+            assert ver.stats.drafter_passes >= 1
 
 
 def test_the_drafter_drafts_only_the_blocks_prompt_lookup_has_no_guess_for(engine, monkeypatch):

@@ -1,5 +1,7 @@
 """Self-speculative verify: the adapter drafts, the base weights check; the output is greedy AR's, exactly."""
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -60,6 +62,17 @@ def test_adapter_drafted_verify_equals_ar_free_text(engine, prompt):
     ar = engine.generate(prompt, DecodeConfig(mode="ar", max_new_tokens=24))
     v = engine.generate(prompt, DecodeConfig(mode="verify", draft="adapter", max_new_tokens=24, canvas_length=8))
     assert v.token_ids == ar.token_ids
+
+
+@pytest.mark.parametrize("prompt", PROMPTS[:2])
+def test_adapter_drafted_verify_keeps_ars_samples(engine, prompt):
+    for template in (None, _template()):
+        for seed in (0, 1):
+            cfg = DecodeConfig(mode="ar", max_new_tokens=30, temperature=0.8, seed=seed)
+            ar = engine.generate(prompt, cfg, template=template)
+            v = engine.generate(prompt, replace(cfg, mode="verify", draft="adapter", canvas_length=8),
+                                template=template)
+            assert v.token_ids == ar.token_ids
 
 
 def test_stats_count_draft_and_verify_passes(engine):
