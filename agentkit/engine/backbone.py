@@ -204,9 +204,24 @@ class Backbone:
         # are so anyway), a position's logits do not depend on how many positions its pass had. Passes after the
         # prompt are then cut into pieces of at most that many, so verify blocks and causal canvases give every
         # position the logits of the AR step at it, bit for bit, whatever their sizes. 0: not available.
+        self._whole_curve = self.cost_curve
         self.exact_rows = row_exact_width(lm.model, self.coarse) if row_exact else 0
         if self.exact_rows:
             self.cost_curve = pieced_curve(self.cost_curve, self.exact_rows)
+
+    def short_rows(self, rows: int, curve: dict[int, float] | None = None) -> None:
+        """Run passes of up to ``rows`` positions on the low-bit copies (with row-exact passes, cut passes after the
+        prompt into pieces of that many), the width ``agentkit/models/q4.py``'s ``MAX_ROWS`` sets at load, on a
+        loaded engine, so that ``evals/row_pieces.py`` can compare widths in one process; ``curve``: the unpieced
+        cost curve measured at that width (default: the shipped one), pieced at it."""
+        for m in self.model.modules():
+            if isinstance(m, ShortPassLinear):
+                m.max_rows = rows
+        if curve is not None:
+            self._whole_curve = curve
+        if self.exact_rows:
+            self.exact_rows = row_exact_width(self.model, self.coarse)
+            self.cost_curve = pieced_curve(self._whole_curve, self.exact_rows)
 
     def _head(self, hidden: torch.Tensor) -> torch.Tensor:
         if not self._refine:

@@ -112,3 +112,21 @@ def test_a_merged_loras_fitted_4bit_passes_are_row_exact(tmp_path, monkeypatch, 
         ar = eng.generate(prompt, DecodeConfig(mode="ar", max_new_tokens=24), raw=True)
         other = eng.generate(prompt, DecodeConfig(mode=mode, max_new_tokens=24, canvas_length=32), raw=True)
         assert other.token_ids == ar.token_ids, prompt
+
+
+def test_short_rows_sets_the_piece_width_and_the_logits_stay_the_one_token_steps():
+    bb = _engine(torch.bfloat16).backbone
+    g = torch.Generator().manual_seed(1)
+    prompt = torch.randint(0, 200, (9,), generator=g).tolist()
+    new = torch.randint(0, 200, (2 * MAX_ROWS + 5,), generator=g).tolist()
+    out = {}
+    for width in (MAX_ROWS, 8, 4):
+        bb.short_rows(width)
+        assert bb.exact_rows == width
+        # a longer pass costs its pieces
+        assert interpolate(bb.cost_curve, 2 * width) == pytest.approx(2 * interpolate(bb.cost_curve, width))
+        c = bb.new_cache()
+        bb.encode(prompt, c)
+        out[width] = bb.encode(new, c, rows=list(range(len(new))))
+    bb.short_rows(MAX_ROWS)
+    assert torch.equal(out[MAX_ROWS], out[8]) and torch.equal(out[8], out[4])
