@@ -75,6 +75,18 @@ class TokenVocab:
             self._outlines = Vocabulary(eos, table)
         return self._outlines
 
+    def spell(self, data: bytes) -> list[int]:
+        """``data`` as tokens, the longest token that begins the rest each time (one spelling, not necessarily the
+        tokenizer's); [] where some byte has no token."""
+        out, i = [], 0
+        while i < len(data):
+            n = next((n for n in range(min(self.max_len, len(data) - i), 0, -1) if data[i:i + n] in self.by_bytes), 0)
+            if not n:
+                return []
+            out.append(self.by_bytes[data[i:i + n]][0])
+            i += n
+        return out
+
     def prefix_tokens(self, data: bytes) -> list[int]:
         """Ids of tokens whose bytes are a non-empty prefix of ``data``."""
         out: list[int] = []

@@ -73,6 +73,7 @@ NUMBER_BYTES = frozenset(b"-0123456789.")  # what a copied number is made of (no
 VALUE_START = frozenset(b":[, \n\t")  # what a JSON value may follow
 # a number of the source: thousands groups ("200,000") or plain digits, a sign, a decimal part
 SOURCE_NUMBER = re.compile(rb"-?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?")
+WRITTEN_NUMBER = re.compile(rb"(?<=[:\[,]) ?(-?\d+(?:\.\d+)?)")  # a JSON value that is a number (not a key's digits)
 
 
 _UNITS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
@@ -144,6 +145,7 @@ class CopyPrior:
         self._lines: list[bytes] | None = None
         self._folded: bytes | None = None  # the source lowercased, for a free-text copy begun in another case
         self.numbers = source_numbers(text)
+        self._ordered: list[bytes] | None = None  # the source's numbers in the order it writes them (number_draft)
 
     def _low(self, b: bytes) -> bytes:
         return b.lower() if self.fold else b
@@ -207,6 +209,25 @@ class CopyPrior:
             i += 1
         head, ends = digits + token[:i], i < len(token)
         return any(n == head if ends else n.startswith(head) for n in self.numbers)
+
+    def number_draft(self, out: bytes) -> list[bytes]:
+        """What a number copied from the source would write next after ``out``, spellings to try in turn (verify's
+        drafts; the check keeps only what the model itself writes): where a JSON value may begin, the first of the
+        source's numbers, in the order the source writes them, that no value of ``out`` holds yet (after a bare
+        ``:``, with a space before it first); inside a number, the rest of the first of them its digits begin; each
+        with a comma after it first. Empty inside a string, elsewhere, or where none fits."""
+        digits = open_number(out)
+        if digits is None:
+            return []
+        if self._ordered is None:
+            self._ordered = list(dict.fromkeys(m.group().replace(b",", b"") for m in SOURCE_NUMBER.finditer(self.text)))
+        if digits:
+            rest = [n[len(digits):] for n in self._ordered if n.startswith(digits) and len(n) > len(digits)][:1]
+        else:
+            written = set(WRITTEN_NUMBER.findall(out))
+            rest = [n for n in self._ordered if n not in written][:1]
+            rest = rest if out.endswith(b" ") or not out.endswith(b":") else [b" " + n for n in rest] + rest
+        return [n + end for n in rest for end in (b",", b"")]  # with the comma a next argument would follow
 
     def bias(self, logits: torch.Tensor, allowed: torch.Tensor, out: bytes, bonus: float,
              numbers: bool = True, first_digit: bool = False) -> torch.Tensor:

@@ -424,7 +424,8 @@ class Decoder:
                 t, _, _ = self._pick(self.logits, state, self.budget)
             else:
                 if source is None:  # the block's first draft: lookup's guess, else the drafter's or the stale ones
-                    found = lookup(self.prompt + self.out + block, self.cfg.canvas_length)
+                    found = self._copy_draft(block, state) or lookup(self.prompt + self.out + block,
+                                                                     self.cfg.canvas_length)
                     drafts[:] = found or drafts
                     source = self._block_draft(block) if not found and self._drafter_pays() else drafts
                     if source is drafts and not drafts:
@@ -452,13 +453,31 @@ class Decoder:
         elif source is None:  # the drafter could not draft (a warning was logged): the block ends here
             return None, None
         else:
-            source.extend(() if source else lookup(self.prompt + self.out + block, self.cfg.canvas_length))
+            source.extend(() if source else self._copy_draft(block, state)
+                          or lookup(self.prompt + self.out + block, self.cfg.canvas_length))
             t = source.pop(0) if source else None
         # a draft must only lead somewhere the template can finish: no allowed-token mask is built for states off
         # greedy's path (a draft the mask rules out is rejected by the check anyway)
         if t is None or (self.c is not None and not self.c.fits(state, t, self.budget - len(block))):
             return None, None
         return t, chance
+
+    def _copy_draft(self, block: list[int], state) -> list[int]:
+        """A templated step's drafts of a number its copy source writes (:meth:`CopyPrior.number_draft`), where a
+        value may begin or a number is open after the output and ``block``: the first spelling whose tokens the
+        template allows from ``state`` (greedy longest tokens of the vocabulary); [] where there is none. Prompt
+        lookup would draft what follows the same bytes anywhere in the prompt (a worked example's ``12``)."""
+        if self.copy_prior is None or self.c is None or not self.copy_prior.numbers:
+            return []
+        tb = self.c.vocab.token_bytes
+        out = b"".join(tb[t] or b"" for t in [*self.out, *block] if t < len(tb))
+        for text in self.copy_prior.number_draft(out):
+            toks, st = self.c.vocab.spell(text), state
+            for t in toks:
+                st = None if st is None else self.c.advance(st, t)
+            if toks and st is not None:
+                return toks
+        return []
 
     def _check_block(self, block: list[int],
                      chances: Sequence[float | None] | None = None) -> tuple[torch.Tensor, int, Any, int]:

@@ -10,6 +10,7 @@ from agentkit.config import DecodeConfig
 from agentkit.constrain.compiler import compile_schema
 from agentkit.engine import copy as copy_mod
 from agentkit.engine.copy import CopyPrior, open_number, open_string, source_numbers
+from agentkit.engine.decode import Decoder
 from agentkit.engine.engine import Engine
 from agentkit.errors import InvalidRequestError
 from agentkit.models.tiny import tiny_llama
@@ -272,3 +273,36 @@ def test_free_text_gets_the_prior_only_with_a_source(seed, monkeypatch):
     assert eng.generate(PROMPT, off, raw=True).token_ids == plain.token_ids  # 0: off
     assert res.token_ids != plain.token_ids
     assert any(res.text.startswith(v[:2]) for v in source.split("\n")), res.text
+
+
+def test_number_draft_offers_the_sources_numbers_in_the_order_it_writes_them():
+    cp = CopyPrior(b"Sides of 5 units, 4 units and 3 units; a budget of $1,200.", [b"a"])
+    assert cp.number_draft(b'{"side1":') == [b" 5,", b" 5", b"5,", b"5"]  # a bare colon: with a space first
+    assert cp.number_draft(b'{"side1": ') == [b"5,", b"5"]
+    assert cp.number_draft(b'{"side1": 5, "side2": ') == [b"4,", b"4"]  # 5 is written: the next one
+    assert cp.number_draft(b'{"side1": 5, "side2": 4, "b": 1') == [b"200,", b"200"]  # inside a number: its rest
+    assert cp.number_draft(b'{"side1": 5, "side2": 4, "side3": 3, "b": 1200, "c": ') == []  # none left
+    assert cp.number_draft(b'{"s": "5') == []  # inside a string
+    assert cp.number_draft(b'{"x1": ') == [b"5,", b"5"]  # a key's digits are no written value
+
+
+def test_verify_drafts_the_numbers_the_model_copies(monkeypatch):
+    """With a bonus that makes the model copy the prompt's number, verify drafts it and still writes exactly
+    ar-constrained's output; with the number drafts off (prompt lookup only) it keeps fewer drafted tokens."""
+    monkeypatch.setattr(copy_mod, "TOP", 10**6)
+    schema = {"type": "object", "properties": {"guests": {"type": "integer"}}, "required": ["guests"],
+              "additionalProperties": False}
+    cfg = DecodeConfig(mode="ar", max_new_tokens=24, copy_bias=100.0, copy_first_digit=True)
+    kept = {}
+    for drafts in (True, False):
+        if not drafts:
+            monkeypatch.setattr(Decoder, "_copy_draft", lambda self, block, state: [])
+        for seed in range(3):
+            eng = Engine.from_loaded(tiny_llama(seed))
+            for prompt in ("A table for 4512 guests, please.", "We are 678 at Marigold Bistro."):
+                ar = eng.generate(prompt, cfg, template=compile_schema(schema), raw=True)
+                ver = eng.generate(prompt, DecodeConfig(**{**cfg.__dict__, "mode": "verify"}),
+                                   template=compile_schema(schema), raw=True)
+                assert ver.token_ids == ar.token_ids
+                kept[drafts] = kept.get(drafts, 0) + ver.stats.accepted_slot_tokens
+    assert kept[True] > kept[False] + 2, kept
