@@ -34,6 +34,9 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from unittest import mock
+
+from agentkit.engine import decode
 
 
 def edit_requests(path: str, limit: int) -> list[dict]:
@@ -170,6 +173,9 @@ def parser() -> argparse.ArgumentParser:
                     help="keep the engine's prefix cache on (a later mode then reuses the first mode's prompt pass)")
     ap.add_argument("--row-exact", default="auto", choices=["auto", "off"],
                     help="EngineConfig.row_exact: off checks a block in one pass (outputs may part at near ties)")
+    ap.add_argument("--number-drafts", default="on", choices=["on", "both"],
+                    help="both: also verify with prompt-lookup drafts without the copied-number drafts "
+                    "(agentkit.engine.decode.NUMBER_DRAFTS), the row verify-lookup-nonum (with --lookup)")
     ap.add_argument("--calibrate", default=None, metavar="STEP",
                     help="write the run into the shipped calibration as this step kind's measurement (with --lookup)")
     ap.add_argument("--out", required=True)
@@ -193,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     modes = [("ar-constrained", "ar", "lookup"), ("verify-drafter", "verify", "drafter")]
     if args.lookup:
         modes.append(("verify-lookup", "verify", "lookup"))
+    if args.lookup and args.number_drafts == "both":
+        modes.append(("verify-lookup-nonum", "verify", "lookup"))
     reqs = requests(args)
     rows, skipped = [], [r for r in reqs if "error" in r]
     if args.resume and Path(args.out).is_file():  # a run stopped early goes on after its last written request
@@ -210,7 +218,8 @@ def main(argv: list[str] | None = None) -> int:
                 skipped.append({"id": req["id"], "error": f"{type(e).__name__}: {e}"})
                 continue
         for name, mode, draft in modes:
-            row[name] = run_one(engine, req, mode, draft, args.budget)
+            with mock.patch.object(decode, "NUMBER_DRAFTS", not name.endswith("-nonum")):
+                row[name] = run_one(engine, req, mode, draft, args.budget)
         ar = row["ar-constrained"]["tokens"]
         row["differences"] = {}
         for name, _, _ in modes[1:]:

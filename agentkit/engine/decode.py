@@ -27,6 +27,9 @@ from .sizing import DRAFT, EXACT, PINNED, AcceptRate, interpolate, keep_chance, 
 from .stats import DecodeStats
 
 log = logging.getLogger(__name__)
+# verify's number drafts (Decoder._copy_draft); False: prompt lookup's only, for measurement (evals/drafter_verify.py
+# --number-drafts both)
+NUMBER_DRAFTS = True
 
 DRAFT_CANDIDATES = 8  # a block drafter's best tokens at a position that verify tries against the template
 DRAFTER_TRIAL = 4  # block-drafter passes a request runs before it asks whether the drafter pays (Decoder._drafter_pays)
@@ -467,7 +470,7 @@ class Decoder:
         value may begin or a number is open after the output and ``block``: the first spelling whose tokens the
         template allows from ``state`` (greedy longest tokens of the vocabulary); [] where there is none. Prompt
         lookup would draft what follows the same bytes anywhere in the prompt (a worked example's ``12``)."""
-        if self.copy_prior is None or self.c is None or not self.copy_prior.numbers:
+        if not NUMBER_DRAFTS or self.copy_prior is None or self.c is None or not self.copy_prior.numbers:
             return []
         tb = self.c.vocab.token_bytes
         out = b"".join(tb[t] or b"" for t in [*self.out, *block] if t < len(tb))
