@@ -25,8 +25,9 @@ from .extract import ExtractItem, load_items, score
 from .timing import cold_prompts
 
 SETTINGS = ("compact", "spaced", "schema", "example", "nocopy", "copyuser", "nonum", "nofirst", "retry", "ungrounded",
-            "nosettle", "drafter", "eachpass")  # drafter: verify's drafts from the block drafter where lookup has none;
-# eachpass: a grounded field's candidates read a pass each (agentkit.engine.backbone.ONE_PASS_CONTINUATIONS off)
+            "nosettle", "drafter", "eachpass", "nonumdraft")  # drafter: verify's drafts from the block drafter where
+# lookup has none; eachpass: a grounded field's candidates read a pass each (agentkit.engine.backbone.
+# ONE_PASS_CONTINUATIONS off); nonumdraft: verify drafts no copied numbers (agentkit.engine.decode.NUMBER_DRAFTS off)
 
 
 def parse_row(row: str) -> tuple[str, set[str]]:
@@ -49,6 +50,7 @@ def parse_row(row: str) -> tuple[str, set[str]]:
 def run_agentkit(engine: Any, item: ExtractItem, row: str) -> dict[str, Any]:
     """One item through ``extract`` under ``row``'s mode and settings."""
     from ..engine import backbone
+    from ..engine import decode as decode_
     from ..sdk._extract import extract, extract_messages
     from ..steps import grounded as grounded_
     from ..steps import kinds as _steps
@@ -63,6 +65,7 @@ def run_agentkit(engine: Any, item: ExtractItem, row: str) -> dict[str, Any]:
             settings["json_style"] = style
     prompt = next((p for p in _steps.EXTRACT_PROMPTS if p in opts), None)
     before, settles, one_pass = _steps.EXTRACT_PROMPT, grounded_.SETTLE, backbone.ONE_PASS_CONTINUATIONS
+    number_drafts = decode_.NUMBER_DRAFTS
     t0 = time.perf_counter()
     try:
         if prompt:
@@ -71,6 +74,8 @@ def run_agentkit(engine: Any, item: ExtractItem, row: str) -> dict[str, Any]:
             grounded_.SETTLE = False
         if "eachpass" in opts:
             backbone.ONE_PASS_CONTINUATIONS = False
+        if "nonumdraft" in opts:
+            decode_.NUMBER_DRAFTS = False
         if "copyuser" in opts:  # the whole user message, the extract prompt's schema with it
             decode = replace(decode, copy_source=extract_messages(item.schema, item.text)[-1]["content"])
         kw = {"model": engine, "mode": mode, "decode": decode, "model_settings": settings or None,
@@ -79,6 +84,7 @@ def run_agentkit(engine: Any, item: ExtractItem, row: str) -> dict[str, Any]:
         output, usage, error = _call(extract, item, kw)
     finally:
         _steps.EXTRACT_PROMPT, grounded_.SETTLE, backbone.ONE_PASS_CONTINUATIONS = before, settles, one_pass
+        decode_.NUMBER_DRAFTS = number_drafts
     ms = 1000 * (time.perf_counter() - t0)
     out = output.model_dump(mode="json") if hasattr(output, "model_dump") else output
     return {"output": out, "error": error, "latency_ms": round(ms, 1), "ungrounded": usage.ungrounded if usage else [],
