@@ -504,11 +504,12 @@ def calibrate(
             raise UserError("--step and --results go together (a step kind and the run that measured it)")
         if step is not None:
             from .evals.calibrate import with_step
+            from .evals.report import read_json
 
             dest = out or path_for(model, device)
             if not dest.is_file():
                 raise UserError(f"no calibration at {dest} to add a step to: run `agentkit calibrate --data ...` first")
-            runs = [json.loads(p.read_text()) for p in results]
+            runs = [read_json(p) for p in results]
             cal = with_step(Calibration.from_json(dest.read_text()), step, runs, ", ".join(map(str, results)))
         else:
             cal = _calibrate_bfcl(data, limit, modes, tolerance, model, device, threads)

@@ -126,3 +126,22 @@ def test_reply_steps_are_grouped_by_the_mode_each_ran_in():
         for m, ms, fw in (("ar", 700.0, 30), ("verify", 500.0, 14))]}
     assert [(r.mode, r.forwards, r.p50_ms) for r in step_results(planned, "plan")] == [("ar", 30, 700.0),
                                                                                        ("verify", 14, 500.0)]
+
+
+def test_calibrate_reads_a_steps_run_from_a_gzipped_results_file(tmp_path):
+    import gzip
+
+    from typer.testing import CliRunner
+
+    from agentkit.cli import app
+
+    items = [{"framework": "agentkit", "mode": m, "success": 1, "iter_ms": [900.0, ms], "iter_forwards": [12, 6],
+              "steps": ["tool_call:add", "reply"]} for m, ms in (("default", 300.0), ("drafter", 200.0))]
+    run = {"suite": "agent-loop", "command": "agentkit eval agent-loop --modes default,drafter", "items": items}
+    (tmp_path / "run.json.gz").write_bytes(gzip.compress(json.dumps(run).encode()))
+    dest = tmp_path / "cal.json"
+    dest.write_text(_cal(ar=(0.4, 9, 3000)).to_json())
+    res = CliRunner().invoke(app, ["calibrate", "--step", "reply", "--results", str(tmp_path / "run.json.gz"),
+                                   "--out", str(dest)])
+    assert res.exit_code == 0, res.output
+    assert C.Calibration.from_json(dest.read_text()).mode_for("reply") == "verify"

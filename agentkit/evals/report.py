@@ -111,6 +111,15 @@ def markdown_table(result: dict) -> str:
 # -- output -------------------------------------------------------------------------------------------------------
 
 
+def read_json(path: Path) -> Any:
+    """A results file, plain JSON or gzipped (``.gz``: how the larger committed results are kept)."""
+    if path.suffix == ".gz":
+        import gzip
+
+        return json.loads(gzip.decompress(path.read_bytes()))
+    return json.loads(path.read_text())
+
+
 def write_json_atomic(path: Path, obj: Any) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
