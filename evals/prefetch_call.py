@@ -16,13 +16,15 @@ OUT --mode default/off --second-mode default/on`` pairs the tasks.
 from __future__ import annotations
 
 import argparse
-from unittest import mock
 
-from agentkit.engine import backbone
-from agentkit.evals.agent_loop import interleaved_options, interleaved_setup, run_agentkit, run_interleaved
-
-PREFETCH = {"off": False, "on": True}
-NAMES = {"one_pass": True, "each": False}  # agentkit.engine.backbone.ONE_PASS_CONTINUATIONS
+from agentkit.evals.agent_loop import (
+    RUN_SPEC,
+    interleaved_options,
+    interleaved_setup,
+    parse_run,
+    run_interleaved,
+    run_spec,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,18 +36,16 @@ def main(argv: list[str] | None = None) -> int:
                     "a pass per name, default one_pass)")
     args = ap.parse_args(argv)
     modes = args.runs.split(",")
-    bad = [m for m in modes if m.count("/") not in (1, 2) or m.split("/")[1] not in PREFETCH
-           or m.split("/")[2:] not in ([], *([x] for x in NAMES))]
+    bad = []
+    for m in modes:
+        try:
+            parse_run(m)
+        except ValueError:
+            bad.append(m)
     if bad:
-        ap.error(f"--runs: {bad} are not MODE/PREFETCH[/NAMES] (PREFETCH: on or off; NAMES: {', '.join(NAMES)})")
+        ap.error(f"--runs: {bad} are not {RUN_SPEC}")
     tasks, engine, header = interleaved_setup(args, "evals/prefetch_call.py", argv, modes=modes)
-
-    def run_one(task, run: str) -> dict:
-        mode, prefetch, names = (run + "/one_pass").split("/")[:3]
-        with mock.patch.object(backbone, "ONE_PASS_CONTINUATIONS", NAMES[names]):
-            return run_agentkit(task, engine, mode, agent_options={"prefetch": PREFETCH[prefetch]})
-
-    run_interleaved(tasks, engine, modes, run_one, args.out, header)
+    run_interleaved(tasks, engine, modes, lambda task, run: run_spec(task, engine, run), args.out, header)
     return 0
 
 

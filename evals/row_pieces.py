@@ -21,13 +21,16 @@ import json
 import statistics
 import time
 from pathlib import Path
-from unittest import mock
 
-from agentkit.engine import backbone
-from agentkit.evals.agent_loop import interleaved_options, interleaved_setup, run_agentkit, run_interleaved
+from agentkit.evals.agent_loop import (
+    RUN_SPEC,
+    interleaved_options,
+    interleaved_setup,
+    parse_run,
+    run_interleaved,
+    run_spec,
+)
 
-PREFETCH = {"off": False, "on": True}
-NAMES = {"one_pass": True, "each": False}
 # the default engine's unpieced cost curve with passes of up to 16 positions on the 4-bit weights, on the Zen 5 EPYC
 # (evals/results/engine/bench_forward_s17.json, its default row)
 CURVE_16 = {1: 17.24, 2: 17.6, 4: 22.2, 8: 34.0, 16: 58.7, 32: 118.6, 64: 225.9}
@@ -70,13 +73,16 @@ def bench(out: str, positions=(4, 8, 10, 12, 16, 20), rounds: int = 9) -> dict:
     return result
 
 
-def parse(run: str) -> tuple[str, bool, bool, int]:
-    """``MODE/PREFETCH[/NAMES]@ROWS`` as (mode, prefetch, names in one pass, rows); a ValueError if it is not."""
+def parse(run: str) -> tuple[str, int]:
+    """``MODE/PREFETCH[/NAMES]@ROWS`` as (the run without its width, rows); a ValueError if it is not one."""
     head, _, rows = run.partition("@")
-    mode, prefetch, names = (head + "/one_pass").split("/")[:3]
-    if head.count("/") not in (1, 2) or prefetch not in PREFETCH or names not in NAMES or not rows.isdigit():
+    try:
+        parse_run(head)
+    except ValueError:
+        raise ValueError(run) from None
+    if not rows.isdigit():
         raise ValueError(run)
-    return mode, PREFETCH[prefetch], NAMES[names], int(rows)
+    return head, int(rows)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -94,14 +100,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         parsed = {r: parse(r) for r in runs}
     except ValueError as e:
-        ap.error(f"--runs: {e} is not MODE/PREFETCH[/NAMES]@ROWS (PREFETCH: on or off; NAMES: one_pass or each)")
+        ap.error(f"--runs: {e} is not RUN@ROWS, a RUN being {RUN_SPEC}")
     tasks, engine, header = interleaved_setup(args, "evals/row_pieces.py", argv, modes=runs)
 
     def run_one(task, run: str) -> dict:
-        mode, prefetch, one_pass, rows = parsed[run]
+        head, rows = parsed[run]
         set_width(engine.backbone, rows)
-        with mock.patch.object(backbone, "ONE_PASS_CONTINUATIONS", one_pass):
-            return run_agentkit(task, engine, mode, agent_options={"prefetch": prefetch})
+        return run_spec(task, engine, head)
 
     run_interleaved(tasks, engine, runs, run_one, args.out, header)
     return 0

@@ -166,8 +166,7 @@ class Decoder:
         """The copy prior on ``logits``: inside a template's JSON values (``allowed``: its mask), or over a free
         text (``allowed`` None)."""
         t0 = time.perf_counter()
-        tb = self.copy_prior.token_bytes
-        out = b"".join(tb[int(t)] or b"" for t in (*self.out, *tail) if int(t) < len(tb))
+        out = self._out_bytes(tail)
         if allowed is None:
             biased = self.copy_prior.bias_text(logits, out, self.cfg.copy_text_bias)
         else:
@@ -175,6 +174,11 @@ class Decoder:
                                           first_digit=self.cfg.copy_first_digit)
         self.stats.constraint_ms += 1000 * (time.perf_counter() - t0)
         return biased
+
+    def _out_bytes(self, tail: Sequence[int]) -> bytes:
+        """The bytes of the output so far and ``tail`` after it (special tokens: none), as the copy prior reads them."""
+        tb = self.copy_prior.token_bytes
+        return b"".join(tb[int(t)] or b"" for t in (*self.out, *tail) if int(t) < len(tb))
 
     def _emit(self, toks: list[int], pinned: int = 0) -> None:
         self.out.extend(toks)
@@ -472,9 +476,7 @@ class Decoder:
         lookup would draft what follows the same bytes anywhere in the prompt (a worked example's ``12``)."""
         if not NUMBER_DRAFTS or self.copy_prior is None or self.c is None or not self.copy_prior.numbers:
             return []
-        tb = self.c.vocab.token_bytes
-        out = b"".join(tb[t] or b"" for t in [*self.out, *block] if t < len(tb))
-        for text in self.copy_prior.number_draft(out):
+        for text in self.copy_prior.number_draft(self._out_bytes(block)):
             toks, st = self.c.vocab.spell(text), state
             for t in toks:
                 st = None if st is None else self.c.advance(st, t)

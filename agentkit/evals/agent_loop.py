@@ -124,6 +124,31 @@ def interleaved_setup(args: Any, script: str, argv: list[str] | None,
     return tasks, engine, header
 
 
+RUN_PREFETCH = {"off": False, "on": True}  # Agent(prefetch=...)
+RUN_NAMES = {"one_pass": True, "each": False}  # agentkit.engine.backbone.ONE_PASS_CONTINUATIONS
+RUN_SPEC = "MODE/PREFETCH[/NAMES] (PREFETCH: on or off; NAMES: one_pass, the default, or each)"
+
+
+def parse_run(run: str) -> tuple[str, bool, bool]:
+    """An interleaved script's run ``MODE/PREFETCH[/NAMES]`` as (agent-loop mode, the pass ahead on, the decision's
+    names read in one pass); a ``ValueError`` naming ``run`` when it is not one (:data:`RUN_SPEC`)."""
+    parts = run.split("/")
+    if len(parts) not in (2, 3) or parts[1] not in RUN_PREFETCH or parts[2:] not in ([], *([n] for n in RUN_NAMES)):
+        raise ValueError(run)
+    return parts[0], RUN_PREFETCH[parts[1]], RUN_NAMES[(parts + ["one_pass"])[2]]
+
+
+def run_spec(task: AgentTask, engine: Any, run: str) -> dict[str, Any]:
+    """``task`` run once under the :func:`parse_run` run ``run``."""
+    from unittest import mock
+
+    from ..engine import backbone
+
+    mode, prefetch, one_pass = parse_run(run)
+    with mock.patch.object(backbone, "ONE_PASS_CONTINUATIONS", one_pass):
+        return run_agentkit(task, engine, mode, agent_options={"prefetch": prefetch})
+
+
 def run_interleaved(tasks: list[AgentTask], engine: Any, names: list[str],
                     run_one: Callable[[AgentTask, str], dict[str, Any]], out: str | Path,
                     result: dict[str, Any]) -> dict[str, Any]:

@@ -13,12 +13,14 @@ early compares every row on the same items; results are written after every item
 
 from __future__ import annotations
 
+import contextlib
 import json
 import statistics
 import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from ..config import DecodeConfig
 from .extract import ExtractItem, load_items, score
@@ -64,27 +66,20 @@ def run_agentkit(engine: Any, item: ExtractItem, row: str) -> dict[str, Any]:
         if style in opts:
             settings["json_style"] = style
     prompt = next((p for p in _steps.EXTRACT_PROMPTS if p in opts), None)
-    before, settles, one_pass = _steps.EXTRACT_PROMPT, grounded_.SETTLE, backbone.ONE_PASS_CONTINUATIONS
-    number_drafts = decode_.NUMBER_DRAFTS
+    switches = [(_steps, "EXTRACT_PROMPT", prompt)] if prompt else []
+    switches += [(module, name, False) for opt, module, name in (
+        ("nosettle", grounded_, "SETTLE"), ("eachpass", backbone, "ONE_PASS_CONTINUATIONS"),
+        ("nonumdraft", decode_, "NUMBER_DRAFTS")) if opt in opts]
     t0 = time.perf_counter()
-    try:
-        if prompt:
-            _steps.EXTRACT_PROMPT = prompt
-        if "nosettle" in opts:
-            grounded_.SETTLE = False
-        if "eachpass" in opts:
-            backbone.ONE_PASS_CONTINUATIONS = False
-        if "nonumdraft" in opts:
-            decode_.NUMBER_DRAFTS = False
+    with contextlib.ExitStack() as stack:
+        for module, name, value in switches:
+            stack.enter_context(mock.patch.object(module, name, value))
         if "copyuser" in opts:  # the whole user message, the extract prompt's schema with it
             decode = replace(decode, copy_source=extract_messages(item.schema, item.text)[-1]["content"])
         kw = {"model": engine, "mode": mode, "decode": decode, "model_settings": settings or None,
               "return_usage": True, "grounded": False if "ungrounded" in opts else None,
               "fallback_mode": ("diffusion" if mode != "diffusion" else "ar") if "retry" in opts else None}
         output, usage, error = _call(extract, item, kw)
-    finally:
-        _steps.EXTRACT_PROMPT, grounded_.SETTLE, backbone.ONE_PASS_CONTINUATIONS = before, settles, one_pass
-        decode_.NUMBER_DRAFTS = number_drafts
     ms = 1000 * (time.perf_counter() - t0)
     out = output.model_dump(mode="json") if hasattr(output, "model_dump") else output
     return {"output": out, "error": error, "latency_ms": round(ms, 1), "ungrounded": usage.ungrounded if usage else [],
