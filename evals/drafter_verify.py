@@ -176,6 +176,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--number-drafts", default="on", choices=["on", "both"],
                     help="both: also verify with prompt-lookup drafts without the copied-number drafts "
                     "(agentkit.engine.decode.NUMBER_DRAFTS), the row verify-lookup-nonum (with --lookup)")
+    ap.add_argument("--string-drafts", default="on", choices=["on", "both"],
+                    help="both: also verify without the drafts of phrases copied from the request "
+                    "(agentkit.engine.decode.STRING_DRAFTS), the row verify-lookup-nostr (with --lookup)")
     ap.add_argument("--calibrate", default=None, metavar="STEP",
                     help="write the run into the shipped calibration as this step kind's measurement (with --lookup)")
     ap.add_argument("--out", required=True)
@@ -201,6 +204,8 @@ def main(argv: list[str] | None = None) -> int:
         modes.append(("verify-lookup", "verify", "lookup"))
     if args.lookup and args.number_drafts == "both":
         modes.append(("verify-lookup-nonum", "verify", "lookup"))
+    if args.lookup and args.string_drafts == "both":
+        modes.append(("verify-lookup-nostr", "verify", "lookup"))
     reqs = requests(args)
     rows, skipped = [], [r for r in reqs if "error" in r]
     if args.resume and Path(args.out).is_file():  # a run stopped early goes on after its last written request
@@ -218,7 +223,8 @@ def main(argv: list[str] | None = None) -> int:
                 skipped.append({"id": req["id"], "error": f"{type(e).__name__}: {e}"})
                 continue
         for name, mode, draft in modes:
-            with mock.patch.object(decode, "NUMBER_DRAFTS", not name.endswith("-nonum")):
+            with mock.patch.object(decode, "NUMBER_DRAFTS", not name.endswith("-nonum")), \
+                    mock.patch.object(decode, "STRING_DRAFTS", not name.endswith("-nostr")):
                 row[name] = run_one(engine, req, mode, draft, args.budget)
         ar = row["ar-constrained"]["tokens"]
         row["differences"] = {}

@@ -71,6 +71,7 @@ def _word(b: int) -> bool:
 
 NUMBER_BYTES = frozenset(b"-0123456789.")  # what a copied number is made of (no exponents: prompts rarely write them)
 VALUE_START = frozenset(b":[, \n\t")  # what a JSON value may follow
+DRAFT_STOPS = frozenset(b'\n"\\,.;:?!()[]{}')  # where a string draft's phrase ends (CopyPrior.string_draft)
 # a number of the source: thousands groups ("200,000") or plain digits, a sign, a decimal part
 SOURCE_NUMBER = re.compile(rb"-?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?")
 WRITTEN_NUMBER = re.compile(rb"(?<=[:\[,]) ?(-?\d+(?:\.\d+)?)")  # a JSON value that is a number (not a key's digits)
@@ -139,6 +140,7 @@ class CopyPrior:
         ``fold_case``: matched case-insensitively (JSON values); False: as written (free text, ``bias_text``)."""
         self.token_bytes = token_bytes
         self.fold = fold_case
+        self.raw = text  # as written: what a string draft writes (``text`` lowercased keeps its byte offsets)
         self.text = t = self._low(text)
         self.starts = [i for i in range(len(t)) if _word(t[i]) and (i == 0 or not _word(t[i - 1]))]
         self._first: set[bytes] | None = None
@@ -179,10 +181,15 @@ class CopyPrior:
         :func:`agentkit.toolcall.result_values`'s values)."""
         value = self._low(value)
         t = self.text if source is None else source
+        return [t[i + len(value):i + len(value) + MAX_SPAN] for i in self._occurrences(value, t, line_start)]
+
+    @staticmethod
+    def _occurrences(value: bytes, t: bytes, line_start: bool = False) -> list[int]:
+        """Where ``value`` occurs in ``t`` at a word start (with ``line_start``: at a line start)."""
         out, i = [], t.find(value)
         while i >= 0:
             if i == 0 or (t[i - 1] == 0x0A if line_start else not _word(t[i - 1])):
-                out.append(t[i + len(value):i + len(value) + MAX_SPAN])
+                out.append(i)
             i = t.find(value, i + 1)
         return out
 
@@ -228,6 +235,32 @@ class CopyPrior:
             rest = [n for n in self._ordered if n not in written][:1]
             rest = rest if out.endswith(b" ") or not out.endswith(b":") else [b" " + n for n in rest] + rest
         return [n + end for n in rest for end in (b",", b"")]  # with the comma a next argument would follow
+
+    def string_draft(self, out: bytes) -> list[bytes]:
+        """What a string value copied from the source would write next after ``out``, spellings to try in turn
+        (verify's drafts, as :meth:`number_draft`'s): inside a JSON string that holds something, the source's text
+        after the first occurrence, at a word start, of the value so far (else of its longest tail that begins a
+        word and occurs), up to the end of the source's phrase (:data:`DRAFT_STOPS`, at most :data:`MAX_SPAN`
+        bytes), as the source writes it; then its first word alone. The first token of a value stays the
+        model's: which span it copies, if any, is its choice. Empty elsewhere, or where the value copies nothing."""
+        value = open_string(out)
+        if not value:
+            return []
+        low = self._low(value)
+        tails = [0] + [i for i in range(1, len(low)) if _word(low[i]) and not _word(low[i - 1])]
+        for start in tails:
+            tail = low[start:]
+            if len(tail) < 2:
+                break
+            at = next((i + len(tail) for i in self._occurrences(tail, self.text) if i + len(tail) < len(self.text)),
+                      None)
+            if at is None:
+                continue
+            cont = self.raw[at:at + MAX_SPAN]
+            rest = cont[:next((j for j, b in enumerate(cont) if b in DRAFT_STOPS), len(cont))]
+            word = re.match(rb"\s*\S+", rest)
+            return [d for d in dict.fromkeys((rest, word.group() if word else b"")) if d]
+        return []
 
     def bias(self, logits: torch.Tensor, allowed: torch.Tensor, out: bytes, bonus: float,
              numbers: bool = True, first_digit: bool = False) -> torch.Tensor:

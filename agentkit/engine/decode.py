@@ -30,6 +30,9 @@ log = logging.getLogger(__name__)
 # verify's number drafts (Decoder._copy_draft); False: prompt lookup's only, for measurement (evals/drafter_verify.py
 # --number-drafts both)
 NUMBER_DRAFTS = True
+# verify's string drafts: the rest of a phrase the copy source writes, inside a string value (Decoder._copy_draft);
+# False: prompt lookup's only, for measurement
+STRING_DRAFTS = True
 
 DRAFT_CANDIDATES = 8  # a block drafter's best tokens at a position that verify tries against the template
 DRAFTER_TRIAL = 4  # block-drafter passes a request runs before it asks whether the drafter pays (Decoder._drafter_pays)
@@ -401,6 +404,8 @@ class Decoder:
                 break
             if self.drafter is None:
                 block = block[: self._verify_length(block, n_pinned, chances)]
+            if self._settle(block):  # nothing left to check: the output is complete
+                break
             logits, keep, state, pinned_kept = self._check_block(block, chances)
             drafts, eos_hit = self._keep_checked(block, logits, keep, state, pinned_kept)
             if self.drafter is not None:
@@ -409,6 +414,27 @@ class Decoder:
             if eos_hit or self.is_complete(self.state) or self.budget <= 0:
                 self.finished = True
         self.stats.finish_reason = self.finish_reason()
+
+    def _settle(self, block: list[int]) -> bool:
+        """Commit ``block`` without a pass where a check would decide nothing: its first token (exact) and pinned
+        text after it complete the template. AR stops there without a forward too; the pass over the closing
+        ``}}`` was one forward of every templated step. Returns whether the output was settled (and finished)."""
+        if self.c is None:
+            return False
+        state = self.advance(self.state, block[0])
+        for t in block[1:]:
+            forced = self.forced_tokens(state)
+            if not forced or forced[0] != t:
+                return False
+            state = self.advance(state, t)
+        if not self.is_complete(state):
+            return False
+        pinned = len(block) - (0 if self.forced_tokens(self.state) else 1)
+        self._emit(block, pinned=pinned)
+        self.state = state
+        self.stats.blocks += 1
+        self.finished = True
+        return True
 
     def _verify_block(self, n_draft: int, drafts: list[int]) -> tuple[list[int], int, list[float | None]]:
         """The block to check, how many of its tokens are pinned and each position's own chance of being kept (the
@@ -470,13 +496,19 @@ class Decoder:
         return t, chance
 
     def _copy_draft(self, block: list[int], state) -> list[int]:
-        """A templated step's drafts of a number its copy source writes (:meth:`CopyPrior.number_draft`), where a
-        value may begin or a number is open after the output and ``block``: the first spelling whose tokens the
+        """A templated step's drafts of what its copy source writes, after the output and ``block``: a number where a
+        value may begin or a number is open (:meth:`CopyPrior.number_draft`), the rest of a phrase inside a string
+        value that has begun copying one (:meth:`CopyPrior.string_draft`); the first spelling whose tokens the
         template allows from ``state`` (greedy longest tokens of the vocabulary); [] where there is none. Prompt
-        lookup would draft what follows the same bytes anywhere in the prompt (a worked example's ``12``)."""
-        if not NUMBER_DRAFTS or self.copy_prior is None or self.c is None or not self.copy_prior.numbers:
+        lookup would draft what follows the same tokens anywhere in the prompt: a worked example's ``12``, and
+        nothing after a value's first word, which the prompt spells with a space before it."""
+        cp = self.copy_prior
+        if cp is None or self.c is None or not (NUMBER_DRAFTS and cp.numbers or STRING_DRAFTS):
             return []
-        for text in self.copy_prior.number_draft(self._out_bytes(block)):
+        out = self._out_bytes(block)
+        texts = (cp.number_draft(out) if NUMBER_DRAFTS and cp.numbers else []) \
+            + (cp.string_draft(out) if STRING_DRAFTS else [])
+        for text in texts:
             toks, st = self.c.vocab.spell(text), state
             for t in toks:
                 st = None if st is None else self.c.advance(st, t)

@@ -27,9 +27,10 @@ from .extract import ExtractItem, load_items, score
 from .timing import cold_prompts
 
 SETTINGS = ("compact", "spaced", "schema", "example", "nocopy", "copyuser", "nonum", "nofirst", "retry", "ungrounded",
-            "nosettle", "drafter", "eachpass", "nonumdraft")  # drafter: verify's drafts from the block drafter where
+            "nosettle", "drafter", "eachpass", "nonumdraft", "nostrdraft")  # drafter: verify's drafts from the block drafter where
 # lookup has none; eachpass: a grounded field's candidates read a pass each (agentkit.engine.backbone.
-# ONE_PASS_CONTINUATIONS off); nonumdraft: verify drafts no copied numbers (agentkit.engine.decode.NUMBER_DRAFTS off)
+# ONE_PASS_CONTINUATIONS off); nonumdraft: verify drafts no copied numbers (agentkit.engine.decode.NUMBER_DRAFTS off);
+# nostrdraft: nor copied phrases inside string values (STRING_DRAFTS off)
 
 
 def parse_row(row: str) -> tuple[str, set[str]]:
@@ -69,7 +70,7 @@ def run_agentkit(engine: Any, item: ExtractItem, row: str) -> dict[str, Any]:
     switches = [(_steps, "EXTRACT_PROMPT", prompt)] if prompt else []
     switches += [(module, name, False) for opt, module, name in (
         ("nosettle", grounded_, "SETTLE"), ("eachpass", backbone, "ONE_PASS_CONTINUATIONS"),
-        ("nonumdraft", decode_, "NUMBER_DRAFTS")) if opt in opts]
+        ("nonumdraft", decode_, "NUMBER_DRAFTS"), ("nostrdraft", decode_, "STRING_DRAFTS")) if opt in opts]
     t0 = time.perf_counter()
     with contextlib.ExitStack() as stack:
         for module, name, value in switches:

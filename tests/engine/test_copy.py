@@ -9,6 +9,7 @@ import torch
 from agentkit.config import DecodeConfig
 from agentkit.constrain.compiler import compile_schema
 from agentkit.engine import copy as copy_mod
+from agentkit.engine import decode as decode_mod
 from agentkit.engine.copy import CopyPrior, open_number, open_string, source_numbers
 from agentkit.engine.decode import Decoder
 from agentkit.engine.engine import Engine
@@ -284,6 +285,42 @@ def test_number_draft_offers_the_sources_numbers_in_the_order_it_writes_them():
     assert cp.number_draft(b'{"side1": 5, "side2": 4, "side3": 3, "b": 1200, "c": ') == []  # none left
     assert cp.number_draft(b'{"s": "5') == []  # inside a string
     assert cp.number_draft(b'{"x1": ') == [b"5,", b"5"]  # a key's digits are no written value
+
+
+def test_string_draft_goes_on_along_the_phrase_the_value_began_copying():
+    cp = CopyPrior(b"How is the deer population in Washington state over the past decade? Ask Dr. O'Neil.", [b"a"])
+    assert cp.string_draft(b'{"location": "Washington') == [b" state over the past decade", b" state"]
+    assert cp.string_draft(b'{"location": "washing') == [b"ton state over the past decade", b"ton"]  # any case
+    assert cp.string_draft(b'{"q": "the Washington') == [b" state over the past decade", b" state"]  # its tail
+    assert cp.string_draft(b'{"who": "Dr') == []  # the phrase ends there
+    assert cp.string_draft(b'{"who": "Ask Dr') == []
+    assert cp.string_draft(b'{"location": "') == []  # which span a value copies is the model's choice
+    assert cp.string_draft(b'{"location": "W') == []  # one byte begins too many words
+    assert cp.string_draft(b'{"location": "Paris') == []  # no copy begun
+    assert cp.string_draft(b'{"n": 4') == []  # outside a string
+    assert cp.string_draft(b'{"s": "ation') == []  # only at word starts
+
+
+def test_verify_drafts_the_strings_the_model_copies(monkeypatch):
+    """With a bonus that makes the model copy the prompt's phrase, verify drafts the rest of it after the value's
+    first token and still writes exactly ar-constrained's output; with the string drafts off it keeps fewer."""
+    monkeypatch.setattr(copy_mod, "TOP", 10**6)
+    monkeypatch.setattr(decode_mod, "NUMBER_DRAFTS", False)
+    schema = {"type": "object", "properties": {"place": {"type": "string", "maxLength": 40}}, "required": ["place"],
+              "additionalProperties": False}
+    cfg = DecodeConfig(mode="ar", max_new_tokens=40, copy_bias=100.0)
+    kept = {}
+    for drafts in (True, False):
+        monkeypatch.setattr(decode_mod, "STRING_DRAFTS", drafts)
+        for seed in range(3):
+            eng = Engine.from_loaded(tiny_llama(seed))
+            for prompt in ("the marigold bistro on harbour street", "meet at wexford quay tomorrow"):
+                ar = eng.generate(prompt, cfg, template=compile_schema(schema), raw=True)
+                ver = eng.generate(prompt, DecodeConfig(**{**cfg.__dict__, "mode": "verify"}),
+                                   template=compile_schema(schema), raw=True)
+                assert ver.token_ids == ar.token_ids
+                kept[drafts] = kept.get(drafts, 0) + ver.stats.accepted_slot_tokens
+    assert kept[True] > kept[False] + 2, kept
 
 
 def test_verify_drafts_the_numbers_the_model_copies(monkeypatch):

@@ -97,6 +97,19 @@ def test_template_modes_agree_under_greedy(mode):
     assert other.text == ar.text
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2, 3, 4, 5])
+def test_verify_never_passes_more_than_ar_on_a_template(seed):
+    # every verify pass commits at least what an AR forward does (a sampled token and the pinned run after it), and
+    # neither runs a pass once the template is complete: a check of the closing text alone decides nothing
+    eng = Engine.from_loaded(tiny_llama(seed))
+    for prompt in ("data:", "the the"):
+        ar = eng.generate(prompt, DecodeConfig(mode="ar", max_new_tokens=80), template=_template(), raw=True)
+        ver = eng.generate(prompt, DecodeConfig(mode="verify", max_new_tokens=80, canvas_length=12),
+                           template=_template(), raw=True)
+        assert ver.token_ids == ar.token_ids and ver.stats.finish_reason == "template"
+        assert ver.stats.forwards <= ar.stats.forwards, (seed, prompt, ver.stats.forwards, ar.stats.forwards)
+
+
 @pytest.mark.parametrize("seed", [2, 3])
 def test_final_and_pinned_positions_never_change_during_denoising(seed):
     eng = Engine.from_loaded(tiny_llama(seed))
