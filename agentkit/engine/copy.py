@@ -327,6 +327,13 @@ class CopyPrior:
                 conts.extend((c.split(b"\n", 1)[0], True) for c in self.continuations(tail[i:].lower(), True, folded))
         return [(c, f) for c, f in conts if c]  # a copy runs within one line of the source (one value)
 
+    def text_draft(self, out: bytes) -> list[bytes]:
+        """What a free-text copy of one of the source's values would write next after ``out`` (verify's drafts): where
+        the text has begun copying a value as written (:meth:`text_continuations`), the rest of that value, from
+        the longest begun copy. Empty where no copy is begun, or only in another case."""
+        conts = [c for c, folded in self.text_continuations(out) if not folded]
+        return conts[-1:]  # the longest tail's (text_continuations goes from the shortest tail up)
+
     def cuts_number(self, digits: bytes, token: bytes) -> bool:
         """Whether ``token`` ends the number at ``digits`` (+ its own number bytes) that only begins one of the
         source's numbers: ``127`` of ``$127,000``, ``2`` of ``2.1``, where a copy stopped at a thousands separator or

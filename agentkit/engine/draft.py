@@ -6,6 +6,12 @@ prompt + output is a good guess for the positions a causal canvas has no predict
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..constrain.vocab import TokenVocab
+
 
 def lookup(context: list[int], n: int, max_ngram: int = 3) -> list[int]:
     """Up to ``n`` tokens that followed the most recent earlier occurrence of the context's last k-gram."""
@@ -19,3 +25,44 @@ def lookup(context: list[int], n: int, max_ngram: int = 3) -> list[int]:
                 if follow:
                     return follow
     return []
+
+
+class PromptSpelling:
+    """Bytes as the prompt's tokens spell them: a model copies its prompt's spelling (``HA Z EL`` where a vocabulary's
+    longest tokens give ``HA ZE L``), so a copy draft spelled another way is rejected even where its bytes are right."""
+
+    def __init__(self, prompt: Sequence[int], vocab: TokenVocab) -> None:
+        self.prompt, self.vocab = list(prompt), vocab
+        pieces = [(vocab.token_bytes[t] if t < len(vocab.token_bytes) else None) or b"\0" for t in self.prompt]
+        self.text = b"".join(pieces)
+        self.token_at: dict[int, int] = {}  # byte offset -> the prompt token that begins there
+        at = 0
+        for i, b in enumerate(pieces):
+            self.token_at[at] = i
+            at += len(b)
+
+    def spell(self, text: bytes) -> list[int]:
+        """``text`` in the prompt's tokens, from the first occurrence at a token's start of its longest beginning that
+        the prompt writes so, as far as whole tokens reach; the rest (all of it where the prompt writes none of it
+        so) in the vocabulary's longest tokens, as far as they spell it."""
+        toks: list[int] = []
+        used = 0
+        for n in range(len(text), 0, -1):
+            i = self._at_token(text[:n])
+            if i is None:
+                continue
+            for t in self.prompt[self.token_at[i]:]:
+                k = len(self.vocab.token_bytes[t] or b"")
+                if not k or used + k > n:
+                    break
+                toks.append(t)
+                used += k
+            break
+        return toks + self.vocab.spell(text[used:]) if used < len(text) else toks
+
+    def _at_token(self, text: bytes) -> int | None:
+        """The first offset where the prompt writes ``text`` from a token's start, or None."""
+        i = self.text.find(text)
+        while i >= 0 and i not in self.token_at:
+            i = self.text.find(text, i + 1)
+        return i if i >= 0 else None

@@ -429,7 +429,7 @@ class Engine:
             block_drafter=block_drafter,
             should_stop=should_stop, prefix=prefix, features=features,
             copy_text=_copy_text(prompt, cfg) if template is not None else cfg.copy_source,
-            prompt_chunk=self.chunking if pieces else 0, token_bytes=self.vocab.token_bytes,
+            prompt_chunk=self.chunking if pieces else 0, vocab=self.vocab,
         )
         dec.stats.backend = backend
         if template is not None:

@@ -51,10 +51,12 @@ def pieced_curve(curve: Mapping[int, float], piece: int) -> dict[int, float]:
 
 
 class AcceptRate:
-    """Running share of drafted positions that were accepted (a Beta(1, 1) prior: 0.5 before any evidence)."""
+    """Running share of drafted positions that were accepted (a Beta(1, 1) prior by default: 0.5 before any
+    evidence; else ``accepted`` of ``proposed`` before any)."""
 
-    def __init__(self) -> None:
-        self.accepted, self.proposed = 1.0, 2.0
+    def __init__(self, accepted: float = 1.0, proposed: float = 2.0) -> None:
+        assert 0 <= accepted <= proposed and proposed > 0
+        self.accepted, self.proposed = accepted, proposed
 
     def update(self, accepted: int, proposed: int) -> None:
         assert 0 <= accepted <= proposed

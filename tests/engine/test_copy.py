@@ -323,6 +323,49 @@ def test_verify_drafts_the_strings_the_model_copies(monkeypatch):
     assert kept[True] > kept[False] + 2, kept
 
 
+def test_text_draft_goes_on_along_a_value_the_reply_began_copying():
+    cp = CopyPrior(b"PEBBLE-3128\nno record matches these arguments.", [b"a"], fold_case=False)
+    assert cp.text_draft(b"The code is PEB") == [b"BLE-3128"]
+    assert cp.text_draft(b"Sorry: no rec") == [b"ord matches these arguments."]
+    assert cp.text_draft(b"The code is ") == []  # which value a reply copies is the model's choice
+    assert cp.text_draft(b"The code is peb") == []  # begun in another case: not drafted as written
+    assert cp.text_draft(b"The code is XPEB") == []  # not at a word start
+
+
+def test_prompt_spelling_spells_a_copy_as_the_prompt_does():
+    from agentkit.constrain.vocab import TokenVocab
+    from agentkit.engine.draft import PromptSpelling
+
+    vocab = TokenVocab(token_bytes=[b"HA", b"Z", b"EL", b"ZE", b"L", b"-", b"3", b" code", None], eos_ids=(8,), size=9)
+    sp = PromptSpelling([7, 8, 0, 1, 2, 5, 6], vocab)  # " code", a special token, "HA Z EL - 3"
+    assert vocab.spell(b"ZEL-3") == [3, 4, 5, 6]  # the vocabulary's longest tokens: ZE L
+    assert sp.spell(b"ZEL-3") == [1, 2, 5, 6]  # the prompt's: Z EL
+    assert sp.spell(b"ZEL-3-3") == [1, 2, 5, 6, 5, 6]  # past the prompt's text: the vocabulary's
+    assert sp.spell(b"L-3") == [4, 5, 6]  # the prompt writes it only from inside a token
+    assert sp.spell(b"ZEL-3q") == [1, 2, 5, 6]  # as far as the vocabulary spells it
+
+
+def test_verify_drafts_the_values_a_reply_copies(monkeypatch):
+    """Free text with a copy source (an answer's tool results): with a bonus that makes the model copy a value,
+    verify drafts the rest of it once begun and still writes exactly AR's output; without the drafts it keeps fewer."""
+    monkeypatch.setattr(copy_mod, "TOP", 10**6)
+    monkeypatch.setattr(copy_mod, "TEXT_MIN_START", 1)  # the tiny vocabulary spells most words a letter at a time
+    cfg = DecodeConfig(mode="ar", max_new_tokens=24, copy_text_bias=100.0,
+                       copy_source="harbour street marigold bistro\nwexford quay tomorrow morning")
+    kept = {}
+    for drafts in (True, False):
+        monkeypatch.setattr(decode_mod, "TEXT_DRAFTS", drafts)
+        for seed in range(3):
+            eng = Engine.from_loaded(tiny_llama(seed))
+            for prompt in ("where shall we meet", "the the the"):
+                ar = eng.generate(prompt, cfg, raw=True)
+                ver = eng.generate(prompt, DecodeConfig(**{**cfg.__dict__, "mode": "verify", "draft": "lookup"}),
+                                   raw=True)
+                assert ver.token_ids == ar.token_ids
+                kept[drafts] = kept.get(drafts, 0) + ver.stats.output_tokens - ver.stats.verify_forwards
+    assert kept[True] > kept[False] + 2, kept
+
+
 def test_verify_drafts_the_numbers_the_model_copies(monkeypatch):
     """With a bonus that makes the model copy the prompt's number, verify drafts it and still writes exactly
     ar-constrained's output; with the number drafts off (prompt lookup only) it keeps fewer drafted tokens."""
