@@ -471,9 +471,7 @@ class Decoder:
                 t, _, _ = self._pick(self.logits, state, self.budget)
             else:
                 if source is None:  # the block's first draft: lookup's guess, else the drafter's or the stale ones
-                    copies = self._copy_draft(block, state)
-                    self._pending_copies = len(copies)
-                    found = copies or lookup(self.prompt + self.out + block, self.cfg.canvas_length)
+                    found = self._fresh_drafts(block, state)
                     drafts[:] = found or drafts
                     source = self._block_draft(block) if not found and self._drafter_pays() else drafts
                     if source is drafts and not drafts:
@@ -504,9 +502,7 @@ class Decoder:
             return None, None, False
         else:
             if not source:
-                found = self._copy_draft(block, state)
-                self._pending_copies = len(found)
-                source.extend(found or lookup(self.prompt + self.out + block, self.cfg.canvas_length))
+                source.extend(self._fresh_drafts(block, state))
             t = source.pop(0) if source else None
             if t is not None and self._pending_copies:
                 self._pending_copies -= 1
@@ -516,6 +512,13 @@ class Decoder:
         if t is None or (self.c is not None and not self.c.fits(state, t, self.budget - len(block))):
             return None, None, False
         return t, chance, copied
+
+    def _fresh_drafts(self, block: list[int], state) -> list[int]:
+        """New drafts after the output and ``block``: a copy draft where there is one (and how many of the drafts
+        ahead are copies), else prompt lookup's."""
+        copies = self._copy_draft(block, state)
+        self._pending_copies = len(copies)
+        return copies or lookup(self.prompt + self.out + block, self.cfg.canvas_length)
 
     def _copy_draft(self, block: list[int], state) -> list[int]:
         """Drafts of what the copy source writes, after the output and ``block``. In a templated step: a number where a

@@ -287,6 +287,22 @@ def test_number_draft_offers_the_sources_numbers_in_the_order_it_writes_them():
     assert cp.number_draft(b'{"x1": ') == [b"5,", b"5"]  # a key's digits are no written value
 
 
+def _kept_by_verify(cfg, prompts, schema=None, verify=None, kept=lambda r: r.stats.accepted_slot_tokens) -> int:
+    """Over three tiny models and ``prompts``: verify's output equals AR's under ``cfg`` (``schema``: compiled as the
+    template; ``verify``: more settings for the verify run), and the drafted tokens it kept, summed."""
+    total = 0
+    for seed in range(3):
+        eng = Engine.from_loaded(tiny_llama(seed))
+        for prompt in prompts:
+            tpl = (lambda: compile_schema(schema)) if schema is not None else (lambda: None)
+            ar = eng.generate(prompt, cfg, template=tpl(), raw=True)
+            ver = eng.generate(prompt, DecodeConfig(**{**cfg.__dict__, "mode": "verify", **(verify or {})}),
+                               template=tpl(), raw=True)
+            assert ver.token_ids == ar.token_ids
+            total += kept(ver)
+    return total
+
+
 def test_string_draft_goes_on_along_the_phrase_the_value_began_copying():
     cp = CopyPrior(b"How is the deer population in Washington state over the past decade? Ask Dr. O'Neil.", [b"a"])
     assert cp.string_draft(b'{"location": "Washington') == [b" state over the past decade", b" state"]
@@ -312,14 +328,8 @@ def test_verify_drafts_the_strings_the_model_copies(monkeypatch):
     kept = {}
     for drafts in (True, False):
         monkeypatch.setattr(decode_mod, "STRING_DRAFTS", drafts)
-        for seed in range(3):
-            eng = Engine.from_loaded(tiny_llama(seed))
-            for prompt in ("the marigold bistro on harbour street", "meet at wexford quay tomorrow"):
-                ar = eng.generate(prompt, cfg, template=compile_schema(schema), raw=True)
-                ver = eng.generate(prompt, DecodeConfig(**{**cfg.__dict__, "mode": "verify"}),
-                                   template=compile_schema(schema), raw=True)
-                assert ver.token_ids == ar.token_ids
-                kept[drafts] = kept.get(drafts, 0) + ver.stats.accepted_slot_tokens
+        kept[drafts] = _kept_by_verify(cfg, ("the marigold bistro on harbour street", "meet at wexford quay tomorrow"),
+                                       schema)
     assert kept[True] > kept[False] + 2, kept
 
 
@@ -355,14 +365,8 @@ def test_verify_drafts_the_values_a_reply_copies(monkeypatch):
     kept = {}
     for drafts in (True, False):
         monkeypatch.setattr(decode_mod, "TEXT_DRAFTS", drafts)
-        for seed in range(3):
-            eng = Engine.from_loaded(tiny_llama(seed))
-            for prompt in ("where shall we meet", "the the the"):
-                ar = eng.generate(prompt, cfg, raw=True)
-                ver = eng.generate(prompt, DecodeConfig(**{**cfg.__dict__, "mode": "verify", "draft": "lookup"}),
-                                   raw=True)
-                assert ver.token_ids == ar.token_ids
-                kept[drafts] = kept.get(drafts, 0) + ver.stats.output_tokens - ver.stats.verify_forwards
+        kept[drafts] = _kept_by_verify(cfg, ("where shall we meet", "the the the"), verify={"draft": "lookup"},
+                                       kept=lambda r: r.stats.output_tokens - r.stats.verify_forwards)
     assert kept[True] > kept[False] + 2, kept
 
 
@@ -377,12 +381,6 @@ def test_verify_drafts_the_numbers_the_model_copies(monkeypatch):
     for drafts in (True, False):
         if not drafts:
             monkeypatch.setattr(Decoder, "_copy_draft", lambda self, block, state: [])
-        for seed in range(3):
-            eng = Engine.from_loaded(tiny_llama(seed))
-            for prompt in ("A table for 4512 guests, please.", "We are 678 at Marigold Bistro."):
-                ar = eng.generate(prompt, cfg, template=compile_schema(schema), raw=True)
-                ver = eng.generate(prompt, DecodeConfig(**{**cfg.__dict__, "mode": "verify"}),
-                                   template=compile_schema(schema), raw=True)
-                assert ver.token_ids == ar.token_ids
-                kept[drafts] = kept.get(drafts, 0) + ver.stats.accepted_slot_tokens
+        kept[drafts] = _kept_by_verify(cfg, ("A table for 4512 guests, please.", "We are 678 at Marigold Bistro."),
+                                       schema)
     assert kept[True] > kept[False] + 2, kept
