@@ -241,11 +241,18 @@ class CopyPrior:
         (verify's drafts, as :meth:`number_draft`'s): inside a JSON string that holds something, the source's text
         after the first occurrence, at a word start, of the value so far (else of its longest tail that begins a
         word and occurs), up to the end of the source's phrase (:data:`DRAFT_STOPS`, at most :data:`MAX_SPAN`
-        bytes), as the source writes it; then its first word alone. The first token of a value stays the
-        model's: which span it copies, if any, is its choice. Empty elsewhere, or where the value copies nothing."""
+        bytes), as the source writes it: first closed where the phrase ends there (with a comma after the quote, then
+        without; the pinned text after the value then joins the same check), then open, then its first word alone.
+        A value of one byte (a rare name's first token) goes on along the first word the source begins with that
+        byte as written whose phrase no earlier value holds. The first token of a value stays the model's: which
+        span it copies, if any, is its choice. Empty elsewhere, or where the value copies nothing."""
         value = open_string(out)
         if not value:
             return []
+        if len(value) == 1:  # a one-byte start begins too many words in any case: as written, the first one unused
+            head = self._low(out[:-1])
+            return next((self._phrase_drafts(i + 1) for i in self._occurrences(value, self.raw)
+                         if (rest := self._phrase(i + 1)[0]) and self._low(value + rest) not in head), [])
         low = self._low(value)
         tails = [0] + [i for i in range(1, len(low)) if _word(low[i]) and not _word(low[i - 1])]
         for start in tails:
@@ -254,13 +261,24 @@ class CopyPrior:
                 break
             at = next((i + len(tail) for i in self._occurrences(tail, self.text) if i + len(tail) < len(self.text)),
                       None)
-            if at is None:
-                continue
-            cont = self.raw[at:at + MAX_SPAN]
-            rest = cont[:next((j for j, b in enumerate(cont) if b in DRAFT_STOPS), len(cont))]
-            word = re.match(rb"\s*\S+", rest)
-            return [d for d in dict.fromkeys((rest, word.group() if word else b"")) if d]
+            if at is not None:
+                return self._phrase_drafts(at)
         return []
+
+    def _phrase(self, at: int) -> tuple[bytes, bool]:
+        """The source's text from byte ``at`` to its phrase's end (:data:`DRAFT_STOPS`, at most :data:`MAX_SPAN`
+        bytes), and whether the phrase ends there (or the source does) rather than the span."""
+        cont = self.raw[at:at + MAX_SPAN + 1]
+        stop = next((j for j, b in enumerate(cont) if b in DRAFT_STOPS), None)
+        return cont[:MAX_SPAN if stop is None else stop], stop is not None or len(cont) <= MAX_SPAN
+
+    def _phrase_drafts(self, at: int) -> list[bytes]:
+        """The source's phrase from byte ``at`` as :meth:`string_draft` spells it: closed where it ends at a stop
+        (or the source's end), then open, then its first word (the last spelling: the shortest)."""
+        rest, ends = self._phrase(at)
+        word = re.match(rb"\s*\S+", rest)
+        closed = (rest + b'",', rest + b'"') if ends else ()  # a comma next: the model writes `",` as one token
+        return [d for d in dict.fromkeys((*closed, rest, word.group() if word else b"")) if d]
 
     def bias(self, logits: torch.Tensor, allowed: torch.Tensor, out: bytes, bonus: float,
              numbers: bool = True, first_digit: bool = False) -> torch.Tensor:

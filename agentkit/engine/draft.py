@@ -43,22 +43,36 @@ class PromptSpelling:
 
     def spell(self, text: bytes) -> list[int]:
         """``text`` in the prompt's tokens, from the first occurrence at a token's start of its longest beginning that
-        the prompt writes so, as far as whole tokens reach; the rest (all of it where the prompt writes none of it
-        so) in the vocabulary's longest tokens, as far as they spell it."""
-        toks: list[int] = []
-        used = 0
-        for n in range(len(text), 0, -1):
-            i = self._at_token(text[:n])
-            if i is None:
-                continue
-            for t in self.prompt[self.token_at[i]:]:
+        the prompt writes so (or, where that covers more, of the longest beginning after a first token of the
+        vocabulary's: ``e iden`` for ``eiden`` of a prompt that writes ``Le iden``), as far as whole tokens reach;
+        the rest (all of it where the prompt writes none of it so) in the vocabulary's longest tokens, as far as
+        they spell it."""
+        skip, n = self._aligned(text)
+        toks = self.vocab.spell(text[:skip]) if skip else []
+        used = skip
+        if n:
+            for t in self.prompt[self.token_at[self._at_token(text[skip:skip + n])]:]:
                 k = len(self.vocab.token_bytes[t] or b"")
-                if not k or used + k > n:
+                if not k or used + k > skip + n:
                     break
                 toks.append(t)
                 used += k
-            break
         return toks + self.vocab.spell(text[used:]) if used < len(text) else toks
+
+    def _aligned(self, text: bytes) -> tuple[int, int]:
+        """(skip, n): ``text[skip:skip + n]`` is the longest run the prompt writes from a token's start, after a
+        first ``skip`` bytes that are one token of the vocabulary (0: none), the most bytes covered (the fewest
+        skipped at a tie); (0, 0) where the prompt writes none of it so."""
+        best = (0, 0)
+        for skip in range(0, min(self.vocab.max_len, len(text))):
+            if skip and text[:skip] not in self.vocab.by_bytes:
+                continue
+            n = next((n for n in range(len(text) - skip, 0, -1) if self._at_token(text[skip:skip + n]) is not None), 0)
+            if n and skip + n > sum(best):
+                best = (skip, n)
+            if sum(best) == len(text):
+                break
+        return best
 
     def _at_token(self, text: bytes) -> int | None:
         """The first offset where the prompt writes ``text`` from a token's start, or None."""

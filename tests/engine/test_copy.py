@@ -305,13 +305,21 @@ def _kept_by_verify(cfg, prompts, schema=None, verify=None, kept=lambda r: r.sta
 
 def test_string_draft_goes_on_along_the_phrase_the_value_began_copying():
     cp = CopyPrior(b"How is the deer population in Washington state over the past decade? Ask Dr. O'Neil.", [b"a"])
-    assert cp.string_draft(b'{"location": "Washington') == [b" state over the past decade", b" state"]
-    assert cp.string_draft(b'{"location": "washing') == [b"ton state over the past decade", b"ton"]  # any case
-    assert cp.string_draft(b'{"q": "the Washington') == [b" state over the past decade", b" state"]  # its tail
-    assert cp.string_draft(b'{"who": "Dr') == []  # the phrase ends there
-    assert cp.string_draft(b'{"who": "Ask Dr') == []
+    phrase = b" state over the past decade"
+    closed = [phrase + b'",', phrase + b'"']  # at the "?": with the comma the model writes in one token, then without
+    assert cp.string_draft(b'{"location": "Washington') == [*closed, phrase, b" state"]
+    assert cp.string_draft(b'{"location": "washing') == [b"ton" + c for c in (*closed, phrase)] + [b"ton"]  # any case
+    assert cp.string_draft(b'{"q": "the Washington') == [*closed, phrase, b" state"]  # its tail
+    assert cp.string_draft(b'{"who": "Dr') == [b'",', b'"']  # the phrase ends there: only the closing
+    assert cp.string_draft(b'{"who": "Ask Dr') == [b'",', b'"']
+    assert cp.string_draft(b'{"who": "O\'Neil') == [b'",', b'"']  # the source ends there
+    long = CopyPrior(b"Ship to " + b"x" * 40 + b" now", [b"a"])
+    assert long.string_draft(b'{"to": "Ship') == [b" to " + b"x" * 28, b" to"]  # cut by the span: not closed
     assert cp.string_draft(b'{"location": "') == []  # which span a value copies is the model's choice
-    assert cp.string_draft(b'{"location": "W') == []  # one byte begins too many words
+    assert cp.string_draft(b'{"who": "O') == [b"'Neil\",", b"'Neil\"", b"'Neil"]  # one byte: as written, the first
+    assert cp.string_draft(b'{"x": "P') == []  # word it begins ("population" begins with p, not P)
+    assert cp.string_draft(b'{"a": "O\'Neil", "who": "O') == []  # that phrase is a value already
+    assert cp.string_draft(b'{"location": "W') == [b"ashington state over the past de", b"ashington"]  # cut by the span
     assert cp.string_draft(b'{"location": "Paris') == []  # no copy begun
     assert cp.string_draft(b'{"n": 4') == []  # outside a string
     assert cp.string_draft(b'{"s": "ation') == []  # only at word starts
@@ -353,6 +361,10 @@ def test_prompt_spelling_spells_a_copy_as_the_prompt_does():
     assert sp.spell(b"ZEL-3-3") == [1, 2, 5, 6, 5, 6]  # past the prompt's text: the vocabulary's
     assert sp.spell(b"L-3") == [4, 5, 6]  # the prompt writes it only from inside a token
     assert sp.spell(b"ZEL-3q") == [1, 2, 5, 6]  # as far as the vocabulary spells it
+    vocab = TokenVocab(token_bytes=[b" Le", b"iden", b"e", b"ei", b"den", b"L", b";"], eos_ids=(), size=7)
+    sp = PromptSpelling([0, 1, 6], vocab)  # " Le iden;"
+    assert vocab.spell(b"eiden;") == [3, 4, 6]  # the vocabulary's longest tokens: ei den
+    assert sp.spell(b"eiden;") == [2, 1, 6]  # from inside the prompt's " Le": a token, then the prompt's from iden
 
 
 def test_verify_drafts_the_values_a_reply_copies(monkeypatch):
