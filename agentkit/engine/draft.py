@@ -64,7 +64,7 @@ class PromptSpelling:
         first ``skip`` bytes that are one token of the vocabulary (0: none), the most bytes covered (the fewest
         skipped at a tie); (0, 0) where the prompt writes none of it so."""
         best = (0, 0)
-        for skip in range(0, min(self.vocab.max_len, len(text))):
+        for skip in range(min(self.vocab.max_len, len(text))):
             if skip and text[:skip] not in self.vocab.by_bytes:
                 continue
             n = next((n for n in range(len(text) - skip, 0, -1) if self._at_token(text[skip:skip + n]) is not None), 0)
