@@ -249,7 +249,7 @@ class CopyPrior:
         value = open_string(out)
         if not value:
             return []
-        if len(value) == 1:  # a one-byte start begins too many words in any case: as written, the first one unused
+        if len(value) == 1 and _word(value[0]):  # one byte begins too many words in any case: as written, the first unused
             head = self._low(out[:-1])
             return next((self._phrase_drafts(i + 1) for i in self._occurrences(value, self.raw)
                          if (rest := self._phrase(i + 1)[0]) and self._low(value + rest) not in head), [])

@@ -318,6 +318,7 @@ def test_string_draft_goes_on_along_the_phrase_the_value_began_copying():
     assert cp.string_draft(b'{"location": "') == []  # which span a value copies is the model's choice
     assert cp.string_draft(b'{"who": "O') == [b"'Neil\",", b"'Neil\"", b"'Neil"]  # one byte: as written, the first
     assert cp.string_draft(b'{"x": "P') == []  # word it begins ("population" begins with p, not P)
+    assert cp.string_draft(b'{"x": " ') == []  # a byte that begins no word
     assert cp.string_draft(b'{"a": "O\'Neil", "who": "O') == []  # that phrase is a value already
     assert cp.string_draft(b'{"location": "W') == [b"ashington state over the past de", b"ashington"]  # cut by the span
     assert cp.string_draft(b'{"location": "Paris') == []  # no copy begun
