@@ -251,8 +251,11 @@ class CopyPrior:
             return []
         if len(value) == 1 and _word(value[0]):  # one byte begins too many words in any case: as written, the first unused
             head = self._low(out[:-1])
-            return next((self._phrase_drafts(i + 1) for i in self._occurrences(value, self.raw)
-                         if (rest := self._phrase(i + 1)[0]) and self._low(value + rest) not in head), [])
+            for i in self._occurrences(value, self.raw):
+                rest, ends = self._phrase(i + 1)
+                if rest and self._low(value + rest) not in head:
+                    return self._spellings(rest, ends)
+            return []
         low = self._low(value)
         tails = [0] + [i for i in range(1, len(low)) if _word(low[i]) and not _word(low[i - 1])]
         for start in tails:
@@ -262,7 +265,7 @@ class CopyPrior:
             at = next((i + len(tail) for i in self._occurrences(tail, self.text) if i + len(tail) < len(self.text)),
                       None)
             if at is not None:
-                return self._phrase_drafts(at)
+                return self._spellings(*self._phrase(at))
         return []
 
     def _phrase(self, at: int) -> tuple[bytes, bool]:
@@ -272,10 +275,10 @@ class CopyPrior:
         stop = next((j for j, b in enumerate(cont) if b in DRAFT_STOPS), None)
         return cont[:MAX_SPAN if stop is None else stop], stop is not None or len(cont) <= MAX_SPAN
 
-    def _phrase_drafts(self, at: int) -> list[bytes]:
-        """The source's phrase from byte ``at`` as :meth:`string_draft` spells it: closed where it ends at a stop
-        (or the source's end), then open, then its first word (the last spelling: the shortest)."""
-        rest, ends = self._phrase(at)
+    @staticmethod
+    def _spellings(rest: bytes, ends: bool) -> list[bytes]:
+        """A phrase (:meth:`_phrase`) as :meth:`string_draft` drafts it: closed where it ``ends`` at a stop (or the
+        source's end), then open, then its first word (the last spelling: the shortest)."""
         word = re.match(rb"\s*\S+", rest)
         closed = (rest + b'",', rest + b'"') if ends else ()  # a comma next: the model writes `",` as one token
         return [d for d in dict.fromkeys((*closed, rest, word.group() if word else b"")) if d]
