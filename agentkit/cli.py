@@ -222,15 +222,14 @@ def demo(
                                     "extract's; diffusion, verify or ar)"),
     backend: str = typer.Option("auto", help=BACKEND_HELP),
 ) -> None:
-    """One structured extraction (``extract``'s prompt, JSON style and copy prior) and one free-form reply on the
-    default model, with decoding statistics."""
+    """One structured extraction (``extract``'s prompt, grounded template and copy prior) and one free-form reply
+    on the default model, with decoding statistics."""
     from pydantic import BaseModel
 
     from .calibration import step_mode
     from .config import DecodeConfig
-    from .constrain.compiler import compile_schema
     from .sdk._extract import extract_messages
-    from .steps.kinds import EXTRACT_STYLE
+    from .steps.grounded import GroundedOutput
 
     class Meeting(BaseModel):
         person: str
@@ -242,7 +241,7 @@ def demo(
     try:
         engine = _engine(model, backend=backend)
         mode = mode or step_mode("extract", model)
-        template = compile_schema(Meeting, strict=True, style=EXTRACT_STYLE)
+        template = GroundedOutput(Meeting, text).template(None, True)  # extract's: each value a span of the text
         config = DecodeConfig(mode=mode, max_new_tokens=96, copy_source=text, copy_first_digit=True)  # extract's
         res = engine.generate(extract_messages(Meeting, text), config, template=template)
         console.print(f"[bold]extraction[/bold] ({mode}): {text!r}")
