@@ -226,7 +226,7 @@ def demo(
     on the default model, with decoding statistics."""
     from pydantic import BaseModel
 
-    from .calibration import step_mode
+    from .calibration import step_mode, why
     from .config import DecodeConfig
     from .sdk._extract import extract_messages
     from .steps.grounded import GroundedOutput
@@ -240,16 +240,20 @@ def demo(
     text = "Lunch with Maria Lopez in Lisbon on Friday, the four of us."
     try:
         engine = _engine(model, backend=backend)
+        calibrated = mode is None
         mode = mode or step_mode("extract", model)
         template = GroundedOutput(Meeting, text).template(None, True)  # extract's: each value a span of the text
         config = DecodeConfig(mode=mode, max_new_tokens=96, copy_source=text, copy_first_digit=True)  # extract's
         res = engine.generate(extract_messages(Meeting, text), config, template=template)
         console.print(f"[bold]extraction[/bold] ({mode}): {text!r}")
+        if calibrated:  # say why
+            console.print(f"  the extract step's mode: {why('extract', model)}", highlight=False)
         print(json.dumps(Meeting.model_validate(res.value).model_dump(), ensure_ascii=False))
         console.print(_stats_table(f"extraction, {mode} mode", res.stats))
         reply_mode = step_mode("reply", model)  # verify (AR's text, checked drafts) as calibrated, or ar
         reply = engine.generate("Give one tip for writing clear emails.", DecodeConfig(mode=reply_mode, max_new_tokens=60))
         console.print(f"[bold]free-form reply[/bold] ({reply_mode}):")
+        console.print(f"  the reply step's mode: {why('reply', model)}", highlight=False)
         print(reply.text)
         console.print(_stats_table(f"reply, {reply_mode} mode", reply.stats))
     except AgentkitError as e:
@@ -485,7 +489,8 @@ def calibrate(
     modes: str = typer.Option("ar,diffusion,verify", help="comma-separated modes to measure"),
     tolerance: float = typer.Option(0.0, help="success within this of the best counts as equal"),
     model: str | None = typer.Option(None, help="local model directory (default: embedded SmolLM2)"),
-    device: str = typer.Option("cpu", help="device the engine runs on (the calibration's key)"),
+    device: str = typer.Option("cpu", help="device the engine runs on (the calibration's key; cpu: this CPU's "
+                               "kind, cpu-avx2 or cpu-avx512_bf16)"),
     threads: int | None = typer.Option(None, help="torch threads"),
     step: str | None = typer.Option(None, help="with --results: the step kind (extract, tool_input, ...) it measures"),
     results: list[Path] = typer.Option([], help="finished runs (`agentkit eval extract`, evals/drafter_verify.py "

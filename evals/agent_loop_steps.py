@@ -1,7 +1,7 @@
 """Agent-loop runs compared by step kind: per mode, task success, calls and answers equal to a base mode's, and the
 p50 latency and mean forwards of all iterations, plan iterations (runs with ``Agent(plan=True)``), tool-call
 iterations and reply iterations, with each mode's ratio to
-the base. Several results files (one run split by ``--kinds``, say) are read as one.
+the base. Several results files (one run split by ``--kinds``, say; plain or ``.json.gz``) are read as one.
 
     python evals/agent_loop_steps.py evals/results/drafter/agent_loop_sized_160.json --base ar \\
         --out evals/results/drafter/agent_loop_sized_steps.json
@@ -14,6 +14,8 @@ import json
 import statistics
 from pathlib import Path
 
+from agentkit.evals.report import read_json
+
 STEPS = {"all": lambda s: True, "plan": lambda s: s == "plan", "tool_call": lambda s: s.startswith("tool_call"),
          "reply": lambda s: s == "reply"}
 
@@ -21,7 +23,7 @@ STEPS = {"all": lambda s: True, "plan": lambda s: s == "plan", "tool_call": lamb
 def rows_by_mode(paths: list[str]) -> dict[str, dict[str, dict]]:
     out: dict[str, dict[str, dict]] = {}
     for p in paths:
-        for r in json.loads(Path(p).read_text())["items"]:
+        for r in read_json(Path(p))["items"]:  # plain or gzipped
             if r.get("framework") == "agentkit":
                 out.setdefault(r["mode"], {})[r["id"]] = r
     return out

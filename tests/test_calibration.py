@@ -145,3 +145,74 @@ def test_calibrate_reads_a_steps_run_from_a_gzipped_results_file(tmp_path):
                                    "--out", str(dest)])
     assert res.exit_code == 0, res.output
     assert C.Calibration.from_json(dest.read_text()).mode_for("reply") == "verify"
+
+
+def test_a_cpu_is_calibrated_by_its_kind_and_amx_reads_avx512s(tmp_path):
+    """A pass's relative cost differs by several times between CPU kinds, so "cpu" is keyed by this CPU's kind; an
+    AMX CPU without its own file reads avx512_bf16's (both native bf16) with one warning, AVX2 nobody else's."""
+    from agentkit.engine.backbone import cpu_kind
+
+    assert C.device_key("cpu") == f"cpu-{cpu_kind()}" and C.device_key("cuda") == "cuda"
+    assert C.path_for("m2", "cpu", tmp_path).name == f"m2.cpu-{cpu_kind()}.json"
+    cal = _cal(ar=(0.4, 9, 3000), verify=(0.4, 7, 2500))
+    C.path_for("kinds-model", "cpu-avx512_bf16", tmp_path).write_text(cal.to_json())
+    assert C.structured_mode("kinds-model", "cpu-avx512_bf16", tmp_path) == "verify"
+    with pytest.warns(C.CalibrationWarning, match="are cpu-avx512_bf16's") as rec:
+        assert C.structured_mode("kinds-model", "cpu-amx", tmp_path) == "verify"
+    assert len(rec) == 1 and "\n" not in str(rec[0].message)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the second lookup is silent
+        assert C.step_mode("extract", "kinds-model", "cpu-amx", tmp_path) == "verify"
+    with pytest.warns(C.CalibrationWarning, match="no calibration for kinds-model on cpu-avx2"):
+        assert C.structured_mode("kinds-model", "cpu-avx2", tmp_path) == C.FALLBACK
+
+
+@pytest.mark.parametrize("kind", ["avx2", "avx512_bf16", "amx"])
+def test_the_default_model_is_calibrated_on_every_cpu_kind(kind):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", C.CalibrationWarning)  # amx: avx512_bf16's, with a warning
+        cal = C.load(None, f"cpu-{kind}")
+    assert cal is not None and cal.device == f"cpu-{kind if kind != 'amx' else 'avx512_bf16'}"
+    assert set(cal.steps) == {"plan", "tool_call", "tool_input", "extract", "reply"}
+
+
+def test_why_names_the_measurement_that_chose_the_mode(tmp_path):
+    cal = _cal(ar=(0.4, 9, 3000), verify=(0.4, 7, 2500))
+    cal.steps["extract"] = [C.ModeResult("ar", 85, 0.88, 30, 1360), C.ModeResult("verify", 85, 0.88, 17, 1250)]
+    assert cal.why("extract") == ("verify: calibrated on cpu, extract steps' 85 requests: p50 1250 ms, success 0.880 "
+                                  "(against ar 1360 ms, success 0.880)")
+    assert cal.why(None).startswith("verify: calibrated on cpu, BFCL's 20 requests: p50 2500 ms")
+    assert cal.why("plan").startswith("verify: calibrated on cpu, BFCL's")  # not measured on its own: BFCL's choice
+    assert cal.why("reply") == "ar: replies were not measured on cpu"
+    C.path_for("why-model", "cpu-avx2", tmp_path).write_text(cal.to_json())
+    assert C.why("extract", "why-model", "cpu-avx2", tmp_path) == cal.why("extract")
+    with pytest.warns(C.CalibrationWarning):
+        assert C.why("extract", "why-model", "cuda", tmp_path) == "ar: no calibration for why-model on cuda"
+
+
+def test_calibrate_times_each_mode_from_an_empty_prefix_cache():
+    """Every mode encodes the question's prompt itself (a later mode reusing the first one's prompt pass measured
+    verify at 0.23x ar's p50 on AVX2), and the modes' order rotates per question."""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from agentkit.evals.calibrate import calibrate
+
+    class Recording:
+        name, adapter_path = "m", None
+        config = SimpleNamespace(backend="torch", dtype="auto", threads=1)
+
+        def __init__(self):
+            self.prefixes, self.seen = {}, []
+
+        def generate(self, prompt, cfg, template=None):
+            self.seen.append((cfg.mode, len(self.prefixes)))
+            self.prefixes[str(prompt)] = True
+            return SimpleNamespace(text="[]", value=[], stats=SimpleNamespace(forwards=3, latency_ms=5.0))
+
+    engine = Recording()
+    cal = calibrate(engine, Path(__file__).parents[1] / "evals" / "data" / "bfcl", limit=2, modes=("ar", "verify"),
+                    log=None)
+    timed = engine.seen[2:]  # after one warm-up request per mode
+    assert [n for _, n in timed] == [0] * len(timed) and len(timed) == 2 * cal.results[0].n
+    assert [m for m, _ in timed[:4]] == ["ar", "verify", "verify", "ar"]

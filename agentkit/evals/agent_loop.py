@@ -2,7 +2,7 @@
 through the real ``Agent`` loop, per decoding mode, scored by :mod:`agentkit.evals.agent_env`; peer rows from
 :mod:`agentkit.evals.agent_peers`.
 
-Modes: ``default`` (the agent's own routing: structured steps in the calibrated mode, the reply in AR), ``ar``
+Modes: ``default`` (the agent's own routing: each step kind in its calibrated mode), ``ar``
 (``ar-constrained`` is the same: every agent step is constrained), ``verify``, ``diffusion`` (structured steps in
 that mode, the reply in AR), ``drafter`` (the default routing with the reply in verify, its drafts from prompt lookup
 and the block drafter: the reply AR writes, in fewer forwards where drafts hold). Each run: ``Agent(engine, tools=..., instructions=INSTRUCTIONS,

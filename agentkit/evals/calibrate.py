@@ -9,24 +9,27 @@ import statistics
 import time
 from pathlib import Path
 
-from ..calibration import Calibration, ModeResult, model_key
+from ..calibration import Calibration, ModeResult, device_key, model_key
 from ..config import DecodeConfig
 from ..errors import InvalidRequestError
 from . import bfcl
+from .timing import cold_prompts
 
 
 def calibrate(engine, data: Path, *, limit: int = 10, modes: tuple[str, ...] = ("ar", "diffusion", "verify"),
               tolerance: float = 0.0, device: str = "cpu", command: str = "", log=print) -> Calibration:
     """Run the first ``limit`` questions of each BFCL file in every mode on ``engine`` (same questions, same
-    run) and return the calibration. Compile time is not counted (it is paid once per template)."""
+    run; each request from an empty prefix cache, the modes' order rotating by one per question) and return the
+    calibration. Compile time is not counted (it is paid once per template)."""
     items = bfcl.load_bfcl(Path(data), limit=limit)
     warm = bfcl.compile_call(items[0], cached=True)
     for m in modes:  # first-use costs (adapter copy, token tables) are not what a request pays
         engine.generate(bfcl.build_prompt(items[0]), DecodeConfig(mode=m), template=warm.template())
     rows: dict[str, list[tuple[bool, int, float]]] = {m: [] for m in modes}
-    for item in items:
+    for i, item in enumerate(items):
         calls = bfcl.compile_call(item, cached=True)
-        for m in modes:
+        for m in modes[i % len(modes):] + modes[: i % len(modes)]:
+            cold_prompts(engine)  # else a later mode reuses the first one's prompt pass
             res = engine.generate(bfcl.build_prompt(item), DecodeConfig(mode=m), template=calls.template())
             ok = bool(bfcl.evaluate(item, res.text, res.value)["success"])
             rows[m].append((ok, res.stats.forwards, res.stats.latency_ms))
@@ -36,13 +39,26 @@ def calibrate(engine, data: Path, *, limit: int = 10, modes: tuple[str, ...] = (
     results = [ModeResult(m, len(r), round(statistics.mean(x[0] for x in r), 4),
                           round(statistics.mean(x[1] for x in r), 2), round(statistics.median(x[2] for x in r), 1))
                for m, r in rows.items()]
-    return Calibration(model=model_key(engine.name.split(" + ")[0] if engine.name else None), device=device,
+    return Calibration(model=model_key(engine.name.split(" + ")[0] if engine.name else None), device=device_key(device),
                        results=results, tolerance=tolerance, command=command, date=time.strftime("%Y-%m-%d"),
-                       hardware=f"{platform.machine()} {platform.processor()}".strip(),
+                       hardware=hardware(),
                        notes={"questions": len(items), "per_file": limit, "data": Path(data).name,
                               "adapter": str(engine.adapter_path) if engine.adapter_path else None,
                               "engine": {k: getattr(engine.config, k, None) for k in ("backend", "dtype", "threads")},
                               "load_average": [round(x, 1) for x in os.getloadavg()]})
+
+
+def hardware(cpuinfo: str = "/proc/cpuinfo") -> str:
+    """The machine in words: architecture, CPU model (Linux), kind and cores."""
+    from ..engine.backbone import cpu_kind
+
+    name = platform.processor()
+    try:
+        with open(cpuinfo) as f:
+            name = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), name)
+    except OSError:
+        pass
+    return f"{platform.machine()} {name} ({cpu_kind()}), {os.cpu_count()} cores".replace("  ", " ")
 
 
 def step_results(run: dict, step: str) -> list[ModeResult]:

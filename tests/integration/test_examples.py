@@ -55,6 +55,7 @@ def test_agentkit_demo_extracts_the_meeting_as_extract_does(readme_engine):
     from typer.testing import CliRunner
 
     import agentkit
+    from agentkit.calibration import why
     from agentkit.cli import app
 
     class Meeting(BaseModel):
@@ -68,8 +69,9 @@ def test_agentkit_demo_extracts_the_meeting_as_extract_does(readme_engine):
         out = CliRunner().invoke(app, ["demo", *args])
         assert out.exit_code == 0, out.output
         value = json.loads(next(x for x in out.stdout.splitlines() if x.startswith('{"person"')))
-        if not args:  # the default mode: exactly the text's values
+        if not args:  # the default mode: exactly the text's values, and why it is the default
             assert value == {"person": "Maria Lopez", "city": "Lisbon", "day": "Friday", "attendees": 4}
+            assert "the extract step's mode: " + why("extract") in " ".join(out.output.split())
         else:
             assert all(value[k] in text for k in ("person", "city", "day")) and value["attendees"] == 4, value
             assert value == agentkit.extract(Meeting, text, model=readme_engine, mode="diffusion").model_dump()
