@@ -199,13 +199,13 @@ def test_calibrate_times_each_mode_from_an_empty_prefix_cache():
     from agentkit.evals.calibrate import calibrate
 
     class Recording:
-        name, adapter_path = "m", None
+        name, adapter_path, batches = "m", None, False
         config = SimpleNamespace(backend="torch", dtype="auto", threads=1)
 
         def __init__(self):
             self.prefixes, self.seen = {}, []
 
-        def generate(self, prompt, cfg, template=None):
+        def generate(self, prompt, cfg, template=None, **kw):
             self.seen.append((cfg.mode, len(self.prefixes)))
             self.prefixes[str(prompt)] = True
             return SimpleNamespace(text="[]", value=[], stats=SimpleNamespace(forwards=3, latency_ms=5.0))
