@@ -131,11 +131,12 @@ def load(model: str | None = None, device: str = "cpu", directory: Path | None =
     if p.is_file():
         return Calibration.from_json(p.read_text())
     near = NEAREST.get(key)
-    if near is None or not path_for(model, near, directory).is_file():
+    near_path = path_for(model, near, directory) if near else None
+    if near_path is None or not near_path.is_file():
         return None
     _warn_once((model_key(model), key), f"agentkit: no calibration for {model_key(model)} on {key}; its modes "
-               f"are {near}'s ({path_for(model, near, directory)}; run `agentkit calibrate` to measure)")
-    return Calibration.from_json(path_for(model, near, directory).read_text())
+               f"are {near}'s ({near_path}; run `agentkit calibrate` to measure)")
+    return Calibration.from_json(near_path.read_text())
 
 
 def structured_mode(model: str | None = None, device: str = "cpu", directory: Path | None = None) -> str:

@@ -48,16 +48,12 @@ def calibrate(engine, data: Path, *, limit: int = 10, modes: tuple[str, ...] = (
                               "load_average": [round(x, 1) for x in os.getloadavg()]})
 
 
-def hardware(cpuinfo: str = "/proc/cpuinfo") -> str:
+def hardware() -> str:
     """The machine in words: architecture, CPU model (Linux), kind and cores."""
     from ..engine.backbone import cpu_kind
+    from ..models.loader import cpu_info
 
-    name = platform.processor()
-    try:
-        with open(cpuinfo) as f:
-            name = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), name)
-    except OSError:
-        pass
+    name = cpu_info("model name") or platform.processor()
     return f"{platform.machine()} {name} ({cpu_kind()}), {os.cpu_count()} cores".replace("  ", " ")
 
 

@@ -54,16 +54,21 @@ BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
 
 
 @functools.cache
-def cpu_flags(path: str = "/proc/cpuinfo") -> frozenset[str]:
-    """The CPU feature flags (Linux ``/proc/cpuinfo``; empty elsewhere), read once."""
+def cpu_info(field: str, path: str = "/proc/cpuinfo") -> str:
+    """The first CPU's ``field`` (``flags``, ``model name``) in Linux ``/proc/cpuinfo`` ("" elsewhere), read once."""
     try:
         with open(path) as f:
             for line in f:
-                if line.startswith("flags"):
-                    return frozenset(line.split(":", 1)[1].split())
+                if line.split(":", 1)[0].strip() == field:
+                    return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return frozenset()
+    return ""
+
+
+def cpu_flags(path: str = "/proc/cpuinfo") -> frozenset[str]:
+    """The CPU feature flags (:func:`cpu_info`'s ``flags``; empty elsewhere)."""
+    return frozenset(cpu_info("flags", path).split())
 
 
 def native_bf16(flags: AbstractSet[str] | None = None) -> bool:
