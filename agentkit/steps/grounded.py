@@ -58,9 +58,11 @@ class GroundedOutput(OutputSpec):
 
 class ValueScorer:
     """Log-probabilities of continuations after a prompt and a head (the assistant's text so far), with
-    ``engine``'s weights at temperature 1. The prompt is encoded once (through the engine's prefix cache); each
-    :meth:`scores` call encodes its head, then its continuations side by side on that cache
-    (:func:`~agentkit.engine.backbone.continuation_logits`), and crops back to the prompt."""
+    ``engine``'s weights at temperature 1. The prompt is encoded once (through the engine's prefix cache). Each
+    :meth:`scores` call encodes its head after the prompt as decoding's passes do (on a row-exact engine, each
+    position's logits are the AR step's at it, on the weights that decoded the output), from the longest token
+    prefix it shares with the last call's head, which stays in the cache; then its continuations side by side
+    after it (:func:`~agentkit.engine.backbone.continuation_logits`)."""
 
     def __init__(self, engine: Any, messages: list[dict[str, str]]) -> None:
         from ..engine.prefix import cached_prompt_pass
@@ -69,8 +71,10 @@ class ValueScorer:
         with engine.lock:
             self.prompt = list(engine.encode_prompt(messages))
         self.cache = self.bb.new_cache()
-        self.last, _ = cached_prompt_pass(self.bb, self.cache, self.prompt, getattr(engine, "prefixes", None),
-                                          getattr(engine, "chunking", 0))
+        self.after_prompt, _ = cached_prompt_pass(self.bb, self.cache, self.prompt, getattr(engine, "prefixes", None),
+                                                  getattr(engine, "chunking", 0))
+        self.head: list[int] = []  # the head in the cache after the prompt; ``last``: the logits after it
+        self.last = self.after_prompt
 
     def scores(self, head: str, conts: list[str]) -> list[list[float]]:
         """Each continuation's token log-probabilities after the prompt and ``head``."""
@@ -81,11 +85,9 @@ class ValueScorer:
         with self.engine.lock:
             head_ids = self.engine.tokenizer.encode(head, add_special_tokens=False)
             ids = [self.engine.tokenizer.encode(c, add_special_tokens=False) for c in conts]
-        bb, n = self.bb, len(self.prompt)
-        last = bb.encode(head_ids, self.cache, rows=[len(head_ids) - 1])[-1] if head_ids else self.last
-        first = torch.log_softmax(last.float().reshape(-1), dim=-1)
+        first = torch.log_softmax(self._extend(head_ids).float().reshape(-1), dim=-1)
         longer = [i for i, cont in enumerate(ids) if len(cont) > 1]
-        rest = dict(zip(longer, continuation_logits(bb, self.cache, [ids[i][:-1] for i in longer]), strict=True))
+        rest = dict(zip(longer, continuation_logits(self.bb, self.cache, [ids[i][:-1] for i in longer]), strict=True))
         out = []
         for i, cont in enumerate(ids):
             lps = [float(first[cont[0]])]
@@ -93,8 +95,19 @@ class ValueScorer:
                 logp = torch.log_softmax(rest[i].float(), dim=-1)
                 lps += logp.gather(-1, torch.tensor(cont[1:], dtype=torch.long)[:, None]).flatten().tolist()
             out.append(lps)
-        bb.crop(self.cache, n)
         return out
+
+    def _extend(self, head: list[int]) -> Any:
+        """Make the cache hold the prompt and ``head``: keep the tokens ``head`` shares with the last head, encode the
+        rest; the logits after ``head``'s last token (the prompt's, for no head)."""
+        if head == self.head:
+            return self.last
+        keep = next((i for i, (a, b) in enumerate(zip(head, self.head)) if a != b), min(len(head), len(self.head)))
+        keep = min(keep, len(head) - 1)  # at least the last token is encoded: its logits are the ones wanted
+        self.bb.crop(self.cache, len(self.prompt) + max(keep, 0))
+        self.head = list(head)
+        self.last = self.bb.encode(head[keep:], self.cache, rows=[-1])[-1] if head else self.after_prompt
+        return self.last
 
 
 def value_scores(engine: Any, messages: list[dict[str, str]], head: str, conts: list[str]) -> list[list[float]]:
