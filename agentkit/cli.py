@@ -117,8 +117,13 @@ def _decode_options(*names: str) -> list[Any]:
 
 def _server_options() -> list[Any]:
     """serve's options for ServerConfig's fields (their help is the field's), then CompileLimits'. Each defaults
-    to None: the config's own default, which the help names."""
+    to None: the config's own default, which the help names. Without the ``server`` extra (the core install) there
+    are none: ``agentkit.serving`` cannot be imported, and ``agentkit serve`` fails naming the extra."""
+    from agentkit._extras import missing
     from agentkit.constrain.limits import CompileLimits
+
+    if missing("server"):
+        return []
     from agentkit.serving.config import ServerConfig
 
     out = []

@@ -87,6 +87,11 @@ CORE_ONLY = textwrap.dedent('''
             assert e.extra == extra and f"agentkit[{extra}]" in str(e), e
         else:
             raise AssertionError(module + " imported without its extra")
+    from typer.testing import CliRunner
+    from agentkit.cli import app  # the README's first command is `agentkit demo` on the core install
+    assert CliRunner().invoke(app, ["demo", "--help"]).exit_code == 0
+    r = CliRunner().invoke(app, ["serve"])
+    assert r.exit_code == 2 and "agentkit[server]" in r.output, r.output
     loaded = sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED)
     assert not loaded, loaded
     print("CORE-OK")
