@@ -206,6 +206,9 @@ class DecodeConfig:
     # greedy ar-constrained either way.
     draft: str = "auto"
     draft_steps: int = 1
+    # the decode's keys/values stay with the engine for one reader (``Engine.kept``, agentkit/engine/kept.py):
+    # ``extract`` sets it, and settling the output reads them instead of encoding the output again
+    keep_cache: bool = False
 
     def __post_init__(self) -> None:
         self.validate()

@@ -39,6 +39,7 @@ from .batch import BatchSeat, Locked
 from .decode import Decoder
 from .faces import BackboneLike
 from .gemma import GemmaBackbone, gemma_sampler
+from .kept import KeptSlot
 from .lines import RepeatedLine
 from .llama_cpp import LlamaOptions, choose_backend
 from .llama_cpp import load_default as load_default_llama
@@ -141,6 +142,8 @@ class Engine:
         # earlier prompts' keys/values in blocks, for prompts that start the same way (agentkit/engine/prefix.py)
         self.chunking, self.prefixes, self.prefix_status = self._prefix_cache()
         self.prompt_chunk = self.chunking.block
+        # the last decode's keys/values, where it asked to keep them (DecodeConfig.keep_cache; agentkit/engine/kept.py)
+        self.kept = KeptSlot()
         # guards what concurrent generate() calls share: the tokenizer, the constraint LRU and the automata in it
         self.lock = threading.RLock()
         log.info("model %s ready (%s, %s, %s parameters)", lm.name, lm.kind, getattr(self.config, "dtype", "?"),
@@ -434,12 +437,16 @@ class Engine:
         dec.stats.backend = backend
         if template is not None:
             dec.stats.compile_ms = template.compile_ms + index_ms
+        if cfg.keep_cache:
+            self.kept.clear()  # what an earlier decode kept is not this one's
         try:
             dec.prefill(ids)
             if not dec.finished:
                 {"ar": dec.ar, "diffusion": dec.diffusion, "verify": dec.verify}[cfg.mode]()
             else:
                 dec.stats.finish_reason = dec.finish_reason()
+            if cfg.keep_cache and base and batch is None:  # the base weights' own cache (a plain growing one: put)
+                self.kept.put(ids + dec.out, dec.cache)
         finally:
             if block_drafter is not None:
                 block_drafter.close()

@@ -13,6 +13,9 @@ def cold_prompts(engine: object) -> None:
     prefixes = getattr(engine, "prefixes", None)
     if prefixes is not None:
         prefixes.clear()
+    kept = getattr(engine, "kept", None)  # an earlier decode's keys/values (agentkit/engine/kept.py)
+    if kept is not None:
+        kept.clear()
 
 
 def interleaved_ms(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, TypeVar, overload
 
@@ -71,17 +72,35 @@ async def aextract(
     if decode.copy_source is None:  # values are copied from the text, not from the schema the prompt shows
         decode = replace(decode, copy_source=text)
     spec = GroundedOutput(output_type, text, grounded)
+    settles = spec.grounded is not False and grounded_.SETTLE and can_score(model)
+    if settles:  # settling scores after the decoded output: it reads the decode's keys/values (engine/kept.py)
+        decode = replace(decode, keep_cache=True)
     agent: Agent[None, Any] = Agent(model, output_type=spec,
                                     instructions=instructions or EXTRACT_INSTRUCTIONS, name="extract", decode=decode,
                                     output_retries=retries, limits=Limits(max_iterations=retries + 1))
     if model_settings and "mode" in model_settings:
         mode = model_settings["mode"]
+    messages = extract_messages(output_type, text, instructions)
+    settle_ = (lambda out: _settle(model, spec, out, messages)) if settles else None
+    try:
+        output, usage = await _run(agent, spec, text, mode, trace_path, model_settings, fallback_mode, settle_)
+    finally:
+        if settles and (kept := getattr(model, "kept", None)) is not None:
+            kept.clear()  # not held past this call where settling scored nothing
+    return (output, usage) if return_usage else output
+
+
+async def _run(agent: Agent[None, Any], spec: GroundedOutput, text: str, mode: str | None, trace_path: str | None,
+               model_settings: ModelSettings | None, fallback_mode: str | None,
+               settle_: Callable[[Any], Any] | None) -> tuple[Any, Any]:
+    """The extraction's run(s): its output settled (``settle_``, where it settles), then decoded again in
+    ``fallback_mode`` where a value is not in the text; the output and the usage."""
     result = await agent.run(text, mode=mode, trace_path=trace_path,  # type: ignore[arg-type]
                              model_settings=model_settings)
     output, usage = result.output, result.usage()
     usage.ungrounded = spec.ungrounded
-    if spec.grounded is not False and grounded_.SETTLE and can_score(model):
-        output = _settle(model, spec, output, extract_messages(output_type, text, instructions))
+    if settle_ is not None:
+        output = settle_(output)
     if fallback_mode is not None:
         found, checked = values_in_text(output, text)
         if found < checked:
@@ -90,7 +109,7 @@ async def aextract(
             usage.incr(second.usage())
             if values_in_text(second.output, text)[0] > found:
                 output = second.output
-    return (output, usage) if return_usage else output
+    return output, usage
 
 
 def _settle(engine: Any, spec: GroundedOutput, output: Any, messages: list[dict[str, str]]) -> Any:

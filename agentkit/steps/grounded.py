@@ -58,23 +58,26 @@ class GroundedOutput(OutputSpec):
 
 class ValueScorer:
     """Log-probabilities of continuations after a prompt and a head (the assistant's text so far), with
-    ``engine``'s weights at temperature 1. The prompt is encoded once (through the engine's prefix cache). Each
-    :meth:`scores` call encodes its head after the prompt as decoding's passes do (on a row-exact engine, each
-    position's logits are the AR step's at it, on the weights that decoded the output), from the longest token
-    prefix it shares with the last call's head, which stays in the cache; then its continuations side by side
-    after it (:func:`~agentkit.engine.backbone.continuation_logits`)."""
+    ``engine``'s weights at temperature 1. Each :meth:`scores` call encodes its head after the prompt as decoding's
+    passes do (on a row-exact engine, each position's logits are the AR step's at it, on the weights that decoded
+    the output), from the longest token prefix it shares with what the cache holds, then its continuations side by
+    side after it (:func:`~agentkit.engine.backbone.continuation_logits`).
+
+    What the cache starts from: the keys and values the decode of this prompt left in the engine
+    (``DecodeConfig.keep_cache``, :mod:`agentkit.engine.kept`), where there are any: a head that shares tokens with
+    the decoded output copies them rather than encoding them (the prompt and the template's pinned opening as the
+    decode's prompt pass wrote them). Else, or where the last head shares more, the cache it has, which holds the
+    prompt (one pass, through the engine's prefix cache) and the last head."""
 
     def __init__(self, engine: Any, messages: list[dict[str, str]]) -> None:
-        from ..engine.prefix import cached_prompt_pass
-
         self.engine, self.bb = engine, engine.backbone
         with engine.lock:
             self.prompt = list(engine.encode_prompt(messages))
-        self.cache = self.bb.new_cache()
-        self.after_prompt, _ = cached_prompt_pass(self.bb, self.cache, self.prompt, getattr(engine, "prefixes", None),
-                                                  getattr(engine, "chunking", 0))
-        self.head: list[int] = []  # the head in the cache after the prompt; ``last``: the logits after it
-        self.last = self.after_prompt
+        kept = getattr(engine, "kept", None)
+        self.source = kept.take(self.prompt) if kept is not None else None  # the decode's cache (read only)
+        self.cache: Any = None  # holds the prompt and ``head``; ``last``: the logits after ``head``'s last token
+        self.head: list[int] = []
+        self.last: Any = None
 
     def scores(self, head: str, conts: list[str]) -> list[list[float]]:
         """Each continuation's token log-probabilities after the prompt and ``head``."""
@@ -98,16 +101,39 @@ class ValueScorer:
         return out
 
     def _extend(self, head: list[int]) -> Any:
-        """Make the cache hold the prompt and ``head``: keep the tokens ``head`` shares with the last head, encode the
-        rest; the logits after ``head``'s last token (the prompt's, for no head)."""
-        if head == self.head:
+        """Make the cache hold the prompt and ``head``, from the longest prefix of ``head`` the decode's cache or
+        this one holds (at least its last token is encoded: its logits are the ones wanted); the logits after
+        ``head``'s last token (the prompt's, for no head)."""
+        if self.cache is not None and head == self.head:
             return self.last
-        keep = next((i for i, (a, b) in enumerate(zip(head, self.head)) if a != b), min(len(head), len(self.head)))
-        keep = min(keep, len(head) - 1)  # at least the last token is encoded: its logits are the ones wanted
-        self.bb.crop(self.cache, len(self.prompt) + max(keep, 0))
+        if not head:
+            return self._prompt_pass()
+        keep = min(_common(head, self.head), len(head) - 1) if self.cache is not None else -1
+        n = len(self.prompt)
+        if self.source is not None and (mine := min(_common(head, self.source.tokens[n:]), len(head) - 1)) > keep:
+            self.cache, keep = self.source.prefix(n + mine), mine
+        elif self.cache is None:
+            self._prompt_pass()
+            keep = 0
+        self.bb.crop(self.cache, n + keep)
         self.head = list(head)
-        self.last = self.bb.encode(head[keep:], self.cache, rows=[-1])[-1] if head else self.after_prompt
+        self.last = self.bb.encode(head[keep:], self.cache, rows=[-1])[-1]
         return self.last
+
+    def _prompt_pass(self) -> Any:
+        """A new cache holding the prompt (its pass through the engine's prefix cache); the logits after it."""
+        from ..engine.prefix import cached_prompt_pass
+
+        self.cache = self.bb.new_cache()
+        self.last, _ = cached_prompt_pass(self.bb, self.cache, self.prompt, getattr(self.engine, "prefixes", None),
+                                          getattr(self.engine, "chunking", 0))
+        self.head = []
+        return self.last
+
+
+def _common(a: Any, b: Any) -> int:
+    """How many tokens ``a`` and ``b`` share from their start."""
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 
 
 def value_scores(engine: Any, messages: list[dict[str, str]], head: str, conts: list[str]) -> list[list[float]]:

@@ -43,9 +43,8 @@ def test_a_head_that_extends_the_last_encodes_only_its_new_tokens(tiny, monkeypa
     fed: list[int] = []
     encode = tiny.backbone.encode
     monkeypatch.setattr(tiny.backbone, "encode", lambda ids, *a, **k: fed.append(len(ids)) or encode(ids, *a, **k))
-    scorer.scores(HEADS[0], [" null"])
-    first = sum(fed)
-    assert first == len(tiny.tokenizer.encode(HEADS[0], add_special_tokens=False))
+    scorer.scores(HEADS[0], [" null"])  # the prompt's pass, then the head in one call after it
+    assert fed[-1] == len(tiny.tokenizer.encode(HEADS[0], add_special_tokens=False))
     fed.clear()
     scorer.scores(HEADS[1], [" null"])
     whole = len(tiny.tokenizer.encode(HEADS[1], add_special_tokens=False))

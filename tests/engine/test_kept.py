@@ -1,0 +1,123 @@
+"""A decode's kept keys/values (agentkit/engine/kept.py): what the engine keeps is the cache of exactly the tokens it
+names, only when asked, and a scorer that starts from it scores as one causal pass does while encoding only what the
+decode did not write."""
+
+import pytest
+import torch
+from transformers import DynamicCache
+
+from agentkit.config import DecodeConfig
+from agentkit.constrain.compiler import compile_schema
+from agentkit.engine.engine import Engine
+from agentkit.engine.kept import KeptSlot
+from agentkit.models.tiny import tiny_llama
+from agentkit.steps.grounded import ValueScorer
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+PERSON = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
+                                           "age": {"type": "integer", "minimum": 0, "maximum": 150}},
+          "required": ["name", "age"], "additionalProperties": False}
+MESSAGES = [{"role": "user", "content": "Ana Ruiz is 34 years old."}]
+
+
+@pytest.fixture(scope="module")
+def eng():
+    return Engine.from_loaded(tiny_llama(0))
+
+
+@pytest.fixture(scope="module")
+def person():
+    return compile_schema(PERSON, strict=True)
+
+
+def _cache(n: int, layers: int = 2) -> DynamicCache:
+    c = DynamicCache()
+    for i in range(layers):
+        c.update(torch.randn(1, 2, n, 4), torch.randn(1, 2, n, 4), i)
+    return c
+
+
+def test_the_slot_hands_its_cache_to_one_reader_whose_prompt_it_begins_with():
+    slot, cache = KeptSlot(), _cache(5)
+    assert slot.put([1, 2, 3, 4, 5, 6], cache)  # the last token was never encoded: 5 positions, 5 tokens kept
+    assert slot.take([1, 2, 9]) is None and slot  # another prompt: nothing taken, still held
+    kept = slot.take([1, 2])
+    assert kept is not None and kept.tokens == (1, 2, 3, 4, 5) and not slot
+    assert slot.take([1, 2]) is None  # one reader
+    copy = kept.prefix(3)
+    assert copy.get_seq_length() == 3 and torch.equal(copy.layers[1].keys, cache.layers[1].keys[:, :, :3])
+    copy.layers[1].keys.zero_()
+    assert cache.layers[1].keys.abs().sum() > 0  # a copy: the reader cannot change the kept cache
+    with pytest.raises(ValueError):
+        kept.prefix(6)
+
+
+def test_the_slot_refuses_what_it_cannot_copy_out():
+    slot = KeptSlot()
+    assert not slot.put([1, 2], object()) and not slot
+    with pytest.raises(ValueError, match="cannot hold"):
+        slot.put([1, 2], _cache(3))
+    slot.put([1, 2, 3], _cache(3))
+    slot.clear()
+    assert not slot
+
+
+@pytest.mark.parametrize("mode", ["ar", "verify"])
+def test_a_decode_keeps_the_keys_and_values_of_the_tokens_it_names(eng, person, mode):
+    eng.kept.clear()
+    res = eng.generate(MESSAGES, DecodeConfig(mode=mode, max_new_tokens=24), template=person)
+    assert not eng.kept  # not asked
+    res = eng.generate(MESSAGES, DecodeConfig(mode=mode, max_new_tokens=24, keep_cache=True), template=person)
+    prompt = eng.encode_prompt(MESSAGES)
+    kept = eng.kept.take(prompt)
+    assert kept is not None
+    whole = list(prompt) + list(res.token_ids)
+    assert len(whole) - 2 <= len(kept.tokens) <= len(whole) and kept.tokens == tuple(whole[:len(kept.tokens)])
+    fresh = eng.backbone.new_cache()
+    eng.backbone.encode(list(kept.tokens), fresh, rows=[-1], whole=True)
+    for a, b in zip(kept.cache.layers, fresh.layers):
+        assert torch.allclose(a.keys, b.keys, atol=1e-4) and torch.allclose(a.values, b.values, atol=1e-4)
+
+
+def test_a_decode_asked_to_keep_drops_what_an_earlier_one_kept(eng, person):
+    eng.generate(MESSAGES, DecodeConfig(max_new_tokens=24, keep_cache=True), template=person)
+    other = [{"role": "user", "content": "Bo Li is 7."}]
+    eng.generate(other, DecodeConfig(mode="diffusion", max_new_tokens=24, keep_cache=True), template=person)
+    assert eng.kept.take(eng.encode_prompt(MESSAGES)) is None
+
+
+def test_a_scorer_reads_the_decodes_cache_and_encodes_only_the_rest(eng, person, monkeypatch):
+    res = eng.generate(MESSAGES, DecodeConfig(max_new_tokens=24, keep_cache=True), template=person)
+    head = res.text[:res.text.index('"age"')] + '"age":'  # the output so far, as the decode wrote it
+    conts = [" 34", " 3", " null"]
+    want = ValueScorer(Engine.from_loaded(tiny_llama(0)), MESSAGES).scores(head, conts)  # no kept cache there
+    scorer = ValueScorer(eng, MESSAGES)
+    assert scorer.source is not None and not eng.kept
+    fed: list[int] = []
+    encode = eng.backbone.encode
+    monkeypatch.setattr(eng.backbone, "encode", lambda ids, *a, **k: fed.append(len(ids)) or encode(ids, *a, **k))
+    got = scorer.scores(head, conts)
+    ids = eng.tokenizer.encode(head, add_special_tokens=False)
+    shared = next(i for i, (a, b) in enumerate(zip(ids + [-1], res.token_ids)) if a != b)
+    assert shared >= 3  # the pinned opening at least, as the decode wrote it
+    assert fed[0] == len(ids) - min(shared, len(ids) - 1)  # what the decode did not write, and the last token
+    for g, w in zip(got, want):
+        assert g == pytest.approx(w, abs=1e-4)
+
+
+def test_extract_settles_from_its_decodes_cache_and_keeps_nothing_after(eng, monkeypatch):
+    from agentkit import extract
+
+    seen: list[bool] = []
+    init = ValueScorer.__init__
+
+    def spy(self, *a, **k):
+        init(self, *a, **k)
+        seen.append(self.source is not None)
+
+    monkeypatch.setattr(ValueScorer, "__init__", spy)
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+              "required": ["name", "age"]}
+    out = extract(schema, "Ana Ruiz is 34; her son is 7.", model=eng, mode="ar")  # two numbers: age is scored
+    assert out["age"] in (34, 7) and seen == [True] and not eng.kept
