@@ -121,3 +121,17 @@ def test_extract_settles_from_its_decodes_cache_and_keeps_nothing_after(eng, mon
               "required": ["name", "age"]}
     out = extract(schema, "Ana Ruiz is 34; her son is 7.", model=eng, mode="ar")  # two numbers: age is scored
     assert out["age"] in (34, 7) and seen == [True] and not eng.kept
+
+
+async def test_concurrent_extracts_give_what_each_gives_alone(eng):
+    import asyncio
+
+    from agentkit import aextract
+
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+              "required": ["name", "age"]}
+    texts = ["Ana Ruiz is 34; her son is 7.", "Bo Li, 52, and his dog, 3.", "Ana Ruiz is 34; her son is 7.",
+             "Cy Tan was 19 in 2004, 12 years ago."]
+    alone = [await aextract(schema, t, model=eng, mode="ar") for t in texts]
+    together = await asyncio.gather(*(aextract(schema, t, model=eng, mode="ar") for t in texts))
+    assert list(together) == alone and not eng.kept
