@@ -5,7 +5,9 @@ nothing written to a control path."""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -40,6 +42,7 @@ def _tree(path: Path) -> dict[str, bytes]:
 
 def _make_world() -> tuple[Path, Path]:
     base = Path(tempfile.mkdtemp(prefix="agentkit-fuzz-"))
+    atexit.register(shutil.rmtree, base, ignore_errors=True)  # the module's world, removed when the run ends
     outside, root = base / "outside", base / "ws"
     outside.mkdir()
     (outside / "secret.txt").write_text("secret\n")
