@@ -64,10 +64,11 @@ class ValueScorer:
     side after it (:func:`~agentkit.engine.backbone.continuation_logits`).
 
     What the cache starts from: the keys and values the decode of this prompt left in the engine
-    (``DecodeConfig.keep_cache``, :mod:`agentkit.engine.kept`), where there are any: a head that shares tokens with
-    the decoded output copies them rather than encoding them (the prompt and the template's pinned opening as the
-    decode's prompt pass wrote them). Else, or where the last head shares more, the cache it has, which holds the
-    prompt (one pass, through the engine's prefix cache) and the last head."""
+    (``DecodeConfig.keep_cache``, :mod:`agentkit.engine.kept`), where there are any. A head is then spelled in the
+    decode's own tokens as far as they write it (:func:`spelled_prefix`; the tokenizer's tokens after that), and
+    the positions it shares with the decoded output are copied, not encoded (the prompt and the template's pinned
+    opening as the decode's prompt pass wrote them). Else, or where the last head shares more, the cache it has,
+    which holds the prompt (one pass, through the engine's prefix cache) and the last head."""
 
     def __init__(self, engine: Any, messages: list[dict[str, str]]) -> None:
         self.engine, self.bb = engine, engine.backbone
@@ -86,7 +87,7 @@ class ValueScorer:
         from ..engine.backbone import continuation_logits
 
         with self.engine.lock:
-            head_ids = self.engine.tokenizer.encode(head, add_special_tokens=False)
+            head_ids = self._head_ids(head)
             ids = [self.engine.tokenizer.encode(c, add_special_tokens=False) for c in conts]
         first = torch.log_softmax(self._extend(head_ids).float().reshape(-1), dim=-1)
         longer = [i for i, cont in enumerate(ids) if len(cont) > 1]
@@ -99,6 +100,18 @@ class ValueScorer:
                 lps += logp.gather(-1, torch.tensor(cont[1:], dtype=torch.long)[:, None]).flatten().tolist()
             out.append(lps)
         return out
+
+    def _head_ids(self, head: str) -> list[int]:
+        """``head``'s tokens: the decode's own for the longest start of ``head`` they spell (the model's spelling of
+        what it wrote, whose keys and values the decode's cache holds), the tokenizer's for the rest."""
+        tokenize = self.engine.tokenizer.encode
+        vocab = getattr(self.engine, "vocab", None)
+        if self.source is None or vocab is None:
+            return tokenize(head, add_special_tokens=False)
+        data = head.encode()
+        spelt, at = spelled_prefix(self.source.tokens[len(self.prompt):], vocab.token_bytes, data)
+        rest = data[at:].decode()
+        return spelt + (tokenize(rest, add_special_tokens=False) if rest else [])
 
     def _extend(self, head: list[int]) -> Any:
         """Make the cache hold the prompt and ``head``, from the longest prefix of ``head`` the decode's cache or
@@ -129,6 +142,21 @@ class ValueScorer:
                                           getattr(self.engine, "chunking", 0))
         self.head = []
         return self.last
+
+
+def spelled_prefix(tokens: Any, token_bytes: list[bytes | None], data: bytes) -> tuple[list[int], int]:
+    """The longest run of ``tokens`` from their start whose bytes begin ``data`` and end at a character's end, and
+    how many bytes of ``data`` it spells."""
+    at, n, ends = 0, 0, [(0, 0)]
+    for t in tokens:
+        b = token_bytes[t] if 0 <= t < len(token_bytes) else None
+        if not b or data[at:at + len(b)] != b:
+            break
+        at, n = at + len(b), n + 1
+        if at == len(data) or data[at] & 0xC0 != 0x80:  # not inside a character's UTF-8 bytes
+            ends.append((n, at))
+    n, at = ends[-1]
+    return list(tokens[:n]), at
 
 
 def _common(a: Any, b: Any) -> int:

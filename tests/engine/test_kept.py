@@ -11,7 +11,7 @@ from agentkit.constrain.compiler import compile_schema
 from agentkit.engine.engine import Engine
 from agentkit.engine.kept import KeptSlot
 from agentkit.models.tiny import tiny_llama
-from agentkit.steps.grounded import ValueScorer
+from agentkit.steps.grounded import ValueScorer, spelled_prefix
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -87,23 +87,55 @@ def test_a_decode_asked_to_keep_drops_what_an_earlier_one_kept(eng, person):
     assert eng.kept.take(eng.encode_prompt(MESSAGES)) is None
 
 
-def test_a_scorer_reads_the_decodes_cache_and_encodes_only_the_rest(eng, person, monkeypatch):
+def _one_pass(engine, prompt: list[int], head: list[int], conts: list[str]) -> list[list[float]]:
+    """Each continuation's token log-probabilities from one causal pass over prompt, head and continuation."""
+    bb, out = engine.backbone, []
+    for cont in conts:
+        ids = engine.tokenizer.encode(cont, add_special_tokens=False)
+        seq = prompt + head + ids
+        logits = bb.encode(seq, bb.new_cache(), rows=list(range(len(seq) - len(ids) - 1, len(seq) - 1)), whole=True)
+        logp = torch.log_softmax(logits.float(), dim=-1)
+        out.append([float(logp[i, t]) for i, t in enumerate(ids)])
+    return out
+
+
+def _upto(eng, ids: list[int], text: str) -> int:
+    """The fewest of ``ids`` that spell ``text``."""
+    return next(k for k in range(len(ids) + 1) if eng.tokenizer.decode(ids[:k]) == text)
+
+
+def test_a_scorer_spells_a_head_in_the_decodes_tokens_and_encodes_only_what_it_did_not_write(eng, person,
+                                                                                            monkeypatch):
     res = eng.generate(MESSAGES, DecodeConfig(max_new_tokens=24, keep_cache=True), template=person)
+    out, prompt = list(res.token_ids), list(eng.encode_prompt(MESSAGES))
     head = res.text[:res.text.index('"age"')] + '"age":'  # the output so far, as the decode wrote it
     conts = [" 34", " 3", " null"]
-    want = ValueScorer(Engine.from_loaded(tiny_llama(0)), MESSAGES).scores(head, conts)  # no kept cache there
     scorer = ValueScorer(eng, MESSAGES)
     assert scorer.source is not None and not eng.kept
     fed: list[int] = []
     encode = eng.backbone.encode
     monkeypatch.setattr(eng.backbone, "encode", lambda ids, *a, **k: fed.append(len(ids)) or encode(ids, *a, **k))
     got = scorer.scores(head, conts)
-    ids = eng.tokenizer.encode(head, add_special_tokens=False)
-    shared = next(i for i, (a, b) in enumerate(zip(ids + [-1], res.token_ids)) if a != b)
-    assert shared >= 3  # the pinned opening at least, as the decode wrote it
-    assert fed[0] == len(ids) - min(shared, len(ids) - 1)  # what the decode did not write, and the last token
-    for g, w in zip(got, want):
+    assert fed == [1]  # the head's last token: every other position is the decode's
+    k = _upto(eng, out, head)
+    for g, w in zip(got, _one_pass(eng, prompt, out[:k], conts)):
         assert g == pytest.approx(w, abs=1e-4)
+    other = '{"name": "Zed Q", "age":'  # a field settled to another value: the decode's tokens up to it
+    fed.clear()
+    got = scorer.scores(other, conts)
+    k = _upto(eng, out, '{"name": "')
+    spelled = out[:k] + eng.tokenizer.encode(other[len('{"name": "'):], add_special_tokens=False)
+    assert sum(fed) == len(spelled) - k
+    for g, w in zip(got, _one_pass(eng, prompt, spelled, conts)):
+        assert g == pytest.approx(w, abs=1e-4)
+
+
+def test_spelled_prefix_stops_where_the_bytes_part_and_at_a_characters_end():
+    tb = [b'{"', b"name", b'":', b' "', b"Jos", b"\xc3", b"\xa9", b'"', None]
+    assert spelled_prefix([0, 1, 2, 3, 4, 5, 6, 7], tb, '{"name": "José"'.encode()) == ([0, 1, 2, 3, 4, 5, 6, 7], 16)
+    assert spelled_prefix([0, 1, 2, 3, 4, 5], tb, '{"name": "José"'.encode()) == ([0, 1, 2, 3, 4], 13)  # not mid-é
+    assert spelled_prefix([0, 1, 2, 3, 4], tb, b'{"name": "Jo"') == ([0, 1, 2, 3], 10)
+    assert spelled_prefix([8, 0], tb, b'{"') == ([], 0)
 
 
 def test_extract_settles_from_its_decodes_cache_and_keeps_nothing_after(eng, monkeypatch):
