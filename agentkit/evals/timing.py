@@ -8,12 +8,13 @@ from collections.abc import Callable
 
 
 def cold_prompts(engine: object) -> None:
-    """Empty ``engine``'s prefix cache, if it has one, before a request whose latency is compared with another's:
-    else it reuses the prompt an earlier request encoded, and its time says where it ran, not what it is."""
+    """Empty ``engine``'s prefix cache and kept decode cache, where it has them, before a request whose latency is
+    compared with another's: else it reuses what an earlier request encoded, and its time says where it ran, not
+    what it is."""
     prefixes = getattr(engine, "prefixes", None)
     if prefixes is not None:
         prefixes.clear()
-    kept = getattr(engine, "kept", None)  # an earlier decode's keys/values (agentkit/engine/kept.py)
+    kept = getattr(engine, "kept", None)  # agentkit/engine/kept.py
     if kept is not None:
         kept.clear()
 
