@@ -8,9 +8,7 @@ from transformers import DynamicCache
 
 from agentkit.config import DecodeConfig
 from agentkit.constrain.compiler import compile_schema
-from agentkit.engine.engine import Engine
 from agentkit.engine.kept import KeptSlot
-from agentkit.models.tiny import tiny_llama
 from agentkit.steps.grounded import ValueScorer, spelled_prefix
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -19,11 +17,6 @@ PERSON = {"type": "object", "properties": {"name": {"type": "string", "maxLength
                                            "age": {"type": "integer", "minimum": 0, "maximum": 150}},
           "required": ["name", "age"], "additionalProperties": False}
 MESSAGES = [{"role": "user", "content": "Ana Ruiz is 34 years old."}]
-
-
-@pytest.fixture(scope="module")
-def eng():
-    return Engine.from_loaded(tiny_llama(0))
 
 
 @pytest.fixture(scope="module")
@@ -64,27 +57,27 @@ def test_the_slot_refuses_what_it_cannot_copy_out():
 
 
 @pytest.mark.parametrize("mode", ["ar", "verify"])
-def test_a_decode_keeps_the_keys_and_values_of_the_tokens_it_names(eng, person, mode):
-    eng.kept.clear()
-    res = eng.generate(MESSAGES, DecodeConfig(mode=mode, max_new_tokens=24), template=person)
-    assert not eng.kept  # not asked
-    res = eng.generate(MESSAGES, DecodeConfig(mode=mode, max_new_tokens=24, keep_cache=True), template=person)
-    prompt = eng.encode_prompt(MESSAGES)
-    kept = eng.kept.take(prompt)
+def test_a_decode_keeps_the_keys_and_values_of_the_tokens_it_names(tiny, person, mode):
+    tiny.kept.clear()
+    res = tiny.generate(MESSAGES, DecodeConfig(mode=mode, max_new_tokens=24), template=person)
+    assert not tiny.kept  # not asked
+    res = tiny.generate(MESSAGES, DecodeConfig(mode=mode, max_new_tokens=24, keep_cache=True), template=person)
+    prompt = tiny.encode_prompt(MESSAGES)
+    kept = tiny.kept.take(prompt)
     assert kept is not None
     whole = list(prompt) + list(res.token_ids)
     assert len(whole) - 2 <= len(kept.tokens) <= len(whole) and kept.tokens == tuple(whole[:len(kept.tokens)])
-    fresh = eng.backbone.new_cache()
-    eng.backbone.encode(list(kept.tokens), fresh, rows=[-1], whole=True)
+    fresh = tiny.backbone.new_cache()
+    tiny.backbone.encode(list(kept.tokens), fresh, rows=[-1], whole=True)
     for a, b in zip(kept.cache.layers, fresh.layers):
         assert torch.allclose(a.keys, b.keys, atol=1e-4) and torch.allclose(a.values, b.values, atol=1e-4)
 
 
-def test_a_decode_asked_to_keep_drops_what_an_earlier_one_kept(eng, person):
-    eng.generate(MESSAGES, DecodeConfig(max_new_tokens=24, keep_cache=True), template=person)
+def test_a_decode_asked_to_keep_drops_what_an_earlier_one_kept(tiny, person):
+    tiny.generate(MESSAGES, DecodeConfig(max_new_tokens=24, keep_cache=True), template=person)
     other = [{"role": "user", "content": "Bo Li is 7."}]
-    eng.generate(other, DecodeConfig(mode="diffusion", max_new_tokens=24, keep_cache=True), template=person)
-    assert eng.kept.take(eng.encode_prompt(MESSAGES)) is None
+    tiny.generate(other, DecodeConfig(mode="diffusion", max_new_tokens=24, keep_cache=True), template=person)
+    assert tiny.kept.take(tiny.encode_prompt(MESSAGES)) is None
 
 
 def _one_pass(engine, prompt: list[int], head: list[int], conts: list[str]) -> list[list[float]]:
@@ -99,34 +92,34 @@ def _one_pass(engine, prompt: list[int], head: list[int], conts: list[str]) -> l
     return out
 
 
-def _upto(eng, ids: list[int], text: str) -> int:
+def _upto(tiny, ids: list[int], text: str) -> int:
     """The fewest of ``ids`` that spell ``text``."""
-    return next(k for k in range(len(ids) + 1) if eng.tokenizer.decode(ids[:k]) == text)
+    return next(k for k in range(len(ids) + 1) if tiny.tokenizer.decode(ids[:k]) == text)
 
 
-def test_a_scorer_spells_a_head_in_the_decodes_tokens_and_encodes_only_what_it_did_not_write(eng, person,
+def test_a_scorer_spells_a_head_in_the_decodes_tokens_and_encodes_only_what_it_did_not_write(tiny, person,
                                                                                             monkeypatch):
-    res = eng.generate(MESSAGES, DecodeConfig(max_new_tokens=24, keep_cache=True), template=person)
-    out, prompt = list(res.token_ids), list(eng.encode_prompt(MESSAGES))
+    res = tiny.generate(MESSAGES, DecodeConfig(max_new_tokens=24, keep_cache=True), template=person)
+    out, prompt = list(res.token_ids), list(tiny.encode_prompt(MESSAGES))
     head = res.text[:res.text.index('"age"')] + '"age":'  # the output so far, as the decode wrote it
     conts = [" 34", " 3", " null"]
-    scorer = ValueScorer(eng, MESSAGES)
-    assert scorer.source is not None and not eng.kept
+    scorer = ValueScorer(tiny, MESSAGES)
+    assert scorer.source is not None and not tiny.kept
     fed: list[int] = []
-    encode = eng.backbone.encode
-    monkeypatch.setattr(eng.backbone, "encode", lambda ids, *a, **k: fed.append(len(ids)) or encode(ids, *a, **k))
+    encode = tiny.backbone.encode
+    monkeypatch.setattr(tiny.backbone, "encode", lambda ids, *a, **k: fed.append(len(ids)) or encode(ids, *a, **k))
     got = scorer.scores(head, conts)
     assert fed == [1]  # the head's last token: every other position is the decode's
-    k = _upto(eng, out, head)
-    for g, w in zip(got, _one_pass(eng, prompt, out[:k], conts)):
+    k = _upto(tiny, out, head)
+    for g, w in zip(got, _one_pass(tiny, prompt, out[:k], conts)):
         assert g == pytest.approx(w, abs=1e-4)
     other = '{"name": "Zed Q", "age":'  # a field settled to another value: the decode's tokens up to it
     fed.clear()
     got = scorer.scores(other, conts)
-    k = _upto(eng, out, '{"name": "')
-    spelled = out[:k] + eng.tokenizer.encode(other[len('{"name": "'):], add_special_tokens=False)
+    k = _upto(tiny, out, '{"name": "')
+    spelled = out[:k] + tiny.tokenizer.encode(other[len('{"name": "'):], add_special_tokens=False)
     assert sum(fed) == len(spelled) - k
-    for g, w in zip(got, _one_pass(eng, prompt, spelled, conts)):
+    for g, w in zip(got, _one_pass(tiny, prompt, spelled, conts)):
         assert g == pytest.approx(w, abs=1e-4)
 
 
@@ -138,7 +131,7 @@ def test_spelled_prefix_stops_where_the_bytes_part_and_at_a_characters_end():
     assert spelled_prefix([8, 0], tb, b'{"') == ([], 0)
 
 
-def test_extract_settles_from_its_decodes_cache_and_keeps_nothing_after(eng, monkeypatch):
+def test_extract_settles_from_its_decodes_cache_and_keeps_nothing_after(tiny, monkeypatch):
     from agentkit import extract
 
     seen: list[bool] = []
@@ -151,11 +144,11 @@ def test_extract_settles_from_its_decodes_cache_and_keeps_nothing_after(eng, mon
     monkeypatch.setattr(ValueScorer, "__init__", spy)
     schema = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
               "required": ["name", "age"]}
-    out = extract(schema, "Ana Ruiz is 34; her son is 7.", model=eng, mode="ar")  # two numbers: age is scored
-    assert out["age"] in (34, 7) and seen == [True] and not eng.kept
+    out = extract(schema, "Ana Ruiz is 34; her son is 7.", model=tiny, mode="ar")  # two numbers: age is scored
+    assert out["age"] in (34, 7) and seen == [True] and not tiny.kept
 
 
-async def test_concurrent_extracts_give_what_each_gives_alone(eng):
+async def test_concurrent_extracts_give_what_each_gives_alone(tiny):
     import asyncio
 
     from agentkit import aextract
@@ -164,6 +157,6 @@ async def test_concurrent_extracts_give_what_each_gives_alone(eng):
               "required": ["name", "age"]}
     texts = ["Ana Ruiz is 34; her son is 7.", "Bo Li, 52, and his dog, 3.", "Ana Ruiz is 34; her son is 7.",
              "Cy Tan was 19 in 2004, 12 years ago."]
-    alone = [await aextract(schema, t, model=eng, mode="ar") for t in texts]
-    together = await asyncio.gather(*(aextract(schema, t, model=eng, mode="ar") for t in texts))
-    assert list(together) == alone and not eng.kept
+    alone = [await aextract(schema, t, model=tiny, mode="ar") for t in texts]
+    together = await asyncio.gather(*(aextract(schema, t, model=tiny, mode="ar") for t in texts))
+    assert list(together) == alone and not tiny.kept
