@@ -181,6 +181,8 @@ def main() -> None:
     ap.add_argument("--bfcl-limit", type=int, default=10, help="questions per BFCL file")
     ap.add_argument("--bfcl-modes", default="ar-constrained,verify")
     ap.add_argument("--skip-forward", action="store_true", help="only the BFCL table")
+    ap.add_argument("--dtype", default=None,
+                    help="only the rows whose dtype starts with this (float32: what a CPU without native bf16 runs)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     configs = {("torch", "float32"): EngineConfig(backend="torch", dtype="float32", threads=args.threads),
@@ -201,6 +203,11 @@ def main() -> None:
     if default_key[0] == "torch" and available():  # auto: torch passes, free-text AR on llama.cpp when it pays
         default_key = ("auto", default_key[1])
         configs[default_key] = default
+    elif default_key[0] == "torch" and configs[default_key] != default:  # an explicit dtype is not auto's engine
+        default_key = ("torch", Engine(default).backbone.curve_dtype)  # (auto's float32 takes the 4-bit passes)
+        configs[default_key] = default
+    configs = {k: c for k, c in configs.items()
+               if k == default_key or args.dtype is None or k[1].startswith(args.dtype)}
     engines = {k: Engine(c) for k, c in configs.items()}
     keys = [default_key] + [k for k in engines if k != default_key]
     if args.bfcl is not None:

@@ -187,6 +187,7 @@ class Backbone:
         if any(isinstance(m, PackedLinear) or getattr(m, "packed_dense", None) is not None
                for m in self.model.modules()):
             dtype += "+packed"  # longer passes on prepacked weights (models/packed.py): its own curve
+        self.curve_dtype = dtype  # the cost curves' name for these weights (SHIPPED_CURVES' keys)
         self.cost_curve = cost_curve("torch", dtype, lm)
         # A low-precision model's logits: the head matmul in its own dtype (bf16 on the default model: 3.4 ms a row
         # against 13.3 ms in float32, 1 thread -- the fp32 head was a third of an AR step), then the REFINED
