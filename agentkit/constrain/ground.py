@@ -495,7 +495,8 @@ def allows_null(sub: dict[str, Any]) -> bool:
 
 def _plain(name: str, sub: dict[str, Any], ptr: str, text: str, out: Grounding) -> dict[str, Any]:
     """``sub`` ungrounded; its string slot (if it has one) refuses the placeholders (:func:`placeholders`)."""
-    branches = sub.get("anyOf") or sub.get("oneOf") or [sub]
+    split = type_branches(sub)
+    branches = split.get("anyOf") or split.get("oneOf") or [split]
     if any(isinstance(b, dict) and b.get("type") == "string" and "enum" not in b and "const" not in b
            for b in branches):
         words = placeholders(name, sub, text, out.names)
@@ -507,9 +508,27 @@ def _plain(name: str, sub: dict[str, Any], ptr: str, text: str, out: Grounding) 
 _ANNOTATIONS = ("format", "pattern", "minLength", "maxLength", "description")
 
 
+GENERIC_KEYS = ("title", "description", "default", "examples", "grounded", "$comment", "deprecated", "readOnly",
+                "writeOnly")  # a schema's keys that say nothing of its type's values
+
+
+def type_branches(sub: dict[str, Any]) -> dict[str, Any]:
+    """``sub`` with a list of types (``{"type": ["string", "null"]}``, OpenAI's strict form of an optional field)
+    written as the ``anyOf`` of one branch per type, as pydantic writes an ``Optional``: the keys of the types'
+    values (``format``, ``items``, ...) in each branch but null's, the others (:data:`GENERIC_KEYS`) beside the
+    ``anyOf``. Any other schema as it is."""
+    types = sub.get("type")
+    if not isinstance(types, list):
+        return sub
+    outer = {k: v for k, v in sub.items() if k in GENERIC_KEYS}
+    inner = {k: v for k, v in sub.items() if k not in GENERIC_KEYS and k != "type"}
+    return {"anyOf": [{"type": t, **inner} if t != "null" else {"type": "null"} for t in types], **outer}
+
+
 def _field(name: str, sub: dict[str, Any], ptr: str, text: str, kinds: frozenset[str],
            out: Grounding) -> dict[str, Any] | None:
     """The grounded schema of one property (None: the text has no value for it)."""
+    sub = type_branches(sub)
     for key in ("anyOf", "oneOf"):
         if isinstance(sub.get(key), list):
             branches = [b for b in sub[key] if not (isinstance(b, dict) and b.get("type") == "null")]

@@ -17,6 +17,7 @@ import jsonschema
 from pydantic import BaseModel, Field, PydanticSchemaGenerationError, PydanticUserError, TypeAdapter, ValidationError
 
 from ..constrain.canonical import json_style
+from ..constrain.ground import type_branches
 from ..constrain.nodes import Template
 from ..engine.stats import GenerationResult
 from ..errors import UserError
@@ -343,9 +344,11 @@ NUMBER_BOUNDS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveM
 def prompt_schema(schema: Any) -> Any:
     """A schema as the extract prompt shows it: without numeric bounds (``minimum``, ``maximum``, exclusive ones),
     which the template's token masks enforce anyway and a small model copies as the value: with the loop adapter,
-    ``attendees: int = Field(le=50)`` came out 50 for "the four of us" (99 with ``le=99``)."""
-    return map_subschemas(schema, lambda out: {k: v for k, v in out.items() if not (
-        k in NUMBER_BOUNDS and isinstance(v, (int, float)) and not isinstance(v, bool))})
+    ``attendees: int = Field(le=50)`` came out 50 for "the four of us" (99 with ``le=99``). A list of types
+    (``"type": ["string", "null"]``) is shown as pydantic's ``anyOf`` (:func:`~agentkit.constrain.ground.type_branches`),
+    so the two forms of one schema get one prompt (the model wrote other values for the other text)."""
+    return map_subschemas(schema, lambda out: type_branches({k: v for k, v in out.items() if not (
+        k in NUMBER_BOUNDS and isinstance(v, (int, float)) and not isinstance(v, bool))}))
 
 
 def extract_prompt(spec: OutputSpec, prompt: str | None = None, style: str | None = None) -> str:

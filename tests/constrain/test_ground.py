@@ -22,6 +22,7 @@ from agentkit.constrain.runtime import TokenConstraint
 from agentkit.constrain.spans import ExcludeDFA, SpanDFA
 from agentkit.constrain.vocab import slot_index
 from agentkit.errors import UserError
+from agentkit.evals.extract_run import type_lists
 
 
 def _accepts(dfa, v, data: bytes) -> bool:
@@ -176,6 +177,23 @@ def test_ground_schema_per_kind_and_the_overrides():
     on = ground_schema({"type": "object", "properties": {"a": {"type": "string", "grounded": True}}}, TEXT,
                        grounded=False)
     assert on.spans == {"/a"}
+
+
+def test_a_list_of_types_is_grounded_as_its_anyof_is():
+    """``{"type": ["string", "null"]}`` (the form OpenAI's strict mode asks for) is grounded as pydantic's
+    ``anyOf`` of a string and null: spans, numbers, the placeholders refused; a field with no value is null."""
+    schema = Invoice.model_json_schema()
+    schema["properties"]["total"] = {"anyOf": [{"type": "number"}, {"type": "null"}]}
+    listed = type_lists(schema)  # the eval's typelist setting
+    assert listed["properties"]["email"]["type"] == ["string", "null"]
+    assert listed["properties"]["total"]["type"] == ["number", "null"]
+    a, b = ground_schema(schema, TEXT), ground_schema(listed, TEXT)
+    assert b.spans == a.spans == {"/vendor", "/email", "/phone"} and b.kinds == a.kinds
+    assert b.schema["properties"]["total"]["anyOf"][0]["enum"] == [12, 1250.5]
+    assert b.schema["properties"]["phone"]["anyOf"][-1] == {"type": "null"}
+    assert b.exclude["/note"] == a.exclude["/note"] and "Note" in b.exclude["/note"]  # ungrounded: no placeholders
+    _, none = grounded_template(listed, "Ann Lee bought 3 lamps.", lambda s: compile_schema(s, strict=True))
+    assert none.schema["properties"]["email"] == {"type": "null"}  # no span fits an email: null, as pydantic's
 
 
 def test_bad_options_are_typed_errors():
