@@ -27,7 +27,7 @@ from .extract import ExtractItem, load_items, score
 from .timing import cold_prompts
 
 SETTINGS = ("compact", "spaced", "schema", "example", "nocopy", "copyuser", "nonum", "nofirst", "retry", "ungrounded",
-            "nosettle", "drafter", "eachpass", "nonumdraft", "nostrdraft")  # drafter: verify's drafts from the block drafter where
+            "nosettle", "drafter", "eachpass", "nonumdraft", "nostrdraft", "server", "typelist")  # drafter: verify's drafts from the block drafter where
 # lookup has none; eachpass: a grounded field's candidates read a pass each (agentkit.engine.backbone.
 # ONE_PASS_CONTINUATIONS off); nonumdraft: verify drafts no copied numbers (agentkit.engine.decode.NUMBER_DRAFTS off);
 # nostrdraft: nor copied phrases inside string values (STRING_DRAFTS off)
@@ -47,7 +47,30 @@ def parse_row(row: str) -> tuple[str, set[str]]:
         raise UserError(f"row {row!r}: unknown setting(s) {bad}; the settings are {', '.join(SETTINGS)}")
     if "drafter" in opts and mode != "verify":
         raise UserError(f"row {row!r}: +drafter chooses verify's drafts; it needs the verify mode")
+    if "server" in opts:
+        from .via_server import REFUSED
+
+        if bad := [o for o in opts if o in REFUSED]:
+            raise UserError(f"row {row!r}: +server rows cannot take {bad}: the server has no request field for them")
     return mode, set(opts)
+
+
+def type_lists(node: Any) -> Any:
+    """``node`` (a JSON Schema) with each ``anyOf`` of bare types (``[{"type": "string"}, {"type": "null"}]``)
+    written as one ``"type"`` list, the other keys of its branches kept (the ``typelist`` setting)."""
+    if isinstance(node, list):
+        return [type_lists(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    branches = node.get("anyOf")
+    if isinstance(branches, list) and all(isinstance(b, dict) and isinstance(b.get("type"), str) for b in branches) \
+            and len({b["type"] for b in branches}) == len(branches):
+        merged: dict[str, Any] = {}
+        for b in branches:
+            merged.update({k: type_lists(v) for k, v in b.items() if k != "type"})
+        return {**{k: type_lists(v) for k, v in node.items() if k != "anyOf"}, **merged,
+                "type": [b["type"] for b in branches]}
+    return {k: type_lists(v) for k, v in node.items()}
 
 
 def run_agentkit(engine: Any, item: ExtractItem, row: str) -> dict[str, Any]:
@@ -59,6 +82,8 @@ def run_agentkit(engine: Any, item: ExtractItem, row: str) -> dict[str, Any]:
     from ..steps import kinds as _steps
 
     mode, opts = parse_row(row)
+    if "typelist" in opts:
+        item = replace(item, schema=type_lists(item.schema))
     decode = DecodeConfig(copy_bias=0.0 if "nocopy" in opts else DecodeConfig.copy_bias,
                           copy_numbers="nonum" not in opts, copy_first_digit="nofirst" not in opts,
                           draft="drafter" if "drafter" in opts else DecodeConfig.draft)
@@ -77,6 +102,8 @@ def run_agentkit(engine: Any, item: ExtractItem, row: str) -> dict[str, Any]:
             stack.enter_context(mock.patch.object(module, name, value))
         if "copyuser" in opts:  # the whole user message, the extract prompt's schema with it
             decode = replace(decode, copy_source=extract_messages(item.schema, item.text)[-1]["content"])
+        if "server" in opts:
+            return _via_server(engine, item, mode, opts, t0)
         kw = {"model": engine, "mode": mode, "decode": decode, "model_settings": settings or None,
               "return_usage": True, "grounded": False if "ungrounded" in opts else None,
               "fallback_mode": ("diffusion" if mode != "diffusion" else "ar") if "retry" in opts else None}
@@ -85,6 +112,20 @@ def run_agentkit(engine: Any, item: ExtractItem, row: str) -> dict[str, Any]:
     out = output.model_dump(mode="json") if hasattr(output, "model_dump") else output
     return {"output": out, "error": error, "latency_ms": round(ms, 1), "ungrounded": usage.ungrounded if usage else [],
             "output_tokens": usage.output_tokens if usage else 0, "forwards": usage.forwards if usage else 0}
+
+
+_SERVERS: dict[int, Any] = {}  # one in-process app per engine (id), made at its first +server row
+
+
+def _via_server(engine: Any, item: ExtractItem, mode: str, opts: set[str], t0: float) -> dict[str, Any]:
+    from .via_server import ServerRows
+
+    rows = _SERVERS.get(id(engine))
+    if rows is None:
+        rows = _SERVERS[id(engine)] = ServerRows(engine)
+        t0 = time.perf_counter()  # the app's start is not the item's latency
+    res = rows.run(item.schema, item.text, mode, opts - {"server"})
+    return {**res, "latency_ms": round(1000 * (time.perf_counter() - t0), 1), "ungrounded": []}
 
 
 def _call(extract, item: ExtractItem, kw: dict[str, Any]) -> tuple[Any, Any, str]:
