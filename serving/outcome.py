@@ -31,6 +31,7 @@ class Outcome:
     choice: GenerationResult | None = None  # tool_choice auto: the choice decode's result when a text decode followed
     decision: dict[str, Any] | None = None  # tool_choice auto: how the call / no-call decision was made
     calls: list[tuple[str, Any]] = dataclasses.field(default_factory=list)  # the reply's calls (step runner's)
+    settled: list[str] | None = None  # a settled response_format: the fields settling changed (serving/settle.py)
 
     def usage(self) -> dict[str, int]:
         """OpenAI's usage: the choice decode's and the text decode's tokens summed (both were computed)."""
@@ -60,6 +61,8 @@ def job_stats(out: Outcome, job: Job) -> dict[str, Any]:
              token_ids=list(res.token_ids))
     if out.decision is not None:
         d["tool_choice"] = out.decision
+    if out.settled is not None:
+        d["settled"] = out.settled
     return d
 
 

@@ -102,6 +102,9 @@ class RequestPlan:
     covered: tuple[str, ...] = ()  # before any call, the tools the request fills with typed values (the same)
     max_calls: int = 1  # tool calls one reply may make (MAX_PARALLEL_CALLS with parallel_tool_calls, the default)
     raw_prompt: str | None = None  # /v1/completions: the prompt as text, without the chat template
+    # a response_format grounded in the user's text, sent whole (no stream, no logprobs): its output is settled
+    # against the text as extract settles it (serving/settle.py)
+    settle: bool = False
 
     @property
     def mode(self) -> str:
@@ -278,6 +281,10 @@ def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: 
                        schema, tool_mode, names, ext.canvas, max_tokens_given=given is not None,
                        max_calls=max_calls(req), logprobs=(req.top_logprobs or 0) if req.logprobs else None,
                        stop=list(req.stop or []))
+    if schema is not None and schema.kind == "response" and schema.source and schema.grounded is not False \
+            and not req.stream and not req.logprobs:  # settled as extract settles (serving/settle.py), which reads
+        plan.settle = True                            # the decode's keys and values (agentkit/engine/kept.py)
+        plan.config = dataclasses.replace(plan.config, keep_cache=True)
     if schema is None and results:  # call the question's text and theirs (a value passed on to the next call)
         plan.config = decode_config(req, mode, budget, results)
     elif schema is not None and schema.kind == "tools" and results:

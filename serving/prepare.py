@@ -29,7 +29,7 @@ from typing import Any
 
 from agentkit import validate
 from agentkit.constrain.build import build_constraint
-from agentkit.constrain.ground import grounded_argument_template, grounded_template
+from agentkit.constrain.ground import Grounding, grounded_argument_template, grounded_template
 from agentkit.constrain.limits import CompileLimits, budget
 from agentkit.constrain.nodes import Template
 from agentkit.engine.faces import Constraining, Tokenizing
@@ -73,6 +73,7 @@ class Preparer:
         self.context = min(c for c in (ctx, max_context) if c is not None) if (ctx or max_context) else None
         self._lock = threading.Lock()
         self._templates: OrderedDict[str, Template] = OrderedDict()
+        self._groundings: dict[str, Grounding] = {}  # a grounded response template's key -> its grounding
         self._cache_size = cache_size
         self.failure_ttl_s, self.fast_lane_s = failure_ttl_s, fast_lane_s
         self._failed: OrderedDict[str, tuple[APIError, float]] = OrderedDict()  # digest -> (error, expiry)
@@ -106,6 +107,7 @@ class Preparer:
             if t is not None:
                 self._templates.move_to_end(key)
                 return t
+        grounding: Grounding | None = None
         if sj.kind == "tools":  # each tool's parameters compiled here (errors name the tool), then one call template
             specs = [(tool.function.name, self.arguments(sj, tool.function.name, tool.function.parameters
                                                          or EMPTY_PARAMETERS, f"tools[{i}].function.parameters"))
@@ -114,15 +116,31 @@ class Preparer:
                 specs.append((sj.no_call, None))
             t = calls_template(specs, max_calls=sj.max_calls, style=sj.style, meta={"step": "tool_call"})
         elif sj.source is not None:  # grounded in the request's text, as extract grounds (agentkit.constrain.ground)
-            t, _ = grounded_template(sj.schema, sj.source, lambda s: self.compile_one(
+            t, grounding = grounded_template(sj.schema, sj.source, lambda s: self.compile_one(
                 s, sj.where, sj.strict, sj.style), grounded=sj.grounded)
         else:
             t = self.compile_one(sj.schema, sj.where, sj.strict, sj.style)
         with self._lock:
             self._templates[key] = t
+            if grounding is not None:
+                self._groundings[key] = grounding
             while len(self._templates) > self._cache_size:
-                self._templates.popitem(last=False)
+                old, _ = self._templates.popitem(last=False)
+                self._groundings.pop(old, None)
         return t
+
+    def grounding(self, sj: SchemaJob) -> Grounding | None:
+        """What grounding did to a grounded ``response_format`` schema (what settling reads, serving/settle.py),
+        built again if its template left the cache since; None for any other schema."""
+        if sj.kind != "response" or sj.source is None:
+            return None
+        with self._lock:
+            g = self._groundings.get(sj.key)
+        if g is None:
+            self.template(sj)
+            with self._lock:
+                g = self._groundings.get(sj.key)
+        return g
 
     def arguments(self, sj: SchemaJob, tool: str, parameters: dict[str, Any], where: str) -> Template:
         """One tool's arguments compiled (errors name ``where``), grounded in ``sj.arguments_source`` when the

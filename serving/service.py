@@ -20,6 +20,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from agentkit.engine.faces import EngineLike, Scoring, Tokenizing, plain_weights
+from agentkit.steps import grounded as grounded_
 from agentkit.steps.runner import StepIO, run_step
 
 from .admission import WorkBudget, WorkBudgetFull, check_bounds, check_request_work, estimate_work
@@ -31,6 +32,7 @@ from .plan import RequestPlan, plan_request
 from .prepare import Preparer, longest_token_chars
 from .protocol import ChatRequest
 from .scheduler import ClientDisconnected, Job, QueueFull, Scheduler, ShuttingDown
+from .settle import settled
 from .streaming import open_stream
 from .tracing import Tracer
 
@@ -157,8 +159,15 @@ class ChatService:
         io = StepIO(template, functools.partial(self.preparer.tool_template, plan), job.check, hook(on_tokens, True),
                     hook(None, True), hook(on_draft), job.cancelled.is_set, job.slot,
                     lambda step: text_ids.append(self.preparer.text_prompt(plan, step)))
-        out = run_step(self.engine, plan.step, io)
-        assert out.result is not None  # the runner's step always decodes (a call, or the text reply)
+        try:
+            out = run_step(self.engine, plan.step, io)
+            assert out.result is not None  # the runner's step always decodes (a call, or the text reply)
+            result, changed = out.result, None
+            if plan.settle and grounded_.SETTLE and isinstance(self.engine, Scoring):
+                result, changed = settled(self.engine, plan, out.result, self.preparer.grounding(plan.schema))
+        finally:
+            if plan.settle and (kept := getattr(self.engine, "kept", None)) is not None:
+                kept.clear()  # the decode's cache is not held past this request
         if out.text_reply:
             prompt_ids = text_ids[0]
         lp = None
@@ -166,7 +175,8 @@ class ChatService:
             from .logprobs import token_logprobs
 
             lp = token_logprobs(self.engine, prompt_ids, list(out.result.token_ids), plan.logprobs, job.slot)
-        return Outcome(out.result, lp, out.choice, out.decision.record() if out.decision else None, out.calls)
+        return Outcome(result, lp, out.choice, out.decision.record() if out.decision else None, out.calls,
+                       settled=changed)
 
     def decode_text(self, ids: list[int]) -> str:
         with self.lock:  # the tokenizer is shared with concurrent requests

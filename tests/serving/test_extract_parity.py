@@ -1,5 +1,6 @@
 """The server's response_format writes what ``extract`` writes: the same prompt, JSON style, copy source and
-number prior, so the same schema and text give the same values (tiny random model, greedy)."""
+number prior, the same settling against the text, so the same schema and text give the same values (tiny random
+model, greedy)."""
 
 from __future__ import annotations
 
@@ -25,9 +26,9 @@ CITY = {"type": "object", "properties": {"city": {"type": "string", "maxLength":
 TEXTS = ["Paris has about 2100000 inhabitants. Extract it.", "Oslo: 709,037 people in 15 districts."]
 
 
-def _body(text: str, **ext) -> dict:
+def _body(text: str, schema: dict = CITY, **ext) -> dict:
     return {"model": "agentkit", "messages": [{"role": "user", "content": text}], "max_tokens": 64,
-            "response_format": {"type": "json_schema", "json_schema": {"name": "c", "schema": CITY, "strict": True}},
+            "response_format": {"type": "json_schema", "json_schema": {"name": "c", "schema": schema, "strict": True}},
             "agentkit": {"mode": "ar", **ext}}
 
 
@@ -44,32 +45,59 @@ def test_plan_writes_extracts_messages_copy_source_and_number_prior():
     assert obj.messages[-1]["content"].startswith("Ann, 3\n\nAnswer with one JSON object")
 
 
-async def test_server_json_schema_gives_extracts_values(monkeypatch):
-    """The same grounded template and decode; ``extract``'s settling (the model's scores over the decoded output,
-    agentkit.steps.grounded.settle) is its own and is left out of the comparison."""
+PERSON = {"type": "object", "properties": {"name": {"type": "string"}, "city": {"type": ["string", "null"]},
+                                           "age": {"type": ["integer", "null"]},
+                                           "email": {"type": ["string", "null"]}}, "required": ["name"]}
+PEOPLE = ["Met Ana Silva from Porto at the fair; she is 41 and wrote from ana@silva.pt.",
+          "Tom, 29, lives in Leeds.", "Call Rui Costa tomorrow about the 12 boxes."]
+
+
+@pytest.mark.parametrize("settle", [True, False])
+async def test_server_json_schema_gives_extracts_values(monkeypatch, settle):
+    """The same grounded template and decode, and with settling on (the default) the same settling of its output
+    (the model's scores over the decoded output, agentkit.steps.grounded.settle); each response says which fields
+    settling changed. Settling changes some field of these texts on this model, so its part is exercised."""
     from agentkit.engine import tiny_engine
     from agentkit.steps import grounded
 
-    monkeypatch.setattr(grounded, "SETTLE", False)
-
-    engine = tiny_engine(0)
+    monkeypatch.setattr(grounded, "SETTLE", settle)
+    engine = tiny_engine(2)
     app = create_app(engine)
+    changed = []
     try:
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t", timeout=60) as c:
-            for text in TEXTS:
-                r = await c.post("/v1/chat/completions", json=_body(text))
+            for schema, text in [(CITY, t) for t in TEXTS] + [(PERSON, t) for t in PEOPLE]:
+                r = await c.post("/v1/chat/completions", json=_body(text, schema=schema))
                 assert r.status_code == 200, r.text
-                served = json.loads(r.json()["choices"][0]["message"]["content"])
-                assert served == await _extract(engine, text)
+                body = r.json()
+                served = json.loads(body["choices"][0]["message"]["content"])
+                assert served == await _extract(engine, text, schema)
+                stats = body["agentkit_stats"]
+                assert ("settled" in stats) == settle
+                changed += stats.get("settled", [])
+                assert engine.tokenizer.decode(stats["token_ids"]) == body["choices"][0]["message"]["content"]
     finally:
         app.state.scheduler.close()
+    assert bool(changed) == settle
+    assert not engine.kept  # no decode's cache is held after a request
 
 
-async def _extract(engine, text):
+def test_settling_is_planned_only_for_whole_grounded_responses():
+    """A stream (sent as it was written), a request for logprobs (they describe the decoded tokens), grounding
+    turned off, and the messages as sent (no source text) are not settled."""
+    assert plan_request(ChatRequest.model_validate(_body(TEXTS[0]))).settle
+    assert plan_request(ChatRequest.model_validate(_body(TEXTS[0]))).config.keep_cache
+    for body in (dict(_body(TEXTS[0]), stream=True), dict(_body(TEXTS[0]), logprobs=True),
+                 _body(TEXTS[0], grounded=False), _body(TEXTS[0], schema_prompt=False)):
+        plan = plan_request(ChatRequest.model_validate(body))
+        assert not plan.settle and not plan.config.keep_cache
+
+
+async def _extract(engine, text, schema):
     import asyncio
 
     from agentkit.config import DecodeConfig
 
     # extract's own defaults, with the server's token budget; run off the event loop as a user would
-    return await asyncio.to_thread(extract, CITY, text, model=engine, mode="ar",
+    return await asyncio.to_thread(extract, schema, text, model=engine, mode="ar",
                                    decode=DecodeConfig(max_new_tokens=64, copy_first_digit=True))
