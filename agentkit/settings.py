@@ -122,7 +122,7 @@ SETTINGS: tuple[Setting, ...] = (
             ("auto", "lookup", "adapter", "drafter")),
     Setting("draft_steps", "int", 1, (_E,), "adapter drafts: mask-sampler passes per draft", low=1),
     Setting("keep_cache", "bool", False, (_E,), "the decode's keys/values stay with the engine for one reader "
-            "(extract's settling)"),
+            "(extract's settling, and the server's for a response_format)"),
     Setting("json_style", "str", DEFAULT_STYLE, (_S, _V), "how structured steps write the pinned JSON punctuation "
             "(the template's setting, not the decoder's)", STYLES, sdk="json_style", server="agentkit.json_style"),
     Setting("open_objects", "bool", False, (_S, _V), "False: an object schema that lists its properties and says "

@@ -164,7 +164,8 @@ class ChatService:
             assert out.result is not None  # the runner's step always decodes (a call, or the text reply)
             result, changed = out.result, None
             if plan.settle and grounded_.SETTLE and isinstance(self.engine, Scoring):
-                result, changed = settled(self.engine, plan, out.result, self.preparer.grounding(plan.schema))
+                result, changed = settled(self.engine, plan, out.result, self.preparer.grounding(plan.schema),
+                                          job.slot)
         finally:
             if plan.settle and (kept := getattr(self.engine, "kept", None)) is not None:
                 kept.clear()  # the decode's cache is not held past this request

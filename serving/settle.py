@@ -25,18 +25,18 @@ from agentkit.steps.grounded import GroundedOutput
 from .plan import RequestPlan
 
 
-def settled(engine: Any, plan: RequestPlan, result: GenerationResult,
-            grounding: Grounding | None) -> tuple[GenerationResult, list[str]]:
+def settled(engine: Any, plan: RequestPlan, result: GenerationResult, grounding: Grounding | None,
+            slot: Any = None) -> tuple[GenerationResult, list[str]]:
     """``result`` with its output settled against the plan's source text, and the fields settling changed ([]:
     none; the result is returned as it is). ``grounding``: what grounding did to the plan's schema (the
-    preparer's, with the template)."""
+    preparer's, with the template); ``slot``: the request's seat at the batcher, whose forwards the scoring joins."""
     sj = plan.schema
     value = result.value
     if sj is None or sj.source is None or grounding is None or not isinstance(value, dict):
         return result, []
     spec = GroundedOutput(sj.schema, sj.source, sj.grounded)
     spec.grounding = grounding
-    new, _ = grounded_.settle(engine, plan.messages, value, spec)
+    new, _ = grounded_.settle(engine, plan.messages, value, spec, slot=slot)
     changed = [k for k in {**value, **new} if value.get(k) != new.get(k)]
     if not changed:
         return result, []

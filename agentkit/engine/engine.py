@@ -445,7 +445,7 @@ class Engine:
                 {"ar": dec.ar, "diffusion": dec.diffusion, "verify": dec.verify}[cfg.mode]()
             else:
                 dec.stats.finish_reason = dec.finish_reason()
-            if cfg.keep_cache and base and batch is None:  # the base weights' own cache (a plain growing one: put)
+            if cfg.keep_cache and base:  # the base weights' own cache, batched or not (a plain growing one: put)
                 self.kept.put(ids + dec.out, dec.cache)
         finally:
             if block_drafter is not None:

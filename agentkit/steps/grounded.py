@@ -70,8 +70,9 @@ class ValueScorer:
     opening as the decode's prompt pass wrote them). Else, or where the last head shares more, the cache it has,
     which holds the prompt (one pass, through the engine's prefix cache) and the last head."""
 
-    def __init__(self, engine: Any, messages: list[dict[str, str]]) -> None:
-        self.engine, self.bb = engine, engine.backbone
+    def __init__(self, engine: Any, messages: list[dict[str, str]], slot: Any = None) -> None:
+        """``slot``: the request's seat at the engine's batcher (the server's), whose forwards its passes join."""
+        self.engine, self.bb = engine, engine.backbone if slot is None else slot.wrap(engine.backbone)
         with engine.lock:
             self.prompt = list(engine.encode_prompt(messages))
         kept = getattr(engine, "kept", None)
@@ -172,7 +173,7 @@ def value_scores(engine: Any, messages: list[dict[str, str]], head: str, conts: 
 
 
 def settle(engine: Any, messages: list[dict[str, str]], value: dict[str, Any], spec: GroundedOutput,
-           margin: float | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+           margin: float | None = None, slot: Any = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """``value`` (a JSON object as the template wrote it, keys in order) with its top-level fields settled against
     the text. Each place in the text gives one field its value (:func:`~agentkit.constrain.ground.occurrences`),
     and the model's scores decide (the whole value's log-probability after the output so far, with the weights
@@ -188,13 +189,15 @@ def settle(engine: Any, messages: list[dict[str, str]], value: dict[str, Any], s
     3. an optional list of spans keeps the items with a place left (``Arts`` of ``Marlow Arts Centre`` is no
        attendee where the location took it).
 
-    A field with no value becomes None where the schema allows null, and is left out otherwise. Returns the new
-    value and, per field, the scores that decided it."""
+    A field with no value becomes None where the schema allows null, and is left out otherwise. ``slot``: the
+    request's seat at the engine's batcher (:class:`ValueScorer`). Returns the new value and, per field, the scores
+    that decided it."""
     g = spec.grounding
     if g is None:
         return value, {}
     margin = NULL_MARGIN if margin is None else margin
-    scorer, props, optional = _LazyScorer(engine, messages), g.schema.get("properties") or {}, set(spec.optional_fields())
+    scorer, props = _LazyScorer(engine, messages, slot), g.schema.get("properties") or {}
+    optional = set(spec.optional_fields())
     out, used, facts = dict(value), [], {}
     for name in [k for k in out if k not in optional]:
         kind = g.kinds.get("/" + name, "")
@@ -322,12 +325,12 @@ def _put(out: dict[str, Any], name: str, v: Any, keep_null: bool) -> None:
 class _LazyScorer:
     """A :class:`ValueScorer` built on first use (a settle that scores nothing encodes no prompt)."""
 
-    def __init__(self, engine: Any, messages: list[dict[str, str]]) -> None:
-        self.engine, self.messages, self.scorer = engine, messages, None
+    def __init__(self, engine: Any, messages: list[dict[str, str]], slot: Any = None) -> None:
+        self.engine, self.messages, self.slot, self.scorer = engine, messages, slot, None
 
     def __call__(self, head: str, conts: list[str]) -> list[list[float]]:
         if self.scorer is None and not isinstance(self.engine, ValueScorer) and hasattr(self.engine, "backbone"):
-            self.scorer = ValueScorer(self.engine, self.messages)
+            self.scorer = ValueScorer(self.engine, self.messages, self.slot)
         return value_scores(self.scorer or self.engine, self.messages, head, conts)
 
 

@@ -62,13 +62,17 @@ async def test_server_json_schema_gives_extracts_values(monkeypatch, settle):
 
     monkeypatch.setattr(grounded, "SETTLE", settle)
     engine = tiny_engine(2)
-    app = create_app(engine)
-    changed = []
+    take, took = engine.kept.take, []
+    monkeypatch.setattr(engine.kept, "take", lambda prompt: took.append(take(prompt)) or took[-1])
+    app = create_app(engine)  # decodes batched (max_batch 8): each request at a seat
+    changed, read = [], []
     try:
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t", timeout=60) as c:
             for schema, text in [(CITY, t) for t in TEXTS] + [(PERSON, t) for t in PEOPLE]:
+                took.clear()
                 r = await c.post("/v1/chat/completions", json=_body(text, schema=schema))
                 assert r.status_code == 200, r.text
+                read.append(any(took))
                 body = r.json()
                 served = json.loads(body["choices"][0]["message"]["content"])
                 assert served == await _extract(engine, text, schema)
@@ -79,6 +83,7 @@ async def test_server_json_schema_gives_extracts_values(monkeypatch, settle):
     finally:
         app.state.scheduler.close()
     assert bool(changed) == settle
+    assert any(read) == settle  # the server's settling read its decode's keys and values, batched as it was
     assert not engine.kept  # no decode's cache is held after a request
 
 
