@@ -14,6 +14,7 @@ Settling rewrites values after they were decoded, so it applies where the respon
 from __future__ import annotations
 
 import dataclasses
+import logging
 from typing import Any
 
 from agentkit.constrain.canonical import canonical_json
@@ -21,8 +22,11 @@ from agentkit.constrain.ground import Grounding
 from agentkit.engine.stats import GenerationResult
 from agentkit.steps import grounded as grounded_
 from agentkit.steps.grounded import GroundedOutput
+from agentkit.steps.kinds import OutputError
 
 from .plan import RequestPlan
+
+log = logging.getLogger(__name__)
 
 
 def settled(engine: Any, plan: RequestPlan, result: GenerationResult, grounding: Grounding | None,
@@ -37,8 +41,13 @@ def settled(engine: Any, plan: RequestPlan, result: GenerationResult, grounding:
     spec = GroundedOutput(sj.schema, sj.source, sj.grounded)
     spec.grounding = grounding
     new, _ = grounded_.settle(engine, plan.messages, value, spec, slot=slot)
-    changed = [k for k in {**value, **new} if value.get(k) != new.get(k)]
+    changed = [k for k in {**value, **new} if k not in value or k not in new or value[k] != new[k]]
     if not changed:
+        return result, []
+    try:
+        spec.validate(new)  # settling chooses among the grounded template's values: valid by construction
+    except OutputError as e:
+        log.warning("a settled response_format output does not validate (%s); the decoded one is sent", e)
         return result, []
     text = canonical_json(new, sj.schema, sj.style)
     return dataclasses.replace(result, text=text, value=new, token_ids=_tokens(engine, text)), changed

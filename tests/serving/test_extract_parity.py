@@ -106,3 +106,23 @@ async def _extract(engine, text, schema):
     # extract's own defaults, with the server's token budget; run off the event loop as a user would
     return await asyncio.to_thread(extract, schema, text, model=engine, mode="ar",
                                    decode=DecodeConfig(max_new_tokens=64, copy_first_digit=True))
+
+
+async def test_a_settled_output_that_does_not_validate_is_not_sent(monkeypatch, caplog):
+    """Settling chooses among the template's own values, so its output validates; were it not to, the decoded
+    output is sent, with a warning, and no field is reported settled."""
+    from agentkit.engine import tiny_engine
+    from agentkit.steps import grounded
+
+    monkeypatch.setattr(grounded, "settle", lambda engine, messages, value, spec, slot=None: (
+        {**value, "name": 5}, {}))
+    app = create_app(tiny_engine(2))
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t", timeout=60) as c:
+            r = await c.post("/v1/chat/completions", json=_body(PEOPLE[1], schema=PERSON))
+    finally:
+        app.state.scheduler.close()
+    assert r.status_code == 200, r.text
+    assert isinstance(json.loads(r.json()["choices"][0]["message"]["content"])["name"], str)
+    assert r.json()["agentkit_stats"]["settled"] == []
+    assert "does not validate" in caplog.text
