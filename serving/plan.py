@@ -258,11 +258,16 @@ def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: 
             raise user_error(e) from None
     ext = req.agentkit or AgentkitExt()
     source = None
+    if ext.grounded_in is not None and (schema is None or schema.kind != "response"):
+        raise APIError(400, "agentkit.grounded_in needs a response_format with a schema (the values it grounds)",
+                       param="agentkit.grounded_in")
     if schema is not None and schema.kind == "response" and ext.schema_prompt:
         rf = req.response_format  # the schema as sent (the prompt shows it as extract does, before capping)
         raw = rf.json_schema.schema_ if rf is not None and rf.type == "json_schema" and rf.json_schema else {}
         messages, source = with_schema_prompt(messages, raw)
-        schema = dataclasses.replace(schema, source=source or None, grounded=ext.grounded)
+    if schema is not None and schema.kind == "response" and (ext.grounded_in or source):
+        source = ext.grounded_in or source  # the text its values come from
+        schema = dataclasses.replace(schema, source=source, grounded=ext.grounded)
     tool_mode: Literal["none", "forced", "auto"] = "forced" if forced else ("auto" if auto else "none")
     # a schema with no tool: an extraction; a mode asked for is kept
     calibrated = step_mode("tool_call" if tool_mode != "none" else "extract")

@@ -176,6 +176,10 @@ class AgentkitExt(BaseModel):
     # (agentkit.constrain.ground: spans, the numbers, dates and currency codes it writes); None: extract's
     # default kinds, false: off (placeholders still refused), true: every kind
     grounded: SBool | None = None
+    # response_format: the text its values come from (grounded in it and settled against it, as extract's), in place
+    # of the schema prompt's user message; with schema_prompt false, the messages go as sent (the SDK's HTTP
+    # backend sends extract's text so)
+    grounded_in: str | None = Field(default=None, max_length=MAX_COPY_SOURCE)
 
 
 class Body(BaseModel):

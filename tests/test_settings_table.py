@@ -13,7 +13,7 @@ from agentkit.errors import InvalidRequestError, UserError
 
 # what each declaring place holds besides decoding settings (a new field must join the table or one of these)
 NOT_SETTINGS = {
-    "AgentkitExt": {"canvas", "step", "schema_prompt", "grounded"},  # how messages and templates are built
+    "AgentkitExt": {"canvas", "step", "schema_prompt", "grounded", "grounded_in"},  # how messages and templates are built
     "ChatRequest": {"model", "messages", "tools", "tool_choice", "response_format", "max_completion_tokens", "stream",
                     "n", "logprobs", "top_logprobs", "agentkit", "user", "metadata", "store", "service_tier",
                     "prompt_cache_key", "safety_identifier", "stream_options"},

@@ -7,7 +7,11 @@ peer name (:data:`agentkit.evals.peers.PEERS`). Settings: ``compact``/``spaced``
 prior in numbers), ``nofirst`` (none at a number's first digit, ``DecodeConfig.copy_first_digit``), ``ungrounded``
 (``extract(grounded=False)``: values not constrained to the text, no abstention), ``nosettle`` (grounded, the
 output not settled against the text: the greedy grounded decode, :func:`agentkit.steps.grounded.settle`), ``retry`` (a second decode in ``diffusion`` when the first's values are not in the text, see
-:func:`agentkit.sdk._extract.values_in_text`). Items run in the outer loop and rows in the inner one, so a run stopped
+:func:`agentkit.sdk._extract.values_in_text`), ``server`` (the item sent to agentkit's server in this process as an OpenAI
+``response_format`` request, the text as the user message: :mod:`agentkit.evals.via_server`), ``http`` (``extract``
+with that server as its model: the SDK's HTTP backend), ``typelist`` (the schema's optional fields written as
+``"type": ["string", "null"]``, the form OpenAI's strict mode asks for, instead of pydantic's ``anyOf``:
+:func:`type_lists`). Items run in the outer loop and rows in the inner one, so a run stopped
 early compares every row on the same items; results are written after every item.
 """
 
@@ -27,7 +31,7 @@ from .extract import ExtractItem, load_items, score
 from .timing import cold_prompts
 
 SETTINGS = ("compact", "spaced", "schema", "example", "nocopy", "copyuser", "nonum", "nofirst", "retry", "ungrounded",
-            "nosettle", "drafter", "eachpass", "nonumdraft", "nostrdraft", "server", "typelist")  # drafter: verify's drafts from the block drafter where
+            "nosettle", "drafter", "eachpass", "nonumdraft", "nostrdraft", "server", "http", "typelist")  # drafter: verify's drafts from the block drafter where
 # lookup has none; eachpass: a grounded field's candidates read a pass each (agentkit.engine.backbone.
 # ONE_PASS_CONTINUATIONS off); nonumdraft: verify drafts no copied numbers (agentkit.engine.decode.NUMBER_DRAFTS off);
 # nostrdraft: nor copied phrases inside string values (STRING_DRAFTS off)
@@ -47,6 +51,8 @@ def parse_row(row: str) -> tuple[str, set[str]]:
         raise UserError(f"row {row!r}: unknown setting(s) {bad}; the settings are {', '.join(SETTINGS)}")
     if "drafter" in opts and mode != "verify":
         raise UserError(f"row {row!r}: +drafter chooses verify's drafts; it needs the verify mode")
+    if "server" in opts and "http" in opts:
+        raise UserError(f"row {row!r}: +server and +http are two ways to reach the server; give one")
     if "server" in opts:
         from .via_server import REFUSED
 
@@ -96,6 +102,7 @@ def run_agentkit(engine: Any, item: ExtractItem, row: str) -> dict[str, Any]:
     switches += [(module, name, False) for opt, module, name in (
         ("nosettle", grounded_, "SETTLE"), ("eachpass", backbone, "ONE_PASS_CONTINUATIONS"),
         ("nonumdraft", decode_, "NUMBER_DRAFTS"), ("nostrdraft", decode_, "STRING_DRAFTS")) if opt in opts]
+    model = _server(engine).http_model() if "http" in opts else engine  # the app made before the clock starts
     t0 = time.perf_counter()
     with contextlib.ExitStack() as stack:
         for module, name, value in switches:
@@ -104,7 +111,7 @@ def run_agentkit(engine: Any, item: ExtractItem, row: str) -> dict[str, Any]:
             decode = replace(decode, copy_source=extract_messages(item.schema, item.text)[-1]["content"])
         if "server" in opts:
             return _via_server(engine, item, mode, opts, t0)
-        kw = {"model": engine, "mode": mode, "decode": decode, "model_settings": settings or None,
+        kw = {"model": model, "mode": mode, "decode": decode, "model_settings": settings or None,
               "return_usage": True, "grounded": False if "ungrounded" in opts else None,
               "fallback_mode": ("diffusion" if mode != "diffusion" else "ar") if "retry" in opts else None}
         output, usage, error = _call(extract, item, kw)
@@ -117,13 +124,19 @@ def run_agentkit(engine: Any, item: ExtractItem, row: str) -> dict[str, Any]:
 _SERVERS: dict[int, Any] = {}  # one in-process app per engine (id), made at its first +server row
 
 
-def _via_server(engine: Any, item: ExtractItem, mode: str, opts: set[str], t0: float) -> dict[str, Any]:
+def _server(engine: Any) -> Any:
+    """The in-process app over ``engine`` (:class:`~agentkit.evals.via_server.ServerRows`), made at first use."""
     from .via_server import ServerRows
 
-    rows = _SERVERS.get(id(engine))
-    if rows is None:
-        rows = _SERVERS[id(engine)] = ServerRows(engine)
-        t0 = time.perf_counter()  # the app's start is not the item's latency
+    if id(engine) not in _SERVERS:
+        _SERVERS[id(engine)] = ServerRows(engine)
+    return _SERVERS[id(engine)]
+
+
+def _via_server(engine: Any, item: ExtractItem, mode: str, opts: set[str], t0: float) -> dict[str, Any]:
+    started = id(engine) in _SERVERS
+    rows = _server(engine)
+    t0 = t0 if started else time.perf_counter()  # the app's start is not the item's latency
     res = rows.run(item.schema, item.text, mode, opts - {"server"})
     return {**res, "latency_ms": round(1000 * (time.perf_counter() - t0), 1), "ungrounded": []}
 

@@ -1,9 +1,11 @@
-"""An extraction item sent to agentkit's OpenAI-compatible server as a user would send it: the text as the user
-message, the item's schema as ``response_format`` (``agentkit eval extract``'s ``+server`` rows).
+"""An extraction item sent to agentkit's OpenAI-compatible server: as a user would send it, the text as the user
+message and the item's schema as ``response_format`` (``agentkit eval extract``'s ``+server`` rows), or by ``extract``
+with the server as its model (the SDK's HTTP backend, ``+http`` rows).
 
 The app (:func:`agentkit.serving.app.create_app`) runs in this process over the same engine as the other rows, and
-is called through starlette's test client, so a row measures the server's request path (planning, the schema
-prompt, the grounded template, decoding) with no socket in between. Needs the ``server`` extra.
+is called through starlette's test client or httpx's ASGI transport, so a row measures the server's request path
+(planning, the schema prompt, the grounded template, decoding, settling) with no socket in between. Needs the
+``server`` extra.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ class ServerRows:
             from ..serving.app import create_app
         except ImportError as e:
             raise UserError(f"a +server row needs the server extra (pip install 'agentkit[server]'): {e}") from None
-        self.client = TestClient(create_app(engine))
+        self.app = create_app(engine)
+        self.client = TestClient(self.app)
         self.model = self.client.get("/v1/models").json()["data"][0]["id"]  # the name it serves
 
     def run(self, schema: dict[str, Any], text: str, mode: str, opts: set[str]) -> dict[str, Any]:
@@ -55,3 +58,11 @@ class ServerRows:
             output, error = None, f"not JSON: {content[:200]!r}"
         return {"output": output, "error": error, "output_tokens": int(stats.get("output_tokens", 0)),
                 "forwards": int(stats.get("forwards", 0))}
+
+    def http_model(self) -> Any:
+        """The SDK's HTTP backend on this app: what ``extract(..., model="http://...")`` talks to."""
+        import httpx
+
+        from ..sdk._http import HTTPGenerator
+
+        return HTTPGenerator("http://agentkit", transport=httpx.ASGITransport(app=self.app))

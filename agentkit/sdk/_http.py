@@ -128,6 +128,10 @@ class HTTPGenerator:
             if template.meta.get("open_objects"):
                 ext["open_objects"] = True  # ... and as open
             ext["schema_prompt"] = False  # the messages carry the step's own prompt already
+            if template.meta.get("grounded_in") is not None:  # extract's: grounded in its text, and settled there
+                ext["grounded_in"] = template.meta["grounded_in"]
+                if template.meta.get("grounded_option") is not None:
+                    ext["grounded"] = template.meta["grounded_option"]
             name = re.sub(r"[^A-Za-z0-9_-]", "_", str(step or schema.get("title") or "output"))[:64]
             body["response_format"] = {"type": "json_schema",
                                        "json_schema": {"name": name, "schema": schema,

@@ -39,6 +39,8 @@ class GroundedOutput(OutputSpec):
         template, self.grounding = grounded_template(self.schema, self.text,
                                                      lambda s: compile_template(s, style, strict),
                                                      grounded=self.grounded)
+        # what a server needs to ground and settle it again (the SDK's HTTP backend sends them: agentkit.grounded_in)
+        template.meta.update(grounded_in=self.text, grounded_option=self.grounded)
         return template
 
     def template_key(self) -> str:

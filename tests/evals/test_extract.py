@@ -157,7 +157,7 @@ def test_rows_rotate_and_start_from_an_empty_prefix_cache(tiny, tmp_path, monkey
 
 def test_server_and_typelist_rows_give_the_sdks_outputs(tiny, tmp_path):
     """``+server`` sends each item to the server's app as a user would and gets what ``extract`` gives (the same
-    prompt, template and settling); ``+typelist`` writes the optional fields as OpenAI's type lists, which are
+    prompt, template and settling), as does ``+http`` (``extract`` with the server as its model); ``+typelist`` writes the optional fields as OpenAI's type lists, which are
     grounded as the ``anyOf`` they replace."""
     from agentkit.evals.extract_run import type_lists
 
@@ -167,10 +167,10 @@ def test_server_and_typelist_rows_give_the_sdks_outputs(tiny, tmp_path):
     optional = [k for k in item.schema["properties"] if k not in item.schema.get("required", [])]
     assert optional and all(isinstance(listed["properties"][k]["type"], list) for k in optional)
     assert extract_messages(listed, item.text) == extract_messages(item.schema, item.text)  # one prompt for both
-    report = run_extract_eval(user, ["ar", "ar+server", "ar+typelist", "ar+typelist+server"], limit=2,
+    report = run_extract_eval(user, ["ar", "ar+server", "ar+http", "ar+typelist", "ar+typelist+server"], limit=2,
                               out=tmp_path / "r.json", plot=None, engine=tiny, log=lambda _: None)
     rows = report["results"]
-    for row in ("ar+server", "ar+typelist", "ar+typelist+server"):
+    for row in ("ar+server", "ar+http", "ar+typelist", "ar+typelist+server"):
         assert [r["output"] for r in rows[row]] == [r["output"] for r in rows["ar"]], row
         assert all(r["forwards"] > 0 and not r["error"] for r in rows[row])
 
@@ -181,7 +181,8 @@ def test_row_settings_are_checked():
         parse_row("ar+bogus")
     assert parse_row("verify+drafter") == ("verify", {"drafter"})
     for row, why in (("verify-drafter", "unknown mode"), ("ar+drafter", "needs the verify mode"),
-                     ("fast", "unknown mode"), ("ar+server+retry", "no request field")):
+                     ("fast", "unknown mode"), ("ar+server+retry", "no request field"),
+                     ("ar+server+http", "give one")):
         with pytest.raises(UserError, match=why):  # never a row silently left out of the run
             parse_row(row)
 

@@ -48,3 +48,31 @@ def test_in_process_and_http_agents_agree(app, settings):
         except UnexpectedModelBehavior as e:  # a random model may write an invalid value: then both alike
             outs.append(("unusable", str(e)))
     assert outs[0] == outs[1], outs
+
+
+PERSON = {"type": "object", "properties": {"name": {"type": "string"}, "city": {"type": ["string", "null"]},
+                                           "age": {"type": ["integer", "null"]}}, "required": ["name"]}
+TEXTS = ["Met Ana Silva from Porto at the fair; she is 41.", "Tom, 29, lives in Leeds.",
+         "Call Rui Costa tomorrow about the 12 boxes."]
+
+
+@pytest.mark.parametrize("grounded", [None, False])
+def test_extract_in_process_and_over_http_agree(app, grounded):
+    """``extract`` with a server's URL as its model: the HTTP backend sends the text its values come from
+    (``agentkit.grounded_in``) and the call's grounding option, so the server grounds the template in it and settles
+    the output as ``extract`` does in process. Before, the server compiled the bare schema: no value was grounded."""
+    from agentkit.sdk import extract
+
+    engine, asgi = app
+    remote = HTTPGenerator("http://test", transport=httpx.ASGITransport(app=asgi))
+    body = remote.request_body([], DecodeConfig(), _template(TEXTS[0], grounded))
+    assert body["agentkit"]["grounded_in"] == TEXTS[0] and body["agentkit"].get("grounded") == grounded
+    for text in TEXTS:
+        kw = {"mode": "ar", "decode": DecodeConfig(max_new_tokens=48, copy_first_digit=True), "grounded": grounded}
+        assert extract(PERSON, text, model=remote, **kw) == extract(PERSON, text, model=engine, **kw), text
+
+
+def _template(text, grounded):
+    from agentkit.steps.grounded import GroundedOutput
+
+    return GroundedOutput(PERSON, text, grounded).template(None, True)

@@ -87,6 +87,21 @@ async def test_server_json_schema_gives_extracts_values(monkeypatch, settle):
     assert not engine.kept  # no decode's cache is held after a request
 
 
+def test_grounded_in_grounds_messages_sent_as_they_are():
+    """``agentkit.grounded_in`` (the SDK's HTTP backend sends extract's text in it): the messages go as sent, the
+    values are grounded in that text and settled; without a response schema it is a 400 naming it."""
+    from agentkit.serving.errors import APIError
+
+    plan = plan_request(ChatRequest.model_validate(_body("the step's own prompt", schema_prompt=False,
+                                                         grounded_in=TEXTS[1])))
+    assert plan.messages == [{"role": "user", "content": "the step's own prompt"}]
+    assert plan.schema.source == TEXTS[1] and plan.settle and plan.config.copy_source == TEXTS[1]
+    bare = {"model": "agentkit", "messages": [{"role": "user", "content": "hi"}], "agentkit": {"grounded_in": "x"}}
+    with pytest.raises(APIError) as e:
+        plan_request(ChatRequest.model_validate(bare))
+    assert e.value.status == 400 and e.value.param == "agentkit.grounded_in"
+
+
 def test_settling_is_planned_only_for_whole_grounded_responses():
     """A stream (sent as it was written), a request for logprobs (they describe the decoded tokens), grounding
     turned off, and the messages as sent (no source text) are not settled."""
