@@ -257,17 +257,7 @@ def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: 
         except validate.ContextLengthError as e:
             raise user_error(e) from None
     ext = req.agentkit or AgentkitExt()
-    source = None
-    if ext.grounded_in is not None and (schema is None or schema.kind != "response"):
-        raise APIError(400, "agentkit.grounded_in needs a response_format with a schema (the values it grounds)",
-                       param="agentkit.grounded_in")
-    if schema is not None and schema.kind == "response" and ext.schema_prompt:
-        rf = req.response_format  # the schema as sent (the prompt shows it as extract does, before capping)
-        raw = rf.json_schema.schema_ if rf is not None and rf.type == "json_schema" and rf.json_schema else {}
-        messages, source = with_schema_prompt(messages, raw)
-    if schema is not None and schema.kind == "response" and (ext.grounded_in or source):
-        source = ext.grounded_in or source  # the text its values come from
-        schema = dataclasses.replace(schema, source=source, grounded=ext.grounded)
+    schema, messages, source = _response_source(req, ext, schema, messages)
     tool_mode: Literal["none", "forced", "auto"] = "forced" if forced else ("auto" if auto else "none")
     # a schema with no tool: an extraction; a mode asked for is kept
     calibrated = step_mode("tool_call" if tool_mode != "none" else "extract")
@@ -301,6 +291,28 @@ def plan_request(req: ChatRequest, *, default_mode: str | None = None, context: 
         plan.no_call, plan.answered, plan.retry, plan.sources = no_call, conv.answered, conv.retry, conv.sources
         plan.owed, plan.covered = (arguments.owed, arguments.covered) if arguments else (None, ())
     return plan
+
+
+def _response_source(req: ChatRequest, ext: AgentkitExt, schema: SchemaJob | None,
+                     messages: list[dict[str, str]]) -> tuple[SchemaJob | None, list[dict[str, str]], str | None]:
+    """A ``response_format``'s source text, the messages and the schema job grounded in it: ``grounded_in`` where
+    the request gives one, else, with the schema prompt, the last user message (the messages then carry extract's
+    prompt, :func:`with_schema_prompt`); None where there is none. ``grounded_in`` without a response schema is a
+    400 naming it."""
+    if ext.grounded_in is not None and (schema is None or schema.kind != "response"):
+        raise APIError(400, "agentkit.grounded_in needs a response_format with a schema (the values it grounds)",
+                       param="agentkit.grounded_in")
+    if schema is None or schema.kind != "response":
+        return schema, messages, None
+    source = None
+    if ext.schema_prompt:
+        rf = req.response_format  # the schema as sent (the prompt shows it as extract does, before capping)
+        raw = rf.json_schema.schema_ if rf is not None and rf.type == "json_schema" and rf.json_schema else {}
+        messages, source = with_schema_prompt(messages, raw)
+    source = ext.grounded_in or source or None
+    if source is not None:
+        schema = dataclasses.replace(schema, source=source, grounded=ext.grounded)
+    return schema, messages, source
 
 
 def _grounded_calls(conv: Conversation, tools: list[ToolDef], schema: SchemaJob | None, names: frozenset[str],
