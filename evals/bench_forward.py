@@ -203,12 +203,14 @@ def main() -> None:
     if default_key[0] == "torch" and available():  # auto: torch passes, free-text AR on llama.cpp when it pays
         default_key = ("auto", default_key[1])
         configs[default_key] = default
-    elif default_key[0] == "torch" and configs[default_key] != default:  # an explicit dtype is not auto's engine
-        default_key = ("torch", Engine(default).backbone.curve_dtype)  # (auto's float32 takes the 4-bit passes)
-        configs[default_key] = default
+    built = {}
+    if default_key[0] == "torch" and configs[default_key] != default:  # an explicit dtype is not auto's engine
+        engine = Engine(default)
+        default_key = ("torch", engine.backbone.curve_dtype)  # (auto's float32 takes the 4-bit passes)
+        configs[default_key], built[default_key] = default, engine
     configs = {k: c for k, c in configs.items()
                if k == default_key or args.dtype is None or k[1].startswith(args.dtype)}
-    engines = {k: Engine(c) for k, c in configs.items()}
+    engines = {k: built.get(k) or Engine(c) for k, c in configs.items()}
     keys = [default_key] + [k for k in engines if k != default_key]
     if args.bfcl is not None:
         modes = args.bfcl_modes.split(",")

@@ -102,7 +102,7 @@ def run_agentkit(engine: Any, item: ExtractItem, row: str) -> dict[str, Any]:
     switches += [(module, name, False) for opt, module, name in (
         ("nosettle", grounded_, "SETTLE"), ("eachpass", backbone, "ONE_PASS_CONTINUATIONS"),
         ("nonumdraft", decode_, "NUMBER_DRAFTS"), ("nostrdraft", decode_, "STRING_DRAFTS")) if opt in opts]
-    model = _server(engine).http_model() if "http" in opts else engine  # the app made before the clock starts
+    server = _server(engine) if opts & {"server", "http"} else None  # the app made before the clock starts
     t0 = time.perf_counter()
     with contextlib.ExitStack() as stack:
         for module, name, value in switches:
@@ -110,8 +110,9 @@ def run_agentkit(engine: Any, item: ExtractItem, row: str) -> dict[str, Any]:
         if "copyuser" in opts:  # the whole user message, the extract prompt's schema with it
             decode = replace(decode, copy_source=extract_messages(item.schema, item.text)[-1]["content"])
         if "server" in opts:
-            return _via_server(engine, item, mode, opts, t0)
-        kw = {"model": model, "mode": mode, "decode": decode, "model_settings": settings or None,
+            res = server.run(item.schema, item.text, mode, opts - {"server"})
+            return {**res, "latency_ms": round(1000 * (time.perf_counter() - t0), 1), "ungrounded": []}
+        kw = {"model": server.http_model if server is not None else engine, "mode": mode, "decode": decode, "model_settings": settings or None,
               "return_usage": True, "grounded": False if "ungrounded" in opts else None,
               "fallback_mode": ("diffusion" if mode != "diffusion" else "ar") if "retry" in opts else None}
         output, usage, error = _call(extract, item, kw)
@@ -121,7 +122,7 @@ def run_agentkit(engine: Any, item: ExtractItem, row: str) -> dict[str, Any]:
             "output_tokens": usage.output_tokens if usage else 0, "forwards": usage.forwards if usage else 0}
 
 
-_SERVERS: dict[int, Any] = {}  # one in-process app per engine (id), made at its first +server row
+_SERVERS: dict[int, Any] = {}  # one in-process app per engine (id), made at its first +server or +http row
 
 
 def _server(engine: Any) -> Any:
@@ -131,14 +132,6 @@ def _server(engine: Any) -> Any:
     if id(engine) not in _SERVERS:
         _SERVERS[id(engine)] = ServerRows(engine)
     return _SERVERS[id(engine)]
-
-
-def _via_server(engine: Any, item: ExtractItem, mode: str, opts: set[str], t0: float) -> dict[str, Any]:
-    started = id(engine) in _SERVERS
-    rows = _server(engine)
-    t0 = t0 if started else time.perf_counter()  # the app's start is not the item's latency
-    res = rows.run(item.schema, item.text, mode, opts - {"server"})
-    return {**res, "latency_ms": round(1000 * (time.perf_counter() - t0), 1), "ungrounded": []}
 
 
 def _call(extract, item: ExtractItem, kw: dict[str, Any]) -> tuple[Any, Any, str]:

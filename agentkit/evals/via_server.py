@@ -23,7 +23,8 @@ REFUSED = ("copyuser", "retry", "drafter")  # extract's options that have no req
 
 
 class ServerRows:
-    """One in-process app per engine, and the items sent to it."""
+    """One in-process app over an engine: items sent to it as requests (:meth:`run`), and the SDK's HTTP backend
+    on it (``http_model``)."""
 
     def __init__(self, engine: Any) -> None:
         try:
@@ -35,6 +36,7 @@ class ServerRows:
         self.app = create_app(engine)
         self.client = TestClient(self.app)
         self.model = self.client.get("/v1/models").json()["data"][0]["id"]  # the name it serves
+        self.http_model = _http_model(self.app)  # what extract(..., model="http://...") talks to
 
     def run(self, schema: dict[str, Any], text: str, mode: str, opts: set[str]) -> dict[str, Any]:
         """The item's response (``opts``: row settings, those of :data:`EXTENSION` sent; the others act in this
@@ -59,10 +61,11 @@ class ServerRows:
         return {"output": output, "error": error, "output_tokens": int(stats.get("output_tokens", 0)),
                 "forwards": int(stats.get("forwards", 0))}
 
-    def http_model(self) -> Any:
-        """The SDK's HTTP backend on this app: what ``extract(..., model="http://...")`` talks to."""
-        import httpx
 
-        from ..sdk._http import HTTPGenerator
+def _http_model(app: Any) -> Any:
+    """The SDK's HTTP backend on ``app`` (httpx's ASGI transport: no socket)."""
+    import httpx
 
-        return HTTPGenerator("http://agentkit", transport=httpx.ASGITransport(app=self.app))
+    from ..sdk._http import HTTPGenerator
+
+    return HTTPGenerator("http://agentkit", transport=httpx.ASGITransport(app=app))
